@@ -1,0 +1,15 @@
+"""The bench group's own behaviour: with no sub-command it runs every registered suite."""
+
+from __future__ import annotations
+
+import typer
+
+from backend import bench
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    @bench_app.callback(invoke_without_command=True)
+    def bench_all(ctx: typer.Context, json_out: bool = typer.Option(False, "--json")) -> None:
+        """Run every benchmark suite (or one: `cleanroom bench NAME`)."""
+        if ctx.invoked_subcommand is None:
+            bench.run_suites(sorted(bench.SUITES), json_out)

@@ -1,0 +1,74 @@
+"""The one settings object, read once from the environment (prefix CLEANROOM_, plus DATABASE_URL)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CLEANROOM_", extra="ignore")
+
+    data_dir: Path = REPO_ROOT / "var"
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DATABASE_URL", "CLEANROOM_DATABASE_URL")
+    )
+
+    host: str = "127.0.0.1"
+    api_port: int = 8400
+    console_port: int = 8401
+    api_base_url: str | None = None  # what the console calls; defaults to http://host:api_port
+    secure_cookies: bool = False  # True behind TLS; the cookie is always HttpOnly + SameSite=Strict
+
+    # sandbox
+    libvirt_uri: str = "qemu:///system"
+    virt_type: Literal["auto", "kvm", "qemu"] = "auto"
+    image_cache_dir: Path = Path("/var/cache/cleanroom/images")
+    run_dir: Path | None = None  # per-run scratch files; defaults to data_dir/runs
+    max_wall_seconds: int = 120
+    max_memory_mib: int = 2048
+    max_vcpus: int = 2
+    max_concurrent_vms: int = 2
+    use_saved_state: bool = True
+
+    # runs
+    max_attempts: int = 3
+    max_actions_per_run: int = 500
+    max_code_bytes: int = 200_000
+    stdout_cap_bytes: int = 1_000_000
+
+    # drive / staging
+    max_upload_bytes: int = 100 * 1024 * 1024
+    export_row_cap: int = 5000
+
+    # auth
+    login_attempts_per_window: int = 5
+    login_window_seconds: int = 60
+    session_hours: int = 12
+
+    @property
+    def effective_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'cleanroom.sqlite3'}"
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.effective_database_url.startswith(("postgres://", "postgresql://"))
+
+    @property
+    def effective_run_dir(self) -> Path:
+        return self.run_dir or self.data_dir / "runs"
+
+    @property
+    def effective_api_base_url(self) -> str:
+        return self.api_base_url or f"http://{self.host}:{self.api_port}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
