@@ -6,13 +6,19 @@ import importlib
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Cleanroom: approved code on private data.")
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="Cleanroom: approved code on private data."
+)
 bench_app = typer.Typer(no_args_is_help=False, help="Benchmarks (medians; --json for machines).")
 app.add_typer(bench_app, name="bench")
 
 # Modules exposing `register(app: typer.Typer, bench: typer.Typer) -> None`, in help order.
 CLI_MODULES = [
     "backend.cli_core",
+    "backend.serve",
+    "backend.demo.cli",
+    "backend.records.cli",
+    "backend.audit.cli",
 ]
 
 

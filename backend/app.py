@@ -1,0 +1,76 @@
+"""create_app(): the Litestar API, assembled in one place."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+from litestar import Litestar, get
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+
+from backend import db
+from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
+
+log = logging.getLogger("cleanroom")
+
+# "module:Controller" for every HTTP controller, by capability.
+CONTROLLERS = [
+    "backend.tenancy.controller:AuthController",
+    "backend.tenancy.controller:MeController",
+    "backend.tenancy.controller:CompanyController",
+    "backend.records.controller:RecordsController",
+    "backend.audit.controller:AuditController",
+]
+
+# Callables run at start-up after the database is ready (e.g. crash recovery, the worker).
+STARTUP_HOOKS: list[str] = []
+SHUTDOWN_HOOKS: list[str] = []
+
+
+def _resolve(ref: str) -> Any:
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@get("/api/health", tags=["health"])
+async def health() -> dict[str, Any]:
+    return {"status": "ok", "database": "postgresql" if db.is_postgres() else "sqlite"}
+
+
+def create_app(*, database_url: str | None = None, run_hooks: bool = True) -> Litestar:
+    db.configure(database_url)
+
+    async def on_startup() -> None:
+        await db.start_pool()
+        await db.create_schema()
+        if run_hooks:
+            for ref in STARTUP_HOOKS:
+                result = _resolve(ref)()
+                if hasattr(result, "__await__"):
+                    await result
+
+    async def on_shutdown() -> None:
+        if run_hooks:
+            for ref in SHUTDOWN_HOOKS:
+                result = _resolve(ref)()
+                if hasattr(result, "__await__"):
+                    await result
+        await db.close_pool()
+
+    handlers: dict[Any, Any] = dict(EXCEPTION_HANDLERS)
+    handlers[Exception] = unexpected_handler
+    return Litestar(
+        route_handlers=[health, *[_resolve(ref) for ref in CONTROLLERS]],
+        exception_handlers=handlers,
+        on_startup=[on_startup],
+        on_shutdown=[on_shutdown],
+        openapi_config=OpenAPIConfig(
+            title="Cleanroom API",
+            version="0.1.0",
+            path="/schema",
+            render_plugins=[SwaggerRenderPlugin()],
+        ),
+        debug=False,
+    )

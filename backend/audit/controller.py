@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, get, post
+from litestar.di import Provide
+from litestar.params import Parameter
+
+from backend.audit import service
+from backend.errors import Forbidden
+from backend.tenancy.auth import provide_user
+from backend.tenancy.context import UserContext
+
+
+class AuditController(Controller):
+    path = "/api/audit"
+    tags = ["audit"]
+    dependencies = {"user": Provide(provide_user)}
+
+    @get("/")
+    async def list_entries(
+        self,
+        user: UserContext,
+        q: str | None = None,
+        action: str | None = None,
+        subject_type: str | None = None,
+        subject_id: str | None = None,
+        limit: int = Parameter(default=200, ge=1, le=1000),
+        offset: int = Parameter(default=0, ge=0),
+    ) -> list[dict[str, Any]]:
+        if not user.is_admin:
+            raise Forbidden("only a company admin can browse the audit trail")
+        return await service.search(
+            user.company_id,
+            q=q,
+            action=action,
+            subject_type=subject_type,
+            subject_id=subject_id,
+            limit=limit,
+            offset=offset,
+        )
+
+    @post("/verify", status_code=200)
+    async def verify(self, user: UserContext) -> dict[str, Any]:
+        if not user.is_admin:
+            raise Forbidden("only a company admin can verify the audit chain")
+        result = await service.verify()
+        return {
+            "ok": result.ok,
+            "checked": result.checked,
+            "first_bad_seq": result.first_bad_seq,
+            "reason": result.reason,
+            "head_hash": result.head_hash,
+        }

@@ -1,0 +1,144 @@
+"""Append and verify. Only services call `record`; nothing updates or deletes an entry."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from backend.audit.tables import AuditEntry
+from backend.hashing import sha256_json
+
+GENESIS = "0" * 64
+_lock = asyncio.Lock()
+
+
+def _utc(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _load(data: Any) -> Any:
+    return json.loads(data) if isinstance(data, str) else data
+
+
+def entry_hash(entry: dict[str, Any]) -> str:
+    return sha256_json(
+        {
+            "seq": entry["seq"],
+            "at": _utc(entry["at"]),
+            "company_id": entry["company_id"],
+            "actor": entry["actor"],
+            "action": entry["action"],
+            "subject_type": entry["subject_type"],
+            "subject_id": str(entry["subject_id"]),
+            "data": _load(entry["data"]),
+            "prev_hash": entry["prev_hash"],
+        }
+    )
+
+
+async def record(
+    action: str,
+    *,
+    actor: str,
+    company_id: int | None,
+    subject_type: str = "",
+    subject_id: Any = "",
+    data: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    async with _lock:
+        for attempt in range(5):
+            last = (
+                await AuditEntry.select(AuditEntry.seq, AuditEntry.hash)
+                .order_by(AuditEntry.seq, ascending=False)
+                .first()
+            )
+            entry = {
+                "seq": (last["seq"] + 1) if last else 1,
+                "at": datetime.now(UTC),
+                "company_id": company_id,
+                "actor": actor,
+                "action": action,
+                "subject_type": subject_type,
+                "subject_id": str(subject_id),
+                "data": json.loads(json.dumps(data or {}, default=str)),
+                "prev_hash": last["hash"] if last else GENESIS,
+            }
+            entry["hash"] = entry_hash(entry)
+            try:
+                await AuditEntry.insert(AuditEntry(**entry))
+                return entry
+            except Exception:  # another process took this seq (unique); read the new tail and retry
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
+    raise RuntimeError("unreachable")
+
+
+@dataclass
+class VerifyResult:
+    ok: bool
+    checked: int
+    first_bad_seq: int | None = None
+    reason: str | None = None
+    head_hash: str | None = None
+
+
+async def verify() -> VerifyResult:
+    expected_prev = GENESIS
+    expected_seq = 1
+    checked = 0
+    rows = await AuditEntry.select().order_by(AuditEntry.id)
+    for row in rows:
+        if row["seq"] != expected_seq:
+            return VerifyResult(
+                False,
+                checked,
+                row["seq"],
+                f"expected entry #{expected_seq} here, found #{row['seq']} "
+                "(an entry was deleted or the order changed)",
+            )
+        if row["prev_hash"] != expected_prev:
+            return VerifyResult(
+                False, checked, row["seq"], "prev_hash does not match the previous entry's hash"
+            )
+        if entry_hash(row) != row["hash"]:
+            return VerifyResult(
+                False, checked, row["seq"], "content does not match its hash (the entry was altered)"
+            )
+        expected_prev = row["hash"]
+        expected_seq += 1
+        checked += 1
+    return VerifyResult(True, checked, head_hash=expected_prev if checked else None)
+
+
+async def search(
+    company_id: int,
+    *,
+    q: str | None = None,
+    action: str | None = None,
+    subject_type: str | None = None,
+    subject_id: str | None = None,
+    limit: int = 200,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    query = AuditEntry.select().where(AuditEntry.company_id == company_id)
+    if action:
+        query = query.where(AuditEntry.action == action)
+    if subject_type:
+        query = query.where(AuditEntry.subject_type == subject_type)
+    if subject_id:
+        query = query.where(AuditEntry.subject_id == str(subject_id))
+    if q:
+        like = f"%{q}%"
+        query = query.where(
+            (AuditEntry.actor.ilike(like))
+            | (AuditEntry.action.ilike(like))
+            | (AuditEntry.subject_id.ilike(like))
+        )
+    rows = await query.order_by(AuditEntry.seq, ascending=False).limit(limit).offset(offset)
+    for row in rows:
+        row["data"] = _load(row["data"])
+    return rows

@@ -1,0 +1,78 @@
+"""Engine set-up: SQLite by default, PostgreSQL when DATABASE_URL says so. Tables are bound explicitly."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from piccolo.engine.base import Engine
+from piccolo.engine.postgres import PostgresEngine
+from piccolo.engine.sqlite import SQLiteEngine
+from piccolo.table import Table, create_db_tables, drop_db_tables
+
+from backend.settings import get_settings
+
+# Capability modules with a TABLES list, in dependency order.
+TABLE_MODULES = [
+    "backend.tenancy.tables",
+    "backend.audit.tables",
+    "backend.records.tables",
+]
+
+_engine: Engine | None = None
+
+
+def all_tables() -> list[type[Table]]:
+    tables: list[type[Table]] = []
+    for module in TABLE_MODULES:
+        tables.extend(importlib.import_module(module).TABLES)
+    return tables
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith(("postgres://", "postgresql://")):
+        return PostgresEngine(config={"dsn": url}, log_queries=False)
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return SQLiteEngine(path=str(path), timeout=30)
+    raise ValueError(f"DATABASE_URL must start with sqlite:/// or postgresql://, got {url!r}")
+
+
+def configure(url: str | None = None) -> Engine:
+    """Point every table at the engine for `url` (default: the settings' database)."""
+    global _engine
+    _engine = make_engine(url or get_settings().effective_database_url)
+    for table in all_tables():
+        table._meta.db = _engine
+    return _engine
+
+
+def engine() -> Engine:
+    return _engine or configure()
+
+
+def is_postgres() -> bool:
+    return isinstance(engine(), PostgresEngine)
+
+
+async def create_schema() -> None:
+    engine()
+    await create_db_tables(*all_tables(), if_not_exists=True)
+
+
+async def drop_schema() -> None:
+    engine()
+    await drop_db_tables(*all_tables())
+
+
+async def start_pool() -> None:
+    eng = engine()
+    if isinstance(eng, PostgresEngine):
+        await eng.start_connection_pool(max_size=10)
+
+
+async def close_pool() -> None:
+    eng = engine()
+    if isinstance(eng, PostgresEngine):
+        await eng.close_connection_pool()

@@ -1,0 +1,1 @@
+"""The demo companies: Acme Analytics and Globex."""

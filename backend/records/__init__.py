@@ -1,0 +1,1 @@
+"""Business records: twelve datasets, one visibility rule."""

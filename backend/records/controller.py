@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, get
+from litestar.di import Provide
+from litestar.params import Parameter
+
+from backend.records import service
+from backend.records.datasets import DATASETS
+from backend.tenancy.auth import provide_user
+from backend.tenancy.context import UserContext
+
+RESERVED = {"page", "page_size", "sort"}
+
+
+class RecordsController(Controller):
+    path = "/api/records"
+    tags = ["records"]
+    dependencies = {"user": Provide(provide_user)}
+
+    @get("/")
+    async def datasets(self, user: UserContext) -> list[dict[str, Any]]:
+        return [
+            {"name": d.name, "label": d.label, "access": user.access(d.name), "fields": d.export_columns}
+            for d in DATASETS.values()
+        ]
+
+    @get("/{dataset:str}")
+    async def list_records(
+        self,
+        request: Request,
+        user: UserContext,
+        dataset: str,
+        page: int = Parameter(default=1, ge=1),
+        page_size: int = Parameter(default=50, ge=1, le=service.MAX_PAGE_SIZE),
+        sort: str = Parameter(default="id", description="a field name, prefixed with '-' for descending"),
+    ) -> dict[str, Any]:
+        """Other query parameters are exact-match filters, e.g. `?stage=won&owner_id=3`."""
+        filters = {k: v for k, v in request.query_params.items() if k not in RESERVED}
+        result = await service.list_records(
+            user, dataset, page=page, page_size=page_size, sort=sort, filters=filters
+        )
+        return {
+            "dataset": result.dataset,
+            "items": result.items,
+            "total": result.total,
+            "page": result.page,
+            "page_size": result.page_size,
+        }
+
+    @get("/{dataset:str}/{record_id:int}")
+    async def get_record(self, user: UserContext, dataset: str, record_id: int) -> dict[str, Any]:
+        return await service.get_record(user, dataset, record_id)

@@ -1,0 +1,122 @@
+"""The dataset registry: names, tables, enums and which fields a proposed change may touch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from piccolo.table import Table
+
+from backend.records import tables as t
+
+SYSTEM_FIELDS = ("id", "company", "owner", "team", "visibility", "created_at", "updated_at", "version")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    table: type[Table]
+    label: str
+    enums: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def fields(self) -> list[str]:
+        return [c._meta.name for c in self.table._meta.columns if c._meta.name not in SYSTEM_FIELDS]
+
+    @property
+    def writable_fields(self) -> list[str]:
+        return self.fields
+
+    @property
+    def export_columns(self) -> list[str]:
+        """Column order of the API rows and the CSV exports."""
+        return [
+            "id",
+            *self.fields,
+            "owner_id",
+            "team_id",
+            "visibility",
+            "created_at",
+            "updated_at",
+            "version",
+        ]
+
+    @property
+    def column_types(self) -> dict[str, str]:
+        return {c._meta.name: type(c).__name__ for c in self.table._meta.columns}
+
+
+DATASETS: dict[str, Dataset] = {
+    d.name: d
+    for d in [
+        Dataset(
+            "contacts",
+            t.Contact,
+            "Contacts",
+            {"lifecycle_stage": ("lead", "prospect", "customer", "churned")},
+        ),
+        Dataset(
+            "accounts",
+            t.Account,
+            "Accounts",
+            {"tier": ("smb", "mid_market", "enterprise"), "status": ("prospect", "active", "churned")},
+        ),
+        Dataset(
+            "deals",
+            t.Deal,
+            "Deals",
+            {"stage": ("prospecting", "qualification", "proposal", "negotiation", "won", "lost")},
+        ),
+        Dataset(
+            "quotes", t.Quote, "Quotes", {"status": ("draft", "sent", "accepted", "declined", "expired")}
+        ),
+        Dataset("invoices", t.Invoice, "Invoices", {"status": ("draft", "sent", "paid", "overdue", "void")}),
+        Dataset(
+            "tasks",
+            t.Task,
+            "Tasks",
+            {
+                "status": ("open", "in_progress", "done", "cancelled"),
+                "priority": ("low", "normal", "high", "urgent"),
+            },
+        ),
+        Dataset(
+            "expenses",
+            t.Expense,
+            "Expenses",
+            {
+                "category": ("travel", "meals", "software", "hardware", "office", "training"),
+                "status": ("submitted", "approved", "rejected", "reimbursed"),
+            },
+        ),
+        Dataset(
+            "employees",
+            t.Employee,
+            "Employees",
+            {
+                "employment_type": ("full_time", "part_time", "contractor"),
+                "status": ("active", "leave", "terminated"),
+            },
+        ),
+        Dataset(
+            "calendar_events",
+            t.CalendarEvent,
+            "Calendar events",
+            {"event_type": ("meeting", "call", "demo", "internal")},
+        ),
+        Dataset(
+            "signing_envelopes",
+            t.SigningEnvelope,
+            "Signing envelopes",
+            {"status": ("draft", "sent", "viewed", "signed", "declined", "voided")},
+        ),
+        Dataset(
+            "inventory_items",
+            t.InventoryItem,
+            "Inventory items",
+            {"status": ("in_stock", "low", "out_of_stock", "discontinued")},
+        ),
+        Dataset("products", t.Product, "Products"),
+    ]
+}
+
+DATASET_NAMES = tuple(DATASETS)

@@ -1,0 +1,67 @@
+"""THE visibility rule. The records API, exports, staging and proposed actions all ask this module.
+
+A user sees a row of a dataset when:
+  1. the row belongs to the user's company (always), and
+  2. the user holds a permission for the dataset (no HR permission ⇒ no employees), and
+  3. one of:
+     - the row is company-wide,
+     - the row is a team row and the user is in that team or manages it,
+     - the row is private and the user owns it, manages a team the owner is in, or is a company admin.
+Admins see every row of their company (they hold every dataset permission).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from piccolo.columns.combination import And, Or, Where
+from piccolo.table import Table
+
+from backend.errors import Forbidden, NotFound
+from backend.records.datasets import DATASETS, Dataset
+from backend.tenancy.context import UserContext
+
+
+def get_dataset(name: str) -> Dataset:
+    dataset = DATASETS.get(name)
+    if dataset is None:
+        raise NotFound(
+            {"message": f"unknown dataset {name!r}", "valid_datasets": sorted(DATASETS)},
+            code="unknown_dataset",
+        )
+    return dataset
+
+
+def require_dataset(ctx: UserContext, name: str, level: str = "read") -> Dataset:
+    dataset = get_dataset(name)
+    if not ctx.can(name, level):
+        what = "read" if level == "read" else "change"
+        raise Forbidden(
+            f"{ctx.email} has no permission to {what} {name}: ask a company admin for the permission set "
+            f"that grants {name} {level} access",
+            code="dataset_forbidden",
+        )
+    return dataset
+
+
+def visible_where(ctx: UserContext, dataset: Dataset) -> Any:
+    """The WHERE clause selecting exactly the rows of `dataset` that `ctx` may see.
+
+    Call `require_dataset` first; this function assumes the dataset permission was checked.
+    """
+    table: type[Table] = dataset.table
+    same_company: Where = table.company == ctx.company_id
+    if ctx.is_admin:
+        return same_company
+    allowed: Any = table.visibility == "company"
+    if ctx.team_ids:
+        allowed = Or(allowed, And(table.visibility == "team", table.team.is_in(sorted(ctx.team_ids))))
+    private_owners = sorted({ctx.user_id, *ctx.managed_user_ids})
+    allowed = Or(allowed, And(table.visibility == "private", table.owner.is_in(private_owners)))
+    return And(same_company, allowed)
+
+
+async def is_visible(ctx: UserContext, dataset: Dataset, record_id: int) -> bool:
+    """One row through the same WHERE clause: there is no second, in-Python copy of the rule."""
+    table = dataset.table
+    return await table.exists().where(And(visible_where(ctx, dataset), table.id == record_id))

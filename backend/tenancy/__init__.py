@@ -1,0 +1,1 @@
+"""Companies, users, teams, dataset permissions, sessions and API tokens."""

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, Response, delete, get, patch, post
+from litestar.datastructures import Cookie
+from litestar.di import Provide
+from pydantic import BaseModel, Field
+
+from backend.settings import get_settings
+from backend.tenancy import service
+from backend.tenancy.auth import provide_user
+from backend.tenancy.context import UserContext
+
+
+class LoginBody(BaseModel):
+    email: str = Field(min_length=3, max_length=254)
+    password: str = Field(min_length=1, max_length=1000)
+
+
+class TokenBody(BaseModel):
+    name: str = Field(min_length=1, max_length=100)
+
+
+class SettingsBody(BaseModel):
+    code_execution_enabled: bool | None = None
+    assistant_write_enabled: bool | None = None
+    followup_without_reapproval: bool | None = None
+    credit_pool: int | None = Field(default=None, ge=0)
+    plan: str | None = None
+
+
+def me_payload(ctx: UserContext, company: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": ctx.user_id,
+        "email": ctx.email,
+        "name": ctx.name,
+        "role": ctx.role,
+        "company": {"id": company["id"], "name": company["name"], "plan": company["plan"]},
+        "permissions": {name: ctx.access(name) for name in _dataset_names() if ctx.access(name)},
+        "team_ids": sorted(ctx.team_ids),
+        "managed_team_ids": sorted(ctx.managed_team_ids),
+    }
+
+
+def _dataset_names() -> list[str]:
+    from backend.records.datasets import DATASET_NAMES
+
+    return list(DATASET_NAMES)
+
+
+def company_settings_payload(company: dict[str, Any]) -> dict[str, Any]:
+    return {name: company[name] for name in (*service.SETTING_NAMES, "credit_pool", "plan", "name")}
+
+
+class AuthController(Controller):
+    path = "/api/auth"
+    tags = ["auth"]
+
+    @post("/login", status_code=200)
+    async def login(self, data: LoginBody) -> Response[dict[str, Any]]:
+        token, ctx = await service.login(data.email, data.password)
+        company = await service.company_info(ctx.company_id)
+        settings = get_settings()
+        cookie = Cookie(
+            key=service.SESSION_COOKIE,
+            value=token,
+            httponly=True,
+            secure=settings.secure_cookies,
+            samesite="strict",
+            max_age=settings.session_hours * 3600,
+            path="/",
+        )
+        return Response({"user": me_payload(ctx, company), "session": token}, cookies=[cookie])
+
+    @post("/logout", status_code=200, dependencies={"user": Provide(provide_user)})
+    async def logout(self, request: Request, user: UserContext) -> Response[dict[str, str]]:
+        cookie = request.cookies.get(service.SESSION_COOKIE)
+        if cookie:
+            await service.logout(cookie)
+        return Response(
+            {"status": "signed out"}, cookies=[Cookie(key=service.SESSION_COOKIE, value="", max_age=0)]
+        )
+
+
+class MeController(Controller):
+    path = "/api/me"
+    tags = ["identity"]
+    dependencies = {"user": Provide(provide_user)}
+
+    @get("/")
+    async def me(self, user: UserContext) -> dict[str, Any]:
+        return me_payload(user, await service.company_info(user.company_id))
+
+    @get("/tokens")
+    async def tokens(self, user: UserContext) -> list[dict[str, Any]]:
+        return await service.list_api_tokens(user)
+
+    @post("/tokens", status_code=201)
+    async def create_token(self, user: UserContext, data: TokenBody) -> dict[str, Any]:
+        return await service.create_api_token(user, data.name)
+
+    @delete("/tokens/{token_id:int}", status_code=204)
+    async def revoke_token(self, user: UserContext, token_id: int) -> None:
+        await service.revoke_api_token(user, token_id)
+
+
+class CompanyController(Controller):
+    path = "/api/company"
+    tags = ["company"]
+    dependencies = {"user": Provide(provide_user)}
+
+    @get("/settings")
+    async def get_settings(self, user: UserContext) -> dict[str, Any]:
+        return company_settings_payload(await service.company_info(user.company_id))
+
+    @patch("/settings")
+    async def update_settings(self, user: UserContext, data: SettingsBody) -> dict[str, Any]:
+        changes = data.model_dump(exclude_none=True)
+        return company_settings_payload(await service.update_company_settings(user, changes))

@@ -1,0 +1,184 @@
+"""Identity: passwords, login with rate limiting, sessions, personal API tokens, company settings."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from backend.audit import service as audit
+from backend.errors import Forbidden, Invalid, NotAuthenticated, TooManyRequests
+from backend.hashing import sha256_text
+from backend.settings import get_settings
+from backend.tenancy.context import UserContext, load_user_context
+from backend.tenancy.tables import PLANS, ApiToken, Company, LoginAttempt, Session, User
+
+_hasher = PasswordHasher()
+_DUMMY_HASH = _hasher.hash("not-a-real-password")
+SETTING_NAMES = ("code_execution_enabled", "assistant_write_enabled", "followup_without_reapproval")
+SESSION_COOKIE = "cleanroom_session"
+TOKEN_PREFIX = "crt_"
+
+
+def hash_password(password: str) -> str:
+    return _hasher.hash(password)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def login(email: str, password: str) -> tuple[str, UserContext]:
+    """Returns (session token, user). Wrong email and wrong password fail identically."""
+    settings = get_settings()
+    email = email.strip().lower()
+    since = _now() - timedelta(seconds=settings.login_window_seconds)
+    failures = await LoginAttempt.count().where(
+        (LoginAttempt.email == email) & (LoginAttempt.at >= since) & (LoginAttempt.succeeded == False)  # noqa: E712
+    )
+    if failures >= settings.login_attempts_per_window:
+        raise TooManyRequests(
+            f"too many failed sign-in attempts; wait {settings.login_window_seconds} seconds and try again"
+        )
+    user = await User.select().where(User.email == email).first()
+    ok = False
+    try:
+        ok = _hasher.verify(user["password_hash"] if user else _DUMMY_HASH, password) and bool(user)
+    except (VerificationError, InvalidHashError):
+        ok = False
+    ok = ok and bool(user and user["active"])
+    await LoginAttempt.insert(LoginAttempt(email=email, at=_now(), succeeded=ok))
+    if not ok or user is None:
+        raise NotAuthenticated("email or password is not correct", code="invalid_credentials")
+    token = secrets.token_urlsafe(32)
+    await Session.insert(
+        Session(
+            token_hash=sha256_text(token),
+            user=user["id"],
+            created_at=_now(),
+            expires_at=_now() + timedelta(hours=settings.session_hours),
+        )
+    )
+    ctx = await load_user_context(user["id"])
+    await audit.record(
+        "auth.login", actor=ctx.email, company_id=ctx.company_id, subject_type="user", subject_id=ctx.user_id
+    )
+    return token, ctx
+
+
+async def logout(token: str) -> None:
+    await Session.delete().where(Session.token_hash == sha256_text(token))
+
+
+async def user_for_session(token: str) -> UserContext:
+    row = await Session.select().where(Session.token_hash == sha256_text(token)).first()
+    if not row or row["expires_at"] < _now():
+        raise NotAuthenticated("your session has expired; sign in again")
+    return await load_user_context(row["user"])
+
+
+async def user_for_api_token(token: str) -> UserContext:
+    row = await ApiToken.select().where(ApiToken.token_hash == sha256_text(token)).first()
+    if not row or row["revoked"]:
+        raise NotAuthenticated("this API token is not valid (revoked or never issued)")
+    await ApiToken.update({ApiToken.last_used_at: _now()}).where(ApiToken.id == row["id"])
+    return await load_user_context(row["user"])
+
+
+async def create_api_token(ctx: UserContext, name: str) -> dict[str, Any]:
+    """The plain token is returned once; only its hash is stored."""
+    if not name.strip():
+        raise Invalid("a token needs a name")
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row = ApiToken(
+        user=ctx.user_id,
+        name=name.strip()[:100],
+        prefix=token[:10],
+        token_hash=sha256_text(token),
+        created_at=_now(),
+    )
+    await row.save()
+    await audit.record(
+        "token.created",
+        actor=ctx.email,
+        company_id=ctx.company_id,
+        subject_type="api_token",
+        subject_id=row.id,
+        data={"name": row.name, "prefix": row.prefix},
+    )
+    return {"id": row.id, "name": row.name, "prefix": row.prefix, "token": token}
+
+
+async def list_api_tokens(ctx: UserContext) -> list[dict[str, Any]]:
+    return await ApiToken.select(
+        ApiToken.id,
+        ApiToken.name,
+        ApiToken.prefix,
+        ApiToken.created_at,
+        ApiToken.last_used_at,
+        ApiToken.revoked,
+    ).where(ApiToken.user == ctx.user_id)
+
+
+async def revoke_api_token(ctx: UserContext, token_id: int) -> None:
+    await ApiToken.update({ApiToken.revoked: True}).where(
+        (ApiToken.id == token_id) & (ApiToken.user == ctx.user_id)
+    )
+    await audit.record(
+        "token.revoked",
+        actor=ctx.email,
+        company_id=ctx.company_id,
+        subject_type="api_token",
+        subject_id=token_id,
+    )
+
+
+async def company_info(company_id: int) -> dict[str, Any]:
+    row = await Company.select().where(Company.id == company_id).first()
+    assert row is not None
+    return row
+
+
+async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> dict[str, Any]:
+    if not ctx.is_admin:
+        raise Forbidden("only a company admin can change company settings")
+    unknown = set(changes) - set(SETTING_NAMES) - {"credit_pool", "plan"}
+    if unknown:
+        raise Invalid(
+            f"unknown settings: {sorted(unknown)}; valid: {[*SETTING_NAMES, 'credit_pool', 'plan']}"
+        )
+    before = await company_info(ctx.company_id)
+    update: dict[Any, Any] = {}
+    for name, value in changes.items():
+        if name in SETTING_NAMES:
+            if not isinstance(value, bool):
+                raise Invalid(f"{name} must be true or false")
+        elif name == "credit_pool":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise Invalid("credit_pool must be a non-negative whole number of credits")
+        elif name == "plan" and value not in PLANS:
+            raise Invalid(f"plan must be one of {sorted(PLANS)}")
+        update[getattr(Company, name)] = value
+    if "plan" in changes and "credit_pool" not in changes:
+        update[Company.credit_pool] = PLANS[changes["plan"]]
+    if update:
+        await Company.update(update).where(Company.id == ctx.company_id)
+    after = await company_info(ctx.company_id)
+    diff = {
+        k: {"from": before[k], "to": after[k]}
+        for k in (*SETTING_NAMES, "credit_pool", "plan")
+        if before[k] != after[k]
+    }
+    if diff:
+        await audit.record(
+            "settings.changed",
+            actor=ctx.email,
+            company_id=ctx.company_id,
+            subject_type="company",
+            subject_id=ctx.company_id,
+            data=diff,
+        )
+    return after

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+from piccolo.columns import (
+    JSON,
+    Boolean,
+    ForeignKey,
+    Integer,
+    Timestamptz,
+    Varchar,
+)
+from piccolo.table import Table
+
+PLANS = {"starter": 2_000, "team": 10_000, "business": 50_000}  # default monthly credit pools
+
+
+class Company(Table):
+    name = Varchar(length=200, unique=True)
+    plan = Varchar(length=20, default="team")
+    credit_pool = Integer(default=PLANS["team"])  # monthly pool; plans set the default, admins may change it
+    code_execution_enabled = Boolean(default=False)
+    assistant_write_enabled = Boolean(default=True)
+    followup_without_reapproval = Boolean(default=False)
+    created_at = Timestamptz()
+
+
+class User(Table, tablename="app_user"):
+    company = ForeignKey(references=Company, null=False)
+    email = Varchar(length=254, unique=True, index=True)
+    name = Varchar(length=200)
+    title = Varchar(length=200, default="")
+    password_hash = Varchar(length=200, secret=True)
+    role = Varchar(length=10, default="member")  # admin | member
+    active = Boolean(default=True)
+    created_at = Timestamptz()
+
+
+class Team(Table):
+    company = ForeignKey(references=Company, null=False)
+    name = Varchar(length=100)
+
+
+class TeamMembership(Table):
+    team = ForeignKey(references=Team, null=False, index=True)
+    user = ForeignKey(references=User, null=False, index=True)
+    is_manager = Boolean(default=False)
+
+
+class PermissionSet(Table):
+    company = ForeignKey(references=Company, null=False)
+    name = Varchar(length=100)
+    # {"dataset": "read" | "edit"}
+    grants = JSON(default={})
+
+
+class UserPermissionSet(Table):
+    user = ForeignKey(references=User, null=False, index=True)
+    permission_set = ForeignKey(references=PermissionSet, null=False)
+
+
+class Session(Table, tablename="login_session"):
+    token_hash = Varchar(length=64, unique=True, index=True)
+    user = ForeignKey(references=User, null=False)
+    created_at = Timestamptz()
+    expires_at = Timestamptz()
+
+
+class ApiToken(Table):
+    user = ForeignKey(references=User, null=False)
+    name = Varchar(length=100)
+    prefix = Varchar(length=16)
+    token_hash = Varchar(length=64, unique=True, index=True)
+    created_at = Timestamptz()
+    last_used_at = Timestamptz(null=True, default=None)
+    revoked = Boolean(default=False)
+
+
+class LoginAttempt(Table):
+    email = Varchar(length=254, index=True)
+    at = Timestamptz()
+    succeeded = Boolean(default=False)
+
+
+TABLES = [
+    Company,
+    User,
+    Team,
+    TeamMembership,
+    PermissionSet,
+    UserPermissionSet,
+    Session,
+    ApiToken,
+    LoginAttempt,
+]

@@ -1,0 +1,1 @@
+"""The NiceGUI console: a separate process, an HTTP client of the API."""
