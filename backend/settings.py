@@ -36,6 +36,10 @@ class Settings(BaseSettings):
     max_vcpus: int = 2
     max_concurrent_vms: int = 2
     use_saved_state: bool = True
+    saved_state_slots: int = 4  # one saved warm guest per slot (restore keeps name+UUID)
+    job_disk_mib: int = 1024  # fixed (sparse) size of the per-run job disk: bounds the inputs
+    kvm_probe_seconds: float = 10.0
+    cold_boot_timeout_seconds: int = 240
 
     # runs
     max_attempts: int = 3

@@ -1,0 +1,329 @@
+"""The guest image: built from the recipe in vm_templates/image/ into a cache directory keyed by its hash.
+
+An image directory holds `rootfs.squashfs` (Debian bookworm minbase + python3 and the data
+libraries + the guest agent, read-only), `vmlinuz` (linux-image-cloud-amd64), `initrd.img`
+(busybox + the virtio/squashfs/overlay modules) and `image.json` (hashes, versions).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import lzma
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from backend.hashing import sha256_bytes, sha256_file, sha256_json
+from backend.settings import REPO_ROOT, get_settings
+
+RECIPE_DIR = REPO_ROOT / "vm_templates" / "image"
+# Bump when the build steps below change in a way that changes the image.
+BUILDER_VERSION = 1
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    recipe_hash: str
+    image_hash: str
+    directory: Path
+    kernel_version: str
+    built_at: str
+    rootfs_bytes: int
+
+    @property
+    def rootfs(self) -> Path:
+        return self.directory / "rootfs.squashfs"
+
+    @property
+    def kernel(self) -> Path:
+        return self.directory / "vmlinuz"
+
+    @property
+    def initrd(self) -> Path:
+        return self.directory / "initrd.img"
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["directory"] = str(self.directory)
+        return data
+
+
+def load_recipe() -> dict:
+    return json.loads((RECIPE_DIR / "recipe.json").read_text())
+
+
+def recipe_hash() -> str:
+    files = {p.name: sha256_bytes(p.read_bytes()) for p in sorted(RECIPE_DIR.iterdir()) if p.is_file()}
+    return sha256_json({"builder": BUILDER_VERSION, "files": files})
+
+
+def image_dir_for(hash_: str) -> Path:
+    return get_settings().image_cache_dir / hash_[:16]
+
+
+def current_image() -> ImageInfo | None:
+    """The built image for the current recipe, or None when it has not been built."""
+    directory = image_dir_for(recipe_hash())
+    meta = directory / "image.json"
+    if not meta.is_file():
+        return None
+    data = json.loads(meta.read_text())
+    data["directory"] = directory
+    info = ImageInfo(**data)
+    if not (info.rootfs.is_file() and info.kernel.is_file() and info.initrd.is_file()):
+        return None
+    return info
+
+
+@contextmanager
+def _build_lock(cache: Path) -> Iterator[None]:
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".build.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run(cmd: list[str], progress: Progress, label: str, **kwargs) -> None:
+    progress(f"[{label}] $ {' '.join(cmd)}")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+    assert proc.stdout is not None
+    tail: list[str] = []
+    for line in proc.stdout:
+        line = line.rstrip()
+        tail = (tail + [line])[-20:]
+        if line:
+            progress(f"[{label}] {line}")
+    if proc.wait() != 0:
+        raise RuntimeError(f"{label} failed (exit {proc.returncode}):\n" + "\n".join(tail))
+
+
+def ensure_image(force: bool = False, progress: Progress = print) -> ImageInfo:
+    """Build the guest image unless one for the current recipe exists (or `force`)."""
+    cache = get_settings().image_cache_dir
+    with _build_lock(cache):
+        existing = current_image()
+        if existing and not force:
+            progress(f"image up to date: {existing.directory} (image hash {existing.image_hash})")
+            return existing
+        return _build(cache, progress)
+
+
+def _build(cache: Path, progress: Progress) -> ImageInfo:
+    recipe = load_recipe()
+    rhash = recipe_hash()
+    final = image_dir_for(rhash)
+    work = cache / f".build-{rhash[:16]}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    started = time.monotonic()
+    try:
+        progress(f"building guest image (recipe {rhash[:16]}) in {work}")
+        root = work / "root"
+        _debootstrap(recipe, root, cache, progress)
+        _customize_root(recipe, root, progress)
+        progress("[squashfs] packing the read-only root")
+        _run(
+            ["mksquashfs", str(root), str(work / "rootfs.squashfs"), "-comp", recipe["squashfs_compression"]]
+            + ["-noappend", "-no-progress", "-quiet"],
+            progress,
+            "squashfs",
+        )
+        shutil.rmtree(root)
+        kernel_version = _fetch_kernel(recipe, work, progress)
+        _build_initramfs(recipe, work, kernel_version, progress)
+        shutil.rmtree(work / "kernel")
+        progress("[hash] hashing the artifacts")
+        artifacts = {name: sha256_file(work / name) for name in ("rootfs.squashfs", "vmlinuz", "initrd.img")}
+        image_hash = sha256_json({"recipe": rhash, "artifacts": artifacts})
+        info = ImageInfo(
+            recipe_hash=rhash,
+            image_hash=image_hash,
+            directory=final,
+            kernel_version=kernel_version,
+            built_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            rootfs_bytes=(work / "rootfs.squashfs").stat().st_size,
+        )
+        meta = info.as_dict()
+        meta.pop("directory")
+        (work / "image.json").write_text(json.dumps(meta, indent=2) + "\n")
+        (work / "artifacts.json").write_text(json.dumps(artifacts, indent=2) + "\n")
+        for path in work.iterdir():
+            path.chmod(0o644)
+        work.chmod(0o755)
+        if final.exists():
+            shutil.rmtree(final)
+        work.rename(final)
+        _remove_stale_images(cache, keep=final)
+        progress(f"image built in {time.monotonic() - started:.0f} s: {final}")
+        progress(f"image hash {image_hash}")
+        return info
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _remove_stale_images(cache: Path, keep: Path) -> None:
+    for path in cache.iterdir():
+        if path.is_dir() and path != keep and (path / "image.json").exists():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _debootstrap(recipe: dict, root: Path, cache: Path, progress: Progress) -> None:
+    debs = cache / "debootstrap-debs"
+    debs.mkdir(parents=True, exist_ok=True)
+    _run(
+        [
+            "debootstrap",
+            f"--variant={recipe['variant']}",
+            f"--cache-dir={debs}",
+            "--include=" + ",".join(recipe["packages"]),
+            recipe["suite"],
+            str(root),
+            recipe["mirror"],
+        ],
+        progress,
+        "debootstrap",
+    )
+
+
+def _customize_root(recipe: dict, root: Path, progress: Progress) -> None:
+    progress("[root] adding the runner user, the agent and the matplotlib font cache")
+    uid = recipe["runner_uid"]
+    with open(root / "etc/passwd", "a") as fh:
+        fh.write(f"runner:x:{uid}:{uid}:Cleanroom user code:/work:/usr/sbin/nologin\n")
+    with open(root / "etc/group", "a") as fh:
+        fh.write(f"runner:x:{uid}:\n")
+    with open(root / "etc/shadow", "a") as fh:
+        fh.write("runner:!:19000:0:99999:7:::\n")
+    agent = root / "usr/local/sbin/cleanroom-agent"
+    agent.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(RECIPE_DIR / "cleanroom-agent", agent)
+    agent.chmod(0o700)
+    for directory in ("work", "var/cache/cleanroom-mpl"):
+        (root / directory).mkdir(parents=True, exist_ok=True)
+    (root / "etc/hostname").write_text("cleanroom\n")
+    _run(
+        ["chroot", str(root), "/usr/bin/python3", "-c", "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot, pandas"],
+        progress,
+        "root",
+        env={"MPLCONFIGDIR": "/var/cache/cleanroom-mpl", "PATH": "/usr/bin:/bin", "HOME": "/root"},
+    )
+    # Nothing in the guest may raise privileges: strip every setuid/setgid bit.
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            if not path.is_symlink() and st.st_mode & 0o6000:
+                path.chmod(st.st_mode & 0o1777)
+    for rel in recipe["remove_paths"]:
+        target = root / rel
+        if target.is_dir():
+            shutil.rmtree(target)
+            target.mkdir()
+
+
+def _fetch_kernel(recipe: dict, work: Path, progress: Progress) -> str:
+    meta = recipe["kernel_package"]
+    out = subprocess.run(["apt-cache", "depends", "--important", meta], capture_output=True, text=True, check=True)
+    versioned = [
+        line.split(":", 1)[1].strip()
+        for line in out.stdout.splitlines()
+        if line.strip().startswith("Depends:") and "linux-image-" in line
+    ]
+    if not versioned:
+        raise RuntimeError(f"cannot resolve {meta} to a kernel package (run apt-get update?)")
+    package = versioned[0]
+    downloads = work / "debs"
+    downloads.mkdir()
+    _run(["apt-get", "download", package], progress, "kernel", cwd=downloads)
+    deb = next(downloads.glob("*.deb"))
+    kdir = work / "kernel"
+    _run(["dpkg-deb", "-x", str(deb), str(kdir)], progress, "kernel")
+    shutil.rmtree(downloads)
+    vmlinuz = next((kdir / "boot").glob("vmlinuz-*"))
+    kernel_version = vmlinuz.name.removeprefix("vmlinuz-")
+    shutil.copyfile(vmlinuz, work / "vmlinuz")
+    progress(f"[kernel] {package} ({kernel_version})")
+    return kernel_version
+
+
+def _module_closure(moddir: Path, wanted: list[str]) -> list[str]:
+    """Module paths (relative to moddir) in load order: dependencies first."""
+    deps: dict[str, list[str]] = {}
+    by_name: dict[str, str] = {}
+    for line in (moddir / "modules.dep").read_text().splitlines():
+        target, _, rest = line.partition(":")
+        deps[target] = rest.split()
+        name = Path(target).name.split(".ko")[0].replace("-", "_")
+        by_name[name] = target
+    builtin = {
+        Path(line.strip()).name.split(".ko")[0].replace("-", "_")
+        for line in (moddir / "modules.builtin").read_text().splitlines()
+    }
+    order: list[str] = []
+
+    def visit(path: str) -> None:
+        if path in order:
+            return
+        for dep in deps.get(path, []):
+            visit(dep)
+        order.append(path)
+
+    for name in wanted:
+        if name in by_name:
+            visit(by_name[name])
+        elif name not in builtin:
+            raise RuntimeError(f"kernel module {name} is neither a module nor built in")
+    return order
+
+
+def _build_initramfs(recipe: dict, work: Path, kernel_version: str, progress: Progress) -> None:
+    progress("[initramfs] busybox + modules")
+    moddir = work / "kernel" / "lib" / "modules" / kernel_version
+    initramfs = work / "initramfs"
+    for sub in ("bin", "dev", "proc", "sys", "etc", "lib/modules"):
+        (initramfs / sub).mkdir(parents=True, exist_ok=True)
+    shutil.copyfile("/bin/busybox", initramfs / "bin/busybox")
+    (initramfs / "bin/busybox").chmod(0o755)
+    shutil.copyfile(RECIPE_DIR / "init", initramfs / "init")
+    (initramfs / "init").chmod(0o755)
+    names = []
+    for rel in _module_closure(moddir, recipe["initramfs_modules"]):
+        source = moddir / rel
+        name = Path(rel).name
+        data = source.read_bytes()
+        if name.endswith(".xz"):
+            data, name = lzma.decompress(data), name.removesuffix(".xz")
+        elif name.endswith(".zst"):
+            data = subprocess.run(["zstd", "-dc", str(source)], capture_output=True, check=True).stdout
+            name = name.removesuffix(".zst")
+        (initramfs / "lib/modules" / name).write_bytes(data)
+        names.append(name)
+    (initramfs / "etc/modules.load").write_text("\n".join(names) + "\n")
+    progress(f"[initramfs] modules: {' '.join(names)}")
+    with open(work / "initrd.img", "wb") as out:
+        find = subprocess.Popen(["find", ".", "-print0"], cwd=initramfs, stdout=subprocess.PIPE)
+        cpio = subprocess.Popen(
+            ["cpio", "--null", "-o", "-H", "newc", "--quiet", "-R", "0:0"],
+            cwd=initramfs,
+            stdin=find.stdout,
+            stdout=subprocess.PIPE,
+        )
+        gz = subprocess.Popen(["gzip", "-1"], stdin=cpio.stdout, stdout=out)
+        assert find.stdout and cpio.stdout
+        find.stdout.close()
+        cpio.stdout.close()
+        if gz.wait() or cpio.wait() or find.wait():
+            raise RuntimeError("packing the initramfs failed")
+    shutil.rmtree(initramfs)

@@ -1,0 +1,139 @@
+"""The two per-run disks, host side. Mirrors the agent's format (vm_templates/image/cleanroom-agent).
+
+Job disk (read-only for the guest): block 0 = JOB_MAGIC, json length, payload length, sha256
+of json+payload; json from BLOCK, payload (input files) right after it.
+Output disk (written by the guest, trusted for nothing): block 0 = WARM/READY record;
+block 1 = RESULT_MAGIC, json length, payload length, sha256; json at 2*BLOCK (at most
+RESULT_JSON_MAX); payload (stdout, stderr, actions, files) at RESULT_PAYLOAD_OFFSET.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BLOCK = 4096
+JOB_MAGIC = b"CLEANROOM-JOB-1\n"
+WARM_MAGIC = b"CLEANROOM-WRM-1\n"
+READY_MAGIC = b"CLEANROOM-RDY-1\n"
+RESULT_MAGIC = b"CLEANROOM-RES-1\n"
+RESULT_HEADER_OFFSET = BLOCK
+RESULT_JSON_OFFSET = 2 * BLOCK
+RESULT_JSON_MAX = 1024 * 1024
+RESULT_PAYLOAD_OFFSET = RESULT_JSON_OFFSET + RESULT_JSON_MAX
+
+
+class WireError(Exception):
+    """The guest wrote something that does not parse: never trusted, reported as an error."""
+
+
+def output_disk_bytes(stdout_cap: int, max_files_bytes: int, max_actions_bytes: int) -> int:
+    need = RESULT_PAYLOAD_OFFSET + 2 * stdout_cap + max_files_bytes + max_actions_bytes + 4 * 1024 * 1024
+    mib = 1024 * 1024
+    return -(-need // mib) * mib
+
+
+def write_job_disk(path: Path, size: int, job: dict[str, Any], inputs: list[tuple[str, Path]]) -> None:
+    """Create the sparse job disk: the job record plus every input file's bytes."""
+    entries, offset = [], 0
+    for name, source in inputs:
+        length = source.stat().st_size
+        entries.append({"name": name, "offset": offset, "size": length})
+        offset += length
+    body = json.dumps({**job, "inputs": entries}).encode()
+    if BLOCK + len(body) + offset > size:
+        raise ValueError(f"job too large for the {size // (1024 * 1024)} MiB job disk")
+    digest = hashlib.sha256(body)
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+        fh.seek(BLOCK)
+        fh.write(body)
+        for _name, source in inputs:
+            with open(source, "rb") as src:
+                while chunk := src.read(1 << 20):
+                    digest.update(chunk)
+                    fh.write(chunk)
+        fh.seek(0)
+        fh.write(JOB_MAGIC + struct.pack(">QQ", len(body), offset) + digest.digest())
+
+
+def create_output_disk(path: Path, size: int) -> None:
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+
+
+def read_block0(path: Path, magic: bytes) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as fh:
+            block = fh.read(BLOCK)
+    except OSError:
+        return None
+    if not block.startswith(magic):
+        return None
+    (length,) = struct.unpack(">Q", block[16:24])
+    try:
+        return json.loads(block[24 : 24 + min(length, BLOCK - 24)])
+    except ValueError:
+        return None
+
+
+@dataclass
+class GuestResult:
+    record: dict[str, Any]
+    payload_offset: int
+    payload_len: int
+    path: Path
+
+    def blob(self, index: int, limit: int) -> bytes:
+        """Read blob `index` with bounds checked against the payload and `limit`."""
+        try:
+            layout = self.record["blobs"][index]
+            offset, size = int(layout["offset"]), int(layout["size"])
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise WireError(f"blob {index} missing") from exc
+        if offset < 0 or size < 0 or offset + size > self.payload_len or size > limit:
+            raise WireError(f"blob {index} out of bounds")
+        with open(self.path, "rb") as fh:
+            fh.seek(self.payload_offset + offset)
+            return fh.read(size)
+
+
+def read_result(path: Path) -> GuestResult | None:
+    """The complete result record, or None while it is absent or incomplete (hash mismatch)."""
+    try:
+        disk_size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            fh.seek(RESULT_HEADER_OFFSET)
+            header = fh.read(64)
+            if not header.startswith(RESULT_MAGIC):
+                return None
+            json_len, payload_len = struct.unpack(">QQ", header[16:32])
+            if json_len > RESULT_JSON_MAX or RESULT_PAYLOAD_OFFSET + payload_len > disk_size:
+                raise WireError("result lengths out of bounds")
+            fh.seek(RESULT_JSON_OFFSET)
+            body = fh.read(json_len)
+            digest = hashlib.sha256(body)
+            fh.seek(RESULT_PAYLOAD_OFFSET)
+            remaining = payload_len
+            while remaining:
+                chunk = fh.read(min(remaining, 1 << 20))
+                if not chunk:
+                    return None
+                digest.update(chunk)
+                remaining -= len(chunk)
+    except OSError:
+        return None
+    if digest.digest() != header[32:64]:
+        return None
+    try:
+        record = json.loads(body)
+    except ValueError as exc:
+        raise WireError("result record is not JSON") from exc
+    if not isinstance(record, dict):
+        raise WireError("result record is not an object")
+    return GuestResult(record=record, payload_offset=RESULT_PAYLOAD_OFFSET, payload_len=payload_len, path=path)
