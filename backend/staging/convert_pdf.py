@@ -1,0 +1,171 @@
+"""PDF to text per page (pdfplumber) plus its tables; pages without a text layer are OCRed when possible."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from backend.staging.convert_image import TesseractMissing, ocr_png_file
+from backend.staging.convert_model import (
+    ConversionFailed,
+    Converted,
+    ConvertLimits,
+    Deadline,
+    Table,
+    cell_text,
+)
+
+
+def convert_pdf(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Converted:
+    _refuse_password_protected(data)
+    import pdfplumber
+
+    converted = Converted(kind="pdf")
+    try:
+        pdf = pdfplumber.open(io.BytesIO(data))
+    except Exception as exc:
+        raise _failure(exc) from exc
+    try:
+        try:
+            page_count = len(pdf.pages)
+        except Exception as exc:
+            raise _failure(exc) from exc
+        converted.pages = page_count
+        if page_count > limits.max_pdf_pages:
+            converted.text_truncated = True
+            converted.warnings.append(
+                f"Only the first {limits.max_pdf_pages:,} of {page_count:,} pages were converted."
+            )
+        cells_left = limits.max_cells
+        ocr_left = limits.max_ocr_pages
+        parts: list[str] = []
+        scanned_pages: list[int] = []
+        for number in range(1, min(page_count, limits.max_pdf_pages) + 1):
+            deadline.check()
+            page = pdf.pages[number - 1]
+            try:
+                text = page.extract_text() or ""
+                raw_tables = page.extract_tables()
+            except Exception as exc:
+                converted.warnings.append(
+                    f"Page {number} could not be read ({_short(exc)}); it is left empty."
+                )
+                text, raw_tables = "", []
+            finally:
+                _close(page)
+            if not text.strip():
+                if ocr_left > 0:
+                    ocr_left -= 1
+                    text = _ocr_page(data, number, deadline, converted)
+                else:
+                    scanned_pages.append(number)
+            parts.append(f"--- page {number} ---\n{text.rstrip()}\n")
+            for k, raw in enumerate(raw_tables, start=1):
+                table = _table(raw, f"page {number} table {k}")
+                if table is None:
+                    continue
+                size = (len(table.rows) + 1) * max(len(table.header), 1)
+                if size > cells_left:
+                    converted.warnings.append(f"Tables after page {number} were skipped (cell limit).")
+                    cells_left = 0
+                    break
+                cells_left -= size
+                converted.tables.append(table)
+        if scanned_pages:
+            converted.warnings.append(
+                f"{len(scanned_pages)} page(s) have no text layer and were not OCRed (limit "
+                f"{limits.max_ocr_pages} OCR pages): {', '.join(map(str, scanned_pages[:20]))}."
+            )
+        converted.text = "".join(parts)
+    finally:
+        pdf.close()
+    return converted
+
+
+def _refuse_password_protected(data: bytes) -> None:
+    from pypdf import PdfReader
+    from pypdf.constants import PasswordType
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if not reader.is_encrypted:
+            return
+        if reader.decrypt("") != PasswordType.NOT_DECRYPTED:
+            return  # only an owner password (print/copy restrictions): readable
+    except Exception:
+        return  # pdfplumber gets its own chance and reports damage itself
+    raise ConversionFailed("The PDF is password-protected; remove the password and upload it again.")
+
+
+def _failure(exc: BaseException) -> ConversionFailed:
+    if "password" in type(exc).__name__.lower():
+        return ConversionFailed("The PDF is password-protected; remove the password and upload it again.")
+    return ConversionFailed(f"The PDF is damaged and cannot be read ({_short(exc)}).")
+
+
+def _table(raw: list[list[str | None]], sheet: str) -> Table | None:
+    rows = [[cell_text(c).strip() for c in row] for row in raw if row and any(c for c in row)]
+    if len(rows) < 2:
+        return None
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    return Table("", sheet, False, rows[0], rows[1:], False, len(rows) - 1)
+
+
+def _ocr_page(data: bytes, number: int, deadline: Deadline, converted: Converted) -> str:
+    if shutil.which("pdftoppm") is None:
+        converted.warnings.append(
+            f"Page {number} has no text layer and pdftoppm is missing, so it was not OCRed."
+        )
+        return ""
+    with tempfile.TemporaryDirectory(prefix="cleanroom-pdf-") as tmp:
+        source = Path(tmp, "in.pdf")
+        source.write_bytes(data)
+        try:
+            subprocess.run(
+                [
+                    "pdftoppm",
+                    "-r",
+                    "200",
+                    "-gray",
+                    "-png",
+                    "-f",
+                    str(number),
+                    "-l",
+                    str(number),
+                    "-singlefile",
+                    str(source),
+                    str(Path(tmp, "page")),
+                ],
+                capture_output=True,
+                timeout=max(1.0, deadline.remaining()),
+                check=True,
+            )
+            text = ocr_png_file(Path(tmp, "page.png"), deadline)
+        except subprocess.TimeoutExpired:
+            deadline.check()
+            converted.warnings.append(f"Page {number} could not be OCRed in time.")
+            return ""
+        except (subprocess.CalledProcessError, OSError, TesseractMissing) as exc:
+            converted.warnings.append(
+                f"Page {number} has no text layer and could not be OCRed ({_short(exc)})."
+            )
+            return ""
+    converted.warnings.append(
+        f"Page {number} has no text layer; its text comes from OCR and may contain errors."
+    )
+    return text
+
+
+def _close(page) -> None:
+    close = getattr(page, "close", None)
+    if close is not None:
+        close()
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
