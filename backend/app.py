@@ -39,11 +39,12 @@ async def health() -> dict[str, Any]:
     return {"status": "ok", "database": "postgresql" if db.is_postgres() else "sqlite"}
 
 
-def create_app(*, database_url: str | None = None, run_hooks: bool = True) -> Litestar:
+def create_app(*, database_url: str | None = None, run_hooks: bool = True, pool: bool = True) -> Litestar:
     db.configure(database_url)
 
     async def on_startup() -> None:
-        await db.start_pool()
+        if pool:
+            await db.start_pool()
         await db.create_schema()
         if run_hooks:
             for ref in STARTUP_HOOKS:
@@ -57,7 +58,8 @@ def create_app(*, database_url: str | None = None, run_hooks: bool = True) -> Li
                 result = _resolve(ref)()
                 if hasattr(result, "__await__"):
                     await result
-        await db.close_pool()
+        if pool:
+            await db.close_pool()
 
     handlers: dict[Any, Any] = dict(EXCEPTION_HANDLERS)
     handlers[Exception] = unexpected_handler

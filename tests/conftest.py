@@ -1,0 +1,155 @@
+"""Shared fixtures: a fresh real database per test (SQLite file, or a PostgreSQL database cloned from a
+seeded template), the demo company, and an HTTP client against the real app."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+_DATA = Path(tempfile.mkdtemp(prefix="cleanroom-test-"))
+os.environ.setdefault("CLEANROOM_DATA_DIR", str(_DATA))
+os.environ.setdefault("CLEANROOM_LOGIN_ATTEMPTS_PER_WINDOW", "5")
+
+from backend import db  # noqa: E402
+from backend.settings import get_settings  # noqa: E402
+
+get_settings.cache_clear()
+POSTGRES_URL = os.environ.get("CLEANROOM_TEST_POSTGRES_URL")
+ENGINES = ["sqlite", "postgres"]
+
+
+def _with_db(url: str, name: str) -> str:
+    base, _, _ = url.rpartition("/")
+    return f"{base}/{name}"
+
+
+async def _admin_sql(sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(POSTGRES_URL)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+class EngineFactory:
+    """Makes fresh databases for one engine; empty or seeded with the demo companies."""
+
+    def __init__(self, kind: str, root: Path) -> None:
+        self.kind = kind
+        self.root = root
+        self._templates: dict[str, str] = {}
+
+    def _build_template(self, seeded: bool) -> str:
+        from backend.demo.seed import seed
+
+        name = f"tpl_{'seeded' if seeded else 'empty'}_{uuid.uuid4().hex[:8]}"
+        if self.kind == "sqlite":
+            url = f"sqlite:///{self.root / (name + '.sqlite3')}"
+        else:
+            asyncio.run(_admin_sql(f'CREATE DATABASE "{name}"'))
+            url = _with_db(POSTGRES_URL, name)
+
+        async def build() -> None:
+            db.configure(url)
+            if seeded:
+                await seed()
+            else:
+                await db.create_schema()
+
+        asyncio.run(build())
+        return name
+
+    def fresh(self, seeded: bool) -> str:
+        key = "seeded" if seeded else "empty"
+        if key not in self._templates:
+            self._templates[key] = self._build_template(seeded)
+        template = self._templates[key]
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        if self.kind == "sqlite":
+            shutil.copyfile(self.root / (template + ".sqlite3"), self.root / (name + ".sqlite3"))
+            return f"sqlite:///{self.root / (name + '.sqlite3')}"
+        asyncio.run(_admin_sql(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+        return _with_db(POSTGRES_URL, name)
+
+    def drop(self, url: str) -> None:
+        if self.kind == "sqlite":
+            Path(url.removeprefix("sqlite:///")).unlink(missing_ok=True)
+        else:
+            name = url.rpartition("/")[2]
+            asyncio.run(_admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def _factories(tmp_path_factory: pytest.TempPathFactory) -> dict[str, EngineFactory]:
+    root = tmp_path_factory.mktemp("db")
+    return {kind: EngineFactory(kind, root) for kind in ENGINES}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "engine" in metafunc.fixturenames:
+        marks = {m.name for m in metafunc.definition.iter_markers()}
+        engines = [e for e in ENGINES if not (marks & set(ENGINES)) or e in marks]
+        metafunc.parametrize("engine", engines, indirect=True)
+
+
+@pytest.fixture
+def engine(request: pytest.FixtureRequest) -> str:
+    kind = getattr(request, "param", "sqlite")
+    if kind == "postgres" and not POSTGRES_URL:
+        pytest.skip("PostgreSQL not configured (scripts/test sets CLEANROOM_TEST_POSTGRES_URL)")
+    return kind
+
+
+def _database(factories: dict[str, EngineFactory], engine: str, seeded: bool) -> Iterator[str]:
+    factory = factories[engine]
+    url = factory.fresh(seeded)
+    db.configure(url)
+    yield url
+    factory.drop(url)
+
+
+@pytest.fixture
+def empty_db(_factories: dict[str, EngineFactory], engine: str) -> Iterator[str]:
+    """A fresh database with the schema and no data."""
+    yield from _database(_factories, engine, seeded=False)
+
+
+@pytest.fixture
+def demo_db(_factories: dict[str, EngineFactory], engine: str) -> Iterator[str]:
+    """A fresh database holding the demo companies."""
+    yield from _database(_factories, engine, seeded=True)
+
+
+@pytest.fixture
+async def client(demo_db: str) -> AsyncIterator[object]:
+    from litestar.testing import AsyncTestClient
+
+    from backend.app import create_app
+
+    app = create_app(database_url=demo_db, run_hooks=False, pool=False)
+    async with AsyncTestClient(app=app) as test_client:
+        yield test_client
+
+
+async def login(client: object, email: str, password: str = "demo") -> dict:
+    response = await client.post("/api/auth/login", json={"email": email, "password": password})  # type: ignore[attr-defined]
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def token_for(client: object, email: str) -> dict[str, str]:
+    """Headers carrying a fresh personal API token of `email` (as the assistant would hold)."""
+    await login(client, email)
+    response = await client.post("/api/me/tokens", json={"name": "assistant"})  # type: ignore[attr-defined]
+    assert response.status_code == 201, response.text
+    client.cookies.clear()  # type: ignore[attr-defined]
+    return {"Authorization": f"Bearer {response.json()['token']}"}
