@@ -19,6 +19,7 @@ CLI_MODULES = [
     "backend.demo.cli",
     "backend.records.cli",
     "backend.audit.cli",
+    "backend.sandbox.cli",
 ]
 
 

@@ -214,7 +214,13 @@ def _customize_root(recipe: dict, root: Path, progress: Progress) -> None:
         (root / directory).mkdir(parents=True, exist_ok=True)
     (root / "etc/hostname").write_text("cleanroom\n")
     _run(
-        ["chroot", str(root), "/usr/bin/python3", "-c", "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot, pandas"],
+        [
+            "chroot",
+            str(root),
+            "/usr/bin/python3",
+            "-c",
+            "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot, pandas",
+        ],
         progress,
         "root",
         env={"MPLCONFIGDIR": "/var/cache/cleanroom-mpl", "PATH": "/usr/bin:/bin", "HOME": "/root"},
@@ -235,7 +241,9 @@ def _customize_root(recipe: dict, root: Path, progress: Progress) -> None:
 
 def _fetch_kernel(recipe: dict, work: Path, progress: Progress) -> str:
     meta = recipe["kernel_package"]
-    out = subprocess.run(["apt-cache", "depends", "--important", meta], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["apt-cache", "depends", "--important", meta], capture_output=True, text=True, check=True
+    )
     versioned = [
         line.split(":", 1)[1].strip()
         for line in out.stdout.splitlines()

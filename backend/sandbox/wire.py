@@ -136,4 +136,6 @@ def read_result(path: Path) -> GuestResult | None:
         raise WireError("result record is not JSON") from exc
     if not isinstance(record, dict):
         raise WireError("result record is not an object")
-    return GuestResult(record=record, payload_offset=RESULT_PAYLOAD_OFFSET, payload_len=payload_len, path=path)
+    return GuestResult(
+        record=record, payload_offset=RESULT_PAYLOAD_OFFSET, payload_len=payload_len, path=path
+    )

@@ -1,0 +1,37 @@
+"""The sandbox: every run is one fresh QEMU/KVM guest with no network interface.
+
+Other code calls only these:
+
+- `run_code(code, *, input_dir, out_dir, limits=None, read_actions=True) -> SandboxResult`
+  synchronous and thread-safe (call it from worker threads, up to `max_concurrent_vms`).
+  Accepted output files land in `out_dir` (flat names); `actions.json` is never among them:
+  it comes back parsed in `result.actions` (None and a `rejected_files` reason when malformed),
+  or, with `read_actions=False`, unread (`actions_discarded=True` if it was written).
+- `RunLimits(wall_seconds=120, memory_mib=2048, vcpus=2)`: a caller may lower them; the
+  operator caps in settings always win.
+- `SandboxResult`: the `cleanroom sandbox exec --json` object (status is one of succeeded,
+  failed, timed_out, out_of_memory, error; `error` says what went wrong on our side).
+- `recover_leftovers()`: at service start, destroys leftover `cleanroom-run-*` domains and
+  deletes per-run files; returns what it removed.
+- `health()`: virt type in use, image hash/path, saved states ready, running VM count.
+- `ensure_image(force=False, progress=print)` and `prepare_saved_states(progress=print)`:
+  what `cleanroom image build` does.
+
+This package is the only code that talks to libvirt.
+"""
+
+from backend.sandbox.image import ImageInfo, current_image, ensure_image
+from backend.sandbox.models import RunLimits, SandboxResult
+from backend.sandbox.runner import health, prepare_saved_states, recover_leftovers, run_code
+
+__all__ = [
+    "ImageInfo",
+    "RunLimits",
+    "SandboxResult",
+    "current_image",
+    "ensure_image",
+    "health",
+    "prepare_saved_states",
+    "recover_leftovers",
+    "run_code",
+]

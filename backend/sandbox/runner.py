@@ -1,0 +1,635 @@
+"""One run = one VM: restore a warm slot (or cold-boot), hand it the job disk, read back the output disk.
+
+Saved states: one per slot, each from its own pristine template boot (kernel up, pandas/numpy/
+matplotlib imported, no job ever seen). Restore keeps the saved name and UUID, so a slot's
+domain is always `cleanroom-run-slot<N>-<image8>`; the run id travels in the job and in the
+domain metadata. A slot serves one run at a time; when none is free (or none is saved) the
+run cold-boots under its own name `cleanroom-run-<runid>`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import libvirt
+
+from backend.hashing import sha256_bytes, sha256_json
+from backend.sandbox import wire
+from backend.sandbox.domain import DOMAIN_PREFIX, KERNEL_CMDLINE, TEMPLATE_PATH, DomainSpec, render_domain_xml
+from backend.sandbox.image import ImageInfo, current_image
+from backend.sandbox.libvirt_conn import (
+    connection,
+    destroy_quietly,
+    domain_is_active,
+    interface_count,
+    make_private_dir,
+    our_domains,
+    resolve_virt_type,
+)
+from backend.sandbox.models import (
+    MAX_ACTIONS_BYTES,
+    MAX_OUTPUT_BYTES,
+    MAX_OUTPUT_FILES,
+    OutputFile,
+    RejectedFile,
+    RunLimits,
+    SandboxResult,
+    Timings,
+    VmInfo,
+)
+from backend.settings import get_settings
+
+GUEST_OVERHEAD_MIB = 512  # kernel, agent and tmpfs roots on top of the user's memory limit
+RESTORE_READY_TIMEOUT = 60.0
+COLLECT_GRACE_SECONDS = 90.0
+POLL_SECONDS = 0.01
+Progress = Callable[[str], None]
+
+
+def _domain_memory_mib() -> int:
+    return get_settings().max_memory_mib + GUEST_OVERHEAD_MIB
+
+
+def _output_disk_bytes() -> int:
+    return wire.output_disk_bytes(get_settings().stdout_cap_bytes, MAX_OUTPUT_BYTES, MAX_ACTIONS_BYTES)
+
+
+def _job_disk_bytes() -> int:
+    return get_settings().job_disk_mib * 1024 * 1024
+
+
+# ---------------------------------------------------------------- saved-state slots
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    image: ImageInfo
+    virt_type: str
+
+    @property
+    def directory(self) -> Path:
+        return self.image.directory / "states"
+
+    @property
+    def name(self) -> str:
+        return f"{DOMAIN_PREFIX}slot{self.index}-{self.image.image_hash[:8]}"
+
+    @property
+    def state_path(self) -> Path:
+        return self.directory / f"{self.virt_type}-slot{self.index}.save"
+
+    @property
+    def meta_path(self) -> Path:
+        return self.directory / f"{self.virt_type}-slot{self.index}.json"
+
+    def config_hash(self) -> str:
+        return sha256_json(
+            {
+                "image": self.image.image_hash,
+                "virt_type": self.virt_type,
+                "memory_mib": _domain_memory_mib(),
+                "vcpus": get_settings().max_vcpus,
+                "job_disk": _job_disk_bytes(),
+                "output_disk": _output_disk_bytes(),
+                "template": sha256_bytes(TEMPLATE_PATH.read_bytes()),
+                "cmdline": KERNEL_CMDLINE,
+                "libvirt": libvirt.getVersion(),
+            }
+        )
+
+    def saved_uuid(self) -> str | None:
+        """The UUID of a usable saved state, or None when missing or made for another configuration."""
+        try:
+            meta = json.loads(self.meta_path.read_text())
+        except (OSError, ValueError):
+            return None
+        if meta.get("config_hash") != self.config_hash() or not self.state_path.is_file():
+            return None
+        return meta.get("uuid")
+
+    def discard(self) -> None:
+        for path in (self.meta_path, self.state_path):
+            path.unlink(missing_ok=True)
+
+
+class SlotPool:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy: set[tuple[str, int]] = set()
+
+    def acquire(self, image: ImageInfo, virt_type: str) -> tuple[Slot, str] | None:
+        with self._lock:
+            for index in range(get_settings().saved_state_slots):
+                key = (image.image_hash, index)
+                if key in self._busy:
+                    continue
+                slot = Slot(index, image, virt_type)
+                saved_uuid = slot.saved_uuid()
+                if saved_uuid:
+                    self._busy.add(key)
+                    return slot, saved_uuid
+        return None
+
+    def hold(self, slot: Slot) -> bool:
+        with self._lock:
+            key = (slot.image.image_hash, slot.index)
+            if key in self._busy:
+                return False
+            self._busy.add(key)
+            return True
+
+    def release(self, slot: Slot) -> None:
+        with self._lock:
+            self._busy.discard((slot.image.image_hash, slot.index))
+
+
+_slots = SlotPool()
+
+
+def _spec(name: str, uuid_: str, run_id: str, image: ImageInfo, virt_type: str, workdir: Path) -> DomainSpec:
+    return DomainSpec(
+        name=name,
+        uuid=uuid_,
+        run_id=run_id,
+        image_hash=image.image_hash,
+        virt_type=virt_type,
+        memory_mib=_domain_memory_mib(),
+        vcpus=get_settings().max_vcpus,
+        kernel=image.kernel,
+        initrd=image.initrd,
+        root_disk=image.rootfs,
+        job_disk=workdir / "job.img",
+        output_disk=workdir / "out.img",
+        console_log=workdir / "console.log",
+    )
+
+
+def _make_template(slot: Slot, progress: Progress) -> None:
+    """Boot a pristine guest, wait until it is warm, save it. Never after a job."""
+    slot.directory.mkdir(parents=True, exist_ok=True)
+    slot.directory.chmod(0o755)
+    slot.discard()
+    workdir = slot.directory / f"template-{slot.virt_type}-slot{slot.index}"
+    shutil.rmtree(workdir, ignore_errors=True)
+    make_private_dir(workdir)
+    uuid_ = str(uuid.uuid4())
+    started = time.monotonic()
+    try:
+        with open(workdir / "job.img", "wb") as fh:
+            fh.truncate(_job_disk_bytes())
+        wire.create_output_disk(workdir / "out.img", _output_disk_bytes())
+        spec = _spec(slot.name, uuid_, "template", slot.image, slot.virt_type, workdir)
+        with connection() as conn:
+            destroy_quietly(conn, slot.name)
+            dom = conn.createXML(render_domain_xml(spec), 0)
+            try:
+                deadline = time.monotonic() + get_settings().cold_boot_timeout_seconds
+                while wire.read_block0(workdir / "out.img", wire.WARM_MAGIC) is None:
+                    if time.monotonic() > deadline or not domain_is_active(conn, slot.name):
+                        raise RuntimeError(f"template guest for slot {slot.index} never became warm")
+                    time.sleep(0.1)
+                tmp = slot.state_path.with_suffix(".partial")
+                tmp.unlink(missing_ok=True)
+                dom.saveFlags(str(tmp), None, libvirt.VIR_DOMAIN_SAVE_RUNNING)
+                tmp.rename(slot.state_path)
+            finally:
+                destroy_quietly(conn, slot.name)
+        slot.meta_path.write_text(
+            json.dumps(
+                {
+                    "uuid": uuid_,
+                    "name": slot.name,
+                    "config_hash": slot.config_hash(),
+                    "image_hash": slot.image.image_hash,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+            )
+            + "\n"
+        )
+        size_mib = slot.state_path.stat().st_size / 1048576
+        progress(
+            f"saved warm state for slot {slot.index} in {time.monotonic() - started:.0f} s ({size_mib:.0f} MiB)"
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def prepare_saved_states(progress: Progress = print, *, force: bool = False) -> int:
+    """Make the warm saved state of every slot that lacks a current one. Returns how many were made."""
+    image = current_image()
+    if image is None:
+        raise RuntimeError("guest image not built: run `cleanroom image build`")
+    virt_type = resolve_virt_type(image, progress=progress)
+    todo = []
+    for index in range(get_settings().saved_state_slots):
+        slot = Slot(index, image, virt_type)
+        if (force or not slot.saved_uuid()) and _slots.hold(slot):
+            todo.append(slot)
+    if not todo:
+        progress("saved warm states up to date")
+        return 0
+    progress(f"booting {len(todo)} warm template guest(s) under {virt_type} to save their state …")
+
+    def make(slot: Slot) -> None:
+        try:
+            _make_template(slot, progress)
+        finally:
+            _slots.release(slot)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for future in [pool.submit(make, slot) for slot in todo]:
+            future.result()
+    return len(todo)
+
+
+# ---------------------------------------------------------------- one run
+
+
+def _collect_inputs(input_dir: Path | None) -> list[tuple[str, Path]]:
+    if input_dir is None:
+        return []
+    inputs = []
+    for path in sorted(Path(input_dir).rglob("*")):
+        if path.is_symlink():
+            continue
+        if path.is_file():
+            inputs.append((path.relative_to(input_dir).as_posix(), path))
+    return inputs
+
+
+def _error(message: str, started: float, vm: VmInfo | None = None) -> SandboxResult:
+    return SandboxResult(
+        status="error",
+        error=message,
+        timings_ms=Timings(total=round((time.monotonic() - started) * 1000, 1)),
+        vm=vm or VmInfo(nics=None),
+    )
+
+
+def run_code(
+    code: str,
+    *,
+    input_dir: Path | None,
+    out_dir: Path,
+    limits: RunLimits | None = None,
+    read_actions: bool = True,
+    force_cold_boot: bool = False,
+) -> SandboxResult:
+    """Run `code` in a fresh VM and return what came out. Thread-safe; never raises for run problems."""
+    return _run(
+        code,
+        input_dir=input_dir,
+        out_dir=out_dir,
+        limits=limits,
+        read_actions=read_actions,
+        force_cold_boot=force_cold_boot,
+    )
+
+
+def _run(
+    code: str,
+    *,
+    input_dir: Path | None,
+    out_dir: Path,
+    limits: RunLimits | None,
+    read_actions: bool,
+    force_cold_boot: bool = False,
+    positive_control_nic: bool = False,
+) -> SandboxResult:
+    started = time.monotonic()
+    settings = get_settings()
+    limits = (limits or RunLimits()).clamped()
+    run_id = uuid.uuid4().hex[:16]
+    image = current_image()
+    if image is None:
+        return _error("guest image not built: run `cleanroom image build`", started)
+    try:
+        virt_type = resolve_virt_type(image)
+    except Exception as exc:  # noqa: BLE001
+        return _error(f"cannot determine the virt type: {exc}", started)
+    vm = VmInfo(virt_type=virt_type, image_hash=image.image_hash, run_id=run_id)
+    slot_uuid = None
+    slot = None
+    if settings.use_saved_state and not force_cold_boot and not positive_control_nic:
+        acquired = _slots.acquire(image, virt_type)
+        if acquired:
+            slot, slot_uuid = acquired
+    workdir: Path | None = None
+    name = slot.name if slot else f"{DOMAIN_PREFIX}{run_id}"
+    vm.domain_name = name
+    try:
+        workdir = make_private_dir(settings.effective_run_dir / f"{DOMAIN_PREFIX}{run_id}")
+        nonce = secrets.token_hex(16)
+        job = {
+            "run_id": run_id,
+            "nonce": nonce,
+            "code": code,
+            "seed": secrets.token_hex(64),
+            "time_ns": time.time_ns(),
+            "network": positive_control_nic,
+            "limits": {
+                "wall_seconds": limits.wall_seconds,
+                "memory_mib": limits.memory_mib,
+                "vcpus": limits.vcpus,
+                "stdout_cap": settings.stdout_cap_bytes,
+                "max_files": MAX_OUTPUT_FILES,
+                "max_total_bytes": MAX_OUTPUT_BYTES,
+                "max_actions_bytes": MAX_ACTIONS_BYTES,
+                "max_processes": 256,
+            },
+        }
+        try:
+            inputs = _collect_inputs(input_dir)
+        except OSError as exc:
+            return _error(f"cannot read inputs: {exc}", started, vm)
+        wire.create_output_disk(workdir / "out.img", _output_disk_bytes())
+        with connection() as conn:
+            try:
+                launched = time.monotonic()
+                job["time_ns"] = time.time_ns()
+                wire.write_job_disk(workdir / "job.img", _job_disk_bytes(), job, inputs)
+                dom = None
+                if slot and slot_uuid:
+                    xml = render_domain_xml(_spec(name, slot_uuid, run_id, image, virt_type, workdir))
+                    try:
+                        conn.restoreFlags(str(slot.state_path), xml, libvirt.VIR_DOMAIN_SAVE_RUNNING)
+                        dom = conn.lookupByName(name)
+                        vm.restored = True
+                    except libvirt.libvirtError:
+                        # A state libvirt refuses is useless: drop it and cold-boot this run.
+                        destroy_quietly(conn, name)
+                        slot.discard()
+                        _slots.release(slot)
+                        slot = None
+                        name = vm.domain_name = f"{DOMAIN_PREFIX}{run_id}"
+                if dom is None:
+                    spec = _spec(name, str(uuid.uuid4()), run_id, image, virt_type, workdir)
+                    xml = render_domain_xml(spec, positive_control_nic=positive_control_nic)
+                    dom = conn.createXML(xml, 0)
+                vm.nics = interface_count(dom.XMLDesc(0))
+                return _wait_and_collect(
+                    conn, dom, name, workdir, job, vm, limits, out_dir, read_actions, started, launched
+                )
+            finally:
+                destroy_quietly(conn, name)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes an `error` result
+        return _error(f"{type(exc).__name__}: {exc}", started, vm)
+    finally:
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if slot is not None:
+            _slots.release(slot)
+
+
+def _wait_and_collect(
+    conn: libvirt.virConnect,
+    dom: libvirt.virDomain,
+    name: str,
+    workdir: Path,
+    job: dict[str, Any],
+    vm: VmInfo,
+    limits: RunLimits,
+    out_dir: Path,
+    read_actions: bool,
+    started: float,
+    launched: float,
+) -> SandboxResult:
+    out_disk = workdir / "out.img"
+    ready_at: float | None = None
+    ready_timeout = RESTORE_READY_TIMEOUT if vm.restored else get_settings().cold_boot_timeout_seconds
+    deadline = launched + ready_timeout
+    guest: wire.GuestResult | None = None
+    gone = False
+    while True:
+        now = time.monotonic()
+        if ready_at is None:
+            ready = wire.read_block0(out_disk, wire.READY_MAGIC)
+            if ready is not None and ready.get("nonce") == job["nonce"]:
+                ready_at = now
+                deadline = now + limits.wall_seconds + COLLECT_GRACE_SECONDS
+        guest = wire.read_result(out_disk)
+        if guest is not None or gone:
+            break
+        if now > deadline:
+            break
+        if not domain_is_active(conn, name):
+            gone = True  # read the disk once more: the guest may have written just before power-off
+            continue
+        time.sleep(POLL_SECONDS)
+    finished = time.monotonic()
+    destroy_quietly(conn, name)
+    vm.guest_interfaces = []
+    timings = Timings(start=round(((ready_at or finished) - launched) * 1000, 1))
+    if guest is None:
+        console = _console_tail(workdir)
+        if ready_at is not None and not gone:
+            result = _error("the guest did not report back in time", started, vm)
+            result.status = "timed_out"
+        else:
+            what = "powered off without a result" if gone else "never became ready"
+            result = _error(f"the guest {what}{console}", started, vm)
+        return result
+    if guest.record.get("nonce") != job["nonce"]:
+        return _error("the guest's result belongs to another job", started, vm)
+    result = _interpret(guest, job, vm, out_dir, read_actions)
+    guest_timings = guest.record.get("timings_ms") or {}
+    timings.execute = _number(guest_timings.get("execute"))
+    timings.collect = round((time.monotonic() - finished) * 1000, 1) + _number(guest_timings.get("collect"))
+    timings.total = round((time.monotonic() - started) * 1000, 1)
+    result.timings_ms = timings
+    return result
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _console_tail(workdir: Path) -> str:
+    try:
+        text = (workdir / "console.log").read_text(errors="replace")[-1500:].strip()
+    except OSError:
+        return ""
+    return f"; console: {text}" if text else ""
+
+
+def _safe_name(name: Any) -> bool:
+    if not isinstance(name, str) or name in ("", ".", "..") or name == "actions.json":
+        return False
+    if "/" in name or "\\" in name or len(name.encode("utf-8", "replace")) > 200:
+        return False
+    return not any(ord(c) < 32 or ord(c) == 127 for c in name)
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    return str(value)[:limit]
+
+
+def _interpret(
+    guest: wire.GuestResult, job: dict, vm: VmInfo, out_dir: Path, read_actions: bool
+) -> SandboxResult:
+    record = guest.record
+    if record.get("agent_error"):
+        return SandboxResult(
+            status="error", error=f"guest agent failed: {_short(record['agent_error'], 2000)}", vm=vm
+        )
+    interfaces = record.get("interfaces")
+    vm.guest_interfaces = [_short(i, 32) for i in interfaces][:64] if isinstance(interfaces, list) else []
+    cap = job["limits"]["stdout_cap"]
+    stdout = guest.blob(0, cap).decode("utf-8", "replace")
+    stderr = guest.blob(1, cap).decode("utf-8", "replace")
+    truncated = bool(record.get("stdout_truncated"))
+    if truncated:
+        stdout += f"\n[output truncated: only the first {cap} bytes are shown]\n"
+    if record.get("stderr_truncated"):
+        stderr += f"\n[error output truncated: only the first {cap} bytes are shown]\n"
+    exit_code = record.get("exit_code")
+    exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
+    if record.get("timed_out"):
+        status = "timed_out"
+    elif _number(record.get("oom_kills")) > 0:
+        status = "out_of_memory"
+    elif exit_code == 0:
+        status = "succeeded"
+    else:
+        status = "failed"
+    result = SandboxResult(
+        status=status, exit_code=exit_code, stdout=stdout, stderr=stderr, stdout_truncated=truncated, vm=vm
+    )
+    rejected = record.get("rejected")
+    for item in rejected if isinstance(rejected, list) else []:
+        if isinstance(item, dict) and len(result.rejected_files) < 120:
+            result.rejected_files.append(
+                RejectedFile(name=_short(item.get("name")), reason=_short(item.get("reason")))
+            )
+    if record.get("actions_present"):
+        raw = guest.blob(2, MAX_ACTIONS_BYTES)
+        if not read_actions:
+            result.actions_discarded = True  # never parsed
+        else:
+            result.actions, problem = _parse_actions(raw)
+            if problem:
+                result.rejected_files.append(RejectedFile(name="actions.json", reason=problem))
+    _write_files(guest, record, out_dir, result)
+    return result
+
+
+def _parse_actions(raw: bytes) -> tuple[list | None, str | None]:
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return None, f"malformed actions.json: {_short(exc, 200)}"
+    if isinstance(value, dict) and isinstance(value.get("actions"), list):
+        value = value["actions"]
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        return None, "malformed actions.json: expected a list of objects"
+    limit = get_settings().max_actions_per_run
+    if len(value) > limit:
+        return None, f"actions.json proposes {len(value)} actions; at most {limit} are allowed"
+    return value, None
+
+
+def _write_files(guest: wire.GuestResult, record: dict, out_dir: Path, result: SandboxResult) -> None:
+    files = record.get("files")
+    files = files if isinstance(files, list) else []
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    total = 0
+    seen: set[str] = set()
+    for index, item in enumerate(files):
+        name = item.get("name") if isinstance(item, dict) else None
+        size = item.get("size") if isinstance(item, dict) else None
+        reason = None
+        if not _safe_name(name) or name in seen:
+            reason = "unsafe or duplicate name"
+        elif len(result.files) >= MAX_OUTPUT_FILES:
+            reason = f"over the limit of {MAX_OUTPUT_FILES} files"
+        elif not isinstance(size, int) or size < 0 or total + size > MAX_OUTPUT_BYTES:
+            reason = f"over the {MAX_OUTPUT_BYTES} byte total output limit"
+        if reason:
+            result.rejected_files.append(RejectedFile(name=_short(name), reason=reason))
+            continue
+        data = guest.blob(3 + index, MAX_OUTPUT_BYTES - total)
+        if len(data) != size:
+            result.rejected_files.append(
+                RejectedFile(name=_short(name), reason="size does not match the record")
+            )
+            continue
+        seen.add(name)
+        total += size
+        fd = os.open(out_dir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        result.files.append(OutputFile(name=name, size=size, sha256=sha256_bytes(data)))
+
+
+# ---------------------------------------------------------------- service hooks
+
+
+def recover_leftovers() -> list[str]:
+    """Destroy leftover `cleanroom-run-*` domains and delete per-run files (service start)."""
+    removed: list[str] = []
+    with connection() as conn:
+        for name in our_domains(conn):
+            if destroy_quietly(conn, name):
+                removed.append(f"domain {name}")
+    run_dir = get_settings().effective_run_dir
+    if run_dir.is_dir():
+        for path in run_dir.iterdir():
+            if path.name.startswith(DOMAIN_PREFIX):
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                removed.append(f"files {path}")
+    image = current_image()
+    if image is not None:
+        states = image.directory / "states"
+        for path in states.glob("template-*") if states.is_dir() else []:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(f"files {path}")
+        for path in states.glob("*.partial") if states.is_dir() else []:
+            path.unlink(missing_ok=True)
+            removed.append(f"files {path}")
+    return removed
+
+
+def leftover_run_files() -> list[Path]:
+    run_dir = get_settings().effective_run_dir
+    if not run_dir.is_dir():
+        return []
+    return sorted(p for p in run_dir.iterdir() if p.name.startswith(DOMAIN_PREFIX))
+
+
+def running_domains() -> list[str]:
+    with connection() as conn:
+        return our_domains(conn)
+
+
+def health() -> dict[str, Any]:
+    image = current_image()
+    info: dict[str, Any] = {
+        "virt_type": None,
+        "image": {"hash": image.image_hash, "path": str(image.directory)} if image else None,
+        "saved_state": {"enabled": get_settings().use_saved_state, "slots": 0, "ready": 0},
+        "running_vms": None,
+    }
+    try:
+        info["running_vms"] = len(running_domains())
+    except libvirt.libvirtError as exc:
+        info["libvirt_error"] = str(exc)
+    if image is not None:
+        virt_type = resolve_virt_type(image)
+        info["virt_type"] = virt_type
+        slots = get_settings().saved_state_slots
+        ready = sum(1 for i in range(slots) if Slot(i, image, virt_type).saved_uuid())
+        info["saved_state"].update(slots=slots, ready=ready)
+    return info
