@@ -86,8 +86,7 @@ def convert_pdf(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
 
 
 def _refuse_password_protected(data: bytes) -> None:
-    from pypdf import PdfReader
-    from pypdf.constants import PasswordType
+    from pypdf import PasswordType, PdfReader
 
     try:
         reader = PdfReader(io.BytesIO(data))
