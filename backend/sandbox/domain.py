@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
-from xml.sax.saxutils import quoteattr
+from xml.sax.saxutils import escape
 
 from backend.settings import REPO_ROOT
 
@@ -43,7 +43,7 @@ class DomainSpec:
 
 
 def _text(value: object) -> str:
-    return quoteattr(str(value))[1:-1]
+    return escape(str(value), {"'": "&apos;", '"': "&quot;"})
 
 
 def render_domain_xml(spec: DomainSpec, *, positive_control_nic: bool = False) -> str:

@@ -215,7 +215,7 @@ def _customize_root(recipe: dict, root: Path, progress: Progress) -> None:
     (root / "etc/hostname").write_text("cleanroom\n")
     _run(
         [
-            "chroot",
+            shutil.which("chroot") or "/usr/sbin/chroot",
             str(root),
             "/usr/bin/python3",
             "-c",

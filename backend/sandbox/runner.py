@@ -441,6 +441,8 @@ def _wait_and_collect(
             what = "powered off without a result" if gone else "never became ready"
             result = _error(f"the guest {what}{console}", started, vm)
         return result
+    if guest.record.get("agent_error"):
+        return _error(f"guest agent failed: {_short(guest.record['agent_error'], 2000)}", started, vm)
     if guest.record.get("nonce") != job["nonce"]:
         return _error("the guest's result belongs to another job", started, vm)
     result = _interpret(guest, job, vm, out_dir, read_actions)
