@@ -12,6 +12,7 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 
 from backend import db
 from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
+from backend.settings import get_settings
 
 log = logging.getLogger("cleanroom")
 
@@ -22,6 +23,7 @@ CONTROLLERS = [
     "backend.tenancy.controller:CompanyController",
     "backend.records.controller:RecordsController",
     "backend.audit.controller:AuditController",
+    "backend.drive.controller:DriveController",
 ]
 
 # Callables run at start-up after the database is ready (e.g. crash recovery, the worker).
@@ -74,5 +76,6 @@ def create_app(*, database_url: str | None = None, run_hooks: bool = True, pool:
             path="/schema",
             render_plugins=[SwaggerRenderPlugin()],
         ),
+        request_max_body_size=get_settings().max_upload_bytes + 1024 * 1024,
         debug=False,
     )

@@ -19,6 +19,8 @@ CLI_MODULES = [
     "backend.demo.cli",
     "backend.records.cli",
     "backend.audit.cli",
+    "backend.drive.cli",
+    "backend.staging.cli",
     "backend.sandbox.cli",
 ]
 

@@ -17,6 +17,7 @@ TABLE_MODULES = [
     "backend.tenancy.tables",
     "backend.audit.tables",
     "backend.records.tables",
+    "backend.drive.tables",
 ]
 
 _engine: Engine | None = None

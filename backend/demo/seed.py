@@ -560,6 +560,19 @@ async def _records(people: People, owners: list[str], scale: float, rng: random.
     )
 
 
+async def _drive(people: People) -> None:
+    from backend.drive import service as drive
+    from backend.staging.demo_files import demo_drive_files
+    from backend.tenancy.context import load_user_context
+
+    maria = await load_user_context(people.users["maria@acme.example"])
+    folder = await drive.create_folder(maria, "Shared sales material", visibility="company")
+    for name, data in demo_drive_files():
+        await drive.upload(
+            maria, name, data, folder_id=folder["id"], visibility="company", audit_actor="system"
+        )
+
+
 ACME_SETS = {
     "Everyone": {
         "tasks": "edit",
@@ -649,6 +662,7 @@ async def seed(reset: bool = False) -> dict[str, Any]:
         {"gina@globex.example": ["Sales"]},
     )
     await _records(globex_people, ["gina@globex.example", "admin@globex.example"], 0.1, rng, "gx")
+    await _drive(acme_people)
     for company_id, name in ((acme, "Acme Analytics"), (globex, "Globex")):
         await audit.record(
             "demo.seeded",

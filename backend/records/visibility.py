@@ -8,6 +8,9 @@ A user sees a row of a dataset when:
      - the row is a team row and the user is in that team or manages it,
      - the row is private and the user owns it, manages a team the owner is in, or is a company admin.
 Admins see every row of their company (they hold every dataset permission).
+
+Drive files and folders carry the same owner/team/visibility columns and go through `owned_rows_where`,
+the part of the rule that does not depend on a dataset permission.
 """
 
 from __future__ import annotations
@@ -49,7 +52,11 @@ def visible_where(ctx: UserContext, dataset: Dataset) -> Any:
 
     Call `require_dataset` first; this function assumes the dataset permission was checked.
     """
-    table: type[Table] = dataset.table
+    return owned_rows_where(ctx, dataset.table)
+
+
+def owned_rows_where(ctx: UserContext, table: type[Table]) -> Any:
+    """Company, then company-wide / team / private, for any table with company, owner, team, visibility."""
     same_company: Where = table.company == ctx.company_id
     if ctx.is_admin:
         return same_company

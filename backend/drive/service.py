@@ -1,0 +1,200 @@
+"""Drive services: upload, list, download, folders. Visibility is the records' rule (owned_rows_where)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from piccolo.columns.combination import And
+
+from backend.audit import service as audit
+from backend.drive import blobs
+from backend.drive.tables import DriveFile, DriveFolder
+from backend.errors import AppError, Invalid, NotFound
+from backend.records.tables import VISIBILITIES
+from backend.records.visibility import owned_rows_where
+from backend.settings import get_settings
+from backend.staging.convert import sniff_kind
+from backend.tenancy.context import UserContext
+
+_BAD_NAME = re.compile(r"[\x00-\x1f/\\]")
+
+
+class TooLarge(AppError):
+    status_code = 413
+    code = "file_too_large"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _check_name(name: str) -> str:
+    name = name.strip()
+    if not name or name in (".", "..") or _BAD_NAME.search(name) or len(name) > 255:
+        raise Invalid(
+            f"{name!r} is not a usable file name (no slashes or control characters, at most 255 chars)"
+        )
+    return name
+
+
+def _check_visibility(visibility: str) -> str:
+    if visibility not in VISIBILITIES:
+        raise Invalid(f"visibility must be one of {list(VISIBILITIES)}")
+    return visibility
+
+
+def _team_for(ctx: UserContext) -> int | None:
+    return min(ctx.team_ids) if ctx.team_ids else None
+
+
+def file_payload(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "size": row["size"],
+        "sha256": row["sha256"],
+        "kind": row["kind"],
+        "folder_id": row["folder"],
+        "owner_id": row["owner"],
+        "visibility": row["visibility"],
+        "run_id": row["run_id"],
+        "created_at": row["created_at"],
+    }
+
+
+async def create_folder(
+    ctx: UserContext,
+    name: str,
+    *,
+    parent_id: int | None = None,
+    visibility: str = "private",
+    run_id: int | None = None,
+) -> dict[str, Any]:
+    name = _check_name(name)
+    if parent_id is not None:
+        await get_folder(ctx, parent_id)
+    now = _now()
+    folder = DriveFolder(
+        company=ctx.company_id,
+        owner=ctx.user_id,
+        team=_team_for(ctx),
+        visibility=_check_visibility(visibility),
+        created_at=now,
+        updated_at=now,
+        name=name,
+        parent_id=parent_id,
+        run_id=run_id,
+    )
+    await folder.save()
+    return {"id": folder.id, "name": name, "parent_id": parent_id, "visibility": visibility, "run_id": run_id}
+
+
+async def get_folder(ctx: UserContext, folder_id: int) -> dict[str, Any]:
+    row = (
+        await DriveFolder.select()
+        .where(And(owned_rows_where(ctx, DriveFolder), DriveFolder.id == folder_id))
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"no folder {folder_id}")
+    return row
+
+
+async def list_folders(ctx: UserContext, parent_id: int | None = None) -> list[dict[str, Any]]:
+    query = DriveFolder.select().where(owned_rows_where(ctx, DriveFolder))
+    query = query.where(
+        DriveFolder.parent_id.is_null() if parent_id is None else DriveFolder.parent_id == parent_id
+    )
+    return [
+        {
+            "id": r["id"],
+            "name": r["name"],
+            "parent_id": r["parent_id"],
+            "visibility": r["visibility"],
+            "run_id": r["run_id"],
+        }
+        for r in await query.order_by(DriveFolder.name)
+    ]
+
+
+async def upload(
+    ctx: UserContext,
+    name: str,
+    data: bytes,
+    *,
+    folder_id: int | None = None,
+    visibility: str = "private",
+    run_id: int | None = None,
+    audit_actor: str | None = None,
+) -> dict[str, Any]:
+    limit = get_settings().max_upload_bytes
+    if len(data) > limit:
+        raise TooLarge(f"{name} is {len(data):,} bytes; the limit per file is {limit:,} bytes")
+    name = _check_name(name)
+    _check_visibility(visibility)
+    if folder_id is not None:
+        await get_folder(ctx, folder_id)
+    digest = blobs.put(data)
+    now = _now()
+    row = DriveFile(
+        company=ctx.company_id,
+        owner=ctx.user_id,
+        team=_team_for(ctx),
+        visibility=visibility,
+        created_at=now,
+        updated_at=now,
+        folder=folder_id,
+        name=name,
+        size=len(data),
+        sha256=digest,
+        kind=sniff_kind(data, name),
+        run_id=run_id,
+    )
+    await row.save()
+    await audit.record(
+        "drive.uploaded",
+        actor=audit_actor or ctx.email,
+        company_id=ctx.company_id,
+        subject_type="drive_file",
+        subject_id=row.id,
+        data={"name": name, "size": len(data), "sha256": digest, "folder_id": folder_id},
+    )
+    return file_payload(await DriveFile.select().where(DriveFile.id == row.id).first())
+
+
+async def get_file(ctx: UserContext, file_id: int) -> dict[str, Any]:
+    row = (
+        await DriveFile.select().where(And(owned_rows_where(ctx, DriveFile), DriveFile.id == file_id)).first()
+    )
+    if row is None:  # another company's file, an unshared file and a missing file look the same
+        raise NotFound(f"no Drive file {file_id}")
+    return row
+
+
+async def read_file(ctx: UserContext, file_id: int) -> tuple[dict[str, Any], bytes]:
+    row = await get_file(ctx, file_id)
+    return row, blobs.get(row["sha256"])
+
+
+async def list_files(
+    ctx: UserContext, *, folder_id: int | None = None, run_id: int | None = None, all_folders: bool = False
+) -> list[dict[str, Any]]:
+    query = DriveFile.select().where(owned_rows_where(ctx, DriveFile))
+    if run_id is not None:
+        query = query.where(DriveFile.run_id == run_id)
+    elif not all_folders:
+        query = query.where(
+            DriveFile.folder.is_null() if folder_id is None else DriveFile.folder == folder_id
+        )
+    return [file_payload(r) for r in await query.order_by(DriveFile.name)]
+
+
+async def find_file_by_name(ctx: UserContext, name: str) -> dict[str, Any]:
+    row = (
+        await DriveFile.select().where(And(owned_rows_where(ctx, DriveFile), DriveFile.name == name)).first()
+    )
+    if row is None:
+        raise NotFound(f"no Drive file named {name!r}")
+    return row

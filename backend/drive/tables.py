@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from piccolo.columns import BigInt, ForeignKey, Integer, Varchar
+from piccolo.table import Table
+
+from backend.records.tables import RecordColumns
+
+
+class DriveFolder(RecordColumns, Table):
+    name = Varchar(length=200)
+    parent_id = BigInt(null=True, default=None)
+    run_id = Integer(null=True, default=None)  # set for the folder holding a run's outputs
+
+
+class DriveFile(RecordColumns, Table):
+    folder = ForeignKey(references=DriveFolder, null=True, default=None)
+    name = Varchar(length=255)
+    size = BigInt()
+    sha256 = Varchar(length=64, index=True)
+    kind = Varchar(
+        length=20
+    )  # sniffed from content: xlsx, ods, csv, pdf, image, text, markdown, json, binary
+    run_id = Integer(null=True, default=None)
+
+
+TABLES = [DriveFolder, DriveFile]

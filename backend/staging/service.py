@@ -1,0 +1,266 @@
+"""Staging: the exact bundle a run gets. Exports through the records' visibility rule, Drive files converted
+to text, a manifest whose `bundle_sha256` is what an approval binds to, and injection findings."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from backend.drive import service as drive
+from backend.errors import Forbidden, Invalid
+from backend.hashing import sha256_bytes, sha256_file, sha256_json
+from backend.injection import Finding, scan_table, scan_text
+from backend.records.cli import rows_to_csv
+from backend.records.service import export_rows
+from backend.records.visibility import get_dataset
+from backend.settings import get_settings
+from backend.staging.convert import Converted, cells_for_scan, convert, text_for_scan
+from backend.tenancy.context import UserContext
+
+MANIFEST = "manifest.json"
+README = "README.txt"
+_STEM_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass
+class StagedBundle:
+    directory: Path
+    manifest: dict[str, Any]
+    findings: list[Finding]
+
+    @property
+    def bundle_sha256(self) -> str:
+        return self.manifest["bundle_sha256"]
+
+
+def check_datasets(ctx: UserContext, datasets: list[str]) -> list[str]:
+    """Unknown names → 404 listing the valid ones; any dataset without permission → 403 naming each, with why."""
+    names = list(dict.fromkeys(d.strip() for d in datasets if d.strip()))
+    for name in names:
+        get_dataset(name)
+    refused = [
+        {"dataset": n, "reason": f"{ctx.email} holds no permission set granting read access to {n}"}
+        for n in names
+        if not ctx.can(n)
+    ]
+    if refused:
+        raise Forbidden(
+            {
+                "message": "some requested datasets are not permitted: "
+                + ", ".join(r["dataset"] for r in refused),
+                "refused": refused,
+            },
+            code="dataset_forbidden",
+        )
+    return names
+
+
+def _stem(name: str, taken: set[str]) -> str:
+    base = _STEM_BAD.sub("-", name.rsplit(".", 1)[0]).strip("-._").lower() or "file"
+    stem, n = base[:60], 2
+    while stem in taken:
+        stem, n = f"{base[:56]}-{n}", n + 1
+    taken.add(stem)
+    return stem
+
+
+def _write(root: Path, rel: str, data: bytes) -> dict[str, Any]:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return {"path": rel, "bytes": len(data), "sha256": sha256_bytes(data)}
+
+
+def _cell_text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def scan_converted(converted: Converted, display: str) -> list[Finding]:
+    """Every cell, header, sheet name, formula and text line of one converted file."""
+    findings: list[Finding] = []
+    for sheet, header, rows in cells_for_scan(converted):
+        findings += scan_table(header, rows, path=display, sheet=sheet)
+    text = text_for_scan(converted)
+    if text:
+        findings += scan_text(text, path=display)
+    return findings
+
+
+def scan_files(files: list[tuple[str, bytes]]) -> tuple[list[Finding], list[dict[str, str]]]:
+    """`cleanroom scan`: findings per file, and the files that could not be converted."""
+    findings: list[Finding] = []
+    errors: list[dict[str, str]] = []
+    for path, data in files:
+        converted = convert(data, path)
+        if converted.error:
+            errors.append({"path": path, "error": converted.error})
+            continue
+        findings += scan_converted(converted, path)
+    return _dedupe(findings), errors
+
+
+def bundle_hash(files: list[dict[str, Any]]) -> str:
+    """Covers every staged file's path and content hash; the manifest's own metadata is not part of it."""
+    return sha256_json(sorted([f["path"], f["sha256"]] for f in files if "sha256" in f))
+
+
+def _readme(manifest: dict[str, Any]) -> bytes:
+    lines = [
+        "This folder is the input of one Cleanroom run. It is read-only.",
+        f"Staged for {manifest['requested_by']} at {manifest['created_at']}.",
+        "",
+    ]
+    for entry in manifest["files"]:
+        src = entry["source"]
+        if src["type"] == "dataset":
+            line = f"- {entry['path']}: {entry['rows']} rows of {src['dataset']}"
+            if entry["truncated"]:
+                line += (
+                    f". TRUNCATED: you can see {entry['visible_total']} rows, only the first {entry['rows']} "
+                    "(oldest first) are included"
+                )
+        else:
+            line = (
+                f"- {entry['path']}: {entry['kind']} from Drive file '{src['name']}' ({entry['bytes']} bytes)"
+            )
+            if entry.get("truncated"):
+                line += ", TRUNCATED by the conversion limits"
+        lines.append(line)
+    for err in manifest["errors"]:
+        lines.append(f"- NOT STAGED: Drive file '{err['name']}': {err['error']}")
+    lines.append("")
+    lines.append("manifest.json lists every file with its sha256.")
+    return ("\n".join(lines) + "\n").encode()
+
+
+async def stage(
+    ctx: UserContext, datasets: list[str], file_ids: list[int], out_dir: Path, *, row_cap: int | None = None
+) -> StagedBundle:
+    cap = row_cap or get_settings().export_row_cap
+    names = check_datasets(ctx, datasets)
+    file_rows = [await drive.get_file(ctx, fid) for fid in dict.fromkeys(file_ids)]
+    if not names and not file_rows:
+        raise Invalid("nothing to stage: name at least one dataset or Drive file")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise Invalid(f"{out_dir} is not empty; staging writes into an empty folder")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return await _stage_into(ctx, names, file_rows, out_dir, cap)
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
+async def _stage_into(
+    ctx: UserContext, names: list[str], file_rows: list[dict[str, Any]], out: Path, cap: int
+) -> StagedBundle:
+    files: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    findings: list[Finding] = []
+
+    for name in names:
+        export = await export_rows(ctx, name, cap)
+        rel = f"datasets/{name}.csv"
+        entry = _write(out, rel, rows_to_csv(export.columns, export.rows).encode())
+        entry.update(
+            source={"type": "dataset", "dataset": name},
+            kind="export",
+            rows=len(export.rows),
+            visible_total=export.visible_total,
+            truncated=export.truncated,
+        )
+        files.append(entry)
+        string_rows = [[_cell_text(row.get(c)) for c in export.columns] for row in export.rows]
+        findings += await asyncio.to_thread(scan_table, export.columns, string_rows, path=rel)
+
+    taken: set[str] = set()
+    for row in file_rows:
+        data = await asyncio.to_thread(drive.blobs.get, row["sha256"])
+        converted = await asyncio.to_thread(convert, data, row["name"])
+        source = {
+            "type": "drive_file",
+            "drive_file_id": row["id"],
+            "name": row["name"],
+            "sha256": row["sha256"],
+        }
+        if converted.error:
+            errors.append(
+                {
+                    "drive_file_id": row["id"],
+                    "name": row["name"],
+                    "kind": converted.kind,
+                    "error": converted.error,
+                }
+            )
+            continue
+        stem = _stem(row["name"], taken)
+        for fname, content, meta in converted.bundle_files(stem):
+            entry = _write(out, f"files/{stem}/{fname}", content)
+            entry.update(
+                source=source,
+                kind=meta.get("kind", converted.kind),
+                **{
+                    k: meta[k]
+                    for k in ("sheet", "hidden", "rows", "total_rows", "truncated", "pages")
+                    if k in meta
+                },
+            )
+            files.append(entry)
+        if converted.keep_original:
+            entry = _write(out, f"files/{stem}/original/{row['name']}", data)
+            entry.update(source=source, kind="original")
+            files.append(entry)
+        findings += await asyncio.to_thread(scan_converted, converted, row["name"])
+
+    manifest: dict[str, Any] = {
+        "schema": 1,
+        "requested_by": ctx.email,
+        "company_id": ctx.company_id,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "row_cap": cap,
+        "files": files,
+        "errors": errors,
+    }
+    readme = _write(out, README, _readme(manifest))
+    readme.update(source={"type": "cleanroom"}, kind="readme")
+    files.append(readme)
+    manifest["findings_count"] = len(findings)
+    manifest["bundle_sha256"] = bundle_hash(files)
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+    return StagedBundle(out, manifest, _dedupe(findings))
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[Any, ...]] = set()
+    unique = []
+    for f in findings:
+        key = (f.path, f.sheet, f.row, f.column, f.category)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+def verify_bundle(directory: Path, expected_sha256: str) -> str | None:
+    """Re-hash a staged bundle from disk. None when intact, else what is wrong (the runner refuses to start)."""
+    manifest_path = Path(directory) / MANIFEST
+    if not manifest_path.is_file():
+        return "the bundle has no manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    listed = {f["path"] for f in manifest["files"]}
+    root = Path(directory)
+    on_disk = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p != manifest_path}
+    if on_disk != listed:
+        return f"files differ from the manifest: extra {sorted(on_disk - listed)[:5]}, missing {sorted(listed - on_disk)[:5]}"
+    actual = [{"path": rel, "sha256": sha256_file(Path(directory) / rel)} for rel in sorted(listed)]
+    digest = bundle_hash(actual)
+    if digest != expected_sha256:
+        return f"bundle hash {digest[:12]}… differs from the approved {expected_sha256[:12]}…"
+    return None
