@@ -288,7 +288,7 @@ def _xlsx_side_text(archive: zipfile.ZipFile, deadline: Deadline) -> Iterator[st
     for info in archive.infolist():
         name = info.filename
         label = None
-        if re.fullmatch(r"xl/comments\d*\.xml", name) or name.startswith("xl/threadedComments/"):
+        if re.fullmatch(r"xl/(comments/)?comments?\d*\.xml|xl/threadedComments/.*\.xml", name):
             label = "cell comment"
         elif name in ("docProps/core.xml", "docProps/app.xml", "docProps/custom.xml"):
             label = "document property"
