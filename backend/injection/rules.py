@@ -1,0 +1,646 @@
+"""Weighted phrase rules, matched against the folded form of a cell (lower case, no accents).
+
+A cell is reported when the weights of the distinct rules it matches add up to at least 1.0;
+1.5 or more is high severity. Weak rules (< 1.0) describe context that is innocent alone —
+"from now on", "Assistant:" at a line start, "send … to x@y" — and only count next to another hint.
+Every rule names the anchors it needs (see ANCHORS); a cell without an anchor is never matched.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from backend.injection import categories as c
+
+STRONG = 1.5
+ALONE = 1.0
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    category: str
+    weight: float
+    regex: re.Pattern[str]
+
+
+def _alt(*words: str) -> str:
+    return "(?:" + "|".join(words) + ")"
+
+
+# --- vocabulary ------------------------------------------------------------------------------------
+
+AI_STRICT = _alt(
+    r"ai",
+    r"a\.i\.",
+    r"ki",
+    r"k\.i\.",
+    r"ia",
+    r"i\.a\.",
+    r"llms?",
+    r"(?:large )?language models?",
+    r"sprachmodell(?:e)?",
+    r"modelos? de lenguaje",
+    r"modeles? de langage",
+    r"chat ?bots?",
+    r"chat ?gpt",
+    r"gpt(?:-?[345]\w*)?",
+    r"claude",
+    r"gemini",
+    r"copilot",
+    r"co-pilot",
+    r"copiloto",
+    r"copilote",
+    r"ai[ -](?:assistant|agent|model|system|bot)s?",
+    r"ki-(?:assistent|agent|modell|system|bot)\w*",
+    r"(?:asistente|agente|modelo) (?:de|con) ia",
+    r"(?:assistant|agent|modele) (?:ia|d'ia|virtuel)",
+    r"virtual assistant",
+    r"autonomous agents?",
+    r"intelligence artificielle",
+    r"inteligencia artificial",
+    r"kunstliche intelligenz",
+    r"artificial intelligence",
+)
+AI_GENERIC = _alt(
+    r"assistants?", r"assistent(?:in)?", r"asistente", r"agents?", r"agente", r"models?", r"modell",
+    r"modelo", r"modele", r"bots?",
+)  # fmt: skip
+AI_ANY = _alt(AI_STRICT, AI_GENERIC)
+# Words that turn "assistant", "agent", "AI" into an ordinary business noun.
+NOT_ADDRESS = (
+    r"(?!\s*(?:-\s*)?(?:manager|director|team|teams|to\b|coach|editor|controller|accountant|position|role|job|"
+    r"hire|hiring|salary|project|budget|vendors?|strategy|initiative|tools?|policy|committee|working|department|"
+    r"licen[sc]es?|roadmap|pilot|adoption|training|program|seats?|rollout|roll-out|usage|governance|act\b|"
+    r"regulation|ethics|readiness|workshop|webinar|conference|summit|course|de\b|der\b|des\b|del\b|y\b|und\b|"
+    r"and\b|or\b|number|id\b|code|portal|name|office|general|principal|professor|agency|fees?|commission))"
+)
+GREETING = _alt(
+    r"hey", r"hi", r"hello", r"dear", r"attention", r"note to", r"notice to", r"message (?:to|for)",
+    r"instructions? (?:to|for)", r"reminder (?:to|for)", r"memo (?:to|for)", r"important for", r"to",
+    r"hallo", r"liebe[rs]?", r"an", r"achtung", r"hinweis (?:fur|an)", r"nachricht (?:fur|an)",
+    r"anweisung(?:en)? (?:fur|an)", r"hola", r"querid[oa]s?", r"estimad[oa]s?", r"atencion",
+    r"aviso (?:para|al?)", r"nota (?:para|al?)", r"mensaje (?:para|al?)", r"instrucciones para",
+    r"bonjour", r"salut", r"cher", r"chere", r"note (?:pour|a|au)", r"message (?:pour|a|au)",
+    r"a l'attention (?:de|du|des)", r"consignes? pour",
+)  # fmt: skip
+DET = r"(?:(?:the|any|all|every|dear|our|my|you|die|der|den|das|alle|el|la|los|las|le|l'|les|un|une|cher|chere|toute?s? les?|todos los|todas las)\s*)?"
+SENTENCE_START = r"(?:^|[\n.!?;:>\-–—]\s*|\s{2,})"
+
+YOU_DIRECTIVE = _alt(
+    r"you must", r"you should", r"you will", r"you need to", r"you have to", r"you are required",
+    r"make sure (?:you|to)", r"be sure to", r"always", r"never", r"immediately", r"do not", r"don't",
+    r"instead", r"important:", r"urgent:", r"du musst", r"sie mussen", r"sofort", r"niemals", r"immer",
+    r"debes", r"tienes que", r"nunca", r"siempre", r"inmediatamente", r"tu dois", r"vous devez",
+    r"toujours", r"jamais", r"immediatement", r"please", r"bitte", r"por favor", r"s'il (?:te|vous) plait",
+    r"veuillez",
+)  # fmt: skip
+
+IGNORE_VERB = _alt(
+    r"ignore", r"ignoring", r"disregard", r"forget", r"override", r"overwrite", r"bypass", r"skip",
+    r"discard", r"abandon", r"drop", r"dismiss", r"neglect", r"set aside", r"put aside", r"pay no attention to",
+    r"do not follow", r"don't follow", r"stop following", r"no longer follow", r"cancel", r"nullify",
+    r"ignorier\w*", r"vergiss", r"vergessen sie", r"vergesst", r"missacht\w*", r"uberschreib\w*",
+    r"verwirf", r"verwerfen sie", r"ignora\w*", r"ignore[ns]?", r"olvida\w*", r"olvide\w*", r"descarta\w*",
+    r"omite", r"omita", r"no (?:sigas|siga|hagas caso(?: a| de)?)", r"haz caso omiso (?:a|de)", r"anula",
+    r"ignorez", r"oublie\w*", r"ne (?:tiens|tenez) (?:pas|plus) compte (?:de|des|du)", r"ne suis plus",
+    r"ne suivez plus", r"faites abstraction (?:de|des)", r"fais abstraction (?:de|des)", r"outrepasse\w*",
+)  # fmt: skip
+PRIOR = _alt(
+    r"previous", r"prior", r"preceding", r"above", r"earlier", r"former", r"original", r"initial",
+    r"existing", r"all", r"any", r"your", r"system", r"developer", r"these", r"those", r"old", r"other",
+    r"vorherige\w*", r"bisherige\w*", r"obige\w*", r"vorangegangene\w*", r"fruhere\w*", r"alle\w*",
+    r"deine\w*", r"ihre\w*", r"ursprunglich\w*", r"anteriores?", r"previas?", r"previos?", r"todas?",
+    r"todos", r"tus", r"sus", r"originales?", r"precedentes?", r"anterieure?s?", r"toutes?", r"tous",
+    r"tes", r"vos", r"initiales?",
+)  # fmt: skip
+INSTRUCTION_NOUN = _alt(
+    r"instructions?", r"prompts?", r"directions?", r"directives?", r"guidelines?", r"guidance",
+    r"guardrails?", r"constraints?", r"restrictions?", r"rules?", r"commands?", r"programming",
+    r"training", r"system prompt", r"system messages?", r"safety \w+", r"content polic(?:y|ies)",
+    r"anweisung\w*", r"instruktion\w*", r"befehl\w*", r"regeln", r"vorgaben", r"richtlinien",
+    r"systemprompt", r"anordnung\w*", r"instrucciones", r"instruccion", r"indicaciones", r"reglas",
+    r"directrices", r"pautas", r"ordenes", r"comandos", r"restricciones", r"consignes?", r"regles",
+    r"ordres", r"commandes", r"indications", r"directives",
+)  # fmt: skip
+WEAK_NOUN = _alt(
+    r"messages?", r"context", r"conversation", r"assignments?", r"tasks?", r"aufgaben?", r"kontext",
+    r"tareas?", r"contexto", r"mensajes", r"taches?", r"contexte",
+)  # fmt: skip
+
+SEND_VERB = _alt(
+    r"send", r"sending", r"upload", r"uploading", r"e-?mail", r"mail", r"post", r"posting", r"transmit",
+    r"forward", r"exfiltrate", r"leak", r"copy", r"export", r"sync", r"share", r"submit", r"dump",
+    r"deliver", r"push", r"pipe", r"relay", r"transfer", r"paste", r"include", r"attach", r"write",
+    r"sende\w*", r"schick\w*", r"ubermittel\w*", r"ubermittl\w*", r"ubertrag\w*", r"lade", r"laden sie",
+    r"hochladen", r"e?-?maile", r"leite", r"leiten sie", r"exportier\w*", r"kopier\w*", r"teile",
+    r"veroffentlich\w*", r"envia\w*", r"envie\w*", r"manda\w*", r"mande", r"sube", r"suba", r"subir",
+    r"transmit[ae]\w*", r"reenvia\w*", r"exporta\w*", r"copia", r"comparte", r"publica", r"filtra",
+    r"envoie\w*", r"envoye\w*", r"transmet\w*", r"televers\w*", r"telecharge\w*", r"uploade\w*",
+    r"exporte\w*", r"copie\w*", r"partage\w*", r"transfere\w*", r"publie\w*",
+)  # fmt: skip
+BULK = (
+    r"(?:all|every|entire|full|complete|whole|each|raw|alle|samtliche|gesamte\w*|komplette\w*|vollstandige\w*|"
+    r"todos|todas|toda|todo|completa|completo|entera|entero|toute?s?|tous|l'ensemble|la totalite|l'integralite)"
+    r"(?:\s+(?:of|the|this|these|your|our|de|des|du|la|los|las|el|die|der|den|das|le|les|ses|vos|tes|sus|tus))*"
+    r"\s+(?:\w+\s+){0,2}?"
+    r"(?:data|dataset|data ?sets?|records?|rows?|tables?|database|db|customer|customers|clients?|contacts?|"
+    r"email addresses|phone numbers|employees?|salar(?:y|ies)|payroll|inputs?|staged|file contents|contents?|"
+    r"conversation|chat history|transactions|information|pii|daten|datensatze|kundendaten|kundenliste|kontakte|"
+    r"kontaktdaten|tabellen?|zeilen|eintrage|gehalter|gehaltsdaten|lohndaten|inhalte?|datenbank|datos|registros|"
+    r"filas|contactos|correos|tabla|base de datos|contenido|salarios|nominas|informacion|donnees|"
+    r"enregistrements|lignes|tableau|base de donnees|contenus?|salaires|informations|adresses)"
+)
+SECRET = (
+    r"(?:credentials?|passwords?|passcodes?|api[ _-]?keys?|access keys?|secret keys?|private keys?|ssh keys?|"
+    r"(?:access |auth |bearer |session )?tokens?|session cookies|cookies|secrets|environment variables|"
+    r"env(?:ironment)? vars?|\.env\b|aws keys?|connection strings?|system prompt|bank (?:details|account numbers)|"
+    r"credit card (?:numbers?|details|data)|card numbers|ssns?|social security numbers?|ibans|"
+    r"personal data|personally identifiable information|passworter|zugangsdaten|anmeldedaten|"
+    r"api-schlussel|kennworter|contrasenas|credenciales|claves(?: de api)?|mots de passe|identifiants|"
+    r"cles (?:d'api|api|secretes))"
+)
+URL = r"(?:https?://|ftp://|www\.)[^\s\"'<>)\]]+"
+EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+IP = r"\b\d{1,3}(?:\.\d{1,3}){3}\b"
+DEST = _alt(
+    URL, EMAIL, IP,
+    r"(?:my|our|this|that|the following|an? external|the external|a remote|the remote|an? outside|"
+    r"a personal|my personal|an attacker'?s?|attacker'?s?) (?:server|endpoint|url|address|e-?mail|inbox|account|"
+    r"webhook|domain|host|ip|site|website|bucket|drive|dropbox|gmail|location|api)",
+    r"(?:externen?|meinen|diesen|folgenden) (?:server|endpunkt|adresse|webhook)",
+    r"(?:mi|este|un) servidor(?: externo)?", r"(?:esta|la siguiente) direccion",
+    r"(?:mon|ce|un) serveur(?: externe)?", r"(?:cette|l'adresse) (?:adresse|suivante)",
+)  # fmt: skip
+TO = r"(?:to|at|into|onto|via|an|nach|auf|zu|a|al|hacia|para|vers|sur|chez)"
+GAP = r"(?:\W+\S+){0,8}?\W+"
+
+
+# --- rules -------------------------------------------------------------------------------------------
+
+_RULES: list[tuple[str, str, float, str]] = [
+    # Instructions addressed to an AI.
+    ("greeting_ai", c.ADDRESSED, ALONE, rf"{SENTENCE_START}{GREETING}\s+{DET}{AI_STRICT}\b{NOT_ADDRESS}"),
+    (
+        "greeting_assistant",
+        c.ADDRESSED,
+        0.6,
+        rf"{SENTENCE_START}{GREETING}\s+{DET}{AI_GENERIC}\b{NOT_ADDRESS}",
+    ),
+    ("vocative_ai", c.ADDRESSED, 0.7, rf"{SENTENCE_START}{DET}{AI_STRICT}\s*[,:!]"),
+    ("vocative_assistant", c.ADDRESSED, 0.5, rf"{SENTENCE_START}{DET}{AI_GENERIC}\s*[,!]"),
+    (
+        "if_you_are_ai",
+        c.ADDRESSED,
+        ALONE,
+        r"\b(?:if|when|since|as|because|wenn|falls|da|si|como|puisque|comme) (?:you(?:'re| are)|du|sie|eres|usted es|tu es|vous etes)"
+        rf" (?:\w+ ){{0,3}}?(?:an? |the |eine?n? |une? |el |la |l')?(?:{AI_STRICT}|{AI_GENERIC}|automated \w+)\b{NOT_ADDRESS}",
+    ),
+    (
+        "ai_reading_this",
+        c.ADDRESSED,
+        ALONE,
+        rf"\b{AI_STRICT}s?,? (?:that is |who is |which is |that's |die |der |das |que |qui )?(?:\w+ ){{0,2}}?"
+        r"(?:reading|processing|parsing|analy[sz]ing|summari[sz]ing|reviewing|ingesting|handling|scanning|seeing|"
+        r"liest|lesen|verarbeitet|verarbeiten|analysiert|analysieren|lee|leen|procesa|procesan|analiza|analizan|"
+        r"lit|lisent|traite|traitent|analyse|analysent)\b",
+    ),
+    (
+        "agent_reading_this",
+        c.ADDRESSED,
+        0.5,
+        rf"\b{AI_GENERIC}s?,? (?:that is |who is |which is )?(?:reading|processing|parsing|analy[sz]ing|summari[sz]ing|ingesting|scanning) (?:this|these)",
+    ),
+    (
+        "ai_must",
+        c.ADDRESSED,
+        0.7,
+        rf"\b{AI_STRICT}\s+(?:must|should|shall|has to|needs? to|is (?:required|instructed|expected|supposed) to|will now|is to|"
+        r"may not|must not|should not|cannot|can't|muss|soll|sollte|darf|debe|deberia|tiene que|doit|devrait)\b",
+    ),
+    (
+        "when_processing_this",
+        c.ADDRESSED,
+        0.6,
+        r"\b(?:when|while|before|after|as) (?:you )?(?:are )?(?:summari[sz]|analy[sz]|process|pars|ingest|read|review)\w* "
+        r"(?:\w+ ){0,2}?(?:this|these|the) (?:data|file|sheet|table|spreadsheet|document|records?|rows?|dataset|export|csv|cell|column)s?\b",
+    ),
+    (
+        "your_response",
+        c.ADDRESSED,
+        ALONE,
+        r"\b(?:in|to|into|at the (?:end|start|beginning|top|bottom) of|within|throughout) your (?:final )?(?:response|answer|reply|output|"
+        r"summary|analysis|report|completion|next message|results?)\b",
+    ),
+    (
+        "your_output_weak",
+        c.ADDRESSED,
+        0.5,
+        r"\byour (?:response|answer|reply|output|completion|final answer|code|script)\b",
+    ),
+    (
+        "your_response_intl",
+        c.ADDRESSED,
+        0.7,
+        r"\b(?:in |an |zu )?(?:deine[rnm]?|ihre[rnm]?) (?:antwort|ausgabe|zusammenfassung|analyse)\b|"
+        r"\b(?:en |a )?(?:tu|su) (?:respuesta|salida|resumen|analisis)\b|\b(?:dans |a )?(?:ta|votre) (?:reponse|sortie|synthese|resume|analyse)\b",
+    ),
+    (
+        "tell_the_user",
+        c.ADDRESSED,
+        0.6,
+        r"\b(?:tell|inform|convince|persuade|encourage|recommend to|assure|reassure|advise|say to|urge) (?:the )?(?:user|human|reader|operator)s?\b|"
+        r"\b(?:sag\w*|teile\w*|erklare\w*) (?:dem|den) (?:benutzer|nutzer|anwender)\b|\b(?:dile|informa|convence|di) al usuario\b|"
+        r"\b(?:dis|dites|informe|informez|convaincs|convainquez) (?:a )?l'utilisateur\b",
+    ),
+    (
+        "ask_for_credentials",
+        c.ADDRESSED,
+        ALONE,
+        rf"\bask (?:the )?(?:user|human|customer|them) (?:for|to (?:enter|provide|confirm|share|type)) (?:\w+ ){{0,3}}?{SECRET}",
+    ),
+    ("directive", c.ADDRESSED, 0.4, rf"\b{YOU_DIRECTIVE}(?!\w)"),
+    (
+        "i_want_you_to",
+        c.ADDRESSED,
+        0.8,
+        r"\bi (?:want|need) you to (?:act|pretend|be|ignore|forget|only|always|respond|answer|write|tell|say|print|output|list|reveal|show|send|email|upload)\b",
+    ),
+    # Attempts to replace the assistant's instructions.
+    (
+        "ignore_instructions",
+        c.OVERRIDE,
+        STRONG,
+        rf"\b{IGNORE_VERB}\s+(?:\S+\s+){{0,5}}?{PRIOR}\s+(?:\S+\s+){{0,3}}?{INSTRUCTION_NOUN}\b",
+    ),
+    (
+        "ignore_instructions_bare",
+        c.OVERRIDE,
+        ALONE,
+        rf"\b{IGNORE_VERB}\s+(?:the |die |las |los |les |tes |vos )?{INSTRUCTION_NOUN}\b",
+    ),
+    (
+        "ignore_context",
+        c.OVERRIDE,
+        0.8,
+        rf"\b{IGNORE_VERB}\s+(?:\S+\s+){{0,4}}?{PRIOR}\s+(?:\S+\s+){{0,2}}?{WEAK_NOUN}\b",
+    ),
+    (
+        "ignore_everything_above",
+        c.OVERRIDE,
+        STRONG,
+        r"\b(?:ignore|disregard|forget)(?: about)? (?:all |everything |anything |the text |what(?:ever)? (?:was|is|you were) (?:said|written|told) )?"
+        r"(?:above|before|previously|prior|earlier|so far|you(?:'ve| have) been told|i (?:said|told you)|that came before|foregoing|preceding)\b|"
+        r"\b(?:ignore|disregard|forget)(?: about)? (?:all|everything)(?: (?:of )?(?:that|this))?(?:[.!,;]|\s+and\b|\s+now\b|$)|"
+        r"\b(?:vergiss|vergessen sie|ignoriere|ignorieren sie) alles(?: \w+){0,3}? ?(?:davor|zuvor|vorher|bisher\w*|oben|gesagte\w*|[.!,]|$)|"
+        r"\b(?:olvida|olvide|ignora|ignore) todo(?: lo)?(?: \w+){0,3}? ?(?:anterior|dicho|antes|arriba|previo|[.!,]|$)|"
+        r"\b(?:oublie|oubliez|ignore|ignorez) tout(?: ce)?(?: \w+){0,3}? ?(?:precede|avant|dessus|dit|[.!,]|$)",
+    ),
+    (
+        "from_now_on",
+        c.OVERRIDE,
+        0.5,
+        r"\b(?:from now on|from this point (?:on|forward)|henceforth|going forward|ab sofort|ab jetzt|von nun an|"
+        r"a partir de ahora|de ahora en adelante|desde ahora|a partir de maintenant|desormais|dorenavant)\b",
+    ),
+    (
+        "from_now_on_you",
+        c.OVERRIDE,
+        ALONE,
+        r"\b(?:from now on|from this point (?:on|forward)|henceforth|ab sofort|ab jetzt|von nun an|a partir de ahora|"
+        r"de ahora en adelante|a partir de maintenant|desormais|dorenavant),? (?:\w+ )?(?:you are|you're|you will be|you act|"
+        r"respond|answer|reply only|reply with|act as|behave|pretend|output|ignore|refuse|speak|talk|only (?:respond|answer|reply|output)|"
+        r"bist du|du bist|antworte\w*|ignoriere\w*|verhalte\w*|handle als|agiere\w*|eres|seras|responde\w*|actua\w*|ignora\w*|"
+        r"tu es|vous etes|tu seras|reponds|repondez|agis|agissez|comporte)\b",
+    ),
+    (
+        "before_the_task",
+        c.OVERRIDE,
+        ALONE,
+        r"\bbefore (?:you )?(?:solv|answer|respond|repl|complet|start|begin|do|perform|continu|proceed|run|execut|writ|analy[sz]|"
+        r"process|summari[sz]|finish|tackl|work|handl|generat|return|output|think|address)\w* (?:on |with )?(?:\w+ ){0,2}?"
+        r"(?:the |this |that |your |any |my |their )?(?:task|question|request|query|prompt|assignment|user'?s?|problem|analysis|code)\b|"
+        r"\bbevor (?:du|sie) (?:\w+ ){0,2}?(?:die |diese |deine |ihre )?(?:aufgabe|frage|anfrage|analyse)\b|"
+        r"\bantes de (?:resolver|responder|contestar|completar|realizar|hacer|empezar|comenzar|continuar|ejecutar|analizar|procesar|resumir)"
+        r" (?:la |tu |su |esta |cualquier |el )?(?:tarea|pregunta|consulta|solicitud|peticion|analisis|codigo)\b|"
+        r"\bavant de (?:resoudre|repondre|traiter|completer|realiser|faire|commencer|continuer|executer|analyser|resumer)"
+        r" (?:a )?(?:la |ta |votre |cette |cet |le |l')?(?:tache|question|demande|requete|analyse|code)\b",
+    ),
+    (
+        "new_instructions",
+        c.OVERRIDE,
+        0.8,
+        r"\b(?:new|updated|revised|real|actual|true|hidden|secret|additional|priority|override|overriding|urgent|system) "
+        r"(?:system )?(?:instructions?|prompt|directives?|objective|orders)\b|\bneue (?:anweisung\w*|instruktion\w*|aufgabe)\b|"
+        r"\bnuevas? (?:instrucciones|tarea)\b|\bnouvelles? (?:instructions?|consignes?|tache)\b",
+    ),
+    (
+        "your_real_task",
+        c.OVERRIDE,
+        ALONE,
+        r"\byour (?:real|actual|true|new|only|primary|main|updated|sole|next) (?:task|goal|objective|instructions?|job|mission|purpose|directive|priority)\b|"
+        r"\bthe (?:real|actual|true) (?:task|goal|objective|instructions?)\b|"
+        r"\b(?:focus|concentrate) on (?:your|the|a) new task\b|\b(?:deine|ihre) (?:neue|eigentliche|wahre|einzige) (?:aufgabe|anweisung)\b|"
+        r"\btu (?:verdadera|nueva|unica|autentica) (?:tarea|mision|instruccion)\b|\b(?:ta|votre) (?:vraie|nouvelle|seule|veritable) (?:tache|mission)\b",
+    ),
+    (
+        "you_are_now",
+        c.OVERRIDE,
+        ALONE,
+        rf"\byou are now (?:an? |the |in |no longer |free|unrestricted|unfiltered|jailbroken|dan\b|{AI_STRICT}\b)|"
+        r"\b(?:du bist|sie sind) (?:jetzt|nun|ab sofort) (?:ein|eine|der|die|im|kein)\b|\b(?:ahora )?eres ahora (?:un|una|el|la)\b|"
+        r"\b(?:tu es|vous etes) (?:maintenant|desormais) (?:un|une|le|la)\b",
+    ),
+    (
+        "act_as",
+        c.OVERRIDE,
+        0.8,
+        r"\b(?:act|behave|respond|answer) as (?:if you (?:were|are) )?(?:an? |the )?(?:unrestricted|unfiltered|jailbroken|evil|malicious|"
+        r"different|new|root|admin|administrator|system|sysadmin|hacker|dan\b|developer mode)|\bpretend (?:to be|you are|that you are|you're)\b|"
+        r"\brole-?play as\b|\bi want you to act as\b",
+    ),
+    (
+        "jailbreak",
+        c.OVERRIDE,
+        STRONG,
+        r"\b(?:jailbreak\w*|jail-break\w*|dan mode|do anything now|god mode|sudo mode|prompt injection)\b",
+    ),
+    ("developer_mode", c.OVERRIDE, 0.8, r"\bdeveloper mode\b"),
+    (
+        "reveal_prompt",
+        c.OVERRIDE,
+        ALONE,
+        r"\b(?:reveal|print|show|output|repeat|display|leak|share|tell me|give me|write out|dump|return|list|send)(?: me)? (?:\w+ ){0,3}?"
+        r"(?:your (?:system prompt|initial prompt|instructions|prompt|rules|guidelines|configuration)|the (?:system|initial|hidden|original) (?:prompt|instructions|message))\b",
+    ),
+    (
+        "system_prompt_words",
+        c.OVERRIDE,
+        0.6,
+        r"\b(?:system prompt|system message|developer message|initial prompt|hidden prompt|systemprompt)\b",
+    ),
+    # Asking the assistant to hide what it does.
+    (
+        "hide_from_user",
+        c.CONCEALMENT,
+        ALONE,
+        r"\b(?:do not|don't|dont|never|without)(?: \w+){0,2}? (?:tell|telling|inform|informing|notify|notifying|alert|alerting|mention|mentioning|"
+        r"show|showing|reveal|revealing|disclose|disclosing|let|letting|warn|warning|ask|asking|report|reporting|confirm|confirming)(?: \w+){0,2}?"
+        r" (?:the |this |to the |your )?(?:user|human|operator|reviewer|approver)s?\b|"
+        r"\b(?:ohne|nicht)(?: \w+){0,2}? (?:den |dem |die )?(?:benutzer|nutzer|anwender|user)(?: \w+){0,2}? (?:zu )?"
+        r"(?:informieren|benachrichtigen|fragen|sagen|mitteilen|erwahnen|warnen)\b|\bsag\w* (?:dem|den) (?:benutzer|nutzer|anwender) nichts\b|"
+        r"\b(?:no|sin) (?:le |les )?(?:digas|diga|decir|decirle|informes|informe|informar|notifiques|notificar|avises|avisar|menciones|"
+        r"mencionar|muestres|mostrar|preguntar|alertar)(?:le)? (?:nada )?(?:al?|el|la) (?:usuario|usuaria|humano|operador|revisor)\b|"
+        r"\b(?:ne (?:le |lui |en |rien )?(?:dis|dites|informe|informez|previens|prevenez|mentionne|mentionnez|montre|montrez|signale|signalez)"
+        r"|sans (?:en )?(?:informer|prevenir|avertir|alerter|le dire a|demander a)) (?:pas |rien |jamais )?(?:a )?(?:l'|le |la )?"
+        r"(?:utilisateur|utilisatrice|humain|operateur|relecteur|approbateur)\b|\ba l'insu de\b",
+    ),
+    (
+        "hide_this_note",
+        c.CONCEALMENT,
+        ALONE,
+        r"\b(?:do not|don't|dont|never)(?: \w+)? (?:mention|reveal|disclose|acknowledge|repeat|quote|reference|refer to)(?: \w+){0,2}?"
+        r" (?:this|these|the) (?:instructions?|note|message|comment|text|prompt|request|directive)s?\b|"
+        r"\b(?:erwahne|erwahnen sie|nenne)(?: \w+)? (?:diese[ns]?|die) (?:anweisung|nachricht|notiz)\w* nicht\b|"
+        r"\bno (?:menciones|mencione|reveles|revele) (?:estas?|esta|las?) (?:instrucciones|instruccion|nota|mensaje)\b|"
+        r"\bne (?:mentionne|mentionnez|revele|revelez) (?:pas|jamais) (?:ces|cette|cet|les) (?:instructions?|note|message|consignes?)\b",
+    ),
+    (
+        "secretly",
+        c.CONCEALMENT,
+        0.5,
+        r"\b(?:secretly|covertly|silently|quietly|discreetly|stealthily|without (?:the )?(?:user'?s? )?(?:knowledge|knowing|noticing|"
+        r"approval|permission|consent|confirmation)|behind the (?:scenes|user'?s back)|keep (?:this|it) (?:secret|hidden|between us)|"
+        r"heimlich|unbemerkt|stillschweigend|en secreto|a escondidas|silenciosamente|sin que nadie|en secret|secretement|discretement|"
+        r"sans que personne)\b",
+    ),
+    (
+        "preapproved",
+        c.CONCEALMENT,
+        0.6,
+        r"\b(?:this (?:is|was|has been) (?:already )?(?:pre-?)?(?:approved|authori[sz]ed|sanctioned|whitelisted) by (?:the )?"
+        r"(?:user|admin|administrator|security|it|ciso|system)|the user (?:has )?(?:already )?(?:approved|authori[sz]ed|consented|agreed|wants you)|"
+        r"you (?:are|have been) (?:authori[sz]ed|permitted|allowed|cleared) to|no (?:need to|approval) (?:ask|needed|required))\b",
+    ),
+    # Sending data out.
+    ("send_bulk", c.EXFILTRATION, 0.6, rf"\b{SEND_VERB}\b{GAP}{BULK}\b"),
+    ("send_secrets", c.EXFILTRATION, ALONE, rf"\b{SEND_VERB}\b{GAP}(?:\w+\s+){{0,2}}?{SECRET}"),
+    (
+        "send_to_destination",
+        c.EXFILTRATION,
+        0.5,
+        rf"\b{SEND_VERB}\b(?:\W+\S+){{0,12}}?\W+{TO}\s+(?:\S+\s+)?{DEST}",
+    ),
+    (
+        "data_into_url",
+        c.EXFILTRATION,
+        ALONE,
+        r"\b(?:append|add|attach|include|encode|put|insert|concatenate|embed)(?: \w+){0,4}? (?:data|rows?|records?|results?|values?|contents?|"
+        r"emails?|names?|totals?|answer|output|credentials?|it|them|everything) (?:to|in|into|as) (?:the |this |a |an )?(?:url|link|query(?: string)?|"
+        r"parameters?|image (?:url|link|source)|request|querystring)\b",
+    ),
+    ("exfiltrate_word", c.EXFILTRATION, 0.5, r"\bexfiltrat\w*|\bexfil\b"),
+    # Running processes and opening connections.
+    (
+        "code_literal",
+        c.CODE_EXECUTION,
+        STRONG,
+        r"requests\.(?:post|get|put)\(|urllib\.request|urlopen\(|http\.client|socket\.(?:socket|create_connection)|subprocess\.\w+|"
+        r"os\.(?:system|popen|exec\w*|spawn\w*)\(|__import__\(|\beval\(|\bexec\(|pty\.spawn|/bin/(?:ba)?sh\b|\bbash -[ci]\b|\bsh -c\b|"
+        r"\bpowershell(?:\.exe)?\s+-|\bcmd(?:\.exe)? /c\b|\bnc -[elv]|\bncat\b|\bnetcat\b|\bcurl\s+(?:-\S+\s+)*(?:https?://|\S+\.\S+/)|"
+        r"\bwget\s+(?:-\S+\s+)*https?://|\|\s*(?:ba)?sh\b|\brm -rf\b|\bchmod \+x\b|\bbase64 -d\b|\bimport (?:socket|requests|subprocess|os|urllib|smtplib|ftplib|paramiko)\b|"
+        r"\bsmtplib\.|\bftplib\.|\bparamiko\.|\binvoke-webrequest\b|\binvoke-expression\b|\biex\s*\(|\bfetch\(\s*['\"]https?|\bxmlhttprequest\b|\bnew websocket\b|"
+        r"\bnew-object net\.webclient\b",
+    ),
+    (
+        "open_connection",
+        c.CODE_EXECUTION,
+        ALONE,
+        r"\b(?:open|establish|create|make|initiate|start)(?:s|ing)? (?:a |an )?(?:new )?(?:network |tcp |udp |socket |http |https |outbound |reverse |ssh |"
+        r"telnet |ftp |websocket |persistent )(?:connection|socket|session|shell|tunnel|request)s?\b|"
+        r"\b(?:open|establish|create|make)(?:s|ing)? (?:a |an )?(?:new )?connection to (?:https?://|\S+:\d{2,5}\b|\d+\.\d+|an? (?:external|remote)|the (?:internet|server|host))|"
+        r"\bconnect to (?:https?://|ftp://|\d{1,3}\.\d|\S+:\d{2,5}\b|an? (?:external|remote) (?:server|host|machine|endpoint))|"
+        r"\bmake an? (?:http |https |web |api |get |post |outbound )?(?:request|call) to\b|\b(?:reverse|bind) shell\b|"
+        r"\b(?:offne|offnen sie|baue|bauen sie|stelle|stellen sie) (?:eine )?(?:\w+ )?(?:netzwerk|tcp|http|socket|internet)?-?verbindung\w* (?:zu|auf|mit|her)\b|"
+        r"\babr[ae] (?:una )?conexion (?:de red |tcp |http )?(?:a|con|hacia)\b|\bouvre(?:z)? une connexion (?:reseau |tcp |http )?(?:vers|a|avec)\b",
+    ),
+    (
+        "run_command",
+        c.CODE_EXECUTION,
+        ALONE,
+        r"\b(?:run|execute|launch|spawn|invoke|eval)(?:s|ing)? (?:the following|this|these|the below|this hidden|the hidden|the attached) "
+        r"(?:\w+ )?(?:commands?|code|script|snippet|payload|one-liner|program|shell)\b|"
+        r"\b(?:run|execute|launch|spawn|start|open)(?:s|ing)? (?:a |an )?(?:new )?(?:shell|subprocess|child process|background process|bash|powershell|cmd)\b|"
+        r"\b(?:download|fetch|curl|wget|pull)(?: \S+){0,3} (?:and|then) (?:run|execute|install)\b|"
+        r"\bfuhre (?:den |diesen |folgenden |das |dieses |die )*(?:folgenden? )?(?:befehl|code|skript|script|kommando|programm)\w* aus\b|"
+        r"\bejecuta(?:r|d)? (?:el |este |los |estos |la |esta )?(?:siguiente |siguientes )?(?:comando|codigo|script|programa)s?\b|"
+        r"\bexecute[zr]? (?:la |cette |ce |le |les |ces )?(?:commande (?:suivante|shell|systeme|bash)|commandes (?:suivantes|shell)|code|script|programme)\b|"
+        r"\bstarte (?:einen |eine )?(?:prozess|shell|terminal|subprozess)\b|\binicia (?:un )?(?:proceso|shell|terminal)\b|"
+        r"\blance[zr]? (?:un |le )?(?:processus|shell|terminal|script)\b",
+    ),
+    ("install_package", c.CODE_EXECUTION, 0.5, r"\b(?:pip3? install|npm install|apt(?:-get)? install)\b"),
+    # Fake conversation markers.
+    (
+        "template_token",
+        c.ROLE_MARKER,
+        STRONG,
+        r"<\|(?:im_start|im_end|system|user|assistant|endoftext|begin_of_text|end_of_text|start_header_id|end_header_id|eot_id|eom_id|"
+        r"fim_\w+|tool|ipython|pad|im_sep)\|>|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>|\[/?(?:system|assistant)(?: message)?\]|"
+        r"</?(?:system|assistant|system_prompt|sys_prompt|instructions?|admin_instructions|system_message|im_start)>",
+    ),
+    ("user_tag", c.ROLE_MARKER, ALONE, r"</?(?:user|human|tool_call|function_call)>|\[/?user\]"),
+    (
+        "markdown_role_heading",
+        c.ROLE_MARKER,
+        STRONG,
+        r"(?:^|\n)\s*#{2,}\s*(?:system|assistant|user|human|instructions?|response|new instructions?|system prompt|admin|"
+        r"sistema|asistente|usuario|systeme|utilisateur|assistent|benutzer)\b\s*:?",
+    ),
+    (
+        "role_line_ai_reply",
+        c.ROLE_MARKER,
+        1.2,
+        r"(?:^|\n)\s*(?:assistant|ai|model|bot|chatbot|gpt|assistent|asistente)\s*:\s*(?:sure|ok|okay|certainly|of course|understood|absolutely|"
+        r"i will|i'll|i have|i've|i am|i'm|i can|here is|here's|done|yes|as requested|noted|will do|affirmative|claro|entendido|"
+        r"d'accord|bien sur|compris|verstanden|naturlich|gerne|selbstverstandlich)\b",
+    ),
+    (
+        "role_line_system",
+        c.ROLE_MARKER,
+        1.2,
+        r"(?:^|\n)\s*(?:system|sistema|systeme)\s*:\s*(?:you|your|the assistant|the ai|the model|ignore|new|override|important|always|never|must|"
+        r"do not|from now on|rules?|instructions?|du|sie|tu|vous|eres|ignora|ignoriere|nouvelle|nueva|neue)\b",
+    ),
+    (
+        "role_dialogue",
+        c.ROLE_MARKER,
+        STRONG,
+        r"(?:^|\n)\s*(?:user|human|usuario|utilisateur|benutzer|nutzer)\s*:.*\n(?:.*\n)*?\s*(?:assistant|ai|bot|model|gpt|asistente|assistent)\s*:|"
+        r"(?:^|\n)\s*(?:system|sistema|systeme)\s*:.*\n(?:.*\n)*?\s*(?:assistant|ai|user|human|asistente|usuario|utilisateur)\s*:",
+    ),
+    ("role_line", c.ROLE_MARKER, 0.5, r"(?:^|\n)\s*(?:assistant|system|ai|human)\s*:\s*\S"),
+    ("json_role", c.ROLE_MARKER, STRONG, r"[\"']role[\"']\s*:\s*[\"'](?:system|assistant|developer)[\"']"),
+    (
+        "fake_delimiter",
+        c.ROLE_MARKER,
+        0.6,
+        r"\bend of (?:the )?(?:user )?(?:input|data|document|prompt|context|file|user message)\b|"
+        r"\b(?:begin|start) (?:of )?(?:the )?(?:system|new|admin) (?:prompt|instructions|message)\b|"
+        r"(?:={3,}|-{3,}|\*{3,})\s*(?:system|admin|new instructions?|important instructions?)\b",
+    ),
+    # Addresses that would carry data out.
+    (
+        "markdown_image_query",
+        c.EXFIL_URL,
+        STRONG,
+        r"!\[[^\]\n]*\]\(\s*<?(?:https?:)?//[^)\s]+\?[^)\s]*",
+    ),
+    (
+        "url_placeholder",
+        c.EXFIL_URL,
+        STRONG,
+        r"(?:https?:)?//[^\s\"'<>]*?(?:\{[^}\s]{1,40}\}|\$\{?[a-z_]{2,}|%s\b|<[a-z_ ]{2,30}>|\[(?:[a-z_ ]*(?:data|info|secret|key|token|"
+        r"email|name|password|content|result|summary|value|record|row)[a-z_ ]*)\]|\{\{)",
+    ),
+    (
+        "capture_host",
+        c.EXFIL_URL,
+        1.2,
+        r"\b(?:webhook\.site|requestbin|pipedream\.net|ngrok(?:-free)?\.(?:io|app|dev)|burpcollaborator|oastify|interact\.sh|"
+        r"oast\.(?:fun|me|live|site|pro|online)|pastebin\.com|transfer\.sh|hookbin|beeceptor|requestcatcher|mockbin|canarytokens|"
+        r"discord(?:app)?\.com/api/webhooks|api\.telegram\.org/bot|dnslog|ceye\.io|postb\.in|ptsv[23]|trycloudflare\.com|serveo\.net|"
+        r"loca\.lt|requestinspector|hookdeck|webhookinbox|ipinfo\.io|interactsh)",
+    ),
+    (
+        "url_sensitive_param",
+        c.EXFIL_URL,
+        0.8,
+        r"(?:https?:)?//[^\s\"'<>]+[?&](?:exfil|leak|dump|secrets?|password|pwd|creds|credentials|ssn|cookie|apikey|api_key|prompt|"
+        r"conversation|history|chat|stolen)=",
+    ),
+    (
+        "url_data_param",
+        c.EXFIL_URL,
+        0.4,
+        r"(?:https?:)?//[^\s\"'<>]+[?&](?:data|payload|d|content|contents|info|q|msg|text)=",
+    ),
+    ("markdown_image", c.EXFIL_URL, 0.4, r"!\[[^\]\n]*\]\(\s*<?(?:https?:)?//"),
+    # Spreadsheet formulas that reach the network or run commands.
+    (
+        "formula_fetch",
+        c.FORMULA,
+        STRONG,
+        r"^\s*['\"]?[=+@-].*\b(?:webservice|importxml|importdata|importhtml|importfeed|importrange|filterxml)\s*\(",
+    ),
+    (
+        "formula_image_dynamic",
+        c.FORMULA,
+        STRONG,
+        r"^\s*['\"]?[=+@].*\bimage\s*\(.*(?:&|\?|concatenate|textjoin|encodeurl)",
+    ),
+    ("formula_image", c.FORMULA, ALONE, r"^\s*['\"]?[=+@].*\bimage\s*\("),
+    (
+        "formula_hyperlink_dynamic",
+        c.FORMULA,
+        STRONG,
+        r"^\s*['\"]?[=+@].*\bhyperlink\s*\(.*(?:&|\?.*=|concatenate|textjoin|encodeurl)",
+    ),
+    (
+        "formula_command",
+        c.CODE_EXECUTION,
+        STRONG,
+        r"^\s*['\"]?[=+@-].*(?:\b(?:cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel)(?:\.exe)?\s*\||"
+        r"\b(?:dde|ddeauto|call|exec|register)\s*\()",
+    ),
+]
+
+
+# The prefilter: a cell whose folded text matches none of these is never looked at again. Every rule of
+# weight >= 0.6 has one of its required words here; weaker rules only count next to an anchored one.
+ANCHOR_PATTERNS: tuple[str, ...] = (
+    rf"\b{AI_STRICT}\b",
+    rf"\b{AI_GENERIC}\b",
+    r"ignor|disregard|forget|overrid|overwrit|bypass|vergiss|vergess|missacht|uberschreib|verwirf|verwerf|olvid|"
+    r"descart|oubli|abstraction|outrepass|caso omiso|no longer follow|(?:do not|don't) follow|ne (?:suis|suivez) plus|"
+    r"ne (?:tiens|tenez) (?:pas|plus) compte|haz caso|no sigas|stop following|pay no attention|set aside|put aside",
+    r"instruc|anweisung|consigne|prompt|directive|guideline|guardrail|\brules\b|\bregeln\b|\breglas\b|\bregles\b",
+    r"from now on|from this point|henceforth|ab sofort|ab jetzt|von nun an|a partir de ahora|de ahora en adelante|"
+    r"a partir de maintenant|desormais|dorenavant",
+    r"\bbefore (?:you|solv|answer|respond|repl|complet|start|begin|do|perform|continu|proceed|run|execut|writ|analy|process|summari)|"
+    r"\bbevor (?:du|sie)\b|\bantes de \w+ (?:la |tu |su |esta |cualquier |el )?(?:tarea|pregunta|consulta|solicitud|peticion|analisis|codigo)|"
+    r"\bavant de \w+ (?:a )?(?:la |ta |votre |cette |cet |le |l')?(?:tache|question|demande|requete|analyse|code)",
+    r"\byour (?:real|actual|true|new|only|primary|main|updated|sole|next|response|answer|reply|output|completion|final|summary|analysis|code|script)\b|"
+    r"\b(?:deine|ihre|tu|su|ta|votre) (?:neue|eigentliche|wahre|einzige|verdadera|nueva|unica|vraie|nouvelle|seule|antwort|ausgabe|respuesta|reponse)\b",
+    r"new task|neue aufgabe|nueva tarea|nouvelle tache|you are now|du bist (?:jetzt|nun)|eres ahora|(?:tu es|vous etes) (?:maintenant|desormais)|"
+    r"\bact as|behave as|respond as|pretend|role-?play|i (?:want|need) you to|jailbreak|jail-break|dan mode|anything now|god mode|"
+    r"sudo mode|developer mode|system prompt|systemprompt|system message|developer message|prompt injection",
+    r"\b(?:tell|inform|convince|persuade|encourage|assure|reassure|advise|urge|ask) (?:the )?(?:user|human|reader|operator|customer|them)\b|"
+    r"\b(?:user|human|operator|reviewer|approver|benutzer|nutzer|anwender|usuario|humano|utilisateur|humain)s?\b|a l'insu",
+    r"secretly|covertly|silently|quietly|discreetly|stealthily|without (?:the )?(?:user|knowledge|knowing|noticing|approval|permission|consent|confirmation)|"
+    r"behind the|keep (?:this|it) (?:secret|hidden|between)|heimlich|unbemerkt|stillschweig|en secreto|a escondidas|silenciosamente|"
+    r"sin que nadie|en secret|secretement|discretement|sans que personne|(?:pre-?)?approved by|authori[sz]ed|"
+    r"you (?:are|have been) (?:allowed|permitted|cleared)|the user (?:has|already|wants)|no (?:need to|approval) ",
+    r"\bmention|erwahn|\bnenne\b|menciones|mencione|revel|mentionn|reveal|disclose",
+    rf"{SECRET}",
+    rf"\b{SEND_VERB}\b(?:\W+\S+){{0,8}}?\W+(?:all|every|entire|full|complete|whole|each|raw|alle|samtliche|gesamte\w*|komplette\w*|"
+    r"vollstandige\w*|todos|todas|toda|todo|toute?s?|tous|l'ensemble|la totalite|l'integralite)\b",
+    rf"\b{SEND_VERB}\b[^\n]{{0,100}}?(?:@|://|\b\d{{1,3}}\.\d{{1,3}}\.)",
+    r"(?:append|add|attach|include|encode|put|insert|concatenate|embed)(?: \w+){0,4}? \w+ (?:to|in|into|as) (?:the |this |a |an )?(?:url|link|query|param|image|request)",
+    r"exfil|requests\.|urllib|urlopen|http\.client|socket|subprocess|os\.(?:system|popen|exec|spawn)|__import__|\beval\(|\bexec\(|pty\.spawn|"
+    r"/bin/|\bbash\b|\bsh -c|powershell|pwsh|cmd(?:\.exe)? ?/c|\bnc -|ncat|netcat|\bcurl\b|\bwget\b|\|\s*(?:ba)?sh\b|rm -rf|chmod|base64 -d|"
+    r"\bimport \w|smtplib|ftplib|paramiko|invoke-|\biex\b|fetch\(|xmlhttp|websocket|webclient|\bshell\b|subprocess|child process|background process",
+    r"connection|connexion|conexion|verbindung|connect to|(?:request|call) to\b|\binstall\b",
+    r"\b(?:run|execute|launch|spawn|invoke|eval|fuhre|ejecut\w*|execute[zr]?|lance[zr]?|starte|inicia)\b",
+    r"\b(?:download|fetch|pull)\b",
+    r"<\||\[/?inst\]|<</?sys|_of_turn>|\[/?(?:system|assistant|user)|</?(?:system|assistant|sys|instruction|admin|im_start|user|human|tool|function)",
+    r"##|(?:^|\n)\s*(?:assistant|system|ai|human|user|model|bot|chatbot|gpt|assistent|asistente|sistema|systeme|usuario|utilisateur|benutzer|nutzer)\s*:",
+    r"[\"']role[\"']|end of (?:the )?(?:user )?(?:input|data|document|prompt|context|file|user)|(?:begin|start) (?:of )?(?:the )?(?:system|new|admin)|"
+    r"(?:={3,}|-{3,}|\*{3,})\s*(?:system|admin|new|important)",
+    r"!\[|://[^\s]*[?{$<\[]|webhook|requestbin|pipedream|ngrok|burpcollab|oastify|interact\.?sh|oast\.|pastebin|transfer\.sh|hookbin|beeceptor|"
+    r"requestcatcher|mockbin|canarytoken|discord|telegram\.org|dnslog|ceye\.io|postb\.in|ptsv|trycloudflare|serveo|loca\.lt|hookdeck|ipinfo",
+    r"^\s*['\"]?(?:[=+@]\s*[a-z_(]|-\s*(?:cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel|dde|call|exec|register|webservice|import|filterxml)\b)",
+)
+
+RULES: tuple[Rule, ...] = tuple(Rule(n, cat, w, re.compile(p, re.MULTILINE)) for n, cat, w, p in _RULES)
+ANCHOR_RE = re.compile("|".join(f"(?:{p})" for p in ANCHOR_PATTERNS), re.MULTILINE)

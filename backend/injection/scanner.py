@@ -1,0 +1,261 @@
+"""Scanning cells, tables and text for instructions aimed at the assistant.
+
+Cost model: cells are checked in batches. One regex over a whole batch (ANCHOR_RE, plus a base64 and an
+invisible-character check) picks the few cells worth reading; only those go through the weighted rules.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from backend.injection import categories as c
+from backend.injection.rules import ANCHOR_RE, RULES
+from backend.injection.schemas import Finding, Severity
+from backend.injection.text import INVISIBLE_RE, analyse_invisible, excerpt, fold, raw_offset
+
+BATCH_CELLS = 2048
+SEPARATOR = "\n\x1f"  # a line break, so line-start markers match at the start of every cell
+BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}")
+SPACED_RE = re.compile(r"(?<!\w)(?:\w[ .\-_*/|]{1,2}){5,}\w(?!\w)")
+MAX_DEPTH = 2
+
+
+@dataclass(frozen=True)
+class CellHit:
+    severity: Severity
+    category: str
+    excerpt: str
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    severity: Severity
+    category: str
+    start: int  # offset in the folded text
+    end: int
+    score: float
+
+
+def _judge(folded: str) -> _Verdict | None:
+    """Apply the weighted rules to folded text."""
+    if not ANCHOR_RE.search(folded):
+        return None
+    total = 0.0
+    best = None
+    for rule in RULES:
+        m = rule.regex.search(folded)
+        if m is None:
+            continue
+        total += rule.weight
+        if best is None or rule.weight > best[0].weight:
+            best = (rule, m)
+    if best is None or total < 1.0:
+        return None
+    rule, m = best
+    return _Verdict("high" if total >= 1.5 else "medium", rule.category, m.start(), m.end(), total)
+
+
+def _despace(folded: str) -> str | None:
+    """'i g n o r e  a l l' → 'ignore all': undo letter-spacing used to dodge keyword matching."""
+    if not SPACED_RE.search(folded):
+        return None
+
+    def join(m: re.Match[str]) -> str:
+        return re.sub(r"[ .\-_*/|]{1,2}(?=\w)", lambda g: " " if len(g.group(0)) > 1 else "", m.group(0))
+
+    return SPACED_RE.sub(join, folded)
+
+
+def _decode_base64(token: str) -> str | None:
+    """The text a base64 token stands for, when it decodes to readable text."""
+    raw = token.rstrip("=")
+    if len(raw) < 20 or raw.isalpha() or raw.isdigit() or raw.islower() or raw.isupper():
+        return None
+    padded = raw + "=" * (-len(raw) % 4)
+    try:
+        data = base64.b64decode(padded, altchars=b"-_" if ("-" in raw or "_" in raw) else None, validate=True)
+        text = data.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    if len(text) < 8:
+        return None
+    printable = sum(ch.isprintable() or ch in "\n\t" for ch in text)
+    if printable < 0.9 * len(text) and not INVISIBLE_RE.search(text):
+        return None
+    if not re.search(r"[^\W\d_]{2,}\s+[^\W\d_]{2,}", text) and not INVISIBLE_RE.search(text):
+        return None
+    return text
+
+
+def _hidden_payload_hit(hidden: str, depth: int) -> _Verdict | None:
+    return _judge(fold(hidden)) if depth < MAX_DEPTH else None
+
+
+def scan_cell(text: str, _depth: int = 0) -> list[CellHit]:
+    """Findings for one cell or line: at most one per category."""
+    if not text or len(text) < 4 or text.isspace():
+        return []
+    hits: dict[str, CellHit] = {}
+    folded = fold(text)
+
+    verdict = _judge(folded)
+    if verdict is None:
+        despaced = _despace(folded)
+        if despaced is not None:
+            spaced_verdict = _judge(despaced)
+            if spaced_verdict is not None:
+                hits[spaced_verdict.category] = CellHit(
+                    spaced_verdict.severity, spaced_verdict.category, excerpt(text)
+                )
+    if verdict is not None:
+        start = raw_offset(text, verdict.start)
+        end = raw_offset(text, verdict.end)
+        hits[verdict.category] = CellHit(verdict.severity, verdict.category, excerpt(text, start, end))
+
+    if not text.isascii():
+        report = analyse_invisible(text)
+        if report is not None:
+            severity: Severity = report.severity  # type: ignore[assignment]
+            if report.hidden_text or verdict is not None:
+                severity = "high"
+            shown = excerpt(text, report.first)
+            if report.hidden_text:
+                hidden = _hidden_payload_hit(report.hidden_text, _depth)
+                if hidden is not None:
+                    severity = "high"
+            hits.setdefault(c.INVISIBLE, CellHit(severity, c.INVISIBLE, shown))
+
+    if _depth < MAX_DEPTH and len(text) >= 20:
+        for m in BASE64_RE.finditer(text):
+            decoded = _decode_base64(m.group(0))
+            if decoded is None:
+                continue
+            inner = scan_cell(decoded, _depth + 1)
+            if inner:
+                label = excerpt(text, m.start(), m.end(), limit=70)
+                shown = f"{label} → decodes to: {inner[0].excerpt}"
+                if len(shown) > 160:
+                    shown = shown[:159] + "…"
+                hits.setdefault(c.ENCODED, CellHit("high", c.ENCODED, shown))
+                break
+    return list(hits.values())
+
+
+def _candidates(cells: list[str]) -> Iterator[int]:
+    """Indexes of cells worth a full look; everything else is ordinary data."""
+    ascii_idx: list[int] = []
+    for i, cell in enumerate(cells):
+        if not cell:
+            continue
+        if cell.isascii():
+            ascii_idx.append(i)
+        else:
+            yield i  # non-ASCII cells take the full path: folding, invisible characters
+    if not ascii_idx:
+        return
+    parts = [cells[i] for i in ascii_idx]
+    joined = SEPARATOR.join(parts)
+    starts = []
+    pos = 0
+    for part in parts:
+        starts.append(pos)
+        pos += len(part) + len(SEPARATOR)
+    seen: set[int] = set()
+    lowered = joined.lower()
+    for regex, source in ((ANCHOR_RE, lowered), (BASE64_RE, joined)):
+        for m in regex.finditer(source):
+            k = bisect_right(starts, m.start()) - 1
+            if k not in seen:
+                seen.add(k)
+    for k in sorted(seen):
+        yield ascii_idx[k]
+
+
+def scan_cells(cells: list[str]) -> dict[int, list[CellHit]]:
+    """Findings per cell index, for cells that have any."""
+    found: dict[int, list[CellHit]] = {}
+    for i in _candidates(cells):
+        hits = scan_cell(cells[i])
+        if hits:
+            found[i] = hits
+    return found
+
+
+def _as_text(value: object) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def scan_table(
+    header: list[str], rows: Iterable[list[str]], *, path: str, sheet: str | None = None
+) -> list[Finding]:
+    """Findings in a sheet's name, its header cells and every data cell (row 1 is the first row under the header)."""
+    header = [_as_text(h) for h in header]
+    findings: list[Finding] = []
+    if sheet:
+        for hit in scan_cell(sheet):
+            findings.append(Finding(path=path, sheet=sheet, row=None, column=None, **hit.__dict__))
+    for j, hits in sorted(scan_cells(header).items()):
+        for hit in hits:
+            findings.append(Finding(path=path, sheet=sheet, row=0, column=header[j], **hit.__dict__))
+
+    def column_name(j: int) -> str:
+        return header[j] if j < len(header) and header[j] else f"column {j + 1}"
+
+    batch: list[str] = []
+    where: list[tuple[int, int]] = []
+
+    def flush() -> None:
+        for k, hits in sorted(scan_cells(batch).items()):
+            row, j = where[k]
+            for hit in hits:
+                findings.append(
+                    Finding(path=path, sheet=sheet, row=row, column=column_name(j), **hit.__dict__)
+                )
+        batch.clear()
+        where.clear()
+
+    for r, row in enumerate(rows, start=1):
+        for j, value in enumerate(row):
+            batch.append(_as_text(value))
+            where.append((r, j))
+        if len(batch) >= BATCH_CELLS:
+            flush()
+    flush()
+    return findings
+
+
+def scan_text(text: str, *, path: str, sheet: str | None = None) -> list[Finding]:
+    """Findings line by line (row = 1-based line number). An instruction broken across up to three lines
+    is reported at its first line."""
+    lines = text.splitlines()
+    per_line = scan_cells(lines)
+    findings: dict[tuple[int, str], Finding] = {}
+    for i, hits in per_line.items():
+        for hit in hits:
+            findings[(i, hit.category)] = Finding(
+                path=path, sheet=sheet, row=i + 1, column=None, **hit.__dict__
+            )
+
+    # Windows of consecutive lines, started only where a line shows an anchor word.
+    for i in range(len(lines)):
+        line = lines[i]
+        if not line.strip() or not ANCHOR_RE.search(fold(line)):
+            continue
+        for lo, width in ((i, 2), (i - 1, 2), (i - 1, 3)):
+            if lo < 0 or lo + width > len(lines):
+                continue
+            window = "\n".join(lines[lo : lo + width])
+            for hit in scan_cell(window):
+                covered = any((k, hit.category) in findings for k in range(lo, lo + width))
+                if not covered:
+                    findings[(lo, hit.category)] = Finding(
+                        path=path, sheet=sheet, row=lo + 1, column=None, **hit.__dict__
+                    )
+    return [findings[k] for k in sorted(findings)]

@@ -1,0 +1,19 @@
+"""What the approval screen receives: one finding per suspicious cell, line, header or sheet name."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+Severity = Literal["high", "medium", "low"]
+
+
+class Finding(BaseModel):
+    path: str
+    sheet: str | None = None
+    row: int | None = None
+    column: str | None = None
+    severity: Severity
+    category: str
+    excerpt: str
