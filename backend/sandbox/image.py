@@ -11,6 +11,7 @@ import fcntl
 import json
 import lzma
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -25,7 +26,7 @@ from backend.settings import REPO_ROOT, get_settings
 
 RECIPE_DIR = REPO_ROOT / "vm_templates" / "image"
 # Bump when the build steps below change in a way that changes the image.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 Progress = Callable[[str], None]
 
 
@@ -266,33 +267,42 @@ def _fetch_kernel(recipe: dict, work: Path, progress: Progress) -> str:
     return kernel_version
 
 
+def _module_depends(path: Path) -> list[str]:
+    """The `depends=` field of a module's .modinfo (no depmod/kmod needed on the host)."""
+    data = path.read_bytes()
+    if path.name.endswith(".xz"):
+        data = lzma.decompress(data)
+    match = re.search(rb"(?:^|\x00)depends=([^\x00]*)\x00", data)
+    return [d for d in match.group(1).decode().split(",") if d] if match else []
+
+
+def _module_name(path: Path) -> str:
+    return path.name.split(".ko")[0].replace("-", "_")
+
+
 def _module_closure(moddir: Path, wanted: list[str]) -> list[str]:
     """Module paths (relative to moddir) in load order: dependencies first."""
-    deps: dict[str, list[str]] = {}
-    by_name: dict[str, str] = {}
-    for line in (moddir / "modules.dep").read_text().splitlines():
-        target, _, rest = line.partition(":")
-        deps[target] = rest.split()
-        name = Path(target).name.split(".ko")[0].replace("-", "_")
-        by_name[name] = target
+    by_name = {_module_name(p): p for p in (moddir / "kernel").rglob("*.ko*")}
     builtin = {
-        Path(line.strip()).name.split(".ko")[0].replace("-", "_")
-        for line in (moddir / "modules.builtin").read_text().splitlines()
+        _module_name(Path(line.strip())) for line in (moddir / "modules.builtin").read_text().splitlines()
     }
     order: list[str] = []
 
-    def visit(path: str) -> None:
-        if path in order:
+    def visit(name: str) -> None:
+        name = name.replace("-", "_")
+        if name in builtin:
             return
-        for dep in deps.get(path, []):
+        if name not in by_name:
+            raise RuntimeError(f"kernel module {name} is neither a module nor built in")
+        rel = by_name[name].relative_to(moddir).as_posix()
+        if rel in order:
+            return
+        for dep in _module_depends(by_name[name]):
             visit(dep)
-        order.append(path)
+        order.append(rel)
 
     for name in wanted:
-        if name in by_name:
-            visit(by_name[name])
-        elif name not in builtin:
-            raise RuntimeError(f"kernel module {name} is neither a module nor built in")
+        visit(name)
     return order
 
 

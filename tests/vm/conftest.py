@@ -1,0 +1,44 @@
+"""Real VMs (QEMU/KVM through libvirt). The image and its warm saved states are made once per image;
+every test then checks that no `cleanroom-run-*` domain and no per-run file is left behind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backend.sandbox import RunLimits, SandboxResult, ensure_image, prepare_saved_states, run_code
+from backend.sandbox.runner import leftover_run_files, running_domains
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/vm/" in str(item.fspath):
+            item.add_marker(pytest.mark.vm)
+
+
+@pytest.fixture(scope="session")
+def sandbox_image() -> None:
+    ensure_image(progress=lambda _msg: None)
+    prepare_saved_states(progress=lambda _msg: None)
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind(sandbox_image: None) -> Iterator[None]:
+    yield
+    assert running_domains() == [], "a cleanroom-run-* domain outlived its run"
+    assert leftover_run_files() == [], "per-run files outlived their run"
+
+
+@pytest.fixture
+def run(tmp_path: Path):
+    counter = iter(range(1000))
+
+    def _run(
+        code: str, *, wall: int = 30, input_dir: Path | None = None, out: Path | None = None, **kwargs
+    ) -> SandboxResult:
+        out = out or tmp_path / f"out{next(counter)}"
+        return run_code(code, input_dir=input_dir, out_dir=out, limits=RunLimits(wall_seconds=wall), **kwargs)
+
+    return _run

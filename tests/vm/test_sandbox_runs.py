@@ -1,0 +1,245 @@
+"""What a run does, seen from the outside: limits, outputs, freshness, both start paths."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from backend.sandbox import health, recover_leftovers
+from backend.sandbox.models import MAX_OUTPUT_BYTES
+from backend.settings import get_settings
+
+
+def test_print_succeeds_on_the_restored_fast_path(run) -> None:
+    result = run("print(1)")
+    assert result.status == "succeeded", result
+    assert result.exit_code == 0
+    assert result.stdout == "1\n"
+    assert result.vm.restored is True
+    assert result.vm.virt_type in ("kvm", "qemu")
+    assert result.vm.nics == 0
+    assert result.vm.domain_name.startswith("cleanroom-run-slot")
+
+
+def test_non_zero_exit_is_failed_with_stderr(run) -> None:
+    result = run("import sys\nprint('partial')\nprint('bad', file=sys.stderr)\nraise SystemExit(3)")
+    assert result.status == "failed"
+    assert result.exit_code == 3
+    assert result.stdout == "partial\n"
+    assert "bad" in result.stderr
+
+
+def test_exception_traceback_reaches_stderr(run) -> None:
+    result = run("1/0")
+    assert result.status == "failed"
+    assert "ZeroDivisionError" in result.stderr
+
+
+def test_inputs_are_readable_but_read_only(run, tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    (inputs / "sub").mkdir(parents=True)
+    (inputs / "data.csv").write_text("a,b\n1,2\n")
+    (inputs / "sub" / "note.txt").write_text("hello")
+    code = """
+import json, os
+out = {"data": open("/work/input/data.csv").read(), "note": open("/work/input/sub/note.txt").read()}
+for label, action in [("overwrite", lambda: open("/work/input/data.csv", "w")),
+                      ("create", lambda: open("/work/input/new.txt", "w")),
+                      ("remove", lambda: os.remove("/work/input/data.csv")),
+                      ("chmod", lambda: os.chmod("/work/input/data.csv", 0o666))]:
+    try:
+        action()
+        out[label] = "ALLOWED"
+    except OSError as exc:
+        out[label] = type(exc).__name__
+out["listing"] = sorted(os.listdir("/work/input"))
+out["output_empty"] = os.listdir("/work/output") == []
+print(json.dumps(out))
+"""
+    result = run(code, input_dir=inputs)
+    assert result.status == "succeeded", result
+    seen = json.loads(result.stdout)
+    assert seen["data"] == "a,b\n1,2\n" and seen["note"] == "hello"
+    for label in ("overwrite", "create", "remove", "chmod"):
+        assert seen[label] != "ALLOWED", label
+    assert seen["listing"] == ["data.csv", "sub"]
+    assert seen["output_empty"] is True
+
+
+def test_endless_loop_ends_timed_out_within_the_limit(run) -> None:
+    began = time.monotonic()
+    result = run("while True:\n    pass", wall=5)
+    elapsed = time.monotonic() - began
+    assert result.status == "timed_out", result
+    assert 5 <= result.timings_ms.execute / 1000 < 8
+    assert elapsed < 5 + 15
+
+
+def test_allocating_4_gib_ends_out_of_memory_never_hangs(run) -> None:
+    code = "chunks = []\nfor _ in range(16):\n    chunks.append(b'x' * (256 * 1024 * 1024))\nprint('survived')"
+    began = time.monotonic()
+    result = run(code, wall=90)
+    assert time.monotonic() - began < 90
+    assert result.status == "out_of_memory" or (result.status == "failed" and "MemoryError" in result.stderr), result
+    assert "survived" not in result.stdout
+
+
+def test_fork_bomb_is_contained_and_the_next_run_works(run) -> None:
+    code = """
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+"""
+    result = run(code, wall=8)
+    assert result.status in ("timed_out", "failed", "out_of_memory"), result
+    assert result.error is None or result.status == "timed_out"
+    after = run("print('still fine')")
+    assert after.status == "succeeded" and after.stdout == "still fine\n"
+
+
+def test_printing_100_mb_ends_with_truncated_output(run) -> None:
+    code = "import sys\nchunk = 'x' * 1_000_000\nfor _ in range(100):\n    sys.stdout.write(chunk)\nprint('done', file=sys.stderr)"
+    result = run(code, wall=60)
+    assert result.status == "succeeded", result
+    assert result.stdout_truncated is True
+    cap = get_settings().stdout_cap_bytes
+    assert cap <= len(result.stdout.encode()) <= cap + 200
+    assert "truncated" in result.stdout[-200:]
+
+
+def test_25_output_files_keep_20_and_report_the_rest(run, tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    code = "for i in range(25):\n    open(f'/work/output/f{i:02d}.txt', 'w').write(str(i))"
+    result = run(code, out=out)
+    assert result.status == "succeeded"
+    assert [f.name for f in result.files] == [f"f{i:02d}.txt" for i in range(20)]
+    assert sorted(p.name for p in out.iterdir()) == [f"f{i:02d}.txt" for i in range(20)]
+    assert [r.name for r in result.rejected_files] == [f"f{i:02d}.txt" for i in range(20, 25)]
+    assert all("20 files" in r.reason for r in result.rejected_files)
+    assert (out / "f07.txt").read_text() == "7"
+
+
+def test_60_mb_file_is_rejected_and_small_ones_kept(run, tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    code = "open('/work/output/big.bin', 'wb').write(b'0' * 60_000_000)\nopen('/work/output/small.txt', 'w').write('ok')"
+    result = run(code, out=out, wall=60)
+    assert result.status == "succeeded"
+    assert [f.name for f in result.files] == ["small.txt"]
+    assert [r.name for r in result.rejected_files] == ["big.bin"]
+    assert str(MAX_OUTPUT_BYTES) in result.rejected_files[0].reason
+    assert sorted(p.name for p in out.iterdir()) == ["small.txt"]
+
+
+def test_symlinks_special_files_and_escaping_names_are_not_collected(run, tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    code = """
+import os
+open("/work/output/ok.txt", "w").write("fine")
+os.symlink("/etc/passwd", "/work/output/passwd_link")
+open("/work/output/../x", "w").write("escaped")
+os.mkdir("/work/output/sub")
+open("/work/output/sub/inner.txt", "w").write("nested")
+os.mkfifo("/work/output/pipe")
+print(sorted(os.listdir("/work/output")))
+"""
+    result = run(code, out=out)
+    assert result.status == "succeeded", result
+    assert [f.name for f in result.files] == ["ok.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["ok.txt"]
+    reasons = {r.name: r.reason for r in result.rejected_files}
+    assert "symbolic link" in reasons["passwd_link"]
+    assert "directory" in reasons["sub"]
+    assert "regular" in reasons["pipe"]
+    assert "x" not in reasons and not (out.parent / "x").exists()
+    assert not any((p.name == "passwd") for p in out.rglob("*"))
+
+
+def test_consecutive_runs_share_nothing_and_get_fresh_randomness(run) -> None:
+    code = """
+import json, os, random, time
+import numpy as np
+seen = {p: os.path.exists(p) for p in ["/tmp/marker", "/work/marker", "/work/output/marker.txt"]}
+for p in ["/tmp/marker", "/work/marker", "/work/output/marker.txt"]:
+    open(p, "w").write("left behind")
+print(json.dumps({"seen": seen, "urandom": os.urandom(16).hex(), "random": random.random(),
+                  "numpy": float(np.random.random()), "time": time.time(),
+                  "boot_id": open("/proc/sys/kernel/random/boot_id").read().strip()}))
+"""
+    first, second = run(code), run(code)
+    assert first.status == second.status == "succeeded"
+    a, b = json.loads(first.stdout), json.loads(second.stdout)
+    assert not any(a["seen"].values()) and not any(b["seen"].values())
+    assert a["urandom"] != b["urandom"]
+    assert a["random"] != b["random"]
+    assert a["numpy"] != b["numpy"]
+    now = time.time()
+    assert abs(b["time"] - now) < 10, "guest wall clock is wrong"
+
+
+def test_actions_json_is_returned_separately_only_when_well_formed(run, tmp_path: Path) -> None:
+    good = run(
+        'import json\njson.dump([{"type": "update", "id": 1}], open("/work/output/actions.json", "w"))\n'
+        'open("/work/output/r.txt", "w").write("x")',
+        out=tmp_path / "good",
+    )
+    assert good.status == "succeeded"
+    assert good.actions == [{"type": "update", "id": 1}]
+    assert [f.name for f in good.files] == ["r.txt"]
+    assert not (tmp_path / "good" / "actions.json").exists()
+
+    bad = run('open("/work/output/actions.json", "w").write("{not json")')
+    assert bad.actions is None
+    assert any(r.name == "actions.json" and "malformed" in r.reason for r in bad.rejected_files)
+
+    unread = run('open("/work/output/actions.json", "w").write("[]")', read_actions=False)
+    assert unread.actions is None and unread.actions_discarded is True
+
+
+def test_two_runs_at_once_both_succeed(run) -> None:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda i: run(f"print({i})"), range(2)))
+    assert [r.status for r in results] == ["succeeded", "succeeded"]
+    assert [r.stdout for r in results] == ["0\n", "1\n"]
+    assert results[0].vm.domain_name != results[1].vm.domain_name
+
+
+def test_cold_boot_path_when_no_saved_state(run) -> None:
+    result = run("import os, pandas\nprint(os.getuid(), sorted(os.listdir('/sys/class/net')))", force_cold_boot=True)
+    assert result.status == "succeeded", result
+    assert result.vm.restored is False
+    assert result.vm.domain_name.startswith("cleanroom-run-") and "slot" not in result.vm.domain_name
+    assert result.stdout == "1000 ['lo']\n"
+    assert result.vm.nics == 0
+
+
+def test_health_reports_virt_type_image_and_saved_states() -> None:
+    info = health()
+    assert info["virt_type"] in ("kvm", "qemu")
+    assert info["image"]["hash"]
+    assert info["saved_state"]["ready"] == info["saved_state"]["slots"] > 0
+    assert info["running_vms"] == 0
+
+
+def test_recover_leftovers_destroys_stray_domains_and_files() -> None:
+    from backend.sandbox.libvirt_conn import connection
+    from backend.sandbox.runner import _spec, current_image, resolve_virt_type
+
+    image = current_image()
+    stray = get_settings().effective_run_dir / "cleanroom-run-stray"
+    stray.mkdir(parents=True)
+    for disk in ("job.img", "out.img"):
+        with open(stray / disk, "wb") as fh:
+            fh.truncate(1 << 20)
+    spec = _spec("cleanroom-run-stray", "0b6f3c3e-1111-4c1d-9e1f-0123456789ab", "stray", image, resolve_virt_type(image), stray)
+    from backend.sandbox.domain import render_domain_xml
+
+    with connection() as conn:
+        conn.createXML(render_domain_xml(spec), 0)
+    removed = recover_leftovers()
+    assert "domain cleanroom-run-stray" in removed
+    assert not stray.exists()
