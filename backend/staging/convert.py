@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import zipfile
+import zlib
 from collections.abc import Iterator
 from io import BytesIO
 
@@ -23,6 +24,7 @@ from backend.staging.convert_model import (
     ConvertLimits,
     Deadline,
     Table,
+    describe,
     safe_stem,
     table_file_names,
 )
@@ -113,6 +115,9 @@ def convert(data: bytes, filename: str, *, limits: ConvertLimits | None = None) 
         )
     except RecursionError:
         converted = Converted(kind=kind, error="The file is nested too deeply to convert and was not staged.")
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+        what = KIND_WORDS.get(kind, "a file").split(" ", 1)[-1]
+        converted = Converted(kind=kind, error=f"The {what} is damaged and cannot be read ({describe(exc)}).")
     except Exception as exc:  # the promise is "never raises"; a bug must not take the staging request down
         log.exception("conversion of %r failed unexpectedly", filename)
         converted = Converted(

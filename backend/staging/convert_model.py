@@ -9,6 +9,7 @@ import json
 import re
 import time
 import unicodedata
+import zlib
 from dataclasses import dataclass, field
 
 from backend.settings import get_settings
@@ -222,6 +223,14 @@ def unique_name(name: str, used: set[str]) -> str:
         n += 1
     used.add(candidate.lower())
     return candidate
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as a short parenthetical for a person, not a stack trace."""
+    if isinstance(exc, zlib.error) or "CRC-32" in str(exc):
+        return "a compressed part is corrupt"
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def pretty_json(value: object) -> str:

@@ -16,6 +16,7 @@ from backend.staging.convert_model import (
     Deadline,
     Table,
     cell_text,
+    describe,
 )
 
 
@@ -25,64 +26,62 @@ def convert_pdf(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
 
     converted = Converted(kind="pdf")
     try:
-        pdf = pdfplumber.open(io.BytesIO(data))
-    except Exception as exc:
+        with pdfplumber.open(io.BytesIO(data)) as pdf:
+            _read_pages(pdf, data, limits, deadline, converted)
+    except ConversionFailed:
+        raise
+    except Exception as exc:  # pdfminer raises a wide variety on damaged files
         raise _failure(exc) from exc
-    try:
-        try:
-            page_count = len(pdf.pages)
-        except Exception as exc:
-            raise _failure(exc) from exc
-        converted.pages = page_count
-        if page_count > limits.max_pdf_pages:
-            converted.text_truncated = True
-            converted.warnings.append(
-                f"Only the first {limits.max_pdf_pages:,} of {page_count:,} pages were converted."
-            )
-        cells_left = limits.max_cells
-        ocr_left = limits.max_ocr_pages
-        parts: list[str] = []
-        scanned_pages: list[int] = []
-        for number in range(1, min(page_count, limits.max_pdf_pages) + 1):
-            deadline.check()
-            page = pdf.pages[number - 1]
-            try:
-                text = page.extract_text() or ""
-                raw_tables = page.extract_tables()
-            except Exception as exc:
-                converted.warnings.append(
-                    f"Page {number} could not be read ({_short(exc)}); it is left empty."
-                )
-                text, raw_tables = "", []
-            finally:
-                _close(page)
-            if not text.strip():
-                if ocr_left > 0:
-                    ocr_left -= 1
-                    text = _ocr_page(data, number, deadline, converted)
-                else:
-                    scanned_pages.append(number)
-            parts.append(f"--- page {number} ---\n{text.rstrip()}\n")
-            for k, raw in enumerate(raw_tables, start=1):
-                table = _table(raw, f"page {number} table {k}")
-                if table is None:
-                    continue
-                size = (len(table.rows) + 1) * max(len(table.header), 1)
-                if size > cells_left:
-                    converted.warnings.append(f"Tables after page {number} were skipped (cell limit).")
-                    cells_left = 0
-                    break
-                cells_left -= size
-                converted.tables.append(table)
-        if scanned_pages:
-            converted.warnings.append(
-                f"{len(scanned_pages)} page(s) have no text layer and were not OCRed (limit "
-                f"{limits.max_ocr_pages} OCR pages): {', '.join(map(str, scanned_pages[:20]))}."
-            )
-        converted.text = "".join(parts)
-    finally:
-        pdf.close()
     return converted
+
+
+def _read_pages(pdf, data: bytes, limits: ConvertLimits, deadline: Deadline, converted: Converted) -> None:
+    page_count = len(pdf.pages)
+    converted.pages = page_count
+    if page_count > limits.max_pdf_pages:
+        converted.text_truncated = True
+        converted.warnings.append(
+            f"Only the first {limits.max_pdf_pages:,} of {page_count:,} pages were converted."
+        )
+    cells_left = limits.max_cells
+    ocr_left = limits.max_ocr_pages
+    parts: list[str] = []
+    not_ocred: list[int] = []
+    for number in range(1, min(page_count, limits.max_pdf_pages) + 1):
+        deadline.check()
+        page = pdf.pages[number - 1]
+        try:
+            text = page.extract_text() or ""
+            raw_tables = page.extract_tables()
+        except Exception as exc:
+            converted.warnings.append(f"Page {number} could not be read ({describe(exc)}); it is left empty.")
+            text, raw_tables = "", []
+        finally:
+            _close(page)
+        if not text.strip():
+            if ocr_left > 0:
+                ocr_left -= 1
+                text = _ocr_page(data, number, deadline, converted)
+            else:
+                not_ocred.append(number)
+        parts.append(f"--- page {number} ---\n{text.rstrip()}\n")
+        for k, raw in enumerate(raw_tables, start=1):
+            table = _table(raw, f"page {number} table {k}")
+            if table is None or cells_left <= 0:
+                continue
+            size = (len(table.rows) + 1) * max(len(table.header), 1)
+            if size > cells_left:
+                converted.warnings.append(f"Tables from page {number} on were not extracted (cell limit).")
+                cells_left = 0
+                continue
+            cells_left -= size
+            converted.tables.append(table)
+    if not_ocred:
+        converted.warnings.append(
+            f"{len(not_ocred)} page(s) have no text layer and were not OCRed (limit {limits.max_ocr_pages} "
+            f"OCR pages): {', '.join(map(str, not_ocred[:20]))}."
+        )
+    converted.text = "".join(parts)
 
 
 def _refuse_password_protected(data: bytes) -> None:
@@ -102,7 +101,7 @@ def _refuse_password_protected(data: bytes) -> None:
 def _failure(exc: BaseException) -> ConversionFailed:
     if "password" in type(exc).__name__.lower():
         return ConversionFailed("The PDF is password-protected; remove the password and upload it again.")
-    return ConversionFailed(f"The PDF is damaged and cannot be read ({_short(exc)}).")
+    return ConversionFailed(f"The PDF is damaged and cannot be read ({describe(exc)}).")
 
 
 def _table(raw: list[list[str | None]], sheet: str) -> Table | None:
@@ -150,7 +149,7 @@ def _ocr_page(data: bytes, number: int, deadline: Deadline, converted: Converted
             return ""
         except (subprocess.CalledProcessError, OSError, TesseractMissing) as exc:
             converted.warnings.append(
-                f"Page {number} has no text layer and could not be OCRed ({_short(exc)})."
+                f"Page {number} has no text layer and could not be OCRed ({describe(exc)})."
             )
             return ""
     converted.warnings.append(
@@ -163,8 +162,3 @@ def _close(page) -> None:
     close = getattr(page, "close", None)
     if close is not None:
         close()
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text if len(text) <= 160 else text[:157] + "..."

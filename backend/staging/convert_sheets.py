@@ -7,6 +7,7 @@ import html
 import io
 import re
 import zipfile
+import zlib
 from collections.abc import Iterable, Iterator
 from xml.etree import ElementTree as ET
 
@@ -18,6 +19,7 @@ from backend.staging.convert_model import (
     Deadline,
     Table,
     cell_text,
+    describe,
 )
 
 CHECK_EVERY = 256
@@ -214,7 +216,9 @@ def convert_xlsx(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conv
     try:
         values_book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except Exception as exc:  # openpyxl raises many types for damaged parts
-        raise ConversionFailed(f"The Excel workbook is damaged and cannot be read ({_short(exc)}).") from exc
+        raise ConversionFailed(
+            f"The Excel workbook is damaged and cannot be read ({describe(exc)})."
+        ) from exc
     try:
         for ws in values_book.worksheets:
             builder = SheetBuilder(limits, budget)
@@ -227,7 +231,9 @@ def convert_xlsx(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conv
     except ConversionFailed:
         raise
     except Exception as exc:
-        raise ConversionFailed(f"The Excel workbook is damaged and cannot be read ({_short(exc)}).") from exc
+        raise ConversionFailed(
+            f"The Excel workbook is damaged and cannot be read ({describe(exc)})."
+        ) from exc
     finally:
         values_book.close()
 
@@ -245,7 +251,7 @@ def convert_xlsx(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conv
         raise
     except Exception as exc:
         converted.warnings.append(
-            f"Formula text could not be read ({_short(exc)}); cached values are staged."
+            f"Formula text could not be read ({describe(exc)}); cached values are staged."
         )
 
     _finish(converted, builders, limits)
@@ -295,7 +301,10 @@ def _xlsx_side_text(archive: zipfile.ZipFile, deadline: Deadline) -> Iterator[st
         if label is None or info.file_size > 16 * 1024 * 1024:
             continue
         deadline.check()
-        raw = archive.read(info)
+        try:
+            raw = archive.read(info)
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError):
+            continue  # a damaged side part; the cells themselves may still be fine
         for match in _TEXT_NODE.finditer(raw):
             text = match.group(1).decode("utf-8", "replace").strip()
             if text and not _looks_like_plumbing(text):
@@ -304,11 +313,6 @@ def _xlsx_side_text(archive: zipfile.ZipFile, deadline: Deadline) -> Iterator[st
 
 def _looks_like_plumbing(text: str) -> bool:
     return bool(re.fullmatch(r"[\d\s.:TZ{}\-+]*|Microsoft Excel|openpyxl", text))
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text if len(text) <= 160 else text[:157] + "..."
 
 
 # --- ODS -----------------------------------------------------------------------------------------------
@@ -353,19 +357,21 @@ def convert_ods(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
     archive = open_zip_checked(data, limits, "OpenDocument spreadsheet")
     if "content.xml" not in archive.namelist():
         raise ConversionFailed("The OpenDocument spreadsheet is damaged: it has no content.xml.")
-    with archive.open("content.xml") as head:
-        if b"<!DOCTYPE" in head.read(4096):
-            raise ConversionFailed("The OpenDocument spreadsheet declares a DOCTYPE, which is not allowed.")
     converted = Converted(kind="ods", keep_original=True)
     budget = CellBudget(limits.max_cells)
     try:
+        with archive.open("content.xml") as head:
+            if b"<!DOCTYPE" in head.read(4096):
+                raise ConversionFailed(
+                    "The OpenDocument spreadsheet declares a DOCTYPE, which is not allowed."
+                )
         with archive.open("content.xml") as stream:
             builders = list(_parse_ods(stream, limits, budget, deadline))
     except ConversionFailed:
         raise
-    except (ET.ParseError, zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+    except (ET.ParseError, zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
         raise ConversionFailed(
-            f"The OpenDocument spreadsheet is damaged and cannot be read ({_short(exc)})."
+            f"The OpenDocument spreadsheet is damaged and cannot be read ({describe(exc)})."
         ) from exc
     _finish(converted, builders, limits)
     if budget.exhausted:
@@ -540,7 +546,7 @@ def convert_csv(text: str, limits: ConvertLimits, deadline: Deadline, encoding: 
         for index, row in enumerate(_rows(reader, deadline)):
             builder.add_row(index, [cell_text(v) for v in row])
     except csv.Error as exc:
-        raise ConversionFailed(f"The CSV file cannot be parsed ({_short(exc)}).") from exc
+        raise ConversionFailed(f"The CSV file cannot be parsed ({describe(exc)}).") from exc
     table = builder.build(None, False)
     converted.tables.append(table)
     converted.details = {"encoding": encoding, "delimiter": delimiter}
