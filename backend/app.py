@@ -24,11 +24,16 @@ CONTROLLERS = [
     "backend.records.controller:RecordsController",
     "backend.audit.controller:AuditController",
     "backend.drive.controller:DriveController",
+    "backend.runs.controller:RunsController",
+    "backend.runs.controller:ActionItemsController",
+    "backend.runs.controller:CreditsController",
+    "backend.runs.controller:SchedulesController",
+    "backend.system_controller:SystemController",
 ]
 
 # Callables run at start-up after the database is ready (e.g. crash recovery, the worker).
-STARTUP_HOOKS: list[str] = []
-SHUTDOWN_HOOKS: list[str] = []
+STARTUP_HOOKS: list[str] = ["backend.runs.worker:start_worker"]
+SHUTDOWN_HOOKS: list[str] = ["backend.runs.worker:stop_worker"]
 
 
 def _resolve(ref: str) -> Any:

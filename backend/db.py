@@ -18,6 +18,10 @@ TABLE_MODULES = [
     "backend.audit.tables",
     "backend.records.tables",
     "backend.drive.tables",
+    "backend.runs.tables",
+    "backend.actions.tables",
+    "backend.credits.tables",
+    "backend.schedules.tables",
 ]
 
 _engine: Engine | None = None

@@ -1,0 +1,1 @@
+"""Proposed actions: what a run's actions.json asks for, decided one item at a time."""

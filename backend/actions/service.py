@@ -1,0 +1,370 @@
+"""actions.json → approval items → one accepted item at a time, re-checked against permission and version.
+
+Nothing from a run's output reaches the records except through `accept`.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from piccolo.columns.combination import And
+
+from backend.actions.tables import ActionItem
+from backend.audit import service as audit
+from backend.db import engine
+from backend.errors import Conflict, Forbidden, NotFound
+from backend.records.datasets import DATASETS, Dataset
+from backend.records.visibility import visible_where
+from backend.runs import gates
+from backend.settings import get_settings
+from backend.tenancy.context import UserContext
+
+
+class ItemProblem(Exception):
+    pass
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def coerce(dataset: Dataset, field: str, value: Any) -> Any:
+    """A proposed value as the column's Python type; ItemProblem with a readable reason otherwise."""
+    column = getattr(dataset.table, field)
+    kind = type(column).__name__
+    if value is None:
+        if column._meta.null:
+            return None
+        raise ItemProblem(f"{field} cannot be empty")
+    try:
+        if kind in ("Varchar", "Text"):
+            if not isinstance(value, str):
+                raise ItemProblem(f"{field} must be text")
+            length = getattr(column, "length", None)
+            if length and len(value) > length:
+                raise ItemProblem(f"{field} is longer than {length} characters")
+            allowed = dataset.enums.get(field)
+            if allowed and value not in allowed:
+                raise ItemProblem(f"{field} must be one of {list(allowed)}")
+            return value
+        if kind in ("Integer", "BigInt"):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ItemProblem(f"{field} must be a whole number")
+            return value
+        if kind in ("Numeric", "Real"):
+            if isinstance(value, bool) or not isinstance(value, int | float | str):
+                raise ItemProblem(f"{field} must be a number")
+            number = Decimal(str(value))
+            if not number.is_finite():
+                raise ItemProblem(f"{field} must be a finite number")
+            return number
+        if kind == "Boolean":
+            if not isinstance(value, bool):
+                raise ItemProblem(f"{field} must be true or false")
+            return value
+        if kind == "Date":
+            return dt.date.fromisoformat(str(value))
+        if kind == "Timestamptz":
+            parsed = dt.datetime.fromisoformat(str(value))
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    except (ValueError, InvalidOperation) as exc:
+        raise ItemProblem(f"{field}: {value!r} is not a valid {kind.lower()}") from exc
+    raise ItemProblem(f"{field} cannot be changed by a proposal")
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dt.date | dt.datetime):
+        return value.isoformat()
+    return value
+
+
+def parse_entry(entry: Any) -> dict[str, Any]:
+    """Shape check of one actions.json entry (no database access)."""
+    if not isinstance(entry, dict):
+        raise ItemProblem("each action must be an object")
+    unknown = set(entry) - {"op", "dataset", "record_id", "changes", "reason"}
+    if unknown:
+        raise ItemProblem(f"unknown keys {sorted(unknown)}")
+    op = entry.get("op")
+    if op not in ("create", "update"):
+        raise ItemProblem("op must be 'create' or 'update'")
+    dataset = DATASETS.get(entry.get("dataset") or "")
+    if dataset is None:
+        raise ItemProblem(f"unknown dataset {entry.get('dataset')!r}")
+    record_id = entry.get("record_id")
+    if op == "update" and (isinstance(record_id, bool) or not isinstance(record_id, int)):
+        raise ItemProblem("an update needs a numeric record_id")
+    if op == "create" and record_id is not None:
+        raise ItemProblem("a create must not name a record_id")
+    changes = entry.get("changes")
+    if not isinstance(changes, dict) or not changes:
+        raise ItemProblem("changes must be a non-empty object of field: value")
+    not_writable = sorted(set(changes) - set(dataset.writable_fields))
+    if not_writable:
+        raise ItemProblem(f"fields not writable in {dataset.name}: {not_writable}")
+    for field, value in changes.items():
+        coerce(dataset, field, value)
+    reason = entry.get("reason", "")
+    if not isinstance(reason, str):
+        raise ItemProblem("reason must be text")
+    return {
+        "op": op,
+        "dataset": dataset.name,
+        "record_id": record_id,
+        "changes": changes,
+        "reason": reason[:2000],
+    }
+
+
+def _staged_versions(bundle_dir: str, dataset: str) -> dict[int, int]:
+    path = Path(bundle_dir) / "datasets" / f"{dataset}.csv"
+    if not path.is_file():
+        return {}
+    with path.open(newline="") as fh:
+        return {int(r["id"]): int(r["version"]) for r in csv.DictReader(fh)}
+
+
+async def _visible_record(ctx: UserContext, dataset: Dataset, record_id: int) -> dict[str, Any] | None:
+    table = dataset.table
+    return await table.select().where(And(visible_where(ctx, dataset), table.id == record_id)).first()
+
+
+async def _check_permission(ctx: UserContext, parsed: dict[str, Any]) -> dict[str, Any] | None:
+    """What the user may change: edit permission on the dataset, and for updates a record they can see."""
+    dataset = DATASETS[parsed["dataset"]]
+    if not ctx.can(dataset.name, "edit"):
+        raise ItemProblem(f"{ctx.email} has no edit permission on {dataset.name}")
+    if parsed["op"] == "update":
+        record = await _visible_record(ctx, dataset, parsed["record_id"])
+        if record is None:
+            raise ItemProblem(
+                f"{dataset.name} record {parsed['record_id']} does not exist or is not visible to {ctx.email}"
+            )
+        return record
+    return None
+
+
+async def ingest(run: dict[str, Any], entries: Any, requester: UserContext) -> str | None:
+    """Turn a run's parsed actions.json into items. Returns a note for the run (e.g. over the cap)."""
+    cap = get_settings().max_actions_per_run
+    note = None
+    if not isinstance(entries, list):
+        entries = [entries]
+    if len(entries) > cap:
+        note = f"actions.json proposed {len(entries)} changes; only the first {cap} became items (the cap per run)"
+        entries = entries[:cap]
+    versions: dict[str, dict[int, int]] = {}
+    for index, entry in enumerate(entries):
+        item: dict[str, Any] = {
+            "company": run["company"],
+            "run": run["id"],
+            "index": index,
+            "status": "pending",
+        }
+        try:
+            parsed = parse_entry(entry)
+            item.update(
+                op=parsed["op"],
+                dataset=parsed["dataset"],
+                record_id=parsed["record_id"],
+                changes=parsed["changes"],
+                reason=parsed["reason"],
+            )
+            record = await _check_permission(requester, parsed)
+            if record is not None:
+                item["before"] = {f: _json_value(record.get(f)) for f in parsed["changes"]}
+                staged = versions.setdefault(
+                    parsed["dataset"], _staged_versions(run["bundle_dir"], parsed["dataset"])
+                )
+                item["staged_version"] = staged.get(parsed["record_id"], record["version"])
+        except ItemProblem as exc:
+            item.update(status="invalid", problem=str(exc))
+        item["raw"] = json.dumps(entry, default=str)[:4000]
+        await ActionItem.insert(ActionItem(**item))
+    return note
+
+
+def item_payload(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "run_id": row["run"],
+        "index": row["index"],
+        "op": row["op"] or None,
+        "dataset": row["dataset"] or None,
+        "record_id": row["record_id"],
+        "changes": row["changes"],
+        "before": row["before"],
+        "reason": row["reason"],
+        "status": row["status"],
+        "problem": row["problem"],
+        "raw": row["raw"] if row["status"] == "invalid" else None,
+        "decided_by": row["decided_by"],
+        "decided_at": row["decided_at"],
+        "created_record_id": row["created_record_id"],
+    }
+
+
+async def list_items(ctx: UserContext, run_id: int) -> list[dict[str, Any]]:
+    from backend.runs.service import get_run_row
+
+    await get_run_row(ctx, run_id)
+    rows = (
+        await ActionItem.select()
+        .where(ActionItem.run == run_id)
+        .order_by(ActionItem.index)
+        .output(load_json=True)
+    )
+    return [item_payload(r) for r in rows]
+
+
+async def _item_for(ctx: UserContext, item_id: int) -> dict[str, Any]:
+    from backend.runs.service import get_run_row
+
+    await gates.require_feature(ctx.company_id)
+    row = (
+        await ActionItem.select()
+        .where((ActionItem.id == item_id) & (ActionItem.company == ctx.company_id))
+        .output(load_json=True)
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"no action item {item_id}")
+    run = await get_run_row(ctx, row["run"])  # 404 unless the caller may see the run
+    if not (ctx.is_admin or run["requested_by"] == ctx.user_id):
+        raise Forbidden(
+            "only the person who asked for this run or a company admin decides its proposed changes"
+        )
+    if row["status"] != "pending":
+        raise Conflict(f"action item {item_id} is already {row['status']}")
+    return row
+
+
+async def _decide(
+    item_id: int, status: str, ctx: UserContext, problem: str | None = None, **extra: Any
+) -> None:
+    values = {
+        ActionItem.status: status,
+        ActionItem.decided_by: ctx.email,
+        ActionItem.decided_at: _now(),
+        ActionItem.problem: problem,
+    }
+    for key, value in extra.items():
+        values[getattr(ActionItem, key)] = value
+    await ActionItem.update(values).where(ActionItem.id == item_id)
+
+
+async def accept(ctx: UserContext, item_id: int) -> dict[str, Any]:
+    row = await _item_for(ctx, item_id)
+    entry = {"op": row["op"], "dataset": row["dataset"], "changes": row["changes"], "reason": row["reason"]}
+    if row["op"] == "update":
+        entry["record_id"] = row["record_id"]
+    dataset = DATASETS[row["dataset"]]
+    try:
+        parsed = parse_entry(entry)  # writable fields and value types, again
+        await _check_permission(ctx, parsed)  # the decider's edit permission and the record's visibility, now
+    except ItemProblem as exc:
+        await audit.record(
+            "action.refused",
+            actor=ctx.email,
+            company_id=ctx.company_id,
+            subject_type="action_item",
+            subject_id=item_id,
+            data={"run_id": row["run"], "problem": str(exc)},
+        )
+        raise Forbidden(f"not applied: {exc}") from exc
+    values = {getattr(dataset.table, f): coerce(dataset, f, v) for f, v in row["changes"].items()}
+    now = _now()
+    table = dataset.table
+    if row["op"] == "update":
+        async with engine().transaction():
+            current = await table.select(table.version).where(table.id == row["record_id"]).first()
+            if current is None or current["version"] != row["staged_version"]:
+                found = current["version"] if current else "deleted"
+                problem = (
+                    f"the record changed since it was staged (staged version {row['staged_version']}, now {found}); "
+                    "nothing was written"
+                )
+                await _decide(item_id, "conflict", ctx, problem)
+                conflict = True
+            else:
+                values[table.version] = row["staged_version"] + 1
+                values[table.updated_at] = now
+                await table.update(values).where(
+                    (table.id == row["record_id"]) & (table.version == row["staged_version"])
+                )
+                await _decide(item_id, "accepted", ctx)
+                conflict = False
+        if conflict:
+            await audit.record(
+                "action.conflict",
+                actor=ctx.email,
+                company_id=ctx.company_id,
+                subject_type="action_item",
+                subject_id=item_id,
+                data={"run_id": row["run"], "dataset": row["dataset"], "record_id": row["record_id"]},
+            )
+            raise Conflict(problem)
+        created = None
+    else:
+        record = table(
+            company=ctx.company_id,
+            owner=ctx.user_id,
+            team=min(ctx.team_ids) if ctx.team_ids else None,
+            visibility="team" if ctx.team_ids else "private",
+            created_at=now,
+            updated_at=now,
+            version=1,
+        )
+        for column, value in values.items():
+            setattr(record, column._meta.name, value)
+        await record.save()
+        created = record.id
+        await _decide(item_id, "accepted", ctx, created_record_id=created)
+    await audit.record(
+        "action.accepted",
+        actor=ctx.email,
+        company_id=ctx.company_id,
+        subject_type="action_item",
+        subject_id=item_id,
+        data={
+            "run_id": row["run"],
+            "op": row["op"],
+            "dataset": row["dataset"],
+            "record_id": row["record_id"] or created,
+            "changes": row["changes"],
+        },
+    )
+    return await get_item(ctx, item_id)
+
+
+async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> dict[str, Any]:
+    row = await _item_for(ctx, item_id)
+    await _decide(item_id, "rejected", ctx, (reason or "").strip()[:2000] or None)
+    await audit.record(
+        "action.rejected",
+        actor=ctx.email,
+        company_id=ctx.company_id,
+        subject_type="action_item",
+        subject_id=item_id,
+        data={"run_id": row["run"], "reason": reason or ""},
+    )
+    return await get_item(ctx, item_id)
+
+
+async def get_item(ctx: UserContext, item_id: int) -> dict[str, Any]:
+    row = (
+        await ActionItem.select()
+        .where((ActionItem.id == item_id) & (ActionItem.company == ctx.company_id))
+        .output(load_json=True)
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"no action item {item_id}")
+    return item_payload(row)

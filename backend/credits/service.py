@@ -1,0 +1,137 @@
+"""Credits are the meter, not the plan: every plan runs code; each run is charged from what it used."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+from backend.audit import service as audit
+from backend.credits.tables import CreditCharge
+from backend.errors import PaymentRequired
+from backend.tenancy.tables import Company, User
+
+BASE_CHARGE = 1.0  # per run, also the minimum a pool must cover before a run is proposed or approved
+PER_VCPU_SECOND = 0.02
+PER_GIB_SECOND = 0.01
+
+
+def period_start(now: datetime | None = None) -> datetime:
+    now = now or datetime.now(UTC)
+    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def price(vcpus: int, memory_mib: int, seconds: float) -> tuple[float, float, float]:
+    """(credits, vcpu_seconds, gib_seconds) for a run of `seconds` wall time."""
+    vcpu_seconds = vcpus * seconds
+    gib_seconds = memory_mib / 1024 * seconds
+    credits = BASE_CHARGE + PER_VCPU_SECOND * vcpu_seconds + PER_GIB_SECOND * gib_seconds
+    return math.ceil(credits * 100) / 100, round(vcpu_seconds, 3), round(gib_seconds, 3)
+
+
+async def used(company_id: int) -> float:
+    rows = await CreditCharge.select(CreditCharge.credits).where(
+        (CreditCharge.company == company_id) & (CreditCharge.at >= period_start())
+    )
+    return round(sum(r["credits"] for r in rows), 2)
+
+
+async def pool(company_id: int) -> int:
+    row = await Company.select(Company.credit_pool).where(Company.id == company_id).first()
+    return row["credit_pool"] if row else 0
+
+
+async def remaining(company_id: int) -> float:
+    return round(await pool(company_id) - await used(company_id), 2)
+
+
+async def blocked_reason(company_id: int) -> str | None:
+    left = await remaining(company_id)
+    if left < BASE_CHARGE:
+        return (
+            f"the company's credit pool is used up ({left:.2f} of {await pool(company_id)} credits left; a run needs at "
+            f"least {BASE_CHARGE:.2f}); an admin can raise the pool"
+        )
+    return None
+
+
+async def require_minimum(company_id: int) -> None:
+    reason = await blocked_reason(company_id)
+    if reason:
+        raise PaymentRequired(reason)
+
+
+async def charge(
+    *, company_id: int, user_id: int, run_id: int, vcpus: int, memory_mib: int, seconds: float, actor: str
+) -> float:
+    credits, vcpu_s, gib_s = price(vcpus, memory_mib, seconds)
+    await CreditCharge.insert(
+        CreditCharge(
+            company=company_id,
+            user=user_id,
+            run_id=run_id,
+            credits=credits,
+            vcpu_seconds=vcpu_s,
+            gib_seconds=gib_s,
+            at=datetime.now(UTC),
+        )
+    )
+    await audit.record(
+        "credits.charged",
+        actor=actor,
+        company_id=company_id,
+        subject_type="run",
+        subject_id=run_id,
+        data={"credits": credits, "vcpu_seconds": vcpu_s, "gib_seconds": gib_s, "seconds": round(seconds, 3)},
+    )
+    return credits
+
+
+async def usage(company_id: int) -> dict[str, Any]:
+    from backend.runs.tables import Run
+
+    start = period_start()
+    rows = await CreditCharge.select().where(
+        (CreditCharge.company == company_id) & (CreditCharge.at >= start)
+    )
+    emails = {
+        u["id"]: u["email"] for u in await User.select(User.id, User.email).where(User.company == company_id)
+    }
+    by_day: dict[str, float] = defaultdict(float)
+    by_user: dict[str, float] = defaultdict(float)
+    per_run: dict[int, float] = defaultdict(float)
+    for r in rows:
+        by_day[r["at"].astimezone(UTC).date().isoformat()] += r["credits"]
+        by_user[emails.get(r["user"], str(r["user"]))] += r["credits"]
+        per_run[r["run_id"]] += r["credits"]
+    top = sorted(per_run.items(), key=lambda kv: kv[1], reverse=True)[:10]
+    titles = {}
+    if top:
+        for run in await Run.select(Run.id, Run.title, Run.requested_by).where(
+            Run.id.is_in([k for k, _ in top])
+        ):
+            titles[run["id"]] = run
+    total_pool = await pool(company_id)
+    total_used = round(sum(by_day.values()), 2)
+    return {
+        "pool": total_pool,
+        "used": total_used,
+        "remaining": round(total_pool - total_used, 2),
+        "period_start": start.isoformat(),
+        "minimum_charge": BASE_CHARGE,
+        "rates": {"base": BASE_CHARGE, "per_vcpu_second": PER_VCPU_SECOND, "per_gib_second": PER_GIB_SECOND},
+        "usage_by_day": [{"day": d, "credits": round(c, 2)} for d, c in sorted(by_day.items())],
+        "usage_by_user": [
+            {"email": e, "credits": round(c, 2)} for e, c in sorted(by_user.items(), key=lambda kv: -kv[1])
+        ],
+        "costliest_runs": [
+            {
+                "id": run_id,
+                "title": titles.get(run_id, {}).get("title", ""),
+                "email": emails.get(titles.get(run_id, {}).get("requested_by"), ""),
+                "credits": round(c, 2),
+            }
+            for run_id, c in top
+        ],
+    }

@@ -1,0 +1,1 @@
+"""Runs: proposal → approval bound to hashes → one fresh VM → outputs in Drive."""

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from piccolo.columns import JSON, Boolean, ForeignKey, Integer, Real, Text, Timestamptz, Varchar
+from piccolo.table import Table
+
+from backend.tenancy.tables import Company, User
+
+STATUSES = (
+    "awaiting_approval",
+    "rejected",
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "timed_out",
+    "out_of_memory",
+    "error",
+)
+FINISHED = ("succeeded", "failed", "timed_out", "out_of_memory", "error")
+RETRYABLE = ("failed", "timed_out", "out_of_memory", "error")
+
+
+class Run(Table):
+    company = ForeignKey(references=Company, null=False, index=True)
+    requested_by = ForeignKey(references=User, null=False, index=True)
+    conversation_id = Varchar(length=100, index=True)
+    title = Varchar(length=200)
+    plan = Text()
+    code = Text()
+    code_sha256 = Varchar(length=64)
+    datasets = JSON(default=[])
+    file_ids = JSON(default=[])
+    limits = JSON(default={})
+    status = Varchar(length=20, index=True)
+    attempt = Integer(default=1)
+    root_run_id = Integer(null=True, default=None, index=True)
+    previous_attempt_id = Integer(null=True, default=None)
+    bundle_dir = Varchar(length=500)
+    bundle_sha256 = Varchar(length=64)
+    manifest = JSON(default={})
+    findings = JSON(default=[])
+    created_at = Timestamptz()
+    updated_at = Timestamptz()
+    # approval, bound to the hashes the approver saw
+    approved_by = Varchar(
+        length=254, null=True, default=None
+    )  # an email, "followup:<run>" or "schedule:<id>"
+    approved_at = Timestamptz(null=True, default=None)
+    approved_code_sha256 = Varchar(length=64, null=True, default=None)
+    approved_bundle_sha256 = Varchar(length=64, null=True, default=None)
+    narrowed_from = Integer(null=True, default=None)
+    rejected_by = Varchar(length=254, null=True, default=None)
+    rejected_at = Timestamptz(null=True, default=None)
+    rejection_reason = Text(null=True, default=None)
+    # execution
+    schedule_id = Integer(null=True, default=None)
+    read_actions = Boolean(default=True)
+    started_at = Timestamptz(null=True, default=None)
+    finished_at = Timestamptz(null=True, default=None)
+    result = JSON(null=True, default=None)
+    error_message = Text(null=True, default=None)
+    output_folder_id = Integer(null=True, default=None)
+    credits_charged = Real(null=True, default=None)
+    actions_discarded = Boolean(default=False)
+    actions_note = Text(null=True, default=None)
+
+
+TABLES = [Run]

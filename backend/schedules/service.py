@@ -1,0 +1,270 @@
+"""Schedules: only a run that proposed zero actions can be scheduled; every firing checks that again, re-stages
+fresh data with the owner's current visibility, runs the frozen code, and never reads an actions.json."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+
+from backend.actions.tables import ActionItem
+from backend.audit import service as audit
+from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
+from backend.hashing import sha256_text
+from backend.runs import gates
+from backend.runs.service import bundle_root, get_run_row
+from backend.runs.tables import Run
+from backend.schedules.tables import Schedule
+from backend.staging import service as staging
+from backend.tenancy.context import UserContext, load_user_context
+from backend.tenancy.tables import User
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def next_fire(cron: str, timezone: str, after: datetime) -> datetime:
+    tz = ZoneInfo(timezone)
+    return croniter(cron, after.astimezone(tz)).get_next(datetime).astimezone(UTC)
+
+
+def _validate(cron: str, timezone: str) -> None:
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise Invalid(f"unknown time zone {timezone!r} (use an IANA name like Europe/Berlin)") from exc
+    if not croniter.is_valid(cron):
+        raise Invalid(f"{cron!r} is not a valid cron expression (five fields: minute hour day month weekday)")
+
+
+async def _proposed_actions(run: dict[str, Any]) -> int:
+    items = await ActionItem.count().where(ActionItem.run == run["id"])
+    result = run["result"] or {}
+    return items + len(result.get("actions") or [])
+
+
+def payload(row: dict[str, Any], title: str = "", owner_email: str = "") -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "run_id": row["origin_run"],
+        "title": title,
+        "cron": row["cron"],
+        "timezone": row["timezone"],
+        "status": row["status"],
+        "paused_reason": row["paused_reason"],
+        "next_fire_at": row["next_fire_at"],
+        "last_fired_at": row["last_fired_at"],
+        "last_run_id": row["last_run_id"],
+        "owner_email": owner_email,
+    }
+
+
+async def create(ctx: UserContext, run_id: int, cron: str, timezone: str = "UTC") -> dict[str, Any]:
+    await gates.require_code_execution(ctx.company_id)
+    run = await get_run_row(ctx, run_id)
+    if run["requested_by"] != ctx.user_id and not ctx.is_admin:
+        raise Forbidden("only the run's owner or an admin can schedule it")
+    if run["status"] != "succeeded":
+        raise Conflict(f"only a succeeded run can be scheduled; run {run_id} is {run['status']}")
+    if run["schedule_id"]:
+        raise Conflict("this run was itself fired by a schedule; schedule its origin run instead")
+    if await _proposed_actions(run) or run["actions_note"]:
+        raise Conflict(
+            "a run that proposed changes cannot be scheduled: a scheduled run may not write",
+            code="run_has_actions",
+        )
+    _validate(cron, timezone)
+    now = _now()
+    row = Schedule(
+        company=ctx.company_id,
+        owner=run["requested_by"],
+        origin_run=run_id,
+        cron=cron,
+        timezone=timezone,
+        status="active",
+        next_fire_at=next_fire(cron, timezone, now),
+        created_at=now,
+    )
+    await row.save()
+    await audit.record(
+        "schedule.created",
+        actor=ctx.email,
+        company_id=ctx.company_id,
+        subject_type="schedule",
+        subject_id=row.id,
+        data={"run_id": run_id, "cron": cron, "timezone": timezone, "code_sha256": run["code_sha256"]},
+    )
+    return await get(ctx, row.id)
+
+
+async def _row(ctx: UserContext, schedule_id: int) -> dict[str, Any]:
+    await gates.require_feature(ctx.company_id)
+    row = (
+        await Schedule.select()
+        .where((Schedule.id == schedule_id) & (Schedule.company == ctx.company_id))
+        .first()
+    )
+    if row is None or not (ctx.is_admin or row["owner"] == ctx.user_id):
+        raise NotFound(f"no schedule {schedule_id}")
+    return row
+
+
+async def get(ctx: UserContext, schedule_id: int) -> dict[str, Any]:
+    row = await _row(ctx, schedule_id)
+    run = await Run.select(Run.title).where(Run.id == row["origin_run"]).first()
+    owner = await User.select(User.email).where(User.id == row["owner"]).first()
+    return payload(row, run["title"] if run else "", owner["email"] if owner else "")
+
+
+async def list_schedules(ctx: UserContext) -> list[dict[str, Any]]:
+    await gates.require_feature(ctx.company_id)
+    query = Schedule.select().where(Schedule.company == ctx.company_id)
+    if not ctx.is_admin:
+        query = query.where(Schedule.owner == ctx.user_id)
+    return [await get(ctx, r["id"]) for r in await query.order_by(Schedule.id)]
+
+
+async def set_status(ctx: UserContext, schedule_id: int, status: str) -> dict[str, Any]:
+    row = await _row(ctx, schedule_id)
+    values: dict[Any, Any] = {
+        Schedule.status: status,
+        Schedule.paused_reason: None if status == "active" else "paused by " + ctx.email,
+    }
+    if status == "active":
+        values[Schedule.next_fire_at] = next_fire(row["cron"], row["timezone"], _now())
+    await Schedule.update(values).where(Schedule.id == schedule_id)
+    await audit.record(
+        f"schedule.{'resumed' if status == 'active' else 'paused'}",
+        actor=ctx.email,
+        company_id=ctx.company_id,
+        subject_type="schedule",
+        subject_id=schedule_id,
+    )
+    return await get(ctx, schedule_id)
+
+
+async def delete(ctx: UserContext, schedule_id: int) -> None:
+    await _row(ctx, schedule_id)
+    await Schedule.delete().where(Schedule.id == schedule_id)
+    await audit.record(
+        "schedule.deleted",
+        actor=ctx.email,
+        company_id=ctx.company_id,
+        subject_type="schedule",
+        subject_id=schedule_id,
+    )
+
+
+async def _pause(row: dict[str, Any], reason: str) -> None:
+    await Schedule.update({Schedule.status: "paused", Schedule.paused_reason: reason}).where(
+        Schedule.id == row["id"]
+    )
+    await audit.record(
+        "schedule.paused",
+        actor="scheduler",
+        company_id=row["company"],
+        subject_type="schedule",
+        subject_id=row["id"],
+        data={"reason": reason},
+    )
+
+
+async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
+    """One firing. Returns the queued run's id, or None when a check failed (the schedule is then paused)."""
+    now = now or _now()
+    row = await Schedule.select().where(Schedule.id == schedule_id).first()
+    if row is None or row["status"] != "active":
+        return None
+    origin = await Run.select().where(Run.id == row["origin_run"]).output(load_json=True).first()
+    if origin is None:
+        await _pause(row, "the origin run no longer exists")
+        return None
+    if await _proposed_actions(origin) or origin["actions_note"]:
+        await _pause(row, "the origin run proposed changes; a scheduled run may not write")
+        return None
+    company = await gates.company(row["company"])
+    if not company["assistant_write_enabled"] or not company["code_execution_enabled"]:
+        await _pause(row, "code execution is turned off for the company")
+        return None
+    try:
+        owner = await load_user_context(row["owner"])
+        staging.check_datasets(owner, origin["datasets"])
+    except AppError as exc:
+        await _pause(row, f"the owner no longer holds every permission this run needs: {exc.detail}")
+        return None
+    if sha256_text(origin["code"]) != origin["code_sha256"]:
+        await _pause(row, "the origin run's code no longer matches its hash")
+        return None
+    try:
+        bundle = await staging.stage(
+            owner, origin["datasets"], origin["file_ids"], bundle_root() / uuid.uuid4().hex
+        )
+    except AppError as exc:
+        await _pause(row, f"staging failed: {exc.detail}")
+        return None
+    run = Run(
+        company=row["company"],
+        requested_by=row["owner"],
+        conversation_id=origin["conversation_id"],
+        title=f"{origin['title']} (scheduled)",
+        plan=origin["plan"],
+        code=origin["code"],
+        code_sha256=origin["code_sha256"],
+        datasets=origin["datasets"],
+        file_ids=origin["file_ids"],
+        limits=origin["limits"],
+        status="queued",
+        attempt=1,
+        bundle_dir=str(bundle.directory),
+        bundle_sha256=bundle.bundle_sha256,
+        manifest=bundle.manifest,
+        findings=[f.model_dump() for f in bundle.findings],
+        created_at=now,
+        updated_at=now,
+        approved_by=f"schedule:{row['id']}",
+        approved_at=now,
+        approved_code_sha256=origin["code_sha256"],
+        approved_bundle_sha256=bundle.bundle_sha256,
+        schedule_id=row["id"],
+        read_actions=False,
+    )
+    await run.save()
+    await Run.update({Run.root_run_id: run.id}).where(Run.id == run.id)
+    await Schedule.update(
+        {
+            Schedule.last_fired_at: now,
+            Schedule.last_run_id: run.id,
+            Schedule.next_fire_at: next_fire(row["cron"], row["timezone"], now),
+        }
+    ).where(Schedule.id == row["id"])
+    await audit.record(
+        "schedule.fired",
+        actor="scheduler",
+        company_id=row["company"],
+        subject_type="run",
+        subject_id=run.id,
+        data={
+            "schedule_id": row["id"],
+            "origin_run": origin["id"],
+            "code_sha256": origin["code_sha256"],
+            "bundle_sha256": bundle.bundle_sha256,
+        },
+    )
+    return run.id
+
+
+async def fire_due(now: datetime | None = None) -> list[int]:
+    now = now or _now()
+    due = await Schedule.select(Schedule.id).where(
+        (Schedule.status == "active") & (Schedule.next_fire_at <= now)
+    )
+    fired = []
+    for row in due:
+        run_id = await fire(row["id"], now)
+        if run_id:
+            fired.append(run_id)
+    return fired

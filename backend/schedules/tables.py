@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from piccolo.columns import ForeignKey, Integer, Text, Timestamptz, Varchar
+from piccolo.table import Table
+
+from backend.runs.tables import Run
+from backend.tenancy.tables import Company, User
+
+
+class Schedule(Table):
+    company = ForeignKey(references=Company, null=False, index=True)
+    owner = ForeignKey(references=User, null=False)
+    origin_run = ForeignKey(references=Run, null=False)
+    cron = Varchar(length=100)
+    timezone = Varchar(length=64, default="UTC")
+    status = Varchar(length=10, default="active")  # active | paused
+    paused_reason = Text(null=True, default=None)
+    next_fire_at = Timestamptz(null=True, default=None)
+    last_fired_at = Timestamptz(null=True, default=None)
+    last_run_id = Integer(null=True, default=None)
+    created_at = Timestamptz()
+
+
+TABLES = [Schedule]

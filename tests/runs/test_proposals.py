@@ -1,0 +1,258 @@
+"""Proposal, approval bound to hashes, gates, credits, revisions, follow-ups — without starting VMs."""
+
+from __future__ import annotations
+
+from backend.credits.tables import CreditCharge
+from backend.runs.tables import Run
+from backend.runs.worker import hash_problem
+from backend.tenancy.tables import Company
+from tests.runs.conftest import as_user, enable_code, proposal
+
+
+async def test_code_execution_ships_off(client, alice) -> None:
+    r = await client.post("/api/runs", json=proposal(), headers=alice)
+    assert r.status_code == 403 and r.json()["error"] == "code_execution_disabled"
+    assert await Run.count() == 0
+
+
+async def test_writes_off_makes_every_run_endpoint_absent(client, alice, acme_on) -> None:
+    ok = await client.post("/api/runs", json=proposal(), headers=alice)
+    assert ok.status_code == 201  # positive control: the endpoint exists while writes are on
+    await Company.update({Company.assistant_write_enabled: False}).where(Company.name == "Acme Analytics")
+    run_id = ok.json()["id"]
+    for method, url in [
+        ("post", "/api/runs"),
+        ("get", "/api/runs"),
+        ("get", f"/api/runs/{run_id}"),
+        ("post", f"/api/runs/{run_id}/approve"),
+        ("get", f"/api/runs/{run_id}/action-items"),
+        ("get", "/api/schedules"),
+    ]:
+        kwargs = {"json": proposal()} if url == "/api/runs" and method == "post" else {}
+        r = await getattr(client, method)(url, headers=alice, **kwargs)
+        assert r.status_code == 404, (method, url, r.text)
+
+
+async def test_proposal_is_staged_scanned_and_awaits_approval(client, alice, acme_on) -> None:
+    from backend.drive.tables import DriveFile
+
+    feedback = (
+        await DriveFile.select(DriveFile.id).where(DriveFile.name == "Customer feedback.xlsx").first()
+    )["id"]
+    r = await client.post(
+        "/api/runs", json=proposal(datasets=["deals", "tasks"], files=[feedback]), headers=alice
+    )
+    assert r.status_code == 201, r.text
+    run = r.json()
+    assert run["status"] == "awaiting_approval"
+    assert len(run["code_sha256"]) == 64 and len(run["bundle_sha256"]) == 64
+    paths = {f["path"] for f in run["manifest"]["files"]}
+    assert {"datasets/deals.csv", "datasets/tasks.csv"} <= paths
+    assert any(f["category"] for f in run["findings"] if f["path"] == "Customer feedback.xlsx")
+    assert run["can_decide"] is True
+
+
+async def test_syntax_error_is_returned_and_nothing_is_staged(client, alice, acme_on) -> None:
+    r = await client.post("/api/runs", json=proposal(code="def broken(:\n  pass"), headers=alice)
+    assert r.status_code == 422 and r.json()["error"] == "syntax_error"
+    assert r.json()["detail"]["line"] == 1
+    assert await Run.count() == 0
+
+
+async def test_code_too_large_and_limits_above_caps_are_refused(client, alice, acme_on) -> None:
+    r = await client.post("/api/runs", json=proposal(code="x = 1\n" * 60_000), headers=alice)
+    assert r.status_code == 413 and r.json()["error"] == "code_too_large"
+    r = await client.post("/api/runs", json=proposal(limits={"wall_seconds": 10_000}), headers=alice)
+    assert r.status_code == 422 and "cap" in r.text
+    r = await client.post("/api/runs", json=proposal(limits={"wall_seconds": 30}), headers=alice)
+    assert r.status_code == 201 and r.json()["limits"]["wall_seconds"] == 30
+
+
+async def test_dataset_without_permission_is_refused_with_reason(client, alice, acme_on) -> None:
+    r = await client.post("/api/runs", json=proposal(datasets=["deals", "employees"]), headers=alice)
+    assert r.status_code == 403 and r.json()["error"] == "dataset_forbidden"
+    assert r.json()["detail"]["refused"][0]["dataset"] == "employees"
+    assert await Run.count() == 0
+
+
+async def test_credits_exhausted_refuses_proposal_and_approval(client, alice, acme_on) -> None:
+    run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
+    await Company.update({Company.credit_pool: 0}).where(Company.name == "Acme Analytics")
+    r = await client.post("/api/runs", json=proposal(), headers=alice)
+    assert r.status_code == 402 and r.json()["error"] == "credits_exhausted"
+    detail = (await client.get(f"/api/runs/{run['id']}", headers=alice)).json()
+    assert "credit" in detail["approve_blocked_reason"]
+    r = await client.post(f"/api/runs/{run['id']}/approve", headers=alice)
+    assert r.status_code == 402
+    await Company.update({Company.credit_pool: 100}).where(Company.name == "Acme Analytics")
+    assert (await client.post(f"/api/runs/{run['id']}/approve", headers=alice)).status_code == 200
+
+
+async def test_only_requester_or_admin_decides(client, alice, acme_on) -> None:
+    run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
+    await as_user(client, "bob@acme.example")
+    assert (await client.post(f"/api/runs/{run['id']}/approve")).status_code == 404  # bob cannot even see it
+    await as_user(client, "maria@acme.example")
+    assert (await client.post(f"/api/runs/{run['id']}/approve")).status_code == 404
+    await as_user(client, "admin@acme.example")
+    r = await client.post(f"/api/runs/{run['id']}/approve")
+    assert r.status_code == 200 and r.json()["status"] == "queued"
+    assert r.json()["approval"]["by"] == "admin@acme.example"
+
+
+async def test_approval_binds_to_the_hashes_seen(client, alice, acme_on) -> None:
+    run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
+    r = await client.post(f"/api/runs/{run['id']}/approve", headers=alice, json={"code_sha256": "0" * 64})
+    assert r.status_code == 409 and r.json()["error"] == "hash_mismatch"
+    r = await client.post(
+        f"/api/runs/{run['id']}/approve",
+        headers=alice,
+        json={"code_sha256": run["code_sha256"], "bundle_sha256": run["bundle_sha256"]},
+    )
+    assert r.status_code == 200
+    row = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
+    assert hash_problem(row) is None  # positive control: untouched, the worker would start it
+
+
+async def test_tampering_after_approval_is_refused_before_the_vm(client, alice, acme_on) -> None:
+    from pathlib import Path
+
+    run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
+    await client.post(f"/api/runs/{run['id']}/approve", headers=alice)
+    await Run.update({Run.code: "import os; print(os.environ)"}).where(Run.id == run["id"])
+    row = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
+    assert "code changed after approval" in hash_problem(row)
+    await Run.update({Run.code: row["code"].replace("import os; print(os.environ)", "print('hello')")}).where(
+        Run.id == run["id"]
+    )
+    row = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
+    assert hash_problem(row) is None
+    csv = Path(row["bundle_dir"]) / "datasets" / "deals.csv"
+    csv.write_text(csv.read_text() + "999999,Injected deal\n")
+    assert "staged data changed" in hash_problem(row)
+
+
+async def test_an_approval_cannot_be_replayed_on_another_run(client, alice, acme_on) -> None:
+    a = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
+    b = (await client.post("/api/runs", json=proposal(code="print('other')"), headers=alice)).json()
+    await client.post(f"/api/runs/{a['id']}/approve", headers=alice)
+    # copy a's approval onto b: the hashes bind to a's code, so b is refused
+    row_a = await Run.select().where(Run.id == a["id"]).first()
+    await Run.update(
+        {
+            Run.status: "queued",
+            Run.approved_at: row_a["approved_at"],
+            Run.approved_by: "alice@acme.example",
+            Run.approved_code_sha256: row_a["approved_code_sha256"],
+            Run.approved_bundle_sha256: row_a["approved_bundle_sha256"],
+        }
+    ).where(Run.id == b["id"])
+    row_b = await Run.select().where(Run.id == b["id"]).output(load_json=True).first()
+    assert hash_problem(row_b) is not None
+
+
+async def test_reject_with_reason(client, alice, acme_on) -> None:
+    run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
+    r = await client.post(f"/api/runs/{run['id']}/reject", headers=alice, json={"reason": "wrong quarter"})
+    assert r.status_code == 200 and r.json()["status"] == "rejected"
+    assert r.json()["rejection"]["reason"] == "wrong quarter"
+    assert (await client.post(f"/api/runs/{run['id']}/approve", headers=alice)).status_code == 409
+
+
+async def test_retry_cap_with_diffs(client, alice, acme_on) -> None:
+    run = (await client.post("/api/runs", json=proposal(code="raise SystemExit(1)\n"), headers=alice)).json()
+    r = await client.post(f"/api/runs/{run['id']}/revisions", headers=alice, json={"code": "print(1)\n"})
+    assert r.status_code == 409  # not failed yet: only a failed attempt can be revised
+    current = run
+    for attempt in (2, 3):
+        await Run.update({Run.status: "failed"}).where(Run.id == current["id"])
+        r = await client.post(
+            f"/api/runs/{current['id']}/revisions", headers=alice, json={"code": f"print({attempt})\n"}
+        )
+        assert r.status_code == 201, r.text
+        current = r.json()
+        assert current["attempt"] == attempt and current["status"] == "awaiting_approval"
+        assert "+print(" in current["diff"] and "-" in current["diff"]
+    await Run.update({Run.status: "failed"}).where(Run.id == current["id"])
+    r = await client.post(f"/api/runs/{current['id']}/revisions", headers=alice, json={"code": "print(4)\n"})
+    assert r.status_code == 409 and r.json()["error"] == "attempts_exhausted"
+
+
+async def _approved(client, alice, **kw) -> dict:
+    run = (await client.post("/api/runs", json=proposal(**kw), headers=alice)).json()
+    await client.post(f"/api/runs/{run['id']}/approve", headers=alice)
+    return run
+
+
+async def test_followup_narrowing_off_by_default(client, alice, acme_on) -> None:
+    await _approved(client, alice, datasets=["deals", "tasks"])
+    r = await client.post("/api/runs", json=proposal(datasets=["deals"]), headers=alice)
+    assert r.json()["status"] == "awaiting_approval"
+
+
+async def test_followup_narrowing_on_skips_approval_and_names_the_parent(client, alice, demo_db) -> None:
+    from backend.audit.tables import AuditEntry
+
+    await enable_code(followup_without_reapproval=True)
+    parent = await _approved(client, alice, datasets=["deals", "tasks"])
+    r = await client.post(
+        "/api/runs", json=proposal(code="print('narrower')", datasets=["deals"]), headers=alice
+    )
+    run = r.json()
+    assert run["status"] == "queued" and run["narrowed_from"] == parent["id"]
+    entry = await AuditEntry.select().where(AuditEntry.action == "run.followup_auto_approved").first()
+    assert entry is not None and str(parent["id"]) in entry["data"]
+    # widening, another conversation, or larger limits fall back to normal approval
+    wide = await client.post("/api/runs", json=proposal(datasets=["deals", "contacts"]), headers=alice)
+    assert wide.json()["status"] == "awaiting_approval"
+    other = await client.post(
+        "/api/runs", json=proposal(datasets=["deals"], conversation_id="conv-2"), headers=alice
+    )
+    assert other.json()["status"] == "awaiting_approval"
+
+
+async def test_another_companys_run_answers_404(client, alice, acme_on) -> None:
+    from tests.conftest import token_for
+
+    run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
+    await enable_code("Globex")
+    gus = await token_for(client, "admin@globex.example")
+    for method, url in [
+        ("get", f"/api/runs/{run['id']}"),
+        ("post", f"/api/runs/{run['id']}/approve"),
+        ("post", f"/api/runs/{run['id']}/reject"),
+        ("get", f"/api/runs/{run['id']}/action-items"),
+        ("get", f"/api/runs/{run['id']}/audit"),
+        ("post", f"/api/runs/{run['id']}/revisions"),
+    ]:
+        kwargs = {"json": {"code": "print(1)"}} if url.endswith("revisions") else {}
+        r = await getattr(client, method)(url, headers=gus, **kwargs)
+        assert r.status_code == 404, (url, r.status_code)
+    listed = (await client.get("/api/runs", headers=gus)).json()
+    assert listed["total"] == 0
+
+
+async def test_credit_usage_is_queryable(client, alice, acme_on) -> None:
+    from datetime import UTC, datetime
+
+    from backend.credits import service as credits
+    from backend.tenancy.tables import User
+
+    run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
+    alice_row = await User.select().where(User.email == "alice@acme.example").first()
+    charged = await credits.charge(
+        company_id=alice_row["company"],
+        user_id=alice_row["id"],
+        run_id=run["id"],
+        vcpus=2,
+        memory_mib=2048,
+        seconds=10,
+        actor="test",
+    )
+    assert charged == credits.price(2, 2048, 10)[0] > credits.BASE_CHARGE
+    await as_user(client, "admin@acme.example")
+    usage = (await client.get("/api/credits")).json()
+    assert usage["used"] == charged and usage["remaining"] == usage["pool"] - charged
+    assert usage["usage_by_user"] == [{"email": "alice@acme.example", "credits": charged}]
+    assert usage["usage_by_day"][0]["day"] == datetime.now(UTC).date().isoformat()
+    assert await CreditCharge.count() == 1
