@@ -1,0 +1,183 @@
+"""The console's only way to the backend: an httpx client of the HTTP API (docs/api.md).
+
+Each browser user's session token lives in NiceGUI's `app.storage.user`; every call sends it as the
+API's session cookie. Tests inject a transport (e.g. `httpx.ASGITransport` around the Litestar app).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+SESSION_COOKIE = "cleanroom_session"
+
+_MESSAGES = {
+    "not_authenticated": "You are not signed in (or your session expired). Sign in again.",
+    "forbidden": "You are not allowed to do that.",
+    "not_found": "Not found (it may not exist, or it is not yours).",
+    "conflict": "Conflict",
+    "credits_exhausted": "The company's credit pool is empty.",
+    "too_many_requests": "Too many attempts; wait a minute and try again.",
+    "code_execution_disabled": "Code execution is turned off for this company.",
+    "attempts_exhausted": "No attempts left for this run.",
+    "unreachable": "The Cleanroom API cannot be reached.",
+}
+
+
+class ApiError(Exception):
+    """A refusal or failure from the API, carrying its `{"error": code, "detail": ...}` body."""
+
+    def __init__(self, status: int, code: str, detail: Any = None) -> None:
+        self.status = status
+        self.code = code
+        self.detail = detail
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        detail = _detail_text(self.detail)
+        base = _MESSAGES.get(self.code)
+        if base and detail and detail.lower() not in base.lower():
+            return f"{base} {detail}" if base.endswith(".") else f"{base}: {detail}"
+        return base or detail or f"{self.code} (HTTP {self.status})"
+
+
+def _detail_text(detail: Any) -> str:
+    if detail is None:
+        return ""
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, dict):
+        if "message" in detail:
+            text = str(detail["message"])
+            if detail.get("line"):
+                text += f" (line {detail['line']})"
+            return text
+        if "refused" in detail:
+            return "; ".join(f"{r.get('dataset')}: {r.get('reason')}" for r in detail["refused"])
+        return "; ".join(f"{k}: {v}" for k, v in detail.items())
+    if isinstance(detail, list):
+        return "; ".join(_detail_text(d) for d in detail)
+    return str(detail)
+
+
+@dataclass
+class ApiConfig:
+    base_url: str
+    transport: httpx.AsyncBaseTransport | None = None
+    timeout: float = 30.0
+
+
+class Api:
+    """One user's view of the API: every method is one documented endpoint."""
+
+    def __init__(self, config: ApiConfig, session: str | None = None) -> None:
+        self.config = config
+        self.session = session
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = await self.raw(method, path, **kwargs)
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    async def raw(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = dict(kwargs.pop("headers", {}) or {})
+        if self.session:
+            headers["Cookie"] = f"{SESSION_COOKIE}={self.session}"
+        params = kwargs.pop("params", None)
+        if params:
+            params = {k: v for k, v in params.items() if v not in (None, "")}
+        try:
+            async with httpx.AsyncClient(
+                base_url=self.config.base_url, transport=self.config.transport, timeout=self.config.timeout
+            ) as client:
+                response = await client.request(method, path, headers=headers, params=params, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ApiError(0, "unreachable", f"{self.config.base_url}: {exc}") from exc
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+                code, detail = body.get("error", "error"), body.get("detail")
+            except (ValueError, AttributeError):
+                code, detail = "error", response.text[:300] or response.reason_phrase
+            raise ApiError(response.status_code, code, detail)
+        return response
+
+    # identity
+    async def login(self, email: str, password: str) -> dict[str, Any]:
+        body = await self.request("POST", "/api/auth/login", json={"email": email, "password": password})
+        self.session = body["session"]
+        return body
+
+    async def logout(self) -> None:
+        await self.request("POST", "/api/auth/logout")
+
+    async def me(self) -> dict[str, Any]:
+        return await self.request("GET", "/api/me/")
+
+    async def company_settings(self) -> dict[str, Any]:
+        return await self.request("GET", "/api/company/settings")
+
+    async def update_company_settings(self, **changes: Any) -> dict[str, Any]:
+        return await self.request("PATCH", "/api/company/settings", json=changes)
+
+    # runs
+    async def runs(self, **filters: Any) -> dict[str, Any]:
+        body = await self.request("GET", "/api/runs", params=filters)
+        if isinstance(body, list):  # tolerate a bare list
+            return {"items": body, "total": len(body)}
+        return body
+
+    async def run(self, run_id: int) -> dict[str, Any]:
+        return await self.request("GET", f"/api/runs/{run_id}")
+
+    async def approve(self, run_id: int) -> dict[str, Any]:
+        return await self.request("POST", f"/api/runs/{run_id}/approve")
+
+    async def reject(self, run_id: int, reason: str) -> dict[str, Any]:
+        return await self.request("POST", f"/api/runs/{run_id}/reject", json={"reason": reason or None})
+
+    async def run_audit(self, run_id: int) -> list[dict[str, Any]]:
+        return await self.request("GET", f"/api/runs/{run_id}/audit")
+
+    async def action_items(self, run_id: int) -> list[dict[str, Any]]:
+        return await self.request("GET", f"/api/runs/{run_id}/action-items")
+
+    async def accept_item(self, item_id: int) -> dict[str, Any]:
+        return await self.request("POST", f"/api/action-items/{item_id}/accept")
+
+    async def reject_item(self, item_id: int, reason: str = "") -> dict[str, Any]:
+        return await self.request(
+            "POST", f"/api/action-items/{item_id}/reject", json={"reason": reason or None}
+        )
+
+    # drive
+    async def file_content(self, file_id: int) -> tuple[bytes, str]:
+        response = await self.raw("GET", f"/api/drive/files/{file_id}/content")
+        return response.content, response.headers.get("content-type", "application/octet-stream")
+
+    # credits, schedules, health, audit
+    async def credits(self) -> dict[str, Any]:
+        return await self.request("GET", "/api/credits")
+
+    async def schedules(self) -> list[dict[str, Any]]:
+        body = await self.request("GET", "/api/schedules")
+        return body["items"] if isinstance(body, dict) and "items" in body else body
+
+    async def schedule_action(self, schedule_id: int, action: str) -> Any:
+        if action == "delete":
+            return await self.request("DELETE", f"/api/schedules/{schedule_id}")
+        return await self.request("POST", f"/api/schedules/{schedule_id}/{action}")
+
+    async def health(self) -> dict[str, Any]:
+        return await self.request("GET", "/api/system/health")
+
+    async def audit(self, **filters: Any) -> list[dict[str, Any]]:
+        body = await self.request("GET", "/api/audit", params=filters)
+        return body["items"] if isinstance(body, dict) and "items" in body else body
+
+    async def verify_audit(self) -> dict[str, Any]:
+        return await self.request("POST", "/api/audit/verify")

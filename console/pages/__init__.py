@@ -1,0 +1,10 @@
+"""Every console page; `register()` defines their routes (called once per app build)."""
+
+from __future__ import annotations
+
+
+def register() -> None:
+    from console.pages import audit, credits, health, login, run_detail, runs, settings
+
+    for module in (login, runs, run_detail, settings, credits, audit, health):
+        module.register()

@@ -1,0 +1,65 @@
+"""Credits (admin): the company pool, what was used, per day and per person, and the costliest runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import RedirectResponse
+from nicegui import ui
+
+from console import charts, session, theme, widgets
+
+
+def register() -> None:
+    @ui.page("/credits")
+    async def credits_page() -> RedirectResponse | None:
+        if redirect := session.redirect_if_signed_out("/credits", admin=True):
+            return redirect
+        with theme.frame("Credits"):
+            body = ui.column().classes("w-full gap-4")
+        await ui.context.client.connected()
+        await widgets.load_into(body, session.api().credits, render, "Loading credits…")
+        return None
+
+
+def stat(label: str, value: Any, marker: str, color: str = "text-primary") -> None:
+    with ui.card().classes("min-w-48").mark(marker):
+        ui.label(label).classes("text-grey-7 text-sm")
+        ui.label(widgets.number(value)).classes(f"text-3xl font-semibold {color}")
+
+
+def render(credits: dict[str, Any]) -> None:
+    remaining = credits.get("remaining") or 0
+    with ui.row().classes("gap-4"):
+        stat("Pool", credits.get("pool"), "pool")
+        stat("Used", credits.get("used"), "used")
+        stat("Remaining", remaining, "remaining", "text-negative" if remaining <= 0 else "text-positive")
+    notes = []
+    if credits.get("period_start"):
+        notes.append(f"since {widgets.when(credits['period_start'])}")
+    if credits.get("minimum_charge") is not None:
+        notes.append(f"minimum charge per run: {widgets.number(credits['minimum_charge'])}")
+    if notes:
+        ui.label(" · ".join(notes)).classes("text-sm text-grey-7")
+    if remaining <= 0:
+        widgets.error_box("The pool is empty: new runs are refused until an admin adds credits.")
+    with ui.row().classes("w-full gap-4 no-wrap"):
+        with ui.card().classes("w-1/2"):
+            ui.plotly(charts.usage_by_day(credits.get("usage_by_day") or [])).classes("w-full").mark(
+                "chart-day"
+            )
+        with ui.card().classes("w-1/2"):
+            ui.plotly(charts.usage_by_user(credits.get("usage_by_user") or [])).classes("w-full").mark(
+                "chart-user"
+            )
+    with ui.card().classes("w-full").mark("costliest"):
+        ui.label("Costliest runs").classes("text-lg font-medium")
+        runs = credits.get("costliest_runs") or []
+        if not runs:
+            widgets.empty_state("No runs charged yet.", "toll")
+            return
+        for run in runs:
+            with ui.row().classes("items-center gap-4 w-full border-b py-1"):
+                ui.link(run.get("title") or f"Run #{run['id']}", f"/runs/{run['id']}").classes("grow")
+                ui.label(run.get("email", "")).classes("text-grey-7")
+                ui.label(f"{widgets.number(run.get('credits'))} credits").classes("font-medium")

@@ -1,0 +1,540 @@
+"""One run: the approval screen while it waits, and afterwards everything it did."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from fastapi.responses import RedirectResponse
+from nicegui import ui
+
+from console import session, theme, widgets
+from console.widgets import FAILED
+
+PREVIEW_LIMIT = 8 * 1024 * 1024
+
+
+def register() -> None:
+    @ui.page("/runs/{run_id}")
+    async def run_page(run_id: int) -> RedirectResponse | None:
+        if redirect := session.redirect_if_signed_out(f"/runs/{run_id}"):
+            return redirect
+        with theme.frame(f"Run #{run_id}"):
+            body = ui.column().classes("w-full gap-4")
+            with body:
+                widgets.loading("Loading the run…")
+        await ui.context.client.connected()
+        await RunView(run_id, body).load()
+        return None
+
+
+def section(title: str, icon: str, marker: str | None = None) -> ui.card:
+    card = ui.card().classes("w-full gap-2")
+    if marker:
+        card.mark(marker)
+    with card, ui.row().classes("items-center gap-2"):
+        ui.icon(icon, color="primary")
+        ui.label(title).classes("text-lg font-medium")
+    return card
+
+
+def location(finding: dict[str, Any]) -> str:
+    parts = [finding.get("path") or "?"]
+    if finding.get("sheet"):
+        parts.append(f"sheet {finding['sheet']}")
+    cell = []
+    if finding.get("row") is not None:
+        cell.append(f"row {finding['row']}")
+    if finding.get("column"):
+        cell.append(f"column {finding['column']}")
+    if cell:
+        parts.append(" / ".join(cell))
+    return " › ".join(parts)
+
+
+def manifest_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for index, entry in enumerate(manifest.get("files") or []):
+        source = entry.get("source") or {}
+        if source.get("type") == "dataset":
+            what = f"dataset {source.get('dataset')}"
+        elif source.get("type") == "drive_file":
+            what = f"file {source.get('name')}"
+            if entry.get("sheet"):
+                what += f" › {entry['sheet']}" + (" (hidden sheet)" if entry.get("hidden") else "")
+        else:
+            what = "Cleanroom"
+        total = entry.get("visible_total", entry.get("total_rows"))
+        rows_text = widgets.number(entry.get("rows")) if entry.get("rows") is not None else "—"
+        if entry.get("truncated"):
+            truncated = f"yes: {widgets.number(entry.get('rows'))} of {widgets.number(total)} rows staged"
+        else:
+            truncated = "no"
+        rows.append(
+            {
+                "key": index,
+                "source": what,
+                "path": entry.get("path", ""),
+                "kind": entry.get("kind", ""),
+                "rows": rows_text,
+                "truncated": truncated,
+                "size": widgets.human_bytes(entry.get("bytes")),
+                "hash": (entry.get("sha256") or "")[:12],
+            }
+        )
+    return rows
+
+
+MANIFEST_COLUMNS = [
+    {"name": "source", "label": "Dataset or file", "field": "source", "align": "left"},
+    {"name": "path", "label": "Staged as", "field": "path", "align": "left"},
+    {"name": "kind", "label": "Kind", "field": "kind", "align": "left"},
+    {"name": "rows", "label": "Rows", "field": "rows", "align": "right"},
+    {"name": "truncated", "label": "Truncated", "field": "truncated", "align": "left"},
+    {"name": "size", "label": "Size", "field": "size", "align": "right"},
+    {"name": "hash", "label": "sha256", "field": "hash", "align": "left"},
+]
+
+
+class RunView:
+    def __init__(self, run_id: int, body: ui.column) -> None:
+        self.run_id = run_id
+        self.body = body
+        self.run: dict[str, Any] = {}
+
+    async def load(self) -> None:
+        await widgets.load_into(
+            self.body, lambda: session.api().run(self.run_id), self.render, "Loading the run…"
+        )
+
+    async def render(self, run: dict[str, Any]) -> None:
+        self.run = run
+        self.header(run)
+        self.plan(run)
+        self.manifest(run)
+        if run.get("diff"):
+            with section("Changes since the previous attempt", "difference", "diff-section"):
+                widgets.diff_block(run["diff"])
+        self.code(run)
+        self.warnings(run)
+        self.decision(run)
+        if (
+            run.get("result")
+            or run.get("error_message")
+            or run["status"] not in ("awaiting_approval", "rejected")
+        ):
+            self.outcome(run)
+            await self.outputs(run)
+        if run.get("action_items_count") or run.get("actions_discarded") or run.get("actions_note"):
+            actions = section("Proposed actions", "edit_note", "actions-section")
+            await ActionItems(self.run_id, actions).load()
+        audit = section("Audit entries for this run", "fact_check", "run-audit")
+        with audit:
+            entries = ui.column().classes("w-full")
+        await widgets.load_into(entries, lambda: session.api().run_audit(self.run_id), audit_table)
+        if run["status"] in widgets.ACTIVE_STATUSES:
+            ui.timer(2.0, self.poll)
+
+    async def poll(self) -> None:
+        try:
+            fresh = await session.api().run(self.run_id)
+        except Exception:  # noqa: BLE001 - keep polling through a blip
+            return
+        if fresh.get("status") != self.run.get("status"):
+            await self.load()
+
+    def header(self, run: dict[str, Any]) -> None:
+        with ui.card().classes("w-full").mark("run-header"):
+            with ui.row().classes("items-center gap-3"):
+                ui.label(run.get("title") or f"Run #{run['id']}").classes("text-xl font-semibold")
+                widgets.status_badge(run["status"]).mark("run-status")
+                ui.label(f"attempt {run.get('attempt', 1)} of {run.get('max_attempts', '?')}").classes(
+                    "text-grey-7"
+                )
+            requester = run.get("requested_by") or {}
+            if isinstance(requester, str):
+                requester = {"email": requester}
+            with ui.row().classes("gap-6 text-sm text-grey-8"):
+                ui.label(f"requested by {requester.get('name') or ''} <{requester.get('email', '?')}>")
+                ui.label(f"proposed {widgets.when(run.get('created_at'))}")
+                if run.get("conversation_id"):
+                    ui.label(f"conversation {run['conversation_id']}")
+                if run.get("previous_attempt_id"):
+                    ui.link(
+                        f"previous attempt #{run['previous_attempt_id']}",
+                        f"/runs/{run['previous_attempt_id']}",
+                    )
+                if run.get("narrowed_from"):
+                    ui.link(
+                        f"runs without a second approval: its inputs narrow run #{run['narrowed_from']}",
+                        f"/runs/{run['narrowed_from']}",
+                    )
+                if run.get("schedule_id"):
+                    ui.label(f"fired by schedule #{run['schedule_id']}")
+
+    def plan(self, run: dict[str, Any]) -> None:
+        with section("Plan", "description", "plan"):
+            if run.get("plan"):
+                ui.label(widgets.reveal_invisible(run["plan"])).classes("whitespace-pre-wrap")
+            else:
+                ui.label("The assistant gave no plan.").classes("text-grey-7")
+            limits = run.get("limits") or {}
+            if limits:
+                ui.label(
+                    f"Limits: {limits.get('wall_seconds')} s wall clock, {limits.get('memory_mib')} MiB memory, "
+                    f"{limits.get('vcpus')} vCPUs; no network."
+                ).classes("text-sm text-grey-7")
+
+    def manifest(self, run: dict[str, Any]) -> None:
+        manifest = run.get("manifest") or {}
+        with section("Data staged for this run", "inventory_2", "manifest"):
+            rows = manifest_rows(manifest)
+            if rows:
+                ui.table(rows=rows, columns=MANIFEST_COLUMNS, row_key="key").props(
+                    "dense flat bordered wrap-cells :rows-per-page-options=[0]"
+                ).classes("w-full").mark("manifest-table")
+            else:
+                widgets.empty_state("Nothing staged.")
+            for error in manifest.get("errors") or []:
+                widgets.error_box(f"{error.get('name', '?')} could not be converted: {error.get('error')}")
+            truncated = [r for r in rows if r["truncated"] != "no"]
+            if truncated:
+                ui.label(
+                    f"{len(truncated)} input(s) were cut at the row cap: the code sees only the first rows."
+                ).classes("text-warning font-medium").mark("truncation-note")
+            bundle = run.get("bundle_sha256") or manifest.get("bundle_sha256")
+            if bundle:
+                ui.label(f"bundle sha256 {bundle}").classes("text-xs text-grey-7 font-mono")
+
+    def code(self, run: dict[str, Any]) -> None:
+        code = run.get("code") or ""
+        lines = code.count("\n") + (0 if code.endswith("\n") else 1)
+        with section(f"The code, in full ({lines} lines)", "code", "code-section"):
+            hidden = widgets.invisible_characters(code)
+            if hidden:
+                widgets.error_box(
+                    "The code contains invisible characters, shown below as ⟨U+…⟩: "
+                    + ", ".join(f"line {line}: {name}" for line, name in hidden[:10])
+                )
+            widgets.code_block(code)
+            if run.get("code_sha256"):
+                ui.label(f"code sha256 {run['code_sha256']}").classes("text-xs text-grey-7 font-mono")
+
+    def warnings(self, run: dict[str, Any]) -> None:
+        findings = run.get("findings") or []
+        if not findings:
+            if run["status"] == "awaiting_approval":
+                with ui.row().classes("items-center gap-2 text-grey-7").mark("no-warnings"):
+                    ui.icon("verified")
+                    ui.label("No text in the staged data reads like instructions to the assistant.")
+            return
+        order = {"high": 0, "medium": 1, "low": 2}
+        card = ui.card().classes("w-full bg-orange-1 border-l-4 border-orange gap-2").mark("warnings")
+        with card:
+            with ui.row().classes("items-center gap-2"):
+                ui.icon("warning", color="warning").classes("text-2xl")
+                ui.label(
+                    f"{len(findings)} injection warning(s): staged data contains text that reads like "
+                    "instructions to the assistant. Check that the code does not follow them."
+                ).classes("text-lg font-medium")
+            for finding in sorted(findings, key=lambda f: order.get(f.get("severity", "low"), 3)):
+                with ui.column().classes("w-full gap-1 py-1").mark("finding"):
+                    with ui.row().classes("items-center gap-2"):
+                        ui.badge(
+                            finding.get("severity", "?"),
+                            color={"high": "negative", "medium": "warning"}.get(
+                                finding.get("severity"), "grey"
+                            ),
+                        )
+                        ui.label(location(finding)).classes("font-medium")
+                        ui.label(finding.get("category", "")).classes("text-grey-7 text-sm")
+                    ui.label(finding.get("excerpt", "")).classes("cr-excerpt w-full")
+
+    def decision(self, run: dict[str, Any]) -> None:
+        status = run["status"]
+        if status == "awaiting_approval":
+            with ui.card().classes("w-full gap-2").mark("decision"):
+                if not run.get("can_decide"):
+                    ui.label(
+                        "Waiting for the person who asked for this run to approve or reject it."
+                    ).classes("text-grey-8")
+                    return
+                blocked = run.get("approve_blocked_reason")
+                with ui.row().classes("items-center gap-3"):
+                    approve = ui.button("Approve and run", icon="play_arrow", on_click=self.approve).props(
+                        "color=positive"
+                    )
+                    approve.mark("approve")
+                    ui.button("Reject", icon="block", on_click=self.ask_reject_reason).props(
+                        "outline color=negative"
+                    ).mark("reject")
+                    if blocked:
+                        approve.disable()
+                        with ui.row().classes("items-center gap-1 text-negative").mark("approve-blocked"):
+                            ui.icon("lock")
+                            ui.label(f"Approve is not possible: {blocked}")
+                ui.label(
+                    "Approving binds to this exact code and these exact staged inputs (their sha256); "
+                    "any change needs a new approval."
+                ).classes("text-xs text-grey-7")
+        approval = run.get("approval") or {}
+        if approval.get("by"):
+            with ui.row().classes("items-center gap-2 text-positive").mark("approval"):
+                ui.icon("task_alt")
+                who = approval["by"] if isinstance(approval["by"], str) else approval["by"].get("email")
+                ui.label(f"Approved by {who} at {widgets.when(approval.get('at'))}")
+                ui.label(
+                    f"code {str(approval.get('code_sha256'))[:12]} · data {str(approval.get('bundle_sha256'))[:12]}"
+                )
+        rejection = run.get("rejection") or {}
+        if rejection.get("by"):
+            with ui.row().classes("items-center gap-2 text-grey-8").mark("rejection"):
+                ui.icon("block")
+                who = rejection["by"] if isinstance(rejection["by"], str) else rejection["by"].get("email")
+                reason = f": {rejection['reason']}" if rejection.get("reason") else ""
+                ui.label(f"Rejected by {who} at {widgets.when(rejection.get('at'))}{reason}")
+
+    async def approve(self) -> None:
+        result = await widgets.call(session.api().approve(self.run_id))
+        if result is not FAILED:
+            ui.notify("Approved: the run is queued.", type="positive")
+            await self.load()
+
+    def ask_reject_reason(self) -> None:
+        with ui.dialog() as dialog, ui.card().classes("w-96"):
+            ui.label("Reject this run").classes("text-lg")
+            reason = ui.textarea("Reason (shown to the assistant)").classes("w-full").mark("reject-reason")
+
+            async def confirm() -> None:
+                result = await widgets.call(session.api().reject(self.run_id, reason.value.strip()))
+                dialog.close()
+                if result is not FAILED:
+                    ui.notify("Rejected.", type="info")
+                    await self.load()
+
+            with ui.row().classes("justify-end w-full"):
+                ui.button("Cancel", on_click=dialog.close).props("flat")
+                ui.button("Reject", on_click=confirm).props("color=negative").mark("confirm-reject")
+        dialog.open()
+
+    def outcome(self, run: dict[str, Any]) -> None:
+        result = run.get("result") or {}
+        with section("Result", "terminal", "result"):
+            with ui.row().classes("items-center gap-6"):
+                widgets.status_badge(run["status"])
+                if result.get("exit_code") is not None:
+                    ui.label(f"exit code {result['exit_code']}")
+                timings = result.get("timings_ms") or {}
+                if timings.get("total") is not None:
+                    ui.label(f"took {timings['total'] / 1000:.1f} s")
+                credits = run.get("credits_charged")
+                ui.label(f"credits charged: {widgets.number(credits)}").mark("credits-charged")
+            if run["status"] in widgets.ACTIVE_STATUSES:
+                widgets.loading("The run is " + run["status"] + "; this page updates by itself…")
+            if run.get("error_message") or result.get("error"):
+                widgets.error_box(str(run.get("error_message") or result.get("error")))
+            if result:
+                ui.label("Printed output").classes("font-medium")
+                widgets.pre(result.get("stdout") or "(nothing printed)").mark("stdout")
+                if result.get("stdout_truncated"):
+                    ui.label("Output was cut at the cap.").classes("text-warning")
+                if result.get("stderr"):
+                    ui.label("Errors (stderr)").classes("font-medium")
+                    widgets.pre(result["stderr"]).classes("text-red-9").mark("stderr")
+                for rejected in result.get("rejected_files") or []:
+                    widgets.error_box(
+                        f"output file {rejected.get('name')} was refused: {rejected.get('reason')}"
+                    )
+                vm = result.get("vm") or {}
+                if vm:
+                    with ui.card().classes("w-full bg-grey-1").mark("isolation"):
+                        ui.label("Isolation evidence").classes("font-medium")
+                        virt = vm.get("virt_type")
+                        virt_text = {
+                            "kvm": "KVM (hardware virtualization)",
+                            "qemu": "software emulation (TCG)",
+                        }
+                        with ui.grid(columns=2).classes("gap-x-6 gap-y-1 text-sm"):
+                            ui.label("virtualization")
+                            ui.label(virt_text.get(virt, str(virt)))
+                            ui.label("network interfaces in the VM definition")
+                            ui.label(str(vm.get("nics", "?")))
+                            ui.label("interfaces inside the guest")
+                            ui.label(", ".join(vm.get("guest_interfaces") or []) or "—")
+                            ui.label("guest image sha256")
+                            ui.label(str(vm.get("image_hash") or "—")[:16]).classes("font-mono")
+            if run.get("actions_discarded"):
+                ui.label(
+                    "This scheduled run may not write: the actions.json its code produced was discarded unread."
+                ).classes("text-grey-8")
+            if run.get("actions_note"):
+                ui.label(str(run["actions_note"])).classes("text-grey-8")
+
+    async def outputs(self, run: dict[str, Any]) -> None:
+        files = run.get("output_files") or []
+        if not files and run["status"] in ("awaiting_approval", "queued", "running", "rejected"):
+            return
+        with section("Output files (in Drive)", "folder_open", "outputs"):
+            if not files:
+                widgets.empty_state("The run wrote no files.", "draft")
+                return
+            for payload in files:
+                await output_file(payload)
+
+
+async def output_file(payload: dict[str, Any]) -> None:
+    with ui.column().classes("w-full gap-1 border rounded p-2").mark("output-file"):
+        with ui.row().classes("items-center gap-3"):
+            ui.icon("image" if payload.get("kind") == "image" else "description")
+            ui.label(payload.get("name", "?")).classes("font-medium")
+            ui.label(widgets.human_bytes(payload.get("size"))).classes("text-grey-7 text-sm")
+            ui.label(str(payload.get("sha256", ""))[:12]).classes("text-grey-7 text-xs font-mono")
+
+            async def download() -> None:
+                got = await widgets.call(session.api().file_content(payload["id"]))
+                if got is not FAILED:
+                    content, media_type = got  # type: ignore[misc]
+                    ui.download.content(content, payload.get("name", "output"), media_type)
+
+            ui.button(icon="download", on_click=download).props("flat dense round").tooltip("Download")
+        if payload.get("kind") == "image" and (payload.get("size") or 0) <= PREVIEW_LIMIT:
+            try:
+                content, media_type = await session.api().file_content(payload["id"])
+            except Exception as exc:  # noqa: BLE001 - a preview is optional; say why it is missing
+                ui.label(f"no preview: {getattr(exc, 'message', exc)}").classes("text-grey-7 text-sm")
+                return
+            if not media_type.startswith("image/"):
+                media_type = "image/png"
+            data_url = f"data:{media_type};base64,{base64.b64encode(content).decode()}"
+            ui.image(data_url).classes("max-w-3xl border").mark("preview")
+
+
+def audit_table(entries: list[dict[str, Any]]) -> None:
+    if not entries:
+        widgets.empty_state("No audit entries.")
+        return
+    rows = [
+        {
+            "seq": e.get("seq"),
+            "at": widgets.when(e.get("at")),
+            "actor": e.get("actor", ""),
+            "action": e.get("action", ""),
+            "data": json.dumps(e.get("data") or {}, default=str)[:300],
+        }
+        for e in entries
+    ]
+    ui.table(
+        rows=rows,
+        columns=[
+            {"name": "seq", "label": "#", "field": "seq", "align": "right"},
+            {"name": "at", "label": "When", "field": "at", "align": "left"},
+            {"name": "actor", "label": "Who", "field": "actor", "align": "left"},
+            {"name": "action", "label": "What", "field": "action", "align": "left"},
+            {"name": "data", "label": "Details", "field": "data", "align": "left"},
+        ],
+        row_key="seq",
+    ).props("dense flat bordered wrap-cells").classes("w-full").mark("audit-table")
+
+
+class ActionItems:
+    """The proposed record changes: before/after per field, accepted or rejected one at a time."""
+
+    def __init__(self, run_id: int, container: ui.element) -> None:
+        self.run_id = run_id
+        with container:
+            self.list = ui.column().classes("w-full gap-3")
+
+    async def load(self) -> None:
+        await widgets.load_into(
+            self.list,
+            lambda: session.api().action_items(self.run_id),
+            self.render,
+            "Loading proposed actions…",
+        )
+
+    def render(self, items: list[dict[str, Any]]) -> None:
+        if not items:
+            widgets.empty_state("The run proposed no changes.", "edit_off")
+            return
+        pending = sum(1 for i in items if i.get("status") == "pending")
+        ui.label(
+            f"{len(items)} proposed change(s), {pending} waiting. Nothing changes until you accept an item."
+        ).classes("text-grey-8")
+        for item in items:
+            self.item(item)
+
+    def item(self, item: dict[str, Any]) -> None:
+        status = item.get("status", "pending")
+        with (
+            ui.card().classes("w-full gap-2").props("flat bordered").mark(f"action-item action-{item['id']}")
+        ):
+            with ui.row().classes("items-center gap-3"):
+                ui.label(f"#{item.get('index', 0) + 1}").classes("text-grey-7")
+                ui.label(
+                    f"{item.get('op', '?')} {item.get('dataset', '?')}"
+                    + (
+                        f" record {item['record_id']}"
+                        if item.get("record_id") is not None
+                        else " (new record)"
+                    )
+                ).classes("font-medium")
+                widgets.status_badge(status)
+                if item.get("decided_by"):
+                    ui.label(f"by {item['decided_by']} at {widgets.when(item.get('decided_at'))}").classes(
+                        "text-xs text-grey-7"
+                    )
+            if item.get("reason"):
+                ui.label(f"Why: {item['reason']}").classes("text-sm text-grey-8")
+            changes = item.get("changes") or {}
+            before = item.get("before") or {}
+            rows = [
+                {
+                    "field": field,
+                    "before": "—" if field not in before else _cell(before[field]),
+                    "after": _cell(value),
+                }
+                for field, value in changes.items()
+            ]
+            if rows:
+                ui.table(
+                    rows=rows,
+                    columns=[
+                        {"name": "field", "label": "Field", "field": "field", "align": "left"},
+                        {"name": "before", "label": "Before", "field": "before", "align": "left"},
+                        {"name": "after", "label": "After", "field": "after", "align": "left"},
+                    ],
+                    row_key="field",
+                ).props("dense flat bordered wrap-cells").classes("w-full").mark("changes-table")
+            if item.get("problem"):
+                with ui.row().classes("items-center gap-2 text-negative").mark("item-problem"):
+                    ui.icon("error")
+                    ui.label(str(item["problem"]))
+            if status == "pending":
+                with ui.row().classes("gap-2"):
+                    ui.button("Accept", icon="check", on_click=lambda i=item: self.accept(i)).props(
+                        "color=positive dense"
+                    ).mark(f"accept-{item['id']}")
+                    ui.button("Reject", icon="close", on_click=lambda i=item: self.reject(i)).props(
+                        "outline color=negative dense"
+                    ).mark(f"reject-{item['id']}")
+
+    async def accept(self, item: dict[str, Any]) -> None:
+        result = await widgets.call(session.api().accept_item(item["id"]))
+        if result is not FAILED:
+            ui.notify(f"Accepted change #{item.get('index', 0) + 1}.", type="positive")
+        await self.load()
+
+    async def reject(self, item: dict[str, Any]) -> None:
+        result = await widgets.call(session.api().reject_item(item["id"]))
+        if result is not FAILED:
+            ui.notify(f"Rejected change #{item.get('index', 0) + 1}.", type="info")
+        await self.load()
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "(empty)"
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str)
+    return widgets.reveal_invisible(str(value))

@@ -1,0 +1,144 @@
+"""Run history: every run the caller may see, filterable by user, status, date and dataset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import RedirectResponse
+from nicegui import ui
+
+from console import session, theme, widgets
+
+COLUMNS = [
+    {"name": "id", "label": "#", "field": "id", "align": "right", "sortable": True},
+    {"name": "title", "label": "Title", "field": "title", "align": "left"},
+    {"name": "status", "label": "Status", "field": "status", "align": "left", "sortable": True},
+    {
+        "name": "requested_by",
+        "label": "Requested by",
+        "field": "requested_by",
+        "align": "left",
+        "sortable": True,
+    },
+    {"name": "datasets", "label": "Inputs", "field": "datasets", "align": "left"},
+    {"name": "created_at", "label": "Proposed", "field": "created_at", "align": "left", "sortable": True},
+    {"name": "warnings", "label": "Warnings", "field": "warnings", "align": "right"},
+    {"name": "credits", "label": "Credits", "field": "credits", "align": "right"},
+]
+
+TITLE_SLOT = r"""
+<q-td :props="props"><a :href="'/runs/' + props.row.id" class="text-primary">{{ props.value }}</a></q-td>
+"""
+STATUS_SLOT = r"""
+<q-td :props="props"><q-badge :color="props.row.status_color">{{ props.value }}</q-badge></q-td>
+"""
+
+
+def table_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for run in items:
+        requester = run.get("requested_by")
+        if isinstance(requester, dict):
+            requester = requester.get("email", "")
+        inputs = list(run.get("datasets") or [])
+        if run.get("file_ids"):
+            inputs.append(f"{len(run['file_ids'])} file(s)")
+        rows.append(
+            {
+                "id": run["id"],
+                "title": run.get("title") or f"Run #{run['id']}",
+                "status": run.get("status", "").replace("_", " "),
+                "status_color": widgets.STATUS_COLORS.get(run.get("status", ""), "grey"),
+                "requested_by": requester or "",
+                "datasets": ", ".join(inputs),
+                "created_at": widgets.when(run.get("created_at")),
+                "warnings": run.get("findings_count") or "",
+                "credits": widgets.number(run.get("credits_charged")) if run.get("credits_charged") else "",
+            }
+        )
+    return rows
+
+
+def register() -> None:
+    @ui.page("/runs")
+    async def runs_page(status: str | None = None) -> RedirectResponse | None:
+        if redirect := session.redirect_if_signed_out("/runs"):
+            return redirect
+        me = session.me() or {}
+        admin = me.get("role") == "admin"
+        with theme.frame("Runs" if admin else "My runs"):
+            with ui.row().classes("items-end gap-3 w-full").mark("filters"):
+                user = None
+                if admin:
+                    user = (
+                        ui.input("User email")
+                        .props("dense outlined clearable")
+                        .classes("w-56")
+                        .mark("f-user")
+                    )
+                status_select = (
+                    ui.select(
+                        {"": "any status", **{s: s.replace("_", " ") for s in widgets.RUN_STATUSES}},
+                        value=status if status in widgets.RUN_STATUSES else "",
+                        label="Status",
+                    )
+                    .props("dense outlined")
+                    .classes("w-48")
+                    .mark("f-status")
+                )
+                datasets = sorted((me.get("permissions") or {}).keys())
+                dataset = (
+                    ui.select({"": "any dataset", **{d: d for d in datasets}}, value="", label="Dataset")
+                    .props("dense outlined")
+                    .classes("w-48")
+                    .mark("f-dataset")
+                )
+                since = (
+                    ui.input("From (YYYY-MM-DD)")
+                    .props("dense outlined clearable")
+                    .classes("w-40")
+                    .mark("f-since")
+                )
+                until = (
+                    ui.input("Until (YYYY-MM-DD)")
+                    .props("dense outlined clearable")
+                    .classes("w-40")
+                    .mark("f-until")
+                )
+                ui.button("Apply", icon="filter_alt", on_click=lambda: reload()).mark("apply-filters")
+            results = ui.column().classes("w-full")
+
+        async def fetch() -> dict[str, Any]:
+            return await session.api().runs(
+                user=(user.value or "").strip() if user else None,
+                status=status_select.value or None,
+                dataset=dataset.value or None,
+                since=(since.value or "").strip() or None,
+                until=(until.value or "").strip() or None,
+                limit=200,
+            )
+
+        def render(body: dict[str, Any]) -> None:
+            items = body.get("items") or []
+            if not items:
+                widgets.empty_state(
+                    "No runs match these filters."
+                    if any(x for x in (status_select.value, dataset.value, since.value, until.value))
+                    else "No runs yet. Runs appear here when the assistant proposes one.",
+                    "play_disabled",
+                )
+                return
+            ui.label(f"{body.get('total', len(items))} run(s)").classes("text-grey-7 text-sm").mark(
+                "run-count"
+            )
+            table = ui.table(rows=table_rows(items), columns=COLUMNS, row_key="id", pagination=25)
+            table.props("flat bordered wrap-cells").classes("w-full").mark("runs-table")
+            table.add_slot("body-cell-title", TITLE_SLOT)
+            table.add_slot("body-cell-status", STATUS_SLOT)
+
+        async def reload() -> None:
+            await widgets.load_into(results, fetch, render, "Loading runs…")
+
+        await ui.context.client.connected()
+        await reload()
+        return None

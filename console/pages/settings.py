@@ -1,0 +1,167 @@
+"""Company settings (admin): the code-execution switch, the follow-up rule, and schedules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import RedirectResponse
+from nicegui import ui
+
+from console import session, theme, widgets
+from console.widgets import FAILED
+
+FOLLOWUP_EXPLAINED = (
+    "When the assistant asks a follow-up question in the same conversation, its new code may run without "
+    "a second code approval, but only if it reads a subset of the data already approved there (the same or "
+    "fewer datasets and files, within the same limits). Anything that needs more data goes back to the "
+    "normal approval screen. Off: every run needs its own approval."
+)
+
+
+def register() -> None:
+    @ui.page("/settings")
+    async def settings_page() -> RedirectResponse | None:
+        if redirect := session.redirect_if_signed_out("/settings", admin=True):
+            return redirect
+        with theme.frame("Company settings"):
+            company = ui.column().classes("w-full gap-4")
+            with ui.card().classes("w-full gap-2").mark("schedules"):
+                with ui.row().classes("items-center gap-2"):
+                    ui.icon("schedule", color="primary")
+                    ui.label("Schedules").classes("text-lg font-medium")
+                ui.label(
+                    "Only a run that proposed no changes can be scheduled; each firing runs the same frozen, "
+                    "approved code, and any actions.json it writes is discarded unread."
+                ).classes("text-sm text-grey-7")
+                schedules = ui.column().classes("w-full")
+        await ui.context.client.connected()
+        await widgets.load_into(
+            company, session.api().company_settings, lambda s: CompanySettings(company, s)
+        )
+        await Schedules(schedules).load()
+        return None
+
+
+class CompanySettings:
+    def __init__(self, container: ui.element, current: dict[str, Any]) -> None:
+        self.container = container
+        self.render(current)
+
+    def render(self, current: dict[str, Any]) -> None:
+        self.container.clear()
+        with self.container:
+            writes = bool(current.get("assistant_write_enabled"))
+            with ui.card().classes("w-full gap-2").mark("code-execution"):
+                ui.label("Code execution").classes("text-lg font-medium")
+                switch = ui.switch(
+                    "Let the assistant run code on company data (every run still needs approval)",
+                    value=bool(current.get("code_execution_enabled")),
+                ).mark("code-execution-switch")
+                ui.label(
+                    "Ships off: nothing runs until an admin turns this on. Turning it off refuses new runs at once."
+                ).classes("text-sm text-grey-7")
+                if not writes:
+                    switch.disable()
+                    with ui.row().classes("items-center gap-2 text-warning").mark("writes-off"):
+                        ui.icon("lock")
+                        ui.label(
+                            "Unavailable: the assistant's ability to write is turned off for this company, so "
+                            "code execution is gone entirely. Turn on the assistant's write ability first."
+                        )
+                switch.on_value_change(lambda e: self.save(code_execution_enabled=e.value))
+
+            with ui.card().classes("w-full gap-2").mark("assistant-writes"):
+                ui.label("Assistant write ability").classes("text-lg font-medium")
+                ui.switch(
+                    "The assistant may propose changes and run code",
+                    value=writes,
+                    on_change=lambda e: self.save(assistant_write_enabled=e.value),
+                ).mark("writes-switch")
+                ui.label(
+                    "Off removes code execution and every run endpoint; proposals already made stay in the record."
+                ).classes("text-sm text-grey-7")
+
+            with ui.card().classes("w-full gap-2").mark("followup"):
+                ui.label("Follow-ups without a second approval").classes("text-lg font-medium")
+                ui.switch(
+                    "Allow narrowing follow-ups to run without re-approval",
+                    value=bool(current.get("followup_without_reapproval")),
+                    on_change=lambda e: self.save(followup_without_reapproval=e.value),
+                ).mark("followup-switch")
+                ui.label(FOLLOWUP_EXPLAINED).classes("text-sm text-grey-8")
+
+            with ui.row().classes("gap-6 text-grey-8 text-sm"):
+                ui.label(f"Plan: {current.get('plan', '?')}")
+                ui.label(f"Credit pool: {widgets.number(current.get('credit_pool'))}")
+
+    async def save(self, **changes: Any) -> None:
+        result = await widgets.call(session.api().update_company_settings(**changes))
+        if result is FAILED:
+            current = await widgets.call(session.api().company_settings())
+            if current is not FAILED:
+                self.render(current)  # type: ignore[arg-type]
+            return
+        ui.notify("Saved (and recorded in the audit trail).", type="positive")
+        self.render(result)  # type: ignore[arg-type]
+
+
+class Schedules:
+    def __init__(self, container: ui.element) -> None:
+        self.container = container
+
+    async def load(self) -> None:
+        await widgets.load_into(self.container, session.api().schedules, self.render, "Loading schedules…")
+
+    def render(self, schedules: list[dict[str, Any]]) -> None:
+        if not schedules:
+            widgets.empty_state("No schedules.", "event_busy")
+            return
+        for item in schedules:
+            with (
+                ui.row()
+                .classes("items-center gap-4 w-full border-b py-2")
+                .mark(f"schedule schedule-{item['id']}")
+            ):
+                with ui.column().classes("gap-0 grow"):
+                    with ui.row().classes("items-center gap-2"):
+                        ui.link(
+                            item.get("title") or f"run #{item.get('run_id')}", f"/runs/{item.get('run_id')}"
+                        )
+                        widgets.status_badge(item.get("status", "active"))
+                    ui.label(
+                        f"{item.get('cron')} ({item.get('timezone', 'UTC')}) · owner {item.get('owner_email', '?')}"
+                        f" · next {widgets.when(item.get('next_fire_at'))}"
+                        f" · last {widgets.when(item.get('last_fired_at'))}"
+                    ).classes("text-sm text-grey-7")
+                    if item.get("paused_reason"):
+                        ui.label(f"paused: {item['paused_reason']}").classes("text-sm text-warning")
+                if item.get("status") == "paused":
+                    ui.button(
+                        "Resume", icon="play_arrow", on_click=lambda i=item: self.act(i, "resume")
+                    ).props("flat dense").mark(f"resume-{item['id']}")
+                else:
+                    ui.button("Pause", icon="pause", on_click=lambda i=item: self.act(i, "pause")).props(
+                        "flat dense"
+                    ).mark(f"pause-{item['id']}")
+                ui.button("Delete", icon="delete", on_click=lambda i=item: self.confirm_delete(i)).props(
+                    "flat dense color=negative"
+                ).mark(f"delete-{item['id']}")
+
+    async def act(self, item: dict[str, Any], action: str) -> None:
+        result = await widgets.call(session.api().schedule_action(item["id"], action))
+        if result is not FAILED:
+            ui.notify(f"Schedule {action}d.", type="positive")
+        await self.load()
+
+    def confirm_delete(self, item: dict[str, Any]) -> None:
+        with ui.dialog() as dialog, ui.card():
+            ui.label(f"Delete the schedule of “{item.get('title')}”? Past runs stay in the history.")
+            with ui.row().classes("justify-end w-full"):
+                ui.button("Cancel", on_click=dialog.close).props("flat")
+
+                async def confirm() -> None:
+                    dialog.close()
+                    await self.act(item, "delete")
+
+                ui.button("Delete", on_click=confirm).props("color=negative").mark("confirm-delete")
+        dialog.open()

@@ -1,0 +1,54 @@
+"""Who is signed in, per browser: the API session token and the `/api/me` payload in `app.storage.user`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import RedirectResponse
+from nicegui import app
+
+from console.api import Api, ApiConfig
+
+_config: ApiConfig | None = None
+
+
+def configure(config: ApiConfig) -> None:
+    global _config
+    _config = config
+
+
+def config() -> ApiConfig:
+    if _config is None:
+        raise RuntimeError("console.session.configure() was not called")
+    return _config
+
+
+def api() -> Api:
+    return Api(config(), app.storage.user.get("session"))
+
+
+def me() -> dict[str, Any] | None:
+    return app.storage.user.get("me")
+
+
+def is_admin() -> bool:
+    return (me() or {}).get("role") == "admin"
+
+
+def sign_in(session_token: str, me_payload: dict[str, Any]) -> None:
+    app.storage.user["session"] = session_token
+    app.storage.user["me"] = me_payload
+
+
+def sign_out() -> None:
+    app.storage.user.pop("session", None)
+    app.storage.user.pop("me", None)
+
+
+def redirect_if_signed_out(path: str, *, admin: bool = False) -> RedirectResponse | None:
+    """The response to return from a page when nobody (or no admin, for admin pages) is signed in."""
+    if not app.storage.user.get("session") or not me():
+        return RedirectResponse(f"/login?next={path}")
+    if admin and not is_admin():
+        return RedirectResponse("/runs")
+    return None

@@ -1,0 +1,75 @@
+"""The layout frame every signed-in page shares: header with the user menu, navigation by role."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from nicegui import ui
+
+from console import session
+
+CSS = """
+.cr-code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px; }
+.cr-code table { border-collapse: collapse; width: 100%; }
+.cr-code td.linenos { color: #8a8f98; text-align: right; user-select: none; padding: 0 10px 0 6px;
+  border-right: 1px solid #e2e4e8; background: #f6f7f9; vertical-align: top; }
+.cr-code td.code { padding-left: 10px; width: 100%; }
+.cr-code pre { margin: 0; line-height: 1.45; white-space: pre; }
+.cr-pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px;
+  white-space: pre-wrap; word-break: break-word; background: #f6f7f9; border-radius: 4px; padding: 8px; }
+.cr-excerpt { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre-wrap;
+  word-break: break-word; background: #fff8e1; border-left: 3px solid #f59e0b; padding: 6px 8px; }
+"""
+
+MEMBER_NAV = [("Runs", "/runs", "play_circle")]
+ADMIN_NAV = [
+    ("Runs", "/runs", "play_circle"),
+    ("Settings", "/settings", "tune"),
+    ("Credits", "/credits", "toll"),
+    ("Audit", "/audit", "fact_check"),
+    ("Health", "/health", "monitor_heart"),
+]
+
+
+def colors() -> None:
+    ui.colors(primary="#1f4e79", secondary="#5b7083", accent="#0f766e")
+
+
+async def sign_out() -> None:
+    with contextlib.suppress(Exception):  # signing out locally is what matters
+        await session.api().logout()
+    session.sign_out()
+    ui.navigate.to("/login")
+
+
+@contextmanager
+def frame(title: str) -> Iterator[None]:
+    me = session.me() or {}
+    ui.page_title(f"{title} · Cleanroom")
+    colors()
+    with ui.header(elevated=True).classes("items-center justify-between bg-primary px-4 py-2"):
+        with ui.row().classes("items-center gap-3"):
+            ui.icon("shield").classes("text-2xl")
+            ui.link("Cleanroom", "/runs").classes("text-lg font-semibold text-white no-underline")
+            ui.label((me.get("company") or {}).get("name", "")).classes("text-sm opacity-80")
+        with ui.button(icon="account_circle").props("flat color=white no-caps").mark("user-menu"):
+            ui.label(me.get("name") or me.get("email", "")).classes("ml-1")
+            with ui.menu():
+                with ui.column().classes("px-4 py-2 gap-0"):
+                    ui.label(me.get("email", "")).classes("font-medium")
+                    ui.label(f"role: {me.get('role', '?')}").classes("text-xs text-grey-7")
+                ui.separator()
+                ui.menu_item("Sign out", on_click=sign_out)
+    with ui.left_drawer(value=True, bordered=True).props("width=200").classes("bg-grey-1 px-0"):
+        for label, path, icon in ADMIN_NAV if me.get("role") == "admin" else MEMBER_NAV:
+            link = (
+                ui.link(target=path).classes("w-full no-underline text-grey-9").mark(f"nav-{label.lower()}")
+            )
+            with link, ui.row().classes("items-center gap-3 px-4 py-2 hover:bg-grey-3 w-full"):
+                ui.icon(icon).classes("text-primary")
+                ui.label(label)
+    with ui.column().classes("w-full max-w-screen-xl mx-auto p-4 gap-4"):
+        ui.label(title).classes("text-2xl font-semibold").mark("page-title")
+        yield

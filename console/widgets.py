@@ -1,0 +1,195 @@
+"""Small UI pieces the pages share: loading, readable errors, status badges, code, sizes and times."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from nicegui import ui
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import DiffLexer, PythonLexer
+
+from console import session
+from console.api import ApiError
+
+T = TypeVar("T")
+
+STATUS_COLORS = {
+    "awaiting_approval": "orange",
+    "queued": "blue-grey",
+    "running": "blue",
+    "succeeded": "positive",
+    "failed": "negative",
+    "timed_out": "negative",
+    "out_of_memory": "negative",
+    "error": "negative",
+    "rejected": "grey",
+    "pending": "orange",
+    "accepted": "positive",
+    "invalid": "negative",
+    "conflict": "negative",
+    "active": "positive",
+    "paused": "grey",
+}
+RUN_STATUSES = [
+    "awaiting_approval",
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "timed_out",
+    "out_of_memory",
+    "error",
+    "rejected",
+]
+ACTIVE_STATUSES = {"queued", "running"}
+
+
+def status_badge(status: str) -> ui.badge:
+    return ui.badge(status.replace("_", " "), color=STATUS_COLORS.get(status, "grey")).classes("text-sm")
+
+
+def loading(text: str = "Loading…") -> None:
+    with ui.row().classes("items-center gap-2 text-grey-7").mark("loading"):
+        ui.spinner(size="md")
+        ui.label(text)
+
+
+def error_box(message: str) -> None:
+    card = ui.card().classes("w-full bg-red-1 border-l-4 border-red").mark("error")
+    with card, ui.row().classes("items-center gap-2 no-wrap"):
+        ui.icon("error", color="negative")
+        ui.label(message).classes("text-red-10")
+
+
+def empty_state(message: str, icon: str = "inbox") -> None:
+    with ui.column().classes("items-center w-full py-8 text-grey-6").mark("empty"):
+        ui.icon(icon).classes("text-5xl")
+        ui.label(message)
+
+
+FAILED = object()  # what `call` returns when the API refused (the message is already on screen)
+
+
+async def call(coro: Awaitable[T]) -> T | object:
+    """Await an API call; a refusal becomes a readable notification (a 401 sends the user to sign in)."""
+    try:
+        return await coro
+    except ApiError as exc:
+        if exc.status == 401:
+            session.sign_out()
+            ui.navigate.to("/login")
+        else:
+            ui.notify(exc.message, type="negative", multi_line=True, timeout=8000)
+        return FAILED
+
+
+async def load_into(
+    container: ui.element,
+    fetch: Callable[[], Awaitable[T]],
+    render: Callable[[T], Any],
+    text: str = "Loading…",
+) -> None:
+    """Show a spinner in `container`, fetch, then render the data (or a readable error) in its place."""
+    container.clear()
+    with container:
+        loading(text)
+    try:
+        data = await fetch()
+    except ApiError as exc:
+        container.clear()
+        if exc.status == 401:
+            session.sign_out()
+            ui.navigate.to("/login")
+            return
+        with container:
+            error_box(exc.message)
+        return
+    container.clear()
+    with container:
+        result = render(data)
+        if hasattr(result, "__await__"):
+            await result
+
+
+_VISIBLE_WHITESPACE = {"\n", "\t", "\r"}
+
+
+def invisible_characters(text: str) -> list[tuple[int, str]]:
+    """(line, 'U+XXXX NAME') for every invisible/control character a reader could not see."""
+    found = []
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        for char in line:
+            if char in _VISIBLE_WHITESPACE:
+                continue
+            if unicodedata.category(char) in ("Cf", "Cc", "Co", "Zl", "Zp") or (
+                unicodedata.category(char) == "Zs" and char != " "
+            ):
+                found.append((line_no, f"U+{ord(char):04X} {unicodedata.name(char, 'unnamed')}"))
+    return found
+
+
+def reveal_invisible(text: str) -> str:
+    out = []
+    for char in text:
+        cat = unicodedata.category(char)
+        if char not in _VISIBLE_WHITESPACE and (
+            cat in ("Cf", "Cc", "Co", "Zl", "Zp") or (cat == "Zs" and char != " ")
+        ):
+            out.append(f"⟨U+{ord(char):04X}⟩")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def code_block(code: str) -> ui.html:
+    """The full code, syntax-highlighted, with line numbers; invisible characters made visible."""
+    formatter = HtmlFormatter(linenos="table", noclasses=True, style="default", nobackground=True)
+    html = highlight(reveal_invisible(code), PythonLexer(stripnl=False, ensurenl=True), formatter)
+    return ui.html(html, sanitize=False).classes("cr-code w-full overflow-x-auto border rounded").mark("code")
+
+
+def diff_block(diff: str) -> ui.html:
+    formatter = HtmlFormatter(noclasses=True, style="default", nobackground=True)
+    html = highlight(reveal_invisible(diff), DiffLexer(), formatter)
+    return (
+        ui.html(html, sanitize=False)
+        .classes("cr-code w-full overflow-x-auto border rounded p-2")
+        .mark("diff")
+    )
+
+
+def pre(text: str) -> ui.label:
+    return ui.label(text).classes("cr-pre w-full")
+
+
+def human_bytes(size: int | float | None) -> str:
+    if size is None:
+        return "—"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"
+
+
+def when(value: str | None) -> str:
+    if not value:
+        return "—"
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return str(value)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def number(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.2f}"
+    return f"{int(value):,}"

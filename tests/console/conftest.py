@@ -1,0 +1,53 @@
+"""Console tests: NiceGUI's simulated `user` against the real API (the Litestar app on a seeded database,
+reached through `httpx.ASGITransport`), and real-browser tests against real servers (`-m browser`)."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from nicegui import app as nicegui_app
+from nicegui import storage
+from nicegui.testing.user import User
+from nicegui.testing.user_simulation import user_simulation
+
+from console import session
+from console.api import ApiConfig
+
+HERE = Path(__file__).parent
+
+# What nicegui's own pytest plugin does at configure time: per-session storage, never the repo's .nicegui.
+storage.Storage.path = Path(tempfile.mkdtemp(prefix="cleanroom-console-storage-"))
+nicegui_app.storage = storage.Storage()
+
+
+@pytest.fixture
+def api_app(demo_db: str):
+    from backend.app import create_app
+
+    return create_app(database_url=demo_db, run_hooks=False, pool=False)
+
+
+@pytest.fixture
+async def user(api_app, caplog: pytest.LogCaptureFixture) -> AsyncIterator[User]:
+    session.configure(ApiConfig("http://api.test", transport=httpx.ASGITransport(app=api_app)))
+    async with user_simulation(main_file=HERE / "console_app.py") as simulated:
+        yield simulated
+    errors = [r for r in caplog.get_records("call") if r.levelno >= logging.ERROR]
+    if errors:
+        pytest.fail("unexpected ERROR logs: " + "; ".join(r.getMessage() for r in errors), pytrace=False)
+
+
+async def sign_in(user: User, email: str, password: str = "demo", then: str | None = None) -> None:
+    from nicegui import ui
+
+    await user.open("/login" + (f"?next={then}" if then else ""))
+    user.find(marker="email").type(email)
+    user.find(marker="password").type(password)
+    user.find(marker="sign-in").click()
+    await user.should_see(marker="page-title", retries=50)
+    assert ui  # the import registers nothing; keeps the helper self-contained
