@@ -134,8 +134,12 @@ class Api:
     async def run(self, run_id: int) -> dict[str, Any]:
         return await self.request("GET", f"/api/runs/{run_id}")
 
-    async def approve(self, run_id: int) -> dict[str, Any]:
-        return await self.request("POST", f"/api/runs/{run_id}/approve")
+    async def approve(
+        self, run_id: int, code_sha256: str | None, bundle_sha256: str | None
+    ) -> dict[str, Any]:
+        """Sends the hashes the approver saw: the API refuses if the code or the data changed since."""
+        body = {"code_sha256": code_sha256, "bundle_sha256": bundle_sha256}
+        return await self.request("POST", f"/api/runs/{run_id}/approve", json=body)
 
     async def reject(self, run_id: int, reason: str) -> dict[str, Any]:
         return await self.request("POST", f"/api/runs/{run_id}/reject", json={"reason": reason or None})

@@ -32,21 +32,36 @@ def register() -> None:
         return None
 
 
+def saved_state_text(saved: Any) -> str:
+    if not isinstance(saved, dict):
+        return "—" if saved is None else str(saved)
+    if not saved.get("enabled"):
+        return "off: every run boots cold"
+    return f"{saved.get('ready', 0)} of {saved.get('slots', 0)} warm slots ready"
+
+
 def render(health: dict[str, Any]) -> None:
+    problem = health.get("error") or health.get("libvirt_error")
+    if problem:
+        widgets.error_box(f"The VM runner reports a problem: {problem}")
     with ui.card().classes("w-full").mark("health"), ui.grid(columns=2).classes("gap-x-8 gap-y-2"):
         ui.label("Virtualization").classes("text-grey-7")
         virt = health.get("virt_type")
-        ui.label(VIRT.get(virt, str(virt or "unknown"))).classes("font-medium").mark("virt")
+        ui.label(VIRT.get(virt, str(virt or "unknown (no guest image or libvirt unavailable)"))).classes(
+            "font-medium"
+        ).mark("virt")
         ui.label("Guest image sha256").classes("text-grey-7")
         ui.label(str(health.get("image_hash") or "not built yet")).classes("font-mono text-sm").mark("image")
         ui.label("Warm saved state").classes("text-grey-7")
-        saved = health.get("saved_state")
-        ui.label("—" if saved is None else str(saved))
+        ui.label(saved_state_text(health.get("saved_state")))
         ui.label("Runs waiting in the queue").classes("text-grey-7")
         ui.label(widgets.number(health.get("queue_length"))).mark("queue")
         ui.label("VMs running now").classes("text-grey-7")
-        running = widgets.number(health.get("running_vms"))
+        running = health.get("running_vms")
+        if running is None:
+            running = health.get("running_runs")
         cap = health.get("max_concurrent_vms")
-        ui.label(f"{running} of at most {cap}" if cap is not None else running).mark("running-vms")
+        text = widgets.number(running)
+        ui.label(f"{text} of at most {cap}" if cap is not None else text).mark("running-vms")
         ui.label("Database").classes("text-grey-7")
         ui.label(str(health.get("database") or "—"))

@@ -296,7 +296,9 @@ class RunView:
                 ui.label(f"Rejected by {who} at {widgets.when(rejection.get('at'))}{reason}")
 
     async def approve(self) -> None:
-        result = await widgets.call(session.api().approve(self.run_id))
+        run = self.run
+        bundle = run.get("bundle_sha256") or (run.get("manifest") or {}).get("bundle_sha256")
+        result = await widgets.call(session.api().approve(self.run_id, run.get("code_sha256"), bundle))
         if result is not FAILED:
             ui.notify("Approved: the run is queued.", type="positive")
             await self.load()
@@ -506,6 +508,12 @@ class ActionItems:
                     ],
                     row_key="field",
                 ).props("dense flat bordered wrap-cells").classes("w-full").mark("changes-table")
+            if item.get("created_record_id"):
+                ui.label(f"created record {item['created_record_id']}").classes("text-sm text-positive")
+            if item.get("raw") is not None and not rows:
+                ui.label("As proposed: " + json.dumps(item["raw"], default=str)[:500]).classes(
+                    "cr-pre w-full"
+                )
             if item.get("problem"):
                 with ui.row().classes("items-center gap-2 text-negative").mark("item-problem"):
                     ui.icon("error")

@@ -1,0 +1,119 @@
+"""The approval screen: what a person sees before saying yes, and what yes and no do."""
+
+import html
+import re
+
+import pytest
+from nicegui.testing.user import User
+
+from tests.console.conftest import sign_in
+from tests.console.support import ANALYSIS_CODE, Assistant, execute_with_stand_in_vm
+
+pytestmark = pytest.mark.sqlite
+
+
+def visible_text(html_fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", html_fragment))
+
+
+def manifest_rows(user: User) -> list[dict]:
+    return user.find(marker="manifest-table").elements.pop().rows
+
+
+async def open_waiting_run(user: User, assistant: Assistant, email: str = "alice@acme.example") -> dict:
+    await assistant.enable_code_execution()
+    run = await assistant.propose(email)
+    await sign_in(user, email, then=f"/runs/{run['id']}")
+    await user.should_see(marker="run-header", retries=50)
+    return run
+
+
+async def test_plan_manifest_and_full_code_are_shown(user: User, assistant: Assistant) -> None:
+    run = await open_waiting_run(user, assistant)
+    await user.should_see("Count deals per stage")
+    rows = manifest_rows(user)
+    sources = [r["source"] for r in rows]
+    assert "dataset deals" in sources
+    assert any(s.startswith("file Customer feedback.xlsx") for s in sources)
+    deals = next(r for r in rows if r["source"] == "dataset deals")
+    assert deals["rows"] != "—" and len(deals["hash"]) == 12
+    rendered = user.find(marker="code").elements.pop().content
+    numbers, _, code_cell = rendered.partition('<td class="code">')
+    assert visible_text(code_cell).rstrip("\n") == ANALYSIS_CODE.rstrip("\n")  # every line, nothing folded
+    lines = ANALYSIS_CODE.count("\n")
+    assert visible_text(numbers).split() == [str(n) for n in range(1, lines + 1)]
+    await user.should_see(f"The code, in full ({lines} lines)")
+    assert run["status"] == "awaiting_approval"
+
+
+async def test_injection_warning_shows_where_and_what_above_approve(user: User, assistant: Assistant) -> None:
+    run = await open_waiting_run(user, assistant)
+    assert run["findings"], "the demo feedback sheet carries a planted instruction"
+    finding = run["findings"][0]
+    await user.should_see(marker="warnings")
+    await user.should_see(finding["excerpt"][:30])
+    await user.should_see(" › ")
+    page = list(user.find(marker="warnings").elements)[0].parent_slot.parent
+    order = [child for child in page.default_slot.children]
+    warnings_at = next(i for i, c in enumerate(order) if "warnings" in c._markers)
+    decision_at = next(i for i, c in enumerate(order) if "decision" in c._markers)
+    assert warnings_at < decision_at
+
+
+async def test_approve_queues_the_run_and_records_who(user: User, assistant: Assistant) -> None:
+    await open_waiting_run(user, assistant)
+    user.find(marker="approve").click()
+    await user.should_see("Approved: the run is queued.", retries=50)
+    await user.should_see(marker="approval", retries=50)
+    await user.should_see("Approved by alice@acme.example")
+
+
+async def test_reject_with_a_reason(user: User, assistant: Assistant) -> None:
+    run = await open_waiting_run(user, assistant)
+    user.find(marker="reject").click()
+    user.find(marker="reject-reason").type("wrong quarter")
+    user.find(marker="confirm-reject").click()
+    await user.should_see(marker="rejection", retries=50)
+    await user.should_see("wrong quarter")
+    detail = await assistant.call("alice@acme.example", "GET", f"/api/runs/{run['id']}")
+    assert detail["status"] == "rejected"
+
+
+async def test_approve_is_disabled_with_the_reason_when_credits_are_gone(
+    user: User, assistant: Assistant
+) -> None:
+    await assistant.enable_code_execution()
+    run = await assistant.propose()
+    await assistant.call("admin@acme.example", "PATCH", "/api/company/settings", json={"credit_pool": 0})
+    await sign_in(user, "alice@acme.example", then=f"/runs/{run['id']}")
+    await user.should_see(marker="approve-blocked", retries=50)
+    button = user.find(marker="approve").elements.pop()
+    assert not button.enabled
+
+
+async def test_another_member_gets_a_readable_not_found(user: User, assistant: Assistant) -> None:
+    await assistant.enable_code_execution()
+    run = await assistant.propose()
+    await sign_in(user, "bob@acme.example", then=f"/runs/{run['id']}")
+    await user.should_see(marker="error", retries=50)
+    await user.should_see("Not found")
+    await user.should_not_see(marker="code")
+
+
+async def test_a_revision_shows_the_diff_against_the_previous_attempt(
+    user: User, assistant: Assistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await assistant.enable_code_execution()
+    first = await assistant.propose()
+    await assistant.call("alice@acme.example", "POST", f"/api/runs/{first['id']}/approve", json={})
+    assert await execute_with_stand_in_vm(first["id"], monkeypatch, fail=True) == "failed"
+    revised = ANALYSIS_CODE.replace("Deals per stage", "Deals by stage")
+    second = await assistant.call(
+        "alice@acme.example", "POST", f"/api/runs/{first['id']}/revisions", json={"code": revised}
+    )
+    await sign_in(user, "alice@acme.example", then=f"/runs/{second['id']}")
+    await user.should_see(marker="diff", retries=50)
+    diff = user.find(marker="diff").elements.pop().content
+    assert "Deals by stage" in diff and "Deals per stage" in diff
+    await user.should_see(f"previous attempt #{first['id']}")
+    await user.should_see("attempt 2 of 3")
