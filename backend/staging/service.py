@@ -16,11 +16,10 @@ from backend.drive import service as drive
 from backend.errors import Forbidden, Invalid
 from backend.hashing import sha256_bytes, sha256_file, sha256_json
 from backend.injection import Finding, scan_table, scan_text
-from backend.records.cli import rows_to_csv
-from backend.records.service import export_rows
 from backend.records.visibility import get_dataset
 from backend.settings import get_settings
 from backend.staging.convert import Converted, cells_for_scan, convert, text_for_scan
+from backend.staging.export import export_dataset, scan_export
 from backend.tenancy.context import UserContext
 
 MANIFEST = "manifest.json"
@@ -75,10 +74,6 @@ def _write(root: Path, rel: str, data: bytes) -> dict[str, Any]:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return {"path": rel, "bytes": len(data), "sha256": sha256_bytes(data)}
-
-
-def _cell_text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def scan_converted(converted: Converted, display: str) -> list[Finding]:
@@ -166,19 +161,18 @@ async def _stage_into(
     findings: list[Finding] = []
 
     for name in names:
-        export = await export_rows(ctx, name, cap)
+        export = await export_dataset(ctx, name, cap)
         rel = f"datasets/{name}.csv"
-        entry = _write(out, rel, rows_to_csv(export.columns, export.rows).encode())
+        entry = _write(out, rel, export.csv)
         entry.update(
             source={"type": "dataset", "dataset": name},
             kind="export",
-            rows=len(export.rows),
+            rows=export.rows,
             visible_total=export.visible_total,
             truncated=export.truncated,
         )
         files.append(entry)
-        string_rows = [[_cell_text(row.get(c)) for c in export.columns] for row in export.rows]
-        findings += await asyncio.to_thread(scan_table, export.columns, string_rows, path=rel)
+        findings += scan_export(export, path=rel)
 
     taken: set[str] = set()
     for row in file_rows:
