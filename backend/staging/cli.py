@@ -12,6 +12,15 @@ from backend.tenancy.context import load_user_context_by_email
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     register_scan(app)
+    from backend.bench import add_suite
+    from backend.staging.bench import bench_staging
+
+    add_suite(
+        bench_app,
+        "staging",
+        bench_staging,
+        "Stage and scan all 12 datasets at the 5,000-row cap (demo admin, SQLite): median and p95 in ms.",
+    )
 
     @app.command("stage")
     def stage(
