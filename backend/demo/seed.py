@@ -560,17 +560,83 @@ async def _records(people: People, owners: list[str], scale: float, rng: random.
     )
 
 
-async def _drive(people: People) -> None:
+async def _drive(people: People) -> int:
+    """Maria's shared sales folder; returns the id of the feedback sheet with the planted instruction."""
     from backend.drive import service as drive
-    from backend.staging.demo_files import demo_drive_files
+    from backend.staging.demo_files import FEEDBACK_NAME, demo_drive_files
     from backend.tenancy.context import load_user_context
 
     maria = await load_user_context(people.users["maria@acme.example"])
     folder = await drive.create_folder(maria, "Shared sales material", visibility="company")
+    ids = {}
     for name, data in demo_drive_files():
-        await drive.upload(
+        row = await drive.upload(
             maria, name, data, folder_id=folder["id"], visibility="company", audit_actor="system"
         )
+        ids[name] = row["id"]
+    return ids[FEEDBACK_NAME]
+
+
+DEMO_RUN_CODE = """\
+import json
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+
+deals = pd.read_csv("/work/input/datasets/deals.csv")
+open_deals = deals[~deals["stage"].isin(["won", "lost"])]
+by_stage = open_deals.groupby("stage")["amount"].sum().sort_values()
+print("Open pipeline by stage (as staged):")
+print(by_stage.round(0).to_string())
+
+ax = by_stage.plot.barh(color="#3b6ea5", figsize=(7, 4))
+ax.set_xlabel("amount")
+ax.set_title("Open pipeline by stage")
+plt.tight_layout()
+plt.savefig("/work/output/pipeline_by_stage.png", dpi=110)
+
+# Propose one change: the largest deal in negotiation gets its probability raised to 80%.
+negotiation = open_deals[open_deals["stage"] == "negotiation"].sort_values("amount", ascending=False)
+actions = []
+if len(negotiation):
+    top = negotiation.iloc[0]
+    actions.append({
+        "op": "update",
+        "dataset": "deals",
+        "record_id": int(top["id"]),
+        "changes": {"probability": 80},
+        "reason": f"Largest deal in negotiation ({top['name']}); the customer confirmed budget.",
+    })
+with open("/work/output/actions.json", "w") as fh:
+    json.dump(actions, fh)
+print(f"proposed {len(actions)} change(s)")
+"""
+
+
+async def _waiting_run(people: People, feedback_file_id: int) -> None:
+    """Acme's admin turned code execution on; maria's assistant proposed a run that waits for approval."""
+    from backend.runs import service as runs
+    from backend.tenancy.context import load_user_context
+    from backend.tenancy.service import update_company_settings
+
+    admin = await load_user_context(people.users["admin@acme.example"])
+    await update_company_settings(admin, {"code_execution_enabled": True})
+    maria = await load_user_context(people.users["maria@acme.example"])
+    await runs.propose(
+        maria,
+        conversation_id="demo-conversation-1",
+        title="Open pipeline by stage",
+        plan=(
+            "Load the deals you can see, sum the open pipeline by stage, draw a bar chart, and propose raising "
+            "the probability of the largest deal in negotiation to 80%. The customer feedback sheet is staged "
+            "for context."
+        ),
+        code=DEMO_RUN_CODE,
+        datasets=["deals"],
+        file_ids=[feedback_file_id],
+    )
 
 
 ACME_SETS = {
@@ -662,7 +728,8 @@ async def seed(reset: bool = False) -> dict[str, Any]:
         {"gina@globex.example": ["Sales"]},
     )
     await _records(globex_people, ["gina@globex.example", "admin@globex.example"], 0.1, rng, "gx")
-    await _drive(acme_people)
+    feedback_id = await _drive(acme_people)
+    await _waiting_run(acme_people, feedback_id)
     for company_id, name in ((acme, "Acme Analytics"), (globex, "Globex")):
         await audit.record(
             "demo.seeded",

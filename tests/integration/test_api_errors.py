@@ -77,12 +77,15 @@ async def test_openapi_is_published(client) -> None:
 
 
 async def test_settings_are_admin_only_and_default_off(client) -> None:
+    await login(client, "gina@globex.example")
+    globex = (await client.get("/api/company/settings")).json()
+    assert globex["code_execution_enabled"] is False and globex["followup_without_reapproval"] is False
+    assert globex["assistant_write_enabled"] is True
     await login(client, "alice@acme.example")
-    assert (await client.get("/api/company/settings")).json()["code_execution_enabled"] is False
-    r = await client.patch("/api/company/settings", json={"code_execution_enabled": True})
+    r = await client.patch("/api/company/settings", json={"code_execution_enabled": False})
     assert r.status_code == 403
     await login(client, "admin@acme.example")
-    r = await client.patch("/api/company/settings", json={"code_execution_enabled": True})
-    assert r.status_code == 200 and r.json()["code_execution_enabled"] is True
+    r = await client.patch("/api/company/settings", json={"code_execution_enabled": False})
+    assert r.status_code == 200 and r.json()["code_execution_enabled"] is False
     r = await client.patch("/api/company/settings", json={"code_execution_enabled": "yes please"})
     assert r.status_code in (400, 422)

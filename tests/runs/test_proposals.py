@@ -9,10 +9,21 @@ from backend.tenancy.tables import Company
 from tests.runs.conftest import as_user, enable_code, proposal
 
 
-async def test_code_execution_ships_off(client, alice) -> None:
-    r = await client.post("/api/runs", json=proposal(), headers=alice)
+async def test_code_execution_ships_off(client) -> None:
+    from tests.conftest import token_for
+
+    assert Company.code_execution_enabled.default is False
+    globex = await Company.select().where(Company.name == "Globex").first()
+    assert globex["code_execution_enabled"] is False  # the demo's second company never turned it on
+    gina = await token_for(client, "gina@globex.example")
+    before = await Run.count()
+    r = await client.post("/api/runs", json=proposal(), headers=gina)
     assert r.status_code == 403 and r.json()["error"] == "code_execution_disabled"
-    assert await Run.count() == 0
+    assert await Run.count() == before
+    await enable_code("Globex")
+    assert (
+        await client.post("/api/runs", json=proposal(), headers=gina)
+    ).status_code == 201  # positive control
 
 
 async def test_writes_off_makes_every_run_endpoint_absent(client, alice, acme_on) -> None:
@@ -53,10 +64,11 @@ async def test_proposal_is_staged_scanned_and_awaits_approval(client, alice, acm
 
 
 async def test_syntax_error_is_returned_and_nothing_is_staged(client, alice, acme_on) -> None:
+    before = await Run.count()
     r = await client.post("/api/runs", json=proposal(code="def broken(:\n  pass"), headers=alice)
     assert r.status_code == 422 and r.json()["error"] == "syntax_error"
     assert r.json()["detail"]["line"] == 1
-    assert await Run.count() == 0
+    assert await Run.count() == before
 
 
 async def test_code_too_large_and_limits_above_caps_are_refused(client, alice, acme_on) -> None:
@@ -69,10 +81,11 @@ async def test_code_too_large_and_limits_above_caps_are_refused(client, alice, a
 
 
 async def test_dataset_without_permission_is_refused_with_reason(client, alice, acme_on) -> None:
+    before = await Run.count()
     r = await client.post("/api/runs", json=proposal(datasets=["deals", "employees"]), headers=alice)
     assert r.status_code == 403 and r.json()["error"] == "dataset_forbidden"
     assert r.json()["detail"]["refused"][0]["dataset"] == "employees"
-    assert await Run.count() == 0
+    assert await Run.count() == before
 
 
 async def test_credits_exhausted_refuses_proposal_and_approval(client, alice, acme_on) -> None:
