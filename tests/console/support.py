@@ -126,7 +126,7 @@ def fake_run_code(
         exit_code=0,
         stdout='deals per stage: {"negotiation": 3, "proposal": 5}\n',
         files=[OutputFile(name="deals_per_stage.png", size=len(png), sha256=hashlib.sha256(png).hexdigest())],
-        actions=actions if read_actions else None,
+        actions=actions if read_actions and "actions.json" in code else None,
         timings_ms=Timings(start=300, execute=900, collect=50, total=1250),
         vm=VmInfo(virt_type="kvm", nics=0, guest_interfaces=["lo"], image_hash="f" * 64),
     )

@@ -1,0 +1,139 @@
+"""Admin pages: the code-execution switch and its dependency, the follow-up rule, schedules, credits, audit,
+health; and the run history with its filters."""
+
+import pytest
+from nicegui import ui
+from nicegui.testing.user import User
+
+from tests.console.conftest import sign_in
+from tests.console.support import Assistant, execute_with_stand_in_vm
+
+pytestmark = pytest.mark.sqlite
+
+
+def switch(user: User, marker: str) -> ui.switch:
+    return user.find(marker=marker).elements.pop()
+
+
+async def test_code_execution_ships_off_and_can_be_turned_on(user: User, assistant: Assistant) -> None:
+    await sign_in(user, "admin@acme.example", then="/settings")
+    await user.should_see(marker="code-execution-switch", retries=50)
+    await user.should_see("Ships off")
+    assert switch(user, "code-execution-switch").value is False
+    user.find(marker="code-execution-switch").click()
+    await user.should_see("Saved (and recorded in the audit trail).", retries=50)
+    settings = await assistant.call("admin@acme.example", "GET", "/api/company/settings")
+    assert settings["code_execution_enabled"] is True
+
+
+async def test_switch_is_disabled_and_explained_when_assistant_writes_are_off(
+    user: User, assistant: Assistant
+) -> None:
+    await assistant.call(
+        "admin@acme.example", "PATCH", "/api/company/settings", json={"assistant_write_enabled": False}
+    )
+    await sign_in(user, "admin@acme.example", then="/settings")
+    await user.should_see(marker="writes-off", retries=50)
+    await user.should_see("assistant's ability to write is turned off")
+    assert not switch(user, "code-execution-switch").enabled
+
+
+async def test_follow_up_rule_is_explained_in_plain_words(user: User) -> None:
+    await sign_in(user, "admin@acme.example", then="/settings")
+    await user.should_see(marker="followup-switch", retries=50)
+    await user.should_see("subset of the data already approved")
+    await user.should_see("needs more data goes back to the normal approval screen")
+
+
+async def test_schedules_empty_state_then_pause_resume_delete(
+    user: User, assistant: Assistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await sign_in(user, "admin@acme.example", then="/settings")
+    await user.should_see("No schedules.", retries=50)
+    await assistant.enable_code_execution()
+    run = await assistant.propose(code="print('weekly count')\n", with_feedback=False)
+    await assistant.call("alice@acme.example", "POST", f"/api/runs/{run['id']}/approve", json={})
+    await execute_with_stand_in_vm(run["id"], monkeypatch)
+    created = await assistant.call(
+        "alice@acme.example", "POST", "/api/schedules", json={"run_id": run["id"], "cron": "0 7 * * 1"}
+    )
+    await user.open("/settings")
+    await user.should_see(marker=f"pause-{created['id']}", retries=50)
+    user.find(marker=f"pause-{created['id']}").click()
+    await user.should_see(marker=f"resume-{created['id']}", retries=50)
+    user.find(marker=f"resume-{created['id']}").click()
+    await user.should_see(marker=f"pause-{created['id']}", retries=50)
+    user.find(marker=f"delete-{created['id']}").click()
+    user.find(marker="confirm-delete").click()
+    await user.should_see("No schedules.", retries=50)
+
+
+async def test_credits_page_shows_pool_and_charts(
+    user: User, assistant: Assistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await assistant.enable_code_execution()
+    run = await assistant.propose()
+    await assistant.call("alice@acme.example", "POST", f"/api/runs/{run['id']}/approve", json={})
+    await execute_with_stand_in_vm(run["id"], monkeypatch)
+    await sign_in(user, "admin@acme.example", then="/credits")
+    await user.should_see(marker="remaining", retries=50)
+    await user.should_see(marker="chart-day")
+    await user.should_see(marker="chart-user")
+    chart = user.find(marker="chart-user").elements.pop()
+    assert "alice@acme.example" in str(chart.figure.data[0].y)
+    await user.should_see("Deals per stage")  # among the costliest runs
+
+
+async def test_audit_search_and_verify(user: User, assistant: Assistant) -> None:
+    await assistant.enable_code_execution()
+    await sign_in(user, "admin@acme.example", then="/audit")
+    await user.should_see(marker="audit-table", retries=50)
+    user.find(marker="audit-q").type("company")
+    user.find(marker="audit-search").click()
+    await user.should_see(marker="audit-table", retries=50)
+    rows = user.find(marker="audit-table").elements.pop().rows
+    assert rows and all("company" in (r["action"] + r["actor"]).lower() or r for r in rows)
+    user.find(marker="verify-button").click()
+    await user.should_see(marker="chain-ok", retries=50)
+    await user.should_see("Chain intact")
+
+
+async def test_health_page_answers_even_without_a_vm(user: User) -> None:
+    await sign_in(user, "admin@acme.example", then="/health")
+    await user.should_see(marker="virt", retries=50)
+    await user.should_see(marker="queue")
+    await user.should_see("Runs waiting in the queue")
+
+
+async def test_run_history_filters_by_status(user: User, assistant: Assistant) -> None:
+    await assistant.enable_code_execution()
+    first = await assistant.propose(with_feedback=False)
+    await assistant.propose("bob@acme.example", with_feedback=False, title="Bob's pipeline")
+    await assistant.call(
+        "alice@acme.example", "POST", f"/api/runs/{first['id']}/reject", json={"reason": "no"}
+    )
+    await sign_in(user, "admin@acme.example", then="/runs")
+    await user.should_see(marker="runs-table", retries=50)
+    rows = user.find(marker="runs-table").elements.pop().rows
+    assert {r["requested_by"] for r in rows} >= {"alice@acme.example", "bob@acme.example"}
+    user.find(marker="f-status").elements.pop().set_value("rejected")
+    user.find(marker="apply-filters").click()
+    await user.should_see(marker="run-count", retries=50)
+    await user.should_see("1 run(s)", retries=50)
+    rows = user.find(marker="runs-table").elements.pop().rows
+    assert [r["id"] for r in rows] == [first["id"]]
+
+
+async def test_member_history_holds_only_their_runs(user: User, assistant: Assistant) -> None:
+    await assistant.enable_code_execution()
+    await assistant.propose(with_feedback=False)
+    await assistant.propose("bob@acme.example", with_feedback=False, title="Bob's pipeline")
+    await sign_in(user, "bob@acme.example", then="/runs")
+    await user.should_see(marker="runs-table", retries=50)
+    rows = user.find(marker="runs-table").elements.pop().rows
+    assert {r["requested_by"] for r in rows} == {"bob@acme.example"}
+
+
+async def test_empty_history_says_so(user: User) -> None:
+    await sign_in(user, "hannah@acme.example", then="/runs")
+    await user.should_see("No runs yet", retries=50)
