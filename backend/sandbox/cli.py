@@ -64,6 +64,14 @@ def sandbox_exec(
     raise typer.Exit(0 if result.status == "succeeded" else 1)
 
 
+@sandbox_app.command("daemons")
+def sandbox_daemons() -> None:
+    """Start virtlogd and libvirtd (hosts without systemd) under a supervisor that reaps QEMU at once."""
+    from backend.sandbox.daemons import start_daemons
+
+    typer.echo(start_daemons())
+
+
 @selftest_app.command("isolation")
 def selftest_isolation(json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     """Network probe in a no-NIC VM, and in a VM with a user-mode NIC (positive control)."""

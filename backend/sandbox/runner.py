@@ -9,6 +9,7 @@ run cold-boots under its own name `cleanroom-run-<runid>`.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -125,34 +126,46 @@ class Slot:
 
 
 class SlotPool:
+    """Which slots are in use: an flock per slot, so threads and other processes never share one."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._busy: set[tuple[str, int]] = set()
+        self._held: dict[tuple[str, int], int] = {}
+
+    def _try_lock(self, slot: Slot) -> bool:
+        key = (slot.image.image_hash, slot.index)
+        with self._lock:
+            if key in self._held:
+                return False
+            slot.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(slot.directory / f"slot{slot.index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                return False
+            self._held[key] = fd
+            return True
 
     def acquire(self, image: ImageInfo, virt_type: str) -> tuple[Slot, str] | None:
-        with self._lock:
-            for index in range(get_settings().saved_state_slots):
-                key = (image.image_hash, index)
-                if key in self._busy:
-                    continue
-                slot = Slot(index, image, virt_type)
-                saved_uuid = slot.saved_uuid()
-                if saved_uuid:
-                    self._busy.add(key)
-                    return slot, saved_uuid
+        for index in range(get_settings().saved_state_slots):
+            slot = Slot(index, image, virt_type)
+            if not slot.saved_uuid() or not self._try_lock(slot):
+                continue
+            saved_uuid = slot.saved_uuid()  # re-read under the lock
+            if saved_uuid:
+                return slot, saved_uuid
+            self.release(slot)
         return None
 
     def hold(self, slot: Slot) -> bool:
-        with self._lock:
-            key = (slot.image.image_hash, slot.index)
-            if key in self._busy:
-                return False
-            self._busy.add(key)
-            return True
+        return self._try_lock(slot)
 
     def release(self, slot: Slot) -> None:
         with self._lock:
-            self._busy.discard((slot.image.image_hash, slot.index))
+            fd = self._held.pop((slot.image.image_hash, slot.index), None)
+        if fd is not None:
+            os.close(fd)  # closing drops the flock
 
 
 _slots = SlotPool()
@@ -368,9 +381,10 @@ def _run(
                         dom = conn.lookupByName(name)
                         vm.restored = True
                     except libvirt.libvirtError:
-                        # A state libvirt refuses is useless: drop it and cold-boot this run.
-                        destroy_quietly(conn, name)
-                        slot.discard()
+                        # A state libvirt refuses is useless: drop it (unless the name was merely
+                        # taken by a stray domain) and cold-boot this run.
+                        if not destroy_quietly(conn, name):
+                            slot.discard()
                         _slots.release(slot)
                         slot = None
                         name = vm.domain_name = f"{DOMAIN_PREFIX}{run_id}"
