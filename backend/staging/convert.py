@@ -29,8 +29,9 @@ from backend.staging.convert_model import (
     table_file_names,
 )
 from backend.staging.convert_pdf import convert_pdf
-from backend.staging.convert_sheets import convert_csv, convert_ods, convert_xlsx
-from backend.staging.convert_text import NotText, convert_json, convert_plain, decode_text
+from backend.staging.convert_sheets import convert_csv, convert_ods
+from backend.staging.convert_text import REPLACED_UTF8, NotText, convert_json, convert_plain, decode_text
+from backend.staging.convert_xlsx import convert_xlsx
 
 __all__ = [
     "KINDS",
@@ -182,13 +183,17 @@ def _convert_kind(
     text_kind = _text_kind(text, filename)
     try:
         if text_kind == "csv":
-            return convert_csv(text, limits, deadline, encoding)
-        if text_kind == "json":
-            return convert_json(text, limits)
-        return convert_plain(text, text_kind, limits, encoding)
+            converted = convert_csv(text, limits, deadline, encoding)
+        elif text_kind == "json":
+            converted = convert_json(text, limits)
+        else:
+            converted = convert_plain(text, text_kind, limits, encoding)
     except ConversionFailed as exc:
         exc.kind = text_kind
         raise
+    if encoding == REPLACED_UTF8:
+        converted.warnings.append("Some bytes were not valid UTF-8 and were replaced with �.")
+    return converted
 
 
 def _text_kind(text: str, filename: str) -> str:

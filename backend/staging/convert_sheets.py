@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import csv
-import html
 import io
-import re
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -83,6 +81,22 @@ class SheetBuilder:
             self.rows[index] = values
             self.width = max(self.width, len(values))
 
+    def add_cells(self, index: int, cells: dict[int, str]) -> None:
+        """A sparse row (column -> text, non-empty cells only): no 16,384-wide lists for far-out cells."""
+        if not cells:
+            return
+        width = min(max(cells) + 1, MAX_COLUMNS)
+        if self.first_row is None:
+            self.first_row = index
+        self.last_row = max(self.last_row, index)
+        if self._room_for(index, width):
+            values = [""] * width
+            for column, text in cells.items():
+                if column < width:
+                    values[column] = text
+            self.rows[index] = values
+            self.width = max(self.width, width)
+
     def add_formula(self, index: int, column: int, formula: str) -> None:
         if column >= MAX_COLUMNS:
             return
@@ -135,7 +149,7 @@ class SheetBuilder:
         )
 
 
-def _finish(
+def finish_sheets(
     converted: Converted, builders: list[tuple[str, bool, SheetBuilder]], limits: ConvertLimits
 ) -> None:
     for sheet, hidden, builder in builders:
@@ -190,129 +204,6 @@ def open_zip_checked(data: bytes, limits: ConvertLimits, what: str) -> zipfile.Z
                 f"The {what} is password-protected (encrypted zip); remove the password first."
             )
     return archive
-
-
-# --- XLSX ----------------------------------------------------------------------------------------------
-
-
-def convert_xlsx(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Converted:
-    import openpyxl
-
-    archive = open_zip_checked(data, limits, "Excel workbook")
-    names = set(archive.namelist())
-    converted = Converted(kind="xlsx", keep_original=True)
-    if "xl/vbaProject.bin" in names:
-        converted.warnings.append(
-            "The workbook contains macros; they are never run, only cell values are staged."
-        )
-    if any(n.startswith("xl/externalLinks/") for n in names):
-        converted.warnings.append(
-            "The workbook links to other workbooks; linked values are staged as last cached."
-        )
-    converted.extra_scan_text.extend(_xlsx_side_text(archive, deadline))
-
-    budget = CellBudget(limits.max_cells)
-    builders: list[tuple[str, bool, SheetBuilder]] = []
-    try:
-        values_book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    except Exception as exc:  # openpyxl raises many types for damaged parts
-        raise ConversionFailed(
-            f"The Excel workbook is damaged and cannot be read ({describe(exc)})."
-        ) from exc
-    try:
-        for ws in values_book.worksheets:
-            builder = SheetBuilder(limits, budget)
-            _read_sheet(ws, builder, deadline, formulas=False)
-            builders.append((ws.title, ws.sheet_state != "visible", builder))
-        if values_book.chartsheets:
-            converted.warnings.append(
-                f"{len(values_book.chartsheets)} chart sheet(s) were skipped; charts carry no cell data."
-            )
-    except ConversionFailed:
-        raise
-    except Exception as exc:
-        raise ConversionFailed(
-            f"The Excel workbook is damaged and cannot be read ({describe(exc)})."
-        ) from exc
-    finally:
-        values_book.close()
-
-    # Second pass for formula text, so the scanner sees =WEBSERVICE(...), =IMAGE(...), =HYPERLINK(...).
-    try:
-        formula_book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=False)
-        try:
-            by_title = {title: builder for title, _, builder in builders}
-            for ws in formula_book.worksheets:
-                if ws.title in by_title:
-                    _read_sheet(ws, by_title[ws.title], deadline, formulas=True)
-        finally:
-            formula_book.close()
-    except ConversionFailed:
-        raise
-    except Exception as exc:
-        converted.warnings.append(
-            f"Formula text could not be read ({describe(exc)}); cached values are staged."
-        )
-
-    _finish(converted, builders, limits)
-    if budget.exhausted:
-        converted.warnings.append(f"The workbook has more than {limits.max_cells:,} cells; the rest was cut.")
-    return converted
-
-
-def _read_sheet(ws, builder: SheetBuilder, deadline: Deadline, *, formulas: bool) -> None:
-    ws.reset_dimensions()  # a forged <dimension> would otherwise pad every row to 16,384 columns
-    for index, row in enumerate(ws.iter_rows(values_only=True)):
-        if index % CHECK_EVERY == 0:
-            deadline.check()
-        if not formulas:
-            # Past the limits rows are still read, only to count them for total_rows.
-            builder.add_row(index, [cell_text(v) for v in row])
-            continue
-        if builder.first_row is not None and index - builder.first_row > builder.limits.max_rows_per_sheet:
-            break
-        for column, value in enumerate(row):
-            text = _formula_text(value)
-            if text:
-                builder.add_formula(index, column, text)
-
-
-def _formula_text(value: object) -> str | None:
-    if isinstance(value, str):
-        return value if value.startswith("=") else None
-    text = getattr(value, "text", None)  # ArrayFormula / DataTableFormula
-    if isinstance(text, str) and text:
-        return text if text.startswith("=") else "=" + text
-    return None
-
-
-_TEXT_NODE = re.compile(rb">([^<]+)<")
-
-
-def _xlsx_side_text(archive: zipfile.ZipFile, deadline: Deadline) -> Iterator[str]:
-    """Comments, threaded comments and document properties: places a planted instruction can hide."""
-    for info in archive.infolist():
-        name = info.filename
-        label = None
-        if re.fullmatch(r"xl/(comments/)?comments?\d*\.xml|xl/threadedComments/.*\.xml", name):
-            label = "cell comment"
-        elif name in ("docProps/core.xml", "docProps/app.xml", "docProps/custom.xml"):
-            label = "document property"
-        if label is None or info.file_size > 16 * 1024 * 1024:
-            continue
-        deadline.check()
-        try:
-            raw = archive.read(info)
-        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError):
-            continue  # a damaged side part; the cells themselves may still be fine
-        for match in _TEXT_NODE.finditer(raw):
-            text = match.group(1).decode("utf-8", "replace").strip()
-            if text and not _looks_like_plumbing(text):
-                yield f"{label}: {html.unescape(text)}"
-
-
-def _looks_like_plumbing(text: str) -> bool:
-    return bool(re.fullmatch(r"[\d\s.:TZ{}\-+]*|Microsoft Excel|openpyxl", text))
 
 
 # --- ODS -----------------------------------------------------------------------------------------------
@@ -373,7 +264,7 @@ def convert_ods(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
         raise ConversionFailed(
             f"The OpenDocument spreadsheet is damaged and cannot be read ({describe(exc)})."
         ) from exc
-    _finish(converted, builders, limits)
+    finish_sheets(converted, builders, limits)
     if budget.exhausted:
         converted.warnings.append(
             f"The spreadsheet has more than {limits.max_cells:,} cells; the rest was cut."

@@ -20,6 +20,7 @@ SINGLE_BYTE_LATIN = {
     "iso8859_10", "iso8859_13", "iso8859_14", "iso8859_15", "iso8859_16", "mac_latin2", "mac_roman",
     "mac_iceland", "mac_turkish", "cp437", "cp775", "cp850", "cp852", "cp858",
 }  # fmt: skip
+REPLACED_UTF8 = "utf-8 (invalid bytes replaced)"
 ALLOWED_CONTROLS = set("\t\n\r\f\v\x1b")
 
 
@@ -51,6 +52,10 @@ def decode_text(data: bytes) -> tuple[str, str]:
 
     best = from_bytes(data[: 4 * 1024 * 1024]).best()
     if best is None or best.encoding is None:
+        # Mostly UTF-8 with a few broken bytes (a bad copy-paste, a cut multi-byte character) is still text.
+        text = data.decode("utf-8", errors="replace")
+        if text.count("\ufffd") <= max(1, len(text) // 100):
+            return _checked(text), REPLACED_UTF8
         raise NotText("its text encoding could not be recognised")
     try:
         guessed = data.decode(best.encoding)

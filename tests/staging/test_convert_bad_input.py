@@ -192,10 +192,12 @@ def bomb(member_bytes: int) -> bytes:
 
 
 def test_zip_bomb_is_refused_before_any_parser_opens_it(monkeypatch):
-    def must_not_parse(*_args, **_kwargs):
-        raise AssertionError("openpyxl was reached")
+    import backend.staging.convert_xlsx as convert_xlsx
 
-    monkeypatch.setattr(openpyxl, "load_workbook", must_not_parse)
+    def must_not_parse(*_args, **_kwargs):
+        raise AssertionError("the workbook parser was reached")
+
+    monkeypatch.setattr(convert_xlsx, "_convert", must_not_parse)
     data = bomb(64 << 20)
     assert len(data) < 200_000
     assert_refused(convert(data, "bomb.xlsx"), "decompression bomb")
