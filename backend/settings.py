@@ -50,6 +50,14 @@ class Settings(BaseSettings):
     # drive / staging
     max_upload_bytes: int = 100 * 1024 * 1024
     export_row_cap: int = 5000
+    # conversion of Drive files to text (backend/staging/convert.py)
+    convert_max_rows_per_sheet: int = 100_000
+    convert_max_cells: int = 5_000_000
+    convert_max_unzipped_bytes: int = 512 * 1024 * 1024
+    convert_time_limit_seconds: float = 30.0
+    convert_max_pdf_pages: int = 500
+    convert_max_image_pixels: int = 50_000_000
+    convert_max_ocr_pages: int = 20
 
     # auth
     login_attempts_per_window: int = 5

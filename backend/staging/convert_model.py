@@ -40,16 +40,15 @@ class ConvertLimits:
     @classmethod
     def from_settings(cls) -> ConvertLimits:
         settings = get_settings()
-        defaults = cls()
         return cls(
             max_input_bytes=settings.max_upload_bytes,
-            max_rows_per_sheet=getattr(settings, "convert_max_rows_per_sheet", defaults.max_rows_per_sheet),
-            max_cells=getattr(settings, "convert_max_cells", defaults.max_cells),
-            max_unzipped_bytes=getattr(settings, "convert_max_unzipped_bytes", defaults.max_unzipped_bytes),
-            time_limit_seconds=getattr(settings, "convert_time_limit_seconds", defaults.time_limit_seconds),
-            max_pdf_pages=getattr(settings, "convert_max_pdf_pages", defaults.max_pdf_pages),
-            max_image_pixels=getattr(settings, "convert_max_image_pixels", defaults.max_image_pixels),
-            max_ocr_pages=getattr(settings, "convert_max_ocr_pages", defaults.max_ocr_pages),
+            max_rows_per_sheet=settings.convert_max_rows_per_sheet,
+            max_cells=settings.convert_max_cells,
+            max_unzipped_bytes=settings.convert_max_unzipped_bytes,
+            time_limit_seconds=settings.convert_time_limit_seconds,
+            max_pdf_pages=settings.convert_max_pdf_pages,
+            max_image_pixels=settings.convert_max_image_pixels,
+            max_ocr_pages=settings.convert_max_ocr_pages,
         )
 
 
