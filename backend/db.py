@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 from piccolo.engine.base import Engine
@@ -62,13 +63,38 @@ def is_postgres() -> bool:
 
 
 async def create_schema() -> None:
+    """Bring the database to the current schema by running the Piccolo migrations in backend/migrations."""
+    import contextlib
+    import io
+
+    from piccolo.apps.migrations.commands.forwards import run_forwards
+    from piccolo.apps.migrations.tables import Migration
+
+    import backend.piccolo_conf as piccolo_conf
+
+    current = engine()
+    piccolo_conf.DB = current
+    Migration._meta.db = current
+    os.environ["PICCOLO_CONF"] = "backend.piccolo_conf"
+    with contextlib.redirect_stdout(io.StringIO()) as out:  # piccolo prints progress; keep ours quiet
+        response = await run_forwards(app_name="cleanroom", migration_id="all", fake=False)
+    if not response.success:
+        raise RuntimeError(f"database migration failed: {response.message}\n{out.getvalue()}")
+
+
+async def create_tables_without_migrations() -> None:
+    """Only for comparing the migrations with the table definitions in tests."""
     engine()
     await create_db_tables(*all_tables(), if_not_exists=True)
 
 
 async def drop_schema() -> None:
-    engine()
+    from piccolo.apps.migrations.tables import Migration
+
+    current = engine()
+    Migration._meta.db = current
     await drop_db_tables(*all_tables())
+    await Migration.raw("DROP TABLE IF EXISTS migration")
 
 
 async def start_pool() -> None:
