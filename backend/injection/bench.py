@@ -45,6 +45,10 @@ COMPANIES = [
     "Stark Industries",
 ]
 STAGES = ["Prospecting", "Qualification", "Proposal", "Negotiation", "Closed Won", "Closed Lost"]
+NOTE_TAILS = [
+    "", "", "", " Contact: {first} {last}.", " Ref {ref}.", " Discussed with {first} on {date}.", " Amount {amount} EUR.",
+    " Waiting for PO {ref}.", " (call {phone})", " Next step: send revised quote.", " Kunde: {company}.",
+]  # fmt: skip
 NOTES = [
     "Call back next week about pricing",
     "Customer asked for a discount on the annual plan; assistant manager approval needed",
@@ -63,7 +67,8 @@ NOTES = [
 
 
 def realistic_rows(n_rows: int, seed: int = 7) -> tuple[list[str], list[list[str]]]:
-    """A deals export: ids, names, companies, amounts, dates, stages, emails and a free-text notes column."""
+    """A deals export: ids, names, companies, amounts, dates, stages, unique emails and a free-text notes column
+    (mostly unique too), with the hard negatives of the issue among the notes."""
     rng = random.Random(seed)
     header = ["id", "name", "company", "owner", "amount", "currency", "stage", "close_date", "email", "notes"]
     rows = []
@@ -79,8 +84,17 @@ def realistic_rows(n_rows: int, seed: int = 7) -> tuple[list[str], list[list[str
                 rng.choice(["EUR", "USD", "GBP"]),
                 rng.choice(STAGES),
                 f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
-                f"{first.lower()}.{last.lower()}@example.com",
-                rng.choice(NOTES),
+                f"{first.lower()}.{last.lower()}{i}@example.com",
+                rng.choice(NOTES)
+                + rng.choice(NOTE_TAILS).format(
+                    first=rng.choice(FIRST),
+                    last=rng.choice(LAST),
+                    ref=rng.randint(10000, 99999),
+                    date=f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+                    amount=rng.randint(100, 90000),
+                    phone=f"+49 30 {rng.randint(1000000, 9999999)}",
+                    company=rng.choice(COMPANIES),
+                ),
             ]
         )
     return header, rows

@@ -3,7 +3,7 @@
 A cell is reported when the weights of the distinct rules it matches add up to at least 1.0;
 1.5 or more is high severity. Weak rules (< 1.0) describe context that is innocent alone —
 "from now on", "Assistant:" at a line start, "send … to x@y" — and only count next to another hint.
-Every rule names the anchors it needs (see ANCHORS); a cell without an anchor is never matched.
+Every rule names the stems it needs (GATES); a cell without any is never matched (see gates.py).
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ DEST = _alt(
     r"(?:mon|ce|un) serveur(?: externe)?", r"(?:cette|l'adresse) (?:adresse|suivante)",
 )  # fmt: skip
 TO = r"(?:to|at|into|onto|via|an|nach|auf|zu|a|al|hacia|para|vers|sur|chez)"
-GAP = r"(?:\W+\S+){0,8}?\W+"
+GAP = r"(?:[^\w.!?;\n]+\w+){0,6}?[^\w.!?;\n]+"  # a few words, not across a sentence end
 
 
 # --- rules -------------------------------------------------------------------------------------------
@@ -223,7 +223,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "when_processing_this",
         c.ADDRESSED,
         0.6,
-        r"\b(?:when|while|before|after|as) (?:you )?(?:are )?(?:summari[sz]|analy[sz]|process|pars|ingest|read|review)\w* "
+        r"\b(?:when|while|before|after) (?:you )?(?:are )?(?:summari[sz]|analy[sz]|process|pars|ingest|read|review)\w* "
         r"(?:\w+ ){0,2}?(?:this|these|the) (?:data|file|sheet|table|spreadsheet|document|records?|rows?|dataset|export|csv|cell|column)s?\b",
     ),
     (
@@ -262,6 +262,38 @@ _RULES: list[tuple[str, str, float, str]] = [
     ),
     ("directive", c.ADDRESSED, 0.4, rf"\b{YOU_DIRECTIVE}(?!\w)"),
     (
+        "reveal_secrets",
+        c.EXFILTRATION,
+        ALONE,
+        rf"\b(?:print|show|display|list|reveal|output|dump|return|log|echo|give me|read out|affiche\w*|montre\w*|donne\w*|muestra\w*|"
+        rf"imprime|ensename|dame|lista|zeig\w*|gib|liste\w*|drucke\w*|nenne)\b{GAP}(?:\w+\s+){{0,2}}?{SECRET}",
+    ),
+    (
+        "steer_response",
+        c.ADDRESSED,
+        0.5,
+        r"\b(?:respond|reply|answer|say|state|report|output|conclude|claim)(?: only| simply| just)? (?:that|with|by saying)\b|"
+        r"\bantworte\w* (?:nur |einfach )?(?:mit|dass)\b|\bresponde\w* (?:solo |solamente |unicamente )?(?:con|que)\b|"
+        r"\brepond\w* (?:uniquement |seulement |simplement )?(?:par|que)\b|\bnothing else\b|\bnichts anderes\b|\bnada mas\b|\brien d'autre\b",
+    ),
+    (
+        "bulk_tamper",
+        c.ADDRESSED,
+        0.5,
+        r"\b(?:mark|set|flag|change|update|delete|remove|drop|approve|reject|zero|overwrite)\w* (?:all|every|each|any) (?:\w+ ){0,2}?"
+        r"(?:invoices?|rows?|records?|deals?|tickets?|expenses?|payments?|amounts?|entries|lines)\b|"
+        r"\b(?:markiere|losche|andere)\w* (?:alle|jede|samtliche)\b|\b(?:marca|borra|elimina|cambia)\w* (?:todas|todos)\b|"
+        r"\b(?:marque|supprime|efface|modifie)\w* (?:toutes|tous)\b",
+    ),
+    (
+        "unrestricted",
+        c.OVERRIDE,
+        0.5,
+        r"\b(?:unrestricted|unfiltered|uncensored|without (?:any )?(?:restrictions|limits|limitations|filters|rules|guardrails)|"
+        r"no (?:restrictions|limits|filters|rules|guardrails)|ohne (?:einschrankungen|grenzen|filter)|sin (?:restricciones|limites|filtros)|"
+        r"sans (?:restrictions|limites|filtres))\b",
+    ),
+    (
         "i_want_you_to",
         c.ADDRESSED,
         0.8,
@@ -278,7 +310,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "ignore_instructions_bare",
         c.OVERRIDE,
         ALONE,
-        rf"\b{IGNORE_VERB}\s+(?:the |die |las |los |les |tes |vos )?{INSTRUCTION_NOUN}\b",
+        rf"\b{IGNORE_VERB}\s+(?:the |die |las |los |les |tes |vos |las |sus |tus )?(?:user'?s? |users' |customer'?s? |human'?s? |nutzer\w* |usuario\w* |utilisateur\w* )?{INSTRUCTION_NOUN}\b",
     ),
     (
         "ignore_context",
@@ -461,7 +493,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         r"telnet |ftp |websocket |persistent )(?:connection|socket|session|shell|tunnel|request)s?\b|"
         r"\b(?:open|establish|create|make)(?:s|ing)? (?:a |an )?(?:new )?connection to (?:https?://|\S+:\d{2,5}\b|\d+\.\d+|an? (?:external|remote)|the (?:internet|server|host))|"
         r"\bconnect to (?:https?://|ftp://|\d{1,3}\.\d|\S+:\d{2,5}\b|an? (?:external|remote) (?:server|host|machine|endpoint))|"
-        r"\bmake an? (?:http |https |web |api |get |post |outbound )?(?:request|call) to\b|\b(?:reverse|bind) shell\b|"
+        r"\bmake an? (?:(?:http |https |web |api |get |post |outbound )?request|(?:http|https|web|api|get|post|outbound) call) to\b|\b(?:reverse|bind) shell\b|"
         r"\b(?:offne|offnen sie|baue|bauen sie|stelle|stellen sie) (?:eine )?(?:\w+ )?(?:netzwerk|tcp|http|socket|internet)?-?verbindung\w* (?:zu|auf|mit|her)\b|"
         r"\babr[ae] (?:una )?conexion (?:de red |tcp |http )?(?:a|con|hacia)\b|\bouvre(?:z)? une connexion (?:reseau |tcp |http )?(?:vers|a|avec)\b",
     ),
@@ -489,6 +521,12 @@ _RULES: list[tuple[str, str, float, str]] = [
         r"fim_\w+|tool|ipython|pad|im_sep)\|>|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>|\[/?(?:system|assistant)(?: message)?\]|"
         r"</?(?:system|assistant|system_prompt|sys_prompt|instructions?|admin_instructions|system_message|im_start)>",
     ),
+    (
+        "inline_role_heading",
+        c.ROLE_MARKER,
+        STRONG,
+        r"#{2,}\s*(?:system|assistant|instructions?|response|new instructions?|system prompt|admin|sistema|asistente|systeme|assistent)\s*:",
+    ),
     ("user_tag", c.ROLE_MARKER, ALONE, r"</?(?:user|human|tool_call|function_call)>|\[/?user\]"),
     (
         "markdown_role_heading",
@@ -501,7 +539,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "role_line_ai_reply",
         c.ROLE_MARKER,
         1.2,
-        r"(?:^|\n)\s*(?:assistant|ai|model|bot|chatbot|gpt|assistent|asistente)\s*:\s*(?:sure|ok|okay|certainly|of course|understood|absolutely|"
+        r"(?:^|\n|[.!?;:\-–—]\s+)\s*(?:assistant|ai|model|bot|chatbot|gpt|assistent|asistente)\s*:\s*(?:sure|ok|okay|certainly|of course|understood|absolutely|"
         r"i will|i'll|i have|i've|i am|i'm|i can|here is|here's|done|yes|as requested|noted|will do|affirmative|claro|entendido|"
         r"d'accord|bien sur|compris|verstanden|naturlich|gerne|selbstverstandlich)\b",
     ),
@@ -509,7 +547,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "role_line_system",
         c.ROLE_MARKER,
         1.2,
-        r"(?:^|\n)\s*(?:system|sistema|systeme)\s*:\s*(?:you|your|the assistant|the ai|the model|ignore|new|override|important|always|never|must|"
+        r"(?:^|\n|[.!?;:\-–—]\s+)\s*(?:system|sistema|systeme)\s*:\s*(?:you|your|the assistant|the ai|the model|ignore|new|override|important|always|never|must|"
         r"do not|from now on|rules?|instructions?|du|sie|tu|vous|eres|ignora|ignoriere|nouvelle|nueva|neue)\b",
     ),
     (
@@ -571,76 +609,164 @@ _RULES: list[tuple[str, str, float, str]] = [
         "formula_fetch",
         c.FORMULA,
         STRONG,
-        r"^\s*['\"]?[=+@-].*\b(?:webservice|importxml|importdata|importhtml|importfeed|importrange|filterxml)\s*\(",
+        r"(?:^|\s)['\"]?[=+@-].*\b(?:webservice|importxml|importdata|importhtml|importfeed|importrange|filterxml)\s*\(",
     ),
     (
         "formula_image_dynamic",
         c.FORMULA,
         STRONG,
-        r"^\s*['\"]?[=+@].*\bimage\s*\(.*(?:&|\?|concatenate|textjoin|encodeurl)",
+        r"(?:^|\s)['\"]?[=+@].*\bimage\s*\(.*(?:&|\?|concatenate|textjoin|encodeurl)",
     ),
-    ("formula_image", c.FORMULA, ALONE, r"^\s*['\"]?[=+@].*\bimage\s*\("),
+    ("formula_image", c.FORMULA, ALONE, r"(?:^|\s)['\"]?[=+@].*\bimage\s*\("),
     (
         "formula_hyperlink_dynamic",
         c.FORMULA,
         STRONG,
-        r"^\s*['\"]?[=+@].*\bhyperlink\s*\(.*(?:&|\?.*=|concatenate|textjoin|encodeurl)",
+        r"(?:^|\s)['\"]?[=+@].*\bhyperlink\s*\(.*(?:&|\?.*=|concatenate|textjoin|encodeurl)",
     ),
     (
         "formula_command",
         c.CODE_EXECUTION,
         STRONG,
-        r"^\s*['\"]?[=+@-].*(?:\b(?:cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel)(?:\.exe)?\s*\||"
+        r"(?:^|\s)['\"]?[=+@-].*(?:\b(?:cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel)(?:\.exe)?\s*\||"
         r"\b(?:dde|ddeauto|call|exec|register)\s*\()",
     ),
 ]
 
 
-# The prefilter: a cell whose folded text matches none of these is never looked at again. Every rule of
-# weight >= 0.6 has one of its required words here; weaker rules only count next to an anchored one.
-ANCHOR_PATTERNS: tuple[str, ...] = (
-    rf"\b{AI_STRICT}\b",
-    rf"\b{AI_GENERIC}\b",
-    r"ignor|disregard|forget|overrid|overwrit|bypass|vergiss|vergess|missacht|uberschreib|verwirf|verwerf|olvid|"
-    r"descart|oubli|abstraction|outrepass|caso omiso|no longer follow|(?:do not|don't) follow|ne (?:suis|suivez) plus|"
-    r"ne (?:tiens|tenez) (?:pas|plus) compte|haz caso|no sigas|stop following|pay no attention|set aside|put aside",
-    r"instruc|anweisung|consigne|prompt|directive|guideline|guardrail|\brules\b|\bregeln\b|\breglas\b|\bregles\b",
-    r"from now on|from this point|henceforth|ab sofort|ab jetzt|von nun an|a partir de ahora|de ahora en adelante|"
-    r"a partir de maintenant|desormais|dorenavant",
-    r"\bbefore (?:you|solv|answer|respond|repl|complet|start|begin|do|perform|continu|proceed|run|execut|writ|analy|process|summari)|"
-    r"\bbevor (?:du|sie)\b|\bantes de \w+ (?:la |tu |su |esta |cualquier |el )?(?:tarea|pregunta|consulta|solicitud|peticion|analisis|codigo)|"
-    r"\bavant de \w+ (?:a )?(?:la |ta |votre |cette |cet |le |l')?(?:tache|question|demande|requete|analyse|code)",
-    r"\byour (?:real|actual|true|new|only|primary|main|updated|sole|next|response|answer|reply|output|completion|final|summary|analysis|code|script)\b|"
-    r"\b(?:deine|ihre|tu|su|ta|votre) (?:neue|eigentliche|wahre|einzige|verdadera|nueva|unica|vraie|nouvelle|seule|antwort|ausgabe|respuesta|reponse)\b",
-    r"new task|neue aufgabe|nueva tarea|nouvelle tache|you are now|du bist (?:jetzt|nun)|eres ahora|(?:tu es|vous etes) (?:maintenant|desormais)|"
-    r"\bact as|behave as|respond as|pretend|role-?play|i (?:want|need) you to|jailbreak|jail-break|dan mode|anything now|god mode|"
-    r"sudo mode|developer mode|system prompt|systemprompt|system message|developer message|prompt injection",
-    r"\b(?:tell|inform|convince|persuade|encourage|assure|reassure|advise|urge|ask) (?:the )?(?:user|human|reader|operator|customer|them)\b|"
-    r"\b(?:user|human|operator|reviewer|approver|benutzer|nutzer|anwender|usuario|humano|utilisateur|humain)s?\b|a l'insu",
-    r"secretly|covertly|silently|quietly|discreetly|stealthily|without (?:the )?(?:user|knowledge|knowing|noticing|approval|permission|consent|confirmation)|"
-    r"behind the|keep (?:this|it) (?:secret|hidden|between)|heimlich|unbemerkt|stillschweig|en secreto|a escondidas|silenciosamente|"
-    r"sin que nadie|en secret|secretement|discretement|sans que personne|(?:pre-?)?approved by|authori[sz]ed|"
-    r"you (?:are|have been) (?:allowed|permitted|cleared)|the user (?:has|already|wants)|no (?:need to|approval) ",
-    r"\bmention|erwahn|\bnenne\b|menciones|mencione|revel|mentionn|reveal|disclose",
-    rf"{SECRET}",
-    rf"\b{SEND_VERB}\b(?:\W+\S+){{0,8}}?\W+(?:all|every|entire|full|complete|whole|each|raw|alle|samtliche|gesamte\w*|komplette\w*|"
-    r"vollstandige\w*|todos|todas|toda|todo|toute?s?|tous|l'ensemble|la totalite|l'integralite)\b",
-    rf"\b{SEND_VERB}\b[^\n]{{0,100}}?(?:@|://|\b\d{{1,3}}\.\d{{1,3}}\.)",
-    r"(?:append|add|attach|include|encode|put|insert|concatenate|embed)(?: \w+){0,4}? \w+ (?:to|in|into|as) (?:the |this |a |an )?(?:url|link|query|param|image|request)",
-    r"exfil|requests\.|urllib|urlopen|http\.client|socket|subprocess|os\.(?:system|popen|exec|spawn)|__import__|\beval\(|\bexec\(|pty\.spawn|"
-    r"/bin/|\bbash\b|\bsh -c|powershell|pwsh|cmd(?:\.exe)? ?/c|\bnc -|ncat|netcat|\bcurl\b|\bwget\b|\|\s*(?:ba)?sh\b|rm -rf|chmod|base64 -d|"
-    r"\bimport \w|smtplib|ftplib|paramiko|invoke-|\biex\b|fetch\(|xmlhttp|websocket|webclient|\bshell\b|subprocess|child process|background process",
-    r"connection|connexion|conexion|verbindung|connect to|(?:request|call) to\b|\binstall\b",
-    r"\b(?:run|execute|launch|spawn|invoke|eval|fuhre|ejecut\w*|execute[zr]?|lance[zr]?|starte|inicia)\b",
-    r"\b(?:download|fetch|pull)\b",
-    r"<\||\[/?inst\]|<</?sys|_of_turn>|\[/?(?:system|assistant|user)|</?(?:system|assistant|sys|instruction|admin|im_start|user|human|tool|function)",
-    r"##|(?:^|\n)\s*(?:assistant|system|ai|human|user|model|bot|chatbot|gpt|assistent|asistente|sistema|systeme|usuario|utilisateur|benutzer|nutzer)\s*:",
-    r"[\"']role[\"']|end of (?:the )?(?:user )?(?:input|data|document|prompt|context|file|user)|(?:begin|start) (?:of )?(?:the )?(?:system|new|admin)|"
-    r"(?:={3,}|-{3,}|\*{3,})\s*(?:system|admin|new|important)",
-    r"!\[|://[^\s]*[?{$<\[]|webhook|requestbin|pipedream|ngrok|burpcollab|oastify|interact\.?sh|oast\.|pastebin|transfer\.sh|hookbin|beeceptor|"
-    r"requestcatcher|mockbin|canarytoken|discord|telegram\.org|dnslog|ceye\.io|postb\.in|ptsv|trycloudflare|serveo|loca\.lt|hookdeck|ipinfo",
-    r"^\s*['\"]?(?:[=+@]\s*[a-z_(]|-\s*(?:cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel|dde|call|exec|register|webservice|import|filterxml)\b)",
+AI_STEMS = (
+    "ai$|ki$|ia$|llm|large|language|sprachmodell|modelo|modele|chat|gpt|claude|gemini|copilot|co-pilot|"
+    "asistente|agente|assist|agent|virtual|autonomous|intelligen|inteligencia|kunstliche|artificial|pilot"
+)
+GENERIC_STEMS = "assist|asistent|agent|model|bot"
+SECRET_STEMS = (
+    "credential|password|passcode|api|access|secret|private|ssh|token|auth|bearer|session|cookie|environment|env|"
+    "aws|connection|system|bank|credit|card|ssn|social|iban|personal|passworter|zugangsdaten|anmeldedaten|kennworter|"
+    "contrasena|credenciales|claves|mots|identifiants|cles"
+)
+SEND_STEMS = (
+    "send|upload|mail|email|post|transmit|forward|exfiltrat|leak|copy|export|sync|share|submit|dump|deliver|"
+    "push|pipe|relay|transfer|paste|include|attach|write|schick|ubermittel|ubermittl|ubertrag|lade|laden|hochladen|"
+    "leite|exportier|kopier|teile|veroffentlich|envia|envie|manda|mande|sube|suba|subir|reenvia|copia|"
+    "comparte|publica|filtra|envoie|envoye|transmet|televers|telecharge|uploade|copie|partage|transfere|publie"
+)
+USER_STEMS = (
+    "user|human|operator|reviewer|approver|benutzer|nutzer|anwender|usuario|usuaria|humano|operador|revisor|utilisat|"
+    "humain|operateur|relecteur|approbateur|insu"
+)
+INSTRUCTION_STEMS = (
+    "instruction|prompt|direction|directive|guideline|guidance|guardrail|constraint|restriction|rule|command|"
+    "programming|training|system|safety|content|anweisung|instruktion|befehl|regeln|vorgaben|richtlinien|anordnung|"
+    "instruccion|indicaciones|reglas|directrices|pautas|ordenes|comandos|restricciones|consigne|regles|ordres|commandes|"
+    "indications"
 )
 
+# Each rule's gate: stems (matched at a word start; or anywhere, when the stem starts with punctuation) at least
+# one of which every match of the rule contains. A cell is only tried against rules whose gate it contains,
+# and the batch prefilter looks for the gates of every rule but "directive".
+GATES: dict[str, str] = {
+    "greeting_ai": AI_STEMS,
+    "greeting_assistant": GENERIC_STEMS,
+    "vocative_ai": AI_STEMS,
+    "vocative_assistant": GENERIC_STEMS,
+    "if_you_are_ai": AI_STEMS + "|" + GENERIC_STEMS + "|automated",
+    "ai_reading_this": AI_STEMS,
+    "agent_reading_this": GENERIC_STEMS,
+    "ai_must": AI_STEMS,
+    "when_processing_this": "when$|while$|before$|after$",
+    "your_response": "your",
+    "your_output_weak": "your",
+    "your_response_intl": "antwort|ausgabe|zusammenfassung|analyse|respuesta|salida|resumen|analisis|reponse|sortie|synthese|resume",
+    "tell_the_user": USER_STEMS + "|reader",
+    "ask_for_credentials": "ask$",
+    "directive": "",
+    "reveal_secrets": SECRET_STEMS,
+    "steer_response": "respond|reply|answer|say|state|report|output|conclude|claim|antworte|responde|repond|nothing|nichts|nada|rien",
+    "bulk_tamper": "all$|every|each$|any$|alle$|jede|samtlich|todas$|todos$|toutes$|tous$",
+    "unrestricted": "unrestricted|unfiltered|uncensored|without$|no$|ohne$|sin$|sans$",
+    "i_want_you_to": "want$|need$",
+    "ignore_instructions": INSTRUCTION_STEMS,
+    "ignore_instructions_bare": INSTRUCTION_STEMS,
+    "ignore_context": "message|context|conversation|assignment|task|aufgabe|kontext|tarea|contexto|mensaje|tache",
+    "ignore_everything_above": "ignor|disregard|forget|vergiss|vergess|olvid|oubli",
+    "from_now_on": "now$|point|henceforth|forward|sofort|jetzt|nun|ahora|adelante|maintenant|desormais|dorenavant",
+    "from_now_on_you": "now$|point|henceforth|sofort|jetzt|nun|ahora|adelante|maintenant|desormais|dorenavant",
+    "before_the_task": "before|bevor|antes|avant",
+    "new_instructions": (
+        "instruction|prompt|directive|objective|order|anweisung|instruktion|aufgabe|instruccion|tarea|consigne|tache"
+    ),
+    "your_real_task": (
+        "task|goal|objective|instruction|job|mission|purpose|directive|priority|aufgabe|anweisung|tarea|mision|"
+        "instruccion|tache"
+    ),
+    "you_are_now": "now$|jetzt|nun$|sofort|ahora|maintenant|desormais",
+    "act_as": "act$|behave|respond|answer|pretend|role|want$",
+    "jailbreak": "jail|dan|anything|god|sudo|prompt",
+    "developer_mode": "developer",
+    "reveal_prompt": "prompt|instruction|rule|guideline|configuration|message",
+    "system_prompt_words": "system|developer|initial|hidden",
+    "hide_from_user": USER_STEMS,
+    "hide_this_note": (
+        "mention|reveal|disclose|acknowledge|repeat|quote|reference|refer$|erwahne|nenne$|menciones|mencione|reveles|"
+        "revele|mentionne|revelez"
+    ),
+    "secretly": (
+        "secret|covert|silent|quiet|discreet|stealth|without|behind|keep|heimlich|unbemerkt|stillschweig|escondid|"
+        "nadie|personne"
+    ),
+    "preapproved": "user|admin|security|ciso|system|authori|permitted|allowed|cleared|no$",
+    "send_bulk": (
+        "all$|every|entire|full$|complete|whole$|each$|raw$|alle$|samtlich|gesamt|komplett|vollstandig|todos$|todas$|"
+        "toda$|todo$|completa|completo|entera|entero|toute|tous$|ensemble|totalite|integralite"
+    ),
+    "send_secrets": SECRET_STEMS,
+    "send_to_destination": SEND_STEMS,
+    "data_into_url": "append|add|attach|include|encode|put|insert|concatenat|embed",
+    "exfiltrate_word": "exfil",
+    "code_literal": (
+        "requests$|urllib|urlopen|socket|subprocess|os$|__import__|eval$|exec$|pty$|bin$|bash|sh$|powershell|cmd|nc$|"
+        "ncat|netcat|curl|wget|rm$|chmod|base64|import|smtplib|ftplib|paramiko|invoke|iex$|fetch|xmlhttprequest|websocket|"
+        "webclient"
+    ),
+    "open_connection": (
+        "connect|socket|session|shell|tunnel|request|make$|verbindung|conexion|connexion|offne|baue|bauen|stelle|"
+        "stellen"
+    ),
+    "run_command": (
+        "run|execut|launch|spawn|invok|eval|start|open|download|fetch|curl|wget|pull|fuhre|ejecut|starte|inicia|lance"
+    ),
+    "install_package": "pip|npm|apt",
+    "template_token": (
+        "<\\||[inst|[/inst|<<|<start_of_turn|<end_of_turn|[system|[/system|[assistant|[/assistant|<system|</system|<assistant|"
+        "</assistant|<sys|</sys|<instruction|</instruction|<admin|</admin|<im_start|</im_start"
+    ),
+    "inline_role_heading": "##",
+    "user_tag": "<user|</user|<human|</human|<tool_call|</tool_call|<function_call|</function_call|[user|[/user",
+    "markdown_role_heading": "##",
+    "role_line_ai_reply": "assist|asistent|ai$|model|bot|chatbot|gpt",
+    "role_line_system": "system|sistema",
+    "role_dialogue": "user|human|usuario|utilisateur|benutzer|nutzer|system|sistema",
+    "role_line": "assist|system|ai$|human",
+    "json_role": "role",
+    "fake_delimiter": "end|begin|start|===|---|***",
+    "markdown_image_query": "![",
+    "url_placeholder": "//",
+    "capture_host": (
+        "webhook|requestbin|pipedream|ngrok|burpcollaborator|oastify|interact|oast|pastebin|transfer|hookbin|beeceptor|"
+        "requestcatcher|mockbin|canarytokens|discord|telegram|dnslog|ceye|postb|ptsv|trycloudflare|serveo|loca|"
+        "requestinspector|hookdeck|webhookinbox|ipinfo"
+    ),
+    "url_sensitive_param": "//",
+    "url_data_param": "//",
+    "markdown_image": "![",
+    "formula_fetch": "webservice|importxml|importdata|importhtml|importfeed|importrange|filterxml",
+    "formula_image_dynamic": "image",
+    "formula_image": "image",
+    "formula_hyperlink_dynamic": "hyperlink",
+    "formula_command": (
+        "cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel|dde$|ddeauto|call$|exec$|register$"
+    ),
+}
+
+
 RULES: tuple[Rule, ...] = tuple(Rule(n, cat, w, re.compile(p, re.MULTILINE)) for n, cat, w, p in _RULES)
-ANCHOR_RE = re.compile("|".join(f"(?:{p})" for p in ANCHOR_PATTERNS), re.MULTILINE)

@@ -50,8 +50,8 @@ class _FoldTable(dict):
             folded = unicodedata.normalize("NFKC", ch).casefold()
             folded = "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
             out = "".join(_CONFUSABLES.get(c, c) for c in folded)
-            if out.isspace():
-                out = " "
+            if out.isspace() or unicodedata.category(ch)[0] in "PSZ" and not out.isascii():
+                out = " "  # dashes, quotes, symbols and emoji separate words like ASCII punctuation
         self[code] = out
         return out
 
@@ -161,8 +161,8 @@ def analyse_invisible(text: str) -> InvisibleReport | None:
             vs_supp += 1
             level = 2
         elif ch in ZERO_WIDTH:
-            if code == 0xFEFF and i == 0:
-                continue
+            if code == 0xFEFF and (i == 0 or text.count("\ufeff") == 1):
+                continue  # a byte-order mark left over from joining files
             level = 2
         elif ch in JOINERS:
             prev = text[i - 1] if i else ""

@@ -380,7 +380,7 @@ def _record(rng: random.Random, kind: str, notes: str) -> tuple[list[str], list[
 def embed_in_text(rng: random.Random, base: str, injection: str) -> str:
     """Place an instruction inside an ordinary note the way it shows up in real exports."""
     style = rng.randrange(5)
-    if style == 0 or not base:
+    if style == 0 or not base or injection.startswith("="):  # a formula is a whole cell
         return injection
     if style == 1:
         return f"{base}. {injection}"
