@@ -16,7 +16,9 @@ CSS = """
 .cr-code td.linenos { color: #8a8f98; text-align: right; user-select: none; padding: 0 10px 0 6px;
   border-right: 1px solid #e2e4e8; background: #f6f7f9; vertical-align: top; }
 .cr-code td.code { padding-left: 10px; width: 100%; }
-.cr-code pre { margin: 0; line-height: 1.45; white-space: pre; }
+.cr-code td { vertical-align: top; }
+.cr-code pre { margin: 0; padding: 0; line-height: 1.45 !important; font-size: 13px; font-family: inherit;
+  white-space: pre; background: transparent; }
 .cr-pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px;
   white-space: pre-wrap; word-break: break-word; background: #f6f7f9; border-radius: 4px; padding: 8px; }
 .cr-excerpt { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre-wrap;

@@ -113,8 +113,8 @@ def register() -> None:
                 user=(user.value or "").strip() if user else None,
                 status=status_select.value or None,
                 dataset=dataset.value or None,
-                since=(since.value or "").strip() or None,
-                until=(until.value or "").strip() or None,
+                since=f"{since.value}T00:00:00+00:00" if since.value else None,
+                until=f"{until.value}T23:59:59+00:00" if until.value else None,
                 limit=200,
             )
 

@@ -16,6 +16,10 @@ def switch(user: User, marker: str) -> ui.switch:
 
 
 async def test_code_execution_ships_off_and_can_be_turned_on(user: User, assistant: Assistant) -> None:
+    # the demo seed turns it on for Acme; start from the shipped state
+    await assistant.call(
+        "admin@acme.example", "PATCH", "/api/company/settings", json={"code_execution_enabled": False}
+    )
     await sign_in(user, "admin@acme.example", then="/settings")
     await user.should_see(marker="code-execution-switch", retries=50)
     await user.should_see("Ships off")
@@ -137,3 +141,21 @@ async def test_member_history_holds_only_their_runs(user: User, assistant: Assis
 async def test_empty_history_says_so(user: User) -> None:
     await sign_in(user, "hannah@acme.example", then="/runs")
     await user.should_see("No runs yet", retries=50)
+
+
+async def test_run_history_filters_by_date(user: User) -> None:
+    await sign_in(user, "maria@acme.example", then="/runs")
+    await user.should_see(marker="runs-table", retries=50)
+    user.find(marker="f-since").elements.pop().set_value("2999-01-01")
+    user.find(marker="apply-filters").click()
+    await user.should_see("No runs match these filters.", retries=50)
+    user.find(marker="f-since").elements.pop().set_value("2000-01-01")
+    user.find(marker="apply-filters").click()
+    await user.should_see(marker="runs-table", retries=50)
+
+
+async def test_demo_waiting_run_is_on_marias_list(user: User) -> None:
+    await sign_in(user, "maria@acme.example", then="/runs")
+    await user.should_see(marker="runs-table", retries=50)
+    rows = user.find(marker="runs-table").elements.pop().rows
+    assert [(r["title"], r["status"]) for r in rows] == [("Open pipeline by stage", "awaiting approval")]

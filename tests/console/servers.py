@@ -1,0 +1,98 @@
+"""The real thing on free localhost ports: the API (with its in-process worker and real VMs) and the console,
+each its own process, on a freshly seeded SQLite database in a temporary data directory."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(url: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError as exc:
+            last = exc
+        time.sleep(0.3)
+    raise TimeoutError(f"{url} did not answer within {seconds}s ({last})")
+
+
+@dataclass
+class Servers:
+    data_dir: Path
+    api_port: int = field(default_factory=free_port)
+    console_port: int = field(default_factory=free_port)
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def console_url(self) -> str:
+        return f"http://127.0.0.1:{self.console_port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "CLEANROOM_DATA_DIR": str(self.data_dir),
+            "DATABASE_URL": f"sqlite:///{self.data_dir / 'cleanroom.sqlite3'}",
+            "CLEANROOM_API_PORT": str(self.api_port),
+            "CLEANROOM_CONSOLE_PORT": str(self.console_port),
+            "CLEANROOM_API_BASE_URL": self.api_url,
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def start(self) -> Servers:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "backend", "demo", "seed"],
+            env=self.env(),
+            cwd=REPO,
+            check=True,
+            timeout=600,
+            stdout=subprocess.DEVNULL,
+        )
+        for name, args in (
+            ("api", [sys.executable, "-m", "backend", "serve", "--no-console"]),
+            ("console", [sys.executable, "-m", "console"]),
+        ):
+            log = open(self.data_dir / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the process
+            self.processes.append(
+                subprocess.Popen(args, env=self.env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+            )
+        wait_for(self.api_url + "/api/health")
+        wait_for(self.console_url + "/login")
+        return self
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.processes.clear()
+
+    def log(self, name: str) -> str:
+        path = self.data_dir / f"{name}.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
