@@ -3,7 +3,8 @@
 The type comes from the content (magic bytes, zip members); the file name only breaks ties among text
 types (.md, .json, .csv vs .txt). Bad input never raises: it comes back as `Converted(error=...)` with a
 sentence a person can act on. Work is bounded by `ConvertLimits` (bytes, rows, cells, zip expansion,
-pages, pixels, wall time).
+pages, pixels, wall time). `convert_isolated` runs the same conversion in a child process with a hard
+wall-clock and memory ceiling; staging untrusted uploads should prefer it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from backend.staging.convert_model import (
 from backend.staging.convert_pdf import convert_pdf
 from backend.staging.convert_sheets import convert_csv, convert_ods
 from backend.staging.convert_text import REPLACED_UTF8, NotText, convert_json, convert_plain, decode_text
+from backend.staging.convert_worker import convert_isolated
 from backend.staging.convert_xlsx import convert_xlsx
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "Table",
     "cells_for_scan",
     "convert",
+    "convert_isolated",
     "sniff_kind",
     "text_for_scan",
 ]
