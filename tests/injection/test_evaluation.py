@@ -1,0 +1,60 @@
+"""Recall and false-positive rate on the labelled sets, and the guarantees that make the fast path safe."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.injection import scan_cell, scan_cells
+from backend.injection.bench import bench_scan
+from backend.injection.gates import rules_for
+from backend.injection.rules import RULES
+from backend.injection.text import fold
+from tests.injection.corpus import dev_rows
+from tests.injection.evaluate import evaluate
+from tests.injection.heldout import HARD_NEGATIVES, POSITIVES, heldout_rows
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return dev_rows()
+
+
+def test_development_set_recall_and_false_positive_rate(dev) -> None:
+    score = evaluate(dev)
+    assert score.positives >= 500 and score.benign >= 8000
+    assert score.recall >= 0.9, score.missed[:20]
+    assert score.fpr <= 0.005, score.flagged_benign[:20]
+
+
+def test_held_out_set_recall_and_false_positive_rate() -> None:
+    score = evaluate(heldout_rows())
+    assert score.recall >= 0.9, score.missed
+    assert score.fpr <= 0.005, score.flagged_benign
+
+
+def _all_texts(dev) -> list[str]:
+    cells = {cell for r in dev for cell in r.row}
+    return sorted(cells | set(POSITIVES) | set(HARD_NEGATIVES))
+
+
+def test_every_rule_match_is_found_by_its_gate(dev) -> None:
+    """A rule is only tried when its gate stems are present; a match without them would be silently lost."""
+    misses = []
+    for text in _all_texts(dev):
+        folded = fold(text)
+        gated = rules_for(folded)
+        misses += [
+            (rule.name, text) for i, rule in enumerate(RULES) if i not in gated and rule.regex.search(folded)
+        ]
+    assert misses == []
+
+
+def test_the_batch_prefilter_never_drops_a_finding(dev) -> None:
+    texts = _all_texts(dev)
+    one_by_one = {i for i, t in enumerate(texts) if scan_cell(t)}
+    assert set(scan_cells(texts)) == one_by_one
+
+
+def test_benchmark_reports_cells_per_second() -> None:
+    result = bench_scan(n_rows=500, repeats=1)
+    assert result["cells"] == 5000 and result["cells_per_second"] > 0
