@@ -136,7 +136,9 @@ def convert(data: bytes, filename: str, *, limits: ConvertLimits | None = None) 
                 f"The file is named {_extension(filename)} but its content is {KIND_WORDS[kind]}; "
                 f"it was converted as {KIND_WORDS[kind]}.",
             )
-        for table, name in zip(converted.tables, table_file_names(filename, converted.tables), strict=True):
+        for table, name in zip(
+            converted.tables, table_file_names(safe_stem(filename), converted.tables), strict=True
+        ):
             table.name = name
     if converted.error is not None:
         converted.tables, converted.text, converted.keep_original = [], None, False

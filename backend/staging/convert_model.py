@@ -116,7 +116,10 @@ class Converted:
         return self.error is None
 
     def bundle_files(self, stem: str) -> list[tuple[str, bytes, dict]]:
-        """Text-form files for the staged bundle: (file name, content, metadata)."""
+        """Text-form files for the staged bundle: (file name, content, metadata).
+
+        `stem` is the caller's name for this file without extension ("q3-plan"); sheets become
+        "<stem>__<Sheet>.csv", text "<stem>.txt" (".md", ".json" for those kinds)."""
         if self.error is not None:
             return []
         files: list[tuple[str, bytes, dict]] = []
@@ -145,13 +148,13 @@ class Converted:
             }
             if self.pages is not None:
                 meta["pages"] = self.pages
-            name = unique_name(safe_stem(stem) + suffix, {n.lower() for n in names})
+            name = unique_name(slug(stem) + suffix, {n.lower() for n in names})
             files.append((name, self.text.encode("utf-8"), meta))
         return files
 
 
 def table_file_names(stem: str, tables: list[Table]) -> list[str]:
-    base = safe_stem(stem)
+    base = slug(stem)
     used: set[str] = set()
     names = []
     for table in tables:
@@ -191,7 +194,7 @@ def cell_text(value: object) -> str:
     return text
 
 
-_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+_NOT_SLUG = re.compile(r"[^a-z0-9.]+")
 _NOT_PART = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -200,12 +203,17 @@ def _ascii(text: str) -> str:
 
 
 def safe_stem(filename: str) -> str:
-    """'Q3 plan.xlsx' -> 'q3-plan': lowercase ASCII, dashes, no extension."""
+    """'Q3 plan.xlsx' -> 'q3-plan': the file name without its extension, as a slug."""
     stem = filename.rsplit("/", 1)[-1]
     if "." in stem.strip("."):
         stem = stem.rsplit(".", 1)[0]
-    slug = _NOT_SLUG.sub("-", _ascii(stem).lower()).strip("-")
-    return slug[:80] or "file"
+    return slug(stem)
+
+
+def slug(stem: str) -> str:
+    """'Q3 plan' -> 'q3-plan', 'report.v2' -> 'report.v2': lowercase ASCII, dashes; dots kept inside."""
+    text = _NOT_SLUG.sub("-", _ascii(stem).lower()).strip("-.")
+    return text[:80] or "file"
 
 
 def safe_part(sheet: str) -> str:

@@ -89,6 +89,7 @@ def _convert(
     budget = CellBudget(limits.max_cells)
     built: list[tuple[str, bool, SheetBuilder]] = []
     skipped_charts = 0
+    comment_sheets: dict[str, str] = {}
     for name, state, rel_id in sheets:
         rel = rels.get(rel_id)
         if rel is None:
@@ -106,6 +107,9 @@ def _convert(
         path = _resolve(base, target)
         if path not in names:
             raise _Damaged(f"sheet {name!r} points at a missing part {path}")
+        for rel_type_of_part, part_target in _relationships(archive, _rels_path(path)).values():
+            if rel_type_of_part.endswith(("/comments", "/threadedComment")):
+                comment_sheets[_resolve(posixpath.dirname(path), part_target)] = name
         builder = SheetBuilder(limits, budget)
         reader = _SheetReader(builder, shared, dates, durations, epoch_1904, deadline)
         with archive.open(path) as stream:
@@ -116,7 +120,7 @@ def _convert(
     finish_sheets(converted, built, limits)
     if budget.exhausted:
         converted.warnings.append(f"The workbook has more than {limits.max_cells:,} cells; the rest was cut.")
-    converted.extra_scan_text.extend(_side_text(archive, deadline))
+    converted.extra_scan_text.extend(_side_text(archive, deadline, comment_sheets))
     return converted
 
 
@@ -475,31 +479,43 @@ SIDE_PARTS = re.compile(
 PLUMBING = re.compile(r"[\d\s.:TZ{}\-+]*|Microsoft (Excel|Macintosh Excel)|openpyxl|Worksheets?")
 
 
-def _side_text(archive: zipfile.ZipFile, deadline: Deadline):
+def _side_text(archive: zipfile.ZipFile, deadline: Deadline, comment_sheets: dict[str, str]):
     """Cell comments and document properties: places a planted instruction can hide outside the cells."""
     for info in archive.infolist():
         if not SIDE_PARTS.fullmatch(info.filename) or info.file_size > 16 * 1024 * 1024:
             continue
-        is_property = info.filename.startswith("docProps/")
-        label = "document property" if is_property else "cell comment"
         deadline.check()
+        is_property = info.filename.startswith("docProps/")
+        sheet = comment_sheets.get(info.filename)
         found: list[str] = []
         runs: list[str] = []
+        where = {"ref": ""}
 
-        def end(name: str, runs=runs, found=found, is_property=is_property) -> None:
+        def start(name: str, attrs: dict[str, str], where=where, runs=runs) -> None:
+            if _local(name) in ("comment", "threadedComment"):
+                where["ref"] = attrs.get("ref", "")
+                runs.clear()  # drop the <authors> list and anything else before the comment
+
+        def end(name: str, runs=runs, found=found, is_property=is_property, sheet=sheet, where=where) -> None:
             # A comment's rich-text runs are joined so the scanner reads the sentence, not its pieces.
-            if is_property or _local(name) in ("comment", "threadedComment"):
-                found.append("".join(runs))
-                runs.clear()
+            if is_property:
+                found.append("document property: " + " ".join("".join(runs).split()))
+            elif _local(name) in ("comment", "threadedComment"):
+                cell = f"{sheet}!{where['ref']}" if sheet else where["ref"]
+                found.append(f"cell comment {cell}: " + " ".join("".join(runs).split()))
+            else:
+                return
+            runs.clear()
 
         parser = _parser()
+        parser.StartElementHandler = start
         parser.CharacterDataHandler = runs.append
         parser.EndElementHandler = end
         try:
             parser.Parse(archive.read(info), True)
         except (_Damaged, expat.ExpatError, zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError):
             continue  # a damaged side part; the cells themselves were fine
-        for text in found:
-            text = " ".join(text.split())
+        for line in found:
+            text = line.split(": ", 1)[1]
             if text and not PLUMBING.fullmatch(text):
-                yield f"{label}: {text}"
+                yield line
