@@ -11,7 +11,8 @@ from backend.settings import REPO_ROOT
 
 TEMPLATE_PATH = REPO_ROOT / "vm_templates" / "domain.xml"
 DOMAIN_PREFIX = "cleanroom-run-"
-KERNEL_CMDLINE = "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic rdinit=/init"
+METADATA_NS = "https://cleanroom.invalid/sandbox/1"
+KERNEL_CMDLINE = "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic init_on_free=1 rdinit=/init"
 CPU_BY_VIRT_TYPE = {
     # Under TCG the default CPU model lacks instructions numpy's wheels use ("Illegal instruction").
     "qemu": "<cpu mode='maximum' migratable='off'/>",
@@ -40,6 +41,7 @@ class DomainSpec:
     output_disk: Path
     console_log: Path
     extra_cmdline: str = ""
+    owner: str = ""  # "pid:starttime" of the process running it; leftovers are those whose owner is gone
 
 
 def _text(value: object) -> str:
@@ -59,6 +61,7 @@ def render_domain_xml(spec: DomainSpec, *, positive_control_nic: bool = False) -
         uuid=_text(spec.uuid),
         run_id=_text(spec.run_id),
         image_hash=_text(spec.image_hash),
+        owner=_text(spec.owner),
         memory_mib=int(spec.memory_mib),
         vcpus=int(spec.vcpus),
         kernel=_text(spec.kernel),

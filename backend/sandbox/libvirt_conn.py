@@ -15,7 +15,7 @@ from pathlib import Path
 
 import libvirt
 
-from backend.sandbox.domain import DOMAIN_PREFIX, DomainSpec, render_domain_xml
+from backend.sandbox.domain import DOMAIN_PREFIX, METADATA_NS, DomainSpec, render_domain_xml
 from backend.sandbox.image import ImageInfo
 from backend.settings import get_settings
 
@@ -53,6 +53,43 @@ def domain_is_active(conn: libvirt.virConnect, name: str) -> bool:
 
 def our_domains(conn: libvirt.virConnect) -> list[str]:
     return sorted(d.name() for d in conn.listAllDomains() if d.name().startswith(DOMAIN_PREFIX))
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_token() -> str:
+    """Identifies this process (pid + start time, so a reused pid does not match)."""
+    return f"{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def owner_alive(token: str | None) -> bool:
+    if not token or ":" not in token:
+        return False
+    pid, started = token.split(":", 1)
+    return pid.isdigit() and _start_time(int(pid)) == started
+
+
+def domain_owner(dom: libvirt.virDomain) -> str | None:
+    try:
+        xml = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, METADATA_NS)
+    except libvirt.libvirtError:
+        return None
+    match = re.search(r"owner=[\"']([^\"']*)[\"']", xml)
+    return match.group(1) if match else None
+
+
+def domains_owned_by(conn: libvirt.virConnect, token: str) -> list[str]:
+    return sorted(
+        d.name()
+        for d in conn.listAllDomains()
+        if d.name().startswith(DOMAIN_PREFIX) and domain_owner(d) == token
+    )
 
 
 def interface_count(xml: str) -> int:

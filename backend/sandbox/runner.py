@@ -33,9 +33,13 @@ from backend.sandbox.libvirt_conn import (
     connection,
     destroy_quietly,
     domain_is_active,
+    domain_owner,
+    domains_owned_by,
     interface_count,
     make_private_dir,
     our_domains,
+    owner_alive,
+    owner_token,
     resolve_virt_type,
 )
 from backend.sandbox.models import (
@@ -186,6 +190,7 @@ def _spec(name: str, uuid_: str, run_id: str, image: ImageInfo, virt_type: str, 
         job_disk=workdir / "job.img",
         output_disk=workdir / "out.img",
         console_log=workdir / "console.log",
+        owner=owner_token(),
     )
 
 
@@ -197,6 +202,7 @@ def _make_template(slot: Slot, progress: Progress) -> None:
     workdir = slot.directory / f"template-{slot.virt_type}-slot{slot.index}"
     shutil.rmtree(workdir, ignore_errors=True)
     make_private_dir(workdir)
+    (workdir / "owner").write_text(owner_token())
     uuid_ = str(uuid.uuid4())
     started = time.monotonic()
     try:
@@ -344,6 +350,7 @@ def _run(
     vm.domain_name = name
     try:
         workdir = make_private_dir(settings.effective_run_dir / f"{DOMAIN_PREFIX}{run_id}")
+        (workdir / "owner").write_text(owner_token())
         nonce = secrets.token_hex(16)
         job = {
             "run_id": run_id,
@@ -594,40 +601,63 @@ def _write_files(guest: wire.GuestResult, record: dict, out_dir: Path, result: S
 
 
 def recover_leftovers() -> list[str]:
-    """Destroy leftover `cleanroom-run-*` domains and delete per-run files (service start)."""
+    """Destroy leftover `cleanroom-run-*` domains and delete per-run files (service start).
+
+    A leftover is one whose owning process is gone; runs of another live process are left alone.
+    """
     removed: list[str] = []
     with connection() as conn:
-        for name in our_domains(conn):
-            if destroy_quietly(conn, name):
+        for dom in conn.listAllDomains():
+            name = dom.name()
+            if (
+                name.startswith(DOMAIN_PREFIX)
+                and not owner_alive(domain_owner(dom))
+                and destroy_quietly(conn, name)
+            ):
                 removed.append(f"domain {name}")
-    run_dir = get_settings().effective_run_dir
-    if run_dir.is_dir():
-        for path in run_dir.iterdir():
-            if path.name.startswith(DOMAIN_PREFIX):
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-                removed.append(f"files {path}")
+    for path in leftover_run_files(include_live=False):
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        removed.append(f"files {path}")
     image = current_image()
-    if image is not None:
-        states = image.directory / "states"
-        for path in states.glob("template-*") if states.is_dir() else []:
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(f"files {path}")
-        for path in states.glob("*.partial") if states.is_dir() else []:
-            path.unlink(missing_ok=True)
+    states = image.directory / "states" if image else None
+    if states is not None and states.is_dir():
+        for path in [*states.glob("template-*"), *states.glob("*.partial")]:
+            if path.is_dir() and owner_alive(_read_owner(path)):
+                continue
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
             removed.append(f"files {path}")
     return removed
 
 
-def leftover_run_files() -> list[Path]:
+def _read_owner(path: Path) -> str | None:
+    try:
+        return (path / "owner").read_text()
+    except OSError:
+        return None
+
+
+def leftover_run_files(include_live: bool = True, owner: str | None = None) -> list[Path]:
+    """Per-run directories: all of them, only those of dead processes, or only those of `owner`."""
     run_dir = get_settings().effective_run_dir
     if not run_dir.is_dir():
         return []
-    return sorted(p for p in run_dir.iterdir() if p.name.startswith(DOMAIN_PREFIX))
+    found = []
+    for path in sorted(run_dir.iterdir()):
+        if not path.name.startswith(DOMAIN_PREFIX):
+            continue
+        path_owner = _read_owner(path)
+        if owner is not None and path_owner != owner:
+            continue
+        if not include_live and owner_alive(path_owner):
+            continue
+        found.append(path)
+    return found
 
 
-def running_domains() -> list[str]:
+def running_domains(owner: str | None = None) -> list[str]:
+    """Our domains in libvirt (only those run by `owner`, when given)."""
     with connection() as conn:
-        return our_domains(conn)
+        return domains_owned_by(conn, owner) if owner else our_domains(conn)
 
 
 def health() -> dict[str, Any]:

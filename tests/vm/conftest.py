@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from backend.sandbox import RunLimits, SandboxResult, ensure_image, prepare_saved_states, run_code
+from backend.sandbox.libvirt_conn import owner_token
 from backend.sandbox.runner import leftover_run_files, running_domains
 
 
@@ -27,7 +28,9 @@ def sandbox_image() -> None:
 @pytest.fixture(autouse=True)
 def nothing_left_behind(sandbox_image: None) -> Iterator[None]:
     yield
-    assert running_domains() == [], "a cleanroom-run-* domain outlived its run"
+    # Only this process's VMs: other processes on a shared host may be running their own.
+    me = owner_token()
+    assert running_domains(owner=me) == [], "a cleanroom-run-* domain outlived its run"
     assert leftover_run_files() == [], "per-run files outlived their run"
 
 
@@ -36,9 +39,16 @@ def run(tmp_path: Path):
     counter = iter(range(1000))
 
     def _run(
-        code: str, *, wall: int = 30, input_dir: Path | None = None, out: Path | None = None, **kwargs
+        code: str,
+        *,
+        wall: int = 30,
+        memory_mib: int = 2048,
+        input_dir: Path | None = None,
+        out: Path | None = None,
+        **kwargs,
     ) -> SandboxResult:
         out = out or tmp_path / f"out{next(counter)}"
-        return run_code(code, input_dir=input_dir, out_dir=out, limits=RunLimits(wall_seconds=wall), **kwargs)
+        limits = RunLimits(wall_seconds=wall, memory_mib=memory_mib)
+        return run_code(code, input_dir=input_dir, out_dir=out, limits=limits, **kwargs)
 
     return _run

@@ -55,8 +55,19 @@ print(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), 
     assert seen["cwd"] == "/work"
     assert "OPENED" not in seen["opened"].values(), seen["opened"]
     assert set(seen["env"]) <= {
-        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "MPLBACKEND", "MPLCONFIGDIR",
-        "PYTHONDONTWRITEBYTECODE", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LC_CTYPE",
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LC_ALL",
+        "TMPDIR",
+        "MPLBACKEND",
+        "MPLCONFIGDIR",
+        "PYTHONDONTWRITEBYTECODE",
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "LC_CTYPE",
     }
     assert result.vm.nics == 0
     assert result.vm.guest_interfaces == ["lo"]
