@@ -15,7 +15,8 @@ from backend.errors import AppError, Invalid, NotFound
 from backend.records.tables import VISIBILITIES
 from backend.records.visibility import owned_rows_where
 from backend.settings import get_settings
-from backend.staging.convert import sniff_kind
+from backend.staging.convert import TEXT_EXTENSIONS, sniff_kind
+from backend.staging.convert_model import ConversionFailed
 from backend.tenancy.context import UserContext
 
 _BAD_NAME = re.compile(r"[\x00-\x1f/\\]")
@@ -43,6 +44,22 @@ def _check_visibility(visibility: str) -> str:
     if visibility not in VISIBILITIES:
         raise Invalid(f"visibility must be one of {list(VISIBILITIES)}")
     return visibility
+
+
+def drive_kind(data: bytes, name: str) -> str:
+    """The kind the Drive shows, from the content (the name only tells text kinds apart). A file staging
+    cannot convert is still stored, as "binary"; staging reports why it was not staged."""
+    try:
+        kind = sniff_kind(data, name)
+    except ConversionFailed:
+        return "binary"
+    if kind != "text-like":
+        return kind
+    head = data[:8192]
+    if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "binary"
+    ext = "." + name.rsplit(".", 1)[1].lower() if "." in name.strip(".") else ""
+    return TEXT_EXTENSIONS.get(ext, "text")
 
 
 def _team_for(ctx: UserContext) -> int | None:
@@ -149,7 +166,7 @@ async def upload(
         name=name,
         size=len(data),
         sha256=digest,
-        kind=sniff_kind(data, name),
+        kind=drive_kind(data, name),
         run_id=run_id,
     )
     await row.save()
