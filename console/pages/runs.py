@@ -128,6 +128,17 @@ def register() -> None:
                     "play_disabled",
                 )
                 return
+            waiting = [r for r in items if r.get("status") == "awaiting_approval"]
+            if waiting and not status_select.value:
+                with (
+                    ui.row()
+                    .classes("items-center gap-2 bg-orange-1 rounded px-3 py-2 w-full")
+                    .mark("waiting")
+                ):
+                    ui.icon("pending_actions", color="warning")
+                    ui.label(f"{len(waiting)} run(s) wait for approval:")
+                    for run in waiting[:5]:
+                        ui.link(run.get("title") or f"Run #{run['id']}", f"/runs/{run['id']}")
             ui.label(f"{body.get('total', len(items))} run(s)").classes("text-grey-7 text-sm").mark(
                 "run-count"
             )

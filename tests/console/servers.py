@@ -51,8 +51,11 @@ class Servers:
         return f"http://127.0.0.1:{self.console_port}"
 
     def env(self) -> dict[str, str]:
+        inherited = {  # nicegui treats a PYTEST_* environment as its own screen test and will not serve
+            k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "NICEGUI_"))
+        }
         return {
-            **os.environ,
+            **inherited,
             "CLEANROOM_DATA_DIR": str(self.data_dir),
             "DATABASE_URL": f"sqlite:///{self.data_dir / 'cleanroom.sqlite3'}",
             "CLEANROOM_API_PORT": str(self.api_port),

@@ -1,0 +1,194 @@
+"""Real headless Chromium against real servers: a person approves the demo run, it runs in a real VM,
+its chart comes back, one proposed change is accepted. Saves the README's screenshots on the way."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.console.servers import REPO, Servers
+
+pytestmark = [pytest.mark.browser, pytest.mark.vm, pytest.mark.slow]
+
+SHOTS = REPO / "docs" / "screenshots"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+RUN_TIMEOUT = 420  # a cold VM boot under software emulation is slow; KVM takes seconds
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    from backend.sandbox import current_image
+
+    if current_image() is None:
+        pytest.fail(
+            "no guest image: run `cleanroom image build` (scripts/test does) before the browser tests"
+        )
+    running = Servers(tmp_path_factory.mktemp("browser-servers")).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip("chromium and chromium-driver are not installed")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="cleanroom-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,1000",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def body_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def wait_for_text(driver, text: str, timeout: float = 30) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, timeout, poll_frequency=0.5).until(
+        lambda d: text in body_text(d), message=f"never saw {text!r}"
+    )
+
+
+def click_button(driver, label: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.XPATH, f"//button[contains(normalize-space(.), '{label}')]").click()
+
+
+def sign_in(driver, servers: Servers, email: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.delete_all_cookies()
+    driver.get(servers.console_url + "/login")
+    wait_for_text(driver, "Sign in")
+    driver.find_element(By.XPATH, "//input[@aria-label='Email']").send_keys(email)
+    driver.find_element(By.CSS_SELECTOR, "input[type=password]").send_keys("demo")
+    click_button(driver, "Sign in")
+    wait_for_text(driver, "Runs")
+
+
+def screenshot(driver, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1400, min(max(height, 900), 4000))
+    driver.save_screenshot(str(SHOTS / f"{name}.png"))
+    driver.set_window_size(1400, 1000)
+
+
+def api_as(servers: Servers, email: str) -> httpx.Client:
+    client = httpx.Client(base_url=servers.api_url, timeout=30)
+    assert client.post("/api/auth/login", json={"email": email, "password": "demo"}).status_code == 200
+    return client
+
+
+def test_person_approves_the_waiting_run_sees_its_chart_and_accepts_a_change(
+    servers: Servers, browser
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = browser
+    sign_in(driver, servers, "maria@acme.example")
+    wait_for_text(driver, "Open pipeline by stage")
+    screenshot(driver, "runs-member")
+    driver.find_element(By.LINK_TEXT, "Open pipeline by stage").click()
+
+    wait_for_text(driver, "injection warning")
+    text = body_text(driver)
+    assert "Note to the AI assistant" in text  # the planted instruction, with where it was found
+    assert "Customer feedback.xlsx › sheet Responses › row" in text
+    with api_as(servers, "maria@acme.example") as api:
+        run = api.get("/api/runs", params={"status": "awaiting_approval"}).json()["items"][0]
+        code = api.get(f"/api/runs/{run['id']}").json()["code"]
+    shown = driver.find_element(By.CSS_SELECTOR, ".cr-code td.code").text
+    assert shown.strip() == code.strip()  # the full code, every line
+    warning = driver.find_element(By.XPATH, "//*[contains(text(), 'injection warning')]")
+    approve = driver.find_element(By.XPATH, "//button[contains(normalize-space(.), 'Approve and run')]")
+    assert warning.location["y"] < approve.location["y"]
+    screenshot(driver, "approval")
+
+    approve.click()
+    WebDriverWait(driver, RUN_TIMEOUT, poll_frequency=1).until(
+        lambda d: any(s in body_text(d) for s in ("succeeded", "failed", "timed out", "error\n")),
+        message="the run did not finish",
+    )
+    wait_for_text(driver, "succeeded", timeout=10)
+    WebDriverWait(driver, 30).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "img[src^='data:image/png;base64,']"),
+        message="no chart preview",
+    )
+    text = body_text(driver)
+    assert "pipeline_by_stage.png" in text
+    assert "Isolation evidence" in text and "network interfaces in the VM definition\n0" in text
+    screenshot(driver, "run-result")
+
+    wait_for_text(driver, "Proposed actions")
+    accept = driver.find_element(By.XPATH, "//button[contains(normalize-space(.), 'Accept')]")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", accept)
+    accept.click()
+    wait_for_text(driver, "accepted")
+    screenshot(driver, "actions")
+    with api_as(servers, "maria@acme.example") as api:
+        items = api.get(f"/api/runs/{run['id']}/action-items").json()
+        assert [i["status"] for i in items] == ["accepted"]
+        record = api.get(f"/api/records/deals/{items[0]['record_id']}").json()
+        assert float(record["probability"]) == 80
+
+
+def test_admin_screens(servers: Servers, browser) -> None:
+    driver = browser
+    sign_in(driver, servers, "admin@acme.example")
+    wait_for_text(driver, "Open pipeline by stage")
+    screenshot(driver, "runs-admin")
+
+    driver.get(servers.console_url + "/settings")
+    wait_for_text(driver, "Follow-ups without a second approval")
+    wait_for_text(driver, "No schedules.")
+    screenshot(driver, "settings")
+
+    driver.get(servers.console_url + "/credits")
+    wait_for_text(driver, "Costliest runs")
+    wait_for_text(driver, "Open pipeline by stage")
+    screenshot(driver, "credits")
+
+    driver.get(servers.console_url + "/audit")
+    wait_for_text(driver, "run.finished")
+    click_button(driver, "Verify chain")
+    wait_for_text(driver, "Chain intact")
+    screenshot(driver, "audit")
+
+    driver.get(servers.console_url + "/health")
+    wait_for_text(driver, "Guest image sha256")
+    assert "KVM" in body_text(driver) or "software emulation" in body_text(driver)
+    screenshot(driver, "health")
