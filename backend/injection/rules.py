@@ -77,8 +77,9 @@ NOT_ADDRESS = (
     r"and\b|or\b|number|id\b|code|portal|name|office|general|principal|professor|agency|fees?|commission))"
 )
 GREETING = _alt(
-    r"hey", r"hi", r"hello", r"dear", r"attention", r"note to", r"notice to", r"message (?:to|for)",
-    r"instructions? (?:to|for)", r"reminder (?:to|for)", r"memo (?:to|for)", r"important for", r"to",
+    r"hey", r"hi", r"hello", r"dear", r"attention", r"(?:important )?notes? (?:to|for)", r"notice (?:to|for)",
+    r"(?:important )?message (?:to|for)", r"instructions? (?:to|for)", r"reminder (?:to|for)", r"memo (?:to|for)",
+    r"important for", r"to", r"for", r"p\.? ?s\.? (?:to|for)", r"warning (?:to|for)",
     r"hallo", r"liebe[rs]?", r"an", r"achtung", r"hinweis (?:fur|an)", r"nachricht (?:fur|an)",
     r"anweisung(?:en)? (?:fur|an)", r"hola", r"querid[oa]s?", r"estimad[oa]s?", r"atencion",
     r"aviso (?:para|al?)", r"nota (?:para|al?)", r"mensaje (?:para|al?)", r"instrucciones para",
@@ -202,7 +203,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.ADDRESSED,
         ALONE,
         rf"\b{AI_STRICT}s?,? (?:that is |who is |which is |that's |die |der |das |que |qui )?(?:\w+ ){{0,2}}?"
-        r"(?:reading|processing|parsing|analy[sz]ing|summari[sz]ing|reviewing|ingesting|handling|scanning|seeing|"
+        r"(?:reading|processing|parsing|analy[sz]ing|summari[sz]ing|reviewing|ingesting|handling|scanning|seeing|generating|"
+        r"writing|producing|running|executing|creating|answering|working on|"
         r"liest|lesen|verarbeitet|verarbeiten|analysiert|analysieren|lee|leen|procesa|procesan|analiza|analizan|"
         r"lit|lisent|traite|traitent|analyse|analysent)\b",
     ),
@@ -363,7 +365,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "new_instructions",
         c.OVERRIDE,
         0.8,
-        r"\b(?:new|updated|revised|real|actual|true|hidden|secret|additional|priority|override|overriding|urgent|system) "
+        r"\b(?:new|updated|revised|real|actual|true|hidden|secret|additional|priority|override|overriding|urgent) "
         r"(?:system )?(?:instructions?|prompt|directives?|objective|orders)\b|\bneue (?:anweisung\w*|instruktion\w*|aufgabe)\b|"
         r"\bnuevas? (?:instrucciones|tarea)\b|\bnouvelles? (?:instructions?|consignes?|tache)\b",
     ),
@@ -374,7 +376,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         r"\byour (?:real|actual|true|new|only|primary|main|updated|sole|next) (?:task|goal|objective|instructions?|job|mission|purpose|directive|priority)\b|"
         r"\bthe (?:real|actual|true) (?:task|goal|objective|instructions?)\b|"
         r"\b(?:focus|concentrate) on (?:your|the|a) new task\b|\b(?:deine|ihre) (?:neue|eigentliche|wahre|einzige) (?:aufgabe|anweisung)\b|"
-        r"\btu (?:verdadera|nueva|unica|autentica) (?:tarea|mision|instruccion)\b|\b(?:ta|votre) (?:vraie|nouvelle|seule|veritable) (?:tache|mission)\b",
+        r"\b(?:tu|su) (?:verdadera|nueva|unica|autentica) (?:tarea|mision|instruccion)\b|\b(?:ta|votre) (?:vraie|nouvelle|seule|veritable) (?:tache|mission)\b",
     ),
     (
         "you_are_now",
@@ -395,7 +397,7 @@ _RULES: list[tuple[str, str, float, str]] = [
     (
         "jailbreak",
         c.OVERRIDE,
-        STRONG,
+        0.8,
         r"\b(?:jailbreak\w*|jail-break\w*|dan mode|do anything now|god mode|sudo mode|prompt injection)\b",
     ),
     ("developer_mode", c.OVERRIDE, 0.8, r"\bdeveloper mode\b"),
@@ -631,8 +633,120 @@ _RULES: list[tuple[str, str, float, str]] = [
         r"(?:^|\s)['\"]?[=+@-].*(?:\b(?:cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel)(?:\.exe)?\s*\||"
         r"\b(?:dde|ddeauto|call|exec|register)\s*\()",
     ),
+    # Added after the first held-out measurement, phrased as general patterns rather than its sentences.
+    (
+        "ignore_instructions_post",
+        c.OVERRIDE,
+        STRONG,
+        rf"\b{IGNORE_VERB}\s+(?:\S+\s+){{0,2}}?{INSTRUCTION_NOUN}\s+(?:\S+\s+)?(?:anterior(?:es)?|previas?|previos?|precedentes?|anterieure?s?|du systeme|del sistema|originales?|iniciales?|de arriba|ci-dessus|d'origine|vorherige\\w*)\b",
+    ),
+    (
+        "instructions_void",
+        c.OVERRIDE,
+        STRONG,
+        rf"\b(?:{INSTRUCTION_NOUN}|guidance|directions|what(?:ever)? you (?:were|have been|'ve been) (?:told|given|asked|instructed)(?: \w+)?)"
+        r"(?: \w+){0,4}? (?:(?:is|are|has been|have been|was|were) (?:now |hereby )?(?:void|null|invalid|obsolete|cancell?ed|revoked|lifted|"
+        r"suspended|disabled|overridden|superseded|outdated|replaced|no longer valid)|no longer appl(?:y|ies)|do(?:es)? not apply anymore)\b|"
+        r"\b(?:anweisungen|regeln|vorgaben|instruktionen)(?: \w+){0,3}? (?:sind|gelten) (?:\w+ )?(?:ungultig|aufgehoben|nicht mehr)\b|"
+        r"\b(?:instrucciones|reglas)(?: \w+){0,3}? (?:ya no (?:aplican|son validas)|quedan anuladas|son nulas)\b|"
+        r"\b(?:instructions|consignes|regles)(?: \w+){0,3}? (?:ne s'appliquent plus|sont (?:annulees|caduques|nulles))\b",
+    ),
+    (
+        "whatever_you_were_told",
+        c.OVERRIDE,
+        ALONE,
+        r"\b(?:whatever|everything|anything|what) (?:you (?:were|have been|'ve been) (?:told|given|asked|instructed)|the user (?:asked|said|wants|typed|wrote|requested))\b|"
+        r"\b(?:forget|ignore|disregard|skip)(?: about)? (?:what|whatever) (?:the user|the human|you|they|he|she)(?: \w+){0,2}? (?:asked|said|typed|wrote|requested|told)\b|"
+        r"\b(?:oublie\w*|ignore\w*) (?:tout )?ce (?:que|qu'on|qui)\b|\b(?:olvida\w*|ignora\w*) lo que\b|\b(?:vergiss|ignoriere)\w*,? was\b|"
+        r"\b(?:follow|obey|comply with|execute|carry out)(?: only)? (?:the )?(?:instructions|directions|commands|orders) (?:in|of|from) this (?:cell|row|note|text|file|comment|field|line)\b",
+    ),
+    (
+        "system_override",
+        c.OVERRIDE,
+        0.8,
+        r"\b(?:system|admin|security|emergency|priority) override\b|\boverride (?:mode|code|protocol)\b",
+    ),
+    (
+        "if_ai_reads",
+        c.ADDRESSED,
+        ALONE,
+        rf"\b(?:if|when|whenever|once|wenn|falls|si|cuando|quand|lorsque) (?:an?|any|the|some|this|ein|eine|una?|el|la|le|l') ?(?:{AI_STRICT}|{AI_GENERIC}|automated \w+|ki-\w+)"
+        r" (?:reads|is reading|processes|is processing|sees|parses|analy[sz]es|summari[sz]es|ingests|handles|liest|verarbeitet|lee|procesa|lit|traite)\b|"
+        r"\bif (?:this|the) (?:text|row|note|cell|file|message|document) is (?:being )?(?:read|processed|parsed|analy[sz]ed|summari[sz]ed) by (?:an?|the) \w+",
+    ),
+    (
+        "automated_reader",
+        c.ADDRESSED,
+        ALONE,
+        rf"{SENTENCE_START}(?:\(\s*)?{GREETING}\s+(?:the |any |all )?(?:automated|autonomous) (?:tools?|systems?|readers?|agents?|processors?|"
+        r"assistants?|scripts?|analysts?|models?|processing|parsers?)\b|\bautomatisierte (?:systeme|werkzeuge|agenten)\b|"
+        r"\b(?:sistemas|herramientas) automatizad[oa]s\b|\b(?:systemes|outils) automatises\b",
+    ),
+    (
+        "ai_should_generic",
+        c.ADDRESSED,
+        0.5,
+        rf"\b(?:the|this|any|every|your) {AI_GENERIC} (?:must|should|shall|needs to|has to|is (?:required|instructed|supposed) to|will now)\b",
+    ),
+    (
+        "when_you_write",
+        c.ADDRESSED,
+        0.7,
+        r"\bwhen (?:you )?(?:generat|writ|produc|creat|prepar|draft|build|render|comput)\w* (?:the |your |any |this )?"
+        r"(?:summary|report|analysis|answer|response|chart|code|script|output|python|plot|table|results?)\b",
+    ),
+    (
+        "regardless_of_data",
+        c.ADDRESSED,
+        0.6,
+        r"\bregardless of (?:the |what the )?(?:data|facts|numbers|figures|actual|real|contents?|input)\b",
+    ),
+    (
+        "send_data_to_url",
+        c.EXFILTRATION,
+        ALONE,
+        rf"\b{SEND_VERB}\b(?: (?:the|this|that|our|all|my|your))? (?:pandas )?(?:dataframe|df|csv|spreadsheet|table|dataset|database|records|rows|"
+        rf"results|output|file contents|data|json|inputs?|staged files?)\b(?:\W+\S+){{0,4}}?\W+{TO}\s+(?:{URL}|{IP})",
+    ),
+    (
+        "secrets_then_send",
+        c.EXFILTRATION,
+        ALONE,
+        rf"{SECRET}(?:\W+\S+){{0,8}}?\W+{SEND_VERB}\b(?: (?:them|it|those|these|sie|los|les|las))?(?:\W+\S+){{0,3}}?\W+{TO}\s+(?:\S+\s+)?{DEST}",
+    ),
+    (
+        "harvest_secrets",
+        c.EXFILTRATION,
+        0.8,
+        rf"\b(?:collect|gather|harvest|grab|extract|steal|read|scrape|dump|exfiltrate)\b(?: all| the| any| every)? (?:\w+ )?{SECRET}",
+    ),
+    (
+        "sensitive_path",
+        c.CODE_EXECUTION,
+        STRONG,
+        r"/etc/(?:passwd|shadow|hosts)\b|~/\.ssh|\bid_rsa\b|\.aws/credentials|\.bash_history|/proc/self/environ|\.git-credentials",
+    ),
+    (
+        "show_input_files",
+        c.EXFILTRATION,
+        0.8,
+        r"\b(?:print|show|display|output|dump|reveal|list|affiche\w*|montre\w*|muestra\w*|imprime|zeig\w*|gib)\b(?: \w+){0,3}? "
+        r"(?:contents?|contenu|inhalt|contenido|raw contents?) (?:of|des|du|de|der|von) (?:\w+ ){0,3}?(?:files?|fichiers?|dateien|archivos|inputs?|entree|uploads?|attachments?)\b",
+    ),
+    (
+        "skip_approval",
+        c.CONCEALMENT,
+        0.7,
+        r"\b(?:skip|bypass|avoid|circumvent|get around|without going through|umgehe\w*|evita\w*|omite|contourne\w*)\b(?: \w+){0,2}? "
+        r"(?:approval|review|confirmation|human review|approval screen|approval step|user approval|genehmigung|aprobacion|validation|approbation)\b",
+    ),
+    (
+        "do_not_flag",
+        c.CONCEALMENT,
+        0.5,
+        r"\b(?:do not|don't|never) (?:flag|report|highlight|raise|warn about|escalate)(?: (?:this|it|these|them))?\b",
+    ),
 ]
-
 
 AI_STEMS = (
     "ai$|ki$|ia$|llm|large|language|sprachmodell|modelo|modele|chat|gpt|claude|gemini|copilot|co-pilot|"
@@ -766,6 +880,22 @@ GATES: dict[str, str] = {
     "formula_command": (
         "cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel|dde$|ddeauto|call$|exec$|register$"
     ),
+    "ignore_instructions_post": INSTRUCTION_STEMS,
+    "instructions_void": INSTRUCTION_STEMS + "|guidance|told|given|asked|instructed",
+    "whatever_you_were_told": "whatever|everything|anything|what$|ce$|lo$|was$|follow|obey|comply|execute|carry",
+    "system_override": "override",
+    "if_ai_reads": "reads$|reading|processes|processing|sees$|parses|analyses|analyzes|summarises|summarizes|ingests|handles|liest|verarbeitet|lee$|procesa|lit$|traite|read$|processed|parsed|analysed|analyzed|summarised|summarized",
+    "automated_reader": "automated|autonomous|automatisierte|automatizad|automatises",
+    "ai_should_generic": GENERIC_STEMS,
+    "when_you_write": "when$",
+    "regardless_of_data": "regardless",
+    "send_data_to_url": SEND_STEMS,
+    "secrets_then_send": SEND_STEMS,
+    "harvest_secrets": "collect|gather|harvest|grab|extract|steal|read$|scrape|dump|exfiltrate",
+    "sensitive_path": "etc$|ssh$|id_rsa|aws$|bash_history|proc$|git$",
+    "show_input_files": "content|contenu|inhalt|contenido",
+    "skip_approval": "approval|review|confirmation|genehmigung|aprobacion|validation|approbation",
+    "do_not_flag": "flag|report|highlight|raise|warn$|escalate",
 }
 
 

@@ -11,6 +11,7 @@ from backend.injection import scan_table
 from backend.injection.bench import bench_scan
 from tests.injection.corpus import LabelledRow, dev_rows
 from tests.injection.heldout import heldout_rows
+from tests.injection.heldout2 import heldout2_rows
 
 
 @dataclass
@@ -83,6 +84,7 @@ def main() -> None:
     _report("development", evaluate(dev_rows()), verbose)
     if "--dev-only" not in sys.argv:
         _report("held-out", evaluate(heldout_rows()), "--heldout-details" in sys.argv)
+        _report("held-out 2", evaluate(heldout2_rows()), "--heldout-details" in sys.argv)
     if "--no-bench" not in sys.argv:
         print("bench:", bench_scan())
 
