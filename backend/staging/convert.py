@@ -295,7 +295,8 @@ def cells_for_scan(converted: Converted) -> Iterator[tuple[str | None, list[str]
 
 def text_for_scan(converted: Converted) -> str | None:
     """Text to scan line by line. For text, PDF and image files it is exactly the bundled .txt/.md/.json, so
-    line numbers match; for spreadsheets it lists sheet names, cell comments and document properties."""
+    line numbers match; for spreadsheets it lists cell comments and document properties (sheet names travel
+    with `cells_for_scan`, one table per sheet, empty sheets included)."""
     if converted.error is not None:
         return None
     if converted.kind in SPREADSHEET_KINDS:

@@ -107,7 +107,7 @@ class Converted:
     details: dict = field(
         default_factory=dict
     )  # e.g. {"encoding": "cp1252", "delimiter": ";"}; goes into metadata
-    # Text the scanner should read that is not in a table cell: sheet names, cell comments, document
+    # Text the scanner should read that is not in a table cell: cell comments, document
     # properties of a workbook ("label: text" lines). Not bundled.
     extra_scan_text: list[str] = field(default_factory=list)
 

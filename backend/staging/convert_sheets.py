@@ -164,7 +164,6 @@ def finish_sheets(
             converted.warnings.append(
                 f"Sheet {sheet!r} is hidden in the workbook; it is staged and marked hidden."
             )
-    converted.extra_scan_text.extend(f"sheet name: {sheet}" for sheet, _, _ in builders)
 
 
 # --- zip containers ------------------------------------------------------------------------------------
@@ -227,6 +226,7 @@ T_H = _q(NS_TEXT, "h")
 T_S = _q(NS_TEXT, "s")
 T_TAB = _q(NS_TEXT, "tab")
 T_BR = _q(NS_TEXT, "line-break")
+T_ANNOTATION = _q(NS_OFFICE, "annotation")
 T_STYLE = _q(NS_STYLE, "style")
 T_TABLE_PROPS = _q(NS_STYLE, "table-properties")
 A_NAME = _q(NS_TABLE, "name")
@@ -257,7 +257,7 @@ def convert_ods(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
                     "The OpenDocument spreadsheet declares a DOCTYPE, which is not allowed."
                 )
         with archive.open("content.xml") as stream:
-            builders = list(_parse_ods(stream, limits, budget, deadline))
+            builders = list(_parse_ods(stream, limits, budget, deadline, converted.extra_scan_text))
     except ConversionFailed:
         raise
     except (ET.ParseError, zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
@@ -272,7 +272,7 @@ def convert_ods(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
     return converted
 
 
-def _parse_ods(stream, limits: ConvertLimits, budget: CellBudget, deadline: Deadline):
+def _parse_ods(stream, limits: ConvertLimits, budget: CellBudget, deadline: Deadline, comments: list[str]):
     hidden_styles: set[str] = set()
     stack: list[ET.Element] = []
     sheet_name = ""
@@ -301,7 +301,9 @@ def _parse_ods(stream, limits: ConvertLimits, budget: CellBudget, deadline: Dead
             if processed % CHECK_EVERY == 0:
                 deadline.check()
             repeat = _int_attr(elem, A_ROWS_REPEATED)
-            values, formulas = _ods_row(elem)
+            values, formulas, notes = _ods_row(elem)
+            for column, note in notes:
+                comments.append(f"cell comment {sheet_name}!{column_letter(column)}{row_index + 1}: {note}")
             if any(values) or formulas:
                 for _ in range(min(repeat, limits.max_rows_per_sheet + 2)):
                     builder.add_row(row_index, list(values))
@@ -323,13 +325,18 @@ def _parse_ods(stream, limits: ConvertLimits, budget: CellBudget, deadline: Dead
                 stack[-1].remove(elem)
 
 
-def _ods_row(row: ET.Element) -> tuple[list[str], dict[int, str]]:
+def _ods_row(row: ET.Element) -> tuple[list[str], dict[int, str], list[tuple[int, str]]]:
     values: list[str] = []
     formulas: dict[int, str] = {}
+    notes: list[tuple[int, str]] = []
     pending_empty = 0
     for cell in row:
         if cell.tag not in (T_CELL, T_COVERED):
             continue
+        for annotation in cell.iter(T_ANNOTATION):
+            note = " ".join(_ods_text(p) for p in annotation.iter(T_P))
+            if note.strip():
+                notes.append((len(values) + pending_empty, " ".join(note.split())))
         repeat = _int_attr(cell, A_COLS_REPEATED)
         text = _ods_cell_value(cell)
         formula = cell.get(A_FORMULA)
@@ -344,7 +351,7 @@ def _ods_row(row: ET.Element) -> tuple[list[str], dict[int, str]]:
             if formula:
                 formulas[len(values)] = _ods_formula(formula)
             values.append(text)
-    return values, formulas
+    return values, formulas, notes
 
 
 def _ods_cell_value(cell: ET.Element) -> str:
@@ -387,6 +394,15 @@ def _ods_formula(formula: str) -> str:
     if sep and prefix.isalnum() and len(prefix) <= 8:
         return "=" + rest
     return formula
+
+
+def column_letter(index: int) -> str:
+    letters = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        letters = chr(65 + rest) + letters
+    return letters
 
 
 def _int_attr(elem: ET.Element, name: str) -> int:

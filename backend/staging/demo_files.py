@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from backend.staging.convert_sheets import column_letter
+
 PIPELINE_NAME = "Q3 pipeline review.xlsx"
 PRICE_LIST_NAME = "Vendor price list.pdf"
 RECEIPT_NAME = "Receipt 2024-09-14.png"
@@ -66,15 +68,6 @@ class Sheet:
     styles: dict[int, int]  # column index -> style for data rows (header row is bold)
 
 
-def _column_letter(index: int) -> str:
-    letters = ""
-    index += 1
-    while index:
-        index, rest = divmod(index - 1, 26)
-        letters = chr(65 + rest) + letters
-    return letters
-
-
 def _excel_serial(day: dt.date) -> int:
     return (day - dt.date(1899, 12, 30)).days
 
@@ -107,9 +100,9 @@ def _sheet_xml(sheet: Sheet) -> str:
         cells = []
         for c, value in enumerate(row):
             style = BOLD_STYLE if r == 1 else sheet.styles.get(c, 0)
-            cells.append(_cell_xml(f"{_column_letter(c)}{r}", value, style))
+            cells.append(_cell_xml(f"{column_letter(c)}{r}", value, style))
         rows.append(f'<row r="{r}">{"".join(cells)}</row>')
-    last = f"{_column_letter(max(len(r) for r in sheet.rows) - 1)}{len(sheet.rows)}"
+    last = f"{column_letter(max(len(r) for r in sheet.rows) - 1)}{len(sheet.rows)}"
     return (
         '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
         '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
