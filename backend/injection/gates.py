@@ -58,9 +58,18 @@ def _stems_of_word(w: bytes) -> Iterable[bytes]:
     return (w[:k] for k in _LENGTHS if k <= len(w) and w[:k] in PREFIX)
 
 
-def words_with_stems(words: Iterable[bytes]) -> set[bytes]:
-    """The words that are, or begin with, a stem."""
-    return {w for w in words if w in WHOLE or (w[:3] in _HEADS and any(_stems_of_word(w)))}
+LEET = bytes.maketrans(b"0134579", b"oieastg")  # "1gn0r3" → "ignore"
+
+
+def _has_stem(w: bytes) -> bool:
+    return w in WHOLE or (w[:3] in _HEADS and any(_stems_of_word(w)))
+
+
+def words_with_stems(words: set[bytes]) -> set[bytes]:
+    """The words that are, or begin with, a stem, also when digits stand in for letters."""
+    found = {w for w in words if _has_stem(w)}
+    found.update(w for w in words if not w.isalpha() and not w.isdigit() and _has_stem(w.translate(LEET)))
+    return found
 
 
 def _is_word_char(ch: str) -> bool:

@@ -84,10 +84,10 @@ GREETING = _alt(
     r"anweisung(?:en)? (?:fur|an)", r"hola", r"querid[oa]s?", r"estimad[oa]s?", r"atencion",
     r"aviso (?:para|al?)", r"nota (?:para|al?)", r"mensaje (?:para|al?)", r"instrucciones para",
     r"bonjour", r"salut", r"cher", r"chere", r"note (?:pour|a|au)", r"message (?:pour|a|au)",
-    r"a l'attention (?:de|du|des)", r"consignes? pour",
+    r"a l'attention (?:de|du|des)", r"consignes? pour", r"a",
 )  # fmt: skip
 DET = r"(?:(?:the|any|all|every|dear|our|my|you|die|der|den|das|alle|el|la|los|las|le|l'|les|un|une|cher|chere|toute?s? les?|todos los|todas las)\s*)?"
-SENTENCE_START = r"(?:^|[\n.!?;:>\-–—]\s*|\s{2,})"
+SENTENCE_START = r"(?:^|[\n.!?;:>\-–—(\[]\s*|\s{2,})(?:(?:system|urgent|important|priority|admin|security|final|official|special|critical|p\.?s\.?)\s+)?"
 
 YOU_DIRECTIVE = _alt(
     r"you must", r"you should", r"you will", r"you need to", r"you have to", r"you are required",
@@ -146,7 +146,7 @@ BULK = (
     r"todos|todas|toda|todo|completa|completo|entera|entero|toute?s?|tous|l'ensemble|la totalite|l'integralite)"
     r"(?:\s+(?:of|the|this|these|your|our|de|des|du|la|los|las|el|die|der|den|das|le|les|ses|vos|tes|sus|tus))*"
     r"\s+(?:\w+\s+){0,2}?"
-    r"(?:data|dataset|data ?sets?|records?|rows?|tables?|database|db|customer|customers|clients?|contacts?|"
+    r"(?:data|dataset|data ?sets?|records?|rows?|tables?|database|db|customer|customers|clients?|contacts?|contact list|kontaktliste|adressliste|"
     r"email addresses|phone numbers|employees?|salar(?:y|ies)|payroll|inputs?|staged|file contents|contents?|"
     r"conversation|chat history|transactions|information|pii|daten|datensatze|kundendaten|kundenliste|kontakte|"
     r"kontaktdaten|tabellen?|zeilen|eintrage|gehalter|gehaltsdaten|lohndaten|inhalte?|datenbank|datos|registros|"
@@ -189,7 +189,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         0.6,
         rf"{SENTENCE_START}{GREETING}\s+{DET}{AI_GENERIC}\b{NOT_ADDRESS}",
     ),
-    ("vocative_ai", c.ADDRESSED, 0.7, rf"{SENTENCE_START}{DET}{AI_STRICT}\s*[,:!]"),
+    ("vocative_ai", c.ADDRESSED, 0.7, rf"{SENTENCE_START}{DET}{AI_STRICT}\s*(?:[,:!]|\s[-–—]\s)"),
     ("vocative_assistant", c.ADDRESSED, 0.5, rf"{SENTENCE_START}{DET}{AI_GENERIC}\s*[,!]"),
     (
         "if_you_are_ai",
@@ -268,7 +268,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.EXFILTRATION,
         ALONE,
         rf"\b(?:print|show|display|list|reveal|output|dump|return|log|echo|give me|read out|affiche\w*|montre\w*|donne\w*|muestra\w*|"
-        rf"imprime|ensename|dame|lista|zeig\w*|gib|liste\w*|drucke\w*|nenne)\b{GAP}(?:\w+\s+){{0,2}}?{SECRET}",
+        rf"imprime|ensename|dame|lista|zeig\w*|gib\w*|liste\w*|drucke\w*|nenne|read me|tell me|recite|spell out|type out|share)\b{GAP}(?:\w+\s+){{0,2}}?{SECRET}",
     ),
     (
         "steer_response",
@@ -285,7 +285,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         r"\b(?:mark|set|flag|change|update|delete|remove|drop|approve|reject|zero|overwrite)\w* (?:all|every|each|any) (?:\w+ ){0,2}?"
         r"(?:invoices?|rows?|records?|deals?|tickets?|expenses?|payments?|amounts?|entries|lines)\b|"
         r"\b(?:markiere|losche|andere)\w* (?:alle|jede|samtliche)\b|\b(?:marca|borra|elimina|cambia)\w* (?:todas|todos)\b|"
-        r"\b(?:marque|supprime|efface|modifie)\w* (?:toutes|tous)\b",
+        r"\b(?:marque|supprime|efface|modifie|approuve|valide)\w* (?:toutes|tous)\b",
     ),
     (
         "unrestricted",
@@ -580,7 +580,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "url_placeholder",
         c.EXFIL_URL,
         STRONG,
-        r"(?:https?:)?//[^\s\"'<>]*?(?:\{[^}\s]{1,40}\}|\$\{?[a-z_]{2,}|%s\b|<[a-z_ ]{2,30}>|\[(?:[a-z_ ]*(?:data|info|secret|key|token|"
+        r"(?:https?:)?//[^\s\"'<>]*?(?:\{[^}\s]{1,40}\}|\$\{?[a-z_]{2,}|%s\b|<[a-z0-9_ ]{2,40}>|\[(?:[a-z_ ]*(?:data|info|secret|key|token|"
         r"email|name|password|content|result|summary|value|record|row)[a-z_ ]*)\]|\{\{)",
     ),
     (
@@ -619,7 +619,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         STRONG,
         r"(?:^|\s)['\"]?[=+@].*\bimage\s*\(.*(?:&|\?|concatenate|textjoin|encodeurl)",
     ),
-    ("formula_image", c.FORMULA, ALONE, r"(?:^|\s)['\"]?[=+@].*\bimage\s*\("),
+    ("formula_image", c.FORMULA, 0.5, r"(?:^|\s)['\"]?[=+@].*\bimage\s*\("),
     (
         "formula_hyperlink_dynamic",
         c.FORMULA,
@@ -706,7 +706,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.EXFILTRATION,
         ALONE,
         rf"\b{SEND_VERB}\b(?: (?:the|this|that|our|all|my|your))? (?:pandas )?(?:dataframe|df|csv|spreadsheet|table|dataset|database|records|rows|"
-        rf"results|output|file contents|data|json|inputs?|staged files?)\b(?:\W+\S+){{0,4}}?\W+{TO}\s+(?:{URL}|{IP})",
+        rf"results|output|file contents|data|json|inputs?|staged files?|contacts?|contactos|kontakte|(?:contact|customer|attendee|client) list|"
+        rf"liste des \w+|lista de \w+|liste der \w+|donnees|datos|daten|tabla|tableau|tabelle)\b(?:\W+\S+){{0,4}}?\W+{TO}\s+(?:{URL}|{IP})",
     ),
     (
         "secrets_then_send",
@@ -746,8 +747,104 @@ _RULES: list[tuple[str, str, float, str]] = [
         0.5,
         r"\b(?:do not|don't|never) (?:flag|report|highlight|raise|warn about|escalate)(?: (?:this|it|these|them))?\b",
     ),
+    (
+        "takes_precedence",
+        c.OVERRIDE,
+        STRONG,
+        r"\b(?:(?:higher|highest|top) priority than|takes? precedence over|supersedes?|overrides?|trumps?|outranks?|replaces?|"
+        r"hat vorrang vor|haben vorrang vor|tiene prioridad sobre|prevalece sobre|a priorite sur|prevaut sur|remplace)"
+        rf"(?: \w+){{0,3}}? (?:{INSTRUCTION_NOUN}|guidance|system message|your (?:\w+ )?(?:rules|instructions|prompt|guidelines)|"
+        r"the user'?s? (?:request|question|instructions)|anything (?:else|the user))\b",
+    ),
+    (
+        "your_rules",
+        c.OVERRIDE,
+        0.8,
+        r"\byour (?:own )?(?:rules|instructions|guidelines|programming|system prompt|system message|directives|policies|safety (?:rules|settings)|restrictions|constraints|guardrails)\b|"
+        r"\b(?:deine|ihre) (?:regeln|anweisungen|richtlinien|vorgaben)\b|\b(?:tus|sus) (?:reglas|instrucciones|directrices)\b|\b(?:tes|vos) (?:regles|instructions|consignes)\b",
+    ),
+    (
+        "guards_lifted",
+        c.OVERRIDE,
+        0.6,
+        r"\b(?:confidentiality|restrictions?|safety|privacy|filters?|guardrails?|limits|limitations|compliance(?: mode)?|content policy|safe mode)"
+        r"(?: \w+){0,2}? (?:no longer appl(?:y|ies)|(?:is|are|has been|have been) (?:now )?(?:disabled|lifted|off|removed|suspended|deactivated|turned off)|disabled|deactivated|lifted)\b",
+    ),
+    (
+        "ignore_so_far",
+        c.OVERRIDE,
+        STRONG,
+        rf"\b{IGNORE_VERB}\s+(?:\S+\s+){{0,3}}?(?:{WEAK_NOUN}|everything|all|text|request|question|data)\s+(?:so far|above|until now|to date|thus far|up to now|"
+        r"bisher|hasta ahora|jusqu'ici|jusqu'a present|else(?: in this \w+)?|in this (?:file|document|sheet|table|cell|row|text))\b|"
+        r"\b(?:ignore|disregard|forget)\s+(?:everything|anything|all) else\b",
+    ),
+    (
+        "ignore_user_request",
+        c.OVERRIDE,
+        STRONG,
+        rf"\b{IGNORE_VERB}\s+(?:the |this |their |his |her )?(?:user'?s?|human'?s?|requester'?s?|analyst'?s?) (?:request|question|task|query|prompt|ask|instructions?|message)\b|"
+        rf"\b{IGNORE_VERB}\s+(?:la |le |l')?(?:demande|question|requete|consigne)s? de l'utilisat\w*|"
+        rf"\b{IGNORE_VERB}\s+(?:la |el |lo )?(?:peticion|pregunta|solicitud|tarea|que pida|que pide) (?:del|el) usuario|"
+        rf"\b{IGNORE_VERB}\s+(?:die )?(?:anfrage|frage|aufgabe|anweisung)\w* (?:des|der) (?:nutzers|benutzers|anwenders)",
+    ),
+    (
+        "you_are_a_tool",
+        c.OVERRIDE,
+        0.6,
+        r"\b(?:you are|you're|du bist|sie sind|eres|tu es|vous etes)(?: \w+){0,3}? (?:a|an|the|ein|eine|un|una|une|le|la|el) (?:\w+ ){0,2}?"
+        r"(?:tool|bot|assistant|model|agent|ai|program|exporter|exporttool|herramienta|outil|werkzeug|hacker|administrator|admin)\b|"
+        r"\b(?:du bist|sie sind|eres|tu es|vous etes)(?: \w+){0,2}? (?:jetzt|nun|ab sofort|ab jetzt|ahora|maintenant|desormais)\b",
+    ),
+    (
+        "ai_label",
+        c.ADDRESSED,
+        ALONE,
+        rf"(?:^|[\n.!?;(\[]\s*)(?:{AI_STRICT}|{AI_GENERIC}) (?:instructions?|notes?|notice|message|directive|override|task|anweisung\w*|hinweis|instrucciones|nota|consignes?)\s*:|"
+        rf"\b(?:consigne|instruction|note|message|hinweis|anweisung|nota|mensaje|directive|notice)s? (?:\w+ )?(?:pour|for|fur|para|an|to|a) "
+        rf"(?:le |la |l'|the |el |die |den |das |any |all |every )?(?:{AI_STRICT}|{AI_GENERIC}|ki-\w+)\b{NOT_ADDRESS}",
+    ),
+    (
+        "granted_permission",
+        c.CONCEALMENT,
+        0.6,
+        r"\b(?:authori[sz]ed|permitted|allowed|cleared|told|instructed) you to\b|\b(?:gave|given|grants?|granted) you (?:permission|access|clearance)\b|"
+        r"\byou (?:have|now have) (?:permission|clearance|authori[sz]ation) to\b",
+    ),
+    (
+        "paren_role",
+        c.ROLE_MARKER,
+        ALONE,
+        r"\((?:assistant|ai|system|model|bot|gpt|asistente|assistent)\)\s*:",
+    ),
+    (
+        "exfiltrate_verb",
+        c.EXFILTRATION,
+        ALONE,
+        r"\bexfiltrate (?:the|all|any|every|this|it|them|data|contacts?|emails?|rows|records|credentials)\b|"
+        r"\b(?:via|through|using|in) (?:an? |the )?(?:markdown )?(?:image|img|pixel|tracking pixel) (?:link|url|tag)\b|\bmarkdown image\b",
+    ),
+    (
+        "http_request_to",
+        c.CODE_EXECUTION,
+        0.8,
+        rf"\b(?:http|https|web|api|get|post|rest)\s*-?\s*(?:request|call|peticion|solicitud|requete|anfrage|aufruf)\w*(?:\W+\S+){{0,3}}?\W+{TO}\s+(?:{URL}|{IP})|"
+        rf"\b(?:peticion|solicitud|requete|anfrage) (?:http|https|web|api|post|get)\b(?:\W+\S+){{0,3}}?\W+{TO}\s+(?:{URL}|{IP})",
+    ),
+    (
+        "when_you_write_intl",
+        c.ADDRESSED,
+        0.7,
+        r"\bcuando (?:generes|escribas|crees|prepares|redactes|hagas) (?:el|la|tu|los|las) (?:codigo|resumen|informe|respuesta|analisis|grafico)\b|"
+        r"\bquand (?:tu |vous )?(?:generes|generez|ecris|ecrivez|rediges|redigez|prepares|preparez) (?:le|la|ta|votre|les) (?:code|reponse|resume|rapport|analyse|graphique)\b|"
+        r"\bwenn (?:du|sie) (?:den|die|das|deine|ihre) (?:code|antwort|zusammenfassung|analyse|bericht|diagramm) (?:schreibst|schreiben|erstellst|erstellen|generierst|generieren)\b",
+    ),
+    (
+        "hide_from_user_fr",
+        c.CONCEALMENT,
+        ALONE,
+        r"\bn'en (?:parle|parlez|dis|dites) (?:pas|rien|jamais)\b|\bne (?:le |lui |en )?(?:parle|parlez) (?:pas|jamais) (?:a )?(?:l'|le |la )?utilisat",
+    ),
 ]
-
 AI_STEMS = (
     "ai$|ki$|ia$|llm|large|language|sprachmodell|modelo|modele|chat|gpt|claude|gemini|copilot|co-pilot|"
     "asistente|agente|assist|agent|virtual|autonomous|intelligen|inteligencia|kunstliche|artificial|pilot"
@@ -896,6 +993,19 @@ GATES: dict[str, str] = {
     "show_input_files": "content|contenu|inhalt|contenido",
     "skip_approval": "approval|review|confirmation|genehmigung|aprobacion|validation|approbation",
     "do_not_flag": "flag|report|highlight|raise|warn$|escalate",
+    "takes_precedence": "priority|precedence|supersede|override|trump|outrank|replace|vorrang|prioridad|prevalece|priorite|prevaut|remplace",
+    "your_rules": "your$|deine|ihre$|tus$|sus$|tes$|vos$",
+    "guards_lifted": "confidentiality|restriction|safety|privacy|filter|guardrail|limits|limitations|compliance|content|safe$",
+    "ignore_so_far": "ignor|disregard|forget|overrid|bypass|skip|discard|dismiss|vergiss|vergess|olvid|oubli|descart|omit",
+    "ignore_user_request": USER_STEMS + "|requester|analyst|utilisat|usuario|nutzers|benutzers|anwenders",
+    "you_are_a_tool": "you$|you're|du$|sie$|eres$|tu$|vous$",
+    "ai_label": AI_STEMS + "|" + GENERIC_STEMS,
+    "granted_permission": "authori|permitted|allowed|cleared|told|instructed|gave|given|grant|permission|clearance",
+    "paren_role": "assist|ai$|system|model|bot$|gpt|asistente",
+    "exfiltrate_verb": "exfiltrate|via$|through|using|in$|markdown",
+    "http_request_to": "http|https|web$|api$|get$|post$|rest$|peticion|solicitud|requete|anfrage",
+    "when_you_write_intl": "cuando|quand|wenn",
+    "hide_from_user_fr": "en$|ne$",
 }
 
 

@@ -24,6 +24,24 @@ SEPARATOR = "\n\x1f"  # a line break, so line-start markers match at the start o
 BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}")
 SPACED_RE = re.compile(r"(?<!\w)(?:\w[ .\-_*/|]{1,3}){5,}\w(?!\w)")
 MAX_DEPTH = 2
+LEETISH_RE = re.compile(r"\b(?=\w*[a-z])(?=\w*[0134579])\w+")
+LEET = str.maketrans("0134579", "oieastg")
+# When rules of equal weight disagree, the finding is named after the more specific category.
+_PRIORITY = {
+    name: i
+    for i, name in enumerate(
+        [
+            c.ROLE_MARKER,
+            c.OVERRIDE,
+            c.EXFIL_URL,
+            c.FORMULA,
+            c.CODE_EXECUTION,
+            c.EXFILTRATION,
+            c.CONCEALMENT,
+            c.ADDRESSED,
+        ]
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -53,7 +71,10 @@ def _judge(folded: str) -> _Verdict | None:
         if m is None:
             continue
         total += rule.weight
-        if best is None or rule.weight > best[0].weight:
+        if best is None or (rule.weight, -_PRIORITY[rule.category]) > (
+            best[0].weight,
+            -_PRIORITY[best[0].category],
+        ):
             best = (rule, m)
     if best is None or total < 1.0:
         return None
@@ -105,6 +126,8 @@ def scan_cell(text: str, _depth: int = 0) -> list[CellHit]:
     folded = fold(text)
 
     verdict = _judge(folded)
+    if verdict is None and LEETISH_RE.search(folded):
+        verdict = _judge(LEETISH_RE.sub(lambda m: m.group(0).translate(LEET), folded))
     if verdict is None:
         despaced = _despace(folded)
         if despaced is not None:
