@@ -47,8 +47,18 @@ def _read_pages(pdf, data: bytes, limits: ConvertLimits, deadline: Deadline, con
     ocr_left = limits.max_ocr_pages
     parts: list[str] = []
     not_ocred: list[int] = []
-    for number in range(1, min(page_count, limits.max_pdf_pages) + 1):
-        deadline.check()
+    last = min(page_count, limits.max_pdf_pages)
+    for number in range(1, last + 1):
+        if number == 1:
+            deadline.check()
+        elif deadline.remaining() <= 0:
+            # Long documents keep what was read in time, clearly marked, rather than nothing at all.
+            converted.text_truncated = True
+            converted.warnings.append(
+                f"Only the first {number - 1:,} of {page_count:,} pages were converted within the "
+                f"{deadline.seconds:g} s time limit."
+            )
+            break
         page = pdf.pages[number - 1]
         try:
             text = page.extract_text() or ""
@@ -144,8 +154,7 @@ def _ocr_page(data: bytes, number: int, deadline: Deadline, converted: Converted
             )
             text = ocr_png_file(Path(tmp, "page.png"), deadline)
         except subprocess.TimeoutExpired:
-            deadline.check()
-            converted.warnings.append(f"Page {number} could not be OCRed in time.")
+            converted.warnings.append(f"Page {number} could not be OCRed within the time limit.")
             return ""
         except (subprocess.CalledProcessError, OSError, TesseractMissing) as exc:
             converted.warnings.append(

@@ -315,3 +315,25 @@ def test_mangled_versions_of_every_demo_file_never_raise():
             converted = convert(variant, name, limits=limits)
             assert isinstance(converted, Converted)
             assert converted.error is None or converted.error.strip()
+
+
+def test_a_long_pdf_keeps_the_pages_read_in_time(monkeypatch):
+    from pypdf import PdfReader, PdfWriter
+
+    from backend.staging import convert_model
+
+    page = PdfReader(io.BytesIO(dict(demo_drive_files())["Vendor price list.pdf"])).pages[0]
+    writer = PdfWriter()
+    for _ in range(4):
+        writer.add_page(page)
+    out = io.BytesIO()
+    writer.write(out)
+    # A clock that jumps 10 s every time it is read: the limit passes after the first pages.
+    ticks = iter(range(0, 10_000, 10))
+    monkeypatch.setattr(convert_model.time, "monotonic", lambda: next(ticks))
+
+    converted = convert(out.getvalue(), "long.pdf", limits=ConvertLimits(time_limit_seconds=25))
+    assert converted.error is None
+    assert converted.text_truncated
+    assert 1 <= converted.text.count("--- page") < 4
+    assert any("within the 25 s time limit" in w for w in converted.warnings)
