@@ -38,6 +38,7 @@ REL_WORKSHEET = "/worksheet"
 REL_MACROSHEET = "/xlMacrosheet"
 REL_CHARTSHEET = "/chartsheet"
 INTEGER = re.compile(r"-?\d{1,15}")
+HEADER_FOOTER = {"oddHeader", "oddFooter", "evenHeader", "evenFooter", "firstHeader", "firstFooter"}
 
 
 class _Damaged(Exception):
@@ -107,13 +108,18 @@ def _convert(
         path = _resolve(base, target)
         if path not in names:
             raise _Damaged(f"sheet {name!r} points at a missing part {path}")
-        for rel_type_of_part, part_target in _relationships(archive, _rels_path(path)).values():
+        sheet_rels = _relationships(archive, _rels_path(path))
+        for rel_type_of_part, part_target in sheet_rels.values():
             if rel_type_of_part.endswith(("/comments", "/threadedComment")):
                 comment_sheets[_resolve(posixpath.dirname(path), part_target)] = name
         builder = SheetBuilder(limits, budget)
-        reader = _SheetReader(builder, shared, dates, durations, epoch_1904, deadline)
+        reader = _SheetReader(builder, shared, dates, durations, epoch_1904, deadline, name)
         with archive.open(path) as stream:
             reader.feed_all(stream)
+        converted.extra_scan_text.extend(reader.notes)
+        for ref, rel_id, location, extra in reader.hyperlinks:
+            target = sheet_rels.get(rel_id, ("", ""))[1] or (f"#{location}" if location else "")
+            converted.extra_scan_text.append(" ".join(f"hyperlink {name}!{ref}: {target} {extra}".split()))
         built.append((name, state != "visible", builder))
     if skipped_charts:
         converted.warnings.append(f"{skipped_charts} chart sheet(s) were skipped; charts carry no cell data.")
@@ -309,7 +315,9 @@ def _column_index(ref: str) -> int | None:
 
 
 class _SheetReader:
-    def __init__(self, builder: SheetBuilder, shared, dates, durations, epoch_1904: bool, deadline) -> None:
+    def __init__(
+        self, builder: SheetBuilder, shared, dates, durations, epoch_1904: bool, deadline, sheet: str
+    ) -> None:
         from openpyxl.utils.datetime import CALENDAR_MAC_1904, CALENDAR_WINDOWS_1900
 
         self.builder = builder
@@ -335,6 +343,11 @@ class _SheetReader:
         self.in_inline = False
         self.phonetic = 0
         self.shared_formulas: dict[str, object] = {}
+        # Text outside the cells that a reader of the sheet still sees: link targets, validation
+        # prompts, printed headers and footers.
+        self.sheet = sheet
+        self.notes: list[str] = []
+        self.hyperlinks: list[tuple[str, str, str, str]] = []
 
     def feed_all(self, stream) -> None:
         parser = _parser()
@@ -371,6 +384,17 @@ class _SheetReader:
             self.phonetic += 1
         elif local == "t" and self.in_inline and not self.phonetic:
             self.capture, self.parts = "t", []
+        elif local == "hyperlink":
+            rel_id = next((v for k, v in attrs.items() if _local(k) == "id"), "")
+            extra = " ".join(filter(None, (attrs.get("display"), attrs.get("tooltip"))))
+            self.hyperlinks.append((attrs.get("ref", ""), rel_id, attrs.get("location", ""), extra))
+        elif local == "dataValidation":
+            where = f"{self.sheet}!{attrs.get('sqref', '')}"
+            for key in ("promptTitle", "prompt", "errorTitle", "error"):
+                if attrs.get(key, "").strip():
+                    self.notes.append(f"data validation {key} {where}: {' '.join(attrs[key].split())}")
+        elif local in HEADER_FOOTER:
+            self.capture, self.parts = "hf", []
         elif local == "row":
             self.rows_seen += 1
             if self.rows_seen % CHECK_EVERY == 0:
@@ -401,6 +425,11 @@ class _SheetReader:
             self.phonetic -= 1
         elif local == "c":
             self._end_cell()
+        elif local in HEADER_FOOTER and self.capture == "hf":
+            text = " ".join("".join(self.parts).split())
+            self.capture = None
+            if text:
+                self.notes.append(f"page {local} {self.sheet}: {text}")
         elif local == "row":
             self.builder.add_cells(self.row, self.cells)
             for column, formula in self.formulas.items():
