@@ -17,7 +17,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable
 
-from backend.injection.rules import GATES, RULES
+from backend.injection.rules import GATES, REQUIRES, RULES
 
 # ASCII bytes that are not word characters become spaces; non-ASCII bytes (letters of other scripts) stay.
 _SPACE_PUNCT = bytes(32 if c < 128 and not (chr(c).isalnum() or c == 95) else c for c in range(256))
@@ -49,6 +49,7 @@ PREFIX: dict[bytes, frozenset[int]] = {
 OTHER: dict[str, frozenset[int]] = {
     s.rstrip("$"): frozenset(ix) for s, ix in _STEM_RULES.items() if not _SIMPLE.fullmatch(s.rstrip("$"))
 }
+_REQUIRES: dict[int, str] = {i: REQUIRES[r.name] for i, r in enumerate(RULES) if r.name in REQUIRES}
 _LENGTHS = tuple(sorted({len(s) for s in PREFIX}))
 _HEADS = frozenset(s[:3] for s in PREFIX)  # every prefix stem is at least 3 characters long
 assert min(_LENGTHS) >= 3, [s for s in PREFIX if len(s) < 3]
@@ -112,7 +113,7 @@ def rules_for(folded: str) -> set[int]:
             for stem in stems:
                 if stem in folded:
                     found |= OTHER[stem]
-    return found
+    return {i for i in found if i not in _REQUIRES or any(ch in folded for ch in _REQUIRES[i])}
 
 
 def gated(folded: str) -> bool:

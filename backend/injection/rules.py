@@ -979,7 +979,10 @@ GATES: dict[str, str] = {
     ),
     "ignore_instructions_post": INSTRUCTION_STEMS,
     "instructions_void": INSTRUCTION_STEMS + "|guidance|told|given|asked|instructed",
-    "whatever_you_were_told": "whatever|everything|anything|what$|ce$|lo$|was$|follow|obey|comply|execute|carry",
+    "whatever_you_were_told": (
+        "told|given|asked|instructed|said|wants|typed|wrote|requested|forget|ignor|disregard|skip|oubli|olvid|vergiss|"
+        "follow|obey|comply|execut|carry"
+    ),
     "system_override": "override",
     "if_ai_reads": "reads$|reading|processes|processing|sees$|parses|analyses|analyzes|summarises|summarizes|ingests|handles|liest|verarbeitet|lee$|procesa|lit$|traite|read$|processed|parsed|analysed|analyzed|summarised|summarized",
     "automated_reader": "automated|autonomous|automatisierte|automatizad|automatises",
@@ -1002,7 +1005,7 @@ GATES: dict[str, str] = {
     "ai_label": AI_STEMS + "|" + GENERIC_STEMS,
     "granted_permission": "authori|permitted|allowed|cleared|told|instructed|gave|given|grant|permission|clearance",
     "paren_role": "assist|ai$|system|model|bot$|gpt|asistente",
-    "exfiltrate_verb": "exfiltrate|via$|through|using|in$|markdown",
+    "exfiltrate_verb": "exfiltrate|markdown|image|img$|pixel",
     "http_request_to": "http|https|web$|api$|get$|post$|rest$|peticion|solicitud|requete|anfrage",
     "when_you_write_intl": "cuando|quand|wenn",
     "hide_from_user_fr": "en$|ne$",
@@ -1010,3 +1013,30 @@ GATES: dict[str, str] = {
 
 
 RULES: tuple[Rule, ...] = tuple(Rule(n, cat, w, re.compile(p, re.MULTILINE)) for n, cat, w, p in _RULES)
+
+
+# Characters a rule cannot match without (any one of them); checked before the rule's regex runs.
+REQUIRES: dict[str, str] = {
+    "formula_fetch": "(",
+    "formula_image_dynamic": "(",
+    "formula_image": "(",
+    "formula_hyperlink_dynamic": "(",
+    "formula_command": "(|",
+    "role_line_ai_reply": ":",
+    "role_line_system": ":",
+    "role_dialogue": ":",
+    "role_line": ":",
+    "paren_role": ":",
+    "json_role": ":",
+    "inline_role_heading": ":",
+    "vocative_ai": ",:!-–—",
+    "vocative_assistant": ",!",
+    "send_data_to_url": "/.",
+    "http_request_to": "/.",
+    "url_placeholder": "/",
+    "url_sensitive_param": "=",
+    "url_data_param": "=",
+    "markdown_image_query": "?",
+    "markdown_image": "]",
+    "sensitive_path": "/_.",
+}

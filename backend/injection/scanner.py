@@ -24,6 +24,7 @@ SEPARATOR = "\n\x1f"  # a line break, so line-start markers match at the start o
 BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}")
 SPACED_RE = re.compile(r"(?<!\w)(?:\w[ .\-_*/|]{1,3}){5,}\w(?!\w)")
 MAX_DEPTH = 2
+REPORT, HIGH = 1.0 - 1e-9, 1.5 - 1e-9  # score thresholds (weights are sums of tenths)
 LEETISH_RE = re.compile(r"\b(?=\w*[a-z])(?=\w*[0134579])\w+")
 LEET = str.maketrans("0134579", "oieastg")
 # When rules of equal weight disagree, the finding is named after the more specific category.
@@ -40,6 +41,13 @@ _PRIORITY = {
             c.CONCEALMENT,
             c.ADDRESSED,
         ]
+    )
+}
+
+_ORDER = {
+    i: rank
+    for rank, i in enumerate(
+        sorted(range(len(RULES)), key=lambda i: (-RULES[i].weight, _PRIORITY[RULES[i].category], i))
     )
 }
 
@@ -61,25 +69,28 @@ class _Verdict:
 
 
 def _judge(folded: str) -> _Verdict | None:
-    """Apply the weighted rules to folded text."""
-    candidates = rules_for(folded)
+    """Apply the weighted rules to folded text: strongest first, stopping as soon as the outcome is settled
+    (high severity reached, or the rules left cannot add up to a finding)."""
+    order = sorted(rules_for(folded), key=_ORDER.__getitem__)
+    remaining = sum(RULES[i].weight for i in order)
     total = 0.0
-    best = None
-    for i in sorted(candidates):
+    best: tuple[int, re.Match[str]] | None = None
+    for i in order:
         rule = RULES[i]
+        remaining -= rule.weight
         m = rule.regex.search(folded)
-        if m is None:
-            continue
-        total += rule.weight
-        if best is None or (rule.weight, -_PRIORITY[rule.category]) > (
-            best[0].weight,
-            -_PRIORITY[best[0].category],
-        ):
-            best = (rule, m)
-    if best is None or total < 1.0:
+        if m is not None:
+            total += rule.weight
+            if best is None:
+                best = (i, m)  # the first match in this order has the greatest weight, then priority
+            if total >= HIGH:
+                break
+        if total + remaining < REPORT:
+            return None
+    if best is None or total < REPORT:
         return None
-    rule, m = best
-    return _Verdict("high" if total >= 1.5 else "medium", rule.category, m.start(), m.end(), total)
+    rule, m = RULES[best[0]], best[1]
+    return _Verdict("high" if total >= HIGH else "medium", rule.category, m.start(), m.end(), total)
 
 
 def _despace(folded: str) -> str | None:
