@@ -117,6 +117,11 @@ def _convert(
         with archive.open(path) as stream:
             reader.feed_all(stream)
         converted.extra_scan_text.extend(reader.notes)
+        if reader.hidden_rows or reader.hidden_columns:
+            converted.warnings.append(
+                f"Sheet {name!r} has {reader.hidden_rows:,} hidden row(s) and "
+                f"{min(reader.hidden_columns, 16_384):,} hidden column(s); they are staged like the others."
+            )
         for ref, rel_id, location, extra in reader.hyperlinks:
             target = sheet_rels.get(rel_id, ("", ""))[1] or (f"#{location}" if location else "")
             converted.extra_scan_text.append(" ".join(f"hyperlink {name}!{ref}: {target} {extra}".split()))
@@ -348,6 +353,8 @@ class _SheetReader:
         self.sheet = sheet
         self.notes: list[str] = []
         self.hyperlinks: list[tuple[str, str, str, str]] = []
+        self.hidden_rows = 0
+        self.hidden_columns = 0
 
     def feed_all(self, stream) -> None:
         parser = _parser()
@@ -395,7 +402,14 @@ class _SheetReader:
                     self.notes.append(f"data validation {key} {where}: {' '.join(attrs[key].split())}")
         elif local in HEADER_FOOTER:
             self.capture, self.parts = "hf", []
+        elif local == "col" and attrs.get("hidden") in ("1", "true"):
+            try:
+                self.hidden_columns += int(attrs.get("max", "0")) - int(attrs.get("min", "0")) + 1
+            except ValueError:
+                self.hidden_columns += 1
         elif local == "row":
+            if attrs.get("hidden") in ("1", "true"):
+                self.hidden_rows += 1
             self.rows_seen += 1
             if self.rows_seen % CHECK_EVERY == 0:
                 self.deadline.check()

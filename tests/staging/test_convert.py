@@ -70,6 +70,22 @@ def test_every_sheet_of_a_workbook_is_staged_and_the_hidden_one_is_marked():
     assert any("hidden" in w and "Salaries" in w for w in converted.warnings)
 
 
+def test_hidden_rows_and_columns_are_staged_and_mentioned():
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.append(["name", "secret", "visible"])
+    ws.append(["a", "s1", "v1"])
+    ws.append(["b", "s2", "v2"])
+    ws.column_dimensions["B"].hidden = True
+    ws.row_dimensions[3].hidden = True
+    converted = convert(xlsx_bytes(wb), "h.xlsx")
+
+    assert converted.tables[0].rows == [["a", "s1", "v1"], ["b", "s2", "v2"]]
+    assert "Sheet 'Sheet' has 1 hidden row(s) and 1 hidden column(s); they are staged like the others." in (
+        converted.warnings
+    )
+
+
 def test_formula_text_is_kept_for_the_scanner_even_without_a_cached_value():
     converted = convert(workbook_with_hidden_sheet_and_formula(), "Q3 plan.xlsx")
     plan = table(converted, "Plan")
