@@ -12,6 +12,7 @@ from backend.injection.bench import bench_scan
 from tests.injection.corpus import LabelledRow, dev_rows
 from tests.injection.heldout import heldout_rows
 from tests.injection.heldout2 import heldout2_rows
+from tests.injection.heldout3 import heldout3_rows
 
 
 @dataclass
@@ -85,6 +86,7 @@ def main() -> None:
     if "--dev-only" not in sys.argv:
         _report("held-out", evaluate(heldout_rows()), "--heldout-details" in sys.argv)
         _report("held-out 2", evaluate(heldout2_rows()), "--heldout-details" in sys.argv)
+        _report("held-out 3", evaluate(heldout3_rows()), "--heldout-details" in sys.argv)
     if "--no-bench" not in sys.argv:
         print("bench:", bench_scan())
 
