@@ -155,8 +155,8 @@ def sniff_kind(data: bytes, filename: str) -> str:
         return _zip_kind(data, filename)
     if head.startswith(OLE_MAGIC):
         raise ConversionFailed(_ole_refusal(data))
-    if b"%PDF-" in head[:1024]:
-        return "pdf"
+    if head.lstrip()[:5] == b"%PDF-" or (b"%PDF-" in head[:1024] and _extension(filename) == ".pdf"):
+        return "pdf"  # readers accept junk before the header; a text file that mentions %PDF- is not a PDF
     for magic, _ in IMAGE_MAGIC:
         if head.startswith(magic):
             return "image"
@@ -302,7 +302,3 @@ def text_for_scan(converted: Converted) -> str | None:
     if converted.kind in SPREADSHEET_KINDS:
         return "\n".join(converted.extra_scan_text) + "\n" if converted.extra_scan_text else None
     return converted.text
-
-
-def bundle_stem(filename: str) -> str:
-    return safe_stem(filename)

@@ -390,6 +390,7 @@ def test_type_comes_from_content_not_the_name():
     assert convert(b"id,name\n1,x\n", "rows.txt").kind == "text"  # the name breaks ties among text kinds
     assert convert(b"id,name\n1,x\n", "rows.csv").kind == "csv"
     assert convert(b"BMW,Audi\n1,2\n", "cars.csv").kind == "csv"  # "BM" alone is not a bitmap
+    assert convert(b"Every PDF starts with %PDF-1.7.\n", "notes.txt").kind == "text"
 
 
 # --- the bundle and the scanner view ----------------------------------------------------------------------
