@@ -108,7 +108,8 @@ def bundle_hash(files: list[dict[str, Any]]) -> str:
 def _readme(manifest: dict[str, Any]) -> bytes:
     lines = [
         "This folder is the input of one Cleanroom run. It is read-only.",
-        f"Staged for {manifest['requested_by']} at {manifest['created_at']}.",
+        # No time here: the README is hashed, and identical inputs must give an identical bundle_sha256.
+        f"Staged for {manifest['requested_by']}; manifest.json has the time and every file's sha256.",
         "",
     ]
     for entry in manifest["files"]:
