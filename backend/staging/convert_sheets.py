@@ -1,4 +1,4 @@
-"""Spreadsheets to tables: XLSX (openpyxl, cached values plus formula text), ODS (content.xml, streamed), CSV."""
+"""Spreadsheets to tables: the sheet builder and zip guard shared with XLSX, plus ODS (content.xml, streamed) and CSV."""
 
 from __future__ import annotations
 
