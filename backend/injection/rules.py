@@ -77,7 +77,7 @@ NOT_ADDRESS = (
     r"and\b|or\b|number|id\b|code|portal|name|office|general|principal|professor|agency|fees?|commission))"
 )
 GREETING = _alt(
-    r"hey", r"hi", r"hello", r"dear", r"attention", r"(?:important )?notes? (?:to|for)", r"notice (?:to|for)",
+    r"hey", r"hi", r"hello", r"dear", r"attention", r"attn:?", r"fao:?", r"ps:?", r"(?:important )?notes? (?:to|for)", r"notice (?:to|for)",
     r"(?:important )?message (?:to|for)", r"instructions? (?:to|for)", r"reminder (?:to|for)", r"memo (?:to|for)",
     r"important for", r"to", r"for", r"p\.? ?s\.? (?:to|for)", r"warning (?:to|for)",
     r"hallo", r"liebe[rs]?", r"an", r"achtung", r"hinweis (?:fur|an)", r"nachricht (?:fur|an)",
@@ -91,10 +91,10 @@ SENTENCE_START = r"(?:^|[\n.!?;:>\-–—(\[]\s*|\s{2,})(?:(?:system|urgent|impo
 
 YOU_DIRECTIVE = _alt(
     r"you must", r"you should", r"you will", r"you need to", r"you have to", r"you are required",
-    r"make sure (?:you|to)", r"be sure to", r"always", r"never", r"immediately", r"do not", r"don't",
-    r"instead", r"important:", r"urgent:", r"du musst", r"sie mussen", r"sofort", r"niemals", r"immer",
-    r"debes", r"tienes que", r"nunca", r"siempre", r"inmediatamente", r"tu dois", r"vous devez",
-    r"toujours", r"jamais", r"immediatement", r"please", r"bitte", r"por favor", r"s'il (?:te|vous) plait",
+    r"make sure (?:you|to)", r"be sure to", r"always", r"immediately",
+    r"instead", r"important:", r"urgent:", r"du musst", r"sie mussen", r"sofort", r"immer",
+    r"debes", r"tienes que", r"siempre", r"inmediatamente", r"tu dois", r"vous devez",
+    r"toujours", r"immediatement", r"please", r"bitte", r"por favor", r"s'il (?:te|vous) plait",
     r"veuillez",
 )  # fmt: skip
 
@@ -175,6 +175,7 @@ DEST = _alt(
     r"(?:mon|ce|un) serveur(?: externe)?", r"(?:cette|l'adresse) (?:adresse|suivante)",
 )  # fmt: skip
 TO = r"(?:to|at|into|onto|via|an|nach|auf|zu|a|al|hacia|para|vers|sur|chez)"
+NOT_NEGATED = r"(?<!\bnot )(?<!n't )(?<!never )(?<!\bno )(?<!nicht )(?<!nunca )(?<!jamais )(?<!\bpas )"  # "never send passwords by email" is advice, not a request
 GAP = r"(?:[^\w.!?;\n]+\w+){0,6}?[^\w.!?;\n]+"  # a few words, not across a sentence end
 
 
@@ -233,7 +234,9 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.ADDRESSED,
         ALONE,
         r"\b(?:in|to|into|at the (?:end|start|beginning|top|bottom) of|within|throughout) your (?:final )?(?:response|answer|reply|output|"
-        r"summary|analysis|report|completion|next message|results?)\b",
+        r"summary|analysis|report|completion|next message|results?|proposals?|recommendations?|suggestions?|proposed actions|actions\.json)\b|"
+        r"\b(?:in|to|into) (?:every|each|all|any) (?:of your )?(?:responses?|answers?|replies|outputs?|summar(?:y|ies))\b|"
+        r"\b(?:en|a) cada (?:respuesta|salida|resumen)\b|\bdans chaque (?:reponse|resume)\b|\bin jeder (?:antwort|ausgabe)\b",
     ),
     (
         "your_output_weak",
@@ -252,7 +255,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "tell_the_user",
         c.ADDRESSED,
         0.6,
-        r"\b(?:tell|inform|convince|persuade|encourage|recommend to|assure|reassure|advise|say to|urge) (?:the )?(?:user|human|reader|operator)s?\b|"
+        rf"{NOT_NEGATED}\b(?:tell|inform|convince|persuade|encourage|recommend to|assure|reassure|advise|say to|urge) (?:the )?(?:user|human|reader|operator)s?\b|"
         r"\b(?:sag\w*|teile\w*|erklare\w*) (?:dem|den) (?:benutzer|nutzer|anwender)\b|\b(?:dile|informa|convence|di) al usuario\b|"
         r"\b(?:dis|dites|informe|informez|convaincs|convainquez) (?:a )?l'utilisateur\b",
     ),
@@ -262,12 +265,12 @@ _RULES: list[tuple[str, str, float, str]] = [
         ALONE,
         rf"\bask (?:the )?(?:user|human|customer|them) (?:for|to (?:enter|provide|confirm|share|type)) (?:\w+ ){{0,3}}?{SECRET}",
     ),
-    ("directive", c.ADDRESSED, 0.4, rf"\b{YOU_DIRECTIVE}(?!\w)"),
+    ("directive", c.ADDRESSED, 0.3, rf"\b{YOU_DIRECTIVE}(?!\w)"),
     (
         "reveal_secrets",
         c.EXFILTRATION,
         ALONE,
-        rf"\b(?:print|show|display|list|reveal|output|dump|return|log|echo|give me|read out|affiche\w*|montre\w*|donne\w*|muestra\w*|"
+        rf"{NOT_NEGATED}\b(?:print|show|display|list|reveal|output|dump|echo|give me|read out|affiche\w*|montre\w*|donne\w*|muestra\w*|"
         rf"imprime|ensename|dame|lista|zeig\w*|gib\w*|liste\w*|drucke\w*|nenne|read me|tell me|recite|spell out|type out|share)\b{GAP}(?:\w+\s+){{0,2}}?{SECRET}",
     ),
     (
@@ -354,7 +357,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         ALONE,
         r"\bbefore (?:you )?(?:solv|answer|respond|repl|complet|start|begin|do|perform|continu|proceed|run|execut|writ|analy[sz]|"
         r"process|summari[sz]|finish|tackl|work|handl|generat|return|output|think|address)\w* (?:on |with )?(?:\w+ ){0,2}?"
-        r"(?:the |this |that |your |any |my |their )?(?:task|question|request|query|prompt|assignment|user'?s?|problem|analysis|code)\b|"
+        r"(?:the |this |that |your |any |my |their )?(?:task|question|request|query|prompt|assignment|user'?s?|problem|analysis|code|anything|export|dataset|data|file|sheet|spreadsheet)\b|"
         r"\bbevor (?:du|sie) (?:\w+ ){0,2}?(?:die |diese |deine |ihre )?(?:aufgabe|frage|anfrage|analyse)\b|"
         r"\bantes de (?:resolver|responder|contestar|completar|realizar|hacer|empezar|comenzar|continuar|ejecutar|analizar|procesar|resumir)"
         r" (?:la |tu |su |esta |cualquier |el )?(?:tarea|pregunta|consulta|solicitud|peticion|analisis|codigo)\b|"
@@ -418,10 +421,15 @@ _RULES: list[tuple[str, str, float, str]] = [
     (
         "hide_from_user",
         c.CONCEALMENT,
-        ALONE,
-        r"\b(?:do not|don't|dont|never|without)(?: \w+){0,2}? (?:tell|telling|inform|informing|notify|notifying|alert|alerting|mention|mentioning|"
+        0.7,
+        r"\b(?:do not|don't|dont|never|without|must not|should not|shall not|may not)(?: \w+){0,2}? (?:tell|telling|inform|informing|notify|notifying|alert|alerting|mention|mentioning|"
         r"show|showing|reveal|revealing|disclose|disclosing|let|letting|warn|warning|ask|asking|report|reporting|confirm|confirming)(?: \w+){0,2}?"
-        r" (?:the |this |to the |your )?(?:user|human|operator|reviewer|approver)s?\b|"
+        r" (?:the |this |to the |your )?(?:user|human|operator|reviewer|approver|requester|requestor)s?\b",
+    ),
+    (
+        "hide_from_user_intl",
+        c.CONCEALMENT,
+        ALONE,
         r"\b(?:ohne|nicht)(?: \w+){0,2}? (?:den |dem |die )?(?:benutzer|nutzer|anwender|user)(?: \w+){0,2}? (?:zu )?"
         r"(?:informieren|benachrichtigen|fragen|sagen|mitteilen|erwahnen|warnen)\b|\bsag\w* (?:dem|den) (?:benutzer|nutzer|anwender) nichts\b|"
         r"\b(?:no|sin) (?:le |les )?(?:digas|diga|decir|decirle|informes|informe|informar|notifiques|notificar|avises|avisar|menciones|"
@@ -459,7 +467,7 @@ _RULES: list[tuple[str, str, float, str]] = [
     ),
     # Sending data out.
     ("send_bulk", c.EXFILTRATION, 0.6, rf"\b{SEND_VERB}\b{GAP}{BULK}\b"),
-    ("send_secrets", c.EXFILTRATION, ALONE, rf"\b{SEND_VERB}\b{GAP}(?:\w+\s+){{0,2}}?{SECRET}"),
+    ("send_secrets", c.EXFILTRATION, 0.7, rf"{NOT_NEGATED}\b{SEND_VERB}\b{GAP}(?:\w+\s+){{0,2}}?{SECRET}"),
     (
         "send_to_destination",
         c.EXFILTRATION,
@@ -706,7 +714,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.EXFILTRATION,
         ALONE,
         rf"\b{SEND_VERB}\b(?: (?:the|this|that|our|all|my|your))? (?:pandas )?(?:dataframe|df|csv|spreadsheet|table|dataset|database|records|rows|"
-        rf"results|output|file contents|data|json|inputs?|staged files?|contacts?|contactos|kontakte|(?:contact|customer|attendee|client) list|"
+        rf"results|output|file contents|contents?(?: of \S+)?|data|json|inputs?|staged files?|contacts?|contactos|kontakte|(?:contact|customer|attendee|client) list|"
         rf"liste des \w+|lista de \w+|liste der \w+|donnees|datos|daten|tabla|tableau|tabelle)\b(?:\W+\S+){{0,4}}?\W+{TO}\s+(?:{URL}|{IP})",
     ),
     (
@@ -719,7 +727,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "harvest_secrets",
         c.EXFILTRATION,
         0.8,
-        rf"\b(?:collect|gather|harvest|grab|extract|steal|read|scrape|dump|exfiltrate)\b(?: all| the| any| every)? (?:\w+ )?{SECRET}",
+        rf"\b(?:collect|gather|harvest|grab|extract|steal|read|scrape|dump|exfiltrate|find|search for|look for|locate)\b(?: all| the| any| every)? (?:\w+ )?{SECRET}",
     ),
     (
         "sensitive_path",
@@ -760,7 +768,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "your_rules",
         c.OVERRIDE,
         0.8,
-        r"\byour (?:own )?(?:rules|instructions|guidelines|programming|system prompt|system message|directives|policies|safety (?:rules|settings)|restrictions|constraints|guardrails)\b|"
+        r"\byour (?:own )?(?:rules|instructions|guidelines|programming|system prompt|system message|prompt|directives|policies|safety (?:rules|settings)|restrictions|constraints|guardrails)\b|"
         r"\b(?:deine|ihre) (?:regeln|anweisungen|richtlinien|vorgaben)\b|\b(?:tus|sus) (?:reglas|instrucciones|directrices)\b|\b(?:tes|vos) (?:regles|instructions|consignes)\b",
     ),
     (
@@ -799,8 +807,9 @@ _RULES: list[tuple[str, str, float, str]] = [
         "ai_label",
         c.ADDRESSED,
         ALONE,
-        rf"(?:^|[\n.!?;(\[]\s*)(?:{AI_STRICT}|{AI_GENERIC}) (?:instructions?|notes?|notice|message|directive|override|task|anweisung\w*|hinweis|instrucciones|nota|consignes?)\s*:|"
-        rf"\b(?:consigne|instruction|note|message|hinweis|anweisung|nota|mensaje|directive|notice)s? (?:\w+ )?(?:pour|for|fur|para|an|to|a) "
+        rf"(?:^|[\n.!?;(\[]\s*)(?:{AI_STRICT}) (?:instructions?|notes?|notice|message|directive|override|task|anweisung\w*|hinweis|instrucciones|nota|consignes?)\s*:|"
+        rf"(?:^|[\n.!?;(\[]\s*)(?:{AI_GENERIC}) (?:instructions?|directives?|override|prompt|anweisung\w*|instrucciones|consignes?)\s*:|"
+        rf"\b(?:consigne|instruction|note|message|hinweis|anweisung|nota|mensaje|directive|notice)s? (?:\w+ )?(?:pour|for|fur|para|an|to|a|au|aux|al) "
         rf"(?:le |la |l'|the |el |die |den |das |any |all |every )?(?:{AI_STRICT}|{AI_GENERIC}|ki-\w+)\b{NOT_ADDRESS}",
     ),
     (
@@ -844,7 +853,70 @@ _RULES: list[tuple[str, str, float, str]] = [
         ALONE,
         r"\bn'en (?:parle|parlez|dis|dites) (?:pas|rien|jamais)\b|\bne (?:le |lui |en )?(?:parle|parlez) (?:pas|jamais) (?:a )?(?:l'|le |la )?utilisat",
     ),
+    (
+        "ai_label_generic",
+        c.ADDRESSED,
+        0.5,
+        rf"(?:^|[\n.!?;(\[]\s*)(?:{AI_GENERIC}) (?:notice|task|message|memo)\s*:",
+    ),
+    (
+        "whatever_model_reads",
+        c.ADDRESSED,
+        ALONE,
+        rf"\b(?:whatever|whichever|any|every|each|all) (?:{AI_STRICT}|{AI_GENERIC}|system|tool)s? (?:that |which |who )?(?:reads|is reading|processes|is processing|sees|parses|ingests|summari[sz]es|analy[sz]es|gets|receives)\b",
+    ),
+    ("as_an_ai", c.ADDRESSED, 0.6, rf"\bas an? (?:{AI_STRICT}|{AI_GENERIC})\b{NOT_ADDRESS}"),
+    (
+        "prior_was_fake",
+        c.OVERRIDE,
+        STRONG,
+        r"\b(?:previous|prior|above|earlier|preceding|all (?:the )?(?:previous|prior|earlier)?)\s*(?:messages?|instructions?|prompts?|conversation|context|text|rules)"
+        r" (?:was|were|are|is) (?:just |only |all )?(?:a test|fake|a joke|not real|void|a trick|examples?|irrelevant|wrong|outdated|obsolete)\b",
+    ),
+    (
+        "task_label",
+        c.OVERRIDE,
+        ALONE,
+        r"\b(?:real|actual|true|new|updated|hidden|secret) (?:task|objective|goal|instructions?|mission|job)\s*:",
+    ),
+    (
+        "stop_what_you_do",
+        c.OVERRIDE,
+        0.5,
+        r"\bstop (?:summari[sz]\w*|analy[sz]\w*|writing|answering|responding|what you(?:'re| are) doing|the (?:task|analysis|summary))\b",
+    ),
+    (
+        "no_need_to_show",
+        c.CONCEALMENT,
+        0.6,
+        r"\bno need to (?:show|ask|confirm|display|tell|check with|involve|inform)\b|"
+        r"\b(?:approver|user|admin|reviewer|requester|manager)s? (?:already )?(?:said yes|approved|agreed|signed off)(?: \w+)? already\b|\balready (?:been )?(?:pre-?)?approved by the (?:user|approver|admin)\b",
+    ),
+    (
+        "data_into_links",
+        c.EXFIL_URL,
+        0.7,
+        r"\b(?:append|add|attach|include|encode|put|insert|concatenate|embed)\b.{0,60}?\b(?:to|in|into|onto) (?:the |this |a |an |every |each |all |any )?(?:urls?|links?|hyperlinks?|query(?: strings?)?|image (?:urls?|links?|sources?))\b|"
+        r"(?:^|\s)\?\w{1,12}=<[^>\n]{2,40}>",
+    ),
+    (
+        "correct_answer_is",
+        c.ADDRESSED,
+        0.5,
+        r"\bthe (?:correct|right|only|expected) (?:answer|response|reply|output)\b|\b(?:is|are) irrelevant\b",
+    ),
+    (
+        "hide_this_from_user",
+        c.CONCEALMENT,
+        ALONE,
+        r"\b(?:without|w/o) (?:telling|informing|notifying|alerting|asking|warning) (?:the |your )?(?:user|human|operator|reviewer|approver|requester)s?\b|"
+        r"\b(?:do not|don't|dont|never|must not) (?:tell|inform|notify|alert|warn|show) (?:the |your )?(?:user|human|operator|reviewer|approver|requester)s? "
+        r"(?:about |of )?(?:this|these|that|it|what you|anything about)\b|"
+        r"\b(?:do not|don't|dont|never) (?:tell|inform|notify) (?:anyone|anybody) (?:why|about (?:this|it)|what you)\b",
+    ),
 ]
+
+
 AI_STEMS = (
     "ai$|ki$|ia$|llm|large|language|sprachmodell|modelo|modele|chat|gpt|claude|gemini|copilot|co-pilot|"
     "asistente|agente|assist|agent|virtual|autonomous|intelligen|inteligencia|kunstliche|artificial|pilot"
@@ -863,7 +935,7 @@ SEND_STEMS = (
 )
 USER_STEMS = (
     "user|human|operator|reviewer|approver|benutzer|nutzer|anwender|usuario|usuaria|humano|operador|revisor|utilisat|"
-    "humain|operateur|relecteur|approbateur|insu"
+    "humain|operateur|relecteur|approbateur|insu|requester|requestor"
 )
 INSTRUCTION_STEMS = (
     "instruction|prompt|direction|directive|guideline|guidance|guardrail|constraint|restriction|rule|command|"
@@ -885,7 +957,7 @@ GATES: dict[str, str] = {
     "agent_reading_this": GENERIC_STEMS,
     "ai_must": AI_STEMS,
     "when_processing_this": "when$|while$|before$|after$",
-    "your_response": "your",
+    "your_response": "your|cada|chaque|jeder|every|each$|all$|any$",
     "your_output_weak": "your",
     "your_response_intl": "antwort|ausgabe|zusammenfassung|analyse|respuesta|salida|resumen|analisis|reponse|sortie|synthese|resume",
     "tell_the_user": USER_STEMS + "|reader",
@@ -1009,6 +1081,17 @@ GATES: dict[str, str] = {
     "http_request_to": "http|https|web$|api$|get$|post$|rest$|peticion|solicitud|requete|anfrage",
     "when_you_write_intl": "cuando|quand|wenn",
     "hide_from_user_fr": "en$|ne$",
+    "ai_label_generic": GENERIC_STEMS,
+    "whatever_model_reads": "whatever|whichever|any$|every|each$|all$",
+    "as_an_ai": "as$",
+    "prior_was_fake": "previous|prior|above|earlier|preceding|all$",
+    "task_label": "task|objective|goal|instruction|mission|job$",
+    "stop_what_you_do": "stop$",
+    "no_need_to_show": "need$|already",
+    "data_into_links": "append|add$|attach|include|encode|put$|insert|concatenat|embed",
+    "correct_answer_is": "correct|right$|only$|expected|irrelevant",
+    "hide_this_from_user": USER_STEMS + "|anyone|anybody|requester",
+    "hide_from_user_intl": USER_STEMS,
 }
 
 
