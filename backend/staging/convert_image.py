@@ -65,10 +65,14 @@ def convert_image(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Con
         )
 
     converted = Converted(kind="image")
-    frame_count = getattr(image, "n_frames", 1)
+    # Pages of a multi-page TIFF are a scanned document; frames of a GIF/WebP/APNG are an animation, whose
+    # first frame stands for the picture.
+    frame_count = getattr(image, "n_frames", 1) if image.format == "TIFF" else 1
     texts: list[str] = []
     with tempfile.TemporaryDirectory(prefix="cleanroom-ocr-") as tmp:
         for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
+            if number > frame_count:
+                break
             if number > limits.max_ocr_pages:
                 converted.warnings.append(
                     f"Only the first {limits.max_ocr_pages} of {frame_count} pages of the image were OCRed."

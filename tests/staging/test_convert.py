@@ -495,3 +495,17 @@ def test_a_scanned_pdf_page_is_read_with_ocr():
     assert converted.error is None
     assert "Delivery note 5521" in converted.text and "14" in converted.text
     assert any("comes from OCR" in w for w in converted.warnings)
+
+
+@needs_tesseract
+def test_a_multi_page_tiff_is_read_page_by_page():
+    from PIL import Image
+
+    pages = [Image.open(io.BytesIO(drawn_png([f"Page {word}"]))).convert("L") for word in ("alpha", "bravo")]
+    out = io.BytesIO()
+    pages[0].save(out, format="TIFF", save_all=True, append_images=pages[1:])
+    converted = convert(out.getvalue(), "scan.tiff")
+
+    assert converted.error is None and converted.pages == 2
+    assert converted.text.startswith("--- page 1 ---\nPage alpha")
+    assert "--- page 2 ---\nPage bravo" in converted.text
