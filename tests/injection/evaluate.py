@@ -13,6 +13,7 @@ from tests.injection.corpus import LabelledRow, dev_rows
 from tests.injection.heldout import heldout_rows
 from tests.injection.heldout2 import heldout2_rows
 from tests.injection.heldout3 import heldout3_rows
+from tests.injection.heldout4 import heldout4_rows
 
 
 @dataclass
@@ -87,6 +88,7 @@ def main() -> None:
         _report("held-out", evaluate(heldout_rows()), "--heldout-details" in sys.argv)
         _report("held-out 2", evaluate(heldout2_rows()), "--heldout-details" in sys.argv)
         _report("held-out 3", evaluate(heldout3_rows()), "--heldout-details" in sys.argv)
+        _report("held-out 4", evaluate(heldout4_rows()), "--heldout-details" in sys.argv)
     if "--no-bench" not in sys.argv:
         print("bench:", bench_scan())
 
