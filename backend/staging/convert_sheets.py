@@ -248,6 +248,10 @@ def convert_ods(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
     archive = open_zip_checked(data, limits, "OpenDocument spreadsheet")
     if "content.xml" not in archive.namelist():
         raise ConversionFailed("The OpenDocument spreadsheet is damaged: it has no content.xml.")
+    if _ods_encrypted(archive):
+        raise ConversionFailed(
+            "The OpenDocument spreadsheet is password-protected; remove the password and upload it again."
+        )
     converted = Converted(kind="ods", keep_original=True)
     budget = CellBudget(limits.max_cells)
     try:
@@ -270,6 +274,19 @@ def convert_ods(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
             f"The spreadsheet has more than {limits.max_cells:,} cells; the rest was cut."
         )
     return converted
+
+
+def _ods_encrypted(archive: zipfile.ZipFile) -> bool:
+    try:
+        info = archive.getinfo("META-INF/manifest.xml")
+    except KeyError:
+        return False
+    if info.file_size > 4 * 1024 * 1024:
+        return False
+    try:
+        return b"encryption-data" in archive.read(info)
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError):
+        return False
 
 
 def _parse_ods(stream, limits: ConvertLimits, budget: CellBudget, deadline: Deadline, comments: list[str]):

@@ -337,3 +337,17 @@ def test_a_long_pdf_keeps_the_pages_read_in_time(monkeypatch):
     assert converted.text_truncated
     assert 1 <= converted.text.count("--- page") < 4
     assert any("within the 25 s time limit" in w for w in converted.warnings)
+
+
+def test_password_protected_ods_is_recognised():
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("mimetype", "application/vnd.oasis.opendocument.spreadsheet")
+        archive.writestr("content.xml", random.Random(4).randbytes(2000))
+        archive.writestr(
+            "META-INF/manifest.xml",
+            '<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0">'
+            '<manifest:file-entry manifest:full-path="content.xml"><manifest:encryption-data/>'
+            "</manifest:file-entry></manifest:manifest>",
+        )
+    assert_refused(convert(out.getvalue(), "budget.ods"), "password-protected")
