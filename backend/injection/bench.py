@@ -63,6 +63,18 @@ NOTES = [
     "Met at trade fair, interested in the analytics module",
     "PO 4471 received, ship model X200 to warehouse B",
     "See https://crm.acme.example/deals/4411?tab=notes for history",
+    "Demo went well, technical contact wants a trial",
+    "Pricing approved at 12% discount",
+    "Competitor is Initech, we are 8% cheaper",
+    "Contract signed, onboarding starts next month",
+    "Lost to competitor on price",
+    "Waiting for legal review of the DPA",
+    "Kunde prüft das Angebot intern",
+    "Reunión de seguimiento el martes",
+    "Le client a validé le devis",
+    "Upsell opportunity for 20 more seats",
+    "Champion left the company, need a new contact",
+    "Budget freeze until Q2",
 ]
 
 

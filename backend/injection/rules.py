@@ -107,6 +107,7 @@ IGNORE_VERB = _alt(
     r"omite", r"omita", r"no (?:sigas|siga|hagas caso(?: a| de)?)", r"haz caso omiso (?:a|de)", r"anula",
     r"ignorez", r"oublie\w*", r"ne (?:tiens|tenez) (?:pas|plus) compte (?:de|des|du)", r"ne suis plus",
     r"ne suivez plus", r"faites abstraction (?:de|des)", r"fais abstraction (?:de|des)", r"outrepasse\w*",
+    r"deja(?:r)? de lado", r"haz a un lado", r"pasa por alto", r"remove", r"lass\w*",
 )  # fmt: skip
 PRIOR = _alt(
     r"previous", r"prior", r"preceding", r"above", r"earlier", r"former", r"original", r"initial",
@@ -120,7 +121,7 @@ INSTRUCTION_NOUN = _alt(
     r"instructions?", r"prompts?", r"directions?", r"directives?", r"guidelines?", r"guidance",
     r"guardrails?", r"constraints?", r"restrictions?", r"rules?", r"commands?", r"programming",
     r"training", r"system prompt", r"system messages?", r"safety \w+", r"content polic(?:y|ies)",
-    r"anweisung\w*", r"instruktion\w*", r"befehl\w*", r"regeln", r"vorgaben", r"richtlinien",
+    r"anweisung\w*", r"instruktion\w*", r"befehl\w*", r"regeln", r"vorgaben", r"richtlinien", r"angaben",
     r"systemprompt", r"anordnung\w*", r"instrucciones", r"instruccion", r"indicaciones", r"reglas",
     r"directrices", r"pautas", r"ordenes", r"comandos", r"restricciones", r"consignes?", r"regles",
     r"ordres", r"commandes", r"indications", r"directives",
@@ -271,7 +272,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.EXFILTRATION,
         ALONE,
         rf"{NOT_NEGATED}\b(?:print|show|display|list|reveal|output|dump|echo|give me|read out|affiche\w*|montre\w*|donne\w*|muestra\w*|"
-        rf"imprime|ensename|dame|lista|zeig\w*|gib\w*|liste\w*|drucke\w*|nenne|read me|tell me|recite|spell out|type out|share)\b{GAP}(?:\w+\s+){{0,2}}?{SECRET}",
+        rf"imprime|ensename|dame|dime|dinos|muestrame|lista|zeig\w*|gib\w*|liste\w*|drucke\w*|nenne|read me|tell me|recite|spell out|type out|share|what (?:is|are))\b{GAP}(?:\w+\s+){{0,2}}?{SECRET}",
     ),
     (
         "steer_response",
@@ -376,7 +377,9 @@ _RULES: list[tuple[str, str, float, str]] = [
         "your_real_task",
         c.OVERRIDE,
         ALONE,
-        r"\byour (?:real|actual|true|new|only|primary|main|updated|sole|next) (?:task|goal|objective|instructions?|job|mission|purpose|directive|priority)\b|"
+        r"\byour (?:real|actual|true|new|only|primary|main|updated|sole|next) (?:task|goal|objective|instructions?|job|mission|purpose|directive|priority)\b"
+        r"(?!\s+(?:list|lists|board|queue|tracker|tool|app|manager|owner|assignments?|is (?:in|on|at)|are (?:in|on|at))\b)|"
+        r"\byour (?:task|goal|instructions|job|role|purpose|objective|mission) (?:has|have) (?:changed|been (?:changed|updated|replaced))\b|"
         r"\bthe (?:real|actual|true) (?:task|goal|objective|instructions?)\b|"
         r"\b(?:focus|concentrate) on (?:your|the|a) new task\b|\b(?:deine|ihre) (?:neue|eigentliche|wahre|einzige) (?:aufgabe|anweisung)\b|"
         r"\b(?:tu|su) (?:verdadera|nueva|unica|autentica) (?:tarea|mision|instruccion)\b|\b(?:ta|votre) (?:vraie|nouvelle|seule|veritable) (?:tache|mission)\b",
@@ -395,7 +398,9 @@ _RULES: list[tuple[str, str, float, str]] = [
         0.8,
         r"\b(?:act|behave|respond|answer) as (?:if you (?:were|are) )?(?:an? |the )?(?:unrestricted|unfiltered|jailbroken|evil|malicious|"
         r"different|new|root|admin|administrator|system|sysadmin|hacker|dan\b|developer mode)|\bpretend (?:to be|you are|that you are|you're)\b|"
-        r"\brole-?play as\b|\bi want you to act as\b",
+        r"\brole-?play as\b|\bi want you to act as\b|\b(?:fais|faites) (?:comme si (?:tu etais|vous etiez)|semblant d'etre)\b|\btu joues le role\b|"
+        r"\bhaz como si (?:fueras|eras)\b|\bfinge (?:que eres|ser)\b|\bactua como (?:si|un|una)\b|\btu so,? als (?:ob|waerst|warst)\b|\bspiel\w* die rolle\b|"
+        r"\b(?:now you are|you are now|eres ahora|ahora eres|du bist jetzt|jetzt bist du|tu es maintenant|maintenant tu es) (?!\w+ed\b|\w+ing\b)",
     ),
     (
         "jailbreak",
@@ -472,7 +477,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "send_to_destination",
         c.EXFILTRATION,
         0.5,
-        rf"\b{SEND_VERB}\b(?:\W+\S+){{0,12}}?\W+{TO}\s+(?:\S+\s+)?{DEST}",
+        rf"\b{SEND_VERB}\b(?:\W+\S+){{0,12}}?\W+{TO}\s+(?:\S+\s+){{0,3}}?{DEST}",
     ),
     (
         "data_into_url",
@@ -721,7 +726,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "secrets_then_send",
         c.EXFILTRATION,
         ALONE,
-        rf"{SECRET}(?:\W+\S+){{0,8}}?\W+{SEND_VERB}\b(?: (?:them|it|those|these|sie|los|les|las))?(?:\W+\S+){{0,3}}?\W+{TO}\s+(?:\S+\s+)?{DEST}",
+        rf"{SECRET}(?:\W+\S+){{0,8}}?\W+{SEND_VERB}\b(?: (?:them|it|those|these|sie|los|les|las))?(?:\W+\S+){{0,3}}?\W+{TO}\s+(?:\S+\s+){{0,3}}?{DEST}",
     ),
     (
         "harvest_secrets",
@@ -761,8 +766,10 @@ _RULES: list[tuple[str, str, float, str]] = [
         STRONG,
         r"\b(?:(?:higher|highest|top) priority than|takes? precedence over|supersedes?|overrides?|trumps?|outranks?|replaces?|"
         r"hat vorrang vor|haben vorrang vor|tiene prioridad sobre|prevalece sobre|a priorite sur|prevaut sur|remplace)"
-        rf"(?: \w+){{0,3}}? (?:{INSTRUCTION_NOUN}|guidance|system message|your (?:\w+ )?(?:rules|instructions|prompt|guidelines)|"
-        r"the user'?s? (?:request|question|instructions)|anything (?:else|the user))\b",
+        r"(?: (?:any|all|every|the|your|other|earlier|previous|prior|original|initial|existing|alle[nrs]?|die|den|las|los|toutes|les|tus|tes|vos|deine))* "
+        r"(?:(?:\w+ )?(?:instructions?|prompts?|system (?:message|prompt)|programming|guidance you|directions you|anweisung\w*|instruktion\w*|instrucciones|consignes)|"
+        r"your (?:\w+ )?(?:rules|instructions|prompt|guidelines)|the user'?s? (?:request|question|instructions)|anything (?:else|the user)|"
+        r"(?:des|der) (?:benutzers|nutzers)|del usuario|de l'utilisateur)\b",
     ),
     (
         "your_rules",
@@ -877,7 +884,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         "task_label",
         c.OVERRIDE,
         ALONE,
-        r"\b(?:real|actual|true|new|updated|hidden|secret) (?:task|objective|goal|instructions?|mission|job)\s*:",
+        r"\b(?:real|actual|true|hidden|secret) (?:task|objective|goal|instructions?|mission|job)\s*:|"
+        r"\b(?:verdadera|autentica|vraie|veritable|eigentliche|wahre) (?:tarea|tache|aufgabe|mission|mision)\s*:",
     ),
     (
         "stop_what_you_do",
@@ -914,6 +922,79 @@ _RULES: list[tuple[str, str, float, str]] = [
         r"(?:about |of )?(?:this|these|that|it|what you|anything about)\b|"
         r"\b(?:do not|don't|dont|never) (?:tell|inform|notify) (?:anyone|anybody) (?:why|about (?:this|it)|what you)\b",
     ),
+    # Chat-style requests aimed at a chatbot rather than at a colleague; weak alone, they add up.
+    (
+        "chat_request",
+        c.ADDRESSED,
+        0.4,
+        r"\b(?:i (?:urgently |really )?need your help|your help (?:with|on)|help me (?:with|to|on)|i need you to|can you (?:please )?(?:help|tell|show|give|write|list|explain|reveal)|"
+        r"(?:tell|show|give) me (?:all|every|the|your)|how (?:would|do|will|should) you (?:answer|respond|reply)|answer the following|"
+        r"ich (?:benotige|brauche) (?:dringend )?deine hilfe|hilf mir|zeig mir|necesito tu ayuda|ayudame|dime|muestrame|"
+        r"j'ai besoin de ton aide|aide-moi|montre-moi|dis-moi)\b",
+    ),
+    (
+        "the_following_task",
+        c.ADDRESSED,
+        0.4,
+        r"\bthe following (?:question|task|request|text|instructions?|prompt|assignment)\b|\bfolgende[rnm]? (?:frage|aufgabe|anweisung)\b|"
+        r"\bla siguiente (?:pregunta|tarea)\b|\bla (?:question|tache) suivante\b|\bnew (?:tasks?|rules?|objectives?)\s*:|"
+        r"\bneue (?:aufgaben?|regeln?)\b|\bnueva (?:tarea|regla)\s*:|\bnouvelle (?:tache|regle)\s*:",
+    ),
+    (
+        "praise_then_pivot",
+        c.OVERRIDE,
+        0.6,
+        r"\b(?:well done|very good|great job|good job|nicely done|excellent(?: work)?|congratulations|that is enough|that's enough|enough|"
+        r"sehr gut(?: gemacht)?|gut gemacht|das genugt|das reicht|muy bien|bien hecho|basta|tres bien|bravo|bien joue|ca suffit)\b[.!,]*\s+"
+        r"(?:\w+[.!,]*\s+){0,6}?(?:now|nun|jetzt|ahora|maintenant)\b",
+    ),
+    (
+        "now_do",
+        c.ADDRESSED,
+        0.4,
+        r"\b(?:now|nun|jetzt|ahora|maintenant)(?: please| bitte| por favor| s'il te plait)? (?:focus|concentrate|help|write|tell|show|answer|list|print|output|give|reveal|"
+        r"hilf|schreib\w*|zeig\w*|antworte|gib|ayuda\w*|escribe|muestra|dime|responde|aide|ecris|montre|dis|reponds|affiche)\b",
+    ),
+    ("stop_interjection", c.OVERRIDE, 0.3, r"(?:^|[.!?]\s*)(?:stop|stopp|alto|arrete)\s*[.!,\-–—]"),
+    (
+        "this_is_a_command",
+        c.ADDRESSED,
+        ALONE,
+        r"\b(?:this|the following|everything (?:in|below|here)(?: \w+){0,2}) (?:is|are) (?:not data|an? (?:instruction|command|order|directive) for (?:you|the (?:assistant|ai|model|agent|bot))|"
+        r"(?:instructions?|commands?) for you)\b|\b(?:instruction|command|order)s? for (?:you|the (?:assistant|ai|model|agent|bot))\b",
+    ),
+    (
+        "every_question",
+        c.ADDRESSED,
+        0.6,
+        r"\b(?:every|each|any|all) (?:question|prompt|request|query|queries|questions)\b(?: \w+){0,3}? (?:with|by saying|using)\b",
+    ),
+    (
+        "private_destination",
+        c.EXFILTRATION,
+        0.5,
+        r"\b(?:my|a|his|her) (?:private|personal|own|home) (?:e-?mail|address|inbox|account|server|drive|dropbox)\b|@gmail\.|@(?:proton|yahoo|hotmail|outlook)\.",
+    ),
+    (
+        "show_bulk",
+        c.EXFILTRATION,
+        0.7,
+        rf"{NOT_NEGATED}\b(?:show|print|list|display|output|dump|give|tell|zeig\w*|gib|nenne|muestra\w*|dime|dame|ensena\w*|affiche\w*|montre\w*|donne\w*|dis)"
+        rf"(?: me| mir| moi| us| uns| nous)? {BULK}\b",
+    ),
+    (
+        "extract_data",
+        c.EXFILTRATION,
+        0.5,
+        r"\b(?:extract|extrais|extraire|extrae|extraer|extrahiere\w*|steal|vole|roba|stiehl|leak|filtra)\b(?: \w+){0,2}? (?:data|donnees|datos|daten|records|customers?|clients?|kunden\w*|contacts?)\b",
+    ),
+    (
+        "reveal_prompt_intl",
+        c.OVERRIDE,
+        ALONE,
+        r"\b(?:show|print|reveal|output|display|repeat|dump|muestra|imprime|revela|repite|dime|zeig\w*|gib|drucke|wiederhole|affiche|montre|revele|repete)\b"
+        r"(?: \w+){0,4}? (?:prompt|prompts|system prompt|instrucciones|anweisungen|consignes)\b(?! (?:payment|delivery|reply|response|attention|action|service|shipping))",
+    ),
 ]
 
 
@@ -941,7 +1022,7 @@ INSTRUCTION_STEMS = (
     "instruction|prompt|direction|directive|guideline|guidance|guardrail|constraint|restriction|rule|command|"
     "programming|training|system|safety|content|anweisung|instruktion|befehl|regeln|vorgaben|richtlinien|anordnung|"
     "instruccion|indicaciones|reglas|directrices|pautas|ordenes|comandos|restricciones|consigne|regles|ordres|commandes|"
-    "indications"
+    "indications|angaben"
 )
 
 # Each rule's gate: stems (matched at a word start; or anywhere, when the stem starts with punctuation) at least
@@ -983,7 +1064,7 @@ GATES: dict[str, str] = {
         "instruccion|tache"
     ),
     "you_are_now": "now$|jetzt|nun$|sofort|ahora|maintenant|desormais",
-    "act_as": "act$|behave|respond|answer|pretend|role|want$",
+    "act_as": "act$|behave|respond|answer|pretend|role|want$|fais$|faites|joues|haz$|finge|actua|tu$|spiel|now$|you$|eres$|ahora|du$|jetzt|maintenant",
     "jailbreak": "jail|dan|anything|god|sudo|prompt",
     "developer_mode": "developer",
     "reveal_prompt": "prompt|instruction|rule|guideline|configuration|message",
@@ -1085,13 +1166,24 @@ GATES: dict[str, str] = {
     "whatever_model_reads": "whatever|whichever|any$|every|each$|all$",
     "as_an_ai": "as$",
     "prior_was_fake": "previous|prior|above|earlier|preceding|all$",
-    "task_label": "task|objective|goal|instruction|mission|job$",
+    "task_label": "task|objective|goal|instruction|mission|job$|tarea|tache|aufgabe|mision",
     "stop_what_you_do": "stop$",
     "no_need_to_show": "need$|already",
     "data_into_links": "append|add$|attach|include|encode|put$|insert|concatenat|embed",
     "correct_answer_is": "correct|right$|only$|expected|irrelevant",
     "hide_this_from_user": USER_STEMS + "|anyone|anybody|requester",
     "hide_from_user_intl": USER_STEMS,
+    "chat_request": "need$|help|helfen|hilf|can$|tell|show|give|how$|answer|ich$|zeig|necesito|ayuda|dime|muestrame|besoin|aide|montre|dis$",
+    "the_following_task": "following|folgende|siguiente|suivante|new$|neue|nueva|nouvelle|updated",
+    "praise_then_pivot": "well$|very$|great|good$|nicely|excellent|congratulations|that$|that's|enough|sehr|gut$|das$|muy$|bien|basta|tres$|bravo|ca$",
+    "now_do": "now$|nun$|jetzt|ahora|maintenant",
+    "stop_interjection": "stop|stopp|alto|arrete",
+    "this_is_a_command": "this$|following|everything|instruction|command|order",
+    "every_question": "every|each$|any$|all$",
+    "private_destination": "private|personal|own$|home$|gmail|proton|yahoo|hotmail|outlook",
+    "show_bulk": "show|print|list|display|output|dump|give|tell|zeig|gib|nenne|muestra|dime|dame|ensena|affiche|montre|donne|dis$",
+    "extract_data": "extract|extrais|extraire|extrae|extraer|extrahier|steal|vole$|roba$|stiehl|leak|filtra",
+    "reveal_prompt_intl": "prompt|instrucciones|anweisungen|consignes",
 }
 
 

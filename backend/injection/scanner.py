@@ -137,9 +137,9 @@ def scan_cell(text: str, _depth: int = 0) -> list[CellHit]:
     folded = fold(text)
 
     verdict = _judge(folded)
-    if verdict is None and LEETISH_RE.search(folded):
+    if verdict is None and any(d in folded for d in "0134579") and LEETISH_RE.search(folded):
         verdict = _judge(LEETISH_RE.sub(lambda m: m.group(0).translate(LEET), folded))
-    if verdict is None:
+    if verdict is None and _has_spaced_run(folded.split()):
         despaced = _despace(folded)
         if despaced is not None:
             spaced_verdict = _judge(despaced)
@@ -165,7 +165,7 @@ def scan_cell(text: str, _depth: int = 0) -> list[CellHit]:
                     severity = "high"
             hits.setdefault(c.INVISIBLE, CellHit(severity, c.INVISIBLE, shown))
 
-    if _depth < MAX_DEPTH and len(text) >= 20:
+    if _depth < MAX_DEPTH and any(len(token) >= 20 for token in text.split()):
         for m in BASE64_RE.finditer(text):
             decoded = _decode_base64(m.group(0))
             if decoded is None:
