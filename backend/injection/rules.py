@@ -569,8 +569,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         "role_dialogue",
         c.ROLE_MARKER,
         STRONG,
-        r"(?:^|\n)\s*(?:user|human|usuario|utilisateur|benutzer|nutzer)\s*:.*\n(?:.*\n)*?\s*(?:assistant|ai|bot|model|gpt|asistente|assistent)\s*:|"
-        r"(?:^|\n)\s*(?:system|sistema|systeme)\s*:.*\n(?:.*\n)*?\s*(?:assistant|ai|user|human|asistente|usuario|utilisateur)\s*:",
+        r"(?:^|\n)\s*(?:user|human|usuario|utilisateur|benutzer|nutzer)\s*:.*\n(?:.*\n){0,12}?\s*(?:assistant|ai|bot|model|gpt|asistente|assistent)\s*:|"
+        r"(?:^|\n)\s*(?:system|sistema|systeme)\s*:.*\n(?:.*\n){0,12}?\s*(?:assistant|ai|user|human|asistente|usuario|utilisateur)\s*:",
     ),
     ("role_line", c.ROLE_MARKER, 0.5, r"(?:^|\n)\s*(?:assistant|system|ai|human)\s*:\s*\S"),
     ("json_role", c.ROLE_MARKER, STRONG, r"[\"']role[\"']\s*:\s*[\"'](?:system|assistant|developer)[\"']"),
@@ -624,26 +624,26 @@ _RULES: list[tuple[str, str, float, str]] = [
         "formula_fetch",
         c.FORMULA,
         STRONG,
-        r"(?:^|\s)['\"]?[=+@-].*\b(?:webservice|importxml|importdata|importhtml|importfeed|importrange|filterxml)\s*\(",
+        r"(?:^|\s)['\"]?[=+@-][^\n]{0,400}?\b(?:webservice|importxml|importdata|importhtml|importfeed|importrange|filterxml)\s*\(",
     ),
     (
         "formula_image_dynamic",
         c.FORMULA,
         STRONG,
-        r"(?:^|\s)['\"]?[=+@].*\bimage\s*\(.*(?:&|\?|concatenate|textjoin|encodeurl)",
+        r"(?:^|\s)['\"]?[=+@][^\n]{0,400}?\bimage\s*\([^\n]{0,400}?(?:&|\?|concatenate|textjoin|encodeurl)",
     ),
-    ("formula_image", c.FORMULA, 0.5, r"(?:^|\s)['\"]?[=+@].*\bimage\s*\("),
+    ("formula_image", c.FORMULA, 0.5, r"(?:^|\s)['\"]?[=+@][^\n]{0,400}?\bimage\s*\("),
     (
         "formula_hyperlink_dynamic",
         c.FORMULA,
         STRONG,
-        r"(?:^|\s)['\"]?[=+@].*\bhyperlink\s*\(.*(?:&|\?.*=|concatenate|textjoin|encodeurl)",
+        r"(?:^|\s)['\"]?[=+@][^\n]{0,400}?\bhyperlink\s*\([^\n]{0,400}?(?:&|\?[^\n]{0,400}?=|concatenate|textjoin|encodeurl)",
     ),
     (
         "formula_command",
         c.CODE_EXECUTION,
         STRONG,
-        r"(?:^|\s)['\"]?[=+@-].*(?:\b(?:cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel)(?:\.exe)?\s*\||"
+        r"(?:^|\s)['\"]?[=+@-][^\n]{0,400}?(?:\b(?:cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel)(?:\.exe)?\s*\||"
         r"\b(?:dde|ddeauto|call|exec|register)\s*\()",
     ),
     # Added after the first held-out measurement, phrased as general patterns rather than its sentences.

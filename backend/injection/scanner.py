@@ -24,6 +24,7 @@ SEPARATOR = "\n\x1f"  # a line break, so line-start markers match at the start o
 BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}")
 SPACED_RE = re.compile(r"(?<!\w)(?:\w[ .\-_*/|]{1,3}){5,}\w(?!\w)")
 MAX_DEPTH = 2
+WINDOW, OVERLAP = 4000, 400  # characters; an instruction longer than the overlap may be split
 REPORT, HIGH = 1.0 - 1e-9, 1.5 - 1e-9  # score thresholds (weights are sums of tenths)
 LEETISH_RE = re.compile(r"\b(?=\w*[a-z])(?=\w*[0134579])\w+")
 LEET = str.maketrans("0134579", "oieastg")
@@ -69,8 +70,22 @@ class _Verdict:
 
 
 def _judge(folded: str) -> _Verdict | None:
-    """Apply the weighted rules to folded text: strongest first, stopping as soon as the outcome is settled
-    (high severity reached, or the rules left cannot add up to a finding)."""
+    """Apply the weighted rules to folded text. A very long text is judged in overlapping windows, which
+    keeps the cost linear whatever the text looks like."""
+    if len(folded) <= WINDOW + OVERLAP:
+        return _judge_window(folded)
+    for start in range(0, len(folded), WINDOW):
+        verdict = _judge_window(folded[start : start + WINDOW + OVERLAP])
+        if verdict is not None:
+            return _Verdict(
+                verdict.severity, verdict.category, verdict.start + start, verdict.end + start, verdict.score
+            )
+    return None
+
+
+def _judge_window(folded: str) -> _Verdict | None:
+    """The weighted rules, strongest first, stopping as soon as the outcome is settled (high severity
+    reached, or the rules left cannot add up to a finding)."""
     order = sorted(rules_for(folded), key=_ORDER.__getitem__)
     remaining = sum(RULES[i].weight for i in order)
     total = 0.0
@@ -304,19 +319,27 @@ def scan_text(text: str, *, path: str, sheet: str | None = None) -> list[Finding
                 path=path, sheet=sheet, row=i + 1, column=None, **hit.__dict__
             )
 
-    # Windows of consecutive lines, started only where a line shows an anchor word.
+    # An instruction broken over lines: one three-line window around each line that holds a gate word; only
+    # when that window has a finding are the two-line windows tried, to name the line it starts on.
+    seen: set[int] = set()
     for i in range(len(lines)):
-        line = lines[i]
-        if not line.strip() or not gated(fold(line)):
+        lo, hi = max(0, i - 1), min(len(lines), i + 2)
+        if hi - lo < 2 or lo in seen or not lines[i].strip() or not gated(fold(lines[i])):
             continue
-        for lo, width in ((i, 2), (i - 1, 2), (i - 1, 3)):
-            if lo < 0 or lo + width > len(lines):
-                continue
-            window = "\n".join(lines[lo : lo + width])
-            for hit in scan_cell(window):
-                covered = any((k, hit.category) in findings for k in range(lo, lo + width))
-                if not covered:
-                    findings[(lo, hit.category)] = Finding(
-                        path=path, sheet=sheet, row=lo + 1, column=None, **hit.__dict__
-                    )
+        seen.add(lo)
+        if any(k in per_line for k in range(lo, hi)):
+            continue  # a line here already has its own finding
+        hits = scan_cell("\n".join(lines[lo:hi]))
+        if not hits:
+            continue
+        start = lo
+        for a in range(lo, hi - 1):
+            if scan_cell("\n".join(lines[a : a + 2])):
+                start = a
+                break
+        for hit in hits:
+            findings.setdefault(
+                (start, hit.category),
+                Finding(path=path, sheet=sheet, row=start + 1, column=None, **hit.__dict__),
+            )
     return [findings[k] for k in sorted(findings)]
