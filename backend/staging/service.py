@@ -19,6 +19,7 @@ from backend.injection import Finding, scan_table, scan_text
 from backend.records.visibility import get_dataset
 from backend.settings import get_settings
 from backend.staging.convert import Converted, cells_for_scan, convert, text_for_scan
+from backend.staging.convert_worker import convert_isolated
 from backend.staging.export import export_dataset, scan_export
 from backend.tenancy.context import UserContext
 
@@ -159,6 +160,7 @@ async def _stage_into(
 ) -> StagedBundle:
     files: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
+    warnings: list[dict[str, Any]] = []
     findings: list[Finding] = []
 
     for name in names:
@@ -178,7 +180,8 @@ async def _stage_into(
     taken: set[str] = set()
     for row in file_rows:
         data = await asyncio.to_thread(drive.blobs.get, row["sha256"])
-        converted = await asyncio.to_thread(convert, data, row["name"])
+        # a child process with hard time and memory ceilings: the file is untrusted
+        converted = await asyncio.to_thread(convert_isolated, data, row["name"])
         source = {
             "type": "drive_file",
             "drive_file_id": row["id"],
@@ -208,10 +211,20 @@ async def _stage_into(
                 },
             )
             files.append(entry)
-        if converted.keep_original:
+        if converted.keep_original and not any(t.truncated for t in converted.tables):
             entry = _write(out, f"files/{stem}/original/{row['name']}", data)
             entry.update(source=source, kind="original")
             files.append(entry)
+        elif (
+            converted.keep_original
+        ):  # rows past the limits were not scanned: the original must not slip them in
+            warnings.append(
+                {
+                    "drive_file_id": row["id"],
+                    "name": row["name"],
+                    "warning": "the original was not staged because its text form was cut at the conversion limits",
+                }
+            )
         findings += await asyncio.to_thread(scan_converted, converted, row["name"])
 
     manifest: dict[str, Any] = {
@@ -222,6 +235,7 @@ async def _stage_into(
         "row_cap": cap,
         "files": files,
         "errors": errors,
+        "warnings": warnings,
     }
     readme = _write(out, README, _readme(manifest))
     readme.update(source={"type": "cleanroom"}, kind="readme")
