@@ -995,6 +995,18 @@ _RULES: list[tuple[str, str, float, str]] = [
         r"\b(?:show|print|reveal|output|display|repeat|dump|muestra|imprime|revela|repite|dime|zeig\w*|gib|drucke|wiederhole|affiche|montre|revele|repete)\b"
         r"(?: \w+){0,4}? (?:prompt|prompts|system prompt|instrucciones|anweisungen|consignes)\b(?! (?:payment|delivery|reply|response|attention|action|service|shipping))",
     ),
+    (
+        "html_image_query",
+        c.EXFIL_URL,
+        STRONG,
+        r"<img\b[^>]{0,200}?\bsrc\s*=\s*[\"']?(?:https?:)?//[^\"'\s>]+\?[^\"'\s>]*",
+    ),
+    (
+        "hidden_html",
+        c.INVISIBLE,
+        0.5,
+        r"display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?:px|pt|em)?\b|color\s*:\s*(?:#fff(?:fff)?|white)\b|<!--",
+    ),
 ]
 
 
@@ -1184,6 +1196,8 @@ GATES: dict[str, str] = {
     "show_bulk": "show|print|list|display|output|dump|give|tell|zeig|gib|nenne|muestra|dime|dame|ensena|affiche|montre|donne|dis$",
     "extract_data": "extract|extrais|extraire|extrae|extraer|extrahier|steal|vole$|roba$|stiehl|leak|filtra",
     "reveal_prompt_intl": "prompt|instrucciones|anweisungen|consignes",
+    "html_image_query": "<img",
+    "hidden_html": "display|visibility|font|color|<!--",
 }
 
 

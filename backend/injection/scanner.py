@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import html
 import re
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from backend.injection import categories as c
 from backend.injection.gates import cells_with_stems, gated, rules_for
@@ -21,6 +23,10 @@ from backend.injection.text import INVISIBLE_RE, analyse_invisible, excerpt, fol
 
 BATCH_CELLS = 16384
 SEPARATOR = "\n\x1f"  # a line break, so line-start markers match at the start of every cell
+HEX_RE = re.compile(r"[0-9a-fA-F]+")
+HEX_TOKEN_RE = re.compile(r"(?<![0-9a-zA-Z])[0-9a-fA-F]{16,}(?![0-9a-zA-Z])")
+PERCENT_RE = re.compile(r"(?:%[0-9a-fA-F]{2}){3,}")
+ENTITY_RE = re.compile(r"&(?:#x?[0-9a-fA-F]{2,6}|lt|gt|quot|amp|apos);")
 BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}")
 SPACED_RE = re.compile(r"(?<!\w)(?:\w[ .\-_*/|]{1,3}){5,}\w(?!\w)")
 MAX_DEPTH = 2
@@ -41,6 +47,8 @@ _PRIORITY = {
             c.EXFILTRATION,
             c.CONCEALMENT,
             c.ADDRESSED,
+            c.INVISIBLE,
+            c.ENCODED,
         ]
     )
 }
@@ -130,14 +138,44 @@ def _decode_base64(token: str) -> str | None:
         text = data.decode("utf-8")
     except (binascii.Error, ValueError):
         return None
+    return text if _readable(text) else None
+
+
+def _decode_hex(token: str) -> str | None:
+    if len(token) < 16 or len(token) % 2 or not HEX_RE.fullmatch(token):
+        return None
+    try:
+        text = bytes.fromhex(token).decode("utf-8")
+    except ValueError:
+        return None
+    return text if _readable(text) else None
+
+
+def _readable(text: str) -> bool:
+    """Decoded bytes that read as words (or hide invisible characters), not as binary noise."""
     if len(text) < 8:
-        return None
+        return False
+    if INVISIBLE_RE.search(text):
+        return True
     printable = sum(ch.isprintable() or ch in "\n\t" for ch in text)
-    if printable < 0.9 * len(text) and not INVISIBLE_RE.search(text):
-        return None
-    if not re.search(r"[^\W\d_]{2,}\s+[^\W\d_]{2,}", text) and not INVISIBLE_RE.search(text):
-        return None
-    return text
+    return printable >= 0.9 * len(text) and bool(re.search(r"[^\W\d_]{2,}\s+[^\W\d_]{2,}", text))
+
+
+def _decoded_variants(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, decoded) for parts of text written in an encoding: base64, hex, %-escapes, HTML entities."""
+    if any(len(token) >= 16 for token in text.split()):
+        for m in BASE64_RE.finditer(text):
+            decoded = _decode_base64(m.group(0))
+            if decoded is not None:
+                yield m.start(), m.end(), decoded
+        for m in HEX_TOKEN_RE.finditer(text):
+            decoded = _decode_hex(m.group(0))
+            if decoded is not None:
+                yield m.start(), m.end(), decoded
+    if "%" in text and (m := PERCENT_RE.search(text)):
+        yield m.start(), m.end(), unquote(text)
+    if "&" in text and (m := ENTITY_RE.search(text)):
+        yield m.start(), m.end(), html.unescape(text)
 
 
 def _hidden_payload_hit(hidden: str, depth: int) -> _Verdict | None:
@@ -180,14 +218,11 @@ def scan_cell(text: str, _depth: int = 0) -> list[CellHit]:
                     severity = "high"
             hits.setdefault(c.INVISIBLE, CellHit(severity, c.INVISIBLE, shown))
 
-    if _depth < MAX_DEPTH and any(len(token) >= 20 for token in text.split()):
-        for m in BASE64_RE.finditer(text):
-            decoded = _decode_base64(m.group(0))
-            if decoded is None:
-                continue
+    if _depth < MAX_DEPTH:
+        for start, end, decoded in _decoded_variants(text):
             inner = scan_cell(decoded, _depth + 1)
             if inner:
-                label = excerpt(text, m.start(), m.end(), limit=70)
+                label = excerpt(text, start, end, limit=70)
                 shown = f"{label} → decodes to: {inner[0].excerpt}"
                 if len(shown) > 160:
                     shown = shown[:159] + "…"
@@ -217,6 +252,11 @@ def _candidates(values: list[str]) -> list[int]:
     if _has_spaced_run(tokens):
         for m in SPACED_RE.finditer(joined):
             hits.add(bisect_right(starts, m.start()) - 1)
+
+    for marker, regex in (("%", PERCENT_RE), ("&", ENTITY_RE)):
+        if marker in joined:
+            for m in regex.finditer(joined):
+                hits.add(bisect_right(starts, m.start()) - 1)
 
     unusual = [i for i, v in enumerate(values) if not v.isascii()]
     if unusual:
