@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -244,28 +246,40 @@ def test_health_reports_virt_type_image_and_saved_states() -> None:
     assert info["running_vms"] == 0
 
 
-def test_recover_leftovers_destroys_stray_domains_and_files() -> None:
-    from backend.sandbox.libvirt_conn import connection
+def test_recover_leftovers_destroys_stray_domains_and_files_of_dead_owners() -> None:
+    from dataclasses import replace
+
+    from backend.sandbox.domain import render_domain_xml
+    from backend.sandbox.libvirt_conn import connection, destroy_quietly, make_private_dir
     from backend.sandbox.runner import _spec, current_image, resolve_virt_type
 
     image = current_image()
-    stray = get_settings().effective_run_dir / "cleanroom-run-stray"
-    stray.mkdir(parents=True)
-    for disk in ("job.img", "out.img"):
-        with open(stray / disk, "wb") as fh:
-            fh.truncate(1 << 20)
-    spec = _spec(
-        "cleanroom-run-stray",
-        "0b6f3c3e-1111-4c1d-9e1f-0123456789ab",
-        "stray",
-        image,
-        resolve_virt_type(image),
-        stray,
-    )
-    from backend.sandbox.domain import render_domain_xml
-
+    run_dir = get_settings().effective_run_dir
+    specs = {}
+    for label in ("dead", "live"):
+        stray = make_private_dir(run_dir / f"cleanroom-run-stray-{label}")
+        for disk in ("job.img", "out.img"):
+            with open(stray / disk, "wb") as fh:
+                fh.truncate(1 << 20)
+        spec = _spec(stray.name, str(uuid.uuid4()), "stray", image, resolve_virt_type(image), stray)
+        if label == "dead":  # a process that no longer exists (pid 1 never has this start time)
+            spec = replace(spec, owner="1:0")
+            (stray / "owner").write_text("1:0")
+        else:
+            (stray / "owner").write_text(spec.owner)
+        specs[label] = spec
     with connection() as conn:
-        conn.createXML(render_domain_xml(spec), 0)
-    removed = recover_leftovers()
-    assert "domain cleanroom-run-stray" in removed
-    assert not stray.exists()
+        try:
+            for spec in specs.values():
+                conn.createXML(render_domain_xml(spec), 0)
+            removed = recover_leftovers()
+            assert "domain cleanroom-run-stray-dead" in removed
+            assert not (run_dir / "cleanroom-run-stray-dead").exists()
+            # A live process's run is not a leftover.
+            assert "domain cleanroom-run-stray-live" not in removed
+            assert (run_dir / "cleanroom-run-stray-live").exists()
+        finally:
+            for spec in specs.values():
+                destroy_quietly(conn, spec.name)
+            shutil.rmtree(run_dir / "cleanroom-run-stray-live", ignore_errors=True)
+            shutil.rmtree(run_dir / "cleanroom-run-stray-dead", ignore_errors=True)
