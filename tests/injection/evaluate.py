@@ -14,6 +14,7 @@ from tests.injection.heldout import heldout_rows
 from tests.injection.heldout2 import heldout2_rows
 from tests.injection.heldout3 import heldout3_rows
 from tests.injection.heldout4 import heldout4_rows
+from tests.injection.heldout5 import heldout5_rows
 
 
 @dataclass
@@ -89,6 +90,7 @@ def main() -> None:
         _report("held-out 2", evaluate(heldout2_rows()), "--heldout-details" in sys.argv)
         _report("held-out 3", evaluate(heldout3_rows()), "--heldout-details" in sys.argv)
         _report("held-out 4", evaluate(heldout4_rows()), "--heldout-details" in sys.argv)
+        _report("held-out 5", evaluate(heldout5_rows()), "--heldout-details" in sys.argv)
     if "--no-bench" not in sys.argv:
         print("bench:", bench_scan())
 
