@@ -69,7 +69,11 @@ def _has_stem(w: bytes) -> bool:
 def words_with_stems(words: set[bytes]) -> set[bytes]:
     """The words that are, or begin with, a stem, also when digits stand in for letters."""
     found = {w for w in words if _has_stem(w)}
-    found.update(w for w in words if not w.isalpha() and not w.isdigit() and _has_stem(w.translate(LEET)))
+    found.update(
+        w
+        for w in words
+        if len(w) >= 4 and not w.isalpha() and not w.isdigit() and _has_stem(w.translate(LEET))
+    )
     return found
 
 

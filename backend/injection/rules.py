@@ -87,7 +87,7 @@ GREETING = _alt(
     r"a l'attention (?:de|du|des)", r"consignes? pour", r"a",
 )  # fmt: skip
 DET = r"(?:(?:the|any|all|every|dear|our|my|you|die|der|den|das|alle|el|la|los|las|le|l'|les|un|une|cher|chere|toute?s? les?|todos los|todas las)\s*)?"
-SENTENCE_START = r"(?:^|[\n.!?;:>\-–—(\[]\s*|\s{2,})(?:(?:system|urgent|important|priority|admin|security|final|official|special|critical|p\.?s\.?)\s+)?"
+SENTENCE_START = r"(?:^|[\n.!?;:,>\-–—(\[{\"']\s*|\s{2,})(?:(?:system|urgent|important|priority|admin|security|final|official|special|critical|p\.?s\.?)\s+)?"
 
 YOU_DIRECTIVE = _alt(
     r"you must", r"you should", r"you will", r"you need to", r"you have to", r"you are required",
@@ -189,7 +189,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         "greeting_assistant",
         c.ADDRESSED,
         0.6,
-        rf"{SENTENCE_START}{GREETING}\s+{DET}{AI_GENERIC}\b{NOT_ADDRESS}",
+        rf"{SENTENCE_START}{GREETING}\s+{DET}(?:(?:analysis|analytics|sales|helpdesk|support|triage|reporting|code|data|shopping|virtual|"
+        rf"research|finance|crm|hr|it|coding|writing) )?{AI_GENERIC}\b{NOT_ADDRESS}",
     ),
     ("vocative_ai", c.ADDRESSED, 0.7, rf"{SENTENCE_START}{DET}{AI_STRICT}\s*(?:[,:!]|\s[-–—]\s)"),
     ("vocative_assistant", c.ADDRESSED, 0.5, rf"{SENTENCE_START}{DET}{AI_GENERIC}\s*[,!]"),
@@ -228,14 +229,15 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.ADDRESSED,
         0.6,
         r"\b(?:when|while|before|after) (?:you )?(?:are )?(?:summari[sz]|analy[sz]|process|pars|ingest|read|review)\w* "
-        r"(?:\w+ ){0,2}?(?:this|these|the) (?:data|file|sheet|table|spreadsheet|document|records?|rows?|dataset|export|csv|cell|column)s?\b",
+        r"(?:\w+ ){0,2}?(?:this|these|the) (?:data|file|sheet|table|spreadsheet|document|records?|rows?|dataset|export|csv|cell|column|account|"
+        r"customer|deal|vendor|supplier|contract|lead|ticket|company|project)s?\b",
     ),
     (
         "your_response",
         c.ADDRESSED,
         ALONE,
         r"\b(?:in|to|into|at the (?:end|start|beginning|top|bottom) of|within|throughout) your (?:final )?(?:response|answer|reply|output|"
-        r"summary|analysis|report|completion|next message|results?|proposals?|recommendations?|suggestions?|proposed actions|actions\.json)\b|"
+        r"completion|next message|proposals?|recommendations?|suggestions?|proposed (?:actions|changes)|actions\.json)\b|"
         r"\b(?:in|to|into) (?:every|each|all|any) (?:of your )?(?:responses?|answers?|replies|outputs?|summar(?:y|ies))\b|"
         r"\b(?:en|a) cada (?:respuesta|salida|resumen)\b|\bdans chaque (?:reponse|resume)\b|\bin jeder (?:antwort|ausgabe)\b",
     ),
@@ -278,7 +280,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         "steer_response",
         c.ADDRESSED,
         0.5,
-        r"\b(?:respond|reply|answer|say|state|report|output|conclude|claim)(?: only| simply| just)? (?:that|with|by saying)\b|"
+        r"\b(?:respond|reply|answer|say|state|report|output|conclude|claim)(?: only| simply| just)? (?:that|with|by saying)\b|\bsay (?:it|this|they) (?:is|are|was|were|has|have)\b|"
+        r"\bmust (?:start|begin|end) with\b|"
         r"\bantworte\w* (?:nur |einfach )?(?:mit|dass)\b|\bresponde\w* (?:solo |solamente |unicamente )?(?:con|que)\b|"
         r"\brepond\w* (?:uniquement |seulement |simplement )?(?:par|que)\b|\bnothing else\b|\bnichts anderes\b|\bnada mas\b|\brien d'autre\b",
     ),
@@ -572,7 +575,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         r"(?:^|\n)\s*(?:user|human|usuario|utilisateur|benutzer|nutzer)\s*:.*\n(?:.*\n){0,12}?\s*(?:assistant|ai|bot|model|gpt|asistente|assistent)\s*:|"
         r"(?:^|\n)\s*(?:system|sistema|systeme)\s*:.*\n(?:.*\n){0,12}?\s*(?:assistant|ai|user|human|asistente|usuario|utilisateur)\s*:",
     ),
-    ("role_line", c.ROLE_MARKER, 0.5, r"(?:^|\n)\s*(?:assistant|system|ai|human)\s*:\s*\S"),
+    ("role_line", c.ROLE_MARKER, 0.5, r"(?:^|\n|[\"'{\[(])\s*(?:assistant|system|ai|human|bot)\s*:\s*\S"),
     ("json_role", c.ROLE_MARKER, STRONG, r"[\"']role[\"']\s*:\s*[\"'](?:system|assistant|developer)[\"']"),
     (
         "fake_delimiter",
@@ -1007,6 +1010,96 @@ _RULES: list[tuple[str, str, float, str]] = [
         0.5,
         r"display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?:px|pt|em)?\b|color\s*:\s*(?:#fff(?:fff)?|white)\b|<!--",
     ),
+    (
+        "your_summary",
+        c.ADDRESSED,
+        0.6,
+        r"\b(?:in|to|into|at the (?:end|start|beginning|top|bottom) of|within|throughout) your (?:final )?(?:summary|analysis|report|results?|chart|charts|tables?)\b",
+    ),
+    (
+        "despite_the_data",
+        c.ADDRESSED,
+        0.6,
+        r"\bno matter what (?:the )?(?:data|numbers|figures|table|sheet|records?) (?:says?|shows?)\b|"
+        r"\beven (?:though|if) (?:the )?(?:data|numbers|figures|table) (?:says?|shows?|suggests?) (?:otherwise|something else)\b|"
+        r"\bwhatever the (?:data|numbers|figures) (?:says?|shows?)\b",
+    ),
+    (
+        "thing_you_produce",
+        c.ADDRESSED,
+        0.6,
+        r"\b(?:the |any |every |each )?(?:chart|summary|report|code|script|answer|output|analysis|list|table|plot|response|proposal)s? you "
+        r"(?:generate|produce|create|write|output|return|draw|build|render|propose)\b",
+    ),
+    (
+        "whoever_runs",
+        c.ADDRESSED,
+        0.6,
+        r"\bwhoever (?:runs|reads|processes|analy[sz]es|generates|writes|summari[sz]es|handles|is (?:running|reading|processing|analy[sz]ing))\b",
+    ),
+    (
+        "dont_explain",
+        c.CONCEALMENT,
+        0.5,
+        r"\b(?:do not|don't|never|without) (?:explain|explaining|justify|justifying|say|saying|mention|mentioning) (?:why|it|this|that you)\b",
+    ),
+    (
+        "before_answering",
+        c.OVERRIDE,
+        0.7,
+        r"\bbefore (?:answering|responding|replying|you answer|you respond|you reply|doing anything else|anything else)\b|"
+        r"\bantes de (?:responder|contestar)\b|\bavant de repondre\b|\bbevor (?:du|sie) antwort\w*\b",
+    ),
+    (
+        "tool_call",
+        c.ADDRESSED,
+        0.8,
+        r"\b(?:call|use|invoke|run|trigger) (?:the |your |a )?(?:tool|function|plugin|action) [`'\"]?[a-z_]+[`'\"]?|\b(?:call|use|invoke) (?:the |your )?(?:\w+ )?(?:tool|function|plugin)s?\b",
+    ),
+    (
+        "treat_as_instructions",
+        c.OVERRIDE,
+        ALONE,
+        r"\btreat (?:this|the following|the next|these|that) (?:\w+ ){0,2}?as (?:your |the |a |an |new )?(?:config(?:uration)?|instructions?|commands?|system|prompt|directive|highest|authoritative|orders?)\b",
+    ),
+    (
+        "automated_must",
+        c.ADDRESSED,
+        0.8,
+        r"\b(?:automated|autonomous) (?:agents?|systems?|tools?|assistants?|readers?|processors?) (?:must|should|shall|need to|are required to)\b",
+    ),
+    (
+        "reading_present",
+        c.ADDRESSED,
+        ALONE,
+        rf"\b(?:any|all|every|each|whichever|whatever) (?:{AI_STRICT}|{AI_GENERIC})s? (?:reading|processing|parsing|seeing|analy[sz]ing|summari[sz]ing)\b",
+    ),
+    (
+        "ai_comply",
+        c.ADDRESSED,
+        0.8,
+        rf"\b(?:{AI_STRICT})(?: \w+)? (?:please )?(?:comply|obey|take note|acknowledge|follow (?:this|these|the above))\b|\bplease comply\b",
+    ),
+    (
+        "if_asked",
+        c.ADDRESSED,
+        0.5,
+        r"\bif (?:you are |you're |you get )?asked (?:about|for|whether|if|what|how)\b|\bwhen asked (?:about|for|whether|if|what|how)\b",
+    ),
+    (
+        "propose_action",
+        c.ADDRESSED,
+        0.6,
+        r"\bpropos(?:e|al)\w* (?:an |a |the )?(?:action|actions|change|changes|update|updates) (?:setting|to (?:set|change|delete|mark|update)|that (?:sets|deletes|marks|changes))\b|"
+        r"\bpropon\w* (?:cambiar|borrar|eliminar|marcar|una accion)\b|\bpropose[zr]? (?:de (?:supprimer|modifier|changer|marquer)|une action)\b|"
+        r"\bschlag\w* (?:vor|eine aktion)\b",
+    ),
+    (
+        "hide_negatives",
+        c.ADDRESSED,
+        0.4,
+        r"\b(?:omit|hide|leave out|exclude|suppress|drop|skip)\b(?: \w+){0,3}? (?:late|negative|bad|overdue|issues?|problems?|complaints?|losses|incidents?|deliveries|rows \d+|delays?)\b",
+    ),
 ]
 
 
@@ -1051,6 +1144,7 @@ GATES: dict[str, str] = {
     "ai_must": AI_STEMS,
     "when_processing_this": "when$|while$|before$|after$",
     "your_response": "your|cada|chaque|jeder|every|each$|all$|any$",
+    "your_summary": "your",
     "your_output_weak": "your",
     "your_response_intl": "antwort|ausgabe|zusammenfassung|analyse|respuesta|salida|resumen|analisis|reponse|sortie|synthese|resume",
     "tell_the_user": USER_STEMS + "|reader",
@@ -1122,7 +1216,7 @@ GATES: dict[str, str] = {
     "role_line_ai_reply": "assist|asistent|ai$|model|bot|chatbot|gpt",
     "role_line_system": "system|sistema",
     "role_dialogue": "user|human|usuario|utilisateur|benutzer|nutzer|system|sistema",
-    "role_line": "assist|system|ai$|human",
+    "role_line": "assist|system|ai$|human|bot$",
     "json_role": "role",
     "fake_delimiter": "end|begin|start|===|---|***",
     "markdown_image_query": "![",
@@ -1198,6 +1292,19 @@ GATES: dict[str, str] = {
     "reveal_prompt_intl": "prompt|instrucciones|anweisungen|consignes",
     "html_image_query": "<img",
     "hidden_html": "display|visibility|font|color|<!--",
+    "despite_the_data": "matter|even$|whatever",
+    "thing_you_produce": "you$",
+    "whoever_runs": "whoever",
+    "dont_explain": "explain|justify|say$|saying|mention",
+    "before_answering": "before|antes|avant|bevor",
+    "tool_call": "tool|function|plugin|action",
+    "treat_as_instructions": "treat",
+    "automated_must": "automated|autonomous",
+    "reading_present": "reading|processing|parsing|seeing|analysing|analyzing|summarising|summarizing",
+    "ai_comply": "comply|obey|note$|acknowledge|follow",
+    "if_asked": "asked",
+    "propose_action": "propos|propon|schlag",
+    "hide_negatives": "omit|hide|leave|exclude|suppress|drop|skip",
 }
 
 

@@ -32,7 +32,7 @@ SPACED_RE = re.compile(r"(?<!\w)(?:\w[ .\-_*/|]{1,3}){5,}\w(?!\w)")
 MAX_DEPTH = 2
 WINDOW, OVERLAP = 4000, 400  # characters; an instruction longer than the overlap may be split
 REPORT, HIGH = 1.0 - 1e-9, 1.5 - 1e-9  # score thresholds (weights are sums of tenths)
-LEETISH_RE = re.compile(r"\b(?=\w*[a-z])(?=\w*[0134579])\w+")
+LEETISH_RE = re.compile(r"\b(?=\w*[a-z]\w*[a-z])(?=\w*[0134579])\w{4,}")  # "1gn0r3", not cell refs like "A1"
 LEET = str.maketrans("0134579", "oieastg")
 # When rules of equal weight disagree, the finding is named after the more specific category.
 _PRIORITY = {

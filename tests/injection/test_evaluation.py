@@ -12,6 +12,11 @@ from backend.injection.text import fold
 from tests.injection.corpus import dev_rows
 from tests.injection.evaluate import evaluate
 from tests.injection.heldout import HARD_NEGATIVES, POSITIVES, heldout_rows
+from tests.injection.heldout2 import heldout2_rows
+from tests.injection.heldout3 import heldout3_rows
+from tests.injection.heldout4 import heldout4_rows
+from tests.injection.heldout5 import heldout5_rows
+from tests.injection.stress import stress_rows
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +31,17 @@ def test_development_set_recall_and_false_positive_rate(dev) -> None:
     assert score.fpr <= 0.005, score.flagged_benign[:20]
 
 
-def test_held_out_set_recall_and_false_positive_rate() -> None:
-    score = evaluate(heldout_rows())
+@pytest.mark.parametrize("rows", [heldout_rows, heldout2_rows, heldout3_rows, heldout4_rows, heldout5_rows])
+def test_held_out_splits_recall_and_false_positive_rate(rows) -> None:
+    score = evaluate(rows())
     assert score.recall >= 0.9, score.missed
     assert score.fpr <= 0.005, score.flagged_benign
+
+
+def test_thousands_of_faker_phrases_in_four_languages_raise_no_warning() -> None:
+    pytest.importorskip("faker")
+    score = evaluate(stress_rows(n_per_locale=1000))
+    assert score.false_alarms == 0, score.flagged_benign
 
 
 def _all_texts(dev) -> list[str]:
