@@ -15,6 +15,7 @@ from tests.injection.heldout2 import heldout2_rows
 from tests.injection.heldout3 import heldout3_rows
 from tests.injection.heldout4 import heldout4_rows
 from tests.injection.heldout5 import heldout5_rows
+from tests.injection.heldout6 import heldout6_rows
 
 
 @dataclass
@@ -91,6 +92,7 @@ def main() -> None:
         _report("held-out 3", evaluate(heldout3_rows()), "--heldout-details" in sys.argv)
         _report("held-out 4", evaluate(heldout4_rows()), "--heldout-details" in sys.argv)
         _report("held-out 5", evaluate(heldout5_rows()), "--heldout-details" in sys.argv)
+        _report("held-out 6", evaluate(heldout6_rows()), "--heldout-details" in sys.argv)
     if "--no-bench" not in sys.argv:
         print("bench:", bench_scan())
 
