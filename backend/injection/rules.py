@@ -115,7 +115,7 @@ PRIOR = _alt(
     r"vorherige\w*", r"bisherige\w*", r"obige\w*", r"vorangegangene\w*", r"fruhere\w*", r"alle\w*",
     r"deine\w*", r"ihre\w*", r"ursprunglich\w*", r"anteriores?", r"previas?", r"previos?", r"todas?",
     r"todos", r"tus", r"sus", r"originales?", r"precedentes?", r"anterieure?s?", r"toutes?", r"tous",
-    r"tes", r"vos", r"initiales?",
+    r"tes", r"vos", r"initiales?", r"ta", r"ton", r"votre", r"tu", r"su", r"actuelle?s?", r"current",
 )  # fmt: skip
 INSTRUCTION_NOUN = _alt(
     r"instructions?", r"prompts?", r"directions?", r"directives?", r"guidelines?", r"guidance",
@@ -237,7 +237,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.ADDRESSED,
         ALONE,
         r"\b(?:in|to|into|at the (?:end|start|beginning|top|bottom) of|within|throughout) your (?:final )?(?:response|answer|reply|output|"
-        r"completion|next message|proposals?|recommendations?|suggestions?|proposed (?:actions|changes)|actions\.json)\b|"
+        r"completion|next message|proposals?|recommendations?|suggestions?|proposed (?:actions|changes)|actions\.json)\b(?! to\b)|"
         r"\b(?:in|to|into) (?:every|each|all|any) (?:of your )?(?:responses?|answers?|replies|outputs?|summar(?:y|ies))\b|"
         r"\b(?:en|a) cada (?:respuesta|salida|resumen)\b|\bdans chaque (?:reponse|resume)\b|\bin jeder (?:antwort|ausgabe)\b",
     ),
@@ -280,7 +280,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         "steer_response",
         c.ADDRESSED,
         0.5,
-        r"\b(?:respond|reply|answer|say|state|report|output|conclude|claim)(?: only| simply| just)? (?:that|with|by saying)\b|\bsay (?:it|this|they) (?:is|are|was|were|has|have)\b|"
+        r"\b(?:respond|reply|answer|say|state|report|output|conclude|claim)(?: only| simply| just)? (?:that|with|by saying)\b|"
+        r"\b(?:di|decir|diga|digas|dire|dis|dites|sag|sage|sagen) (?:que|qu'|dass)|\bsay (?:it|this|they) (?:is|are|was|were|has|have)\b|"
         r"\bmust (?:start|begin|end) with\b|"
         r"\bantworte\w* (?:nur |einfach )?(?:mit|dass)\b|\bresponde\w* (?:solo |solamente |unicamente )?(?:con|que)\b|"
         r"\brepond\w* (?:uniquement |seulement |simplement )?(?:par|que)\b|\bnothing else\b|\bnichts anderes\b|\bnada mas\b|\brien d'autre\b",
@@ -289,7 +290,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "bulk_tamper",
         c.ADDRESSED,
         0.5,
-        r"\b(?:mark|set|flag|change|update|delete|remove|drop|approve|reject|zero|overwrite)\w* (?:all|every|each|any) (?:\w+ ){0,2}?"
+        r"\b(?:mark|set|flag|change|update|delete|remove|drop|approve|reject|zero|overwrite|round|replace|multiply|divide|adjust|inflate|reduce|alter|modify)\w* (?:all|every|each|any) (?:\w+ ){0,2}?"
         r"(?:invoices?|rows?|records?|deals?|tickets?|expenses?|payments?|amounts?|entries|lines)\b|"
         r"\b(?:markiere|losche|andere)\w* (?:alle|jede|samtliche)\b|\b(?:marca|borra|elimina|cambia)\w* (?:todas|todos)\b|"
         r"\b(?:marque|supprime|efface|modifie|approuve|valide)\w* (?:toutes|tous)\b",
@@ -1028,14 +1029,15 @@ _RULES: list[tuple[str, str, float, str]] = [
         "thing_you_produce",
         c.ADDRESSED,
         0.6,
-        r"\b(?:the |any |every |each )?(?:chart|summary|report|code|script|answer|output|analysis|list|table|plot|response|proposal)s? you "
-        r"(?:generate|produce|create|write|output|return|draw|build|render|propose)\b",
+        r"\b(?:the |any |every |each )?(?:chart|summary|report|code|script|answer|output|analysis|list|table|plot|response|proposal|comparison)s? (?:you|it) "
+        r"(?:generate|produce|create|write|output|return|draw|build|render|propose)s?\b",
     ),
     (
         "whoever_runs",
         c.ADDRESSED,
         0.6,
-        r"\bwhoever (?:runs|reads|processes|analy[sz]es|generates|writes|summari[sz]es|handles|is (?:running|reading|processing|analy[sz]ing))\b",
+        r"\bwhoever (?:runs|reads|processes|analy[sz]es|generates|writes|summari[sz]es|handles|is (?:running|reading|processing|analy[sz]ing))\b|"
+        r"\b(?:for|to) anyone (?:automating|running|processing|parsing|analy[sz]ing|summari[sz]ing|scripting)\b",
     ),
     (
         "dont_explain",
@@ -1100,6 +1102,63 @@ _RULES: list[tuple[str, str, float, str]] = [
         0.4,
         r"\b(?:omit|hide|leave out|exclude|suppress|drop|skip)\b(?: \w+){0,3}? (?:late|negative|bad|overdue|issues?|problems?|complaints?|losses|incidents?|deliveries|rows \d+|delays?)\b",
     ),
+    (
+        "disable_safety",
+        c.OVERRIDE,
+        0.8,
+        r"\b(?:disable|turn off|deactivate|bypass|remove|lift|ignore|skip)\b(?: all| the| any| your)? (?:safety|security|content|approval|compliance) "
+        r"(?:checks?|filters?|guardrails?|restrictions?|rules|measures|controls?|screens?|steps?)\b",
+    ),
+    (
+        "vocative_please",
+        c.ADDRESSED,
+        0.5,
+        rf"{SENTENCE_START}{DET}(?:{AI_STRICT}|{AI_GENERIC}) (?:please|bitte|por favor|s'il te plait)\b",
+    ),
+    (
+        "ignore_named_request",
+        c.OVERRIDE,
+        STRONG,
+        rf"\b{IGNORE_VERB}\s+(?:the |this |your |my )?(?:analysis|original|current|actual|main|initial|assigned|given) (?:request|question|task|query|prompt|assignment)\b",
+    ),
+    (
+        "raw_data",
+        c.EXFILTRATION,
+        0.4,
+        r"\braw (?:data|rows|records|purchase orders|orders|table|export|contents?|inputs?|files?|dump)\b",
+    ),
+    (
+        "use_this_value",
+        c.ADDRESSED,
+        0.6,
+        r"\buse (?:that|this|these|those)(?: \w+)? (?:in|for) (?:any|every|all|your|the) (?:analysis|analyses|calculations?|summar(?:y|ies)|charts?|reports?|answers?)\b",
+    ),
+    (
+        "real_value",
+        c.ADDRESSED,
+        0.5,
+        r"\bthe (?:real|actual|true|correct) (?:total|number|figure|value|amount|revenue|result|price)s? (?:is|are)\b",
+    ),
+    (
+        "ai_should_intl",
+        c.ADDRESSED,
+        0.5,
+        r"\b(?:el|la) (?:asistente|modelo|agente|ia) (?:debe|deberia|tiene que|va a)\b|\b(?:l'|le |la )(?:assistant|modele|agent|ia) (?:doit|devrait|va)\b|"
+        r"\b(?:der|die|das) (?:assistent|modell|agent|ki) (?:muss|soll|sollte|darf)\b",
+    ),
+    (
+        "ignore_this_row",
+        c.OVERRIDE,
+        0.4,
+        r"\b(?:ignore|skip|exclude|drop|omit|ignorer|ignora|ignoriere|omite|saute)\w* (?:this|cette|esta|diese) (?:row|line|record|entry|ligne|fila|zeile|eintrag)\b",
+    ),
+    (
+        "do_not_flag_intl",
+        c.CONCEALMENT,
+        0.5,
+        r"\bne (?:pas )?(?:le |la |les )?(?:signaler|mentionner|rapporter)\b|\bsin (?:avisar|senalar|reportar)lo\b|\bno lo (?:senales|reportes|menciones)\b|"
+        r"\bnicht (?:melden|erwahnen|markieren)\b",
+    ),
 ]
 
 
@@ -1151,7 +1210,10 @@ GATES: dict[str, str] = {
     "ask_for_credentials": "ask$",
     "directive": "",
     "reveal_secrets": SECRET_STEMS,
-    "steer_response": "respond|reply|answer|say|state|report|output|conclude|claim|antworte|responde|repond|nothing|nichts|nada|rien",
+    "steer_response": (
+        "respond|reply|answer|say|state|report|output|conclude|claim|antworte|responde|repond|nothing|nichts|nada|rien|"
+        "di$|decir|diga|digas|dire$|dis$|dites|sag$|sage$|sagen|must$"
+    ),
     "bulk_tamper": "all$|every|each$|any$|alle$|jede|samtlich|todas$|todos$|toutes$|tous$",
     "unrestricted": "unrestricted|unfiltered|uncensored|without$|no$|ohne$|sin$|sans$",
     "i_want_you_to": "want$|need$",
@@ -1293,8 +1355,8 @@ GATES: dict[str, str] = {
     "html_image_query": "<img",
     "hidden_html": "display|visibility|font|color|<!--",
     "despite_the_data": "matter|even$|whatever",
-    "thing_you_produce": "you$",
-    "whoever_runs": "whoever",
+    "thing_you_produce": "you$|it$",
+    "whoever_runs": "whoever|anyone",
     "dont_explain": "explain|justify|say$|saying|mention",
     "before_answering": "before|antes|avant|bevor",
     "tool_call": "tool|function|plugin|action",
@@ -1305,6 +1367,15 @@ GATES: dict[str, str] = {
     "if_asked": "asked",
     "propose_action": "propos|propon|schlag",
     "hide_negatives": "omit|hide|leave|exclude|suppress|drop|skip",
+    "disable_safety": "safety|security|content|approval|compliance",
+    "vocative_please": "please|bitte|por$|s'il",
+    "ignore_named_request": "request|question|task|query|prompt|assignment",
+    "raw_data": "raw$",
+    "use_this_value": "use$",
+    "real_value": "real$|actual|true$|correct",
+    "ai_should_intl": "asistente|modelo|agente|ia$|assistant|modele|agent|assistent|modell|ki$",
+    "ignore_this_row": "row$|line$|record|entry|ligne|fila$|zeile|eintrag",
+    "do_not_flag_intl": "signaler|mentionner|rapporter|avisar|senalar|reportar|senales|reportes|menciones|melden|erwahnen|markieren",
 }
 
 
