@@ -1312,7 +1312,7 @@ GATES: dict[str, str] = {
     "regardless_of_data": "regardless",
     "send_data_to_url": SEND_STEMS,
     "secrets_then_send": SEND_STEMS,
-    "harvest_secrets": "collect|gather|harvest|grab|extract|steal|read$|scrape|dump|exfiltrate",
+    "harvest_secrets": "collect|gather|harvest|grab|extract|steal|read$|scrape|dump|exfiltrate|find$|search|look$|locate",
     "sensitive_path": "etc$|ssh$|id_rsa|aws$|bash_history|proc$|git$",
     "show_input_files": "content|contenu|inhalt|contenido",
     "skip_approval": "approval|review|confirmation|genehmigung|aprobacion|validation|approbation",
