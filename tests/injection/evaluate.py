@@ -16,6 +16,7 @@ from tests.injection.heldout3 import heldout3_rows
 from tests.injection.heldout4 import heldout4_rows
 from tests.injection.heldout5 import heldout5_rows
 from tests.injection.heldout6 import heldout6_rows
+from tests.injection.heldout7 import heldout7_rows
 
 
 @dataclass
@@ -93,6 +94,7 @@ def main() -> None:
         _report("held-out 4", evaluate(heldout4_rows()), "--heldout-details" in sys.argv)
         _report("held-out 5", evaluate(heldout5_rows()), "--heldout-details" in sys.argv)
         _report("held-out 6", evaluate(heldout6_rows()), "--heldout-details" in sys.argv)
+        _report("held-out 7", evaluate(heldout7_rows()), "--heldout-details" in sys.argv)
     if "--no-bench" not in sys.argv:
         print("bench:", bench_scan())
 
