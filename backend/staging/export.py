@@ -17,7 +17,6 @@ import csv
 import datetime as dt
 import io
 import operator
-import re
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -123,12 +122,9 @@ _POSTGRES_FORMAT: dict[str, Callable[[Iterable[Any]], list[Any]]] = {
     "Timestamp": _iso_datetime_column,
 }
 
-# A field holding one of these may be quoted by csv.writer; such values are left to csv.writer itself.
-_MAYBE_QUOTED = (",", '"', "\r", "\n")
-_MAYBE_QUOTED_RE = re.compile(r'[,"\r\n]')
-
 
 def _csv_field(value: str) -> str:
+    """One field written by csv.writer itself (for the rare values whose quoting varies by Python version)."""
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerow([value, ""])
     return buf.getvalue()[:-2]  # without the empty second field's ",\n"
@@ -151,9 +147,8 @@ def _csv_column(values: Sequence[Any]) -> Sequence[str]:
         else:
             column = list(map(str, values))
         probe = "\x1e".join(column)
-    if any(ch in probe for ch in _MAYBE_QUOTED):
-        search = _MAYBE_QUOTED_RE.search
-        column = [_quoted(v) if search(v) else v for v in column]
+    if "," in probe or '"' in probe or "\n" in probe or "\r" in probe:  # only then may a field be quoted
+        column = [_quoted(v) if ("," in v or '"' in v or "\n" in v or "\r" in v) else v for v in column]
     return column
 
 
