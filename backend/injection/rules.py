@@ -80,7 +80,7 @@ GREETING = _alt(
     r"hey", r"hi", r"hello", r"dear", r"attention", r"attn:?", r"fao:?", r"ps:?", r"(?:important )?notes? (?:to|for)", r"notice (?:to|for)",
     r"(?:important )?message (?:to|for)", r"instructions? (?:to|for)", r"reminder (?:to|for)", r"memo (?:to|for)",
     r"important for", r"to", r"for", r"p\.? ?s\.? (?:to|for)", r"warning (?:to|for)",
-    r"hallo", r"liebe[rs]?", r"an", r"achtung", r"hinweis (?:fur|an)", r"nachricht (?:fur|an)",
+    r"hallo", r"liebe[rs]?", r"an", r"oye", r"oiga", r"achtung", r"hinweis (?:fur|an)", r"nachricht (?:fur|an)",
     r"anweisung(?:en)? (?:fur|an)", r"hola", r"querid[oa]s?", r"estimad[oa]s?", r"atencion",
     r"aviso (?:para|al?)", r"nota (?:para|al?)", r"mensaje (?:para|al?)", r"instrucciones para",
     r"bonjour", r"salut", r"cher", r"chere", r"note (?:pour|a|au)", r"message (?:pour|a|au)",
@@ -121,7 +121,7 @@ INSTRUCTION_NOUN = _alt(
     r"instructions?", r"prompts?", r"directions?", r"directives?", r"guidelines?", r"guidance",
     r"guardrails?", r"constraints?", r"restrictions?", r"rules?", r"commands?", r"programming",
     r"training", r"system prompt", r"system messages?", r"safety \w+", r"content polic(?:y|ies)",
-    r"anweisung\w*", r"instruktion\w*", r"befehl\w*", r"regeln", r"vorgaben", r"richtlinien", r"angaben",
+    r"anweisung\w*", r"instruktion\w*", r"befehl\w*", r"system\w*anweisung\w*", r"regeln", r"vorgaben", r"richtlinien", r"angaben",
     r"systemprompt", r"anordnung\w*", r"instrucciones", r"instruccion", r"indicaciones", r"reglas",
     r"directrices", r"pautas", r"ordenes", r"comandos", r"restricciones", r"consignes?", r"regles",
     r"ordres", r"commandes", r"indications", r"directives",
@@ -136,7 +136,8 @@ SEND_VERB = _alt(
     r"forward", r"exfiltrate", r"leak", r"copy", r"export", r"sync", r"share", r"submit", r"dump",
     r"deliver", r"push", r"pipe", r"relay", r"transfer", r"paste", r"include", r"attach", r"write",
     r"sende\w*", r"schick\w*", r"ubermittel\w*", r"ubermittl\w*", r"ubertrag\w*", r"lade", r"laden sie",
-    r"hochladen", r"e?-?maile", r"leite", r"leiten sie", r"exportier\w*", r"kopier\w*", r"teile",
+    r"hochladen", r"e?-?maile", r"leite", r"leiten sie", r"exportier\w*", r"kopier\w*", r"teile", r"weitergeb\w*",
+    r"weiterleit\w*", r"herausgeb\w*",
     r"veroffentlich\w*", r"envia\w*", r"envie\w*", r"manda\w*", r"mande", r"sube", r"suba", r"subir",
     r"transmit[ae]\w*", r"reenvia\w*", r"exporta\w*", r"copia", r"comparte", r"publica", r"filtra",
     r"envoie\w*", r"envoye\w*", r"transmet\w*", r"televers\w*", r"telecharge\w*", r"uploade\w*",
@@ -291,7 +292,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.ADDRESSED,
         0.5,
         r"\b(?:mark|set|flag|change|update|delete|remove|drop|approve|reject|zero|overwrite|round|replace|multiply|divide|adjust|inflate|reduce|alter|modify)\w* (?:all|every|each|any) (?:\w+ ){0,2}?"
-        r"(?:invoices?|rows?|records?|deals?|tickets?|expenses?|payments?|amounts?|entries|lines)\b|"
+        r"(?:invoices?|rows?|records?|deals?|tickets?|expenses?|payments?|amounts?|entries|lines|levels|quantities|prices|stock|values|balances|totals|statuses)\b|"
         r"\b(?:markiere|losche|andere)\w* (?:alle|jede|samtliche)\b|\b(?:marca|borra|elimina|cambia)\w* (?:todas|todos)\b|"
         r"\b(?:marque|supprime|efface|modifie|approuve|valide)\w* (?:toutes|tous)\b",
     ),
@@ -333,7 +334,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.OVERRIDE,
         STRONG,
         r"\b(?:ignore|disregard|forget)(?: about)? (?:all |everything |anything |the text |what(?:ever)? (?:was|is|you were) (?:said|written|told) )?"
-        r"(?:above|before|previously|prior|earlier|so far|you(?:'ve| have) been told|i (?:said|told you)|that came before|foregoing|preceding)\b|"
+        r"(?:above|before|previously|prior|earlier|so far|you(?:'ve| have) been told|i (?:said|told you)|that came before|foregoing|preceding)\b"
+        r"(?=\s*(?:[.!,;:)\-–—]|$|(?:and|then|now|that|this|it|instructions?|prompts?|messages?|text|context|rules|directions|guidance|commands?|conversation|input)\b))|"
         r"\b(?:ignore|disregard|forget)(?: about)? (?:all|everything)(?: (?:of )?(?:that|this))?(?:[.!,;]|\s+and\b|\s+now\b|$)|"
         r"\b(?:vergiss|vergessen sie|ignoriere|ignorieren sie) alles(?: \w+){0,3}? ?(?:davor|zuvor|vorher|bisher\w*|oben|gesagte\w*|[.!,]|$)|"
         r"\b(?:olvida|olvide|ignora|ignore) todo(?: lo)?(?: \w+){0,3}? ?(?:anterior|dicho|antes|arriba|previo|[.!,]|$)|"
@@ -537,7 +539,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.ROLE_MARKER,
         STRONG,
         r"<\|(?:im_start|im_end|system|user|assistant|endoftext|begin_of_text|end_of_text|start_header_id|end_header_id|eot_id|eom_id|"
-        r"fim_\w+|tool|ipython|pad|im_sep)\|>|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>|\[/?(?:system|assistant)(?: message)?\]|"
+        r"fim_\w+|tool|ipython|pad|im_sep)\|>|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>|\[/?(?:system|assistant) message\]|"
         r"</?(?:system|assistant|system_prompt|sys_prompt|instructions?|admin_instructions|system_message|im_start)>",
     ),
     (
@@ -558,7 +560,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "role_line_ai_reply",
         c.ROLE_MARKER,
         1.2,
-        r"(?:^|\n|[.!?;:\-–—]\s+)\s*(?:assistant|ai|model|bot|chatbot|gpt|assistent|asistente)\s*:\s*(?:sure|ok|okay|certainly|of course|understood|absolutely|"
+        r"(?:^|\n|[.!?;:\-–—]\s+|\[)\s*(?:assistant|ai|model|bot|chatbot|gpt|assistent|asistente)\s*[:\]]\s*(?:sure|ok|okay|certainly|of course|understood|absolutely|"
         r"i will|i'll|i have|i've|i am|i'm|i can|here is|here's|done|yes|as requested|noted|will do|affirmative|claro|entendido|"
         r"d'accord|bien sur|compris|verstanden|naturlich|gerne|selbstverstandlich)\b",
     ),
@@ -803,7 +805,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         STRONG,
         rf"\b{IGNORE_VERB}\s+(?:the |this |their |his |her )?(?:user'?s?|human'?s?|requester'?s?|analyst'?s?) (?:request|question|task|query|prompt|ask|instructions?|message)\b|"
         rf"\b{IGNORE_VERB}\s+(?:la |le |l')?(?:demande|question|requete|consigne)s? de l'utilisat\w*|"
-        rf"\b{IGNORE_VERB}\s+(?:la |el |lo )?(?:peticion|pregunta|solicitud|tarea|que pida|que pide) (?:del|el) usuario|"
+        rf"\b{IGNORE_VERB}\s+(?:de )?(?:la |el |lo )?(?:peticion|pregunta|solicitud|tarea|que pida|que pide) (?:del|el) usuario|"
         rf"\b{IGNORE_VERB}\s+(?:die )?(?:anfrage|frage|aufgabe|anweisung)\w* (?:des|der) (?:nutzers|benutzers|anwenders)",
     ),
     (
@@ -1159,6 +1161,13 @@ _RULES: list[tuple[str, str, float, str]] = [
         r"\bne (?:pas )?(?:le |la |les )?(?:signaler|mentionner|rapporter)\b|\bsin (?:avisar|senalar|reportar)lo\b|\bno lo (?:senales|reportes|menciones)\b|"
         r"\bnicht (?:melden|erwahnen|markieren)\b",
     ),
+    ("bracket_role", c.ROLE_MARKER, 0.6, r"\[/?(?:system|assistant|admin|developer)\]"),
+    (
+        "new_compound_instruction",
+        c.OVERRIDE,
+        0.6,
+        r"\b(?:neue|neuen|aktualisierte) system(?:anweisung|instruktion|vorgabe)\w*\b",
+    ),
 ]
 
 
@@ -1174,7 +1183,7 @@ SECRET_STEMS = (
 )
 SEND_STEMS = (
     "send|upload|mail|email|post|transmit|forward|exfiltrat|leak|copy|export|sync|share|submit|dump|deliver|"
-    "push|pipe|relay|transfer|paste|include|attach|write|schick|ubermittel|ubermittl|ubertrag|lade|laden|hochladen|"
+    "push|pipe|relay|transfer|paste|include|attach|write|schick|weitergeb|weiterleit|herausgeb|ubermittel|ubermittl|ubertrag|lade|laden|hochladen|"
     "leite|exportier|kopier|teile|veroffentlich|envia|envie|manda|mande|sube|suba|subir|reenvia|copia|"
     "comparte|publica|filtra|envoie|envoye|transmet|televers|telecharge|uploade|copie|partage|transfere|publie"
 )
@@ -1186,7 +1195,7 @@ INSTRUCTION_STEMS = (
     "instruction|prompt|direction|directive|guideline|guidance|guardrail|constraint|restriction|rule|command|"
     "programming|training|system|safety|content|anweisung|instruktion|befehl|regeln|vorgaben|richtlinien|anordnung|"
     "instruccion|indicaciones|reglas|directrices|pautas|ordenes|comandos|restricciones|consigne|regles|ordres|commandes|"
-    "indications|angaben"
+    "indications|angaben|systemanweisung|systeminstruktion"
 )
 
 # Each rule's gate: stems (matched at a word start; or anywhere, when the stem starts with punctuation) at least
@@ -1376,6 +1385,8 @@ GATES: dict[str, str] = {
     "ai_should_intl": "asistente|modelo|agente|ia$|assistant|modele|agent|assistent|modell|ki$",
     "ignore_this_row": "row$|line$|record|entry|ligne|fila$|zeile|eintrag",
     "do_not_flag_intl": "signaler|mentionner|rapporter|avisar|senalar|reportar|senales|reportes|menciones|melden|erwahnen|markieren",
+    "bracket_role": "[system|[/system|[assistant|[/assistant|[admin|[/admin|[developer|[/developer",
+    "new_compound_instruction": "neue$|neuen|aktualisierte",
 }
 
 
@@ -1389,7 +1400,7 @@ REQUIRES: dict[str, str] = {
     "formula_image": "(",
     "formula_hyperlink_dynamic": "(",
     "formula_command": "(|",
-    "role_line_ai_reply": ":",
+    "role_line_ai_reply": ":]",
     "role_line_system": ":",
     "role_dialogue": ":",
     "role_line": ":",
