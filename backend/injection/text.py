@@ -241,19 +241,14 @@ def render_visible(text: str) -> str:
 
 
 def excerpt(text: str, start: int = 0, end: int | None = None, limit: int = 160) -> str:
-    """At most `limit` characters of text around [start, end), invisible characters made visible."""
+    """At most `limit` characters of text around [start, end), on one line, invisible characters made visible."""
     end = start if end is None else end
-    visible = render_visible(text)
-    if len(visible) <= limit:
-        return _oneline(visible)
+    whole = _oneline(render_visible(text))
+    if len(whole) <= limit:
+        return whole
     left = max(0, start - 50)
-    window = text[left : max(end, start) + limit]
-    shown = render_visible(window)
-    prefix = "…" if left else ""
-    out = prefix + shown
-    if len(out) > limit:
-        out = out[: limit - 1] + "…"
-    return _oneline(out)
+    out = ("…" if left else "") + _oneline(render_visible(text[left : max(end, start) + limit]))
+    return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
 def _oneline(s: str) -> str:

@@ -74,6 +74,15 @@ def test_the_batch_prefilter_never_drops_a_finding(dev) -> None:
     assert set(scan_cells(texts)) == one_by_one
 
 
+def test_every_excerpt_fits_the_approval_screen(dev) -> None:
+    from backend.injection import scan_table
+
+    lengths = [
+        len(f.excerpt) for r in dev if r.example.positive for f in scan_table(r.header, [r.row], path="x.csv")
+    ]
+    assert lengths and max(lengths) <= 160
+
+
 def test_benchmark_reports_cells_per_second() -> None:
     result = bench_scan(n_rows=500, repeats=1)
     assert result["cells"] == 5000 and result["cells_per_second"] > 0
