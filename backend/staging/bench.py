@@ -69,13 +69,13 @@ async def top_up(company_id: int, target: int = BENCH_ROWS) -> dict[str, int]:
     return counts
 
 
-async def build_bench_db() -> dict[str, int]:
+async def build_bench_db(target: int = BENCH_ROWS) -> dict[str, int]:
     from backend.demo.seed import seed
     from backend.tenancy.context import load_user_context_by_email
 
     await seed()
     ctx = await load_user_context_by_email(ADMIN)
-    return await top_up(ctx.company_id)
+    return await top_up(ctx.company_id, target)
 
 
 async def _timed_runs(root: Path, repeats: int, cap: int) -> tuple[list[float], list[float], dict[str, Any]]:
@@ -106,9 +106,11 @@ def _text_columns(name: str) -> int:
     return sum(1 for kind in _column_types(DATASETS[name]) if kind not in _NOT_TEXT)
 
 
-def bench_staging(repeats: int = 7) -> dict[str, Any]:
-    """Stage + scan all 12 datasets at the cap, `repeats` timed runs after one warm-up."""
-    cap = get_settings().export_row_cap
+def bench_staging(repeats: int = 7, *, target: int = BENCH_ROWS, cap: int | None = None) -> dict[str, Any]:
+    """Stage + scan all 12 datasets at the cap, `repeats` timed runs after one warm-up.
+
+    `target` (rows per dataset in the bench database) and `cap` exist for a quick self-test only."""
+    cap = cap or get_settings().export_row_cap
     root = Path(tempfile.mkdtemp(prefix="cleanroom-bench-staging-"))
     try:
         with _bench_environment(root):
@@ -117,7 +119,7 @@ def bench_staging(repeats: int = 7) -> dict[str, Any]:
                 await db.start_pool()
                 try:
                     t0 = time.perf_counter()
-                    counts = await build_bench_db()
+                    counts = await build_bench_db(target)
                     build_s = time.perf_counter() - t0
                     samples, cpu, last = await _timed_runs(root, repeats, cap)
                     return counts, samples, cpu, last, build_s

@@ -1,0 +1,32 @@
+"""The staging benchmark runs end to end (small sizes here; `cleanroom bench staging` runs the real one) and
+leaves the database and data directory it found."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend import db
+from backend.bench import SUITES
+from backend.settings import get_settings
+from backend.staging.bench import bench_staging
+
+
+@pytest.mark.sqlite
+def test_bench_staging_small(demo_db: str) -> None:
+    engine_before, data_dir_before = db.engine(), get_settings().data_dir
+    result = bench_staging(repeats=2, target=120, cap=100)
+    assert result["n"] == 2 and result["median_ms"] > 0 and result["p95_ms"] >= result["median_ms"]
+    assert result["datasets"] == 12 and result["rows"] == 1200 and result["truncated_exports"] == 12
+    assert result["cells"] > result["text_cells_scanned"] > 0
+    assert db.engine() is engine_before and get_settings().data_dir == data_dir_before
+
+
+def test_bench_staging_is_registered() -> None:
+    import typer
+
+    from backend.staging.cli import register
+
+    app, bench_app = typer.Typer(), typer.Typer()
+    register(app, bench_app)
+    assert SUITES.get("staging") is bench_staging
+    assert "staging" in {c.name for c in bench_app.registered_commands}
