@@ -206,3 +206,19 @@ def test_cli_put_refuses_a_file_over_the_limit(demo_db: str, tmp_path: Path) -> 
         demo_db, "drive", "put", str(big), "--as", "alice@acme.example", CLEANROOM_MAX_UPLOAD_BYTES="200"
     )
     assert ok.returncode == 0, ok.stderr
+
+
+async def test_a_body_far_over_the_limit_is_refused_before_it_is_read(demo_db: str, monkeypatch) -> None:
+    """The server's body limit (the upload limit plus 1 MiB for the form) answers 413 without buffering."""
+    from litestar.testing import AsyncTestClient
+
+    from backend.app import create_app
+
+    monkeypatch.setattr(get_settings(), "max_upload_bytes", 1000)
+    app = create_app(database_url=demo_db, run_hooks=False, pool=False)
+    async with AsyncTestClient(app=app) as client:
+        alice = await token_for(client, "alice@acme.example")
+        r = await _upload(client, alice, "huge.bin", b"a" * (3 * 1024 * 1024))
+        assert r.status_code == 413 and r.json()["error"] in ("too_large", "file_too_large")
+        ok = await _upload(client, alice, "small.bin", b"a" * 1000)
+        assert ok.status_code == 201  # positive control on the same app
