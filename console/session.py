@@ -41,8 +41,12 @@ def sign_in(session_token: str, me_payload: dict[str, Any]) -> None:
 
 
 def sign_out() -> None:
-    app.storage.user.pop("session", None)
-    app.storage.user.pop("me", None)
+    try:
+        storage = app.storage.user
+    except RuntimeError:  # outside a page's request (a timer): the next page load finds the dead session
+        return
+    storage.pop("session", None)
+    storage.pop("me", None)
 
 
 def redirect_if_signed_out(path: str, *, admin: bool = False) -> RedirectResponse | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -39,13 +38,6 @@ def colors() -> None:
     ui.colors(primary="#1f4e79", secondary="#5b7083", accent="#0f766e")
 
 
-async def sign_out() -> None:
-    with contextlib.suppress(Exception):  # signing out locally is what matters
-        await session.api().logout()
-    session.sign_out()
-    ui.navigate.to("/login")
-
-
 @contextmanager
 def frame(title: str) -> Iterator[None]:
     me = session.me() or {}
@@ -63,7 +55,7 @@ def frame(title: str) -> Iterator[None]:
                     ui.label(me.get("email", "")).classes("font-medium")
                     ui.label(f"role: {me.get('role', '?')}").classes("text-xs text-grey-7")
                 ui.separator()
-                ui.menu_item("Sign out", on_click=sign_out)
+                ui.menu_item("Sign out", on_click=lambda: ui.navigate.to("/logout"))
     with ui.left_drawer(value=True, bordered=True).props("width=200").classes("bg-grey-1 px-0"):
         for label, path, icon in ADMIN_NAV if me.get("role") == "admin" else MEMBER_NAV:
             link = (

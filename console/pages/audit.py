@@ -19,6 +19,7 @@ def register() -> None:
     async def audit_page() -> RedirectResponse | None:
         if redirect := session.redirect_if_signed_out("/audit", admin=True):
             return redirect
+        api = session.api()
         with theme.frame("Audit trail"):
             with ui.card().classes("w-full").mark("verify"):
                 with ui.row().classes("items-center gap-4"):
@@ -47,7 +48,7 @@ def register() -> None:
             results = ui.column().classes("w-full")
 
         async def fetch() -> list[dict[str, Any]]:
-            return await session.api().audit(
+            return await api.audit(
                 q=(query.value or "").strip() or None,
                 action=(action.value or "").strip() or None,
                 subject_type=subject.value or None,
@@ -61,7 +62,7 @@ def register() -> None:
             verdict.clear()
             with verdict:
                 widgets.loading("Verifying the chain…")
-            result = await widgets.call(session.api().verify_audit())
+            result = await widgets.call(api.verify_audit())
             verdict.clear()
             if result is FAILED:
                 return

@@ -15,10 +15,11 @@ def register() -> None:
     async def credits_page() -> RedirectResponse | None:
         if redirect := session.redirect_if_signed_out("/credits", admin=True):
             return redirect
+        api = session.api()
         with theme.frame("Credits"):
             body = ui.column().classes("w-full gap-4")
         await ui.context.client.connected()
-        await widgets.load_into(body, session.api().credits, render, "Loading credits…")
+        await widgets.load_into(body, api.credits, render, "Loading credits…")
         return None
 
 

@@ -20,12 +20,13 @@ def register() -> None:
     async def health_page() -> RedirectResponse | None:
         if redirect := session.redirect_if_signed_out("/health", admin=True):
             return redirect
+        api = session.api()
         with theme.frame("System health"):
             body = ui.column().classes("w-full gap-4")
             ui.button("Refresh", icon="refresh", on_click=lambda: load()).props("flat")
 
         async def load() -> None:
-            await widgets.load_into(body, session.api().health, render, "Checking the runner…")
+            await widgets.load_into(body, api.health, render, "Checking the runner…")
 
         await ui.context.client.connected()
         await load()

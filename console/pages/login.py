@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+
 from fastapi.responses import RedirectResponse
 from nicegui import app, ui
 
@@ -17,6 +19,13 @@ def register() -> None:
     @ui.page("/")
     def index() -> RedirectResponse:
         return RedirectResponse("/runs" if app.storage.user.get("session") else "/login")
+
+    @ui.page("/logout")
+    async def logout_page() -> RedirectResponse:
+        with contextlib.suppress(ApiError):  # an expired session is signed out already
+            await session.api().logout()
+        session.sign_out()
+        return RedirectResponse("/login")
 
     @ui.page("/login")
     def login_page(next: str | None = None) -> RedirectResponse | None:  # noqa: A002 - the query name

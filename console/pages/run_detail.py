@@ -10,6 +10,7 @@ from fastapi.responses import RedirectResponse
 from nicegui import ui
 
 from console import session, theme, widgets
+from console.api import Api
 from console.widgets import FAILED
 
 PREVIEW_LIMIT = 8 * 1024 * 1024
@@ -24,8 +25,10 @@ def register() -> None:
             body = ui.column().classes("w-full gap-4")
             with body:
                 widgets.loading("Loading the run…")
+            view = RunView(run_id, body, session.api())
+            ui.timer(2.0, view.poll)  # outside the body, so re-rendering never deletes the running timer
         await ui.context.client.connected()
-        await RunView(run_id, body).load()
+        await view.load()
         return None
 
 
@@ -98,15 +101,21 @@ MANIFEST_COLUMNS = [
 
 
 class RunView:
-    def __init__(self, run_id: int, body: ui.column) -> None:
+    def __init__(self, run_id: int, body: ui.column, api: Api) -> None:
         self.run_id = run_id
         self.body = body
+        self.api = api  # taken while the page is built: timers and handlers run outside its request
+        self.loading = False
         self.run: dict[str, Any] = {}
 
     async def load(self) -> None:
-        await widgets.load_into(
-            self.body, lambda: session.api().run(self.run_id), self.render, "Loading the run…"
-        )
+        self.loading = True
+        try:
+            await widgets.load_into(
+                self.body, lambda: self.api.run(self.run_id), self.render, "Loading the run…"
+            )
+        finally:
+            self.loading = False
 
     async def render(self, run: dict[str, Any]) -> None:
         self.run = run
@@ -128,17 +137,18 @@ class RunView:
             await self.outputs(run)
         if run.get("action_items_count") or run.get("actions_discarded") or run.get("actions_note"):
             actions = section("Proposed actions", "edit_note", "actions-section")
-            await ActionItems(self.run_id, actions).load()
+            await ActionItems(self.run_id, actions, self.api).load()
         audit = section("Audit entries for this run", "fact_check", "run-audit")
         with audit:
             entries = ui.column().classes("w-full")
-        await widgets.load_into(entries, lambda: session.api().run_audit(self.run_id), audit_table)
-        if run["status"] in widgets.ACTIVE_STATUSES:
-            ui.timer(2.0, self.poll)
+        await widgets.load_into(entries, lambda: self.api.run_audit(self.run_id), audit_table)
 
     async def poll(self) -> None:
+        """While the run is queued or running, re-render once its status changes."""
+        if self.loading or self.run.get("status") not in widgets.ACTIVE_STATUSES:
+            return
         try:
-            fresh = await session.api().run(self.run_id)
+            fresh = await self.api.run(self.run_id)
         except Exception:  # noqa: BLE001 - keep polling through a blip
             return
         if fresh.get("status") != self.run.get("status"):
@@ -298,7 +308,7 @@ class RunView:
     async def approve(self) -> None:
         run = self.run
         bundle = run.get("bundle_sha256") or (run.get("manifest") or {}).get("bundle_sha256")
-        result = await widgets.call(session.api().approve(self.run_id, run.get("code_sha256"), bundle))
+        result = await widgets.call(self.api.approve(self.run_id, run.get("code_sha256"), bundle))
         if result is not FAILED:
             ui.notify("Approved: the run is queued.", type="positive")
             await self.load()
@@ -309,7 +319,7 @@ class RunView:
             reason = ui.textarea("Reason (shown to the assistant)").classes("w-full").mark("reject-reason")
 
             async def confirm() -> None:
-                result = await widgets.call(session.api().reject(self.run_id, reason.value.strip()))
+                result = await widgets.call(self.api.reject(self.run_id, reason.value.strip()))
                 dialog.close()
                 if result is not FAILED:
                     ui.notify("Rejected.", type="info")
@@ -382,10 +392,10 @@ class RunView:
                 widgets.empty_state("The run wrote no files.", "draft")
                 return
             for payload in files:
-                await output_file(payload)
+                await output_file(payload, self.api)
 
 
-async def output_file(payload: dict[str, Any]) -> None:
+async def output_file(payload: dict[str, Any], api: Api) -> None:
     with ui.column().classes("w-full gap-1 border rounded p-2").mark("output-file"):
         with ui.row().classes("items-center gap-3"):
             ui.icon("image" if payload.get("kind") == "image" else "description")
@@ -394,7 +404,7 @@ async def output_file(payload: dict[str, Any]) -> None:
             ui.label(str(payload.get("sha256", ""))[:12]).classes("text-grey-7 text-xs font-mono")
 
             async def download() -> None:
-                got = await widgets.call(session.api().file_content(payload["id"]))
+                got = await widgets.call(api.file_content(payload["id"]))
                 if got is not FAILED:
                     content, media_type = got  # type: ignore[misc]
                     ui.download.content(content, payload.get("name", "output"), media_type)
@@ -402,7 +412,7 @@ async def output_file(payload: dict[str, Any]) -> None:
             ui.button(icon="download", on_click=download).props("flat dense round").tooltip("Download")
         if payload.get("kind") == "image" and (payload.get("size") or 0) <= PREVIEW_LIMIT:
             try:
-                content, media_type = await session.api().file_content(payload["id"])
+                content, media_type = await api.file_content(payload["id"])
             except Exception as exc:  # noqa: BLE001 - a preview is optional; say why it is missing
                 ui.label(f"no preview: {getattr(exc, 'message', exc)}").classes("text-grey-7 text-sm")
                 return
@@ -442,15 +452,16 @@ def audit_table(entries: list[dict[str, Any]]) -> None:
 class ActionItems:
     """The proposed record changes: before/after per field, accepted or rejected one at a time."""
 
-    def __init__(self, run_id: int, container: ui.element) -> None:
+    def __init__(self, run_id: int, container: ui.element, api: Api) -> None:
         self.run_id = run_id
+        self.api = api
         with container:
             self.list = ui.column().classes("w-full gap-3")
 
     async def load(self) -> None:
         await widgets.load_into(
             self.list,
-            lambda: session.api().action_items(self.run_id),
+            lambda: self.api.action_items(self.run_id),
             self.render,
             "Loading proposed actions…",
         )
@@ -528,13 +539,13 @@ class ActionItems:
                     ).mark(f"reject-{item['id']}")
 
     async def accept(self, item: dict[str, Any]) -> None:
-        result = await widgets.call(session.api().accept_item(item["id"]))
+        result = await widgets.call(self.api.accept_item(item["id"]))
         if result is not FAILED:
             ui.notify(f"Accepted change #{item.get('index', 0) + 1}.", type="positive")
         await self.load()
 
     async def reject(self, item: dict[str, Any]) -> None:
-        result = await widgets.call(session.api().reject_item(item["id"]))
+        result = await widgets.call(self.api.reject_item(item["id"]))
         if result is not FAILED:
             ui.notify(f"Rejected change #{item.get('index', 0) + 1}.", type="info")
         await self.load()

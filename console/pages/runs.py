@@ -65,6 +65,7 @@ def register() -> None:
         if redirect := session.redirect_if_signed_out("/runs"):
             return redirect
         me = session.me() or {}
+        api = session.api()
         admin = me.get("role") == "admin"
         with theme.frame("Runs" if admin else "My runs"):
             with ui.row().classes("items-end gap-3 w-full").mark("filters"):
@@ -109,7 +110,7 @@ def register() -> None:
             results = ui.column().classes("w-full")
 
         async def fetch() -> dict[str, Any]:
-            return await session.api().runs(
+            return await api.runs(
                 user=(user.value or "").strip() if user else None,
                 status=status_select.value or None,
                 dataset=dataset.value or None,

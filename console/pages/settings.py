@@ -8,6 +8,7 @@ from fastapi.responses import RedirectResponse
 from nicegui import ui
 
 from console import session, theme, widgets
+from console.api import Api
 from console.widgets import FAILED
 
 FOLLOWUP_EXPLAINED = (
@@ -34,17 +35,17 @@ def register() -> None:
                     "approved code, and any actions.json it writes is discarded unread."
                 ).classes("text-sm text-grey-7")
                 schedules = ui.column().classes("w-full")
+        api = session.api()
         await ui.context.client.connected()
-        await widgets.load_into(
-            company, session.api().company_settings, lambda s: CompanySettings(company, s)
-        )
-        await Schedules(schedules).load()
+        await widgets.load_into(company, api.company_settings, lambda s: CompanySettings(company, s, api))
+        await Schedules(schedules, api).load()
         return None
 
 
 class CompanySettings:
-    def __init__(self, container: ui.element, current: dict[str, Any]) -> None:
+    def __init__(self, container: ui.element, current: dict[str, Any], api: Api) -> None:
         self.container = container
+        self.api = api
         self.render(current)
 
     def render(self, current: dict[str, Any]) -> None:
@@ -95,9 +96,9 @@ class CompanySettings:
                 ui.label(f"Credit pool: {widgets.number(current.get('credit_pool'))}")
 
     async def save(self, **changes: Any) -> None:
-        result = await widgets.call(session.api().update_company_settings(**changes))
+        result = await widgets.call(self.api.update_company_settings(**changes))
         if result is FAILED:
-            current = await widgets.call(session.api().company_settings())
+            current = await widgets.call(self.api.company_settings())
             if current is not FAILED:
                 self.render(current)  # type: ignore[arg-type]
             return
@@ -106,11 +107,12 @@ class CompanySettings:
 
 
 class Schedules:
-    def __init__(self, container: ui.element) -> None:
+    def __init__(self, container: ui.element, api: Api) -> None:
         self.container = container
+        self.api = api
 
     async def load(self) -> None:
-        await widgets.load_into(self.container, session.api().schedules, self.render, "Loading schedules…")
+        await widgets.load_into(self.container, self.api.schedules, self.render, "Loading schedules…")
 
     def render(self, schedules: list[dict[str, Any]]) -> None:
         if not schedules:
@@ -148,7 +150,7 @@ class Schedules:
                 ).mark(f"delete-{item['id']}")
 
     async def act(self, item: dict[str, Any], action: str) -> None:
-        result = await widgets.call(session.api().schedule_action(item["id"], action))
+        result = await widgets.call(self.api.schedule_action(item["id"], action))
         if result is not FAILED:
             ui.notify(f"Schedule {action}d.", type="positive")
         await self.load()

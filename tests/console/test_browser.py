@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -23,12 +24,9 @@ RUN_TIMEOUT = 420  # a cold VM boot under software emulation is slow; KVM takes 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    from backend.sandbox import current_image
+    from backend.sandbox import ensure_image
 
-    if current_image() is None:
-        pytest.fail(
-            "no guest image: run `cleanroom image build` (scripts/test does) before the browser tests"
-        )
+    ensure_image(progress=lambda _message: None)  # waits for a build in progress; builds when missing
     running = Servers(tmp_path_factory.mktemp("browser-servers")).start()
     try:
         yield running
@@ -106,10 +104,11 @@ def screenshot(driver, name: str) -> None:
     driver.set_window_size(1400, 1000)
 
 
-def api_as(servers: Servers, email: str) -> httpx.Client:
-    client = httpx.Client(base_url=servers.api_url, timeout=30)
-    assert client.post("/api/auth/login", json={"email": email, "password": "demo"}).status_code == 200
-    return client
+@contextmanager
+def api_as(servers: Servers, email: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=servers.api_url, timeout=30) as client:
+        assert client.post("/api/auth/login", json={"email": email, "password": "demo"}).status_code == 200
+        yield client
 
 
 def test_person_approves_the_waiting_run_sees_its_chart_and_accepts_a_change(

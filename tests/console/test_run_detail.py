@@ -97,3 +97,16 @@ async def test_failed_run_shows_stderr(
     await user.should_see(marker="stderr", retries=50)
     await user.should_see("KeyError")
     await user.should_see("The run wrote no files.")
+
+
+async def test_waiting_page_updates_by_itself_when_the_run_ends(
+    user: User, assistant: Assistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await assistant.enable_code_execution()
+    run = await assistant.propose()
+    await sign_in(user, "alice@acme.example", then=f"/runs/{run['id']}")
+    await user.should_see(marker="approve", retries=50)
+    user.find(marker="approve").click()
+    await user.should_see("The run is queued", retries=50)
+    assert await execute_with_stand_in_vm(run["id"], monkeypatch) == "succeeded"
+    await user.should_see(marker="preview", retries=80)  # the page polled, saw the end, and re-rendered
