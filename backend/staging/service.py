@@ -240,10 +240,11 @@ async def _stage_into(
     readme = _write(out, README, _readme(manifest))
     readme.update(source={"type": "cleanroom"}, kind="readme")
     files.append(readme)
-    manifest["findings_count"] = len(findings)
+    findings = _dedupe(findings)
+    manifest["findings_count"] = len(findings)  # the same count the approval screen lists
     manifest["bundle_sha256"] = bundle_hash(files)
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
-    return StagedBundle(out, manifest, _dedupe(findings))
+    return StagedBundle(out, manifest, findings)
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

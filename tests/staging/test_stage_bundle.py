@@ -265,6 +265,7 @@ async def test_instruction_in_a_record_is_flagged_at_each_row(demo_db: str, tmp_
         ("datasets/tasks.csv", 41, "description"),
     ]
     assert all(f.severity == "high" for f in bundle.findings)
+    assert bundle.manifest["findings_count"] == len(bundle.findings) == 2
 
 
 def csv_column(path: Path, column: str) -> list[str]:
