@@ -263,8 +263,11 @@ def verify_bundle(directory: Path, expected_sha256: str) -> str | None:
     manifest_path = Path(directory) / MANIFEST
     if not manifest_path.is_file():
         return "the bundle has no manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    listed = {f["path"] for f in manifest["files"]}
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        listed = {str(f["path"]) for f in manifest["files"]}
+    except (ValueError, KeyError, TypeError):
+        return "the bundle's manifest.json is unreadable"
     root = Path(directory)
     on_disk = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p != manifest_path}
     if on_disk != listed:

@@ -144,6 +144,14 @@ async def test_verify_bundle_detects_a_removal_hidden_in_the_manifest(demo_db: s
     assert problem and "differs from the approved" in problem
 
 
+async def test_verify_bundle_refuses_an_unreadable_manifest(demo_db: str, tmp_path: Path) -> None:
+    root, digest = await _fresh_bundle(tmp_path, "garbled")
+    (root / "manifest.json").write_text('{"files": [')
+    assert verify_bundle(root, digest) == "the bundle's manifest.json is unreadable"
+    (root / "manifest.json").write_text('{"files": [{"name": "x"}]}')
+    assert verify_bundle(root, digest) == "the bundle's manifest.json is unreadable"
+
+
 async def test_verify_bundle_refuses_a_bundle_without_manifest(demo_db: str, tmp_path: Path) -> None:
     root, digest = await _fresh_bundle(tmp_path, "nomanifest")
     (root / "manifest.json").unlink()
