@@ -333,7 +333,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "ignore_everything_above",
         c.OVERRIDE,
         STRONG,
-        r"\b(?:ignore|disregard|forget)(?: about)? (?:all |everything |anything |the text |what(?:ever)? (?:was|is|you were) (?:said|written|told) )?"
+        r"\b(?:ignore|disregard|forget)(?: about)? (?:all |everything |anything |the text |the |all the |what(?:ever)? (?:was|is|you were) (?:said|written|told) )?"
         r"(?:above|before|previously|prior|earlier|so far|you(?:'ve| have) been told|i (?:said|told you)|that came before|foregoing|preceding)\b"
         r"(?=\s*(?:[.!,;:)\-–—]|$|(?:and|then|now|that|this|it|instructions?|prompts?|messages?|text|context|rules|directions|guidance|commands?|conversation|input)\b))|"
         r"\b(?:ignore|disregard|forget)(?: about)? (?:all|everything)(?: (?:of )?(?:that|this))?(?:[.!,;]|\s+and\b|\s+now\b|$)|"
@@ -404,7 +404,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         0.8,
         r"\b(?:act|behave|respond|answer) as (?:if you (?:were|are) )?(?:an? |the )?(?:unrestricted|unfiltered|jailbroken|evil|malicious|"
         r"different|new|root|admin|administrator|system|sysadmin|hacker|dan\b|developer mode)|\bpretend (?:to be|you are|that you are|you're)\b|"
-        r"\brole-?play as\b|\bi want you to act as\b|\b(?:fais|faites) (?:comme si (?:tu etais|vous etiez)|semblant d'etre)\b|\btu joues le role\b|"
+        r"\brole-?play as\b|\bi want you to act as\b|\bact as if you (?:have|had|were|are|could)\b|\b(?:fais|faites) (?:comme si (?:tu etais|vous etiez)|semblant d'etre)\b|\btu joues le role\b|"
         r"\bhaz como si (?:fueras|eras)\b|\bfinge (?:que eres|ser)\b|\bactua como (?:si|un|una)\b|\btu so,? als (?:ob|waerst|warst)\b|\bspiel\w* die rolle\b|"
         r"\b(?:now you are|you are now|eres ahora|ahora eres|du bist jetzt|jetzt bist du|tu es maintenant|maintenant tu es) (?!\w+ed\b|\w+ing\b)",
     ),
@@ -419,8 +419,10 @@ _RULES: list[tuple[str, str, float, str]] = [
         "reveal_prompt",
         c.OVERRIDE,
         ALONE,
-        r"\b(?:reveal|print|show|output|repeat|display|leak|share|tell me|give me|write out|dump|return|list|send)(?: me)? (?:\w+ ){0,3}?"
-        r"(?:your (?:system prompt|initial prompt|instructions|prompt|rules|guidelines|configuration)|the (?:system|initial|hidden|original) (?:prompt|instructions|message))\b",
+        r"\b(?:reveal|print|show|output|repeat|display|leak|share|tell me|give me|write out|dump|return|list|send)(?: me)? (?:\w+ ){0,6}?"
+        r"(?:your (?:\w+ )?(?:system prompt|prompt|instructions|rules|guidelines|configuration)|the (?:system|initial|hidden|original) (?:prompt|instructions|message))\b|"
+        r"\bwhat (?:are|were|is) your (?:\w+ )?(?:instructions|rules|prompt|system prompt|guidelines)\b|"
+        r"\brepeat (?:the |all |everything )?(?:text |words |instructions |prompt )?(?:above|before this|so far)\b",
     ),
     (
         "system_prompt_words",
@@ -781,7 +783,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "your_rules",
         c.OVERRIDE,
         0.8,
-        r"\byour (?:own )?(?:rules|instructions|guidelines|programming|system prompt|system message|prompt|directives|policies|safety (?:rules|settings)|restrictions|constraints|guardrails)\b|"
+        r"\byour (?:own |original |initial |real |hidden |secret |first |current )?(?:rules|instructions|guidelines|programming|system prompt|system message|prompt|directives|policies|safety (?:rules|settings)|restrictions|constraints|guardrails)\b|"
         r"\b(?:deine|ihre) (?:regeln|anweisungen|richtlinien|vorgaben)\b|\b(?:tus|sus) (?:reglas|instrucciones|directrices)\b|\b(?:tes|vos) (?:regles|instructions|consignes)\b",
     ),
     (
@@ -1168,6 +1170,50 @@ _RULES: list[tuple[str, str, float, str]] = [
         0.6,
         r"\b(?:neue|neuen|aktualisierte) system(?:anweisung|instruktion|vorgabe)\w*\b",
     ),
+    (
+        "obey_instructions",
+        c.OVERRIDE,
+        ALONE,
+        r"\b(?:obey|comply with)(?: only)? (?:the following|these|my|this|the new|all|every|any)(?: \w+)? (?:instructions?|commands?|orders?|rules|directives?)\b|"
+        r"\byou (?:must|will|shall) (?:now )?obey\b",
+    ),
+    (
+        "follow_my_instructions",
+        c.OVERRIDE,
+        0.6,
+        r"\bfollow (?:only )?(?:the following|these|my|the new|only these|only my|the hidden)(?: \w+)? (?:instructions?|commands?|orders?|directions)\b",
+    ),
+    (
+        "fake_header",
+        c.ROLE_MARKER,
+        0.8,
+        r"(?:^|[\n.!?;(\[])\s*(?:system (?:notice|instruction)|developer (?:message|note)|admin (?:message|instruction)|"
+        r"systemnachricht|mensaje del sistema|message systeme)\s*:",
+    ),
+    (
+        "user_is_admin",
+        c.CONCEALMENT,
+        0.5,
+        r"\bthe user (?:is|has been verified as) (?:an? |the )?(?:admin|administrator|developer|owner|root|superuser|authori[sz]ed)\b",
+    ),
+    (
+        "rest_of_prompt",
+        c.OVERRIDE,
+        ALONE,
+        r"\b(?:skip|ignore|disregard|forget)\b(?: \w+)? (?:rest|remainder) of (?:the |this |your )?(?:prompt|instructions|text|document|file|sheet|data|conversation)\b",
+    ),
+    (
+        "enter_mode",
+        c.OVERRIDE,
+        ALONE,
+        r"\b(?:enter|enable|activate|switch to|turn on|go into)\b(?: \w+)? (?:god|dan|unrestricted|jailbreak|jailbroken|sudo|audit bypass|no[- ]restrictions?) mode\b",
+    ),
+    (
+        "script_injection",
+        c.CODE_EXECUTION,
+        STRONG,
+        r"<script\b|\bjavascript:\s*\S|\bvbscript:\S|\bdata:text/html|\bonerror\s*=|\bonload\s*=|\bdrop table \w+\s*;|\btruncate table \w+\s*;",
+    ),
 ]
 
 
@@ -1244,7 +1290,7 @@ GATES: dict[str, str] = {
     "act_as": "act$|behave|respond|answer|pretend|role|want$|fais$|faites|joues|haz$|finge|actua|tu$|spiel|now$|you$|eres$|ahora|du$|jetzt|maintenant",
     "jailbreak": "jail|dan|anything|god|sudo|prompt",
     "developer_mode": "developer",
-    "reveal_prompt": "prompt|instruction|rule|guideline|configuration|message",
+    "reveal_prompt": "prompt|instruction|rule|guideline|configuration|message|repeat",
     "system_prompt_words": "system|developer|initial|hidden",
     "hide_from_user": USER_STEMS,
     "hide_this_note": (
@@ -1387,6 +1433,13 @@ GATES: dict[str, str] = {
     "do_not_flag_intl": "signaler|mentionner|rapporter|avisar|senalar|reportar|senales|reportes|menciones|melden|erwahnen|markieren",
     "bracket_role": "[system|[/system|[assistant|[/assistant|[admin|[/admin|[developer|[/developer",
     "new_compound_instruction": "neue$|neuen|aktualisierte",
+    "obey_instructions": "obey|comply",
+    "follow_my_instructions": "follow",
+    "fake_header": "system|developer|admin|systemnachricht|mensaje|message",
+    "user_is_admin": "user$",
+    "rest_of_prompt": "rest$|remainder",
+    "enter_mode": "enter|enable|activate|switch|turn$|go$",
+    "script_injection": "<script|javascript|vbscript|html$|onerror|onload|drop$|truncate",
 }
 
 
