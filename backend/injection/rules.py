@@ -652,7 +652,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.CODE_EXECUTION,
         STRONG,
         r"(?:^|\s)['\"]?[=+@-][^\n]{0,400}?(?:\b(?:cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel)(?:\.exe)?\s*\||"
-        r"\b(?:dde|ddeauto|call|exec|register)\s*\()",
+        r"\b(?:dde|ddeauto|call|exec|register)\()",
     ),
     # Added after the first held-out measurement, phrased as general patterns rather than its sentences.
     (
@@ -1351,13 +1351,13 @@ GATES: dict[str, str] = {
     "formula_image": "image",
     "formula_hyperlink_dynamic": "hyperlink",
     "formula_command": (
-        "cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel|dde$|ddeauto|call$|exec$|register$"
+        "cmd|powershell|pwsh|mshta|rundll32|regsvr32|certutil|bitsadmin|wscript|cscript|msexcel|dde(|ddeauto|call(|exec(|register("
     ),
     "ignore_instructions_post": INSTRUCTION_STEMS,
     "instructions_void": INSTRUCTION_STEMS + "|guidance|told|given|asked|instructed",
     "whatever_you_were_told": (
         "told|given|asked|instructed|said|wants|typed|wrote|requested|forget|ignor|disregard|skip|oubli|olvid|vergiss|"
-        "follow|obey|comply|execut|carry"
+        "instructions|directions|commands|orders"
     ),
     "system_override": "override",
     "if_ai_reads": "reads$|reading|processes|processing|sees$|parses|analyses|analyzes|summarises|summarizes|ingests|handles|liest|verarbeitet|lee$|procesa|lit$|traite|read$|processed|parsed|analysed|analyzed|summarised|summarized",
@@ -1382,7 +1382,7 @@ GATES: dict[str, str] = {
     "granted_permission": "authori|permitted|allowed|cleared|told|instructed|gave|given|grant|permission|clearance",
     "paren_role": "assist|ai$|system|model|bot$|gpt|asistente",
     "exfiltrate_verb": "exfiltrate|markdown|image|img$|pixel",
-    "http_request_to": "http|https|web$|api$|get$|post$|rest$|peticion|solicitud|requete|anfrage",
+    "http_request_to": "request|call$|calls$|peticion|solicitud|requete|anfrage|aufruf",
     "when_you_write_intl": "cuando|quand|wenn",
     "hide_from_user_fr": "en$|ne$",
     "ai_label_generic": GENERIC_STEMS,
@@ -1398,7 +1398,7 @@ GATES: dict[str, str] = {
     "hide_from_user_intl": USER_STEMS,
     "chat_request": "need$|help|helfen|hilf|can$|tell|show|give|how$|answer|ich$|zeig|necesito|ayuda|dime|muestrame|besoin|aide|montre|dis$",
     "the_following_task": "following|folgende|siguiente|suivante|new$|neue|nueva|nouvelle|updated",
-    "praise_then_pivot": "well$|very$|great|good$|nicely|excellent|congratulations|that$|that's|enough|sehr|gut$|das$|muy$|bien|basta|tres$|bravo|ca$",
+    "praise_then_pivot": "well$|very$|great|good$|nicely|excellent|congratulations|enough|sehr$|gut$|genugt|reicht|muy$|bien$|basta|tres$|bravo|suffit",
     "now_do": "now$|nun$|jetzt|ahora|maintenant",
     "stop_interjection": "stop|stopp|alto|arrete",
     "this_is_a_command": "this$|following|everything|instruction|command|order",
@@ -1410,7 +1410,7 @@ GATES: dict[str, str] = {
     "html_image_query": "<img",
     "hidden_html": "display|visibility|font|color|<!--",
     "despite_the_data": "matter|even$|whatever",
-    "thing_you_produce": "you$|it$",
+    "thing_you_produce": "chart|summar|report|code$|script|answer|output|analysis|list$|lists$|table|plot|response|proposal|comparison",
     "whoever_runs": "whoever|anyone",
     "dont_explain": "explain|justify|say$|saying|mention",
     "before_answering": "before|antes|avant|bevor",
@@ -1418,23 +1418,23 @@ GATES: dict[str, str] = {
     "treat_as_instructions": "treat",
     "automated_must": "automated|autonomous",
     "reading_present": "reading|processing|parsing|seeing|analysing|analyzing|summarising|summarizing",
-    "ai_comply": "comply|obey|note$|acknowledge|follow",
+    "ai_comply": "comply|obey|note$|acknowledge|" + AI_STEMS,
     "if_asked": "asked",
     "propose_action": "propos|propon|schlag",
     "hide_negatives": "omit|hide|leave|exclude|suppress|drop|skip",
     "disable_safety": "safety|security|content|approval|compliance",
-    "vocative_please": "please|bitte|por$|s'il",
+    "vocative_please": AI_STEMS + "|" + GENERIC_STEMS,
     "ignore_named_request": "request|question|task|query|prompt|assignment",
     "raw_data": "raw$",
     "use_this_value": "use$",
-    "real_value": "real$|actual|true$|correct",
+    "real_value": "real$|actual$|true$|correct$",
     "ai_should_intl": "asistente|modelo|agente|ia$|assistant|modele|agent|assistent|modell|ki$",
     "ignore_this_row": "row$|line$|record|entry|ligne|fila$|zeile|eintrag",
     "do_not_flag_intl": "signaler|mentionner|rapporter|avisar|senalar|reportar|senales|reportes|menciones|melden|erwahnen|markieren",
     "bracket_role": "[system|[/system|[assistant|[/assistant|[admin|[/admin|[developer|[/developer",
     "new_compound_instruction": "neue$|neuen|aktualisierte",
     "obey_instructions": "obey|comply",
-    "follow_my_instructions": "follow",
+    "follow_my_instructions": "instruction|command|order|direction",
     "fake_header": "system|developer|admin|systemnachricht|mensaje|message",
     "user_is_admin": "user$",
     "rest_of_prompt": "rest$|remainder",
