@@ -36,6 +36,7 @@ from backend.sandbox.libvirt_conn import (
     domain_owner,
     domains_owned_by,
     interface_count,
+    kill_quickly,
     make_private_dir,
     our_domains,
     owner_alive,
@@ -450,7 +451,7 @@ def _wait_and_collect(
             continue
         time.sleep(POLL_SECONDS)
     finished = time.monotonic()
-    destroy_quietly(conn, name)
+    kill_quickly(conn, name)
     vm.guest_interfaces = []
     timings = Timings(start=round(((ready_at or finished) - launched) * 1000, 1))
     if guest is None:
