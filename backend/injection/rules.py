@@ -231,7 +231,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         0.6,
         r"\b(?:when|while|before|after) (?:you )?(?:are )?(?:summari[sz]|analy[sz]|process|pars|ingest|read|review)\w* "
         r"(?:\w+ ){0,2}?(?:this|these|the) (?:data|file|sheet|table|spreadsheet|document|records?|rows?|dataset|export|csv|cell|column|account|"
-        r"customer|deal|vendor|supplier|contract|lead|ticket|company|project)s?\b",
+        r"customer|deal|vendor|supplier|contract|lead|ticket|company|project|budget|forecast|report|figures|numbers|invoices?|expenses?|"
+        r"quotes?|orders?|pipeline|inventory)s?\b",
     ),
     (
         "your_response",
@@ -384,7 +385,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.OVERRIDE,
         ALONE,
         r"\byour (?:real|actual|true|new|only|primary|main|updated|sole|next) (?:task|goal|objective|instructions?|job|mission|purpose|directive|priority)\b"
-        r"(?!\s+(?:list|lists|board|queue|tracker|tool|app|manager|owner|assignments?|is (?:in|on|at)|are (?:in|on|at))\b)|"
+        r"(?!\s+(?:list|lists|board|queue|tracker|tool|app|manager|owner|assignments?|is (?:in|on|at|attached)|are (?:in|on|at|attached)|for|can be found)\b)|"
         r"\byour (?:task|goal|instructions|job|role|purpose|objective|mission) (?:has|have) (?:changed|been (?:changed|updated|replaced))\b|"
         r"\bthe (?:real|actual|true) (?:task|goal|objective|instructions?)\b|"
         r"\b(?:focus|concentrate) on (?:your|the|a) new task\b|\b(?:deine|ihre) (?:neue|eigentliche|wahre|einzige) (?:aufgabe|anweisung)\b|"
@@ -503,7 +504,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         STRONG,
         r"requests\.(?:post|get|put)\(|urllib\.request|urlopen\(|http\.client|socket\.(?:socket|create_connection)|subprocess\.\w+|"
         r"os\.(?:system|popen|exec\w*|spawn\w*)\(|__import__\(|\beval\(|\bexec\(|pty\.spawn|/bin/(?:ba)?sh\b|\bbash -[ci]\b|\bsh -c\b|"
-        r"\bpowershell(?:\.exe)?\s+-|\bcmd(?:\.exe)? /c\b|\bnc -[elv]|\bncat\b|\bnetcat\b|\bcurl\s+(?:-\S+\s+)*(?:https?://|\S+\.\S+/)|"
+        r"\bpowershell(?:\.exe)?\s+-|\bcmd(?:\.exe)? /c\b|\bnc -[elv]|\bncat\b|\bnetcat\b|\bcurl\s+(?:\S+\s+){0,6}?(?:https?://|\S+\.\S+/)|"
         r"\bwget\s+(?:-\S+\s+)*https?://|\|\s*(?:ba)?sh\b|\brm -rf\b|\bchmod \+x\b|\bbase64 -d\b|\bimport (?:socket|requests|subprocess|os|urllib|smtplib|ftplib|paramiko)\b|"
         r"\bsmtplib\.|\bftplib\.|\bparamiko\.|\binvoke-webrequest\b|\binvoke-expression\b|\biex\s*\(|\bfetch\(\s*['\"]https?|\bxmlhttprequest\b|\bnew websocket\b|"
         r"\bnew-object net\.webclient\b",
@@ -514,6 +515,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         ALONE,
         r"\b(?:open|establish|create|make|initiate|start)(?:s|ing)? (?:a |an )?(?:new )?(?:network |tcp |udp |socket |http |https |outbound |reverse |ssh |"
         r"telnet |ftp |websocket |persistent )(?:connection|socket|session|shell|tunnel|request)s?\b|"
+        r"\b(?:open|establish|create|bind)(?:s|ing)? (?:a |an )?(?:new |raw )?(?:sockets?|tunnels?|reverse shell)\b|"
         r"\b(?:open|establish|create|make)(?:s|ing)? (?:a |an )?(?:new )?connection to (?:https?://|\S+:\d{2,5}\b|\d+\.\d+|an? (?:external|remote)|the (?:internet|server|host))|"
         r"\bconnect to (?:https?://|ftp://|\d{1,3}\.\d|\S+:\d{2,5}\b|an? (?:external|remote) (?:server|host|machine|endpoint))|"
         r"\bmake an? (?:(?:http |https |web |api |get |post |outbound )?request|(?:http|https|web|api|get|post|outbound) call) to\b|\b(?:reverse|bind) shell\b|"
@@ -577,7 +579,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "role_dialogue",
         c.ROLE_MARKER,
         STRONG,
-        r"(?:^|\n)\s*(?:user|human|usuario|utilisateur|benutzer|nutzer)\s*:.*\n(?:.*\n){0,12}?\s*(?:assistant|ai|bot|model|gpt|asistente|assistent)\s*:|"
+        r"(?:^|\n|[.!?;:\-–—]\s)\s*(?:user|human|usuario|utilisateur|benutzer|nutzer)\s*:.*\n(?:.*\n){0,12}?\s*(?:assistant|ai|bot|model|gpt|asistente|assistent)\s*:|"
         r"(?:^|\n)\s*(?:system|sistema|systeme)\s*:.*\n(?:.*\n){0,12}?\s*(?:assistant|ai|user|human|asistente|usuario|utilisateur)\s*:",
     ),
     ("role_line", c.ROLE_MARKER, 0.5, r"(?:^|\n|[\"'{\[(])\s*(?:assistant|system|ai|human|bot)\s*:\s*\S"),
@@ -1187,7 +1189,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "fake_header",
         c.ROLE_MARKER,
         0.8,
-        r"(?:^|[\n.!?;(\[])\s*(?:system (?:notice|instruction)|developer (?:message|note)|admin (?:message|instruction)|"
+        r"(?:^|[\n.!?;(\[\-–—:])\s*(?:system (?:notice|instruction)|developer (?:message|note)|admin (?:message|instruction)|"
         r"systemnachricht|mensaje del sistema|message systeme)\s*:",
     ),
     (
@@ -1213,6 +1215,54 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.CODE_EXECUTION,
         STRONG,
         r"<script\b|\bjavascript:\s*\S|\bvbscript:\S|\bdata:text/html|\bonerror\s*=|\bonload\s*=|\bdrop table \w+\s*;|\btruncate table \w+\s*;",
+    ),
+    ("as_an_ai_de", c.ADDRESSED, 0.6, r"\bals (?:ki|ki-\w+|sprachmodell|kunstliche intelligenz|chatbot)\b"),
+    (
+        "object_then_ignore_de",
+        c.OVERRIDE,
+        0.8,
+        r"\b(?:die|deine|ihre|alle|samtliche|bisherigen|vorherigen) (?:\w+ )?(?:anfrage|aufgabe|anweisung\w*|instruktion\w*|vorgaben|regeln|frage)"
+        r" (?:\w+ )?(?:ignorieren|vergessen|missachten|ubergehen)\b",
+    ),
+    (
+        "bulk_then_verb_de",
+        c.EXFILTRATION,
+        0.7,
+        rf"{BULK} (?:\w+ ){{0,3}}?(?:ausgeben|ausgibst|anzeigen|zeigen|senden|schicken|ubermitteln|hochladen|weitergeben|exportieren|auflisten)\b",
+    ),
+    (
+        "ignore_named_request_intl",
+        c.OVERRIDE,
+        STRONG,
+        rf"\b{IGNORE_VERB}\s+(?:la |le |l'|el |die |de la |du )?(?:demande|question|requete|consigne|peticion|pregunta|solicitud|anfrage|aufgabe|frage)\w* "
+        r"(?:initiale|originale|actuelle|d'origine|original|inicial|actual|del usuario|de l'utilisateur|ursprungliche)\b|"
+        r"\b(?:ursprungliche|eigentliche|originale) (?:anfrage|aufgabe|frage) (?:\w+ )?(?:ignorieren|vergessen)\b",
+    ),
+    (
+        "ignore_the_question",
+        c.OVERRIDE,
+        0.6,
+        rf"\b{IGNORE_VERB}\s+(?:de )?(?:the |la |le |l'|el |die |de la )?(?:question|request|task|demande|requete|pregunta|peticion|frage|anfrage|tache|tarea)\b",
+    ),
+    (
+        "ai_tool_label",
+        c.ADDRESSED,
+        ALONE,
+        rf"(?:^|[\n.!?;,(\[\-–—]\s*|\s{{2,}})(?:(?:for|to|dear|attention|hey|hi) )?(?:any |all |every |the |dear )?(?:{AI_STRICT}|automated|autonomous) "
+        r"(?:\w+ )?(?:tools?|systems?|models?|agents?|readers?|processors?|assistants?|scripts?|analysts?|parsers?)\s*[:,]",
+    ),
+    (
+        "instead_of_requested",
+        c.OVERRIDE,
+        0.6,
+        r"\binstead of (?:the |your )?(?:requested|asked|original|user'?s?|actual) (?:\w+ )?(?:chart|analysis|summary|task|report|answer|question|output|code)\b|"
+        r"\b(?:change|switch) of plans?\b",
+    ),
+    (
+        "granted_rights",
+        c.CONCEALMENT,
+        0.6,
+        r"\byou (?:have been|were|are now) (?:granted|given|assigned) (?:full |elevated )?(?:admin|administrator|root|superuser|elevated|full) (?:rights|access|privileges|permissions)\b",
     ),
 ]
 
@@ -1440,6 +1490,14 @@ GATES: dict[str, str] = {
     "rest_of_prompt": "rest$|remainder",
     "enter_mode": "enter|enable|activate|switch|turn$|go$",
     "script_injection": "<script|javascript|vbscript|html$|onerror|onload|drop$|truncate",
+    "as_an_ai_de": "als$",
+    "object_then_ignore_de": "ignorieren|vergessen|missachten|ubergehen",
+    "bulk_then_verb_de": "ausgeben|ausgibst|anzeigen|zeigen|senden|schicken|ubermitteln|hochladen|weitergeben|exportieren|auflisten",
+    "ignore_named_request_intl": "initiale|originale|actuelle|origine|original|inicial|actual$|usuario|utilisat|ursprungliche|eigentliche",
+    "ignore_the_question": "question|request|task|demande|requete|pregunta|peticion|frage$|anfrage|tache|tarea",
+    "ai_tool_label": "tool|system|model|agent|reader|processor|assistant|script|analyst|parser",
+    "instead_of_requested": "instead|change|switch",
+    "granted_rights": "granted|given|assigned",
 }
 
 

@@ -50,7 +50,9 @@ class _FoldTable(dict):
             folded = unicodedata.normalize("NFKC", ch).casefold()
             folded = "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
             out = "".join(_CONFUSABLES.get(c, c) for c in folded)
-            if out.isspace() or unicodedata.category(ch)[0] in "PSZ" and not out.isascii():
+            if ch in "\n\r\u2028\u2029\x85":
+                out = "\n" if ch != "\r" else "\r"  # line structure matters ("Assistant:" at a line start)
+            elif out.isspace() or unicodedata.category(ch)[0] in "PSZ" and not out.isascii():
                 out = " "  # dashes, quotes, symbols and emoji separate words like ASCII punctuation
         self[code] = out
         return out
