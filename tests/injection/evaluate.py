@@ -18,6 +18,7 @@ from tests.injection.heldout5 import heldout5_rows
 from tests.injection.heldout6 import heldout6_rows
 from tests.injection.heldout7 import heldout7_rows
 from tests.injection.heldout8 import heldout8_rows
+from tests.injection.heldout9 import heldout9_rows
 
 
 @dataclass
@@ -97,6 +98,7 @@ def main() -> None:
         _report("held-out 6", evaluate(heldout6_rows()), "--heldout-details" in sys.argv)
         _report("held-out 7", evaluate(heldout7_rows()), "--heldout-details" in sys.argv)
         _report("held-out 8", evaluate(heldout8_rows()), "--heldout-details" in sys.argv)
+        _report("held-out 9", evaluate(heldout9_rows()), "--heldout-details" in sys.argv)
     if "--no-bench" not in sys.argv:
         print("bench:", bench_scan())
 
