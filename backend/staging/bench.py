@@ -71,11 +71,19 @@ async def top_up(company_id: int, target: int = BENCH_ROWS) -> dict[str, int]:
 
 async def build_bench_db(target: int = BENCH_ROWS) -> dict[str, int]:
     from backend.demo.seed import seed
+    from backend.records.tables import Task
+    from backend.staging.demo_files import PLANTED_INSTRUCTION
     from backend.tenancy.context import load_user_context_by_email
 
     await seed()
     ctx = await load_user_context_by_email(ADMIN)
-    return await top_up(ctx.company_id, target)
+    counts = await top_up(ctx.company_id, target)
+    # one planted instruction, so the timed path includes reporting a finding at its row and column
+    first = (
+        await Task.select(Task.id).where(Task.company == ctx.company_id).order_by(Task.id).offset(99).first()
+    )
+    await Task.update({Task.description: PLANTED_INSTRUCTION}).where(Task.id == first["id"])
+    return counts
 
 
 async def _timed_runs(root: Path, repeats: int, cap: int) -> tuple[list[float], list[float], dict[str, Any]]:

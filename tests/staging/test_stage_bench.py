@@ -18,6 +18,7 @@ def test_bench_staging_small(demo_db: str) -> None:
     assert result["n"] == 2 and result["median_ms"] > 0 and result["p95_ms"] >= result["median_ms"]
     assert result["datasets"] == 12 and result["rows"] == 1200 and result["truncated_exports"] == 12
     assert result["cells"] > result["text_cells_scanned"] > 0
+    assert result["findings"] == 1  # the planted instruction is found in the timed runs
     assert db.engine() is engine_before and get_settings().data_dir == data_dir_before
 
 
