@@ -94,8 +94,7 @@ YOU_DIRECTIVE = _alt(
     r"make sure (?:you|to)", r"be sure to", r"always", r"immediately",
     r"instead", r"important:", r"urgent:", r"du musst", r"sie mussen", r"sofort", r"immer",
     r"debes", r"tienes que", r"siempre", r"inmediatamente", r"tu dois", r"vous devez",
-    r"toujours", r"immediatement", r"please", r"bitte", r"por favor", r"s'il (?:te|vous) plait",
-    r"veuillez",
+    r"toujours", r"immediatement",
 )  # fmt: skip
 
 IGNORE_VERB = _alt(
@@ -107,7 +106,8 @@ IGNORE_VERB = _alt(
     r"omite", r"omita", r"no (?:sigas|siga|hagas caso(?: a| de)?)", r"haz caso omiso (?:a|de)", r"anula",
     r"ignorez", r"oublie\w*", r"ne (?:tiens|tenez) (?:pas|plus) compte (?:de|des|du)", r"ne suis plus",
     r"ne suivez plus", r"faites abstraction (?:de|des)", r"fais abstraction (?:de|des)", r"outrepasse\w*",
-    r"deja(?:r)? de lado", r"haz a un lado", r"pasa por alto", r"remove", r"lass\w*",
+    r"deja(?:r)? de lado", r"haz a un lado", r"pasa por alto", r"remove", r"lass\w*", r"scrap", r"toss", r"ditch",
+    r"throw (?:away|out)", r"erase", r"delete", r"clear", r"wipe", r"reset",
 )  # fmt: skip
 PRIOR = _alt(
     r"previous", r"prior", r"preceding", r"above", r"earlier", r"former", r"original", r"initial",
@@ -116,6 +116,19 @@ PRIOR = _alt(
     r"deine\w*", r"ihre\w*", r"ursprunglich\w*", r"anteriores?", r"previas?", r"previos?", r"todas?",
     r"todos", r"tus", r"sus", r"originales?", r"precedentes?", r"anterieure?s?", r"toutes?", r"tous",
     r"tes", r"vos", r"initiales?", r"ta", r"ton", r"votre", r"tu", r"su", r"actuelle?s?", r"current",
+)  # fmt: skip
+# Nouns that name instructions to a model; POLICY_NOUN names rules people also give each other
+# ("ignore the previous travel guidelines"), so an override phrased with them needs one more hint.
+STRICT_NOUN = _alt(
+    r"instructions?", r"prompts?", r"directions?", r"directives?", r"commands?", r"programming", r"training",
+    r"system prompt", r"system messages?", r"guardrails?", r"anweisung\w*", r"instruktion\w*", r"befehl\w*",
+    r"system\w*anweisung\w*", r"systemprompt", r"anordnung\w*", r"instrucciones", r"instruccion", r"indicaciones",
+    r"comandos", r"consignes?", r"commandes", r"indications", r"ordenes", r"ordres",
+)  # fmt: skip
+POLICY_NOUN = _alt(
+    r"guidelines?", r"guidance", r"constraints?", r"restrictions?", r"rules?", r"safety \w+",
+    r"content polic(?:y|ies)", r"regeln", r"vorgaben", r"richtlinien", r"angaben", r"reglas", r"directrices",
+    r"pautas", r"restricciones", r"regles",
 )  # fmt: skip
 INSTRUCTION_NOUN = _alt(
     r"instructions?", r"prompts?", r"directions?", r"directives?", r"guidelines?", r"guidance",
@@ -293,7 +306,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.ADDRESSED,
         0.5,
         r"\b(?:mark|set|flag|change|update|delete|remove|drop|approve|reject|zero|overwrite|round|replace|multiply|divide|adjust|inflate|reduce|alter|modify)\w* (?:all|every|each|any) (?:\w+ ){0,2}?"
-        r"(?:invoices?|rows?|records?|deals?|tickets?|expenses?|payments?|amounts?|entries|lines|levels|quantities|prices|stock|values|balances|totals|statuses)\b|"
+        r"(?:invoices?|rows?|records?|deals?|tickets?|expenses?|payments?|amounts?|entries|lines|levels|quantities|prices|stock|values|balances|totals|statuses|"
+        r"timesheets?|requests?|orders?|opportunit(?:y|ies)|leads?|accounts?|contacts?|items?|claims?|refunds?)\b|"
         r"\b(?:markiere|losche|andere)\w* (?:alle|jede|samtliche)\b|\b(?:marca|borra|elimina|cambia)\w* (?:todas|todos)\b|"
         r"\b(?:marque|supprime|efface|modifie|approuve|valide)\w* (?:toutes|tous)\b",
     ),
@@ -316,13 +330,25 @@ _RULES: list[tuple[str, str, float, str]] = [
         "ignore_instructions",
         c.OVERRIDE,
         STRONG,
-        rf"\b{IGNORE_VERB}\s+(?:\S+\s+){{0,5}}?{PRIOR}\s+(?:\S+\s+){{0,3}}?{INSTRUCTION_NOUN}\b",
+        rf"\b{IGNORE_VERB}\s+(?:\S+\s+){{0,5}}?{PRIOR}\s+(?:\S+\s+){{0,3}}?{STRICT_NOUN}\b",
+    ),
+    (
+        "ignore_policies",
+        c.OVERRIDE,
+        0.8,
+        rf"\b{IGNORE_VERB}\s+(?:\S+\s+){{0,5}}?{PRIOR}\s+(?:\S+\s+){{0,3}}?{POLICY_NOUN}\b",
     ),
     (
         "ignore_instructions_bare",
         c.OVERRIDE,
         ALONE,
-        rf"\b{IGNORE_VERB}\s+(?:the |die |las |los |les |tes |vos |las |sus |tus )?(?:user'?s? |users' |customer'?s? |human'?s? |nutzer\w* |usuario\w* |utilisateur\w* )?{INSTRUCTION_NOUN}\b",
+        rf"\b{IGNORE_VERB}\s+(?:the |die |las |los |les |tes |vos |las |sus |tus )?(?:user'?s? |users' |customer'?s? |human'?s? |nutzer\w* |usuario\w* |utilisateur\w* )?{STRICT_NOUN}\b",
+    ),
+    (
+        "ignore_policies_bare",
+        c.OVERRIDE,
+        0.6,
+        rf"\b{IGNORE_VERB}\s+(?:the |die |las |los |les |tes |vos |las |sus |tus )?{POLICY_NOUN}\b",
     ),
     (
         "ignore_context",
@@ -661,7 +687,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "ignore_instructions_post",
         c.OVERRIDE,
         STRONG,
-        rf"\b{IGNORE_VERB}\s+(?:\S+\s+){{0,2}}?{INSTRUCTION_NOUN}\s+(?:\S+\s+)?(?:anterior(?:es)?|previas?|previos?|precedentes?|anterieure?s?|du systeme|del sistema|originales?|iniciales?|de arriba|ci-dessus|d'origine|vorherige\\w*)\b",
+        rf"\b{IGNORE_VERB}\s+(?:\S+\s+){{0,2}}?{STRICT_NOUN}\s+(?:\S+\s+)?(?:anterior(?:es)?|previas?|previos?|precedentes?|anterieure?s?|du systeme|del sistema|originales?|iniciales?|de arriba|ci-dessus|d'origine|vorherige\w*)\b",
     ),
     (
         "instructions_void",
@@ -785,7 +811,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "your_rules",
         c.OVERRIDE,
         0.8,
-        r"\byour (?:own |original |initial |real |hidden |secret |first |current )?(?:rules|instructions|guidelines|programming|system prompt|system message|prompt|directives|policies|safety (?:rules|settings)|restrictions|constraints|guardrails)\b|"
+        r"\byour (?:own |original |initial |real |hidden |secret |first |current |previous |prior |earlier )?(?:rules|instructions|guidelines|guidance|programming|system prompt|system message|prompt|directives|policies|safety (?:rules|settings)|restrictions|constraints|guardrails)\b|"
         r"\b(?:deine|ihre) (?:regeln|anweisungen|richtlinien|vorgaben)\b|\b(?:tus|sus) (?:reglas|instrucciones|directrices)\b|\b(?:tes|vos) (?:regles|instructions|consignes)\b",
     ),
     (
@@ -1264,6 +1290,30 @@ _RULES: list[tuple[str, str, float, str]] = [
         0.6,
         r"\byou (?:have been|were|are now) (?:granted|given|assigned) (?:full |elevated )?(?:admin|administrator|root|superuser|elevated|full) (?:rights|access|privileges|permissions)\b",
     ),
+    (
+        "ignore_policies_post",
+        c.OVERRIDE,
+        0.8,
+        rf"\b{IGNORE_VERB}\s+(?:\S+\s+){{0,2}}?{POLICY_NOUN}\s+(?:\S+\s+)?(?:anterior(?:es)?|previas?|previos?|precedentes?|anterieure?s?|du systeme|del sistema|originales?|iniciales?)\b",
+    ),
+    (
+        "generic_colon_you",
+        c.ADDRESSED,
+        0.6,
+        rf"{SENTENCE_START}{DET}{AI_GENERIC}\s*:\s*(?:you|du|tu|vous|usted)\b",
+    ),
+    (
+        "label_dash",
+        c.ADDRESSED,
+        ALONE,
+        rf"(?:^|[\n.!?;(\[]\s*)(?:{AI_STRICT}|{AI_GENERIC}) (?:instructions?|directives?|anweisung\w*|instrucciones|consignes?)\s*(?:[-–—]\s|\s{{2}})",
+    ),
+    (
+        "sandbox_inputs",
+        c.EXFILTRATION,
+        0.6,
+        r"\b(?:inputs?|staging|staged) (?:folder|directory|dir|files?)\b|\binputs/|/data/input",
+    ),
 ]
 
 
@@ -1425,7 +1475,7 @@ GATES: dict[str, str] = {
     "takes_precedence": "priority|precedence|supersede|override|trump|outrank|replace|vorrang|prioridad|prevalece|priorite|prevaut|remplace",
     "your_rules": "your$|deine|ihre$|tus$|sus$|tes$|vos$",
     "guards_lifted": "confidentiality|restriction|safety|privacy|filter|guardrail|limits|limitations|compliance|content|safe$",
-    "ignore_so_far": "ignor|disregard|forget|overrid|bypass|skip|discard|dismiss|vergiss|vergess|olvid|oubli|descart|omit",
+    "ignore_so_far": "ignor|disregard|forget|overrid|bypass|skip|discard|dismiss|vergiss|vergess|olvid|oubli|descart|omit|scrap|toss|ditch|throw|erase|delete|clear|wipe|reset|drop",
     "ignore_user_request": USER_STEMS + "|requester|analyst|utilisat|usuario|nutzers|benutzers|anwenders",
     "you_are_a_tool": "you$|you're|du$|sie$|eres$|tu$|vous$",
     "ai_label": AI_STEMS + "|" + GENERIC_STEMS,
@@ -1498,6 +1548,12 @@ GATES: dict[str, str] = {
     "ai_tool_label": "tool|system|model|agent|reader|processor|assistant|script|analyst|parser",
     "instead_of_requested": "instead|change|switch",
     "granted_rights": "granted|given|assigned",
+    "ignore_policies": INSTRUCTION_STEMS,
+    "ignore_policies_bare": INSTRUCTION_STEMS,
+    "ignore_policies_post": INSTRUCTION_STEMS,
+    "generic_colon_you": GENERIC_STEMS,
+    "label_dash": AI_STEMS + "|" + GENERIC_STEMS,
+    "sandbox_inputs": "input|inputs|staging|staged|data$",
 }
 
 
