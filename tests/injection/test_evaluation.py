@@ -17,9 +17,6 @@ from tests.injection.heldout3 import heldout3_rows
 from tests.injection.heldout4 import heldout4_rows
 from tests.injection.heldout5 import heldout5_rows
 from tests.injection.heldout6 import heldout6_rows
-from tests.injection.heldout7 import heldout7_rows
-from tests.injection.heldout8 import heldout8_rows
-from tests.injection.heldout9 import heldout9_rows
 from tests.injection.stress import stress_rows
 
 
