@@ -17,6 +17,9 @@ from tests.injection.heldout3 import heldout3_rows
 from tests.injection.heldout4 import heldout4_rows
 from tests.injection.heldout5 import heldout5_rows
 from tests.injection.heldout6 import heldout6_rows
+from tests.injection.heldout7 import heldout7_rows
+from tests.injection.heldout8 import heldout8_rows
+from tests.injection.heldout9 import heldout9_rows
 from tests.injection.stress import stress_rows
 
 
@@ -32,9 +35,20 @@ def test_development_set_recall_and_false_positive_rate(dev) -> None:
     assert score.fpr <= 0.005, score.flagged_benign[:20]
 
 
-@pytest.mark.parametrize(
-    "rows", [heldout_rows, heldout2_rows, heldout3_rows, heldout4_rows, heldout5_rows, heldout6_rows]
-)
+HELD_OUT = [
+    heldout_rows,
+    heldout2_rows,
+    heldout3_rows,
+    heldout4_rows,
+    heldout5_rows,
+    heldout6_rows,
+    heldout7_rows,
+    heldout8_rows,
+    heldout9_rows,
+]
+
+
+@pytest.mark.parametrize("rows", HELD_OUT)
 def test_held_out_splits_recall_and_false_positive_rate(rows) -> None:
     score = evaluate(rows())
     assert score.recall >= 0.9, score.missed
@@ -49,10 +63,8 @@ def test_thousands_of_faker_phrases_in_four_languages_raise_no_warning() -> None
 
 def _all_texts(dev) -> list[str]:
     cells = {cell for r in dev for cell in r.row}
-    for split in (heldout2_rows, heldout3_rows, heldout4_rows, heldout5_rows, heldout6_rows):
-        cells |= {
-            r.example.text for r in split() if r.example.source.endswith(("2", "3", "4", "5", "6", "hard"))
-        }
+    for split in HELD_OUT:
+        cells |= {r.example.text for r in split() if not r.example.source.endswith("ordinary")}
     return sorted(cells | set(POSITIVES) | set(HARD_NEGATIVES))
 
 
