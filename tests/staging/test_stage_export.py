@@ -212,3 +212,17 @@ def test_cli_stage_refuses_a_forbidden_dataset(demo_db: str, tmp_path: Path) -> 
     assert r.returncode == 2
     assert "employees" in r.stderr and "deals" not in r.stderr.split("permitted:")[-1]
     assert not (tmp_path / "manifest.json").exists()
+
+
+async def test_export_inside_a_transaction_sees_its_own_writes(demo_db: str) -> None:
+    from backend.records import tables as rt
+
+    ctx = await load_user_context_by_email("bob@acme.example")
+    first = (await export_dataset(ctx, "deals", CAP)).csv
+    deal_id = int(first.decode().splitlines()[1].split(",")[0])
+    async with rt.Deal._meta.db.transaction():
+        await rt.Deal.update({rt.Deal.notes: "edited, inside the transaction"}).where(rt.Deal.id == deal_id)
+        inside = await export_dataset(ctx, "deals", CAP)
+        slow = await records.export_rows(ctx, "deals", CAP)
+        assert inside.csv == rows_to_csv(slow.columns, slow.rows).encode()
+        assert b'"edited, inside the transaction"' in inside.csv and inside.csv != first
