@@ -96,6 +96,8 @@ def _judge_window(folded: str) -> _Verdict | None:
     reached, or the rules left cannot add up to a finding)."""
     order = sorted(rules_for(folded), key=_ORDER.__getitem__)
     remaining = sum(RULES[i].weight for i in order)
+    if remaining < REPORT:
+        return None  # the rules this text could match are all weak ones, and too few of them
     total = 0.0
     best: tuple[int, re.Match[str]] | None = None
     for i in order:
@@ -324,25 +326,32 @@ def scan_table(
     def column_name(j: int) -> str:
         return header[j] if j < len(header) and header[j] else f"column {j + 1}"
 
-    batch: list[str] = []
-    where: list[tuple[int, int]] = []
+    batch: list[list[str]] = []  # rows
+    first_row = 1
 
     def flush() -> None:
-        for k, hits in sorted(scan_cells(batch).items()):
-            row, j = where[k]
+        cells = [v if type(v) is str else _as_text(v) for row in batch for v in row]
+        starts = []  # index of each row's first cell in `cells`
+        pos = 0
+        for row in batch:
+            starts.append(pos)
+            pos += len(row)
+        for k, hits in sorted(scan_cells(cells).items()):
+            r = bisect_right(starts, k) - 1
+            j = k - starts[r]
             for hit in hits:
                 findings.append(
-                    Finding(path=path, sheet=sheet, row=row, column=column_name(j), **hit.__dict__)
+                    Finding(path=path, sheet=sheet, row=first_row + r, column=column_name(j), **hit.__dict__)
                 )
-        batch.clear()
-        where.clear()
 
-    for r, row in enumerate(rows, start=1):
-        for j, value in enumerate(row):
-            batch.append(_as_text(value))
-            where.append((r, j))
-        if len(batch) >= BATCH_CELLS:
+    size = 0
+    for row in rows:
+        batch.append(row)
+        size += len(row)
+        if size >= BATCH_CELLS:
             flush()
+            first_row += len(batch)
+            batch, size = [], 0
     flush()
     return findings
 
