@@ -1314,6 +1314,13 @@ _RULES: list[tuple[str, str, float, str]] = [
         0.6,
         r"\b(?:inputs?|staging|staged) (?:folder|directory|dir|files?)\b|\binputs/|/data/input",
     ),
+    (
+        "role_line_sentence",
+        c.ROLE_MARKER,
+        ALONE,
+        r"(?:^|\n)\s*(?:assistant|ai|chatbot|gpt|chatgpt|claude|copilot|asistente|assistent)\s*:\s*"
+        r"(?=(?:\S+\s+){3,}\S)(?=[^\n]*\b(?:the|is|are|was|were|will|i|you|to|and|of|here|have|has|your|my|this|that|we|it|el|la|es|der|die|ist|le|est)\b)",
+    ),
 ]
 
 
@@ -1554,6 +1561,7 @@ GATES: dict[str, str] = {
     "generic_colon_you": GENERIC_STEMS,
     "label_dash": AI_STEMS + "|" + GENERIC_STEMS,
     "sandbox_inputs": "input|inputs|staging|staged|data$",
+    "role_line_sentence": "assist|asistent|ai$|chatbot|gpt|chatgpt|claude|copilot",
 }
 
 
@@ -1568,6 +1576,7 @@ REQUIRES: dict[str, str] = {
     "formula_hyperlink_dynamic": "(",
     "formula_command": "(|",
     "role_line_ai_reply": ":]",
+    "role_line_sentence": ":",
     "role_line_system": ":",
     "role_dialogue": ":",
     "role_line": ":",
