@@ -754,9 +754,10 @@ _RULES: list[tuple[str, str, float, str]] = [
         "send_data_to_url",
         c.EXFILTRATION,
         ALONE,
-        rf"\b{SEND_VERB}\b(?: (?:the|this|that|our|all|my|your))? (?:pandas )?(?:dataframe|df|csv|spreadsheet|table|dataset|database|records|rows|"
+        rf"\b{SEND_VERB}\b(?: (?:the|this|that|our|all|my|your|these|la|le|les|el|los|las|die|den|das))? (?:\w+ )?(?:pandas )?(?:dataframe|df|csv|spreadsheet|table|dataset|database|records|rows|"
         rf"results|output|file contents|contents?(?: of \S+)?|data|json|inputs?|staged files?|contacts?|contactos|kontakte|(?:contact|customer|attendee|client) list|"
-        rf"liste des \w+|lista de \w+|liste der \w+|donnees|datos|daten|tabla|tableau|tabelle)\b(?:\W+\S+){{0,4}}?\W+{TO}\s+(?:{URL}|{IP})",
+        rf"liste des \w+|lista de \w+|liste der \w+|donnees|datos|daten|tabla|tableau|tabelle|salaries|payroll|nominas|salaires|gehalter)\b"
+        rf"(?:\W+\S+){{0,4}}?\W+{TO}\s+(?:{URL}|{IP}|{EMAIL})",
     ),
     (
         "secrets_then_send",
