@@ -30,6 +30,7 @@ ENTITY_RE = re.compile(r"&(?:#x?[0-9a-fA-F]{2,6}|lt|gt|quot|amp|apos);")
 BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}")
 SPACED_RE = re.compile(r"(?<!\w)(?:\w[ .\-_*/|]{1,3}){5,}\w(?!\w)")
 MAX_DEPTH = 2
+HYPHENATED_RE = re.compile(r"-\n(?=\w)")
 WINDOW, OVERLAP = 4000, 400  # characters; an instruction longer than the overlap may be split
 REPORT, HIGH = 1.0 - 1e-9, 1.5 - 1e-9  # score thresholds (weights are sums of tenths)
 LEETISH_RE = re.compile(r"\b(?=\w*[a-z]\w*[a-z])(?=\w*[0134579])\w{4,}")  # "1gn0r3", not cell refs like "A1"
@@ -378,12 +379,16 @@ def scan_text(text: str, *, path: str, sheet: str | None = None) -> list[Finding
         seen.add(lo)
         if any(k in per_line for k in range(lo, hi)):
             continue  # a line here already has its own finding
-        hits = scan_cell("\n".join(lines[lo:hi]))
+        window = "\n".join(lines[lo:hi])
+        hits = scan_cell(window)
+        if not hits and "-\n" in window:
+            hits = scan_cell(HYPHENATED_RE.sub("", window))  # OCR and PDF text break words at line ends
         if not hits:
             continue
         start = lo
         for a in range(lo, hi - 1):
-            if scan_cell("\n".join(lines[a : a + 2])):
+            pair = "\n".join(lines[a : a + 2])
+            if scan_cell(pair) or scan_cell(HYPHENATED_RE.sub("", pair)):
                 start = a
                 break
         for hit in hits:
