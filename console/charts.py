@@ -41,6 +41,7 @@ def usage_by_day(points: list[dict[str, Any]]) -> go.Figure:
         title=title,
         xaxis={"title": "day", "type": "category"},
         yaxis={"title": "credits", "rangemode": "tozero"},
+        bargap=0.6 if len(points) < 4 else 0.2,
         height=320,
         margin={"l": 50, "r": 20, "t": 50, "b": 50},
     )

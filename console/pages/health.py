@@ -45,7 +45,7 @@ def render(health: dict[str, Any]) -> None:
     problem = health.get("error") or health.get("libvirt_error")
     if problem:
         widgets.error_box(f"The VM runner reports a problem: {problem}")
-    with ui.card().classes("w-full").mark("health"), ui.grid(columns=2).classes("gap-x-8 gap-y-2"):
+    with ui.card().classes("w-full").mark("health"), ui.grid(columns="auto 1fr").classes("gap-x-8 gap-y-2"):
         ui.label("Virtualization").classes("text-grey-7")
         virt = health.get("virt_type")
         ui.label(VIRT.get(virt, str(virt or "unknown (no guest image or libvirt unavailable)"))).classes(

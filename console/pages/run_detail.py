@@ -419,7 +419,7 @@ async def output_file(payload: dict[str, Any], api: Api) -> None:
             if not media_type.startswith("image/"):
                 media_type = "image/png"
             data_url = f"data:{media_type};base64,{base64.b64encode(content).decode()}"
-            ui.image(data_url).classes("max-w-3xl border").mark("preview")
+            ui.image(data_url).props("no-transition no-spinner").classes("max-w-3xl border").mark("preview")
 
 
 def audit_table(entries: list[dict[str, Any]]) -> None:
@@ -432,6 +432,7 @@ def audit_table(entries: list[dict[str, Any]]) -> None:
             "at": widgets.when(e.get("at")),
             "actor": e.get("actor", ""),
             "action": e.get("action", ""),
+            "subject": f"{e.get('subject_type') or ''} {e.get('subject_id') or ''}".strip(),
             "data": json.dumps(e.get("data") or {}, default=str)[:300],
         }
         for e in entries
@@ -440,9 +441,16 @@ def audit_table(entries: list[dict[str, Any]]) -> None:
         rows=rows,
         columns=[
             {"name": "seq", "label": "#", "field": "seq", "align": "right"},
-            {"name": "at", "label": "When", "field": "at", "align": "left"},
+            {"name": "at", "label": "When", "field": "at", "align": "left", "classes": "text-no-wrap"},
             {"name": "actor", "label": "Who", "field": "actor", "align": "left"},
             {"name": "action", "label": "What", "field": "action", "align": "left"},
+            {
+                "name": "subject",
+                "label": "Subject",
+                "field": "subject",
+                "align": "left",
+                "classes": "text-no-wrap",
+            },
             {"name": "data", "label": "Details", "field": "data", "align": "left"},
         ],
         row_key="seq",

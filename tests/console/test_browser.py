@@ -164,8 +164,18 @@ def test_person_approves_the_waiting_run_sees_its_chart_and_accepts_a_change(
         record = api.get(f"/api/records/deals/{items[0]['record_id']}").json()
         assert float(record["probability"]) == 80
 
+    driver.find_element(By.XPATH, "//button[contains(normalize-space(.), 'Maria Keller')]").click()
+    wait_for_text(driver, "Sign out")
+    driver.find_element(By.XPATH, "//*[normalize-space(text())='Sign out']").click()
+    wait_for_text(driver, "Sign in")
+    driver.get(servers.console_url + "/runs")
+    wait_for_text(driver, "Sign in")  # the session is gone, not just the page
+
 
 def test_admin_screens(servers: Servers, browser) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
     driver = browser
     sign_in(driver, servers, "admin@acme.example")
     wait_for_text(driver, "Open pipeline by stage")
@@ -179,6 +189,10 @@ def test_admin_screens(servers: Servers, browser) -> None:
     driver.get(servers.console_url + "/credits")
     wait_for_text(driver, "Costliest runs")
     wait_for_text(driver, "Open pipeline by stage")
+    WebDriverWait(driver, 30).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")) >= 2, message="no charts"
+    )
+    assert "maria@acme.example" in driver.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")[1].text
     screenshot(driver, "credits")
 
     driver.get(servers.console_url + "/audit")
