@@ -60,6 +60,8 @@ class VmInfo(BaseModel):
     domain_name: str | None = None
     run_id: str | None = None
     restored: bool = False
+    standby: bool = False  # restored ahead of the request by the standby pool
+    restore_ms: float | None = None
 
 
 class SandboxResult(BaseModel):

@@ -9,6 +9,7 @@ run cold-boots under its own name `cleanroom-run-<runid>`.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import os
@@ -274,6 +275,152 @@ def prepare_saved_states(progress: Progress = print, *, force: bool = False) -> 
     return len(todo)
 
 
+# ---------------------------------------------------------------- standby pool
+
+
+@dataclass
+class Standby:
+    """A slot restored ahead of any request, idling until its job disk gets a job. Used once."""
+
+    slot: Slot
+    run_id: str
+    workdir: Path
+    restore_ms: float
+    ready_since: float
+
+
+class StandbyPool:
+    """Opt-in for long-lived services: keeps `standby_vms` restored guests waiting for a job.
+
+    Each standby is a fresh restore of a pristine saved state, with its own per-run disks, and
+    serves exactly one run; the restore just happens before the request instead of after it.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._ready: list[Standby] = []
+        self._want = 0
+        self._thread: threading.Thread | None = None
+        self._registered = False
+
+    @property
+    def active(self) -> bool:
+        return self._want > 0
+
+    def start(self, count: int | None = None) -> None:
+        with self._cond:
+            self._want = get_settings().standby_vms if count is None else count
+            if self._want > 0 and (self._thread is None or not self._thread.is_alive()):
+                self._thread = threading.Thread(target=self._loop, name="cleanroom-standby", daemon=True)
+                self._thread.start()
+            if not self._registered:
+                atexit.register(self.stop)
+                self._registered = True
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._want = 0
+            thread, self._thread = self._thread, None
+            self._cond.notify_all()
+        if thread is not None:
+            thread.join(timeout=60)
+        with self._cond:
+            leftovers, self._ready = self._ready, []
+        for standby in leftovers:
+            self._discard(standby)
+
+    def take(self, image: ImageInfo, virt_type: str) -> Standby | None:
+        with self._cond:
+            for standby in self._ready:
+                if standby.slot.image.image_hash == image.image_hash and standby.slot.virt_type == virt_type:
+                    self._ready.remove(standby)
+                    self._cond.notify_all()
+                    return standby
+        return None
+
+    def size(self) -> int:
+        with self._cond:
+            return len(self._ready)
+
+    def _discard(self, standby: Standby) -> None:
+        try:
+            with connection() as conn:
+                kill_quickly(conn, standby.slot.name)
+        finally:
+            shutil.rmtree(standby.workdir, ignore_errors=True)
+            _slots.release(standby.slot)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while self._want > 0 and len(self._ready) >= self._want:
+                    self._cond.wait(timeout=1.0)
+                if self._want <= 0:
+                    return
+            standby = None
+            try:
+                standby = self._restore_one()
+            except Exception:  # noqa: BLE001 - a failed standby just means on-demand restores
+                standby = None
+            if standby is None:
+                time.sleep(0.5)
+                continue
+            with self._cond:
+                if self._want > len(self._ready):
+                    self._ready.append(standby)
+                    standby = None
+            if standby is not None:
+                self._discard(standby)
+
+    def _restore_one(self) -> Standby | None:
+        image = current_image()
+        if image is None or not get_settings().use_saved_state:
+            return None
+        virt_type = resolve_virt_type(image)
+        acquired = _slots.acquire(image, virt_type)
+        if acquired is None:
+            return None
+        slot, slot_uuid = acquired
+        run_id = uuid.uuid4().hex[:16]
+        workdir = None
+        try:
+            workdir = make_private_dir(get_settings().effective_run_dir / f"{DOMAIN_PREFIX}{run_id}")
+            (workdir / "owner").write_text(owner_token())
+            with open(workdir / "job.img", "wb") as fh:
+                fh.truncate(_job_disk_bytes())
+            wire.create_output_disk(workdir / "out.img", _output_disk_bytes())
+            xml = render_domain_xml(_spec(slot.name, slot_uuid, run_id, image, virt_type, workdir))
+            began = time.monotonic()
+            with connection() as conn:
+                conn.restoreFlags(str(slot.state_path), xml, libvirt.VIR_DOMAIN_SAVE_RUNNING)
+            now = time.monotonic()
+            return Standby(slot, run_id, workdir, round((now - began) * 1000, 1), now)
+        except BaseException:
+            with connection() as conn:
+                destroy_quietly(conn, slot.name)
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+            _slots.release(slot)
+            raise
+
+
+_standby = StandbyPool()
+
+
+def start_standby_pool(count: int | None = None) -> None:
+    """Keep `count` (default: setting `standby_vms`) restored guests ready; for long-lived services."""
+    _standby.start(count)
+
+
+def stop_standby_pool() -> None:
+    _standby.stop()
+
+
+def standby_ready() -> int:
+    return _standby.size()
+
+
 # ---------------------------------------------------------------- one run
 
 
@@ -342,7 +489,14 @@ def _run(
     vm = VmInfo(virt_type=virt_type, image_hash=image.image_hash, run_id=run_id)
     slot_uuid = None
     slot = None
-    if settings.use_saved_state and not force_cold_boot and not positive_control_nic:
+    standby = None
+    fast_path = settings.use_saved_state and not force_cold_boot and not positive_control_nic
+    if fast_path and _standby.active:
+        standby = _standby.take(image, virt_type)
+    if standby is not None:
+        slot, run_id = standby.slot, standby.run_id
+        vm.run_id = run_id
+    elif fast_path:
         acquired = _slots.acquire(image, virt_type)
         if acquired:
             slot, slot_uuid = acquired
@@ -350,8 +504,11 @@ def _run(
     name = slot.name if slot else f"{DOMAIN_PREFIX}{run_id}"
     vm.domain_name = name
     try:
-        workdir = make_private_dir(settings.effective_run_dir / f"{DOMAIN_PREFIX}{run_id}")
-        (workdir / "owner").write_text(owner_token())
+        if standby is not None:
+            workdir = standby.workdir
+        else:
+            workdir = make_private_dir(settings.effective_run_dir / f"{DOMAIN_PREFIX}{run_id}")
+            (workdir / "owner").write_text(owner_token())
         nonce = secrets.token_hex(16)
         job = {
             "run_id": run_id,
@@ -375,19 +532,29 @@ def _run(
             inputs = _collect_inputs(input_dir)
         except OSError as exc:
             return _error(f"cannot read inputs: {exc}", started, vm)
-        wire.create_output_disk(workdir / "out.img", _output_disk_bytes())
+        if standby is None:
+            wire.create_output_disk(workdir / "out.img", _output_disk_bytes())
         with connection() as conn:
             try:
                 launched = time.monotonic()
                 job["time_ns"] = time.time_ns()
-                wire.write_job_disk(workdir / "job.img", _job_disk_bytes(), job, inputs)
                 dom = None
-                if slot and slot_uuid:
+                if standby is not None:
+                    dom = conn.lookupByName(name)
+                    if not dom.isActive():
+                        raise RuntimeError("the standby guest is no longer running")
+                    vm.restored = vm.standby = True
+                    vm.restore_ms = standby.restore_ms
+                    wire.write_job_disk(workdir / "job.img", _job_disk_bytes(), job, inputs, in_place=True)
+                else:
+                    wire.write_job_disk(workdir / "job.img", _job_disk_bytes(), job, inputs)
+                if dom is None and slot and slot_uuid:
                     xml = render_domain_xml(_spec(name, slot_uuid, run_id, image, virt_type, workdir))
                     try:
                         conn.restoreFlags(str(slot.state_path), xml, libvirt.VIR_DOMAIN_SAVE_RUNNING)
                         dom = conn.lookupByName(name)
                         vm.restored = True
+                        vm.restore_ms = round((time.monotonic() - launched) * 1000, 1)
                     except libvirt.libvirtError:
                         # A state libvirt refuses is useless: drop it (unless the name was merely
                         # taken by a stray domain) and cold-boot this run.
@@ -678,5 +845,5 @@ def health() -> dict[str, Any]:
         info["virt_type"] = virt_type
         slots = get_settings().saved_state_slots
         ready = sum(1 for i in range(slots) if Slot(i, image, virt_type).saved_uuid())
-        info["saved_state"].update(slots=slots, ready=ready)
+        info["saved_state"].update(slots=slots, ready=ready, standby_ready=_standby.size())
     return info

@@ -38,8 +38,13 @@ def output_disk_bytes(stdout_cap: int, max_files_bytes: int, max_actions_bytes: 
     return -(-need // mib) * mib
 
 
-def write_job_disk(path: Path, size: int, job: dict[str, Any], inputs: list[tuple[str, Path]]) -> None:
-    """Create the sparse job disk: the job record plus every input file's bytes."""
+def write_job_disk(
+    path: Path, size: int, job: dict[str, Any], inputs: list[tuple[str, Path]], *, in_place: bool = False
+) -> None:
+    """Write the job disk: the job record plus every input file's bytes; the header goes last.
+
+    `in_place` fills the disk of an already running (standby) guest without truncating it.
+    """
     entries, offset = [], 0
     for name, source in inputs:
         length = source.stat().st_size
@@ -49,8 +54,9 @@ def write_job_disk(path: Path, size: int, job: dict[str, Any], inputs: list[tupl
     if BLOCK + len(body) + offset > size:
         raise ValueError(f"job too large for the {size // (1024 * 1024)} MiB job disk")
     digest = hashlib.sha256(body)
-    with open(path, "wb") as fh:
-        fh.truncate(size)
+    with open(path, "r+b" if in_place else "wb") as fh:
+        if not in_place:
+            fh.truncate(size)
         fh.seek(BLOCK)
         fh.write(body)
         for _name, source in inputs:
@@ -58,6 +64,7 @@ def write_job_disk(path: Path, size: int, job: dict[str, Any], inputs: list[tupl
                 while chunk := src.read(1 << 20):
                     digest.update(chunk)
                     fh.write(chunk)
+        fh.flush()  # body before header: a polling guest never sees a header without its body
         fh.seek(0)
         fh.write(JOB_MAGIC + struct.pack(">QQ", len(body), offset) + digest.digest())
 

@@ -283,3 +283,28 @@ def test_recover_leftovers_destroys_stray_domains_and_files_of_dead_owners() -> 
                 destroy_quietly(conn, spec.name)
             shutil.rmtree(run_dir / "cleanroom-run-stray-live", ignore_errors=True)
             shutil.rmtree(run_dir / "cleanroom-run-stray-dead", ignore_errors=True)
+
+
+def test_standby_pool_runs_are_fresh_and_nothing_outlives_the_pool(run) -> None:
+    from backend.sandbox import start_standby_pool, stop_standby_pool
+    from backend.sandbox.runner import standby_ready
+
+    code = "import os, random\nopen('/tmp/seen', 'a').write('x')\nprint(os.urandom(8).hex(), random.random(), open('/tmp/seen').read())"
+    start_standby_pool(1)
+    try:
+        deadline = time.monotonic() + 120
+        while standby_ready() < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first = run(code)
+        while standby_ready() < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        second = run(code)
+    finally:
+        stop_standby_pool()
+    assert first.status == second.status == "succeeded"
+    assert first.vm.standby and second.vm.standby and first.vm.restored
+    assert first.vm.run_id != second.vm.run_id
+    a, b = first.stdout.split(), second.stdout.split()
+    assert a[0] != b[0] and a[1] != b[1]
+    assert a[2] == b[2] == "x"
+    assert first.vm.nics == 0 and first.vm.guest_interfaces == ["lo"]
