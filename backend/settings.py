@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     max_concurrent_vms: int = 2
     use_saved_state: bool = True
     saved_state_slots: int = 4  # one saved warm guest per slot (restore keeps name+UUID)
+    standby_vms: int = 2  # restored guests kept waiting when a service starts the standby pool
     job_disk_mib: int = 1024  # fixed (sparse) size of the per-run job disk: bounds the inputs
     kvm_probe_seconds: float = 10.0
     cold_boot_timeout_seconds: int = 240
