@@ -40,7 +40,7 @@ class ApiError(Exception):
         detail = _detail_text(self.detail)
         base = _MESSAGES.get(self.code)
         if base and detail and detail.lower() not in base.lower():
-            return f"{base} {detail}" if base.endswith(".") else f"{base}: {detail}"
+            return f"{base} {detail[:1].upper()}{detail[1:]}" if base.endswith(".") else f"{base}: {detail}"
         return base or detail or f"{self.code} (HTTP {self.status})"
 
 
@@ -52,7 +52,7 @@ def _detail_text(detail: Any) -> str:
     if isinstance(detail, dict):
         if "message" in detail:
             text = str(detail["message"])
-            if detail.get("line"):
+            if detail.get("line") and f"line {detail['line']}" not in text:
                 text += f" (line {detail['line']})"
             return text
         if "refused" in detail:

@@ -139,7 +139,7 @@ def reveal_invisible(text: str) -> str:
         if char not in _VISIBLE_WHITESPACE and (
             cat in ("Cf", "Cc", "Co", "Zl", "Zp") or (cat == "Zs" and char != " ")
         ):
-            out.append(f"⟨U+{ord(char):04X}⟩")
+            out.append(f"<U+{ord(char):04X}>")
         else:
             out.append(char)
     return "".join(out)

@@ -224,7 +224,7 @@ class RunView:
             hidden = widgets.invisible_characters(code)
             if hidden:
                 widgets.error_box(
-                    "The code contains invisible characters, shown below as ⟨U+…⟩: "
+                    "The code contains invisible characters, shown below as <U+…>: "
                     + ", ".join(f"line {line}: {name}" for line, name in hidden[:10])
                 )
             widgets.code_block(code)
@@ -259,7 +259,9 @@ class RunView:
                         )
                         ui.label(location(finding)).classes("font-medium")
                         ui.label(finding.get("category", "")).classes("text-grey-7 text-sm")
-                    ui.label(finding.get("excerpt", "")).classes("cr-excerpt w-full")
+                    ui.label(widgets.reveal_invisible(finding.get("excerpt", ""))).classes(
+                        "cr-excerpt w-full"
+                    )
 
     def decision(self, run: dict[str, Any]) -> None:
         status = run["status"]
