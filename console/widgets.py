@@ -71,6 +71,11 @@ def empty_state(message: str, icon: str = "inbox") -> None:
         ui.label(message)
 
 
+FEATURE_OFF = (
+    "Runs are not available: this company has turned off the assistant's ability to write, "
+    "and with it code execution. A company admin can turn it back on in Settings."
+)
+
 FAILED = object()  # what `call` returns when the API refused (the message is already on screen)
 
 

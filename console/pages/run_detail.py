@@ -274,9 +274,8 @@ class RunView:
                     return
                 blocked = run.get("approve_blocked_reason")
                 with ui.row().classes("items-center gap-3"):
-                    approve = ui.button("Approve and run", icon="play_arrow", on_click=self.approve).props(
-                        "color=positive"
-                    )
+                    approve = ui.button("Approve and run", icon="play_arrow").props("color=positive")
+                    approve.on_click(lambda: self.approve(approve))
                     approve.mark("approve")
                     ui.button("Reject", icon="block", on_click=self.ask_reject_reason).props(
                         "outline color=negative"
@@ -307,11 +306,16 @@ class RunView:
                 reason = f": {rejection['reason']}" if rejection.get("reason") else ""
                 ui.label(f"Rejected by {who} at {widgets.when(rejection.get('at'))}{reason}")
 
-    async def approve(self) -> None:
+    async def approve(self, button: ui.button) -> None:
         run = self.run
         bundle = run.get("bundle_sha256") or (run.get("manifest") or {}).get("bundle_sha256")
+        button.props("loading")
+        button.disable()  # one click, one approval
         result = await widgets.call(self.api.approve(self.run_id, run.get("code_sha256"), bundle))
-        if result is not FAILED:
+        if result is FAILED:
+            button.props(remove="loading")
+            button.enable()
+        else:
             ui.notify("Approved: the run is queued.", type="positive")
             await self.load()
 

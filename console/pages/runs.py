@@ -8,6 +8,7 @@ from fastapi.responses import RedirectResponse
 from nicegui import ui
 
 from console import session, theme, widgets
+from console.api import ApiError
 
 COLUMNS = [
     {"name": "id", "label": "#", "field": "id", "align": "right", "sortable": True},
@@ -110,6 +111,14 @@ def register() -> None:
             results = ui.column().classes("w-full")
 
         async def fetch() -> dict[str, Any]:
+            try:
+                return await list_runs()
+            except ApiError as exc:
+                if exc.status == 404:  # the whole feature is absent while assistant writes are off
+                    return {"feature_off": True}
+                raise
+
+        async def list_runs() -> dict[str, Any]:
             return await api.runs(
                 user=(user.value or "").strip() if user else None,
                 status=status_select.value or None,
@@ -120,6 +129,9 @@ def register() -> None:
             )
 
         def render(body: dict[str, Any]) -> None:
+            if body.get("feature_off"):
+                widgets.empty_state(widgets.FEATURE_OFF, "block")
+                return
             items = body.get("items") or []
             if not items:
                 widgets.empty_state(

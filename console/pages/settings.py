@@ -8,7 +8,7 @@ from fastapi.responses import RedirectResponse
 from nicegui import ui
 
 from console import session, theme, widgets
-from console.api import Api
+from console.api import Api, ApiError
 from console.widgets import FAILED
 
 FOLLOWUP_EXPLAINED = (
@@ -112,9 +112,22 @@ class Schedules:
         self.api = api
 
     async def load(self) -> None:
-        await widgets.load_into(self.container, self.api.schedules, self.render, "Loading schedules…")
+        await widgets.load_into(self.container, self.fetch, self.render, "Loading schedules…")
 
-    def render(self, schedules: list[dict[str, Any]]) -> None:
+    async def fetch(self) -> list[dict[str, Any]] | None:
+        try:
+            return await self.api.schedules()
+        except ApiError as exc:
+            if exc.status == 404:  # absent while the assistant's write ability is off
+                return None
+            raise
+
+    def render(self, schedules: list[dict[str, Any]] | None) -> None:
+        if schedules is None:
+            widgets.empty_state(
+                "Schedules are unavailable while the assistant's write ability is off.", "block"
+            )
+            return
         if not schedules:
             widgets.empty_state("No schedules.", "event_busy")
             return

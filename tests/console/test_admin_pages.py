@@ -126,6 +126,12 @@ async def test_run_history_filters_by_status(user: User, assistant: Assistant) -
     await user.should_see("1 run(s)", retries=50)
     rows = user.find(marker="runs-table").elements.pop().rows
     assert [r["id"] for r in rows] == [first["id"]]
+    user.find(marker="f-status").elements.pop().set_value("")
+    user.find(marker="f-user").type("bob@acme.example")
+    user.find(marker="apply-filters").click()
+    await user.should_see("Bob's pipeline", retries=50)
+    rows = user.find(marker="runs-table").elements.pop().rows
+    assert {r["requested_by"] for r in rows} == {"bob@acme.example"}
 
 
 async def test_member_history_holds_only_their_runs(user: User, assistant: Assistant) -> None:
@@ -159,3 +165,13 @@ async def test_demo_waiting_run_is_on_marias_list(user: User) -> None:
     await user.should_see(marker="runs-table", retries=50)
     rows = user.find(marker="runs-table").elements.pop().rows
     assert [(r["title"], r["status"]) for r in rows] == [("Open pipeline by stage", "awaiting approval")]
+
+
+async def test_with_assistant_writes_off_runs_say_why_they_are_gone(user: User, assistant: Assistant) -> None:
+    await assistant.call(
+        "admin@acme.example", "PATCH", "/api/company/settings", json={"assistant_write_enabled": False}
+    )
+    await sign_in(user, "admin@acme.example", then="/runs")
+    await user.should_see("turned off the assistant's ability to write", retries=50)
+    await user.open("/settings")
+    await user.should_see("Schedules are unavailable", retries=50)
