@@ -7,6 +7,7 @@ approved; any difference refuses the run. The embedded default runs this loop in
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import shutil
 import tempfile
@@ -16,10 +17,10 @@ from typing import Any
 
 from backend.audit import service as audit
 from backend.credits import service as credits
-from backend.hashing import sha256_text
+from backend.hashing import sha256_json, sha256_text
 from backend.runs.tables import Run
 from backend.settings import get_settings
-from backend.staging.service import verify_bundle
+from backend.staging.service import MANIFEST, verify_bundle
 from backend.tenancy.context import load_user_context
 
 log = logging.getLogger("cleanroom.worker")
@@ -48,6 +49,12 @@ def hash_problem(run: dict[str, Any]) -> str | None:
     problem = verify_bundle(Path(run["bundle_dir"]), run["approved_bundle_sha256"])
     if problem:
         return f"the staged data changed after approval: {problem}"
+    try:
+        on_disk = json.loads((Path(run["bundle_dir"]) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return "the staged manifest is unreadable"
+    if sha256_json(on_disk) != sha256_json(run["manifest"]):
+        return "the staged manifest differs from the one shown for approval"
     return None
 
 

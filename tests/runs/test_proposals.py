@@ -140,6 +140,12 @@ async def test_tampering_after_approval_is_refused_before_the_vm(client, alice, 
     )
     row = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
     assert hash_problem(row) is None
+    manifest = Path(row["bundle_dir"]) / "manifest.json"
+    original = manifest.read_text()
+    manifest.write_text(original.replace('"truncated": false', '"truncated": true', 1))
+    assert "manifest differs" in hash_problem(row)
+    manifest.write_text(original)
+    assert hash_problem(row) is None
     csv = Path(row["bundle_dir"]) / "datasets" / "deals.csv"
     csv.write_text(csv.read_text() + "999999,Injected deal\n")
     assert "staged data changed" in hash_problem(row)
