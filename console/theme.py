@@ -20,6 +20,7 @@ CSS = """
   white-space: pre; background: transparent; }
 .cr-pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px;
   white-space: pre-wrap; word-break: break-word; background: #f6f7f9; border-radius: 4px; padding: 8px; }
+.cr-clickable tbody tr { cursor: pointer; }
 .cr-excerpt { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre-wrap;
   word-break: break-word; background: #fff8e1; border-left: 3px solid #f59e0b; padding: 6px 8px; }
 """

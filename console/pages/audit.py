@@ -11,6 +11,9 @@ from console import session, theme, widgets
 from console.pages.run_detail import audit_table
 from console.widgets import FAILED
 
+PAGE = 200
+MAX_SHOWN = 1000  # the API's largest page
+
 SUBJECTS = ["", "run", "action_item", "company", "user", "drive_file", "schedule", "session", "api_token"]
 
 
@@ -46,17 +49,30 @@ def register() -> None:
                 query.on("keydown.enter", lambda: search())
                 ui.button("Search", icon="search", on_click=lambda: search()).mark("audit-search")
             results = ui.column().classes("w-full")
+        shown = {"limit": PAGE}
 
         async def fetch() -> list[dict[str, Any]]:
             return await api.audit(
                 q=(query.value or "").strip() or None,
                 action=(action.value or "").strip() or None,
                 subject_type=subject.value or None,
-                limit=300,
+                limit=shown["limit"],
             )
 
+        def render(entries: list[dict[str, Any]]) -> None:
+            audit_table(entries)
+            if len(entries) >= shown["limit"] and shown["limit"] < MAX_SHOWN:
+                ui.button("Show older entries", icon="expand_more", on_click=more).props("flat").mark(
+                    "audit-more"
+                )
+
+        async def more() -> None:
+            shown["limit"] = min(shown["limit"] + PAGE, MAX_SHOWN)
+            await widgets.load_into(results, fetch, render, "Loading older entries…")
+
         async def search() -> None:
-            await widgets.load_into(results, fetch, audit_table, "Searching the audit trail…")
+            shown["limit"] = PAGE
+            await widgets.load_into(results, fetch, render, "Searching the audit trail…")
 
         async def verify() -> None:
             verdict.clear()

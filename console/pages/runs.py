@@ -159,6 +159,8 @@ def register() -> None:
             table.props("flat bordered wrap-cells").classes("w-full").mark("runs-table")
             table.add_slot("body-cell-title", TITLE_SLOT)
             table.add_slot("body-cell-status", STATUS_SLOT)
+            table.classes("cr-clickable")
+            table.on("rowClick", lambda e: ui.navigate.to(f"/runs/{e.args[1]['id']}"))
 
         async def reload() -> None:
             await widgets.load_into(results, fetch, render, "Loading runs…")

@@ -1,6 +1,9 @@
 """Admin pages: the code-execution switch and its dependency, the follow-up rule, schedules, credits, audit,
 health; and the run history with its filters."""
 
+import asyncio
+
+import httpx
 import pytest
 from nicegui import ui
 from nicegui.testing.user import User
@@ -175,3 +178,21 @@ async def test_with_assistant_writes_off_runs_say_why_they_are_gone(user: User, 
     await user.should_see("turned off the assistant's ability to write", retries=50)
     await user.open("/settings")
     await user.should_see("Schedules are unavailable", retries=50)
+
+
+async def test_audit_shows_older_entries_on_request(user: User, assistant: Assistant) -> None:
+    async with httpx.AsyncClient(transport=assistant.transport, base_url=assistant.base_url) as admin:
+        await admin.post("/api/auth/login", json={"email": "admin@acme.example", "password": "demo"})
+        for i in range(210):  # every settings change is an audit entry
+            await admin.patch("/api/company/settings", json={"followup_without_reapproval": i % 2 == 0})
+    await sign_in(user, "admin@acme.example", then="/audit")
+    await user.should_see(marker="audit-table", retries=50)
+    assert len(user.find(marker="audit-table").elements.pop().rows) == 200
+    user.find(marker="audit-more").click()
+    for _ in range(50):
+        await asyncio.sleep(0.1)
+        tables = user.find(marker="audit-table").elements
+        if tables and len(tables.pop().rows) > 200:
+            break
+    else:
+        pytest.fail("older entries never appeared")

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.vm, pytest.mark.slow]
 SHOTS = REPO / "docs" / "screenshots"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-RUN_TIMEOUT = 420  # a cold VM boot under software emulation is slow; KVM takes seconds
+RUN_TIMEOUT = 600  # a cold VM boot under software emulation is slow; KVM takes seconds
 
 
 @pytest.fixture(scope="module")
