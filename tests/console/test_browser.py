@@ -104,6 +104,19 @@ def screenshot(driver, name: str) -> None:
     driver.set_window_size(1400, 1000)
 
 
+def section_screenshot(driver, title: str, name: str) -> None:
+    """Just the card titled `title` (the whole page is in the other shots)."""
+    from selenium.webdriver.common.by import By
+
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1400, min(max(height, 900), 4000))
+    card = driver.find_element(
+        By.XPATH, f"//div[contains(@class, 'q-card')][.//div[normalize-space(text())='{title}']]"
+    )
+    card.screenshot(str(SHOTS / f"{name}.png"))
+    driver.set_window_size(1400, 1000)
+
+
 @contextmanager
 def api_as(servers: Servers, email: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=servers.api_url, timeout=30) as client:
@@ -157,7 +170,7 @@ def test_person_approves_the_waiting_run_sees_its_chart_and_accepts_a_change(
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", accept)
     accept.click()
     wait_for_text(driver, "accepted")
-    screenshot(driver, "actions")
+    section_screenshot(driver, "Proposed actions", "actions")
     with api_as(servers, "maria@acme.example") as api:
         items = api.get(f"/api/runs/{run['id']}/action-items").json()
         assert [i["status"] for i in items] == ["accepted"]
