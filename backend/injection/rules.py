@@ -87,7 +87,7 @@ GREETING = _alt(
     r"a l'attention (?:de|du|des)", r"consignes? pour", r"a",
 )  # fmt: skip
 DET = r"(?:(?:the|any|all|every|dear|our|my|you|die|der|den|das|alle|el|la|los|las|le|l'|les|un|une|cher|chere|toute?s? les?|todos los|todas las)\s*)?"
-SENTENCE_START = r"(?:^|[\n.!?;:,>\-–—(\[{\"']\s*|\s{2,})(?:(?:system|urgent|important|priority|admin|security|final|official|special|critical|p\.?s\.?)\s+)?"
+SENTENCE_START = r"(?:^|[\n.!?;:,>\-–—(\[{\"'][ \t]*+|\s{2})(?:(?:system|urgent|important|priority|admin|security|final|official|special|critical|p\.?s\.?)\s+)?"
 
 YOU_DIRECTIVE = _alt(
     r"you must", r"you should", r"you will", r"you need to", r"you have to", r"you are required",
@@ -512,7 +512,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "send_to_destination",
         c.EXFILTRATION,
         0.5,
-        rf"\b{SEND_VERB}\b(?:\W+\S+){{0,12}}?\W+{TO}\s+(?:\S+\s+){{0,3}}?{DEST}",
+        rf"\b{SEND_VERB}\b[^\w\s]*(?:\s+\S+){{0,12}}?\s+{TO}\s+(?:\S+\s+){{0,3}}?{DEST}",
     ),
     (
         "data_into_url",
@@ -583,14 +583,14 @@ _RULES: list[tuple[str, str, float, str]] = [
         "markdown_role_heading",
         c.ROLE_MARKER,
         STRONG,
-        r"(?:^|\n)\s*#{2,}\s*(?:system|assistant|user|human|instructions?|response|new instructions?|system prompt|admin|"
+        r"(?:^|\n)[ \t]*#{2,}\s*(?:system|assistant|user|human|instructions?|response|new instructions?|system prompt|admin|"
         r"sistema|asistente|usuario|systeme|utilisateur|assistent|benutzer)\b\s*:?",
     ),
     (
         "role_line_ai_reply",
         c.ROLE_MARKER,
         1.2,
-        r"(?:^|\n|[.!?;:\-–—]\s+|\[)\s*(?:assistant|ai|model|bot|chatbot|gpt|assistent|asistente)\s*[:\]]\s*(?:sure|ok|okay|certainly|of course|understood|absolutely|"
+        r"(?:^|\n|[.!?;:\-–—]\s+|\[)[ \t]*(?:assistant|ai|model|bot|chatbot|gpt|assistent|asistente)\s*[:\]]\s*(?:sure|ok|okay|certainly|of course|understood|absolutely|"
         r"i will|i'll|i have|i've|i am|i'm|i can|here is|here's|done|yes|as requested|noted|will do|affirmative|claro|entendido|"
         r"d'accord|bien sur|compris|verstanden|naturlich|gerne|selbstverstandlich)\b",
     ),
@@ -598,17 +598,17 @@ _RULES: list[tuple[str, str, float, str]] = [
         "role_line_system",
         c.ROLE_MARKER,
         1.2,
-        r"(?:^|\n|[.!?;:\-–—]\s+)\s*(?:system|sistema|systeme)\s*:\s*(?:you|your|the assistant|the ai|the model|ignore|new|override|important|always|never|must|"
+        r"(?:^|\n|[.!?;:\-–—][ \t]+)[ \t]*(?:system|sistema|systeme)\s*:\s*(?:you|your|the assistant|the ai|the model|ignore|new|override|important|always|never|must|"
         r"do not|from now on|rules?|instructions?|du|sie|tu|vous|eres|ignora|ignoriere|nouvelle|nueva|neue)\b",
     ),
     (
         "role_dialogue",
         c.ROLE_MARKER,
         STRONG,
-        r"(?:^|\n|[.!?;:\-–—]\s)\s*(?:user|human|usuario|utilisateur|benutzer|nutzer)\s*:.*\n(?:.*\n){0,12}?\s*(?:assistant|ai|bot|model|gpt|asistente|assistent)\s*:|"
-        r"(?:^|\n)\s*(?:system|sistema|systeme)\s*:.*\n(?:.*\n){0,12}?\s*(?:assistant|ai|user|human|asistente|usuario|utilisateur)\s*:",
+        r"(?:^|\n|[.!?;:\-–—][ \t])[ \t]*(?:user|human|usuario|utilisateur|benutzer|nutzer)\s*:.*\n(?:.*\n){0,12}?\s*(?:assistant|ai|bot|model|gpt|asistente|assistent)\s*:|"
+        r"(?:^|\n)[ \t]*(?:system|sistema|systeme)\s*:.*\n(?:.*\n){0,12}?\s*(?:assistant|ai|user|human|asistente|usuario|utilisateur)\s*:",
     ),
-    ("role_line", c.ROLE_MARKER, 0.5, r"(?:^|\n|[\"'{\[(])\s*(?:assistant|system|ai|human|bot)\s*:\s*\S"),
+    ("role_line", c.ROLE_MARKER, 0.5, r"(?:^|\n|[\"'{\[(])[ \t]*(?:assistant|system|ai|human|bot)\s*:\s*\S"),
     ("json_role", c.ROLE_MARKER, STRONG, r"[\"']role[\"']\s*:\s*[\"'](?:system|assistant|developer)[\"']"),
     (
         "fake_delimiter",
@@ -623,13 +623,13 @@ _RULES: list[tuple[str, str, float, str]] = [
         "markdown_image_query",
         c.EXFIL_URL,
         STRONG,
-        r"!\[[^\]\n]*\]\(\s*<?(?:https?:)?//[^)\s]+\?[^)\s]*",
+        r"!\[[^\]\n]{0,200}\]\(\s*<?(?:https?:)?//[^)\s?]{1,400}\?",
     ),
     (
         "url_placeholder",
         c.EXFIL_URL,
         STRONG,
-        r"(?:https?:)?//[^\s\"'<>]*?(?:\{[^}\s]{1,40}\}|\$\{?[a-z_]{2,}|%s\b|<[a-z0-9_ ]{2,40}>|\[(?:[a-z_ ]*(?:data|info|secret|key|token|"
+        r"(?:https?:)?//[^\s\"'<>]{0,300}?(?:\{[^}\s]{1,40}\}|\$\{?[a-z_]{2,}|%s\b|<[a-z0-9_ ]{2,40}>|\[(?:[a-z_ ]*(?:data|info|secret|key|token|"
         r"email|name|password|content|result|summary|value|record|row)[a-z_ ]*)\]|\{\{)",
     ),
     (
@@ -645,16 +645,16 @@ _RULES: list[tuple[str, str, float, str]] = [
         "url_sensitive_param",
         c.EXFIL_URL,
         0.8,
-        r"(?:https?:)?//[^\s\"'<>]+[?&](?:exfil|leak|dump|secrets?|password|pwd|creds|credentials|ssn|cookie|apikey|api_key|prompt|"
+        r"(?:https?:)?//[^\s\"'<>?&]{1,300}[?&](?:[^\s\"'<>]{0,200}?[?&])?(?:exfil|leak|dump|secrets?|password|pwd|creds|credentials|ssn|cookie|apikey|api_key|prompt|"
         r"conversation|history|chat|stolen)=",
     ),
     (
         "url_data_param",
         c.EXFIL_URL,
         0.4,
-        r"(?:https?:)?//[^\s\"'<>]+[?&](?:data|payload|d|content|contents|info|q|msg|text)=",
+        r"(?:https?:)?//[^\s\"'<>?&]{1,300}[?&](?:[^\s\"'<>]{0,200}?[?&])?(?:data|payload|d|content|contents|info|q|msg|text)=",
     ),
-    ("markdown_image", c.EXFIL_URL, 0.4, r"!\[[^\]\n]*\]\(\s*<?(?:https?:)?//"),
+    ("markdown_image", c.EXFIL_URL, 0.4, r"!\[[^\]\n]{0,200}\]\(\s*<?(?:https?:)?//"),
     # Spreadsheet formulas that reach the network or run commands.
     (
         "formula_fetch",
@@ -757,13 +757,13 @@ _RULES: list[tuple[str, str, float, str]] = [
         rf"\b{SEND_VERB}\b(?: (?:the|this|that|our|all|my|your|these|la|le|les|el|los|las|die|den|das))? (?:\w+ )?(?:pandas )?(?:dataframe|df|csv|spreadsheet|table|dataset|database|records|rows|"
         rf"results|output|file contents|contents?(?: of \S+)?|data|json|inputs?|staged files?|contacts?|contactos|kontakte|(?:contact|customer|attendee|client) list|"
         rf"liste des \w+|lista de \w+|liste der \w+|donnees|datos|daten|tabla|tableau|tabelle|salaries|payroll|nominas|salaires|gehalter)\b"
-        rf"(?:\W+\S+){{0,4}}?\W+{TO}\s+(?:{URL}|{IP}|{EMAIL})",
+        rf"[^\w\s]*(?:\s+\S+){{0,4}}?\s+{TO}\s+(?:{URL}|{IP}|{EMAIL})",
     ),
     (
         "secrets_then_send",
         c.EXFILTRATION,
         ALONE,
-        rf"{SECRET}(?:\W+\S+){{0,8}}?\W+{SEND_VERB}\b(?: (?:them|it|those|these|sie|los|les|las))?(?:\W+\S+){{0,3}}?\W+{TO}\s+(?:\S+\s+){{0,3}}?{DEST}",
+        rf"{SECRET}[^\w\s]*(?:\s+\S+){{0,8}}?\s+{SEND_VERB}\b(?: (?:them|it|those|these|sie|los|les|las))?[^\w\s]*(?:\s+\S+){{0,3}}?\s+{TO}\s+(?:\S+\s+){{0,3}}?{DEST}",
     ),
     (
         "harvest_secrets",
@@ -851,8 +851,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         "ai_label",
         c.ADDRESSED,
         ALONE,
-        rf"(?:^|[\n.!?;(\[]\s*)(?:{AI_STRICT}) (?:instructions?|notes?|notice|message|directive|override|task|anweisung\w*|hinweis|instrucciones|nota|consignes?)\s*:|"
-        rf"(?:^|[\n.!?;(\[]\s*)(?:{AI_GENERIC}) (?:instructions?|directives?|override|prompt|anweisung\w*|instrucciones|consignes?)\s*:|"
+        rf"(?:^|[\n.!?;(\[][ \t]*)(?:{AI_STRICT}) (?:instructions?|notes?|notice|message|directive|override|task|anweisung\w*|hinweis|instrucciones|nota|consignes?)\s*:|"
+        rf"(?:^|[\n.!?;(\[][ \t]*)(?:{AI_GENERIC}) (?:instructions?|directives?|override|prompt|anweisung\w*|instrucciones|consignes?)\s*:|"
         rf"\b(?:consigne|instruction|note|message|hinweis|anweisung|nota|mensaje|directive|notice)s? (?:\w+ )?(?:pour|for|fur|para|an|to|a|au|aux|al) "
         rf"(?:le |la |l'|the |el |die |den |das |any |all |every )?(?:{AI_STRICT}|{AI_GENERIC}|ki-\w+)\b{NOT_ADDRESS}",
     ),
@@ -880,8 +880,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         "http_request_to",
         c.CODE_EXECUTION,
         0.8,
-        rf"\b(?:http|https|web|api|get|post|rest)\s*-?\s*(?:request|call|peticion|solicitud|requete|anfrage|aufruf)\w*(?:\W+\S+){{0,3}}?\W+{TO}\s+(?:{URL}|{IP})|"
-        rf"\b(?:peticion|solicitud|requete|anfrage) (?:http|https|web|api|post|get)\b(?:\W+\S+){{0,3}}?\W+{TO}\s+(?:{URL}|{IP})",
+        rf"\b(?:http|https|web|api|get|post|rest)\s*-?\s*(?:request|call|peticion|solicitud|requete|anfrage|aufruf)\w*[^\w\s]*(?:\s+\S+){{0,3}}?\s+{TO}\s+(?:{URL}|{IP})|"
+        rf"\b(?:peticion|solicitud|requete|anfrage) (?:http|https|web|api|post|get)\b[^\w\s]*(?:\s+\S+){{0,3}}?\s+{TO}\s+(?:{URL}|{IP})",
     ),
     (
         "when_you_write_intl",
@@ -901,7 +901,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "ai_label_generic",
         c.ADDRESSED,
         0.5,
-        rf"(?:^|[\n.!?;(\[]\s*)(?:{AI_GENERIC}) (?:notice|task|message|memo)\s*:",
+        rf"(?:^|[\n.!?;(\[][ \t]*)(?:{AI_GENERIC}) (?:notice|task|message|memo)\s*:",
     ),
     (
         "whatever_model_reads",
@@ -1036,7 +1036,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "html_image_query",
         c.EXFIL_URL,
         STRONG,
-        r"<img\b[^>]{0,200}?\bsrc\s*=\s*[\"']?(?:https?:)?//[^\"'\s>]+\?[^\"'\s>]*",
+        r"<img\b[^>]{0,200}?\bsrc\s*=\s*[\"']?(?:https?:)?//[^\"'\s>?]{1,400}\?",
     ),
     (
         "hidden_html",
@@ -1216,7 +1216,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "fake_header",
         c.ROLE_MARKER,
         0.8,
-        r"(?:^|[\n.!?;(\[\-–—:])\s*(?:system (?:notice|instruction)|developer (?:message|note)|admin (?:message|instruction)|"
+        r"(?:^|[\n.!?;(\[\-–—:])[ \t]*(?:system (?:notice|instruction)|developer (?:message|note)|admin (?:message|instruction)|"
         r"systemnachricht|mensaje del sistema|message systeme)\s*:",
     ),
     (
@@ -1275,7 +1275,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "ai_tool_label",
         c.ADDRESSED,
         ALONE,
-        rf"(?:^|[\n.!?;,(\[\-–—]\s*|\s{{2,}})(?:(?:for|to|dear|attention|hey|hi) )?(?:any |all |every |the |dear )?(?:{AI_STRICT}|automated|autonomous) "
+        rf"(?:^|[\n.!?;,(\[\-–—][ \t]*+|\s{{2}})(?:(?:for|to|dear|attention|hey|hi) )?(?:any |all |every |the |dear )?(?:{AI_STRICT}|automated|autonomous) "
         r"(?:\w+ )?(?:tools?|systems?|models?|agents?|readers?|processors?|assistants?|scripts?|analysts?|parsers?)\s*[:,]",
     ),
     (
@@ -1307,7 +1307,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "label_dash",
         c.ADDRESSED,
         ALONE,
-        rf"(?:^|[\n.!?;(\[]\s*)(?:{AI_STRICT}|{AI_GENERIC}) (?:instructions?|directives?|anweisung\w*|instrucciones|consignes?)\s*(?:[-–—]\s|\s{{2}})",
+        rf"(?:^|[\n.!?;(\[][ \t]*)(?:{AI_STRICT}|{AI_GENERIC}) (?:instructions?|directives?|anweisung\w*|instrucciones|consignes?)\s*(?:[-–—]\s|\s{{2}})",
     ),
     (
         "sandbox_inputs",
@@ -1319,7 +1319,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "role_line_sentence",
         c.ROLE_MARKER,
         ALONE,
-        r"(?:^|\n)\s*(?:assistant|ai|chatbot|gpt|chatgpt|claude|copilot|asistente|assistent)\s*:\s*"
+        r"(?:^|\n)[ \t]*(?:assistant|ai|chatbot|gpt|chatgpt|claude|copilot|asistente|assistent)\s*:\s*"
         r"(?=(?:\S+\s+){3,}\S)(?=[^\n]*\b(?:the|is|are|was|were|will|i|you|to|and|of|here|have|has|your|my|this|that|we|it|el|la|es|der|die|ist|le|est)\b)",
     ),
 ]
