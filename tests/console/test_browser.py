@@ -167,10 +167,11 @@ def test_person_approves_the_waiting_run_sees_its_chart_and_accepts_a_change(
 
     wait_for_text(driver, "Proposed actions")
     accept = driver.find_element(By.XPATH, "//button[contains(normalize-space(.), 'Accept')]")
+    section_screenshot(driver, "Proposed actions", "actions")  # pending, with Accept and Reject
+    accept = driver.find_element(By.XPATH, "//button[contains(normalize-space(.), 'Accept')]")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", accept)
     accept.click()
     wait_for_text(driver, "accepted")
-    section_screenshot(driver, "Proposed actions", "actions")
     with api_as(servers, "maria@acme.example") as api:
         items = api.get(f"/api/runs/{run['id']}/action-items").json()
         assert [i["status"] for i in items] == ["accepted"]
