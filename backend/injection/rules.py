@@ -252,7 +252,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.ADDRESSED,
         ALONE,
         r"\b(?:in|to|into|at the (?:end|start|beginning|top|bottom) of|within|throughout) your (?:final )?(?:response|answer|reply|output|"
-        r"completion|next message|proposals?|recommendations?|suggestions?|proposed (?:actions|changes)|actions\.json)\b(?! to\b)|"
+        r"completion|next message|proposals?|recommendations?|suggestions?|(?:proposed|suggested) (?:actions|changes)|actions\.json)\b(?! to\b)|"
         r"\b(?:in|to|into) (?:every|each|all|any) (?:of your )?(?:responses?|answers?|replies|outputs?|summar(?:y|ies))\b|"
         r"\b(?:en|a) cada (?:respuesta|salida|resumen)\b|\bdans chaque (?:reponse|resume)\b|\bin jeder (?:antwort|ausgabe)\b",
     ),
@@ -704,8 +704,10 @@ _RULES: list[tuple[str, str, float, str]] = [
         "whatever_you_were_told",
         c.OVERRIDE,
         ALONE,
-        r"\b(?:whatever|everything|anything|what) (?:you (?:were|have been|'ve been) (?:told|given|asked|instructed)|the user (?:asked|said|wants|typed|wrote|requested))\b|"
-        r"\b(?:forget|ignore|disregard|skip)(?: about)? (?:what|whatever) (?:the user|the human|you|they|he|she)(?: \w+){0,2}? (?:asked|said|typed|wrote|requested|told)\b|"
+        r"\b(?:whatever|everything|anything|what) (?:you (?:were|have been|'ve been) (?:told|given|asked|instructed)|"
+        r"the (?:user|human|requester|analyst) (?:asked|asks|said|says|wants|typed|types|wrote|writes|requested|requests)(?: for)?)\b|"
+        r"\b(?:forget|ignore|disregard|skip)(?: about)? (?:what|whatever) (?:the user|the human|the requester|the analyst|you|they|he|she)(?: \w+){0,2}? "
+        r"(?:asked|asks|said|says|typed|wrote|requested|told|wants|needs)\b|\b(?:ignore|disregard) the (?:user|human|requester)\b(?!'s? (?:manual|guide|group))|"
         r"\b(?:oublie\w*|ignore\w*) (?:tout )?ce (?:que|qu'on|qui)\b|\b(?:olvida\w*|ignora\w*) lo que\b|\b(?:vergiss|ignoriere)\w*,? was\b|"
         r"\b(?:follow|obey|comply with|execute|carry out)(?: only)? (?:the )?(?:instructions|directions|commands|orders) (?:in|of|from) this (?:cell|row|note|text|file|comment|field|line)\b",
     ),
@@ -1322,6 +1324,25 @@ _RULES: list[tuple[str, str, float, str]] = [
         r"(?:^|\n)[ \t]*(?:assistant|ai|chatbot|gpt|chatgpt|claude|copilot|asistente|assistent)\s*:\s*"
         r"(?=(?:\S+\s+){3,}\S)(?=[^\n]*\b(?:the|is|are|was|were|will|i|you|to|and|of|here|have|has|your|my|this|that|we|it|el|la|es|der|die|ist|le|est)\b)",
     ),
+    (
+        "share_with_sender",
+        c.EXFILTRATION,
+        0.7,
+        r"\b(?:with|to) the (?:sender|author|writer|owner) of this (?:note|message|e-?mail|row|cell|comment|text)\b",
+    ),
+    (
+        "emails_you_draft",
+        c.ADDRESSED,
+        0.6,
+        r"\b(?:any|every|all|each) (?:e-?mails?|messages?|letters?|replies) you (?:draft|write|send|compose|generate|prepare)\b",
+    ),
+    ("blind_copy", c.EXFILTRATION, 0.5, rf"\b(?:bcc|blind copy|blind-copy)\b[^\n]{{0,40}}?{EMAIL}"),
+    (
+        "tamper_output",
+        c.ADDRESSED,
+        0.6,
+        r"\b(?:append|add|insert|write|include|hide|embed)\b(?: \S+){0,6}? (?:to|in|into) (?:the |your )?(?:output|results?|export(?:ed)?) (?:file|csv|chart|table|folder)s?\b",
+    ),
 ]
 
 
@@ -1464,7 +1485,8 @@ GATES: dict[str, str] = {
     "ignore_instructions_post": INSTRUCTION_STEMS,
     "instructions_void": INSTRUCTION_STEMS + "|guidance|told|given|asked|instructed",
     "whatever_you_were_told": (
-        "told|given|asked|instructed|said|wants|typed|wrote|requested|forget|ignor|disregard|skip|oubli|olvid|vergiss|"
+        "told|given|asked|asks|instructed|said|says|wants|typed|types|wrote|writes|requested|requests|needs|forget|ignor|"
+        "disregard|skip|oubli|olvid|vergiss|"
         "instructions|directions|commands|orders"
     ),
     "system_override": "override",
@@ -1563,6 +1585,10 @@ GATES: dict[str, str] = {
     "label_dash": AI_STEMS + "|" + GENERIC_STEMS,
     "sandbox_inputs": "input|inputs|staging|staged|data$",
     "role_line_sentence": "assist|asistent|ai$|chatbot|gpt|chatgpt|claude|copilot",
+    "share_with_sender": "sender|author|writer|owner",
+    "emails_you_draft": "you$",
+    "blind_copy": "bcc|blind",
+    "tamper_output": "output|result|export",
 }
 
 

@@ -32,7 +32,10 @@ SPACED_RE = re.compile(r"(?<!\w)(?:\w[ .\-_*/|]{1,3}){5,}\w(?!\w)")
 MAX_DEPTH = 2
 HYPHENATED_RE = re.compile(r"-\n(?=\w)")
 WINDOW, OVERLAP = 4000, 400  # characters; an instruction longer than the overlap may be split
-REPORT, HIGH = 1.0 - 1e-9, 1.5 - 1e-9  # score thresholds (weights are sums of tenths)
+REPORT, HIGH = 1.0 - 1e-9, 1.5 - 1e-9
+HIDDEN_REPORT = (
+    0.5 - 1e-9
+)  # for text that was encoded or hidden in invisible characters  # score thresholds (weights are sums of tenths)
 LEETISH_RE = re.compile(r"\b(?=\w*[a-z]\w*[a-z])(?=\w*[0134579])\w{4,}")  # "1gn0r3", not cell refs like "A1"
 LEET = str.maketrans("0134579", "oieastg")
 # When rules of equal weight disagree, the finding is named after the more specific category.
@@ -117,6 +120,11 @@ def _judge_window(folded: str) -> _Verdict | None:
         return None
     rule, m = RULES[best[0]], best[1]
     return _Verdict("high" if total >= HIGH else "medium", rule.category, m.start(), m.end(), total)
+
+
+def _partial_score(folded: str) -> float:
+    """Sum of the weights of every rule the text matches (no early stop; used only for decoded text)."""
+    return sum(RULES[i].weight for i in rules_for(folded) if RULES[i].regex.search(folded))
 
 
 def _despace(folded: str) -> str | None:
@@ -224,6 +232,9 @@ def scan_cell(text: str, _depth: int = 0) -> list[CellHit]:
     if _depth < MAX_DEPTH:
         for start, end, decoded in _decoded_variants(text):
             inner = scan_cell(decoded, _depth + 1)
+            if not inner and _partial_score(fold(decoded)) >= HIDDEN_REPORT:
+                # Someone encoded it: half the usual evidence is enough.
+                inner = [CellHit("high", c.ENCODED, excerpt(decoded))]
             if inner:
                 label = excerpt(text, start, end, limit=70)
                 shown = f"{label} → decodes to: {inner[0].excerpt}"

@@ -20,6 +20,7 @@ from tests.injection.heldout6 import heldout6_rows
 from tests.injection.heldout7 import heldout7_rows
 from tests.injection.heldout8 import heldout8_rows
 from tests.injection.heldout9 import heldout9_rows
+from tests.injection.heldout10 import heldout10_rows
 from tests.injection.stress import stress_rows
 
 
@@ -45,6 +46,7 @@ HELD_OUT = [
     heldout7_rows,
     heldout8_rows,
     heldout9_rows,
+    heldout10_rows,
 ]
 
 
