@@ -20,6 +20,7 @@ from tests.injection.heldout7 import heldout7_rows
 from tests.injection.heldout8 import heldout8_rows
 from tests.injection.heldout9 import heldout9_rows
 from tests.injection.heldout10 import heldout10_rows
+from tests.injection.heldout11 import heldout11_rows
 
 
 @dataclass
@@ -101,6 +102,7 @@ def main() -> None:
         _report("held-out 8", evaluate(heldout8_rows()), "--heldout-details" in sys.argv)
         _report("held-out 9", evaluate(heldout9_rows()), "--heldout-details" in sys.argv)
         _report("held-out 10", evaluate(heldout10_rows()), "--heldout-details" in sys.argv)
+        _report("held-out 11", evaluate(heldout11_rows()), "--heldout-details" in sys.argv)
     if "--no-bench" not in sys.argv:
         print("bench:", bench_scan())
 
