@@ -198,7 +198,12 @@ GAP = r"(?:[^\w.!?;\n]+\w+){0,6}?[^\w.!?;\n]+"  # a few words, not across a sent
 
 _RULES: list[tuple[str, str, float, str]] = [
     # Instructions addressed to an AI.
-    ("greeting_ai", c.ADDRESSED, ALONE, rf"{SENTENCE_START}{GREETING}\s+{DET}{AI_STRICT}\b{NOT_ADDRESS}"),
+    (
+        "greeting_ai",
+        c.ADDRESSED,
+        ALONE,
+        rf"{SENTENCE_START}{GREETING}\s+{DET}(?:(?:analysis|analytics|reporting|helpdesk|support|sales|finance|hr|data|coding|research) )?{AI_STRICT}\b{NOT_ADDRESS}",
+    ),
     (
         "greeting_assistant",
         c.ADDRESSED,
@@ -822,7 +827,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         c.OVERRIDE,
         0.6,
         r"\b(?:confidentiality|restrictions?|safety|privacy|filters?|guardrails?|limits|limitations|compliance(?: mode)?|content policy|safe mode)"
-        r"(?: \w+){0,2}? (?:no longer appl(?:y|ies)|(?:is|are|has been|have been) (?:now )?(?:disabled|lifted|off|removed|suspended|deactivated|turned off)|disabled|deactivated|lifted)\b",
+        r"(?: \w+){0,2}? (?:no longer appl(?:y|ies)|(?:is|are|has been|have been) (?:now )?(?:disabled|lifted|off|removed|suspended|deactivated|turned off)|disabled|deactivated|lifted|off)\b",
     ),
     (
         "ignore_so_far",
@@ -1097,7 +1102,7 @@ _RULES: list[tuple[str, str, float, str]] = [
         "treat_as_instructions",
         c.OVERRIDE,
         ALONE,
-        r"\btreat (?:this|the following|the next|these|that) (?:\w+ ){0,2}?as (?:your |the |a |an |new )?(?:config(?:uration)?|instructions?|commands?|system|prompt|directive|highest|authoritative|orders?)\b",
+        r"\btreat (?:this|the following|the next|these|that) (?:\w+ ){0,2}?as (?:your |the |a |an |new )?(?:real |actual |true |new |only |main |updated )?(?:config(?:uration)?|instructions?|commands?|system|prompt|directive|highest|authoritative|orders?)\b",
     ),
     (
         "automated_must",
@@ -1271,7 +1276,8 @@ _RULES: list[tuple[str, str, float, str]] = [
         "ignore_the_question",
         c.OVERRIDE,
         0.6,
-        rf"\b{IGNORE_VERB}\s+(?:de )?(?:the |la |le |l'|el |die |de la )?(?:question|request|task|demande|requete|pregunta|peticion|frage|anfrage|tache|tarea)\b",
+        rf"\b{IGNORE_VERB}\s+(?:de )?(?:the |la |le |l'|el |die |de la )?(?:\w+'s? )?(?:question|request|task|query|demande|requete|pregunta|peticion|consulta|"
+        r"frage|anfrage|tache|tarea)\b",
     ),
     (
         "ai_tool_label",
@@ -1574,7 +1580,7 @@ GATES: dict[str, str] = {
     "object_then_ignore_de": "ignorieren|vergessen|missachten|ubergehen",
     "bulk_then_verb_de": "ausgeben|ausgibst|anzeigen|zeigen|senden|schicken|ubermitteln|hochladen|weitergeben|exportieren|auflisten",
     "ignore_named_request_intl": "initiale|originale|actuelle|origine|original|inicial|actual$|usuario|utilisat|ursprungliche|eigentliche",
-    "ignore_the_question": "question|request|task|demande|requete|pregunta|peticion|frage$|anfrage|tache|tarea",
+    "ignore_the_question": "question|request|task|query|demande|requete|pregunta|peticion|consulta|frage$|anfrage|tache|tarea",
     "ai_tool_label": "tool|system|model|agent|reader|processor|assistant|script|analyst|parser",
     "instead_of_requested": "instead|change|switch",
     "granted_rights": "granted|given|assigned",

@@ -21,6 +21,7 @@ from tests.injection.heldout7 import heldout7_rows
 from tests.injection.heldout8 import heldout8_rows
 from tests.injection.heldout9 import heldout9_rows
 from tests.injection.heldout10 import heldout10_rows
+from tests.injection.heldout11 import heldout11_rows
 from tests.injection.stress import stress_rows
 
 
@@ -47,6 +48,7 @@ HELD_OUT = [
     heldout8_rows,
     heldout9_rows,
     heldout10_rows,
+    heldout11_rows,
 ]
 
 
