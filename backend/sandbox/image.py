@@ -174,10 +174,18 @@ def _build(cache: Path, progress: Progress) -> ImageInfo:
         raise
 
 
+KEEP_IMAGES = 3
+
+
 def _remove_stale_images(cache: Path, keep: Path) -> None:
-    for path in cache.iterdir():
-        if path.is_dir() and path != keep and (path / "image.json").exists():
-            shutil.rmtree(path, ignore_errors=True)
+    """Keep the newest few images: other checkouts (older recipes) on this host may still use theirs."""
+    images = sorted(
+        (p for p in cache.iterdir() if p.is_dir() and p != keep and (p / "image.json").exists()),
+        key=lambda p: (p / "image.json").stat().st_mtime,
+        reverse=True,
+    )
+    for path in images[KEEP_IMAGES - 1 :]:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _debootstrap(recipe: dict, root: Path, cache: Path, progress: Progress) -> None:

@@ -757,11 +757,17 @@ def _write_files(guest: wire.GuestResult, record: dict, out_dir: Path, result: S
                 RejectedFile(name=_short(name), reason="size does not match the record")
             )
             continue
+        try:
+            fd = os.open(out_dir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            result.rejected_files.append(
+                RejectedFile(name=name, reason=f"cannot write to the output folder: {exc}")
+            )
+            continue
         seen.add(name)
         total += size
-        fd = os.open(out_dir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
         result.files.append(OutputFile(name=name, size=size, sha256=sha256_bytes(data)))
 
 
