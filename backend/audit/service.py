@@ -132,11 +132,14 @@ async def search(
     if subject_id:
         query = query.where(AuditEntry.subject_id == str(subject_id))
     if q:
+        from backend.db import is_postgres
+
         like = f"%{q}%"
+        op = "ilike" if is_postgres() else "like"  # SQLite's LIKE is already case-insensitive for ASCII
         query = query.where(
-            (AuditEntry.actor.ilike(like))
-            | (AuditEntry.action.ilike(like))
-            | (AuditEntry.subject_id.ilike(like))
+            getattr(AuditEntry.actor, op)(like)
+            | getattr(AuditEntry.action, op)(like)
+            | getattr(AuditEntry.subject_id, op)(like)
         )
     rows = await query.order_by(AuditEntry.seq, ascending=False).limit(limit).offset(offset)
     for row in rows:
