@@ -182,6 +182,27 @@ class RunView:
                     )
                 if run.get("schedule_id"):
                     ui.label(f"fired by schedule #{run['schedule_id']}")
+            if run["status"] == "awaiting_approval":
+                self.review_summary(run)
+
+    def review_summary(self, run: dict[str, Any]) -> None:
+        """What to look at before deciding, in one line at the top; each item is shown in full below."""
+        findings = run.get("findings") or []
+        truncated = [r for r in manifest_rows(run.get("manifest") or {}) if r["truncated"] != "no"]
+        code = run.get("code") or ""
+        with ui.row().classes("items-center gap-2").mark("review-summary"):
+            ui.label("Before you decide:").classes("text-sm text-grey-8")
+            if findings:
+                ui.chip(f"{len(findings)} injection warning(s)", icon="warning", color="orange-2")
+            if truncated:
+                ui.chip(f"{len(truncated)} input(s) truncated", icon="content_cut", color="amber-2")
+            if run.get("diff"):
+                ui.chip("revision: changes shown", icon="difference", color="blue-1")
+            if widgets.invisible_characters(code):
+                ui.chip("invisible characters in the code", icon="visibility", color="red-2")
+            ui.chip(
+                f"{code.count(chr(10)) + (0 if code.endswith(chr(10)) else 1)} lines of code", icon="code"
+            )
 
     def plan(self, run: dict[str, Any]) -> None:
         with section("Plan", "description", "plan"):

@@ -121,6 +121,14 @@ def fake_run_code(
             "reason": "a mistake",
         },
     ]
+    if "TWO CHANGES TO ONE RECORD" in code:  # the second goes stale once the first is accepted
+        actions[1] = {
+            "op": "update",
+            "dataset": "deals",
+            "record_id": first_id,
+            "changes": {"probability": 55},
+            "reason": "a second look",
+        }
     return SandboxResult(
         status="succeeded",
         exit_code=0,

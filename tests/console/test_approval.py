@@ -4,6 +4,7 @@ import html
 import re
 
 import pytest
+from nicegui import ui
 from nicegui.testing.user import User
 
 from tests.console.conftest import sign_in
@@ -50,6 +51,9 @@ async def test_injection_warning_shows_where_and_what_above_approve(user: User, 
     run = await open_waiting_run(user, assistant)
     assert run["findings"], "the demo feedback sheet carries a planted instruction"
     finding = run["findings"][0]
+    await user.should_see(
+        kind=ui.chip, content=f"{len(run['findings'])} injection warning(s)"
+    )  # said at the top
     await user.should_see(marker="warnings")
     await user.should_see(finding["excerpt"][:30])
     await user.should_see(" › ")

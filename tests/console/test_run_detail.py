@@ -4,14 +4,16 @@ import pytest
 from nicegui.testing.user import User
 
 from tests.console.conftest import sign_in
-from tests.console.support import Assistant, execute_with_stand_in_vm
+from tests.console.support import ANALYSIS_CODE, Assistant, execute_with_stand_in_vm
 
 pytestmark = pytest.mark.sqlite
 
 
-async def finished_run(assistant: Assistant, monkeypatch: pytest.MonkeyPatch) -> dict:
+async def finished_run(
+    assistant: Assistant, monkeypatch: pytest.MonkeyPatch, code: str = ANALYSIS_CODE
+) -> dict:
     await assistant.enable_code_execution()
-    run = await assistant.propose()
+    run = await assistant.propose(code=code)
     await assistant.call("alice@acme.example", "POST", f"/api/runs/{run['id']}/approve", json={})
     assert await execute_with_stand_in_vm(run["id"], monkeypatch) == "succeeded"
     return run
@@ -110,3 +112,20 @@ async def test_waiting_page_updates_by_itself_when_the_run_ends(
     await user.should_see("The run is queued", retries=50)
     assert await execute_with_stand_in_vm(run["id"], monkeypatch) == "succeeded"
     await user.should_see(marker="preview", retries=80)  # the page polled, saw the end, and re-rendered
+
+
+async def test_a_stale_change_is_refused_with_the_reason(
+    user: User, assistant: Assistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = await finished_run(assistant, monkeypatch, code=ANALYSIS_CODE + "# TWO CHANGES TO ONE RECORD\n")
+    first, second = await assistant.call("alice@acme.example", "GET", f"/api/runs/{run['id']}/action-items")
+    await sign_in(user, "alice@acme.example", then=f"/runs/{run['id']}")
+    await user.should_see(marker=f"accept-{first['id']}", retries=50)
+    user.find(marker=f"accept-{first['id']}").click()
+    await user.should_see("Accepted change #1.", retries=50)
+    await user.should_see(marker=f"accept-{second['id']}", retries=50)
+    user.find(marker=f"accept-{second['id']}").click()
+    await user.should_see("the record changed since it was staged", retries=50)
+    await user.should_see(marker="item-problem", retries=50)
+    after = await assistant.call("alice@acme.example", "GET", f"/api/runs/{run['id']}/action-items")
+    assert [i["status"] for i in after] == ["accepted", "conflict"]
