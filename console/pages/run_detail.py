@@ -200,9 +200,8 @@ class RunView:
                 ui.chip("revision: changes shown", icon="difference", color="blue-1")
             if widgets.invisible_characters(code):
                 ui.chip("invisible characters in the code", icon="visibility", color="red-2")
-            ui.chip(
-                f"{code.count(chr(10)) + (0 if code.endswith(chr(10)) else 1)} lines of code", icon="code"
-            )
+            lines = code.count("\n") + (0 if code.endswith("\n") else 1)
+            ui.chip(f"{lines} lines of code", icon="code", color="grey-3")
 
     def plan(self, run: dict[str, Any]) -> None:
         with section("Plan", "description", "plan"):
