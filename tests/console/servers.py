@@ -82,8 +82,12 @@ class Servers:
             self.processes.append(
                 subprocess.Popen(args, env=self.env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
             )
-        wait_for(self.api_url + "/api/health")
-        wait_for(self.console_url + "/login")
+        try:
+            wait_for(self.api_url + "/api/health")
+            wait_for(self.console_url + "/login")
+        except BaseException:
+            self.stop()  # never leave a half-started pair behind
+            raise
         return self
 
     def stop(self) -> None:
