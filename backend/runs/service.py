@@ -57,6 +57,13 @@ def check_code(code: str) -> None:
         ) from exc
 
 
+def code_findings(code: str) -> list[dict[str, Any]]:
+    """Invisible or bidi-control characters in the code itself: what the approver reads is not what runs."""
+    from backend.injection import scan_text
+
+    return [f.model_dump() for f in scan_text(code, path="run.py") if f.category == "invisible_characters"]
+
+
 def check_limits(limits: dict[str, Any] | None) -> dict[str, int]:
     s = get_settings()
     caps = {"wall_seconds": s.max_wall_seconds, "memory_mib": s.max_memory_mib, "vcpus": s.max_vcpus}
@@ -151,6 +158,7 @@ async def propose(
     staging.check_datasets(ctx, datasets)
     await credits.require_minimum(ctx.company_id)
     bundle = await _stage(ctx, datasets, file_ids)
+    findings = [f.model_dump() for f in bundle.findings] + code_findings(code)
     datasets = list(dict.fromkeys(d.strip() for d in datasets if d.strip()))
     file_ids = list(dict.fromkeys(file_ids))
     now = _now()
@@ -170,7 +178,7 @@ async def propose(
         bundle_dir=str(bundle.directory),
         bundle_sha256=bundle.bundle_sha256,
         manifest=bundle.manifest,
-        findings=[f.model_dump() for f in bundle.findings],
+        findings=findings,
         created_at=now,
         updated_at=now,
     )
@@ -335,7 +343,7 @@ async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None =
         bundle_dir=str(bundle.directory),
         bundle_sha256=bundle.bundle_sha256,
         manifest=bundle.manifest,
-        findings=[f.model_dump() for f in bundle.findings],
+        findings=[f.model_dump() for f in bundle.findings] + code_findings(code),
         created_at=now,
         updated_at=now,
     )

@@ -275,3 +275,13 @@ async def test_credit_usage_is_queryable(client, alice, acme_on) -> None:
     assert usage["usage_by_user"] == [{"email": "alice@acme.example", "credits": charged}]
     assert usage["usage_by_day"][0]["day"] == datetime.now(UTC).date().isoformat()
     assert await CreditCharge.count() == 1
+
+
+async def test_invisible_characters_in_the_code_are_a_finding(client, alice, acme_on) -> None:
+    sneaky = 'access = "user"  # \u202e } \u2066if admin:\u2069 \u2066 begin admins only\n'
+    run = (
+        await client.post("/api/runs", json=proposal(code=sneaky + "print(access)\n"), headers=alice)
+    ).json()
+    assert [f["category"] for f in run["findings"] if f["path"] == "run.py"] == ["invisible_characters"]
+    plain = (await client.post("/api/runs", json=proposal(code="print('plain')\n"), headers=alice)).json()
+    assert not [f for f in plain["findings"] if f["path"] == "run.py"]  # control: clean code, no finding
