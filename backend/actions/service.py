@@ -224,7 +224,8 @@ async def list_items(ctx: UserContext, run_id: int) -> list[dict[str, Any]]:
     return [item_payload(r) for r in rows]
 
 
-async def _item_for(ctx: UserContext, item_id: int) -> dict[str, Any]:
+async def _visible_item(ctx: UserContext, item_id: int) -> dict[str, Any]:
+    """An item of a run the caller may see (the requester's own, or any for an admin); else 404."""
     from backend.runs.service import get_run_row
 
     await gates.require_feature(ctx.company_id)
@@ -236,11 +237,13 @@ async def _item_for(ctx: UserContext, item_id: int) -> dict[str, Any]:
     )
     if row is None:
         raise NotFound(f"no action item {item_id}")
-    run = await get_run_row(ctx, row["run"])  # 404 unless the caller may see the run
-    if not (ctx.is_admin or run["requested_by"] == ctx.user_id):
-        raise Forbidden(
-            "only the person who asked for this run or a company admin decides its proposed changes"
-        )
+    await get_run_row(ctx, row["run"])
+    return row
+
+
+async def _item_for(ctx: UserContext, item_id: int) -> dict[str, Any]:
+    """A pending item the caller may decide: the run's requester or a company admin."""
+    row = await _visible_item(ctx, item_id)
     if row["status"] != "pending":
         raise Conflict(f"action item {item_id} is already {row['status']}")
     return row
@@ -359,12 +362,4 @@ async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> d
 
 
 async def get_item(ctx: UserContext, item_id: int) -> dict[str, Any]:
-    row = (
-        await ActionItem.select()
-        .where((ActionItem.id == item_id) & (ActionItem.company == ctx.company_id))
-        .output(load_json=True)
-        .first()
-    )
-    if row is None:
-        raise NotFound(f"no action item {item_id}")
-    return item_payload(row)
+    return item_payload(await _visible_item(ctx, item_id))

@@ -172,3 +172,15 @@ async def test_other_users_and_companies_cannot_decide(client, alice, acme_on) -
     assert (await client.post(f"/api/action-items/{items[0]['id']}/accept")).status_code == 404
     await as_user(client, "admin@acme.example")  # positive control: the company admin may decide
     assert (await client.post(f"/api/action-items/{items[0]['id']}/accept")).status_code == 200
+
+
+async def test_an_item_is_not_readable_by_a_colleague(client, alice, acme_on) -> None:
+    deal = await _alice_deal()
+    _, items = await _run_with(
+        client,
+        alice,
+        [{"op": "update", "dataset": "deals", "record_id": deal["id"], "changes": {"probability": 1}}],
+    )
+    assert (await client.get(f"/api/action-items/{items[0]['id']}", headers=alice)).status_code == 200
+    await as_user(client, "bob@acme.example")
+    assert (await client.get(f"/api/action-items/{items[0]['id']}")).status_code == 404
