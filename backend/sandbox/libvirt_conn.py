@@ -45,11 +45,12 @@ def destroy_quietly(conn: libvirt.virConnect, name: str) -> bool:
     return True
 
 
-def kill_quickly(conn: libvirt.virConnect, name: str, timeout: float = 1.0) -> bool:
-    """SIGKILL the domain's QEMU and wait for libvirt to drop it.
+def kill_quickly(conn: libvirt.virConnect, name: str, timeout: float = 2.0) -> bool:
+    """SIGKILL the domain's QEMU and return once the process is dead.
 
-    libvirt's own destroy polls the dying QEMU every 200 ms; a run has nothing left to lose
-    once its result is read, so a direct kill saves that. Falls back to a normal destroy.
+    libvirt's destroy polls a dying QEMU every 200 ms; a finished run has nothing left to lose,
+    so we kill it directly and let libvirt finish its bookkeeping (it forgets the domain within
+    ~200 ms; `wait_name_free` covers reuse of a slot name). Falls back to a normal destroy.
     """
     pidfile = Path("/run/libvirt/qemu") / f"{name}.pid"
     try:
@@ -57,10 +58,24 @@ def kill_quickly(conn: libvirt.virConnect, name: str, timeout: float = 1.0) -> b
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
         return destroy_quietly(conn, name)
-    if b"qemu" not in cmdline or f"guest={name}".encode() not in cmdline:
+    if b"qemu" not in cmdline or f"guest={name},".encode() not in cmdline:
         return destroy_quietly(conn, name)
     with suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return True
+        except (OSError, IndexError):
+            return True
+        time.sleep(0.002)
+    return destroy_quietly(conn, name)
+
+
+def wait_name_free(conn: libvirt.virConnect, name: str, timeout: float = 5.0) -> bool:
+    """Wait until libvirt has forgotten a (killed) domain, so its name can be restored again."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -68,7 +83,7 @@ def kill_quickly(conn: libvirt.virConnect, name: str, timeout: float = 1.0) -> b
         except libvirt.libvirtError:
             return True
         time.sleep(0.005)
-    return destroy_quietly(conn, name)
+    return False
 
 
 def domain_is_active(conn: libvirt.virConnect, name: str) -> bool:

@@ -43,6 +43,7 @@ from backend.sandbox.libvirt_conn import (
     owner_alive,
     owner_token,
     resolve_virt_type,
+    wait_name_free,
 )
 from backend.sandbox.models import (
     MAX_ACTIONS_BYTES,
@@ -214,6 +215,7 @@ def _make_template(slot: Slot, progress: Progress) -> None:
         spec = _spec(slot.name, uuid_, "template", slot.image, slot.virt_type, workdir)
         with connection() as conn:
             destroy_quietly(conn, slot.name)
+            wait_name_free(conn, slot.name)
             dom = conn.createXML(render_domain_xml(spec), 0)
             try:
                 deadline = time.monotonic() + get_settings().cold_boot_timeout_seconds
@@ -406,6 +408,7 @@ class StandbyPool:
             xml = render_domain_xml(_spec(slot.name, slot_uuid, run_id, image, virt_type, workdir))
             began = time.monotonic()
             with connection() as conn:
+                wait_name_free(conn, slot.name)
                 conn.restoreFlags(str(slot.state_path), xml, libvirt.VIR_DOMAIN_SAVE_RUNNING)
             now = time.monotonic()
             return Standby(slot, run_id, workdir, round((now - began) * 1000, 1), now)
@@ -588,6 +591,7 @@ def _run_once(
                     wire.write_job_disk(workdir / "job.img", _job_disk_bytes(), job, inputs)
                 if dom is None and slot and slot_uuid:
                     xml = render_domain_xml(_spec(name, slot_uuid, run_id, image, virt_type, workdir))
+                    wait_name_free(conn, name)
                     try:
                         conn.restoreFlags(str(slot.state_path), xml, libvirt.VIR_DOMAIN_SAVE_RUNNING)
                         dom = conn.lookupByName(name)
@@ -610,7 +614,7 @@ def _run_once(
                     conn, dom, name, workdir, job, vm, limits, out_dir, read_actions, started, launched
                 )
             finally:
-                destroy_quietly(conn, name)
+                kill_quickly(conn, name)
     except Exception as exc:  # noqa: BLE001 - every failure becomes an `error` result
         return _error(f"{type(exc).__name__}: {exc}", started, vm)
     finally:
@@ -656,7 +660,6 @@ def _wait_and_collect(
             continue
         time.sleep(POLL_SECONDS)
     finished = time.monotonic()
-    kill_quickly(conn, name)
     vm.guest_interfaces = []
     timings = Timings(start=round(((ready_at or finished) - launched) * 1000, 1))
     if guest is None:

@@ -3,6 +3,7 @@ every test then checks that no `cleanroom-run-*` domain and no per-run file is l
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,10 @@ def nothing_left_behind(sandbox_image: None) -> Iterator[None]:
     yield
     # Only this process's VMs: other processes on a shared host may be running their own.
     me = owner_token()
+    # A finished run's QEMU is killed before run_code returns; libvirt drops its record within ~0.2 s.
+    deadline = time.monotonic() + 3
+    while running_domains(owner=me) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert running_domains(owner=me) == [], "a cleanroom-run-* domain outlived its run"
     assert leftover_run_files() == [], "per-run files outlived their run"
 
