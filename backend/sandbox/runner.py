@@ -138,6 +138,7 @@ class SlotPool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: dict[tuple[str, int], int] = {}
+        self._next = 0
 
     def _try_lock(self, slot: Slot) -> bool:
         key = (slot.image.image_hash, slot.index)
@@ -155,12 +156,19 @@ class SlotPool:
             return True
 
     def acquire(self, image: ImageInfo, virt_type: str) -> tuple[Slot, str] | None:
-        for index in range(get_settings().saved_state_slots):
+        # Round-robin: libvirt finishes forgetting the last killed domain while the next slot runs.
+        count = get_settings().saved_state_slots
+        with self._lock:
+            first = self._next
+        for offset in range(count):
+            index = (first + offset) % count
             slot = Slot(index, image, virt_type)
             if not slot.saved_uuid() or not self._try_lock(slot):
                 continue
             saved_uuid = slot.saved_uuid()  # re-read under the lock
             if saved_uuid:
+                with self._lock:
+                    self._next = (index + 1) % count
                 return slot, saved_uuid
             self.release(slot)
         return None
