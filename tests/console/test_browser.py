@@ -76,11 +76,16 @@ def body_text(driver) -> str:
 
 
 def wait_for_text(driver, text: str, timeout: float = 30) -> None:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    WebDriverWait(driver, timeout, poll_frequency=0.5).until(
-        lambda d: text in body_text(d), message=f"never saw {text!r}"
-    )
+    # a navigation can replace <body> between finding it and reading it: look again
+    WebDriverWait(
+        driver,
+        timeout,
+        poll_frequency=0.5,
+        ignored_exceptions=(StaleElementReferenceException, NoSuchElementException),
+    ).until(lambda d: text in body_text(d), message=f"never saw {text!r}")
 
 
 def click_button(driver, label: str) -> None:
