@@ -42,15 +42,12 @@ async def pool(company_id: int) -> int:
     return row["credit_pool"] if row else 0
 
 
-async def remaining(company_id: int) -> float:
-    return round(await pool(company_id) - await used(company_id), 2)
-
-
 async def blocked_reason(company_id: int) -> str | None:
-    left = await remaining(company_id)
+    total = await pool(company_id)
+    left = round(total - await used(company_id), 2)
     if left < BASE_CHARGE:
         return (
-            f"the company's credit pool is used up ({left:.2f} of {await pool(company_id)} credits left; a run needs at "
+            f"the company's credit pool is used up ({left:.2f} of {total} credits left; a run needs at "
             f"least {BASE_CHARGE:.2f}); an admin can raise the pool"
         )
     return None

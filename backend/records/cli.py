@@ -9,6 +9,7 @@ import typer
 
 from backend.cli_support import run_db
 from backend.records import service
+from backend.records.visibility import get_dataset
 from backend.tenancy.context import load_user_context_by_email
 
 
@@ -50,7 +51,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 if len(items) >= result.total or not result.items:
                     break
                 page += 1
-            return service.known_dataset(dataset).export_columns, items
+            return get_dataset(dataset).export_columns, items
 
         columns, items = run_db(go)
         if fmt == "json":

@@ -11,13 +11,13 @@ from piccolo.columns.combination import And
 
 from backend.errors import Invalid, NotFound
 from backend.records.datasets import Dataset
-from backend.records.visibility import get_dataset, require_dataset, visible_where
+from backend.records.visibility import require_dataset, visible_where
 from backend.tenancy.context import UserContext
 
 MAX_PAGE_SIZE = 500
 
 
-def _select_columns(dataset: Dataset) -> list[Any]:
+def select_columns(dataset: Dataset) -> list[Any]:
     table = dataset.table
     cols: list[Any] = [table.id]
     cols += [getattr(table, name) for name in dataset.fields]
@@ -120,7 +120,7 @@ async def list_records(
     table = dataset.table
     total = await table.count().where(where)
     query = (
-        table.select(*_select_columns(dataset))
+        table.select(*select_columns(dataset))
         .where(where)
         .order_by(_column(dataset, sort_field), ascending=not descending)
         .limit(page_size)
@@ -134,7 +134,7 @@ async def list_records(
 async def get_record(ctx: UserContext, dataset_name: str, record_id: int) -> dict[str, Any]:
     dataset = require_dataset(ctx, dataset_name)
     row = (
-        await dataset.table.select(*_select_columns(dataset))
+        await dataset.table.select(*select_columns(dataset))
         .where(And(visible_where(ctx, dataset), dataset.table.id == record_id))
         .first()
     )
@@ -161,13 +161,9 @@ async def export_rows(ctx: UserContext, dataset_name: str, cap: int) -> Export:
     where = visible_where(ctx, dataset)
     total = await dataset.table.count().where(where)
     rows = (
-        await dataset.table.select(*_select_columns(dataset))
+        await dataset.table.select(*select_columns(dataset))
         .where(where)
         .order_by(dataset.table.id)
         .limit(cap)
     )
     return Export(dataset, dataset.export_columns, rows, total)
-
-
-def known_dataset(name: str) -> Dataset:
-    return get_dataset(name)

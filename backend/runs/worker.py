@@ -62,10 +62,9 @@ async def execute(run_id: int) -> str:
     """Run one queued run to its end. Returns the final status."""
     from backend import sandbox
 
-    claimed = await Run.update({Run.status: "running", Run.started_at: _now(), Run.updated_at: _now()}).where(
+    await Run.update({Run.status: "running", Run.started_at: _now(), Run.updated_at: _now()}).where(
         (Run.id == run_id) & (Run.status == "queued")
     )
-    del claimed
     run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
     if run is None or run["status"] != "running":
         return run["status"] if run else "missing"

@@ -26,7 +26,7 @@ from piccolo.engine.sqlite import SQLiteEngine
 
 from backend.injection import Finding, scan_cells, scan_table
 from backend.records.datasets import Dataset
-from backend.records.service import _select_columns
+from backend.records.service import select_columns
 from backend.records.visibility import require_dataset, visible_where
 from backend.tenancy.context import UserContext
 
@@ -180,7 +180,7 @@ async def export_dataset(ctx: UserContext, dataset_name: str, cap: int) -> Datas
     table = dataset.table
     where = visible_where(ctx, dataset)
     count_query = table.count().where(where)
-    select_query = table.select(*_select_columns(dataset)).where(where).order_by(table.id).limit(cap)
+    select_query = table.select(*select_columns(dataset)).where(where).order_by(table.id).limit(cap)
     engine = table._meta.db
     types = _column_types(dataset)
 

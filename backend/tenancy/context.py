@@ -59,14 +59,12 @@ async def load_user_context(user_id: int) -> UserContext:
     ]
     permissions: dict[str, str] = {}
     if set_ids:
-        for row in await PermissionSet.select(PermissionSet.grants).where(
-            (PermissionSet.id.is_in(set_ids)) & (PermissionSet.company == user["company"])
+        for row in (
+            await PermissionSet.select(PermissionSet.grants)
+            .where((PermissionSet.id.is_in(set_ids)) & (PermissionSet.company == user["company"]))
+            .output(load_json=True)
         ):
             grants = row["grants"]
-            if isinstance(grants, str):
-                import json
-
-                grants = json.loads(grants)
             for dataset, level in grants.items():
                 if ACCESS_LEVELS.get(level, 0) > ACCESS_LEVELS.get(permissions.get(dataset, ""), 0):
                     permissions[dataset] = level
