@@ -13,6 +13,8 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from backend import db
 from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
 from backend.settings import get_settings
+from backend.tenancy.auth import ASSISTANT_OK, scope_guard
+from backend.tenancy.origin import OriginGuard, allowed_hosts_config
 
 log = logging.getLogger("cleanroom")
 
@@ -41,7 +43,7 @@ def _resolve(ref: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-@get("/api/health", tags=["health"])
+@get("/api/health", tags=["health"], opt=ASSISTANT_OK)
 async def health() -> dict[str, Any]:
     return {"status": "ok", "database": "postgresql" if db.is_postgres() else "sqlite"}
 
@@ -73,6 +75,7 @@ def create_app(*, database_url: str | None = None, run_hooks: bool = True, pool:
     return Litestar(
         route_handlers=[health, *[_resolve(ref) for ref in CONTROLLERS]],
         exception_handlers=handlers,
+        guards=[scope_guard],  # a token reaches only what its scope opens; the rest is a person's
         on_startup=[on_startup],
         on_shutdown=[on_shutdown],
         openapi_config=OpenAPIConfig(
@@ -82,5 +85,7 @@ def create_app(*, database_url: str | None = None, run_hooks: bool = True, pool:
             render_plugins=[SwaggerRenderPlugin()],
         ),
         request_max_body_size=get_settings().max_upload_bytes + 1024 * 1024,
+        allowed_hosts=allowed_hosts_config(),  # DNS rebinding to the localhost API answers 400
+        middleware=[OriginGuard()],  # a cookie-signed change must come from our own origin
         debug=False,
     )

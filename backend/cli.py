@@ -16,6 +16,7 @@ app.add_typer(bench_app, name="bench")
 CLI_MODULES = [
     "backend.cli_core",
     "backend.serve",
+    "backend.system_cli",
     "backend.demo.cli",
     "backend.records.cli",
     "backend.audit.cli",

@@ -14,6 +14,12 @@ def _scanner_suite() -> dict:
     return bench_scan()
 
 
+def _injection_suite() -> dict:
+    from backend.injection.harness.evaluate import run, summary
+
+    return summary(run())
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.callback(invoke_without_command=True)
     def bench_all(ctx: typer.Context, json_out: bool = typer.Option(False, "--json")) -> None:
@@ -22,3 +28,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             bench.run_suites(sorted(bench.SUITES), json_out)
 
     bench.add_suite(bench_app, "scanner", _scanner_suite, "Injection scanner throughput (cells per second).")
+    bench.add_suite(
+        bench_app,
+        "injection",
+        _injection_suite,
+        "Injection scanner recall and false positives on public corpora (python -m backend.injection.evaluate).",
+    )

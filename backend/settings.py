@@ -24,7 +24,13 @@ class Settings(BaseSettings):
     api_port: int = 8400
     console_port: int = 8401
     api_base_url: str | None = None  # what the console calls; defaults to http://host:api_port
-    secure_cookies: bool = False  # True behind TLS; the cookie is always HttpOnly + SameSite=Strict
+    # Where people's browsers reach the API and the console. Their origins are the only ones a cookie-signed
+    # request may come from (CSRF), their hosts join the Host allow-list (DNS rebinding), and an https
+    # public URL makes the session cookie `secure`.
+    public_url: str | None = None  # defaults to api_base_url
+    console_url: str | None = None  # defaults to http://host:console_port
+    allowed_hosts: list[str] = []  # further Host names the API answers to (JSON list in the environment)
+    secure_cookies: bool = False  # force `secure` even when the public URL is http; always HttpOnly + Strict
 
     # sandbox
     libvirt_uri: str = "qemu:///system"
@@ -47,6 +53,8 @@ class Settings(BaseSettings):
     max_actions_per_run: int = 500
     max_code_bytes: int = 200_000
     stdout_cap_bytes: int = 1_000_000
+    max_schedules_per_company: int = 20
+    min_schedule_interval_minutes: int = 15  # a cron firing more often than this is refused
 
     # drive / staging
     max_upload_bytes: int = 100 * 1024 * 1024
@@ -63,6 +71,10 @@ class Settings(BaseSettings):
     # auth
     login_attempts_per_window: int = 5
     login_window_seconds: int = 60
+    login_attempts_per_ip: int = 20  # failed sign-ins per window from one address, across e-mails
+    login_attempts_keep_windows: int = 10  # attempts older than this many windows are pruned
+    login_hash_concurrency: int = 2  # password checks at once (argon2: 64 MiB and a core each)
+    login_hash_queue: int = 32  # sign-ins waiting for a check before new ones are turned away
     session_hours: int = 12
 
     @property
@@ -80,6 +92,19 @@ class Settings(BaseSettings):
     @property
     def effective_api_base_url(self) -> str:
         return self.api_base_url or f"http://{self.host}:{self.api_port}"
+
+    @property
+    def effective_public_url(self) -> str:
+        return self.public_url or self.effective_api_base_url
+
+    @property
+    def effective_console_url(self) -> str:
+        return self.console_url or f"http://{self.host}:{self.console_port}"
+
+    @property
+    def cookies_secure(self) -> bool:
+        """A session cookie sent over plain http from an https deployment is a stolen session."""
+        return self.secure_cookies or self.effective_public_url.lower().startswith("https://")
 
 
 @lru_cache(maxsize=1)

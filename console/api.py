@@ -1,12 +1,15 @@
 """The console's only way to the backend: an httpx client of the HTTP API (docs/api.md).
 
 Each browser user's session token lives in NiceGUI's `app.storage.user`; every call sends it as the
-API's session cookie. Tests inject a transport (e.g. `httpx.ASGITransport` around the Litestar app).
+API's session cookie, with the console's own Origin (the API refuses cookie-signed changes from any other
+origin). The API hands the session out only in the Set-Cookie of the sign-in response.
+Tests inject a transport (e.g. `httpx.ASGITransport` around the Litestar app).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from http.cookies import CookieError, SimpleCookie
 from typing import Any
 
 import httpx
@@ -63,11 +66,33 @@ def _detail_text(detail: Any) -> str:
     return str(detail)
 
 
+def _console_origin() -> str:
+    from backend.settings import get_settings
+    from backend.tenancy.origin import origin_of
+
+    return origin_of(get_settings().effective_console_url) or ""
+
+
 @dataclass
 class ApiConfig:
     base_url: str
     transport: httpx.AsyncBaseTransport | None = None
     timeout: float = 30.0
+    origin: str = field(default_factory=_console_origin)  # sent as Origin: the API trusts the console's
+
+
+def session_from_set_cookie(response: httpx.Response) -> str | None:
+    """The session secret from the sign-in response's Set-Cookie (read here, not through a cookie jar,
+    so a `secure` cookie still reaches a console that talks to the API over local http)."""
+    for header in response.headers.get_list("set-cookie"):
+        jar: SimpleCookie = SimpleCookie()
+        try:
+            jar.load(header)
+        except CookieError:
+            continue
+        if SESSION_COOKIE in jar and jar[SESSION_COOKIE].value:
+            return jar[SESSION_COOKIE].value
+    return None
 
 
 class Api:
@@ -85,6 +110,8 @@ class Api:
 
     async def raw(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         headers = dict(kwargs.pop("headers", {}) or {})
+        if self.config.origin:
+            headers.setdefault("Origin", self.config.origin)
         if self.session:
             headers["Cookie"] = f"{SESSION_COOKIE}={self.session}"
         params = kwargs.pop("params", None)
@@ -108,9 +135,11 @@ class Api:
 
     # identity
     async def login(self, email: str, password: str) -> dict[str, Any]:
-        body = await self.request("POST", "/api/auth/login", json={"email": email, "password": password})
-        self.session = body["session"]
-        return body
+        response = await self.raw("POST", "/api/auth/login", json={"email": email, "password": password})
+        self.session = session_from_set_cookie(response)
+        if not self.session:
+            raise ApiError(response.status_code, "error", "the API signed in but set no session cookie")
+        return response.json()
 
     async def logout(self) -> None:
         await self.request("POST", "/api/auth/logout")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from nicegui import ui
+from fastapi import FastAPI
+from nicegui import app, ui
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from backend.settings import get_settings
+from backend.settings import Settings, get_settings
+from backend.tenancy.origin import host_names
 from console import pages, session, theme
 from console.api import ApiConfig
 
@@ -29,9 +32,16 @@ def storage_secret(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
+def guard_hosts(fastapi_app: FastAPI, settings: Settings) -> None:
+    """DNS rebinding: a page on evil.example, re-pointed at 127.0.0.1, would drive the console (and sign in
+    with a known password). The console answers only to the names the API does; others get 400."""
+    fastapi_app.add_middleware(TrustedHostMiddleware, allowed_hosts=host_names(settings), www_redirect=False)
+
+
 def run() -> None:
     settings = get_settings()
     build(ApiConfig(settings.effective_api_base_url))
+    guard_hosts(app, settings)
     ui.run(
         host=settings.host,
         port=settings.console_port,

@@ -26,6 +26,7 @@ STATUS_COLORS = {
     "timed_out": "negative",
     "out_of_memory": "negative",
     "error": "negative",
+    "cancelled": "grey",
     "rejected": "grey",
     "pending": "orange",
     "accepted": "positive",
@@ -43,6 +44,7 @@ RUN_STATUSES = [
     "timed_out",
     "out_of_memory",
     "error",
+    "cancelled",
     "rejected",
 ]
 ACTIVE_STATUSES = {"queued", "running"}

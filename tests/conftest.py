@@ -16,6 +16,8 @@ import pytest
 _DATA = Path(tempfile.mkdtemp(prefix="cleanroom-test-"))
 os.environ.setdefault("CLEANROOM_DATA_DIR", str(_DATA))
 os.environ.setdefault("CLEANROOM_LOGIN_ATTEMPTS_PER_WINDOW", "5")
+# the Host names the in-process test clients use (Litestar's and the console tests' ASGI transport)
+os.environ.setdefault("CLEANROOM_ALLOWED_HOSTS", '["testserver.local", "api.test"]')
 
 from backend import db  # noqa: E402
 from backend.settings import get_settings  # noqa: E402
@@ -137,7 +139,15 @@ async def client(demo_db: str) -> AsyncIterator[object]:
 
     app = create_app(database_url=demo_db, run_hooks=False, pool=False)
     async with AsyncTestClient(app=app) as test_client:
+        test_client.headers["origin"] = console_origin()  # as the console sends it (the CSRF rule)
         yield test_client
+
+
+def console_origin() -> str:
+    """The Origin the API trusts for cookie-signed changes: the console's."""
+    from backend.tenancy.origin import origin_of
+
+    return origin_of(get_settings().effective_console_url) or ""
 
 
 async def login(client: object, email: str, password: str = "demo") -> dict:
@@ -153,3 +163,22 @@ async def token_for(client: object, email: str) -> dict[str, str]:
     assert response.status_code == 201, response.text
     client.cookies.clear()  # type: ignore[attr-defined]
     return {"Authorization": f"Bearer {response.json()['token']}"}
+
+
+async def approve_as(client: object, email: str, run: dict | int, **body: object) -> object:
+    """A person approves the way the console does: signed in (a session cookie, no token) and sending the
+    hashes of the code and staged data shown on the approval screen (`run` is the proposal's JSON, or an
+    id to read it as that person). Leaves the client signed in as `email`."""
+    await login(client, email)
+    if isinstance(run, int):
+        run = (await client.get(f"/api/runs/{run}")).json()  # type: ignore[attr-defined]
+    hashes = {"code_sha256": run.get("code_sha256"), "bundle_sha256": run.get("bundle_sha256")}
+    return await client.post(f"/api/runs/{run['id']}/approve", json={**hashes, **body})  # type: ignore[attr-defined]
+
+
+async def decide_item_as(
+    client: object, email: str, item_id: int, decision: str = "accept", **kwargs: object
+) -> object:
+    """A person accepts or rejects one proposed change, signed in. Leaves the client signed in as `email`."""
+    await login(client, email)
+    return await client.post(f"/api/action-items/{item_id}/{decision}", **kwargs)  # type: ignore[attr-defined]

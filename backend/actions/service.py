@@ -18,9 +18,10 @@ from backend.actions.tables import ActionItem
 from backend.audit import service as audit
 from backend.db import engine
 from backend.errors import Conflict, Forbidden, NotFound
-from backend.records.datasets import DATASETS, Dataset
+from backend.records.datasets import DATASETS, REFERENCES, Dataset
 from backend.records.visibility import visible_where
 from backend.runs import gates
+from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.tenancy.context import UserContext
 
@@ -151,6 +152,27 @@ async def _check_permission(ctx: UserContext, parsed: dict[str, Any]) -> dict[st
     return None
 
 
+async def _check_bounds(ctx: UserContext, run: dict[str, Any], parsed: dict[str, Any]) -> None:
+    """A change stays inside what was approved: only a dataset the run staged, and reference fields that
+    point to a record of the run's company (never another company's id)."""
+    staged = list(run["datasets"] or [])
+    if parsed["dataset"] not in staged:
+        raise ItemProblem(
+            f"run {run['id']} staged only {', '.join(staged) or 'no datasets'}; "
+            f"a change to {parsed['dataset']} is outside the scope that was approved"
+        )
+    for field, value in parsed["changes"].items():
+        target = REFERENCES.get(field)
+        if target is None or value is None:
+            continue
+        table = DATASETS[target].table
+        found = 0 < value < 2**31 and await table.exists().where(
+            (table.id == value) & (table.company == ctx.company_id)
+        )
+        if not found:
+            raise ItemProblem(f"{field} {value} does not point to a record in {target} of this company")
+
+
 async def ingest(run: dict[str, Any], entries: Any, requester: UserContext) -> str | None:
     """Turn a run's parsed actions.json into items. Returns a note for the run (e.g. over the cap)."""
     cap = get_settings().max_actions_per_run
@@ -178,6 +200,7 @@ async def ingest(run: dict[str, Any], entries: Any, requester: UserContext) -> s
                 reason=parsed["reason"],
             )
             record = await _check_permission(requester, parsed)
+            await _check_bounds(requester, run, parsed)
             if record is not None:
                 item["before"] = {f: _json_value(record.get(f)) for f in parsed["changes"]}
                 staged = versions.setdefault(
@@ -191,7 +214,12 @@ async def ingest(run: dict[str, Any], entries: Any, requester: UserContext) -> s
     return note
 
 
-def item_payload(row: dict[str, Any]) -> dict[str, Any]:
+def _unreviewed(run: dict[str, Any] | None) -> bool:
+    """A run no person approved: a follow-up let through by an earlier approval's grant."""
+    return run is not None and run["narrowed_from"] is not None
+
+
+def item_payload(row: dict[str, Any], *, unreviewed_run: bool = False) -> dict[str, Any]:
     return {
         "id": row["id"],
         "run_id": row["run"],
@@ -208,20 +236,22 @@ def item_payload(row: dict[str, Any]) -> dict[str, Any]:
         "decided_by": row["decided_by"],
         "decided_at": row["decided_at"],
         "created_record_id": row["created_record_id"],
+        # the run that proposed this change ran without a person reviewing its code
+        "unreviewed_run": unreviewed_run,
     }
 
 
 async def list_items(ctx: UserContext, run_id: int) -> list[dict[str, Any]]:
     from backend.runs.service import get_run_row
 
-    await get_run_row(ctx, run_id)
+    run = await get_run_row(ctx, run_id)
     rows = (
         await ActionItem.select()
         .where(ActionItem.run == run_id)
         .order_by(ActionItem.index)
         .output(load_json=True)
     )
-    return [item_payload(r) for r in rows]
+    return [item_payload(r, unreviewed_run=_unreviewed(run)) for r in rows]
 
 
 async def _visible_item(ctx: UserContext, item_id: int) -> dict[str, Any]:
@@ -252,6 +282,8 @@ async def _item_for(ctx: UserContext, item_id: int) -> dict[str, Any]:
 async def _decide(
     item_id: int, status: str, ctx: UserContext, problem: str | None = None, **extra: Any
 ) -> None:
+    """Decide a pending item. Conditional on it still being pending, so of two concurrent decisions exactly
+    one lands; the other gets 409 (and, inside the caller's transaction, rolls back whatever it began)."""
     values = {
         ActionItem.status: status,
         ActionItem.decided_by: ctx.email,
@@ -260,10 +292,17 @@ async def _decide(
     }
     for key, value in extra.items():
         values[getattr(ActionItem, key)] = value
-    await ActionItem.update(values).where(ActionItem.id == item_id)
+    decided = (
+        await ActionItem.update(values)
+        .where((ActionItem.id == item_id) & (ActionItem.status == "pending"))
+        .returning(ActionItem.id)
+    )
+    if not decided:
+        raise Conflict(f"action item {item_id} was decided meanwhile; nothing was written")
 
 
 async def accept(ctx: UserContext, item_id: int) -> dict[str, Any]:
+    ctx.require_person("accepting a proposed change")
     row = await _item_for(ctx, item_id)
     entry = {"op": row["op"], "dataset": row["dataset"], "changes": row["changes"], "reason": row["reason"]}
     if row["op"] == "update":
@@ -272,6 +311,10 @@ async def accept(ctx: UserContext, item_id: int) -> dict[str, Any]:
     try:
         parsed = parse_entry(entry)  # writable fields and value types, again
         await _check_permission(ctx, parsed)  # the decider's edit permission and the record's visibility, now
+        run = (
+            await Run.select(Run.id, Run.datasets).where(Run.id == row["run"]).output(load_json=True).first()
+        )
+        await _check_bounds(ctx, run, parsed)  # the run's scope, and references inside the company, now
     except ItemProblem as exc:
         await audit.record(
             "action.refused",
@@ -287,23 +330,26 @@ async def accept(ctx: UserContext, item_id: int) -> dict[str, Any]:
     table = dataset.table
     if row["op"] == "update":
         async with engine().transaction():
-            current = await table.select(table.version).where(table.id == row["record_id"]).first()
-            if current is None or current["version"] != row["staged_version"]:
+            # claim the item first (a write, so SQLite serialises the two writers instead of failing one)
+            await _decide(item_id, "accepted", ctx)
+            values[table.version] = row["staged_version"] + 1
+            values[table.updated_at] = now
+            written = (
+                await table.update(values)
+                .where((table.id == row["record_id"]) & (table.version == row["staged_version"]))
+                .returning(table.id)
+            )
+            conflict = not written
+            if conflict:
+                current = await table.select(table.version).where(table.id == row["record_id"]).first()
                 found = current["version"] if current else "deleted"
                 problem = (
                     f"the record changed since it was staged (staged version {row['staged_version']}, now {found}); "
                     "nothing was written"
                 )
-                await _decide(item_id, "conflict", ctx, problem)
-                conflict = True
-            else:
-                values[table.version] = row["staged_version"] + 1
-                values[table.updated_at] = now
-                await table.update(values).where(
-                    (table.id == row["record_id"]) & (table.version == row["staged_version"])
+                await ActionItem.update({ActionItem.status: "conflict", ActionItem.problem: problem}).where(
+                    ActionItem.id == item_id
                 )
-                await _decide(item_id, "accepted", ctx)
-                conflict = False
         if conflict:
             await audit.record(
                 "action.conflict",
@@ -327,9 +373,11 @@ async def accept(ctx: UserContext, item_id: int) -> dict[str, Any]:
         )
         for column, value in values.items():
             setattr(record, column._meta.name, value)
-        await record.save()
-        created = record.id
-        await _decide(item_id, "accepted", ctx, created_record_id=created)
+        async with engine().transaction():
+            await _decide(item_id, "accepted", ctx)  # first: a second accept stops here and creates nothing
+            await record.save()
+            created = record.id
+            await ActionItem.update({ActionItem.created_record_id: created}).where(ActionItem.id == item_id)
     await audit.record(
         "action.accepted",
         actor=ctx.email,
@@ -348,6 +396,7 @@ async def accept(ctx: UserContext, item_id: int) -> dict[str, Any]:
 
 
 async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> dict[str, Any]:
+    ctx.require_person("rejecting a proposed change")
     row = await _item_for(ctx, item_id)
     await _decide(item_id, "rejected", ctx, (reason or "").strip()[:2000] or None)
     await audit.record(
@@ -362,4 +411,6 @@ async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> d
 
 
 async def get_item(ctx: UserContext, item_id: int) -> dict[str, Any]:
-    return item_payload(await _visible_item(ctx, item_id))
+    row = await _visible_item(ctx, item_id)
+    run = await Run.select(Run.narrowed_from).where(Run.id == row["run"]).first()
+    return item_payload(row, unreviewed_run=_unreviewed(run))

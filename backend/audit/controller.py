@@ -42,13 +42,16 @@ class AuditController(Controller):
 
     @post("/verify", status_code=200)
     async def verify(self, user: UserContext) -> dict[str, Any]:
+        """The caller's company's own chain only: no global count or head, no reading other companies'
+        entries. The whole chain and its anchor are the operator's check: `cleanroom audit verify`."""
         if not user.is_admin:
             raise Forbidden("only a company admin can verify the audit chain")
-        result = await service.verify()
+        result = await service.verify_company(user.company_id)
         return {
             "ok": result.ok,
+            "scope": "company",
             "checked": result.checked,
             "first_bad_seq": result.first_bad_seq,
             "reason": result.reason,
-            "head_hash": result.head_hash,
+            "head_hash": result.head_hash,  # the company chain's head
         }

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from backend.audit import anchor
 from backend.audit.tables import AuditEntry
 from backend.hashing import sha256_json
 
 GENESIS = "0" * 64
-_lock = asyncio.Lock()
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def _lock() -> asyncio.Lock:
+    """One append at a time per event loop (an asyncio.Lock belongs to the loop it first waited on)."""
+    loop = asyncio.get_running_loop()
+    lock = _locks.get(loop)
+    if lock is None:
+        lock = _locks[loop] = asyncio.Lock()
+    return lock
 
 
 def _utc(at: datetime) -> str:
@@ -24,19 +35,33 @@ def _load(data: Any) -> Any:
 
 
 def entry_hash(entry: dict[str, Any]) -> str:
-    return sha256_json(
-        {
-            "seq": entry["seq"],
-            "at": _utc(entry["at"]),
-            "company_id": entry["company_id"],
-            "actor": entry["actor"],
-            "action": entry["action"],
-            "subject_type": entry["subject_type"],
-            "subject_id": str(entry["subject_id"]),
-            "data": _load(entry["data"]),
-            "prev_hash": entry["prev_hash"],
-        }
+    body = {
+        "seq": entry["seq"],
+        "at": _utc(entry["at"]),
+        "company_id": entry["company_id"],
+        "actor": entry["actor"],
+        "action": entry["action"],
+        "subject_type": entry["subject_type"],
+        "subject_id": str(entry["subject_id"]),
+        "data": _load(entry["data"]),
+        "prev_hash": entry["prev_hash"],
+    }
+    if entry.get("company_prev_hash") is not None:  # absent on entries older than the company chains
+        body["company_prev_hash"] = entry["company_prev_hash"]
+    return sha256_json(body)
+
+
+async def _company_tail(company_id: int | None) -> str | None:
+    """The hash this company's next entry links to; None for entries of no company (system)."""
+    if company_id is None:
+        return None
+    last = (
+        await AuditEntry.select(AuditEntry.hash)
+        .where(AuditEntry.company_id == company_id)
+        .order_by(AuditEntry.seq, ascending=False)
+        .first()
     )
+    return last["hash"] if last else GENESIS
 
 
 async def record(
@@ -48,7 +73,7 @@ async def record(
     subject_id: Any = "",
     data: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    async with _lock:
+    async with _lock():
         for attempt in range(5):
             last = (
                 await AuditEntry.select(AuditEntry.seq, AuditEntry.hash)
@@ -65,15 +90,18 @@ async def record(
                 "subject_id": str(subject_id),
                 "data": json.loads(json.dumps(data or {}, default=str)),
                 "prev_hash": last["hash"] if last else GENESIS,
+                "company_prev_hash": await _company_tail(company_id),
             }
             entry["hash"] = entry_hash(entry)
             try:
                 await AuditEntry.insert(AuditEntry(**entry))
-                return entry
             except Exception:  # another process took this seq (unique); read the new tail and retry
                 if attempt == 4:
                     raise
                 await asyncio.sleep(0.05 * (attempt + 1))
+                continue
+            await asyncio.to_thread(anchor.append, entry["seq"], entry["hash"])
+            return entry
     raise RuntimeError("unreachable")
 
 
@@ -87,6 +115,43 @@ class VerifyResult:
 
 
 async def verify() -> VerifyResult:
+    """The whole chain (every company's entries: the operator's check, `cleanroom audit verify`), then
+    the table against the head anchored outside it, which notices the newest entries being deleted."""
+    result = await _verify_chain()
+    if not result.ok:
+        return result
+    table = {r["seq"]: r["hash"] for r in await AuditEntry.select(AuditEntry.seq, AuditEntry.hash)}
+    problem = await asyncio.to_thread(anchor.check, table)
+    if problem:
+        bad_seq, reason = problem
+        return VerifyResult(False, result.checked, bad_seq, reason, result.head_hash)
+    return result
+
+
+async def verify_company(company_id: int) -> VerifyResult:
+    """One company's own chain, read from its entries alone: each entry's hash, and its link to the
+    company's previous entry. What a company admin may run; it says nothing about other companies."""
+    expected_prev = GENESIS
+    checked = 0
+    rows = await AuditEntry.select().where(AuditEntry.company_id == company_id).order_by(AuditEntry.seq)
+    for row in rows:
+        if entry_hash(row) != row["hash"]:
+            return VerifyResult(
+                False, checked, row["seq"], "content does not match its hash (the entry was altered)"
+            )
+        if row["company_prev_hash"] is not None and row["company_prev_hash"] != expected_prev:
+            return VerifyResult(
+                False,
+                checked,
+                row["seq"],
+                "it does not link to the company's previous entry (an entry before it was deleted or altered)",
+            )
+        expected_prev = row["hash"]
+        checked += 1
+    return VerifyResult(True, checked, head_hash=expected_prev if checked else None)
+
+
+async def _verify_chain() -> VerifyResult:
     expected_prev = GENESIS
     expected_seq = 1
     checked = 0

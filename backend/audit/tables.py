@@ -14,6 +14,8 @@ class AuditEntry(Table):
     subject_id = Varchar(length=64, default="")
     data = JSON(default={})
     prev_hash = Varchar(length=64)
+    # the hash of this company's previous entry (GENESIS for its first): the company's own chain
+    company_prev_hash = Varchar(length=64, null=True, default=None)
     hash = Varchar(length=64)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from piccolo.table import Table
 
 from backend import db
+from backend.audit import anchor as audit_anchor
 from backend.audit import service as audit
 from backend.records import tables as rt
 from backend.tenancy.service import hash_password
@@ -671,6 +672,7 @@ async def seed(reset: bool = False) -> dict[str, Any]:
     """Create Acme Analytics and Globex. Returns a summary; does nothing if data exists and reset is False."""
     if reset:
         await db.drop_schema()
+        audit_anchor.retire()  # a new chain starts; the old one's anchor is kept, renamed
     await db.create_schema()
     if await Company.count() > 0:
         return {"seeded": False, "reason": "the database already has companies; use --reset to start over"}

@@ -10,7 +10,7 @@ from litestar.params import Body
 from pydantic import BaseModel, Field
 
 from backend.drive import service
-from backend.tenancy.auth import provide_user
+from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
 
 
@@ -31,6 +31,7 @@ class DriveController(Controller):
     path = "/api/drive"
     tags = ["drive"]
     dependencies = {"user": Provide(provide_user)}
+    opt = ASSISTANT_OK  # reading and uploading: open to the assistant's token
 
     @get("/folders")
     async def folders(self, user: UserContext, parent_id: int | None = None) -> list[dict[str, Any]]:

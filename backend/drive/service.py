@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -77,8 +78,16 @@ def file_payload(row: dict[str, Any]) -> dict[str, Any]:
         "owner_id": row["owner"],
         "visibility": row["visibility"],
         "run_id": row["run_id"],
+        "source_datasets": source_tags(row.get("source_datasets")),
         "created_at": row["created_at"],
     }
+
+
+def source_tags(value: Any) -> list[str]:
+    """The datasets a run's output was computed from (stored as JSON text on SQLite)."""
+    if isinstance(value, str):
+        value = json.loads(value or "[]")
+    return sorted(value or [])
 
 
 async def create_folder(
@@ -88,7 +97,9 @@ async def create_folder(
     parent_id: int | None = None,
     visibility: str = "private",
     run_id: int | None = None,
+    source_datasets: list[str] | None = None,
 ) -> dict[str, Any]:
+    """`source_datasets`: for a run's output folder, the datasets the run read (see owned_rows_where)."""
     name = _check_name(name)
     if parent_id is not None:
         await get_folder(ctx, parent_id)
@@ -103,9 +114,17 @@ async def create_folder(
         name=name,
         parent_id=parent_id,
         run_id=run_id,
+        source_datasets=sorted(set(source_datasets or [])),
     )
     await folder.save()
-    return {"id": folder.id, "name": name, "parent_id": parent_id, "visibility": visibility, "run_id": run_id}
+    return {
+        "id": folder.id,
+        "name": name,
+        "parent_id": parent_id,
+        "visibility": visibility,
+        "run_id": run_id,
+        "source_datasets": sorted(set(source_datasets or [])),
+    }
 
 
 async def get_folder(ctx: UserContext, folder_id: int) -> dict[str, Any]:
@@ -131,6 +150,7 @@ async def list_folders(ctx: UserContext, parent_id: int | None = None) -> list[d
             "parent_id": r["parent_id"],
             "visibility": r["visibility"],
             "run_id": r["run_id"],
+            "source_datasets": source_tags(r["source_datasets"]),
         }
         for r in await query.order_by(DriveFolder.name)
     ]
@@ -145,7 +165,10 @@ async def upload(
     visibility: str = "private",
     run_id: int | None = None,
     audit_actor: str | None = None,
+    source_datasets: list[str] | None = None,
 ) -> dict[str, Any]:
+    """`source_datasets`: for a run's output, the datasets it was computed from; only people who may read
+    every one of them (and admins) see the file."""
     limit = get_settings().max_upload_bytes
     if len(data) > limit:
         raise TooLarge(f"{name} is {len(data):,} bytes; the limit per file is {limit:,} bytes")
@@ -168,6 +191,7 @@ async def upload(
         sha256=digest,
         kind=drive_kind(data, name),
         run_id=run_id,
+        source_datasets=sorted(set(source_datasets or [])),
     )
     await row.save()
     await audit.record(
@@ -176,7 +200,13 @@ async def upload(
         company_id=ctx.company_id,
         subject_type="drive_file",
         subject_id=row.id,
-        data={"name": name, "size": len(data), "sha256": digest, "folder_id": folder_id},
+        data={
+            "name": name,
+            "size": len(data),
+            "sha256": digest,
+            "folder_id": folder_id,
+            **({"source_datasets": sorted(set(source_datasets))} if source_datasets else {}),
+        },
     )
     return file_payload(await DriveFile.select().where(DriveFile.id == row.id).first())
 

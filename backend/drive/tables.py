@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from piccolo.columns import BigInt, ForeignKey, Integer, Varchar
+from piccolo.columns import JSON, BigInt, ForeignKey, Integer, Varchar
 from piccolo.table import Table
 
 from backend.records.tables import RecordColumns
@@ -10,6 +10,7 @@ class DriveFolder(RecordColumns, Table):
     name = Varchar(length=200)
     parent_id = BigInt(null=True, default=None)
     run_id = Integer(null=True, default=None)  # set for the folder holding a run's outputs
+    source_datasets = JSON(default=[])  # a run's output: readable only with read on every one of these
 
 
 class DriveFile(RecordColumns, Table):
@@ -21,6 +22,7 @@ class DriveFile(RecordColumns, Table):
         length=20
     )  # sniffed from content: xlsx, ods, csv, pdf, image, text, markdown, json, binary
     run_id = Integer(null=True, default=None)
+    source_datasets = JSON(default=[])  # a run's output: readable only with read on every one of these
 
 
 TABLES = [DriveFolder, DriveFile]

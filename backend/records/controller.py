@@ -8,7 +8,7 @@ from litestar.params import Parameter
 
 from backend.records import service
 from backend.records.datasets import DATASETS
-from backend.tenancy.auth import provide_user
+from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
 
 RESERVED = {"page", "page_size", "sort"}
@@ -18,11 +18,18 @@ class RecordsController(Controller):
     path = "/api/records"
     tags = ["records"]
     dependencies = {"user": Provide(provide_user)}
+    opt = ASSISTANT_OK  # reading and uploading: open to the assistant's token
 
     @get("/")
     async def datasets(self, user: UserContext) -> list[dict[str, Any]]:
         return [
-            {"name": d.name, "label": d.label, "access": user.access(d.name), "fields": d.export_columns}
+            {
+                "name": d.name,
+                "label": d.label,
+                "access": user.access(d.name),
+                "fields": d.export_columns,
+                "types": d.export_types,
+            }
             for d in DATASETS.values()
         ]
 

@@ -44,6 +44,12 @@ class Dataset:
     def column_types(self) -> dict[str, str]:
         return {c._meta.name: type(c).__name__ for c in self.table._meta.columns}
 
+    @property
+    def export_types(self) -> dict[str, str]:
+        """Column type (Piccolo's name) of each export column; `owner_id`/`team_id` are their foreign keys."""
+        types = self.column_types
+        return {c: types.get(c, types.get(c.removesuffix("_id"), "Varchar")) for c in self.export_columns}
+
 
 DATASETS: dict[str, Dataset] = {
     d.name: d
@@ -120,3 +126,11 @@ DATASETS: dict[str, Dataset] = {
 }
 
 DATASET_NAMES = tuple(DATASETS)
+
+# Fields holding the id of another record, and the dataset that record lives in. A proposed change may set
+# one only to a record of the same company (checked when the item is made and again when it is accepted).
+REFERENCES: dict[str, str] = {
+    "account_id": "accounts",
+    "deal_id": "deals",
+    "related_deal_id": "deals",
+}

@@ -10,14 +10,17 @@ A user sees a row of a dataset when:
 Admins see every row of their company (they hold every dataset permission).
 
 Drive files and folders carry the same owner/team/visibility columns and go through `owned_rows_where`,
-the part of the rule that does not depend on a dataset permission.
+the part of the rule that does not depend on a dataset permission, plus one more condition: a run's output
+is tagged with the datasets the run read (`source_datasets`), and a non-admin sees it only while holding
+read on every one of them. So an output computed from `employees` stays hidden from a team manager without
+the HR permission, wherever Drive rows are listed, searched, downloaded or staged.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from piccolo.columns.combination import And, Or, Where
+from piccolo.columns.combination import And, Or, Where, WhereRaw
 from piccolo.table import Table
 
 from backend.errors import Forbidden, NotFound
@@ -56,7 +59,8 @@ def visible_where(ctx: UserContext, dataset: Dataset) -> Any:
 
 
 def owned_rows_where(ctx: UserContext, table: type[Table]) -> Any:
-    """Company, then company-wide / team / private, for any table with company, owner, team, visibility."""
+    """Company, then company-wide / team / private, for any table with company, owner, team, visibility;
+    for tables with `source_datasets` (Drive), also: no source dataset the user cannot read."""
     same_company: Where = table.company == ctx.company_id
     if ctx.is_admin:
         return same_company
@@ -65,7 +69,20 @@ def owned_rows_where(ctx: UserContext, table: type[Table]) -> Any:
         allowed = Or(allowed, And(table.visibility == "team", table.team.is_in(sorted(ctx.team_ids))))
     private_owners = sorted({ctx.user_id, *ctx.managed_user_ids})
     allowed = Or(allowed, And(table.visibility == "private", table.owner.is_in(private_owners)))
-    return And(same_company, allowed)
+    where = And(same_company, allowed)
+    if hasattr(table, "source_datasets"):
+        for name in sorted(DATASETS):
+            if not ctx.can(name, "read"):
+                where = And(where, _not_derived_from(table, name))
+    return where
+
+
+def _not_derived_from(table: type[Table], dataset: str) -> WhereRaw:
+    """Rows whose `source_datasets` JSON list does not contain `dataset`. The list is matched as text
+    (`"name"` with its quotes, LIKE wildcards escaped), which reads the same on SQLite and PostgreSQL."""
+    column = f'"{table._meta.tablename}"."source_datasets"'
+    escaped = dataset.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+    return WhereRaw(f"COALESCE(CAST({column} AS TEXT), '[]') NOT LIKE {{}} ESCAPE '!'", f'%"{escaped}"%')
 
 
 async def is_visible(ctx: UserContext, dataset: Dataset, record_id: int) -> bool:

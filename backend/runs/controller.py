@@ -13,7 +13,7 @@ from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.runs import gates, service
 from backend.schedules import service as schedules
-from backend.tenancy.auth import provide_user
+from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
 
 
@@ -31,11 +31,16 @@ class ProposalBody(BaseModel):
     datasets: list[str] = Field(default_factory=list, max_length=12)
     files: list[int] = Field(default_factory=list, max_length=50)
     limits: LimitsBody | None = None
+    # the person-approved run whose follow-up grant this run asks to use (same conversation); without it,
+    # or outside that grant, the run waits for approval like any other
+    followup_of: int | None = Field(default=None, ge=1)
 
 
 class ApproveBody(BaseModel):
-    code_sha256: str | None = None  # the hashes the approver saw; a mismatch refuses the approval
-    bundle_sha256: str | None = None
+    """The hashes the approver saw on the approval screen; a mismatch refuses the approval."""
+
+    code_sha256: str = Field(min_length=64, max_length=64, pattern="^[0-9a-f]{64}$")
+    bundle_sha256: str = Field(min_length=64, max_length=64, pattern="^[0-9a-f]{64}$")
 
 
 class ReasonBody(BaseModel):
@@ -58,7 +63,7 @@ class RunsController(Controller):
     tags = ["runs"]
     dependencies = {"user": Provide(provide_user)}
 
-    @post("/", status_code=201)
+    @post("/", status_code=201, opt=ASSISTANT_OK)
     async def propose(self, user: UserContext, data: ProposalBody) -> dict[str, Any]:
         return await service.propose(
             user,
@@ -69,9 +74,10 @@ class RunsController(Controller):
             datasets=data.datasets,
             file_ids=data.files,
             limits=data.limits.model_dump(exclude_none=True) if data.limits else None,
+            followup_of=data.followup_of,
         )
 
-    @get("/")
+    @get("/", opt=ASSISTANT_OK)
     async def list_runs(
         self,
         user: UserContext,
@@ -94,15 +100,12 @@ class RunsController(Controller):
             offset=offset,
         )
 
-    @get("/{run_id:int}")
+    @get("/{run_id:int}", opt=ASSISTANT_OK)
     async def detail(self, user: UserContext, run_id: int) -> dict[str, Any]:
         return await service.detail(user, run_id)
 
     @post("/{run_id:int}/approve", status_code=200)
-    async def approve(
-        self, user: UserContext, run_id: int, data: ApproveBody | None = None
-    ) -> dict[str, Any]:
-        data = data or ApproveBody()
+    async def approve(self, user: UserContext, run_id: int, data: ApproveBody) -> dict[str, Any]:
         return await service.approve(
             user, run_id, code_sha256=data.code_sha256, bundle_sha256=data.bundle_sha256
         )
@@ -111,15 +114,15 @@ class RunsController(Controller):
     async def reject(self, user: UserContext, run_id: int, data: ReasonBody | None = None) -> dict[str, Any]:
         return await service.reject(user, run_id, (data or ReasonBody()).reason)
 
-    @post("/{run_id:int}/revisions", status_code=201)
+    @post("/{run_id:int}/revisions", status_code=201, opt=ASSISTANT_OK)
     async def revise(self, user: UserContext, run_id: int, data: RevisionBody) -> dict[str, Any]:
         return await service.revise(user, run_id, code=data.code, plan=data.plan)
 
-    @get("/{run_id:int}/action-items")
+    @get("/{run_id:int}/action-items", opt=ASSISTANT_OK)
     async def action_items(self, user: UserContext, run_id: int) -> list[dict[str, Any]]:
         return await actions.list_items(user, run_id)
 
-    @get("/{run_id:int}/audit")
+    @get("/{run_id:int}/audit", opt=ASSISTANT_OK)
     async def run_audit(self, user: UserContext, run_id: int) -> list[dict[str, Any]]:
         await service.get_run_row(user, run_id)
         entries = await audit.search(user.company_id, subject_type="run", subject_id=str(run_id), limit=500)
@@ -131,7 +134,7 @@ class ActionItemsController(Controller):
     tags = ["actions"]
     dependencies = {"user": Provide(provide_user)}
 
-    @get("/{item_id:int}")
+    @get("/{item_id:int}", opt=ASSISTANT_OK)
     async def get_item(self, user: UserContext, item_id: int) -> dict[str, Any]:
         await gates.require_feature(user.company_id)
         return await actions.get_item(user, item_id)
@@ -150,7 +153,7 @@ class CreditsController(Controller):
     tags = ["credits"]
     dependencies = {"user": Provide(provide_user)}
 
-    @get("/")
+    @get("/", opt=ASSISTANT_OK)
     async def usage(self, user: UserContext) -> dict[str, Any]:
         data = await credits.usage(user.company_id)
         if not user.is_admin:  # members see the pool, not who spent it
@@ -168,7 +171,7 @@ class SchedulesController(Controller):
     async def create(self, user: UserContext, data: ScheduleBody) -> dict[str, Any]:
         return await schedules.create(user, data.run_id, data.cron, data.timezone)
 
-    @get("/")
+    @get("/", opt=ASSISTANT_OK)
     async def list_schedules(self, user: UserContext) -> list[dict[str, Any]]:
         return await schedules.list_schedules(user)
 

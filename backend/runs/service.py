@@ -6,7 +6,7 @@ import ast
 import difflib
 import shutil
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -116,28 +116,104 @@ def _covers(
     )
 
 
-async def _narrowing_parent(
-    ctx: UserContext, conversation_id: str, datasets: list[str], file_ids: list[int], limits: dict[str, int]
-) -> dict[str, Any] | None:
-    """An approved run of this user in this conversation whose scope covers the new one (scope only narrows)."""
-    candidates = (
+SYSTEM_APPROVERS = ("followup:", "schedule:")  # approvals no person gave
+
+
+def grant_fields(company: dict[str, Any], now: datetime | None = None) -> dict[Any, Any]:
+    """The follow-up grant a person's approval gives, per the company setting at that moment: none when
+    the setting is off; else an expiry (now + followup_grant_hours) and a cap (followup_grant_max_runs)."""
+    if not company["followup_without_reapproval"]:
+        return {Run.followup_grant_expires_at: None, Run.followup_grant_max_runs: 0}
+    now = now or _now()
+    return {
+        Run.followup_grant_expires_at: now + timedelta(hours=company["followup_grant_hours"]),
+        Run.followup_grant_max_runs: company["followup_grant_max_runs"],
+    }
+
+
+def followup_grant(row: dict[str, Any], company: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The grant a run's approval gave, as the run detail shows it (None when it gave none)."""
+    if row["followup_grant_expires_at"] is None or not row["followup_grant_max_runs"]:
+        return None
+    expires = row["followup_grant_expires_at"]
+    used = row["followup_grant_used"] or 0
+    active = expires > _now() and used < row["followup_grant_max_runs"]
+    if company is not None:
+        active = active and bool(company["followup_without_reapproval"])
+    return {
+        "expires_at": expires,
+        "max_runs": row["followup_grant_max_runs"],
+        "used": used,
+        "active": active,
+        "conversation_id": row["conversation_id"],
+        "datasets": row["datasets"],
+        "file_ids": row["file_ids"],
+        "limits": row["limits"],
+    }
+
+
+async def _grant_refusal(
+    ctx: UserContext,
+    company: dict[str, Any],
+    followup_of: int,
+    conversation_id: str,
+    datasets: list[str],
+    file_ids: list[int],
+    limits: dict[str, int],
+) -> str | None:
+    """Why run `followup_of` cannot let this follow-up skip approval (None when its grant covers it)."""
+    if not company["followup_without_reapproval"]:
+        return "follow-ups without re-approval are turned off for this company"
+    parent = (
         await Run.select()
-        .where(
-            (Run.company == ctx.company_id)
-            & (Run.requested_by == ctx.user_id)
-            & (Run.conversation_id == conversation_id)
-            & (Run.approved_at.is_not_null())
-            & (Run.schedule_id.is_null())
-        )
-        .order_by(Run.id, ascending=False)
+        .where((Run.id == followup_of) & (Run.company == ctx.company_id) & (Run.requested_by == ctx.user_id))
         .output(load_json=True)
+        .first()
     )
-    for row in candidates:
-        if row["approved_by"] and row["approved_by"].startswith(("followup:", "schedule:")):
-            continue  # only a person's approval can be narrowed from
-        if _covers(row, datasets, file_ids, limits):
-            return row
+    if parent is None:  # another company's or another user's run: say nothing about it
+        return f"run {followup_of} is not one of your runs"
+    if parent["conversation_id"] != conversation_id:
+        return f"run {followup_of} belongs to another conversation"
+    if (
+        parent["approved_at"] is None
+        or parent["narrowed_from"] is not None
+        or parent["schedule_id"] is not None
+        or (parent["approved_by"] or "").startswith(SYSTEM_APPROVERS)
+    ):
+        return f"run {followup_of} was not approved by a person, so it grants no follow-ups"
+    if parent["followup_grant_expires_at"] is None or not parent["followup_grant_max_runs"]:
+        return f"the approval of run {followup_of} granted no follow-ups (the setting was off then)"
+    if parent["followup_grant_expires_at"] <= _now():
+        return f"the follow-up grant of run {followup_of} expired at {parent['followup_grant_expires_at'].isoformat()}"
+    if (parent["followup_grant_used"] or 0) >= parent["followup_grant_max_runs"]:
+        return (
+            f"the follow-up grant of run {followup_of} has been used "
+            f"{parent['followup_grant_max_runs']} time(s), its limit"
+        )
+    wider = sorted(set(datasets) - set(parent["datasets"]))
+    if wider:
+        return f"this follow-up reads datasets the approval of run {followup_of} did not cover: {wider}"
+    extra_files = sorted(set(file_ids) - set(parent["file_ids"]))
+    if extra_files:
+        return f"this follow-up reads files the approval of run {followup_of} did not cover: {extra_files}"
+    if not _covers(parent, datasets, file_ids, limits):
+        return f"this follow-up asks for higher limits than run {followup_of} was approved with"
     return None
+
+
+async def _claim_grant(parent_id: int) -> bool:
+    """Take one follow-up slot of the grant, atomically: one conditional update of the parent's counter,
+    so two parallel proposals cannot both take the last slot (row lock on PostgreSQL, one writer on SQLite)."""
+    claimed = (
+        await Run.update({Run.followup_grant_used: Run.followup_grant_used + 1})
+        .where(
+            (Run.id == parent_id)
+            & (Run.followup_grant_used < Run.followup_grant_max_runs)
+            & (Run.followup_grant_expires_at > _now())
+        )
+        .returning(Run.id)
+    )
+    return bool(claimed)
 
 
 async def propose(
@@ -151,6 +227,7 @@ async def propose(
     file_ids: list[int],
     limits: dict[str, Any] | None = None,
     actor: str | None = None,
+    followup_of: int | None = None,
 ) -> dict[str, Any]:
     company = await gates.require_code_execution(ctx.company_id)
     check_code(code)
@@ -200,27 +277,64 @@ async def propose(
             "file_ids": file_ids,
             "limits": run_limits,
             "findings": len(bundle.findings),
+            "followup_of": followup_of,
         },
     )
-    if company["followup_without_reapproval"]:
-        parent = await _narrowing_parent(ctx, conversation_id, datasets, file_ids, run_limits)
-        if parent is not None:
-            await _approve_row(
-                run.id,
-                by=f"followup:{parent['id']}",
-                company_id=ctx.company_id,
-                narrowed_from=parent["id"],
-                actor="system",
-            )
+    if followup_of is not None:
+        await _followup(ctx, company, run.id, followup_of, conversation_id, datasets, file_ids, run_limits)
     return await detail(ctx, run.id)
 
 
+async def _followup(
+    ctx: UserContext,
+    company: dict[str, Any],
+    run_id: int,
+    followup_of: int,
+    conversation_id: str,
+    datasets: list[str],
+    file_ids: list[int],
+    limits: dict[str, int],
+) -> None:
+    """A follow-up skips approval only inside the grant a person's approval of `followup_of` gave (same
+    user, same conversation, unexpired, runs left, scope a subset); otherwise it waits, saying why."""
+    note = await _grant_refusal(ctx, company, followup_of, conversation_id, datasets, file_ids, limits)
+    if note is None and not await _claim_grant(followup_of):
+        note = f"the follow-up grant of run {followup_of} expired or has no runs left"
+    if note is not None:
+        await Run.update({Run.followup_note: note}).where(Run.id == run_id)
+        await audit.record(
+            "run.followup_needs_approval",
+            actor="system",
+            company_id=ctx.company_id,
+            subject_type="run",
+            subject_id=run_id,
+            data={"followup_of": followup_of, "reason": note},
+        )
+        return
+    await _approve_row(
+        run_id,
+        by=f"followup:{followup_of}",
+        company_id=ctx.company_id,
+        narrowed_from=followup_of,
+        actor="system",
+    )
+
+
 async def _approve_row(
-    run_id: int, *, by: str, company_id: int, narrowed_from: int | None = None, actor: str
+    run_id: int,
+    *,
+    by: str,
+    company_id: int,
+    narrowed_from: int | None = None,
+    actor: str,
+    via: dict[str, Any] | None = None,
 ) -> None:
     row = await Run.select().where(Run.id == run_id).output(load_json=True).first()
     assert row is not None
     now = _now()
+    # only a person's approval grants follow-ups (per the company setting at this moment)
+    person = narrowed_from is None and not by.startswith(SYSTEM_APPROVERS)
+    grant = grant_fields(await gates.company(company_id), now) if person else {}
     await Run.update(
         {
             Run.status: "queued",
@@ -230,13 +344,20 @@ async def _approve_row(
             Run.approved_bundle_sha256: row["bundle_sha256"],
             Run.narrowed_from: narrowed_from,
             Run.updated_at: now,
+            **grant,
         }
     ).where((Run.id == run_id) & (Run.status == "awaiting_approval"))
     data: dict[str, Any] = {
         "code_sha256": sha256_text(row["code"]),
         "bundle_sha256": row["bundle_sha256"],
         "by": by,
+        **(via or {}),
     }
+    if grant.get(Run.followup_grant_expires_at) is not None:
+        data["followup_grant"] = {
+            "expires_at": grant[Run.followup_grant_expires_at].isoformat(),
+            "max_runs": grant[Run.followup_grant_max_runs],
+        }
     action = "run.approved"
     if narrowed_from is not None:
         action = "run.followup_auto_approved"
@@ -247,12 +368,19 @@ async def _approve_row(
 
 
 def _can_decide(ctx: UserContext, row: dict[str, Any]) -> bool:
-    return ctx.is_admin or row["requested_by"] == ctx.user_id
+    return ctx.is_person and (ctx.is_admin or row["requested_by"] == ctx.user_id)
 
 
-async def approve(
-    ctx: UserContext, run_id: int, *, code_sha256: str | None = None, bundle_sha256: str | None = None
-) -> dict[str, Any]:
+async def approve(ctx: UserContext, run_id: int, *, code_sha256: str, bundle_sha256: str) -> dict[str, Any]:
+    """A person approves exactly the code and the staged data they were shown: both hashes are required
+    and must match what is stored now."""
+    ctx.require_person("approving a run")
+    if not code_sha256 or not bundle_sha256:
+        raise Invalid(
+            "approving needs code_sha256 and bundle_sha256: the hashes of the code and of the staged data "
+            "you reviewed (the approval screen shows and sends them)",
+            code="hashes_required",
+        )
     row = await get_run_row(ctx, run_id)
     if not _can_decide(ctx, row):
         raise Forbidden("only the person who asked for this run or a company admin can approve it")
@@ -260,19 +388,20 @@ async def approve(
         raise Conflict(f"run {run_id} is {row['status']}, not awaiting approval")
     await gates.require_code_execution(ctx.company_id)
     await credits.require_minimum(ctx.company_id)
-    if code_sha256 is not None and code_sha256 != sha256_text(row["code"]):
+    if code_sha256 != sha256_text(row["code"]):
         raise Conflict(
             "the code changed since you looked at it; reload and review it again", code="hash_mismatch"
         )
-    if bundle_sha256 is not None and bundle_sha256 != row["bundle_sha256"]:
+    if bundle_sha256 != row["bundle_sha256"]:
         raise Conflict(
             "the staged data changed since you looked at it; reload and review it again", code="hash_mismatch"
         )
-    await _approve_row(run_id, by=ctx.email, company_id=ctx.company_id, actor=ctx.email)
+    await _approve_row(run_id, by=ctx.email, company_id=ctx.company_id, actor=ctx.actor, via=ctx.via())
     return await detail(ctx, run_id)
 
 
 async def reject(ctx: UserContext, run_id: int, reason: str | None) -> dict[str, Any]:
+    ctx.require_person("rejecting a run")
     row = await get_run_row(ctx, run_id)
     if not _can_decide(ctx, row):
         raise Forbidden("only the person who asked for this run or a company admin can reject it")
@@ -294,7 +423,7 @@ async def reject(ctx: UserContext, run_id: int, reason: str | None) -> dict[str,
         company_id=ctx.company_id,
         subject_type="run",
         subject_id=run_id,
-        data={"reason": reason or ""},
+        data={"reason": reason or "", **ctx.via()},
     )
     shutil.rmtree(row["bundle_dir"], ignore_errors=True)
     return await detail(ctx, run_id)
@@ -425,6 +554,16 @@ async def list_runs(
     return {"items": [await summary(r, emails) for r in rows[offset : offset + limit]], "total": len(rows)}
 
 
+def _staged_file_names(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Drive files a run staged, by id and name (from its manifest), for the follow-up grant."""
+    names: dict[int, str] = {}
+    for entry in (row["manifest"] or {}).get("files") or []:
+        source = entry.get("source") or {}
+        if source.get("type") == "drive_file" and source.get("drive_file_id") is not None:
+            names.setdefault(source["drive_file_id"], source.get("name") or "")
+    return [{"id": i, "name": names.get(i, "")} for i in row["file_ids"] or []]
+
+
 async def detail(ctx: UserContext, run_id: int) -> dict[str, Any]:
     from backend.actions.tables import ActionItem
     from backend.drive import service as drive
@@ -438,11 +577,26 @@ async def detail(ctx: UserContext, run_id: int) -> dict[str, Any]:
         prev = await Run.select(Run.code).where(Run.id == row["previous_attempt_id"]).first()
         diff = code_diff(prev["code"], row["code"]) if prev else None
     blocked = None
+    company = await gates.company(ctx.company_id)
+    grant_offer = None
     if row["status"] == "awaiting_approval":
         blocked = await credits.blocked_reason(ctx.company_id)
-        company = await gates.company(ctx.company_id)
         if not company["code_execution_enabled"]:
             blocked = "code execution is turned off for this company"
+        if company["followup_without_reapproval"]:  # what approving this run would grant, said before
+            fields = grant_fields(company)
+            grant_offer = {
+                "expires_at": fields[Run.followup_grant_expires_at],
+                "hours": company["followup_grant_hours"],
+                "max_runs": fields[Run.followup_grant_max_runs],
+                "conversation_id": row["conversation_id"],
+                "datasets": row["datasets"],
+                "file_ids": row["file_ids"],
+                "files": _staged_file_names(row),
+            }
+    grant = followup_grant(row, company)
+    if grant is not None:
+        grant["files"] = _staged_file_names(row)
     outputs = await drive.list_files(ctx, run_id=run_id) if row["status"] in FINISHED else []
     items = await ActionItem.count().where(ActionItem.run == run_id)
     return {
@@ -477,6 +631,9 @@ async def detail(ctx: UserContext, run_id: int) -> dict[str, Any]:
         if row["rejected_at"]
         else None,
         "narrowed_from": row["narrowed_from"],
+        "followup_grant": grant,
+        "followup_grant_on_approval": grant_offer,
+        "followup_note": row["followup_note"],
         "schedule_id": row["schedule_id"],
         "can_decide": row["status"] == "awaiting_approval" and _can_decide(ctx, row),
         "approve_blocked_reason": blocked,

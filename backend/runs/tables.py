@@ -15,8 +15,9 @@ STATUSES = (
     "timed_out",
     "out_of_memory",
     "error",
+    "cancelled",  # a gate was off when it was due to start (code execution, the write ability, credits)
 )
-FINISHED = ("succeeded", "failed", "timed_out", "out_of_memory", "error")
+FINISHED = ("succeeded", "failed", "timed_out", "out_of_memory", "error", "cancelled")
 RETRYABLE = ("failed", "timed_out", "out_of_memory", "error")
 
 
@@ -49,6 +50,11 @@ class Run(Table):
     approved_code_sha256 = Varchar(length=64, null=True, default=None)
     approved_bundle_sha256 = Varchar(length=64, null=True, default=None)
     narrowed_from = Integer(null=True, default=None)
+    # the follow-up grant a person's approval of this run gives (none for runs nobody approved)
+    followup_grant_expires_at = Timestamptz(null=True, default=None)
+    followup_grant_max_runs = Integer(default=0)
+    followup_grant_used = Integer(default=0)  # follow-ups let through; claimed by a conditional update
+    followup_note = Text(null=True, default=None)  # why a proposed follow-up still needs approval
     rejected_by = Varchar(length=254, null=True, default=None)
     rejected_at = Timestamptz(null=True, default=None)
     rejection_reason = Text(null=True, default=None)

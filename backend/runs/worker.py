@@ -1,7 +1,10 @@
 """The queue and worker: approved runs go through the sandbox, at most N VMs at once.
 
 Right before a VM starts, the code and the staged bundle are hashed again and compared with what was
-approved; any difference refuses the run. The embedded default runs this loop inside the API process.
+approved; any difference refuses the run. Then the gates are checked again (the company switch, the
+assistant's write ability, credits): a run queued before an admin turned something off never starts.
+The queue serves companies in turn, so one company's burst cannot starve another's approved run.
+The embedded default runs this loop inside the API process.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.hashing import sha256_json, sha256_text
+from backend.runs import gates
 from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.staging.service import MANIFEST, verify_bundle
@@ -58,6 +62,52 @@ def hash_problem(run: dict[str, Any]) -> str | None:
     return None
 
 
+CODE_EXECUTION_OFF = "code execution was turned off for this company"
+ASSISTANT_WRITE_OFF = "the assistant's ability to write was turned off for this company"
+
+
+async def gate_problem(company_id: int) -> str | None:
+    """Why no VM may start for this company now, or None: the gates a run passed at approval, again."""
+    company = await gates.company(company_id)
+    if not company["assistant_write_enabled"]:
+        return ASSISTANT_WRITE_OFF
+    if not company["code_execution_enabled"]:
+        return CODE_EXECUTION_OFF
+    return await credits.blocked_reason(company_id)
+
+
+async def cancel_queued(company_id: int, reason: str, *, actor: str) -> list[int]:
+    """End every queued run of the company without starting a VM (a gate was turned off). Audited per run."""
+    rows = await Run.select(Run.id).where((Run.company == company_id) & (Run.status == "queued"))
+    cancelled = []
+    for row in rows:
+        # the status condition makes this safe against the worker picking the run up at the same moment
+        done = (
+            await Run.update(
+                {
+                    Run.status: "cancelled",
+                    Run.finished_at: _now(),
+                    Run.updated_at: _now(),
+                    Run.error_message: f"cancelled before it started: {reason}",
+                }
+            )
+            .where((Run.id == row["id"]) & (Run.status == "queued"))
+            .returning(Run.id)
+        )
+        if not done:
+            continue
+        cancelled.append(row["id"])
+        await audit.record(
+            "run.cancelled",
+            actor=actor,
+            company_id=company_id,
+            subject_type="run",
+            subject_id=row["id"],
+            data={"reason": reason},
+        )
+    return cancelled
+
+
 async def execute(run_id: int) -> str:
     """Run one queued run to its end. Returns the final status."""
     from backend import sandbox
@@ -82,6 +132,18 @@ async def execute(run_id: int) -> str:
             data={"problem": problem},
         )
         return "error"
+    reason = await gate_problem(company_id)
+    if reason:
+        await _finish(run_id, "cancelled", error_message=f"cancelled before it started: {reason}")
+        await audit.record(
+            "run.cancelled",
+            actor=actor,
+            company_id=company_id,
+            subject_type="run",
+            subject_id=run_id,
+            data={"reason": reason},
+        )
+        return "cancelled"
     await audit.record(
         "run.started",
         actor=actor,
@@ -110,6 +172,22 @@ async def execute(run_id: int) -> str:
         shutil.rmtree(out_dir, ignore_errors=True)
 
 
+async def source_datasets(run: dict[str, Any]) -> list[str]:
+    """The datasets a run's outputs are computed from: those it staged, and those its staged Drive files
+    were computed from (an output staged into another run keeps its tags). Drive shows the outputs only
+    to people who may read every one of them (records/visibility.py)."""
+    from backend.drive import service as drive
+    from backend.drive.tables import DriveFile
+
+    names = set(run["datasets"] or [])
+    if run["file_ids"]:
+        for row in await DriveFile.select(DriveFile.source_datasets).where(
+            (DriveFile.id.is_in(list(run["file_ids"]))) & (DriveFile.company == run["company"])
+        ):
+            names.update(drive.source_tags(row["source_datasets"]))
+    return sorted(names)
+
+
 async def _record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
     from backend.actions import service as actions
     from backend.drive import service as drive
@@ -129,8 +207,13 @@ async def _record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str
     folder_id = None
     outputs = []
     if result.files:
+        sources = await source_datasets(run)
         folder = await drive.create_folder(
-            requester, f"Run {run_id} — {run['title']}"[:200], visibility="private", run_id=run_id
+            requester,
+            f"Run {run_id} — {run['title']}"[:200],
+            visibility="private",
+            run_id=run_id,
+            source_datasets=sources,
         )
         folder_id = folder["id"]
         for f in result.files:
@@ -145,6 +228,7 @@ async def _record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str
                 visibility="private",
                 run_id=run_id,
                 audit_actor=actor,
+                source_datasets=sources,
             )
             outputs.append({"name": f.name, "sha256": row["sha256"], "drive_file_id": row["id"]})
     note = None
@@ -219,7 +303,23 @@ async def recover() -> int:
 
 
 async def queued_ids() -> list[int]:
-    return [r["id"] for r in await Run.select(Run.id).where(Run.status == "queued").order_by(Run.id)]
+    """Queued runs in the order to start them: round-robin across companies, each company's oldest first.
+
+    Round one holds the oldest queued run of every company, round two the second oldest, and so on;
+    within a round, companies with fewer runs already running go first, then the longest-waiting.
+    """
+    queued = await Run.select(Run.id, Run.company).where(Run.status == "queued").order_by(Run.id)
+    running: dict[int, int] = {}
+    for row in await Run.select(Run.company).where(Run.status == "running"):
+        running[row["company"]] = running.get(row["company"], 0) + 1
+    per_company: dict[int, list[int]] = {}
+    for row in queued:
+        per_company.setdefault(row["company"], []).append(row["id"])
+    turn = sorted(per_company, key=lambda c: (running.get(c, 0), per_company[c][0]))
+    ordered: list[int] = []
+    for position in range(max((len(ids) for ids in per_company.values()), default=0)):
+        ordered.extend(per_company[c][position] for c in turn if position < len(per_company[c]))
+    return ordered
 
 
 async def drain() -> None:

@@ -5,8 +5,8 @@ Other code calls only these:
 - `run_code(code, *, input_dir, out_dir, limits=None, read_actions=True) -> SandboxResult`
   synchronous and thread-safe (call it from worker threads, up to `max_concurrent_vms`).
   Accepted output files land in `out_dir` (flat names); `actions.json` is never among them:
-  it comes back parsed in `result.actions` (None and a `rejected_files` reason when malformed),
-  or, with `read_actions=False`, unread (`actions_discarded=True` if it was written).
+  it comes back parsed in `result.actions` (None and a `rejected_files` reason when malformed
+  or over `actions_cap()`), or, with `read_actions=False`, unread (`actions_discarded=True`).
 - `RunLimits(wall_seconds=120, memory_mib=2048, vcpus=2)`: a caller may lower them; the
   operator caps in settings always win.
 - `SandboxResult`: the `cleanroom sandbox exec --json` object (status is one of succeeded,
@@ -19,25 +19,28 @@ Other code calls only these:
   exactly one run, so a run skips the restore (~0.5-1 s under TCG). Stopped at exit.
 - `ensure_image(force=False, progress=print)` and `prepare_saved_states(progress=print)`:
   what `cleanroom image build` does.
+- `actions_cap()`, `cap_stream()`: the actions and printed-output policies (backend.sandbox.output).
 
-This package is the only code that talks to libvirt.
+Inside: `vm.GuestVM` owns one guest from restore/boot to kill; `runner` chooses standby, slot or
+cold boot; `slots`, `templates` (warm saved states), `standby`, `output`, `recovery`, `virt`,
+`status`, `wire` (the disk protocol), `domain` (the one domain XML). Only this package talks to libvirt.
 """
 
 from backend.sandbox.image import ImageInfo, current_image, ensure_image
 from backend.sandbox.models import RunLimits, SandboxResult
-from backend.sandbox.runner import (
-    health,
-    prepare_saved_states,
-    recover_leftovers,
-    run_code,
-    start_standby_pool,
-    stop_standby_pool,
-)
+from backend.sandbox.output import actions_cap, cap_stream
+from backend.sandbox.recovery import recover_leftovers
+from backend.sandbox.runner import run_code
+from backend.sandbox.standby import start_standby_pool, stop_standby_pool
+from backend.sandbox.status import health
+from backend.sandbox.templates import prepare_saved_states
 
 __all__ = [
     "ImageInfo",
     "RunLimits",
     "SandboxResult",
+    "actions_cap",
+    "cap_stream",
     "current_image",
     "ensure_image",
     "health",

@@ -12,13 +12,9 @@ from typing import Any
 
 from backend.bench import summarize
 from backend.sandbox.models import RunLimits, SandboxResult
-from backend.sandbox.runner import (
-    prepare_saved_states,
-    run_code,
-    standby_ready,
-    start_standby_pool,
-    stop_standby_pool,
-)
+from backend.sandbox.runner import run_code
+from backend.sandbox.standby import standby_ready, start_standby_pool, stop_standby_pool
+from backend.sandbox.templates import prepare_saved_states
 
 TRIVIAL = "print(1)\n"
 PANDAS_CHART = """
@@ -133,7 +129,10 @@ def run_sandbox_bench() -> dict[str, Any]:
         "concurrent_4_runs_ms": summarize(concurrent),
         "concurrent_4_all_succeeded": all_four_ok,
         "with_standby_pool": {
-            "note": "service mode: guests restored ahead of the request (start_standby_pool); one run each",
+            "note": (
+                "opt-in standby pool (start_standby_pool): guests restored ahead of the request, one run each;"
+                " the run worker does not start it"
+            ),
             "request_to_ready_ms": summarize(standby_ready_ms),
             "trivial_run_ms": summarize(standby_trivial),
             "pandas_chart_run_ms": summarize(standby_chart),

@@ -7,7 +7,11 @@ from pathlib import Path
 from string import Template
 from xml.sax.saxutils import escape
 
-from backend.settings import REPO_ROOT
+from backend.sandbox import wire
+from backend.sandbox.image import ImageInfo
+from backend.sandbox.models import MAX_ACTIONS_BYTES, MAX_OUTPUT_BYTES
+from backend.sandbox.output import stdout_cap
+from backend.settings import REPO_ROOT, get_settings
 
 TEMPLATE_PATH = REPO_ROOT / "vm_templates" / "domain.xml"
 DOMAIN_PREFIX = "cleanroom-run-"
@@ -18,6 +22,8 @@ CPU_BY_VIRT_TYPE = {
     "qemu": "<cpu mode='maximum' migratable='off'/>",
     "kvm": "<cpu mode='host-passthrough' migratable='off'/>",
 }
+RUN_FILES = ("job.img", "out.img", "console.log")  # in each guest's per-run directory
+GUEST_OVERHEAD_MIB = 512  # kernel, agent and tmpfs roots on top of the user's memory limit
 # Only the isolation self-test's positive control ever asks for this; runs never do.
 POSITIVE_CONTROL_NIC = """
     <interface type='user'>
@@ -42,6 +48,41 @@ class DomainSpec:
     console_log: Path
     extra_cmdline: str = ""
     owner: str = ""  # "pid:starttime" of the process running it; leftovers are those whose owner is gone
+
+    @classmethod
+    def for_run(
+        cls, name: str, uuid: str, run_id: str, image: ImageInfo, virt_type: str, workdir: Path, owner: str
+    ) -> DomainSpec:
+        """A run guest: the operator's memory and vCPU caps, the image, the per-run files in `workdir`."""
+        job_disk, output_disk, console_log = (workdir / file for file in RUN_FILES)
+        return cls(
+            name=name,
+            uuid=uuid,
+            run_id=run_id,
+            image_hash=image.image_hash,
+            virt_type=virt_type,
+            memory_mib=guest_memory_mib(),
+            vcpus=get_settings().max_vcpus,
+            kernel=image.kernel,
+            initrd=image.initrd,
+            root_disk=image.rootfs,
+            job_disk=job_disk,
+            output_disk=output_disk,
+            console_log=console_log,
+            owner=owner,
+        )
+
+
+def guest_memory_mib() -> int:
+    return get_settings().max_memory_mib + GUEST_OVERHEAD_MIB
+
+
+def job_disk_bytes() -> int:
+    return get_settings().job_disk_mib * 1024 * 1024
+
+
+def output_disk_bytes() -> int:
+    return wire.output_disk_bytes(stdout_cap(), MAX_OUTPUT_BYTES, MAX_ACTIONS_BYTES)
 
 
 def _text(value: object) -> str:

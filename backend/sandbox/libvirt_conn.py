@@ -1,36 +1,39 @@
-"""Opening libvirt and finding/destroying our domains (the runner's only libvirt plumbing)."""
+"""Opening libvirt, finding and destroying our domains, and who owns them (the sandbox's libvirt plumbing)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
 import signal
-import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import libvirt
 
-from backend.sandbox.domain import DOMAIN_PREFIX, METADATA_NS, DomainSpec, render_domain_xml
-from backend.sandbox.image import ImageInfo
+from backend.sandbox.domain import DOMAIN_PREFIX, METADATA_NS
 from backend.settings import get_settings
 
 libvirt.registerErrorHandler(lambda _ctx, _err: None, None)  # errors arrive as exceptions
 
 
+def open_connection() -> libvirt.virConnect:
+    return libvirt.open(get_settings().libvirt_uri)
+
+
+def close_quietly(conn: libvirt.virConnect) -> None:
+    with suppress(libvirt.libvirtError):
+        conn.close()
+
+
 @contextmanager
 def connection() -> Iterator[libvirt.virConnect]:
-    conn = libvirt.open(get_settings().libvirt_uri)
+    conn = open_connection()
     try:
         yield conn
     finally:
-        with suppress(libvirt.libvirtError):
-            conn.close()
+        close_quietly(conn)
 
 
 def destroy_quietly(conn: libvirt.virConnect, name: str) -> bool:
@@ -149,92 +152,3 @@ def make_private_dir(path: Path) -> Path:
             parent.chmod(mode | 0o001)
         parent = parent.parent
     return path
-
-
-# ---------------------------------------------------------------- virt type
-
-
-_virt_lock = threading.Lock()
-_virt_resolved: str | None = None
-
-
-def probe_kvm(image: ImageInfo, timeout: float) -> tuple[bool, str]:
-    """Boot the tiny initramfs under type='kvm' with a deadline; True only if it prints and powers off."""
-    if not os.path.exists("/dev/kvm"):
-        return False, "/dev/kvm missing"
-    run_dir = get_settings().effective_run_dir
-    work = make_private_dir(run_dir / f"{DOMAIN_PREFIX}probe-{uuid.uuid4().hex[:8]}")
-    name = work.name
-    try:
-        for disk in ("job.img", "out.img"):
-            with open(work / disk, "wb") as fh:
-                fh.truncate(1024 * 1024)
-        spec = DomainSpec(
-            name=name,
-            uuid=str(uuid.uuid4()),
-            run_id="kvm-probe",
-            image_hash=image.image_hash,
-            virt_type="kvm",
-            memory_mib=256,
-            vcpus=1,
-            kernel=image.kernel,
-            initrd=image.initrd,
-            root_disk=image.rootfs,
-            job_disk=work / "job.img",
-            output_disk=work / "out.img",
-            console_log=work / "console.log",
-            extra_cmdline="cleanroom.probe=1",
-        )
-        with connection() as conn:
-            try:
-                conn.createXML(render_domain_xml(spec), 0)
-            except libvirt.libvirtError as exc:
-                return False, f"kvm domain refused: {exc}"
-            deadline = time.monotonic() + timeout
-            try:
-                while time.monotonic() < deadline:
-                    if not domain_is_active(conn, name):
-                        break
-                    time.sleep(0.1)
-            finally:
-                destroy_quietly(conn, name)
-        console = (
-            (work / "console.log").read_text(errors="replace") if (work / "console.log").exists() else ""
-        )
-        if "CLEANROOM-PROBE-OK" in console:
-            return True, "tiny guest booted under kvm"
-        return False, f"tiny guest did not boot under kvm within {timeout:.0f} s"
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def resolve_virt_type(image: ImageInfo | None, *, progress=None) -> str:
-    """The virt type in use: forced by the setting, else probed once per process (kvm, falling back to qemu)."""
-    global _virt_resolved
-    setting = get_settings().virt_type
-    if setting != "auto":
-        return setting
-    with _virt_lock:
-        if _virt_resolved is None:
-            if image is None:
-                return "qemu"
-            cache = get_settings().image_cache_dir / "virt-probe.json"
-            key = f"{os.uname().release} {libvirt.getVersion()} {os.path.exists('/dev/kvm')}"
-            try:
-                cached = json.loads(cache.read_text())
-            except (OSError, ValueError):
-                cached = {}
-            if cached.get("key") == key and cached.get("virt_type") in ("kvm", "qemu"):
-                _virt_resolved = cached["virt_type"]
-            else:
-                ok, why = probe_kvm(image, get_settings().kvm_probe_seconds)
-                _virt_resolved = "kvm" if ok else "qemu"
-                cache.write_text(json.dumps({"key": key, "virt_type": _virt_resolved, "why": why}) + "\n")
-                if progress:
-                    progress(f"virt type: {_virt_resolved} ({why})")
-        return _virt_resolved
-
-
-def resolved_virt_type() -> str | None:
-    setting = get_settings().virt_type
-    return setting if setting != "auto" else _virt_resolved

@@ -38,6 +38,19 @@ def output_disk_bytes(stdout_cap: int, max_files_bytes: int, max_actions_bytes: 
     return -(-need // mib) * mib
 
 
+def input_files(input_dir: Path | None) -> list[tuple[str, Path]]:
+    """(relative name, path) of every regular file under `input_dir`, symlinks skipped."""
+    if input_dir is None:
+        return []
+    inputs = []
+    for path in sorted(Path(input_dir).rglob("*")):
+        if path.is_symlink():
+            continue
+        if path.is_file():
+            inputs.append((path.relative_to(input_dir).as_posix(), path))
+    return inputs
+
+
 def write_job_disk(
     path: Path, size: int, job: dict[str, Any], inputs: list[tuple[str, Path]], *, in_place: bool = False
 ) -> None:
@@ -112,13 +125,22 @@ class GuestResult:
 
 def read_result(path: Path) -> GuestResult | None:
     """The complete result record, or None while it is absent or incomplete (hash mismatch)."""
+    return poll_result(path)[0]
+
+
+def poll_result(path: Path) -> tuple[GuestResult | None, bool]:
+    """`read_result`, plus whether a RESULT header was there but its digest did not match.
+
+    The guest writes the header last, so a mismatch is a torn read or a forged header: the
+    caller backs off instead of rehashing up to the whole payload at every poll.
+    """
     try:
         disk_size = os.path.getsize(path)
         with open(path, "rb") as fh:
             fh.seek(RESULT_HEADER_OFFSET)
             header = fh.read(64)
             if not header.startswith(RESULT_MAGIC):
-                return None
+                return None, False
             json_len, payload_len = struct.unpack(">QQ", header[16:32])
             if json_len > RESULT_JSON_MAX or RESULT_PAYLOAD_OFFSET + payload_len > disk_size:
                 raise WireError("result lengths out of bounds")
@@ -130,13 +152,13 @@ def read_result(path: Path) -> GuestResult | None:
             while remaining:
                 chunk = fh.read(min(remaining, 1 << 20))
                 if not chunk:
-                    return None
+                    return None, True
                 digest.update(chunk)
                 remaining -= len(chunk)
     except OSError:
-        return None
+        return None, False
     if digest.digest() != header[32:64]:
-        return None
+        return None, True
     try:
         record = json.loads(body)
     except ValueError as exc:
@@ -145,4 +167,4 @@ def read_result(path: Path) -> GuestResult | None:
         raise WireError("result record is not an object")
     return GuestResult(
         record=record, payload_offset=RESULT_PAYLOAD_OFFSET, payload_len=payload_len, path=path
-    )
+    ), False

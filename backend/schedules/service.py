@@ -1,10 +1,12 @@
 """Schedules: only a run that proposed zero actions can be scheduled; every firing checks that again, re-stages
-fresh data with the owner's current visibility, runs the frozen code, and never reads an actions.json."""
+fresh data with the owner's current visibility, runs the frozen code, and never reads an actions.json.
+A company holds at most `max_schedules_per_company` schedules, none firing more often than every
+`min_schedule_interval_minutes`, and each firing checks the credit pool first."""
 
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -12,12 +14,14 @@ from croniter import croniter
 
 from backend.actions.tables import ActionItem
 from backend.audit import service as audit
+from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
 from backend.hashing import sha256_text
 from backend.runs import gates
 from backend.runs.service import bundle_root, get_run_row
 from backend.runs.tables import Run
 from backend.schedules.tables import Schedule
+from backend.settings import get_settings
 from backend.staging import service as staging
 from backend.tenancy.context import UserContext, load_user_context
 from backend.tenancy.tables import User
@@ -39,6 +43,50 @@ def _validate(cron: str, timezone: str) -> None:
         raise Invalid(f"unknown time zone {timezone!r} (use an IANA name like Europe/Berlin)") from exc
     if not croniter.is_valid(cron):
         raise Invalid(f"{cron!r} is not a valid cron expression (five fields: minute hour day month weekday)")
+    minimum = timedelta(minutes=get_settings().min_schedule_interval_minutes)
+    shortest = shortest_interval(cron)
+    if shortest < minimum:
+        raise Invalid(
+            f"{cron!r} can fire {_duration(shortest)} after its previous firing; a schedule may fire at most "
+            f"once every {_duration(minimum)}",
+            code="schedule_too_frequent",
+        )
+
+
+def shortest_interval(cron: str) -> timedelta:
+    """The shortest time between two consecutive firings of `cron`, a seconds field included.
+
+    Every day that fires, fires at the same times of day (second × minute × hour), so the shortest gap
+    is between two neighbouring times of one day, or from a day's last time to the next day's first,
+    counted as if the next day fired too (which can only make the answer shorter, never longer).
+    """
+    fields = croniter(cron).expanded
+    seconds = fields[5] if len(fields) > 5 else [0]
+
+    def values(field: list[Any], size: int) -> list[int]:
+        if field == ["*"]:
+            return list(range(size))
+        if not all(isinstance(v, int) for v in field):
+            raise Invalid(f"{cron!r}: use numbers, ranges, lists and steps for seconds, minutes and hours")
+        return sorted(set(field))
+
+    times = sorted(
+        h * 3600 + m * 60 + s
+        for h in values(fields[1], 24)
+        for m in values(fields[0], 60)
+        for s in values(seconds, 60)
+    )
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps.append(times[0] + 86400 - times[-1])
+    return timedelta(seconds=min(gaps))
+
+
+def _duration(delta: timedelta) -> str:
+    total = int(delta.total_seconds())
+    if total < 60:
+        return f"{total} second{'s' if total != 1 else ''}"
+    minutes = total // 60
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
 
 
 async def _proposed_actions(run: dict[str, Any]) -> int:
@@ -64,6 +112,7 @@ def payload(row: dict[str, Any], title: str = "", owner_email: str = "") -> dict
 
 
 async def create(ctx: UserContext, run_id: int, cron: str, timezone: str = "UTC") -> dict[str, Any]:
+    ctx.require_person("scheduling a run")
     await gates.require_code_execution(ctx.company_id)
     run = await get_run_row(ctx, run_id)
     if run["requested_by"] != ctx.user_id and not ctx.is_admin:
@@ -78,6 +127,12 @@ async def create(ctx: UserContext, run_id: int, cron: str, timezone: str = "UTC"
             code="run_has_actions",
         )
     _validate(cron, timezone)
+    cap = get_settings().max_schedules_per_company
+    if await Schedule.count().where(Schedule.company == ctx.company_id) >= cap:
+        raise Conflict(
+            f"the company already has {cap} schedules, the most it may hold; delete one first",
+            code="schedule_limit",
+        )
     now = _now()
     row = Schedule(
         company=ctx.company_id,
@@ -129,6 +184,7 @@ async def list_schedules(ctx: UserContext) -> list[dict[str, Any]]:
 
 
 async def set_status(ctx: UserContext, schedule_id: int, status: str) -> dict[str, Any]:
+    ctx.require_person("pausing or resuming a schedule")
     row = await _row(ctx, schedule_id)
     values: dict[Any, Any] = {
         Schedule.status: status,
@@ -148,6 +204,7 @@ async def set_status(ctx: UserContext, schedule_id: int, status: str) -> dict[st
 
 
 async def delete(ctx: UserContext, schedule_id: int) -> None:
+    ctx.require_person("deleting a schedule")
     await _row(ctx, schedule_id)
     await Schedule.delete().where(Schedule.id == schedule_id)
     await audit.record(
@@ -189,6 +246,15 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
     company = await gates.company(row["company"])
     if not company["assistant_write_enabled"] or not company["code_execution_enabled"]:
         await _pause(row, "code execution is turned off for the company")
+        return None
+    blocked = await credits.blocked_reason(row["company"])
+    if blocked:
+        await _pause(row, blocked)
+        return None
+    try:  # a schedule created before the minimum interval existed
+        _validate(row["cron"], row["timezone"])
+    except AppError as exc:
+        await _pause(row, str(exc.detail))
         return None
     try:
         owner = await load_user_context(row["owner"])

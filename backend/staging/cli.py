@@ -71,6 +71,8 @@ def register_scan(app: typer.Typer) -> None:
             for f in findings:
                 where = " › ".join(str(x) for x in (f.path, f.sheet, f.row, f.column) if x is not None)
                 typer.echo(f"[{f.severity}] {f.category} at {where}: {f.excerpt}")
+                if f.reason:
+                    typer.echo(f"    why: {f.reason}")
             for err in errors:
                 typer.echo(f"could not read {err['path']}: {err['error']}", err=True)
             typer.echo(f"{len(findings)} finding(s) in {len(files)} file(s)")

@@ -97,7 +97,10 @@ def scan_files(files: list[tuple[str, bytes]]) -> tuple[list[Finding], list[dict
         if converted.error:
             errors.append({"path": path, "error": converted.error})
             continue
-        findings += scan_converted(converted, path)
+        try:
+            findings += scan_converted(converted, path)
+        except Exception as exc:  # a scanner bug on one file is that file's error, not a failed scan
+            errors.append({"path": path, "error": f"injection scan failed: {type(exc).__name__}: {exc}"})
     return _dedupe(findings), errors
 
 
@@ -225,7 +228,17 @@ async def _stage_into(
                     "warning": "the original was not staged because its text form was cut at the conversion limits",
                 }
             )
-        findings += await asyncio.to_thread(scan_converted, converted, row["name"])
+        try:
+            findings += await asyncio.to_thread(scan_converted, converted, row["name"])
+        except Exception as exc:  # one file's scanner error is a manifest error, not a failed staging
+            errors.append(
+                {
+                    "drive_file_id": row["id"],
+                    "name": row["name"],
+                    "kind": converted.kind,
+                    "error": f"injection scan failed: {type(exc).__name__}: {exc}",
+                }
+            )
 
     manifest: dict[str, Any] = {
         "schema": 1,

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from backend.errors import NotAuthenticated
+from backend.errors import Forbidden, NotAuthenticated
 from backend.tenancy.tables import PermissionSet, TeamMembership, User, UserPermissionSet
 
 ACCESS_LEVELS = {"read": 1, "edit": 2}
+
+# How the caller authenticated. A signed-in person holds a session; the assistant holds an API token;
+# the host's own commands (CLI, worker, demo seed) act as the operator.
+SESSION = "session"
+TOKEN = "token"
+OPERATOR = "operator"
+PERSON_METHODS = frozenset({SESSION, OPERATOR})
 
 
 @dataclass(frozen=True)
@@ -21,10 +28,46 @@ class UserContext:
     managed_team_ids: frozenset[int] = frozenset()
     managed_user_ids: frozenset[int] = frozenset()  # members of the teams the user manages
     permissions: dict[str, str] = field(default_factory=dict)  # dataset -> read | edit
+    auth: str = OPERATOR  # SESSION | TOKEN | OPERATOR
+    session_id: int | None = None
+    token_id: int | None = None
+    token_scope: str | None = None
 
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def is_person(self) -> bool:
+        """A decision needs a person: a signed-in session, or the host operator. Never an API token."""
+        return self.auth in PERSON_METHODS
+
+    @property
+    def actor(self) -> str:
+        """How the audit trail names this caller: who, and through what."""
+        if self.auth == TOKEN:
+            return f"assistant:{self.email} (token {self.token_id})"
+        return self.email
+
+    def via(self) -> dict[str, object]:
+        """The authentication facts recorded with a decision."""
+        if self.auth == SESSION:
+            return {"auth": SESSION, "session_id": self.session_id}
+        if self.auth == TOKEN:
+            return {"auth": TOKEN, "token_id": self.token_id, "scope": self.token_scope}
+        return {"auth": OPERATOR}
+
+    def require_person(self, what: str) -> None:
+        """The service-level backstop of the person-only guard: no path lets a token decide."""
+        if not self.is_person:
+            raise Forbidden(
+                {
+                    "message": f"{what} is a person's decision: sign in to the console and do it there; "
+                    "an API token (the assistant's) may propose, never decide",
+                    "token_id": self.token_id,
+                },
+                code="person_required",
+            )
 
     def access(self, dataset: str) -> str | None:
         if self.is_admin:
@@ -36,7 +79,8 @@ class UserContext:
         return granted is not None and ACCESS_LEVELS[granted] >= ACCESS_LEVELS[level]
 
 
-async def load_user_context(user_id: int) -> UserContext:
+async def load_user_context(user_id: int, **auth: object) -> UserContext:
+    """The user's facts; `auth` (auth=, session_id=, token_id=, token_scope=) says how they signed in."""
     user = await User.select().where(User.id == user_id).first()
     if not user or not user["active"]:
         raise NotAuthenticated("this account does not exist or is disabled")
@@ -78,6 +122,7 @@ async def load_user_context(user_id: int) -> UserContext:
         managed_team_ids=frozenset(managed),
         managed_user_ids=frozenset(managed_users),
         permissions=permissions,
+        **auth,  # type: ignore[arg-type]
     )
 
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from backend.settings import get_settings
 from backend.tenancy import service
-from backend.tenancy.auth import provide_user
+from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
 
 
@@ -26,6 +26,8 @@ class SettingsBody(BaseModel):
     code_execution_enabled: bool | None = None
     assistant_write_enabled: bool | None = None
     followup_without_reapproval: bool | None = None
+    followup_grant_hours: int | None = Field(default=None, ge=1, le=168)
+    followup_grant_max_runs: int | None = Field(default=None, ge=1, le=100)
     credit_pool: int | None = Field(default=None, ge=0)
     plan: str | None = None
 
@@ -40,6 +42,8 @@ def me_payload(ctx: UserContext, company: dict[str, Any]) -> dict[str, Any]:
         "permissions": {name: ctx.access(name) for name in _dataset_names() if ctx.access(name)},
         "team_ids": sorted(ctx.team_ids),
         "managed_team_ids": sorted(ctx.managed_team_ids),
+        "auth": ctx.auth,  # session (a person) | token (the assistant)
+        "token_scope": ctx.token_scope,
     }
 
 
@@ -50,7 +54,21 @@ def _dataset_names() -> list[str]:
 
 
 def company_settings_payload(company: dict[str, Any]) -> dict[str, Any]:
-    return {name: company[name] for name in (*service.SETTING_NAMES, "credit_pool", "plan", "name")}
+    names = (*service.SETTING_NAMES, *service.NUMBER_SETTINGS, "credit_pool", "plan", "name")
+    return {name: company[name] for name in names}
+
+
+def _session_cookie(value: str, *, max_age: int) -> Cookie:
+    """HttpOnly and SameSite=Strict always; `secure` whenever people reach the API over https."""
+    return Cookie(
+        key=service.SESSION_COOKIE,
+        value=value,
+        httponly=True,
+        secure=get_settings().cookies_secure,
+        samesite="strict",
+        max_age=max_age,
+        path="/",
+    )
 
 
 class AuthController(Controller):
@@ -58,29 +76,20 @@ class AuthController(Controller):
     tags = ["auth"]
 
     @post("/login", status_code=200)
-    async def login(self, data: LoginBody) -> Response[dict[str, Any]]:
-        token, ctx = await service.login(data.email, data.password)
+    async def login(self, request: Request, data: LoginBody) -> Response[dict[str, Any]]:
+        """The session secret travels only in the HttpOnly cookie, never in the body a script could read."""
+        client_ip = request.client.host if request.client else ""
+        token, ctx = await service.login(data.email, data.password, ip=client_ip)
         company = await service.company_info(ctx.company_id)
-        settings = get_settings()
-        cookie = Cookie(
-            key=service.SESSION_COOKIE,
-            value=token,
-            httponly=True,
-            secure=settings.secure_cookies,
-            samesite="strict",
-            max_age=settings.session_hours * 3600,
-            path="/",
-        )
-        return Response({"user": me_payload(ctx, company), "session": token}, cookies=[cookie])
+        cookie = _session_cookie(token, max_age=get_settings().session_hours * 3600)
+        return Response({"user": me_payload(ctx, company)}, cookies=[cookie])
 
     @post("/logout", status_code=200, dependencies={"user": Provide(provide_user)})
     async def logout(self, request: Request, user: UserContext) -> Response[dict[str, str]]:
         cookie = request.cookies.get(service.SESSION_COOKIE)
         if cookie:
             await service.logout(cookie)
-        return Response(
-            {"status": "signed out"}, cookies=[Cookie(key=service.SESSION_COOKIE, value="", max_age=0)]
-        )
+        return Response({"status": "signed out"}, cookies=[_session_cookie("", max_age=0)])
 
 
 class MeController(Controller):
@@ -88,7 +97,7 @@ class MeController(Controller):
     tags = ["identity"]
     dependencies = {"user": Provide(provide_user)}
 
-    @get("/")
+    @get("/", opt=ASSISTANT_OK)
     async def me(self, user: UserContext) -> dict[str, Any]:
         return me_payload(user, await service.company_info(user.company_id))
 
@@ -110,7 +119,7 @@ class CompanyController(Controller):
     tags = ["company"]
     dependencies = {"user": Provide(provide_user)}
 
-    @get("/settings")
+    @get("/settings", opt=ASSISTANT_OK)
     async def get_settings(self, user: UserContext) -> dict[str, Any]:
         return company_settings_payload(await service.company_info(user.company_id))
 

@@ -7,20 +7,23 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
 
 from backend.audit import service as audit
 from backend.errors import Forbidden, Invalid, NotAuthenticated, TooManyRequests
 from backend.hashing import sha256_text
 from backend.settings import get_settings
-from backend.tenancy.context import UserContext, load_user_context
-from backend.tenancy.tables import PLANS, ApiToken, Company, LoginAttempt, Session, User
+from backend.tenancy import login_limits
+from backend.tenancy.context import SESSION, TOKEN, UserContext, load_user_context
+from backend.tenancy.tables import PLANS, ApiToken, Company, Session, User
 
 _hasher = PasswordHasher()
 _DUMMY_HASH = _hasher.hash("not-a-real-password")
 SETTING_NAMES = ("code_execution_enabled", "assistant_write_enabled", "followup_without_reapproval")
+# whole-number settings and their allowed range: how long and how often one approval lets follow-ups through
+NUMBER_SETTINGS = {"followup_grant_hours": (1, 168), "followup_grant_max_runs": (1, 100)}
 SESSION_COOKIE = "cleanroom_session"
 TOKEN_PREFIX = "crt_"
+ASSISTANT_SCOPE = "assistant"  # the one scope issued today: read, upload, propose, revise, follow up
 
 
 def hash_password(password: str) -> str:
@@ -31,28 +34,23 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-async def login(email: str, password: str) -> tuple[str, UserContext]:
-    """Returns (session token, user). Wrong email and wrong password fail identically."""
+async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserContext]:
+    """Returns (session token, user). Wrong email and wrong password fail identically. The attempt is
+    counted before the password is checked (login_limits), and the check runs off the event loop."""
     settings = get_settings()
     email = email.strip().lower()
-    since = _now() - timedelta(seconds=settings.login_window_seconds)
-    failures = await LoginAttempt.count().where(
-        (LoginAttempt.email == email) & (LoginAttempt.at >= since) & (LoginAttempt.succeeded == False)  # noqa: E712
-    )
-    if failures >= settings.login_attempts_per_window:
-        raise TooManyRequests(
-            f"too many failed sign-in attempts; wait {settings.login_window_seconds} seconds and try again"
-        )
+    attempt_id = await login_limits.admit(email, ip)
     user = await User.select().where(User.email == email).first()
-    ok = False
+    stored = user["password_hash"] if user else _DUMMY_HASH
     try:
-        ok = _hasher.verify(user["password_hash"] if user else _DUMMY_HASH, password) and bool(user)
-    except (VerificationError, InvalidHashError):
-        ok = False
+        ok = await login_limits.check_password(_hasher, stored, password)
+    except TooManyRequests:
+        await login_limits.forget(attempt_id)  # turned away before any check: not a failure
+        raise
     ok = ok and bool(user and user["active"])
-    await LoginAttempt.insert(LoginAttempt(email=email, at=_now(), succeeded=ok))
     if not ok or user is None:
         raise NotAuthenticated("email or password is not correct", code="invalid_credentials")
+    await login_limits.succeeded(attempt_id)
     token = secrets.token_urlsafe(32)
     await Session.insert(
         Session(
@@ -77,7 +75,7 @@ async def user_for_session(token: str) -> UserContext:
     row = await Session.select().where(Session.token_hash == sha256_text(token)).first()
     if not row or row["expires_at"] < _now():
         raise NotAuthenticated("your session has expired; sign in again")
-    return await load_user_context(row["user"])
+    return await load_user_context(row["user"], auth=SESSION, session_id=row["id"])
 
 
 async def user_for_api_token(token: str) -> UserContext:
@@ -85,11 +83,12 @@ async def user_for_api_token(token: str) -> UserContext:
     if not row or row["revoked"]:
         raise NotAuthenticated("this API token is not valid (revoked or never issued)")
     await ApiToken.update({ApiToken.last_used_at: _now()}).where(ApiToken.id == row["id"])
-    return await load_user_context(row["user"])
+    return await load_user_context(row["user"], auth=TOKEN, token_id=row["id"], token_scope=row["scope"])
 
 
 async def create_api_token(ctx: UserContext, name: str) -> dict[str, Any]:
-    """The plain token is returned once; only its hash is stored."""
+    """The plain token is returned once; only its hash is stored. Every token has the assistant scope."""
+    ctx.require_person("creating an API token")
     if not name.strip():
         raise Invalid("a token needs a name")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
@@ -99,6 +98,7 @@ async def create_api_token(ctx: UserContext, name: str) -> dict[str, Any]:
         prefix=token[:10],
         token_hash=sha256_text(token),
         created_at=_now(),
+        scope=ASSISTANT_SCOPE,
     )
     await row.save()
     await audit.record(
@@ -107,9 +107,9 @@ async def create_api_token(ctx: UserContext, name: str) -> dict[str, Any]:
         company_id=ctx.company_id,
         subject_type="api_token",
         subject_id=row.id,
-        data={"name": row.name, "prefix": row.prefix},
+        data={"name": row.name, "prefix": row.prefix, "scope": row.scope, **ctx.via()},
     )
-    return {"id": row.id, "name": row.name, "prefix": row.prefix, "token": token}
+    return {"id": row.id, "name": row.name, "prefix": row.prefix, "scope": row.scope, "token": token}
 
 
 async def list_api_tokens(ctx: UserContext) -> list[dict[str, Any]]:
@@ -120,10 +120,12 @@ async def list_api_tokens(ctx: UserContext) -> list[dict[str, Any]]:
         ApiToken.created_at,
         ApiToken.last_used_at,
         ApiToken.revoked,
+        ApiToken.scope,
     ).where(ApiToken.user == ctx.user_id)
 
 
 async def revoke_api_token(ctx: UserContext, token_id: int) -> None:
+    ctx.require_person("revoking an API token")
     await ApiToken.update({ApiToken.revoked: True}).where(
         (ApiToken.id == token_id) & (ApiToken.user == ctx.user_id)
     )
@@ -133,6 +135,7 @@ async def revoke_api_token(ctx: UserContext, token_id: int) -> None:
         company_id=ctx.company_id,
         subject_type="api_token",
         subject_id=token_id,
+        data=ctx.via(),
     )
 
 
@@ -143,12 +146,14 @@ async def company_info(company_id: int) -> dict[str, Any]:
 
 
 async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> dict[str, Any]:
+    ctx.require_person("changing company settings")
     if not ctx.is_admin:
         raise Forbidden("only a company admin can change company settings")
-    unknown = set(changes) - set(SETTING_NAMES) - {"credit_pool", "plan"}
+    unknown = set(changes) - set(SETTING_NAMES) - set(NUMBER_SETTINGS) - {"credit_pool", "plan"}
     if unknown:
         raise Invalid(
-            f"unknown settings: {sorted(unknown)}; valid: {[*SETTING_NAMES, 'credit_pool', 'plan']}"
+            f"unknown settings: {sorted(unknown)}; "
+            f"valid: {[*SETTING_NAMES, *NUMBER_SETTINGS, 'credit_pool', 'plan']}"
         )
     before = await company_info(ctx.company_id)
     update: dict[Any, Any] = {}
@@ -156,6 +161,10 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
         if name in SETTING_NAMES:
             if not isinstance(value, bool):
                 raise Invalid(f"{name} must be true or false")
+        elif name in NUMBER_SETTINGS:
+            low, high = NUMBER_SETTINGS[name]
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise Invalid(f"{name} must be a whole number from {low} to {high}")
         elif name == "credit_pool":
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise Invalid("credit_pool must be a non-negative whole number of credits")
@@ -169,7 +178,7 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
     after = await company_info(ctx.company_id)
     diff = {
         k: {"from": before[k], "to": after[k]}
-        for k in (*SETTING_NAMES, "credit_pool", "plan")
+        for k in (*SETTING_NAMES, *NUMBER_SETTINGS, "credit_pool", "plan")
         if before[k] != after[k]
     }
     if diff:
@@ -179,6 +188,17 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
             company_id=ctx.company_id,
             subject_type="company",
             subject_id=ctx.company_id,
-            data=diff,
+            data={**diff, **ctx.via()},
         )
+    await _cancel_queued_runs(ctx, before, after)
     return after
+
+
+async def _cancel_queued_runs(ctx: UserContext, before: dict[str, Any], after: dict[str, Any]) -> None:
+    """A gate turned off stops the runs already waiting, not only new ones (the worker checks again too)."""
+    from backend.runs import worker
+
+    if before["assistant_write_enabled"] and not after["assistant_write_enabled"]:
+        await worker.cancel_queued(ctx.company_id, worker.ASSISTANT_WRITE_OFF, actor=ctx.email)
+    elif before["code_execution_enabled"] and not after["code_execution_enabled"]:
+        await worker.cancel_queued(ctx.company_id, worker.CODE_EXECUTION_OFF, actor=ctx.email)

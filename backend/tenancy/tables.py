@@ -20,6 +20,8 @@ class Company(Table):
     code_execution_enabled = Boolean(default=False)
     assistant_write_enabled = Boolean(default=True)
     followup_without_reapproval = Boolean(default=False)
+    followup_grant_hours = Integer(default=24)  # how long a person's approval lets follow-ups skip approval
+    followup_grant_max_runs = Integer(default=10)  # how many follow-ups one approval lets through
     created_at = Timestamptz()
 
 
@@ -72,10 +74,12 @@ class ApiToken(Table):
     created_at = Timestamptz()
     last_used_at = Timestamptz(null=True, default=None)
     revoked = Boolean(default=False)
+    scope = Varchar(length=20, default="assistant")  # the one scope issued today; see tenancy/scopes.py
 
 
 class LoginAttempt(Table):
     email = Varchar(length=254, index=True)
+    ip = Varchar(length=64, default="", index=True)
     at = Timestamptz()
     succeeded = Boolean(default=False)
 

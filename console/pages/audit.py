@@ -94,8 +94,10 @@ def show_verdict(result: dict[str, Any]) -> None:
     if result.get("ok"):
         with ui.row().classes("items-center gap-2 text-positive").mark("chain-ok"):
             ui.icon("verified").classes("text-2xl")
-            ui.label(f"Chain intact: {widgets.number(result.get('checked'))} entries checked.")
-        ui.label(f"head hash {result.get('head_hash')}").classes("text-xs font-mono text-grey-7")
+            checked = widgets.number(result.get("checked"))
+            ui.label(f"Chain intact: {checked} of your company's entries checked.")
+        head = result.get("head_hash")
+        ui.label(f"your company's head hash {head}").classes("text-xs font-mono text-grey-7")
     else:
         with ui.row().classes("items-center gap-2 text-negative").mark("chain-broken"):
             ui.icon("gpp_bad").classes("text-2xl")

@@ -1,4 +1,5 @@
-"""Health (admin): how runs are isolated on this host and how busy the runner is."""
+"""Health (admin): how runs are isolated on this host and how many of the company's runs wait or run.
+Other companies' activity and the runner's internals are the operator's (`cleanroom health`)."""
 
 from __future__ import annotations
 
@@ -33,18 +34,12 @@ def register() -> None:
         return None
 
 
-def saved_state_text(saved: Any) -> str:
-    if not isinstance(saved, dict):
-        return "—" if saved is None else str(saved)
-    if not saved.get("enabled"):
-        return "off: every run boots cold"
-    return f"{saved.get('ready', 0)} of {saved.get('slots', 0)} warm slots ready"
-
-
 def render(health: dict[str, Any]) -> None:
-    problem = health.get("error") or health.get("libvirt_error")
-    if problem:
-        widgets.error_box(f"The VM runner reports a problem: {problem}")
+    if health.get("runner_ok") is False:
+        widgets.error_box(
+            "The VM runner reports a problem, so runs may wait. The operator sees the details on the host "
+            "with `cleanroom health`."
+        )
     with ui.card().classes("w-full").mark("health"), ui.grid(columns="auto 1fr").classes("gap-x-8 gap-y-2"):
         ui.label("Virtualization").classes("text-grey-7")
         virt = health.get("virt_type")
@@ -53,16 +48,11 @@ def render(health: dict[str, Any]) -> None:
         ).mark("virt")
         ui.label("Guest image sha256").classes("text-grey-7")
         ui.label(str(health.get("image_hash") or "not built yet")).classes("font-mono text-sm").mark("image")
-        ui.label("Warm saved state").classes("text-grey-7")
-        ui.label(saved_state_text(health.get("saved_state")))
         ui.label("Runs waiting in the queue").classes("text-grey-7")
-        ui.label(widgets.number(health.get("queue_length"))).mark("queue")
-        ui.label("VMs running now").classes("text-grey-7")
-        running = health.get("running_vms")
-        if running is None:
-            running = health.get("running_runs")
+        ui.label(f"{widgets.number(health.get('queue_length'))} (your company's)").mark("queue")
+        ui.label("Your company's runs running now").classes("text-grey-7")
         cap = health.get("max_concurrent_vms")
-        text = widgets.number(running)
-        ui.label(f"{text} of at most {cap}" if cap is not None else text).mark("running-vms")
-        ui.label("Database").classes("text-grey-7")
-        ui.label(str(health.get("database") or "—"))
+        text = widgets.number(health.get("running_runs"))
+        ui.label(f"{text} (the host runs at most {cap} VMs at once)" if cap is not None else text).mark(
+            "running-vms"
+        )

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-import contextlib
+import re
+from urllib.parse import urlsplit
 
 from fastapi.responses import RedirectResponse
 from nicegui import app, ui
@@ -8,11 +9,17 @@ from nicegui import app, ui
 from console import session
 from console.api import Api, ApiError
 
+_LOCAL_PATH = re.compile(r"/(?![/\\])[^\\\x00-\x20\x7f]*")  # one "/", then no "/" or "\\", no blanks
+
 
 def _safe_next(target: str | None) -> str:
-    if target and target.startswith("/") and not target.startswith("//") and not target.startswith("/login"):
-        return target
-    return "/runs"
+    """Only a path on this console: browsers read `/\\evil`, `/<TAB>/evil` and `//evil` as another host."""
+    if not target or not _LOCAL_PATH.fullmatch(target):
+        return "/runs"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or parts.path.startswith(("/login", "/logout")):
+        return "/runs"
+    return target
 
 
 def register() -> None:
@@ -21,11 +28,17 @@ def register() -> None:
         return RedirectResponse("/runs" if app.storage.user.get("session") else "/login")
 
     @ui.page("/logout")
-    async def logout_page() -> RedirectResponse:
-        with contextlib.suppress(ApiError):  # an expired session is signed out already
-            await session.api().logout()
-        session.sign_out()
-        return RedirectResponse("/login")
+    def logout_page() -> RedirectResponse | None:
+        """A link or an old bookmark lands here; loading it signs nobody out, the button does."""
+        if not app.storage.user.get("session"):
+            return RedirectResponse("/login")
+        ui.page_title("Sign out · Cleanroom")
+        with ui.column().classes("absolute-center items-center gap-4"), ui.card().classes("w-96 p-6 gap-3"):
+            ui.label("Sign out of Cleanroom?").classes("text-xl")
+            with ui.row().classes("gap-2"):
+                ui.button("Sign out", on_click=session.end_session).mark("confirm-sign-out")
+                ui.button("Stay signed in", on_click=lambda: ui.navigate.to("/runs")).props("flat")
+        return None
 
     @ui.page("/login")
     def login_page(next: str | None = None) -> RedirectResponse | None:  # noqa: A002 - the query name
@@ -51,15 +64,16 @@ def register() -> None:
                 async def submit() -> None:
                     error.set_visibility(False)
                     button.props("loading")
+                    api = Api(session.config())
                     try:
-                        body = await Api(session.config()).login(email.value.strip(), password.value)
+                        body = await api.login(email.value.strip(), password.value)
                     except ApiError as exc:
                         error.text = exc.message
                         error.set_visibility(True)
                         return
                     finally:
                         button.props(remove="loading")
-                    session.sign_in(body["session"], body["user"])
+                    session.sign_in(api.session or "", body["user"])
                     ui.navigate.to(_safe_next(next))
 
                 password.on("keydown.enter", submit)

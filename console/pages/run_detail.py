@@ -89,6 +89,15 @@ def manifest_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def grant_scope(grant: dict[str, Any]) -> str:
+    """What a follow-up grant lets follow-ups read, in words: its datasets and files."""
+    parts = [f"dataset {d}" for d in grant.get("datasets") or []]
+    for entry in grant.get("files") or [{"id": i} for i in grant.get("file_ids") or []]:
+        name = entry.get("name")
+        parts.append(f"file {name} (#{entry.get('id')})" if name else f"file #{entry.get('id')}")
+    return ", ".join(widgets.reveal_invisible(p) for p in parts) or "no data at all"
+
+
 MANIFEST_COLUMNS = [
     {"name": "source", "label": "Dataset or file", "field": "source", "align": "left"},
     {"name": "path", "label": "Staged as", "field": "path", "align": "left"},
@@ -182,6 +191,17 @@ class RunView:
                     )
                 if run.get("schedule_id"):
                     ui.label(f"fired by schedule #{run['schedule_id']}")
+            if run.get("narrowed_from"):
+                with ui.row().classes("items-center gap-2 text-warning").mark("unreviewed-run"):
+                    ui.icon("visibility_off")
+                    ui.label(
+                        "No person reviewed this code: it ran as a follow-up under the grant of "
+                        f"run #{run['narrowed_from']}. Check its proposed changes with that in mind."
+                    )
+            if run["status"] == "awaiting_approval" and run.get("followup_note"):
+                with ui.row().classes("items-center gap-2 text-grey-8").mark("followup-note"):
+                    ui.icon("info")
+                    ui.label(f"Asked as a follow-up, but it needs your approval: {run['followup_note']}")
             if run["status"] == "awaiting_approval":
                 self.review_summary(run)
 
@@ -293,6 +313,15 @@ class RunView:
                     ).classes("text-grey-8")
                     return
                 blocked = run.get("approve_blocked_reason")
+                offer = run.get("followup_grant_on_approval")
+                if offer:  # said before the decision: what else this approval lets run unreviewed
+                    with ui.row().classes("items-center gap-2 text-warning").mark("followup-grant-offer"):
+                        ui.icon("forward_to_inbox")
+                        ui.label(
+                            "Follow-ups in this conversation may run without another approval until "
+                            f"{widgets.when(offer.get('expires_at'))} UTC, reading only a subset of: "
+                            f"{grant_scope(offer)} (at most {offer.get('max_runs')} follow-ups)."
+                        )
                 with ui.row().classes("items-center gap-3"):
                     approve = ui.button("Approve and run", icon="play_arrow").props("color=positive")
                     approve.on_click(lambda: self.approve(approve))
@@ -317,6 +346,16 @@ class RunView:
                 ui.label(f"Approved by {who} at {widgets.when(approval.get('at'))}")
                 ui.label(
                     f"code {str(approval.get('code_sha256'))[:12]} · data {str(approval.get('bundle_sha256'))[:12]}"
+                )
+        grant = run.get("followup_grant") or {}
+        if grant:
+            with ui.row().classes("items-center gap-2 text-grey-8").mark("followup-grant"):
+                ui.icon("forward_to_inbox")
+                state = "" if grant.get("active") else " (no longer in force)"
+                ui.label(
+                    f"Follow-up grant{state}: until {widgets.when(grant.get('expires_at'))} UTC, "
+                    f"{grant.get('used', 0)} of {grant.get('max_runs')} follow-ups used, reading only a subset of: "
+                    f"{grant_scope(grant)}"
                 )
         rejection = run.get("rejection") or {}
         if rejection.get("by"):
@@ -527,6 +566,10 @@ class ActionItems:
                     )
                 ).classes("font-medium")
                 widgets.status_badge(status)
+                if item.get("unreviewed_run"):
+                    ui.chip("from a run no person reviewed", icon="visibility_off", color="orange-2").mark(
+                        f"unreviewed unreviewed-{item['id']}"
+                    )
                 if item.get("decided_by"):
                     ui.label(f"by {item['decided_by']} at {widgets.when(item.get('decided_at'))}").classes(
                         "text-xs text-grey-7"

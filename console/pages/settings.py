@@ -17,6 +17,10 @@ FOLLOWUP_EXPLAINED = (
     "fewer datasets and files, within the same limits). Anything that needs more data goes back to the "
     "normal approval screen. Off: every run needs its own approval."
 )
+GRANT_EXPLAINED = (
+    "Each approval grants this for a limited time and number of follow-ups, and the approval screen says so "
+    "before anyone approves. Changes proposed by a follow-up nobody reviewed are marked as such."
+)
 
 
 def register() -> None:
@@ -90,10 +94,37 @@ class CompanySettings:
                     on_change=lambda e: self.save(followup_without_reapproval=e.value),
                 ).mark("followup-switch")
                 ui.label(FOLLOWUP_EXPLAINED).classes("text-sm text-grey-8")
+                with ui.row().classes("items-end gap-4"):
+                    hours = ui.number(
+                        "Grant lasts (hours, 1–168)",
+                        value=current.get("followup_grant_hours", 24),
+                        min=1,
+                        max=168,
+                        step=1,
+                        format="%d",
+                    ).mark("followup-hours")
+                    runs = ui.number(
+                        "Follow-ups per approval (1–100)",
+                        value=current.get("followup_grant_max_runs", 10),
+                        min=1,
+                        max=100,
+                        step=1,
+                        format="%d",
+                    ).mark("followup-max-runs")
+                    ui.button(
+                        "Save grant limits", icon="save", on_click=lambda: self.save_grant(hours, runs)
+                    ).props("flat").mark("followup-limits-save")
+                ui.label(GRANT_EXPLAINED).classes("text-sm text-grey-7")
 
             with ui.row().classes("gap-6 text-grey-8 text-sm"):
                 ui.label(f"Plan: {current.get('plan', '?')}")
                 ui.label(f"Credit pool: {widgets.number(current.get('credit_pool'))}")
+
+    async def save_grant(self, hours: ui.number, runs: ui.number) -> None:
+        if hours.value is None or runs.value is None:
+            ui.notify("Give both the hours and the number of follow-ups.", type="warning")
+            return
+        await self.save(followup_grant_hours=int(hours.value), followup_grant_max_runs=int(runs.value))
 
     async def save(self, **changes: Any) -> None:
         result = await widgets.call(self.api.update_company_settings(**changes))

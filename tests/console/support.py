@@ -47,12 +47,24 @@ class Assistant:
         self.base_url = base_url
 
     async def call(self, email: str, method: str, path: str, **kwargs: Any) -> Any:
-        async with httpx.AsyncClient(transport=self.transport, base_url=self.base_url, timeout=60) as client:
+        from tests.conftest import console_origin
+
+        async with httpx.AsyncClient(
+            transport=self.transport,
+            base_url=self.base_url,
+            timeout=60,
+            headers={"origin": console_origin()},  # a person's session, as the console sends it
+        ) as client:
             response = await client.post("/api/auth/login", json={"email": email, "password": "demo"})
             assert response.status_code == 200, response.text
             response = await client.request(method, path, **kwargs)
         assert response.status_code < 400, response.text
         return response.json() if response.content else None
+
+    async def approve(self, email: str, run: dict[str, Any]) -> Any:
+        """The person approves (a signed-in session), sending the hashes the approval screen shows."""
+        hashes = {"code_sha256": run["code_sha256"], "bundle_sha256": run["bundle_sha256"]}
+        return await self.call(email, "POST", f"/api/runs/{run['id']}/approve", json=hashes)
 
     async def enable_code_execution(self) -> None:
         await self.call(

@@ -8,6 +8,7 @@ import pytest
 from nicegui import ui
 from nicegui.testing.user import User
 
+from tests.conftest import console_origin
 from tests.console.conftest import sign_in
 from tests.console.support import Assistant, execute_with_stand_in_vm
 
@@ -59,7 +60,7 @@ async def test_schedules_empty_state_then_pause_resume_delete(
     await user.should_see("No schedules.", retries=50)
     await assistant.enable_code_execution()
     run = await assistant.propose(code="print('weekly count')\n", with_feedback=False)
-    await assistant.call("alice@acme.example", "POST", f"/api/runs/{run['id']}/approve", json={})
+    await assistant.approve("alice@acme.example", run)
     await execute_with_stand_in_vm(run["id"], monkeypatch)
     created = await assistant.call(
         "alice@acme.example", "POST", "/api/schedules", json={"run_id": run["id"], "cron": "0 7 * * 1"}
@@ -80,7 +81,7 @@ async def test_credits_page_shows_pool_and_charts(
 ) -> None:
     await assistant.enable_code_execution()
     run = await assistant.propose()
-    await assistant.call("alice@acme.example", "POST", f"/api/runs/{run['id']}/approve", json={})
+    await assistant.approve("alice@acme.example", run)
     await execute_with_stand_in_vm(run["id"], monkeypatch)
     await sign_in(user, "admin@acme.example", then="/credits")
     await user.should_see(marker="remaining", retries=50)
@@ -181,7 +182,9 @@ async def test_with_assistant_writes_off_runs_say_why_they_are_gone(user: User, 
 
 
 async def test_audit_shows_older_entries_on_request(user: User, assistant: Assistant) -> None:
-    async with httpx.AsyncClient(transport=assistant.transport, base_url=assistant.base_url) as admin:
+    async with httpx.AsyncClient(
+        transport=assistant.transport, base_url=assistant.base_url, headers={"origin": console_origin()}
+    ) as admin:
         await admin.post("/api/auth/login", json={"email": "admin@acme.example", "password": "demo"})
         for i in range(210):  # every settings change is an audit entry
             await admin.patch("/api/company/settings", json={"followup_without_reapproval": i % 2 == 0})

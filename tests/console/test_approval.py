@@ -109,7 +109,7 @@ async def test_a_revision_shows_the_diff_against_the_previous_attempt(
 ) -> None:
     await assistant.enable_code_execution()
     first = await assistant.propose()
-    await assistant.call("alice@acme.example", "POST", f"/api/runs/{first['id']}/approve", json={})
+    await assistant.approve("alice@acme.example", first)
     assert await execute_with_stand_in_vm(first["id"], monkeypatch, fail=True) == "failed"
     revised = ANALYSIS_CODE.replace("Deals per stage", "Deals by stage")
     second = await assistant.call(

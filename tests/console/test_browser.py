@@ -129,7 +129,9 @@ def section_screenshot(driver, title: str, name: str) -> None:
 
 @contextmanager
 def api_as(servers: Servers, email: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=servers.api_url, timeout=30) as client:
+    with httpx.Client(
+        base_url=servers.api_url, timeout=30, headers={"origin": servers.console_url}
+    ) as client:
         assert client.post("/api/auth/login", json={"email": email, "password": "demo"}).status_code == 200
         yield client
 
@@ -229,3 +231,32 @@ def test_admin_screens(servers: Servers, browser) -> None:
     wait_for_text(driver, "Guest image sha256")
     assert "KVM" in body_text(driver) or "software emulation" in body_text(driver)
     screenshot(driver, "health")
+
+
+def test_readme_walkthrough_runs_as_written(servers: Servers, tmp_path: Path) -> None:
+    """The README's curl walkthrough, run verbatim against the real servers: the assistant's token
+    proposes and is refused at approve (403 person_required); maria approves in her session with the
+    hashes she saw; the run executes in a real VM; the token reads the result; maria accepts the change."""
+    import subprocess
+    import sys
+
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## One run, from proposal to an accepted change (curl)", 1)[1]
+    script = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert "API=http://127.0.0.1:8400" in script
+    script = script.replace("API=http://127.0.0.1:8400", f"API={servers.api_url}")
+    script = script.replace(".venv/bin/cleanroom", f"{sys.executable} -m backend")
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=servers.env(),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    out = done.stdout
+    assert '"error":"person_required"' in out.replace(" ", "")  # step 3: the token is refused
+    assert "\nsucceeded " in out  # step 4: the VM ran after the person's approval
+    assert '"status":"accepted"' in out.replace(" ", "")  # step 5: the person accepted the change
+    assert "audit chain OK" in out  # the audit chain verifies

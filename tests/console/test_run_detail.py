@@ -14,7 +14,7 @@ async def finished_run(
 ) -> dict:
     await assistant.enable_code_execution()
     run = await assistant.propose(code=code)
-    await assistant.call("alice@acme.example", "POST", f"/api/runs/{run['id']}/approve", json={})
+    await assistant.approve("alice@acme.example", run)
     assert await execute_with_stand_in_vm(run["id"], monkeypatch) == "succeeded"
     return run
 
@@ -93,7 +93,7 @@ async def test_failed_run_shows_stderr(
 ) -> None:
     await assistant.enable_code_execution()
     run = await assistant.propose()
-    await assistant.call("alice@acme.example", "POST", f"/api/runs/{run['id']}/approve", json={})
+    await assistant.approve("alice@acme.example", run)
     await execute_with_stand_in_vm(run["id"], monkeypatch, fail=True)
     await sign_in(user, "alice@acme.example", then=f"/runs/{run['id']}")
     await user.should_see(marker="stderr", retries=50)

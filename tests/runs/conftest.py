@@ -46,6 +46,14 @@ async def alice(client) -> dict[str, str]:
 
 
 @pytest.fixture
+async def alice_person(client, alice) -> dict[str, str]:
+    """alice herself, signed in with a session cookie (after her assistant's token was minted): a person's
+    requests carry no token, so the headers to send are none."""
+    await login(client, "alice@acme.example")
+    return {}
+
+
+@pytest.fixture
 async def acme_on(demo_db: str) -> None:
     await enable_code()
 

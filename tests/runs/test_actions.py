@@ -8,11 +8,13 @@ from backend.records.tables import Deal
 from backend.runs.tables import Run
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import User
+from tests.conftest import decide_item_as
 from tests.runs.conftest import as_user, proposal
 
 
 async def _run_with(client, alice, entries) -> tuple[int, list[dict]]:
-    run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
+    # a change may only touch a dataset the run staged (see test_action_scope.py)
+    run = (await client.post("/api/runs", json=proposal(datasets=["deals", "tasks"]), headers=alice)).json()
     row = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
     ctx = await load_user_context_by_email("alice@acme.example")
     await actions.ingest(row, entries, ctx)
@@ -85,12 +87,12 @@ async def test_accept_writes_one_item_and_bumps_the_version(client, alice, acme_
     )
     untouched = await Deal.select().where(Deal.id == deal["id"]).first()
     assert untouched["probability"] == deal["probability"]  # nothing written before a decision
-    r = await client.post(f"/api/action-items/{items[0]['id']}/accept", headers=alice)
+    r = await decide_item_as(client, "alice@acme.example", items[0]["id"], "accept")
     assert r.status_code == 200 and r.json()["status"] == "accepted"
     after = await Deal.select().where(Deal.id == deal["id"]).first()
     assert after["probability"] == 95 and after["version"] == deal["version"] + 1
     # the second item was staged against the old version: a conflict, nothing written
-    r = await client.post(f"/api/action-items/{items[1]['id']}/accept", headers=alice)
+    r = await decide_item_as(client, "alice@acme.example", items[1]["id"], "accept")
     assert r.status_code == 409 and r.json()["error"] == "conflict"
     assert (await Deal.select().where(Deal.id == deal["id"]).first())["notes"] == deal["notes"]
     assert (await ActionItem.select().where(ActionItem.id == items[1]["id"]).first())["status"] == "conflict"
@@ -110,12 +112,12 @@ async def test_reject_one_item_leaves_the_others(client, alice, acme_on) -> None
             },
         ],
     )
-    r = await client.post(f"/api/action-items/{items[0]['id']}/reject", headers=alice, json={"reason": "no"})
+    r = await decide_item_as(client, "alice@acme.example", items[0]["id"], "reject", json={"reason": "no"})
     assert r.json()["status"] == "rejected"
     assert (await Deal.select().where(Deal.id == deal["id"]).first())["probability"] == deal["probability"]
-    r = await client.post(f"/api/action-items/{items[1]['id']}/accept", headers=alice)
+    r = await decide_item_as(client, "alice@acme.example", items[1]["id"], "accept")
     assert r.status_code == 200 and r.json()["created_record_id"]
-    assert (await client.post(f"/api/action-items/{items[1]['id']}/accept", headers=alice)).status_code == 409
+    assert (await decide_item_as(client, "alice@acme.example", items[1]["id"], "accept")).status_code == 409
 
 
 async def test_accepting_rechecks_permission(client, alice, acme_on) -> None:
@@ -133,7 +135,7 @@ async def test_accepting_rechecks_permission(client, alice, acme_on) -> None:
     await PermissionSet.update({PermissionSet.grants: {**sales["grants"], "deals": "read"}}).where(
         PermissionSet.id == sales["id"]
     )
-    r = await client.post(f"/api/action-items/{items[0]['id']}/accept", headers=alice)
+    r = await decide_item_as(client, "alice@acme.example", items[0]["id"], "accept")
     assert r.status_code == 403 and "edit permission" in r.text
     assert (await Deal.select().where(Deal.id == deal["id"]).first())["probability"] == deal["probability"]
 

@@ -6,6 +6,7 @@ from backend.credits.tables import CreditCharge
 from backend.runs.tables import Run
 from backend.runs.worker import hash_problem
 from backend.tenancy.tables import Company
+from tests.conftest import approve_as, login
 from tests.runs.conftest import as_user, enable_code, proposal
 
 
@@ -35,13 +36,13 @@ async def test_writes_off_makes_every_run_endpoint_absent(client, alice, acme_on
         ("post", "/api/runs"),
         ("get", "/api/runs"),
         ("get", f"/api/runs/{run_id}"),
-        ("post", f"/api/runs/{run_id}/approve"),
         ("get", f"/api/runs/{run_id}/action-items"),
         ("get", "/api/schedules"),
     ]:
         kwargs = {"json": proposal()} if url == "/api/runs" and method == "post" else {}
         r = await getattr(client, method)(url, headers=alice, **kwargs)
         assert r.status_code == 404, (method, url, r.text)
+    assert (await approve_as(client, "alice@acme.example", ok.json())).status_code == 404  # a person, too
 
 
 async def test_proposal_is_staged_scanned_and_awaits_approval(client, alice, acme_on) -> None:
@@ -60,7 +61,9 @@ async def test_proposal_is_staged_scanned_and_awaits_approval(client, alice, acm
     paths = {f["path"] for f in run["manifest"]["files"]}
     assert {"datasets/deals.csv", "datasets/tasks.csv"} <= paths
     assert any(f["category"] for f in run["findings"] if f["path"] == "Customer feedback.xlsx")
-    assert run["can_decide"] is True
+    assert run["can_decide"] is False  # the assistant's token proposes; it never decides
+    await login(client, "alice@acme.example")
+    assert (await client.get(f"/api/runs/{run['id']}")).json()["can_decide"] is True  # alice, signed in
 
 
 async def test_syntax_error_is_returned_and_nothing_is_staged(client, alice, acme_on) -> None:
@@ -95,33 +98,32 @@ async def test_credits_exhausted_refuses_proposal_and_approval(client, alice, ac
     assert r.status_code == 402 and r.json()["error"] == "credits_exhausted"
     detail = (await client.get(f"/api/runs/{run['id']}", headers=alice)).json()
     assert "credit" in detail["approve_blocked_reason"]
-    r = await client.post(f"/api/runs/{run['id']}/approve", headers=alice)
+    r = await approve_as(client, "alice@acme.example", run)
     assert r.status_code == 402
     await Company.update({Company.credit_pool: 100}).where(Company.name == "Acme Analytics")
-    assert (await client.post(f"/api/runs/{run['id']}/approve", headers=alice)).status_code == 200
+    assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
 
 
 async def test_only_requester_or_admin_decides(client, alice, acme_on) -> None:
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
-    await as_user(client, "bob@acme.example")
-    assert (await client.post(f"/api/runs/{run['id']}/approve")).status_code == 404  # bob cannot even see it
-    await as_user(client, "maria@acme.example")
-    assert (await client.post(f"/api/runs/{run['id']}/approve")).status_code == 404
-    await as_user(client, "admin@acme.example")
-    r = await client.post(f"/api/runs/{run['id']}/approve")
+    assert (await approve_as(client, "bob@acme.example", run)).status_code == 404  # bob cannot even see it
+    assert (await approve_as(client, "maria@acme.example", run)).status_code == 404
+    r = await approve_as(client, "admin@acme.example", run)
     assert r.status_code == 200 and r.json()["status"] == "queued"
     assert r.json()["approval"]["by"] == "admin@acme.example"
 
 
 async def test_approval_binds_to_the_hashes_seen(client, alice, acme_on) -> None:
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
-    r = await client.post(f"/api/runs/{run['id']}/approve", headers=alice, json={"code_sha256": "0" * 64})
+    r = await approve_as(client, "alice@acme.example", run, code_sha256="0" * 64)
     assert r.status_code == 409 and r.json()["error"] == "hash_mismatch"
-    r = await client.post(
-        f"/api/runs/{run['id']}/approve",
-        headers=alice,
-        json={"code_sha256": run["code_sha256"], "bundle_sha256": run["bundle_sha256"]},
-    )
+    r = await approve_as(client, "alice@acme.example", run, bundle_sha256="0" * 64)
+    assert r.status_code == 409 and r.json()["error"] == "hash_mismatch"
+    for missing in ({}, {"code_sha256": run["code_sha256"]}, {"bundle_sha256": run["bundle_sha256"]}):
+        r = await client.post(f"/api/runs/{run['id']}/approve", json=missing)  # signed in, hashes missing
+        assert r.status_code == 422, (missing, r.text)
+    assert (await client.get(f"/api/runs/{run['id']}")).json()["status"] == "awaiting_approval"
+    r = await approve_as(client, "alice@acme.example", run)
     assert r.status_code == 200
     row = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
     assert hash_problem(row) is None  # positive control: untouched, the worker would start it
@@ -131,7 +133,7 @@ async def test_tampering_after_approval_is_refused_before_the_vm(client, alice, 
     from pathlib import Path
 
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
-    await client.post(f"/api/runs/{run['id']}/approve", headers=alice)
+    await approve_as(client, "alice@acme.example", run)
     await Run.update({Run.code: "import os; print(os.environ)"}).where(Run.id == run["id"])
     row = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
     assert "code changed after approval" in hash_problem(row)
@@ -154,7 +156,7 @@ async def test_tampering_after_approval_is_refused_before_the_vm(client, alice, 
 async def test_an_approval_cannot_be_replayed_on_another_run(client, alice, acme_on) -> None:
     a = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     b = (await client.post("/api/runs", json=proposal(code="print('other')"), headers=alice)).json()
-    await client.post(f"/api/runs/{a['id']}/approve", headers=alice)
+    await approve_as(client, "alice@acme.example", a)
     # copy a's approval onto b: the hashes bind to a's code, so b is refused
     row_a = await Run.select().where(Run.id == a["id"]).first()
     await Run.update(
@@ -172,10 +174,11 @@ async def test_an_approval_cannot_be_replayed_on_another_run(client, alice, acme
 
 async def test_reject_with_reason(client, alice, acme_on) -> None:
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
-    r = await client.post(f"/api/runs/{run['id']}/reject", headers=alice, json={"reason": "wrong quarter"})
+    await login(client, "alice@acme.example")
+    r = await client.post(f"/api/runs/{run['id']}/reject", json={"reason": "wrong quarter"})
     assert r.status_code == 200 and r.json()["status"] == "rejected"
     assert r.json()["rejection"]["reason"] == "wrong quarter"
-    assert (await client.post(f"/api/runs/{run['id']}/approve", headers=alice)).status_code == 409
+    assert (await approve_as(client, "alice@acme.example", run)).status_code == 409
 
 
 async def test_retry_cap_with_diffs(client, alice, acme_on) -> None:
@@ -199,7 +202,7 @@ async def test_retry_cap_with_diffs(client, alice, acme_on) -> None:
 
 async def _approved(client, alice, **kw) -> dict:
     run = (await client.post("/api/runs", json=proposal(**kw), headers=alice)).json()
-    await client.post(f"/api/runs/{run['id']}/approve", headers=alice)
+    assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
     return run
 
 
@@ -214,20 +217,26 @@ async def test_followup_narrowing_on_skips_approval_and_names_the_parent(client,
 
     await enable_code(followup_without_reapproval=True)
     parent = await _approved(client, alice, datasets=["deals", "tasks"])
+    # the grant is bound to the approved run (more in test_followup_grants.py)
+    followup = {"followup_of": parent["id"]}
     r = await client.post(
-        "/api/runs", json=proposal(code="print('narrower')", datasets=["deals"]), headers=alice
+        "/api/runs", json=proposal(code="print('narrower')", datasets=["deals"], **followup), headers=alice
     )
     run = r.json()
     assert run["status"] == "queued" and run["narrowed_from"] == parent["id"]
     entry = await AuditEntry.select().where(AuditEntry.action == "run.followup_auto_approved").first()
     assert entry is not None and str(parent["id"]) in entry["data"]
-    # widening, another conversation, or larger limits fall back to normal approval
-    wide = await client.post("/api/runs", json=proposal(datasets=["deals", "contacts"]), headers=alice)
+    # widening, another conversation, or naming no approved run fall back to normal approval
+    wide = await client.post(
+        "/api/runs", json=proposal(datasets=["deals", "contacts"], **followup), headers=alice
+    )
     assert wide.json()["status"] == "awaiting_approval"
     other = await client.post(
-        "/api/runs", json=proposal(datasets=["deals"], conversation_id="conv-2"), headers=alice
+        "/api/runs", json=proposal(datasets=["deals"], conversation_id="conv-2", **followup), headers=alice
     )
     assert other.json()["status"] == "awaiting_approval"
+    unnamed = await client.post("/api/runs", json=proposal(datasets=["deals"]), headers=alice)
+    assert unnamed.json()["status"] == "awaiting_approval"
 
 
 async def test_another_companys_run_answers_404(client, alice, acme_on) -> None:
@@ -236,10 +245,10 @@ async def test_another_companys_run_answers_404(client, alice, acme_on) -> None:
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     await enable_code("Globex")
     gus = await token_for(client, "admin@globex.example")
+    assert (await approve_as(client, "admin@globex.example", run)).status_code == 404  # signed in, too
+    assert (await client.post(f"/api/runs/{run['id']}/reject")).status_code == 404
     for method, url in [
         ("get", f"/api/runs/{run['id']}"),
-        ("post", f"/api/runs/{run['id']}/approve"),
-        ("post", f"/api/runs/{run['id']}/reject"),
         ("get", f"/api/runs/{run['id']}/action-items"),
         ("get", f"/api/runs/{run['id']}/audit"),
         ("post", f"/api/runs/{run['id']}/revisions"),

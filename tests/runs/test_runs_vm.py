@@ -12,6 +12,7 @@ from backend.records.tables import Deal
 from backend.runs import worker
 from backend.runs.tables import Run
 from backend.schedules import service as schedules
+from tests.conftest import approve_as, decide_item_as
 from tests.runs.conftest import CHART_CODE, as_user, proposal
 
 pytestmark = [pytest.mark.vm, pytest.mark.sqlite]
@@ -20,11 +21,7 @@ pytestmark = [pytest.mark.vm, pytest.mark.sqlite]
 async def _approve_and_run(client, headers, body) -> dict:
     run = (await client.post("/api/runs", json=body, headers=headers)).json()
     assert run["status"] == "awaiting_approval", run
-    r = await client.post(
-        f"/api/runs/{run['id']}/approve",
-        headers=headers,
-        json={"code_sha256": run["code_sha256"], "bundle_sha256": run["bundle_sha256"]},
-    )
+    r = await approve_as(client, "alice@acme.example", run)  # a person decides, in a session
     assert r.status_code == 200, r.text
     await worker.drain()
     return (await client.get(f"/api/runs/{run['id']}", headers=headers)).json()
@@ -58,7 +55,7 @@ async def test_approved_run_succeeds_with_a_chart_in_drive(client, alice, acme_o
 
 async def test_tampered_code_is_refused_and_no_vm_starts(client, alice, acme_on) -> None:
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
-    await client.post(f"/api/runs/{run['id']}/approve", headers=alice)
+    assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
     await Run.update({Run.code: "print(open('/etc/shadow').read())"}).where(Run.id == run["id"])
     await worker.drain()
     done = (await client.get(f"/api/runs/{run['id']}", headers=alice)).json()
@@ -75,7 +72,7 @@ async def test_failed_run_is_revised_and_succeeds(client, alice, acme_on) -> Non
     assert r.status_code == 201
     second = r.json()
     assert second["attempt"] == 2 and "+print('fixed')" in second["diff"]
-    await client.post(f"/api/runs/{second['id']}/approve", headers=alice)
+    assert (await approve_as(client, "alice@acme.example", second)).status_code == 200
     await worker.drain()
     final = (await client.get(f"/api/runs/{second['id']}", headers=alice)).json()
     assert final["status"] == "succeeded" and "fixed" in final["result"]["stdout"]
@@ -98,7 +95,7 @@ async def test_actions_from_a_run_are_only_proposals_until_accepted(client, alic
     ]
     items = (await client.get(f"/api/runs/{done['id']}/action-items", headers=alice)).json()
     assert [i["status"] for i in items] == ["pending", "invalid"]
-    r = await client.post(f"/api/action-items/{items[0]['id']}/accept", headers=alice)
+    r = await decide_item_as(client, "alice@acme.example", items[0]["id"], "accept")
     assert r.status_code == 200
     assert (await Deal.select().where(Deal.id == alice_deal["id"]).first())["probability"] == 77
 
@@ -117,7 +114,7 @@ async def test_scheduled_firing_discards_actions_json_unread(client, alice, acme
     origin = await _approve_and_run(client, alice, proposal(code=code))
     assert origin["status"] == "succeeded" and origin["action_items_count"] == 0
     sid = (
-        await client.post("/api/schedules", headers=alice, json={"run_id": origin["id"], "cron": "0 7 * * 1"})
+        await client.post("/api/schedules", json={"run_id": origin["id"], "cron": "0 7 * * 1"})  # signed in
     ).json()["id"]
     template = await Deal.select().where(Deal.visibility == "company").first()
     await Deal.insert(Deal(**{**{k: v for k, v in template.items() if k != "id"}, "name": "Trigger deal"}))

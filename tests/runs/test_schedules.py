@@ -10,12 +10,13 @@ from backend.schedules import service as schedules
 from backend.schedules.tables import Schedule
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import Company, PermissionSet
+from tests.conftest import approve_as
 from tests.runs.conftest import proposal
 
 
 async def _succeeded(client, alice, entries=None) -> int:
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
-    await client.post(f"/api/runs/{run['id']}/approve", headers=alice)
+    assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
     await Run.update({Run.status: "succeeded"}).where(Run.id == run["id"])
     if entries:
         row = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
@@ -23,36 +24,44 @@ async def _succeeded(client, alice, entries=None) -> int:
     return run["id"]
 
 
-async def test_schedule_refused_for_a_run_with_actions(client, alice, acme_on) -> None:
+async def test_schedule_refused_for_a_run_with_actions(client, alice, alice_person, acme_on) -> None:
     run_id = await _succeeded(
         client, alice, [{"op": "create", "dataset": "tasks", "changes": {"title": "x"}}]
     )
-    r = await client.post("/api/schedules", headers=alice, json={"run_id": run_id, "cron": "0 7 * * 1"})
+    r = await client.post(
+        "/api/schedules", headers=alice_person, json={"run_id": run_id, "cron": "0 7 * * 1"}
+    )
     assert r.status_code == 409 and r.json()["error"] == "run_has_actions"
 
 
-async def test_schedule_refused_for_unfinished_runs_and_bad_cron(client, alice, acme_on) -> None:
+async def test_schedule_refused_for_unfinished_runs_and_bad_cron(
+    client, alice, alice_person, acme_on
+) -> None:
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
-    r = await client.post("/api/schedules", headers=alice, json={"run_id": run["id"], "cron": "0 7 * * 1"})
+    r = await client.post(
+        "/api/schedules", headers=alice_person, json={"run_id": run["id"], "cron": "0 7 * * 1"}
+    )
     assert r.status_code == 409
     run_id = await _succeeded(client, alice)
-    r = await client.post("/api/schedules", headers=alice, json={"run_id": run_id, "cron": "every monday"})
+    r = await client.post(
+        "/api/schedules", headers=alice_person, json={"run_id": run_id, "cron": "every monday"}
+    )
     assert r.status_code == 422
     r = await client.post(
         "/api/schedules",
-        headers=alice,
+        headers=alice_person,
         json={"run_id": run_id, "cron": "0 7 * * 1", "timezone": "Mars/Olympus"},
     )
     assert r.status_code == 422
 
 
 async def test_firing_queues_the_frozen_code_on_fresh_data_without_reading_actions(
-    client, alice, acme_on
+    client, alice, alice_person, acme_on
 ) -> None:
     run_id = await _succeeded(client, alice)
     r = await client.post(
         "/api/schedules",
-        headers=alice,
+        headers=alice_person,
         json={"run_id": run_id, "cron": "0 7 * * *", "timezone": "Europe/Berlin"},
     )
     assert r.status_code == 201, r.text
@@ -68,10 +77,12 @@ async def test_firing_queues_the_frozen_code_on_fresh_data_without_reading_actio
     assert new["bundle_dir"] != origin["bundle_dir"]
 
 
-async def test_firing_pauses_when_a_check_fails(client, alice, acme_on) -> None:
+async def test_firing_pauses_when_a_check_fails(client, alice, alice_person, acme_on) -> None:
     run_id = await _succeeded(client, alice)
     sid = (
-        await client.post("/api/schedules", headers=alice, json={"run_id": run_id, "cron": "* * * * *"})
+        await client.post(
+            "/api/schedules", headers=alice_person, json={"run_id": run_id, "cron": "*/15 * * * *"}
+        )
     ).json()["id"]
     sales = await PermissionSet.select().where(PermissionSet.name == "Sales").output(load_json=True).first()
     grants = {k: v for k, v in sales["grants"].items() if k != "deals"}
@@ -80,21 +91,27 @@ async def test_firing_pauses_when_a_check_fails(client, alice, acme_on) -> None:
     row = await Schedule.select().where(Schedule.id == sid).first()
     assert row["status"] == "paused" and "permission" in row["paused_reason"]
     await PermissionSet.update({PermissionSet.grants: sales["grants"]}).where(PermissionSet.id == sales["id"])
-    await client.post(f"/api/schedules/{sid}/resume", headers=alice)
+    await client.post(f"/api/schedules/{sid}/resume", headers=alice_person)
     await Company.update({Company.code_execution_enabled: False}).where(Company.name == "Acme Analytics")
     assert await schedules.fire(sid) is None
     assert "turned off" in (await Schedule.select().where(Schedule.id == sid).first())["paused_reason"]
     await Company.update({Company.code_execution_enabled: True}).where(Company.name == "Acme Analytics")
-    await client.post(f"/api/schedules/{sid}/resume", headers=alice)
+    await client.post(f"/api/schedules/{sid}/resume", headers=alice_person)
     assert await schedules.fire(sid) is not None  # positive control
 
 
-async def test_pause_resume_delete(client, alice, acme_on) -> None:
+async def test_pause_resume_delete(client, alice, alice_person, acme_on) -> None:
     run_id = await _succeeded(client, alice)
     sid = (
-        await client.post("/api/schedules", headers=alice, json={"run_id": run_id, "cron": "0 7 * * *"})
+        await client.post(
+            "/api/schedules", headers=alice_person, json={"run_id": run_id, "cron": "0 7 * * *"}
+        )
     ).json()["id"]
-    assert (await client.post(f"/api/schedules/{sid}/pause", headers=alice)).json()["status"] == "paused"
-    assert (await client.post(f"/api/schedules/{sid}/resume", headers=alice)).json()["status"] == "active"
-    assert (await client.delete(f"/api/schedules/{sid}", headers=alice)).status_code == 204
+    assert (await client.post(f"/api/schedules/{sid}/pause", headers=alice_person)).json()[
+        "status"
+    ] == "paused"
+    assert (await client.post(f"/api/schedules/{sid}/resume", headers=alice_person)).json()[
+        "status"
+    ] == "active"
+    assert (await client.delete(f"/api/schedules/{sid}", headers=alice_person)).status_code == 204
     assert (await client.get("/api/schedules", headers=alice)).json() == []

@@ -12,7 +12,7 @@ import pytest
 
 from backend.settings import get_settings
 from backend.staging.demo_files import PRICE_LIST_NAME, demo_drive_files
-from tests.conftest import token_for
+from tests.conftest import console_origin, token_for
 
 CLEANROOM = str(Path(sys.executable).parent / "cleanroom")
 PDF = dict(demo_drive_files())[PRICE_LIST_NAME]
@@ -217,6 +217,7 @@ async def test_a_body_far_over_the_limit_is_refused_before_it_is_read(demo_db: s
     monkeypatch.setattr(get_settings(), "max_upload_bytes", 1000)
     app = create_app(database_url=demo_db, run_hooks=False, pool=False)
     async with AsyncTestClient(app=app) as client:
+        client.headers["origin"] = console_origin()
         alice = await token_for(client, "alice@acme.example")
         r = await _upload(client, alice, "huge.bin", b"a" * (3 * 1024 * 1024))
         assert r.status_code == 413 and r.json()["error"] in ("too_large", "file_too_large")

@@ -6,14 +6,16 @@ import hashlib
 import json
 import struct
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from backend.sandbox import wire
-from backend.sandbox.runner import _parse_actions, _safe_name
+from backend.sandbox.output import parse_actions, safe_name
 
 
 def _write_result(path: Path, record: dict, payload: bytes, *, lie_about_len: int | None = None) -> None:
+    """A hostile guest's writer: any blob layout and any declared length, with a matching digest."""
     body = json.dumps(record).encode()
     wire.create_output_disk(path, 4 * 1024 * 1024)
     digest = hashlib.sha256(body + payload).digest()
@@ -27,11 +29,18 @@ def _write_result(path: Path, record: dict, payload: bytes, *, lie_about_len: in
         fh.write(wire.RESULT_MAGIC + struct.pack(">QQ", len(body), payload_len) + digest)
 
 
-def test_a_complete_result_parses_and_blobs_are_bounded(tmp_path: Path) -> None:
+def _agent_writes_result(agent: ModuleType, disk: Path, record: dict, blobs: list[bytes]) -> None:
+    wire.create_output_disk(disk, 4 * 1024 * 1024)
+    agent.OUT_DEV = str(disk)
+    try:
+        agent.write_result(record, blobs)
+    finally:
+        agent.OUT_DEV = "/dev/vdc"
+
+
+def test_a_complete_result_parses_and_blobs_are_bounded(guest_agent: ModuleType, tmp_path: Path) -> None:
     disk = tmp_path / "out.img"
-    _write_result(
-        disk, {"nonce": "n", "blobs": [{"offset": 0, "size": 5}, {"offset": 5, "size": 3}]}, b"hello123"
-    )
+    _agent_writes_result(guest_agent, disk, {"nonce": "n"}, [b"hello", b"123"])
     result = wire.read_result(disk)
     assert result is not None
     assert result.blob(0, 100) == b"hello"
@@ -50,15 +59,17 @@ def test_blob_pointing_outside_the_payload_is_refused(tmp_path: Path) -> None:
         result.blob(0, 1 << 30)
 
 
-def test_an_incomplete_or_tampered_result_is_not_read(tmp_path: Path) -> None:
+def test_an_incomplete_or_tampered_result_is_not_read(guest_agent: ModuleType, tmp_path: Path) -> None:
     disk = tmp_path / "out.img"
     wire.create_output_disk(disk, 1 << 20)
-    assert wire.read_result(disk) is None  # nothing written yet
-    _write_result(disk, {"x": 1}, b"payload")
+    assert wire.poll_result(disk) == (None, False)  # nothing written yet
+    _agent_writes_result(guest_agent, disk, {"x": 1}, [b"payload"])
+    assert wire.poll_result(disk)[0] is not None
     with open(disk, "r+b") as fh:
         fh.seek(wire.RESULT_PAYLOAD_OFFSET)
         fh.write(b"PAYLOAD")
     assert wire.read_result(disk) is None  # hash mismatch = still being written (or forged)
+    assert wire.poll_result(disk) == (None, True)  # ... which the caller is told, to back off
 
 
 def test_lengths_beyond_the_disk_are_an_error(tmp_path: Path) -> None:
@@ -89,17 +100,17 @@ def test_job_disk_round_trip_layout(tmp_path: Path) -> None:
     "name", ["..", ".", "", "a/b", "../x", "a\\b", "bad\nname", "actions.json", "x" * 300, 7]
 )
 def test_unsafe_output_names_are_refused(name: object) -> None:
-    assert not _safe_name(name)
+    assert not safe_name(name)
 
 
 @pytest.mark.parametrize("name", ["chart.png", "report final.xlsx", "résumé.txt", ".hidden"])
 def test_ordinary_output_names_are_accepted(name: str) -> None:
-    assert _safe_name(name)
+    assert safe_name(name)
 
 
 def test_actions_must_be_a_list_of_objects() -> None:
-    assert _parse_actions(b'[{"type": "update"}]') == ([{"type": "update"}], None)
-    assert _parse_actions(b'{"actions": [{"type": "x"}]}') == ([{"type": "x"}], None)
+    assert parse_actions(b'[{"type": "update"}]') == ([{"type": "update"}], None)
+    assert parse_actions(b'{"actions": [{"type": "x"}]}') == ([{"type": "x"}], None)
     for raw in (b"{not json", b'"text"', b"[1, 2]", b"\xff\xfe"):
-        actions, problem = _parse_actions(raw)
+        actions, problem = parse_actions(raw)
         assert actions is None and problem

@@ -11,7 +11,7 @@ import pytest
 
 from backend.sandbox import RunLimits, SandboxResult, ensure_image, prepare_saved_states, run_code
 from backend.sandbox.libvirt_conn import owner_token
-from backend.sandbox.runner import leftover_run_files, running_domains
+from backend.sandbox.recovery import leftover_run_files, running_domains
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -249,9 +249,10 @@ def test_health_reports_virt_type_image_and_saved_states() -> None:
 def test_recover_leftovers_destroys_stray_domains_and_files_of_dead_owners() -> None:
     from dataclasses import replace
 
-    from backend.sandbox.domain import render_domain_xml
-    from backend.sandbox.libvirt_conn import connection, destroy_quietly, make_private_dir
-    from backend.sandbox.runner import _spec, current_image, resolve_virt_type
+    from backend.sandbox.domain import DomainSpec, render_domain_xml
+    from backend.sandbox.image import current_image
+    from backend.sandbox.libvirt_conn import connection, destroy_quietly, make_private_dir, owner_token
+    from backend.sandbox.virt import resolve_virt_type
 
     image = current_image()
     run_dir = get_settings().effective_run_dir
@@ -261,7 +262,9 @@ def test_recover_leftovers_destroys_stray_domains_and_files_of_dead_owners() -> 
         for disk in ("job.img", "out.img"):
             with open(stray / disk, "wb") as fh:
                 fh.truncate(1 << 20)
-        spec = _spec(stray.name, str(uuid.uuid4()), "stray", image, resolve_virt_type(image), stray)
+        spec = DomainSpec.for_run(
+            stray.name, str(uuid.uuid4()), "stray", image, resolve_virt_type(image), stray, owner_token()
+        )
         if label == "dead":  # a process that no longer exists (pid 1 never has this start time)
             spec = replace(spec, owner="1:0")
             (stray / "owner").write_text("1:0")
@@ -287,7 +290,7 @@ def test_recover_leftovers_destroys_stray_domains_and_files_of_dead_owners() -> 
 
 def test_standby_pool_runs_are_fresh_and_nothing_outlives_the_pool(run) -> None:
     from backend.sandbox import start_standby_pool, stop_standby_pool
-    from backend.sandbox.runner import standby_ready
+    from backend.sandbox.standby import standby_ready
 
     code = "import os, random\nopen('/tmp/seen', 'a').write('x')\nprint(os.urandom(8).hex(), random.random(), open('/tmp/seen').read())"
     start_standby_pool(1)

@@ -1,0 +1,103 @@
+"""The chain head, anchored outside the database.
+
+A hash chain proves that nothing in the middle changed, but whoever can write the table can delete its
+newest entries and leave a shorter chain that verifies. So every entry's "seq hash" is also appended to
+a file in the data directory (append-only, fsynced, mode 0600) right after the entry is inserted, and
+`cleanroom audit verify` fails when the table ends before the anchor does, or when an anchored entry
+carries another hash (the chain was rewritten).
+
+One file per database (the key is a hash of the database's identity, never its password), so a data
+directory shared by several databases (tests, a reset demo) keeps their anchors apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from piccolo.engine.sqlite import SQLiteEngine
+
+from backend import db
+from backend.hashing import sha256_text
+from backend.settings import get_settings
+
+log = logging.getLogger("cleanroom.audit")
+DIRECTORY = "audit-anchor"
+
+
+def database_identity() -> str:
+    """Which database this is: the SQLite file's absolute path, or the PostgreSQL DSN without password."""
+    engine = db.engine()
+    if isinstance(engine, SQLiteEngine):
+        return "sqlite:" + str(Path(engine.path).resolve())
+    dsn = str(getattr(engine, "config", {}).get("dsn", ""))
+    parts = urlsplit(dsn)
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}@{host}:{parts.port or 5432}"
+    return urlunsplit(("postgresql", netloc, parts.path, "", ""))
+
+
+def path() -> Path:
+    return get_settings().data_dir / DIRECTORY / f"{sha256_text(database_identity())[:24]}.log"
+
+
+def append(seq: int, entry_hash: str) -> None:
+    """One line per entry, on disk before `record` returns. A failure is logged, never raised: the entry
+    is in the table already, and a missing line only weakens the check for that entry."""
+    target = path()
+    try:
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{seq} {entry_hash}\n".encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.error("could not anchor audit entry #%s in %s: %s", seq, target, exc)
+
+
+def read() -> dict[int, str]:
+    """seq -> hash; a later line for the same seq wins (an entry whose insert was rolled back and whose
+    seq was taken again). Unreadable lines are skipped."""
+    anchored: dict[int, str] = {}
+    target = path()
+    if not target.exists():
+        return anchored
+    for line in target.read_text(encoding="ascii", errors="replace").splitlines():
+        seq, _, entry_hash = line.strip().partition(" ")
+        if seq.isdigit() and len(entry_hash) == 64:
+            anchored[int(seq)] = entry_hash
+    return anchored
+
+
+def check(table: dict[int, str]) -> tuple[int, str] | None:
+    """None when the table (seq -> hash) agrees with the anchor, else (first bad seq, what is wrong)."""
+    anchored = read()
+    if not anchored:
+        return None
+    newest = max(anchored)
+    head = max(table) if table else 0
+    if head < newest:
+        return head + 1, (
+            f"the table ends at entry #{head} but the anchor ({path()}) records entry #{newest}: "
+            f"the newest {newest - head} entries were deleted"
+        )
+    for seq, entry_hash in sorted(anchored.items()):
+        if seq in table and table[seq] != entry_hash:
+            return seq, f"entry #{seq} differs from its anchored hash (the chain was rewritten)"
+    return None
+
+
+def retire() -> Path | None:
+    """A deliberate reset (demo seed --reset) starts a new chain; the old anchor is kept, renamed."""
+    target = path()
+    if not target.exists():
+        return None
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    retired = target.with_name(f"{target.stem}.retired-{stamp}.log")
+    target.rename(retired)
+    return retired

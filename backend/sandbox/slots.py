@@ -1,0 +1,141 @@
+"""Saved-state slots: one warm saved guest per slot, and which slots are in use.
+
+Restore keeps the saved domain's name and UUID, so each slot has its own saved state (made by
+`templates.prepare_saved_states`) and serves one run at a time: its domain is always
+`cleanroom-run-slot<N>-<image8>`. A slot is held with an flock, so neither threads nor other
+processes ever share one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import libvirt
+
+from backend.hashing import sha256_bytes, sha256_json
+from backend.sandbox.domain import (
+    DOMAIN_PREFIX,
+    KERNEL_CMDLINE,
+    TEMPLATE_PATH,
+    guest_memory_mib,
+    job_disk_bytes,
+    output_disk_bytes,
+)
+from backend.sandbox.image import ImageInfo
+from backend.settings import get_settings
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    image: ImageInfo
+    virt_type: str
+
+    @property
+    def directory(self) -> Path:
+        return self.image.directory / "states"
+
+    @property
+    def name(self) -> str:
+        return f"{DOMAIN_PREFIX}slot{self.index}-{self.image.image_hash[:8]}"
+
+    @property
+    def state_path(self) -> Path:
+        return self.directory / f"{self.virt_type}-slot{self.index}.save"
+
+    @property
+    def meta_path(self) -> Path:
+        return self.directory / f"{self.virt_type}-slot{self.index}.json"
+
+    def config_hash(self) -> str:
+        return sha256_json(
+            {
+                "image": self.image.image_hash,
+                "virt_type": self.virt_type,
+                "memory_mib": guest_memory_mib(),
+                "vcpus": get_settings().max_vcpus,
+                "job_disk": job_disk_bytes(),
+                "output_disk": output_disk_bytes(),
+                "template": sha256_bytes(TEMPLATE_PATH.read_bytes()),
+                "cmdline": KERNEL_CMDLINE,
+                "libvirt": libvirt.getVersion(),
+            }
+        )
+
+    def saved_uuid(self) -> str | None:
+        """The UUID of a usable saved state, or None when missing or made for another configuration."""
+        try:
+            meta = json.loads(self.meta_path.read_text())
+        except (OSError, ValueError):
+            return None
+        if meta.get("config_hash") != self.config_hash() or not self.state_path.is_file():
+            return None
+        return meta.get("uuid")
+
+    def discard(self) -> None:
+        for path in (self.meta_path, self.state_path):
+            path.unlink(missing_ok=True)
+
+
+def all_slots(image: ImageInfo, virt_type: str) -> list[Slot]:
+    return [Slot(index, image, virt_type) for index in range(get_settings().saved_state_slots)]
+
+
+class SlotPool:
+    """Which slots are in use: an flock per slot, so threads and other processes never share one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, int], int] = {}
+        self._next = 0
+
+    def _try_lock(self, slot: Slot) -> bool:
+        key = (slot.image.image_hash, slot.index)
+        with self._lock:
+            if key in self._held:
+                return False
+            slot.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(slot.directory / f"slot{slot.index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                return False
+            self._held[key] = fd
+            return True
+
+    def acquire(self, image: ImageInfo, virt_type: str) -> tuple[Slot, str] | None:
+        """A free slot with a usable saved state, and that state's UUID; None when there is none."""
+        # Round-robin: libvirt finishes forgetting the last killed domain while the next slot runs.
+        count = get_settings().saved_state_slots
+        with self._lock:
+            first = self._next
+        for offset in range(count):
+            index = (first + offset) % count
+            slot = Slot(index, image, virt_type)
+            if not slot.saved_uuid() or not self._try_lock(slot):
+                continue
+            saved_uuid = slot.saved_uuid()  # re-read under the lock
+            if saved_uuid:
+                with self._lock:
+                    self._next = (index + 1) % count
+                return slot, saved_uuid
+            self.release(slot)
+        return None
+
+    def hold(self, slot: Slot) -> bool:
+        return self._try_lock(slot)
+
+    def release(self, slot: Slot) -> None:
+        with self._lock:
+            fd = self._held.pop((slot.image.image_hash, slot.index), None)
+        if fd is not None:
+            os.close(fd)  # closing drops the flock
+
+
+slot_pool = SlotPool()

@@ -1,0 +1,216 @@
+"""`GuestVM`: one guest from restore (or cold boot) to kill, in the shape of Firecracker's test `Microvm`.
+
+with GuestVM(image, virt_type, slot=slot, uuid=saved_uuid) as vm:
+    vm.prepare()                        # per-run directory, empty job disk, zeroed output disk
+    vm.write_job(code, limits, inputs)  # the agent polls its job disk: before or after the start
+    vm.restore()                        # or vm.cold_boot()
+    guest = vm.wait(limits)             # the guest's result record (still hostile input)
+# leaving the block kills the domain, deletes the per-run directory and frees the slot
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import time
+import uuid as uuid_module
+from pathlib import Path
+
+import libvirt
+
+from backend.sandbox import domain, wire
+from backend.sandbox import libvirt_conn as lv
+from backend.sandbox.image import ImageInfo
+from backend.sandbox.models import RunLimits, VmInfo
+from backend.sandbox.output import guest_limits
+from backend.sandbox.slots import Slot, slot_pool
+from backend.settings import get_settings
+
+RESTORE_READY_TIMEOUT = 60.0
+COLLECT_GRACE_SECONDS = 45.0  # the agent enforces the wall limit itself; this covers collecting
+POLL_SECONDS = 0.01
+MISMATCH_BACKOFF_MAX = 2.0
+CONSOLE_TAIL_CHARS = 1500
+
+
+class GuestFailure(Exception):
+    """The guest gave no usable result; the message says how, ending with its console's last lines."""
+
+
+class GuestVM:
+    def __init__(
+        self,
+        image: ImageInfo,
+        virt_type: str,
+        *,
+        slot: Slot | None = None,  # held by the caller; the VM frees it when killed
+        uuid: str | None = None,
+        run_id: str | None = None,
+        workdir: Path | None = None,
+        nic: bool = False,  # only the isolation self-test's positive control
+    ) -> None:
+        self.image, self.virt_type, self.slot, self.nic = image, virt_type, slot, nic
+        self.run_id = run_id or uuid_module.uuid4().hex[:16]
+        self.name = slot.name if slot else f"{domain.DOMAIN_PREFIX}{self.run_id}"
+        self.uuid = uuid or str(uuid_module.uuid4())
+        self.workdir = workdir or get_settings().effective_run_dir / f"{domain.DOMAIN_PREFIX}{self.run_id}"
+        self.job_disk, self.out_disk, self.console_log = (self.workdir / f for f in domain.RUN_FILES)
+        self.restored = self.standby = False
+        self.restore_ms: float | None = None
+        self.nics: int | None = None
+        self.nonce: str | None = None
+        self.launched = self.ready_at = self.finished = 0.0
+        self._conn: libvirt.virConnect | None = None
+        self._dom: libvirt.virDomain | None = None
+
+    def __enter__(self) -> GuestVM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+    @property
+    def conn(self) -> libvirt.virConnect:
+        if self._conn is None:
+            self._conn = lv.open_connection()
+        return self._conn
+
+    @property
+    def started(self) -> bool:
+        return self._dom is not None
+
+    @property
+    def spec(self) -> domain.DomainSpec:
+        return domain.DomainSpec.for_run(
+            self.name, self.uuid, self.run_id, self.image, self.virt_type, self.workdir, lv.owner_token()
+        )
+
+    def info(self) -> VmInfo:
+        return VmInfo(
+            virt_type=self.virt_type,
+            nics=self.nics,
+            image_hash=self.image.image_hash,
+            domain_name=self.name,
+            run_id=self.run_id,
+            restored=self.restored,
+            standby=self.standby,
+            restore_ms=self.restore_ms,
+        )
+
+    def prepare(self) -> None:
+        """The per-run directory (this process as its owner, for leftover recovery) and both empty disks."""
+        lv.make_private_dir(self.workdir)
+        (self.workdir / "owner").write_text(lv.owner_token())
+        with open(self.job_disk, "wb") as fh:
+            fh.truncate(domain.job_disk_bytes())
+        wire.create_output_disk(self.out_disk, domain.output_disk_bytes())
+
+    def write_job(self, code: str, limits: RunLimits, inputs: list[tuple[str, Path]]) -> None:
+        """Hand the guest its job, with a fresh nonce, RNG seed and clock. Starts the run's clock."""
+        self.launched, self.nonce = time.monotonic(), secrets.token_hex(16)
+        job = {"run_id": self.run_id, "nonce": self.nonce, "code": code, "seed": secrets.token_hex(64)}
+        job.update(time_ns=time.time_ns(), network=self.nic, limits=guest_limits(limits))
+        wire.write_job_disk(self.job_disk, domain.job_disk_bytes(), job, inputs, in_place=True)
+
+    def restore(self) -> None:
+        """Restore the slot's warm saved state with this VM's own disks (name and UUID stay the slot's)."""
+        assert self.slot is not None
+        began = time.monotonic()
+        lv.wait_name_free(self.conn, self.name)
+        self.conn.restoreFlags(str(self.slot.state_path), self._xml(), libvirt.VIR_DOMAIN_SAVE_RUNNING)
+        self._running(self.conn.lookupByName(self.name))
+        self.restored, self.restore_ms = True, round((time.monotonic() - began) * 1000, 1)
+
+    def leave_slot(self) -> None:
+        """After a refused restore: drop the useless state (unless a stray domain merely held the name),
+        free the slot and go on as a cold-boot VM under the run's own name."""
+        assert self.slot is not None
+        if not lv.destroy_quietly(self.conn, self.name):
+            self.slot.discard()
+        slot_pool.release(self.slot)
+        self.slot = None
+        self.name, self.uuid = f"{domain.DOMAIN_PREFIX}{self.run_id}", str(uuid_module.uuid4())
+
+    def cold_boot(self) -> None:
+        self._running(self.conn.createXML(self._xml(), 0))
+
+    def is_active(self) -> bool:
+        return lv.domain_is_active(self.conn, self.name)
+
+    def save(self, path: Path) -> None:
+        """Save the running guest (which stops it), under a temporary name until complete."""
+        assert self._dom is not None
+        partial = path.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        self._dom.saveFlags(str(partial), None, libvirt.VIR_DOMAIN_SAVE_RUNNING)
+        partial.rename(path)
+
+    def wait(self, limits: RunLimits) -> wire.GuestResult:
+        """Poll the output disk until this job's result is complete; GuestFailure when none comes.
+
+        Until the guest reports READY for this job's nonce the deadline is the restore (or boot)
+        timeout; from then on the wall limit plus a grace.
+        """
+        timeout = RESTORE_READY_TIMEOUT if self.restored else get_settings().cold_boot_timeout_seconds
+        deadline = self.launched + timeout
+        guest, gone, misses, retry_at = None, False, 0, 0.0
+        while True:
+            now = time.monotonic()
+            if not self.ready_at:
+                ready = wire.read_block0(self.out_disk, wire.READY_MAGIC)
+                if ready is not None and ready.get("nonce") == self.nonce:
+                    self.ready_at, deadline = now, now + limits.wall_seconds + COLLECT_GRACE_SECONDS
+            if now >= retry_at or gone:
+                guest, mismatch = wire.poll_result(self.out_disk)
+                if guest is not None:
+                    break
+                if mismatch:  # torn or forged: do not rehash up to the whole payload at every poll
+                    misses += 1
+                    retry_at = now + min(MISMATCH_BACKOFF_MAX, POLL_SECONDS * 2**misses)
+            if gone or now > deadline:
+                break
+            if not self.is_active():
+                gone = True  # read the disk once more: the guest may have written just before power-off
+                continue
+            time.sleep(POLL_SECONDS)
+        self.finished = time.monotonic()
+        if guest is not None:
+            return guest
+        console = f"; console: {tail}" if (tail := self.console_tail()) else ""
+        if self.ready_at and not gone:
+            raise GuestFailure(f"the guest stopped responding after the code started{console}")
+        raise GuestFailure(
+            f"the guest {'powered off without a result' if gone else 'never became ready'}{console}"
+        )
+
+    def console_tail(self, chars: int = CONSOLE_TAIL_CHARS) -> str:
+        """The end of the serial console. Only the end is read: the guest decides how large the file is."""
+        try:
+            with open(self.console_log, "rb") as fh:
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4 * chars))
+                tail = fh.read(4 * chars)
+        except OSError:
+            return ""
+        return tail.decode(errors="replace")[-chars:].strip()
+
+    def kill(self) -> None:
+        """SIGKILL the guest, delete its per-run directory, free its slot. Safe to call again."""
+        try:
+            if self._conn is not None:
+                lv.kill_quickly(self._conn, self.name)
+        finally:
+            if self._conn is not None:
+                lv.close_quietly(self._conn)
+            self._conn = self._dom = None
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            if self.slot is not None:
+                slot_pool.release(self.slot)
+                self.slot = None  # a second kill must not free the slot of its next holder
+
+    def _xml(self) -> str:
+        return domain.render_domain_xml(self.spec, positive_control_nic=self.nic)
+
+    def _running(self, dom: libvirt.virDomain) -> None:
+        self._dom = dom
+        self.nics = lv.interface_count(dom.XMLDesc(0))

@@ -1,0 +1,179 @@
+"""Gates are checked again right before a VM starts, and turning code execution off cancels what is queued.
+
+The worker is driven directly (backend.runs.worker.execute) with the sandbox call replaced: the stand-in
+records whether a VM would have started. The real-VM path is covered by tests/runs/test_runs_vm.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from backend import sandbox
+from backend.audit.tables import AuditEntry
+from backend.credits import service as credits
+from backend.runs import worker
+from backend.runs.tables import FINISHED, STATUSES, Run
+from backend.sandbox.models import SandboxResult, Timings, VmInfo
+from backend.tenancy.tables import Company
+from tests.conftest import approve_as, login, token_for
+from tests.runs.conftest import enable_code, proposal
+
+
+@pytest.fixture
+def vm_starts(monkeypatch) -> list[str]:
+    """The stand-in VM: appends the code it was given, returns a clean success."""
+    started: list[str] = []
+
+    def run_code(code: str, **_: Any) -> SandboxResult:
+        started.append(code)
+        return SandboxResult(
+            status="succeeded",
+            exit_code=0,
+            stdout="ok\n",
+            timings_ms=Timings(total=500),
+            vm=VmInfo(virt_type="kvm", nics=0, guest_interfaces=["lo"]),
+        )
+
+    monkeypatch.setattr(sandbox, "run_code", run_code)
+    return started
+
+
+async def _queued(client, email: str = "alice@acme.example", **body: Any) -> int:
+    """A run the assistant proposed and its person approved: queued, waiting for the worker."""
+    token = await token_for(client, email)
+    r = await client.post("/api/runs", json=proposal(**body), headers=token)
+    assert r.status_code == 201, r.text
+    assert (await approve_as(client, email, r.json())).status_code == 200
+    client.cookies.clear()
+    row = await Run.select(Run.status).where(Run.id == r.json()["id"]).first()
+    assert row["status"] == "queued"
+    return r.json()["id"]
+
+
+async def _set(**values: Any) -> None:
+    await Company.update({getattr(Company, k): v for k, v in values.items()}).where(
+        Company.name == "Acme Analytics"
+    )
+
+
+async def _cancellations(run_id: int) -> list[dict[str, Any]]:
+    return (
+        await AuditEntry.select()
+        .where((AuditEntry.action == "run.cancelled") & (AuditEntry.subject_id == str(run_id)))
+        .output(load_json=True)
+    )
+
+
+def test_cancelled_is_a_finished_status() -> None:
+    assert "cancelled" in STATUSES and "cancelled" in FINISHED
+
+
+@pytest.mark.parametrize(
+    "gate, off, reason",
+    [
+        ("code_execution_enabled", {"code_execution_enabled": False}, "code execution was turned off"),
+        ("assistant_write_enabled", {"assistant_write_enabled": False}, "ability to write was turned off"),
+        ("credits", {"credit_pool": 0}, "credit pool is used up"),
+    ],
+)
+async def test_the_worker_checks_every_gate_again_before_a_vm_starts(
+    client, vm_starts, gate: str, off: dict[str, Any], reason: str
+) -> None:
+    await enable_code()
+    run_id = await _queued(client)
+    await _set(**off)  # changed behind the queue's back (the settings endpoint would cancel it at once)
+    assert await worker.execute(run_id) == "cancelled"
+    assert vm_starts == []
+    row = await Run.select().where(Run.id == run_id).first()
+    assert row["status"] == "cancelled" and reason in row["error_message"], row["error_message"]
+    assert row["finished_at"] is not None and row["credits_charged"] is None
+    entries = await _cancellations(run_id)
+    assert len(entries) == 1 and reason in entries[0]["data"]["reason"]
+    assert entries[0]["actor"] == f"worker:run-{run_id}"
+    assert not await AuditEntry.exists().where(
+        (AuditEntry.action == "run.started") & (AuditEntry.subject_id == str(run_id))
+    )
+    if gate != "assistant_write_enabled":  # with the write ability off, runs are gone from the API
+        await login(client, "alice@acme.example")
+        detail = (await client.get(f"/api/runs/{run_id}")).json()
+        assert detail["status"] == "cancelled" and reason in detail["error_message"]
+        client.cookies.clear()
+
+
+async def test_with_every_gate_open_the_vm_starts(client, vm_starts) -> None:
+    """Positive control for the test above: the same run, nothing turned off, runs."""
+    await enable_code()
+    run_id = await _queued(client)
+    assert await worker.execute(run_id) == "succeeded"
+    assert len(vm_starts) == 1
+    assert await _cancellations(run_id) == []
+
+
+async def test_credits_left_for_one_more_run_let_it_start(client, vm_starts) -> None:
+    """The credit gate is the same minimum that approval checks: a pool with exactly one base charge left
+    still starts the run; one with less does not."""
+    await enable_code()
+    first, second = await _queued(client), await _queued(client)
+    acme = (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
+    used = await credits.used(acme)
+    await _set(credit_pool=int(used + credits.BASE_CHARGE) + 1)
+    assert await worker.execute(first) == "succeeded"
+    await _set(credit_pool=int(await credits.used(acme)))  # less than one base charge left
+    assert await worker.execute(second) == "cancelled"
+    assert len(vm_starts) == 1
+
+
+async def test_turning_code_execution_off_cancels_the_companys_queued_runs(client, vm_starts) -> None:
+    await enable_code()
+    await enable_code("Globex")
+    queued = [await _queued(client), await _queued(client, "maria@acme.example")]
+    waiting = (
+        await client.post("/api/runs", json=proposal(), headers=await token_for(client, "bob@acme.example"))
+    ).json()["id"]  # not approved yet: it stays awaiting approval, and approval is then refused
+    other_company = await _queued(client, "gina@globex.example")
+
+    await login(client, "admin@acme.example")
+    r = await client.patch("/api/company/settings", json={"code_execution_enabled": False})
+    assert r.status_code == 200, r.text
+    client.cookies.clear()
+
+    for run_id in queued:
+        row = await Run.select().where(Run.id == run_id).first()
+        assert row["status"] == "cancelled"
+        assert "code execution was turned off" in row["error_message"]
+        entries = await _cancellations(run_id)
+        assert len(entries) == 1 and entries[0]["actor"] == "admin@acme.example"
+    assert (await Run.select(Run.status).where(Run.id == waiting).first())["status"] == "awaiting_approval"
+    # the worker finds nothing of Acme's to start; Globex's run is untouched and runs
+    assert await worker.queued_ids() == [other_company]
+    assert await worker.execute(queued[0]) == "cancelled"  # a late pick-up does not revive it
+    assert await worker.execute(other_company) == "succeeded"
+    assert len(vm_starts) == 1
+
+
+async def test_other_settings_changes_leave_queued_runs_alone(client, vm_starts) -> None:
+    """Positive control: a settings change that turns no gate off cancels nothing."""
+    await enable_code()
+    run_id = await _queued(client)
+    await login(client, "admin@acme.example")
+    for change in ({"followup_without_reapproval": True}, {"code_execution_enabled": True}):
+        r = await client.patch("/api/company/settings", json=change)
+        assert r.status_code == 200, r.text
+    client.cookies.clear()
+    assert (await Run.select(Run.status).where(Run.id == run_id).first())["status"] == "queued"
+    assert await worker.execute(run_id) == "succeeded"
+
+
+async def test_turning_the_assistants_write_ability_off_cancels_queued_runs(client, vm_starts) -> None:
+    await enable_code()
+    run_id = await _queued(client)
+    await login(client, "admin@acme.example")
+    r = await client.patch("/api/company/settings", json={"assistant_write_enabled": False})
+    assert r.status_code == 200, r.text
+    client.cookies.clear()
+    row = await Run.select().where(Run.id == run_id).first()
+    assert row["status"] == "cancelled" and "ability to write" in row["error_message"]
+    assert len(await _cancellations(run_id)) == 1
+    assert vm_starts == []
