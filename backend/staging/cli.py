@@ -71,7 +71,7 @@ def register_scan(app: typer.Typer) -> None:
             for f in findings:
                 where = " › ".join(str(x) for x in (f.path, f.sheet, f.row, f.column) if x is not None)
                 typer.echo(f"[{f.severity}] {f.category} at {where}: {f.excerpt}")
-                if f.reason:
+                if getattr(f, "reason", None):
                     typer.echo(f"    why: {f.reason}")
             for err in errors:
                 typer.echo(f"could not read {err['path']}: {err['error']}", err=True)
