@@ -31,6 +31,7 @@ CONTROLLERS = [
     "backend.runs.controller:CreditsController",
     "backend.runs.controller:SchedulesController",
     "backend.system_controller:SystemController",
+    "backend.mcp.http:mcp_endpoint",  # MCP streamable HTTP at /mcp (assistant tokens only)
 ]
 
 # Callables run at start-up after the database is ready (e.g. crash recovery, the worker).
@@ -75,6 +76,7 @@ def create_app(*, database_url: str | None = None, run_hooks: bool = True, pool:
     return Litestar(
         route_handlers=[health, *[_resolve(ref) for ref in CONTROLLERS]],
         exception_handlers=handlers,
+        lifespan=[_resolve("backend.mcp.http:mcp_lifespan")],  # the MCP session manager runs with the app
         guards=[scope_guard],  # a token reaches only what its scope opens; the rest is a person's
         on_startup=[on_startup],
         on_shutdown=[on_shutdown],

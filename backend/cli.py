@@ -23,6 +23,7 @@ CLI_MODULES = [
     "backend.drive.cli",
     "backend.staging.cli",
     "backend.sandbox.cli",
+    "backend.mcp.cli",
 ]
 
 

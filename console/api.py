@@ -153,6 +153,18 @@ class Api:
     async def update_company_settings(self, **changes: Any) -> dict[str, Any]:
         return await self.request("PATCH", "/api/company/settings", json=changes)
 
+    # personal API tokens (a person's session only; a token gets 403 person_required)
+    async def tokens(self) -> list[dict[str, Any]]:
+        """[{id, name, prefix, created_at, last_used_at, revoked, scope}]: never the secret."""
+        return await self.request("GET", "/api/me/tokens")
+
+    async def create_token(self, name: str) -> dict[str, Any]:
+        """{id, name, prefix, scope, token}: `token` is the secret, in this answer only (stored hashed)."""
+        return await self.request("POST", "/api/me/tokens", json={"name": name})
+
+    async def revoke_token(self, token_id: int) -> None:
+        await self.request("DELETE", f"/api/me/tokens/{token_id}")
+
     # runs
     async def runs(self, **filters: Any) -> dict[str, Any]:
         body = await self.request("GET", "/api/runs", params=filters)

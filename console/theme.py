@@ -25,13 +25,14 @@ CSS = """
   word-break: break-word; background: #fff8e1; border-left: 3px solid #f59e0b; padding: 6px 8px; }
 """
 
-MEMBER_NAV = [("Runs", "/runs", "play_circle")]
+MEMBER_NAV = [("Runs", "/runs", "play_circle"), ("Assistant access", "/access", "smart_toy")]
 ADMIN_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Settings", "/settings", "tune"),
     ("Credits", "/credits", "toll"),
     ("Audit", "/audit", "fact_check"),
     ("Health", "/health", "monitor_heart"),
+    ("Assistant access", "/access", "smart_toy"),
 ]
 
 
@@ -59,9 +60,8 @@ def frame(title: str) -> Iterator[None]:
                 ui.menu_item("Sign out", on_click=session.end_session).mark("sign-out")  # a POST, never a GET
     with ui.left_drawer(value=True, bordered=True).props("width=200").classes("bg-grey-1 px-0"):
         for label, path, icon in ADMIN_NAV if me.get("role") == "admin" else MEMBER_NAV:
-            link = (
-                ui.link(target=path).classes("w-full no-underline text-grey-9").mark(f"nav-{label.lower()}")
-            )
+            marker = "nav-" + label.lower().replace(" ", "-")  # one marker per entry ("nav-assistant-access")
+            link = ui.link(target=path).classes("w-full no-underline text-grey-9").mark(marker)
             with link, ui.row().classes("items-center gap-3 px-4 py-2 hover:bg-grey-3 w-full"):
                 ui.icon(icon).classes("text-primary")
                 ui.label(label)

@@ -1,0 +1,11 @@
+"""The MCP server: Cleanroom's tools for any assistant that speaks the Model Context Protocol.
+
+Built on the official `mcp` SDK and implemented once as a client of Cleanroom's own HTTP API with the caller's
+personal API token (the assistant scope), so every permission, visibility and gate is the API's:
+- `tools.py`    the tools and the run-file resources (`cleanroom://runs/{id}/files/{name}`);
+- `contract.py` the sandbox contract, sent as the server's instructions;
+- `api.py`      the small httpx client the tools use, and how API refusals become tool errors;
+- `http.py`     streamable HTTP at `/mcp` on the API server (the caller's bearer token, in-process calls);
+- `cli.py`      `cleanroom mcp --api URL` (stdio, token from CLEANROOM_TOKEN) and `cleanroom bench mcp`;
+- `bench.py`    that benchmark: get_run over MCP vs plain HTTP, propose→approval-visible latency.
+"""

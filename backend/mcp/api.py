@@ -1,0 +1,126 @@
+"""The one way the MCP tools reach Cleanroom: its HTTP API, with the caller's own token.
+
+Over stdio the client talks to the API over the network; mounted at `/mcp` it calls the same Litestar app
+in-process (an httpx ASGI transport). Either way the API decides every permission, scope and visibility rule,
+and a refusal comes back as an `ApiError` whose message a model can act on (never a stack trace).
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+import httpx
+
+# For the in-process transport only: the caller's context the API itself resolved from this token for the
+# enclosing `/mcp` request, handed to the API's requests made on its behalf (see `backend/mcp/http.py`).
+PRINCIPAL: ContextVar[Any] = ContextVar("cleanroom_mcp_principal", default=None)
+
+
+class ApiError(Exception):
+    """A refusal from the API (or no answer at all), worded for the assistant."""
+
+    def __init__(self, status: int, code: str, detail: Any) -> None:
+        self.status = status
+        self.code = code
+        self.detail = detail
+        super().__init__(describe(status, code, detail))
+
+
+def _detail_message(detail: Any) -> str:
+    if isinstance(detail, dict):
+        return str(detail.get("message") or detail)
+    return str(detail) if detail is not None else ""
+
+
+def describe(status: int, code: str, detail: Any) -> str:
+    """What the assistant reads when the API says no: the API's own words, with the specifics pulled up."""
+    message = _detail_message(detail)
+    if code == "syntax_error" and isinstance(detail, dict):
+        where = f"line {detail.get('line')}" + (
+            f", column {detail['offset']}" if detail.get("offset") else ""
+        )
+        return f"The code does not parse ({where}): {message}. Nothing was staged; fix the code and propose again."
+    if code == "dataset_forbidden" and isinstance(detail, dict):
+        refused = detail.get("refused") or []
+        names = ", ".join(r.get("dataset", "?") for r in refused) or message
+        why = "; ".join(f"{r.get('dataset')}: {r.get('reason')}" for r in refused)
+        return (
+            f"Not readable by this user: {names}. Nothing was staged. ({why}) "
+            "Call list_datasets for the datasets this user may read."
+        )
+    if code == "invalid" and isinstance(detail, dict) and detail.get("fields"):
+        fields = "; ".join(
+            f"{f.get('key') or f.get('loc') or '?'}: {f.get('message') or f.get('msg') or ''}".strip()
+            for f in detail["fields"]
+            if isinstance(f, dict)
+        )
+        return f"Invalid input: {message} ({fields})"
+    if status == 401:
+        return (
+            "Cleanroom refused the API token (revoked, expired or never issued). Ask the person to create a "
+            "new token in the console."
+        )
+    if status == 404:
+        return f"{message or 'not found'} (unknown, or not visible to this user)"
+    if code == "unreachable":
+        return f"{message}; is the Cleanroom API running there?"
+    if status >= 500:
+        return f"Cleanroom failed to answer ({status}); try again in a moment."
+    prefix = {
+        402: "Credits exhausted",
+        403: "Not allowed",
+        409: "Conflict",
+        413: "Too large",
+        422: "Invalid input",
+        429: "Too many requests",
+    }.get(status, f"Refused ({status})")
+    return f"{prefix} [{code}]: {message}" if message else f"{prefix} [{code}]"
+
+
+class CleanroomApi:
+    """A thin async client of the Cleanroom API bound to one bearer token."""
+
+    def __init__(
+        self, client: httpx.AsyncClient, token: str, *, base_url: str = "", principal: Any = None
+    ) -> None:
+        self._client = client
+        self._token = token
+        self._headers = {"authorization": f"Bearer {token}", "accept": "application/json"}
+        self._principal = principal
+        self.base_url = base_url or str(client.base_url)
+
+    def fresh(self) -> CleanroomApi:
+        """The same client authenticating every request anew (for a wait that outlives its MCP request)."""
+        return CleanroomApi(self._client, self._token, base_url=self.base_url)
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        reset = PRINCIPAL.set(self._principal)
+        try:
+            response = await self._client.request(method, path, headers=self._headers, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ApiError(
+                503, "unreachable", f"cannot reach Cleanroom at {self.base_url} ({type(exc).__name__})"
+            ) from exc
+        finally:
+            PRINCIPAL.reset(reset)
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+            except ValueError:
+                body = {}
+            if not isinstance(body, dict):
+                body = {}
+            raise ApiError(response.status_code, str(body.get("error") or "error"), body.get("detail"))
+        return response
+
+    async def get(self, path: str, **params: Any) -> Any:
+        clean = {k: v for k, v in params.items() if v is not None}
+        return (await self._send("GET", path, params=clean)).json()
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        return (await self._send("POST", path, json=body)).json()
+
+    async def content(self, path: str) -> tuple[bytes, str]:
+        response = await self._send("GET", path)
+        return response.content, response.headers.get("content-type", "application/octet-stream")

@@ -1,0 +1,154 @@
+"""Streamable HTTP at `/mcp` on the API server, authenticated with the caller's personal API token.
+
+The mount is an ordinary Litestar route, so the API's own guard authenticates it first: an invalid or revoked
+token gets the API's 401, and the handler opts in to the assistant scope like every other handler a token may
+call. A request without a bearer token gets 401 here (a session cookie is not enough: `/mcp` is for
+assistants). The tools then call the same Litestar app in-process (an httpx ASGI transport) with the caller's
+token, so whatever the token cannot do over HTTP it cannot do over MCP either.
+
+The SDK's session manager runs inside the app's lifespan (`mcp_lifespan`, listed in `create_app`). An MCP
+session is bound to the token that opened it (the SDK answers 404 to a request with another token).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from litestar import Litestar, asgi
+from litestar.connection import ASGIConnection
+from litestar.types import Receive, Scope, Send
+
+from backend.settings import get_settings
+from backend.tenancy import auth
+from backend.tenancy.auth import ASSISTANT_OK, authenticate
+
+if TYPE_CHECKING:
+    from backend.mcp.api import CleanroomApi
+
+log = logging.getLogger("cleanroom.mcp")
+
+STATE_KEY = "cleanroom_mcp"
+CLIENT_KEY = "cleanroom_mcp_client"
+IN_PROCESS_BASE = "http://127.0.0.1"  # a Host the API always answers to
+
+
+async def _refuse(send: Send, status: int, code: str, detail: str) -> None:
+    body = json.dumps({"error": code, "detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="cleanroom", error="invalid_token"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@asgi("/mcp", copy_scope=True, opt=ASSISTANT_OK, include_in_schema=False)
+async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+    """The MCP streamable HTTP endpoint (POST/GET/DELETE /mcp), for a personal API token only."""
+    header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        await _refuse(send, 401, "not_authenticated", "send 'Authorization: Bearer <personal API token>'")
+        return
+    manager = scope["litestar_app"].state.get(STATE_KEY)  # type: ignore[typeddict-item]
+    if manager is None:
+        await _refuse(send, 503, "mcp_unavailable", "the MCP server is not running on this API server")
+        return
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+    from starlette.authentication import AuthCredentials
+
+    # the guard already resolved the token: this reads its cached context, no second lookup
+    ctx = await authenticate(ASGIConnection(scope=scope, receive=receive))
+    principal = AccessToken(
+        token=token.strip(),
+        client_id=f"cleanroom-token-{ctx.token_id}",
+        scopes=[ctx.token_scope or ""],
+        subject=str(ctx.user_id),
+    )
+    scope["user"] = AuthenticatedUser(principal)  # binds the MCP session to this token
+    scope["auth"] = AuthCredentials(principal.scopes)
+    await manager.handle_request(scope, receive, send)
+
+
+def _connect(ctx: Any) -> CleanroomApi:
+    """The API as the caller: their bearer token, this app's in-process client, and the context the API's own
+    `authenticate` resolved from the token for this `/mcp` request (so the calls made for this request do not
+    look the token up again)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from backend.mcp.api import CleanroomApi
+
+    request = getattr(ctx.request_context, "request", None)
+    header = (ctx.headers or {}).get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if request is None or scheme.lower() != "bearer" or not token.strip():
+        raise ToolError("this request carries no API token")
+    client = request.scope["litestar_app"].state[CLIENT_KEY]
+    principal = request.scope.get(auth._CACHE)
+    return CleanroomApi(client, token.strip(), base_url="this API server", principal=principal)
+
+
+@lru_cache(maxsize=4)
+def _server(console_url: str, contract: str) -> Any:
+    """The tools, built once per process (the same for every app: each request finds its own app's client)."""
+    from backend.mcp.tools import build_server
+
+    return build_server(_connect, console_url=console_url)
+
+
+def _in_process(app: Litestar) -> Any:
+    """The Litestar app as the in-process client reaches it: a request made for an `/mcp` request carries the
+    caller's already-resolved context in its scope (where `authenticate` caches it), so the API's guard and
+    handlers decide as usual without a second token lookup. Reached only through this client, never the
+    network; without a context (a wait's polls) the API authenticates the token as for any request."""
+    from backend.mcp.api import PRINCIPAL
+
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
+        principal = PRINCIPAL.get()
+        if principal is not None:
+            scope[auth._CACHE] = principal  # type: ignore[literal-required]
+        await app(scope, receive, send)
+
+    return asgi
+
+
+@asynccontextmanager
+async def mcp_lifespan(app: Litestar) -> AsyncIterator[None]:
+    """Runs the SDK's session manager for as long as the API serves. Without the `mcp` package the API still
+    serves, and `/mcp` answers 503."""
+    try:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from backend.mcp.contract import instructions
+    except ImportError as exc:  # pragma: no cover - the package is a dependency
+        log.warning("MCP server disabled: %s", exc)
+        yield
+        return
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # each in-process call would be logged twice
+    client = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=_in_process(app)),
+        base_url=IN_PROCESS_BASE,
+        timeout=httpx.Timeout(120.0),
+    )
+    server = _server(get_settings().effective_console_url, instructions())
+    # A session manager of this app's own (taken at once: the shared server only remembers the latest).
+    # Host names are the API's own allow-list (Litestar's allowed_hosts, DNS rebinding); a bearer token,
+    # which a browser never attaches by itself, is the CSRF defence.
+    server.streamable_http_app(
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    manager = server.session_manager
+    async with client, manager.run():
+        app.state[CLIENT_KEY] = client
+        app.state[STATE_KEY] = manager
+        try:
+            yield
+        finally:
+            app.state.pop(STATE_KEY, None)
+            app.state.pop(CLIENT_KEY, None)
