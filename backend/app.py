@@ -2,51 +2,52 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Any
 
-from litestar import Litestar, get
+from litestar import Litestar, Router
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 
 from backend import db
+from backend.actions.controller import ActionItemsController
+from backend.audit.controller import AuditController
+from backend.credits.controller import CreditsController
+from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
+from backend.mcp.http import mcp_endpoint, mcp_lifespan
+from backend.records.controller import RecordsController
+from backend.runs.controller import RunsController
+from backend.runs.gates import feature_guard
+from backend.schedules.controller import SchedulesController
 from backend.settings import get_settings
-from backend.tenancy.auth import ASSISTANT_OK, scope_guard
+from backend.system_controller import SystemController
+from backend.tenancy.auth import scope_guard
+from backend.tenancy.controller import AuthController, CompanyController, MeController
 from backend.tenancy.origin import OriginGuard, allowed_hosts_config
+from backend.worker import start_worker, stop_worker
 
 log = logging.getLogger("cleanroom")
 
-# "module:Controller" for every HTTP controller, by capability.
+# Code runs and everything about them: absent (404) while the company's assistant may not write.
+CODE_RUNS = Router(
+    path="/",
+    guards=[feature_guard],
+    route_handlers=[RunsController, ActionItemsController, CreditsController, SchedulesController],
+)
+
+# every HTTP controller, by capability
 CONTROLLERS = [
-    "backend.tenancy.controller:AuthController",
-    "backend.tenancy.controller:MeController",
-    "backend.tenancy.controller:CompanyController",
-    "backend.records.controller:RecordsController",
-    "backend.audit.controller:AuditController",
-    "backend.drive.controller:DriveController",
-    "backend.runs.controller:RunsController",
-    "backend.runs.controller:ActionItemsController",
-    "backend.runs.controller:CreditsController",
-    "backend.runs.controller:SchedulesController",
-    "backend.system_controller:SystemController",
-    "backend.mcp.http:mcp_endpoint",  # MCP streamable HTTP at /mcp (assistant tokens only)
+    AuthController,
+    MeController,
+    CompanyController,
+    RecordsController,
+    AuditController,
+    DriveController,
+    CODE_RUNS,
+    SystemController,  # /api/health and /api/system/health: one Health shape
+    mcp_endpoint,  # MCP streamable HTTP at /mcp (assistant tokens only)
 ]
-
-# Callables run at start-up after the database is ready (e.g. crash recovery, the worker).
-STARTUP_HOOKS: list[str] = ["backend.runs.worker:start_worker"]
-SHUTDOWN_HOOKS: list[str] = ["backend.runs.worker:stop_worker"]
-
-
-def _resolve(ref: str) -> Any:
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-@get("/api/health", tags=["health"], opt=ASSISTANT_OK)
-async def health() -> dict[str, Any]:
-    return {"status": "ok", "database": "postgresql" if db.is_postgres() else "sqlite"}
 
 
 def create_app(*, database_url: str | None = None, run_hooks: bool = True, pool: bool = True) -> Litestar:
@@ -56,30 +57,24 @@ def create_app(*, database_url: str | None = None, run_hooks: bool = True, pool:
         if pool:
             await db.start_pool()
         await db.create_schema()
-        if run_hooks:
-            for ref in STARTUP_HOOKS:
-                result = _resolve(ref)()
-                if hasattr(result, "__await__"):
-                    await result
+        if run_hooks:  # crash recovery, then the worker
+            await start_worker()
 
     async def on_shutdown() -> None:
         if run_hooks:
-            for ref in SHUTDOWN_HOOKS:
-                result = _resolve(ref)()
-                if hasattr(result, "__await__"):
-                    await result
+            await stop_worker()
         if pool:
             await db.close_pool()
 
     handlers: dict[Any, Any] = dict(EXCEPTION_HANDLERS)
     handlers[Exception] = unexpected_handler
     return Litestar(
-        route_handlers=[health, *[_resolve(ref) for ref in CONTROLLERS]],
+        route_handlers=CONTROLLERS,
         exception_handlers=handlers,
-        lifespan=[_resolve("backend.mcp.http:mcp_lifespan")],  # the MCP session manager runs with the app
         guards=[scope_guard],  # a token reaches only what its scope opens; the rest is a person's
         on_startup=[on_startup],
         on_shutdown=[on_shutdown],
+        lifespan=[mcp_lifespan],  # the MCP session manager runs with the app
         openapi_config=OpenAPIConfig(
             title="Cleanroom API",
             version="0.1.0",

@@ -2,37 +2,46 @@
 
 from __future__ import annotations
 
-import importlib
+import contextlib
+import io
 import os
 from pathlib import Path
 
+from piccolo.apps.migrations.commands.forwards import run_forwards
+from piccolo.apps.migrations.tables import Migration
 from piccolo.engine.base import Engine
 from piccolo.engine.postgres import PostgresEngine
 from piccolo.engine.sqlite import SQLiteEngine
 from piccolo.table import Table, create_db_tables, drop_db_tables
 
+from backend.actions import tables as actions_tables
+from backend.audit import tables as audit_tables
+from backend.credits import tables as credits_tables
+from backend.drive import tables as drive_tables
+from backend.records import tables as records_tables
+from backend.runs import tables as runs_tables
+from backend.schedules import tables as schedules_tables
 from backend.settings import get_settings
+from backend.tenancy import tables as tenancy_tables
 
-# Capability modules with a TABLES list, in dependency order.
+# Every capability's tables, in dependency order. Capability code never imports this module: it reaches
+# the engine through its own table (`Table._meta.db`), so the tables do not depend back on the whole.
 TABLE_MODULES = [
-    "backend.tenancy.tables",
-    "backend.audit.tables",
-    "backend.records.tables",
-    "backend.drive.tables",
-    "backend.runs.tables",
-    "backend.actions.tables",
-    "backend.credits.tables",
-    "backend.schedules.tables",
+    tenancy_tables,
+    audit_tables,
+    records_tables,
+    drive_tables,
+    runs_tables,
+    actions_tables,
+    credits_tables,
+    schedules_tables,
 ]
 
 _engine: Engine | None = None
 
 
 def all_tables() -> list[type[Table]]:
-    tables: list[type[Table]] = []
-    for module in TABLE_MODULES:
-        tables.extend(importlib.import_module(module).TABLES)
-    return tables
+    return [table for module in TABLE_MODULES for table in module.TABLES]
 
 
 def make_engine(url: str) -> Engine:
@@ -63,17 +72,9 @@ def is_postgres() -> bool:
 
 
 async def create_schema() -> None:
-    """Bring the database to the current schema by running the Piccolo migrations in backend/migrations."""
-    import contextlib
-    import io
-
-    from piccolo.apps.migrations.commands.forwards import run_forwards
-    from piccolo.apps.migrations.tables import Migration
-
-    import backend.piccolo_conf as piccolo_conf
-
+    """Bring the database to the current schema by running the Piccolo migrations in backend/migrations
+    (Piccolo finds the engine in backend.piccolo_conf, whose DB is this module's engine())."""
     current = engine()
-    piccolo_conf.DB = current
     Migration._meta.db = current
     os.environ["PICCOLO_CONF"] = "backend.piccolo_conf"
     with contextlib.redirect_stdout(io.StringIO()) as out:  # piccolo prints progress; keep ours quiet
@@ -89,8 +90,6 @@ async def create_tables_without_migrations() -> None:
 
 
 async def drop_schema() -> None:
-    from piccolo.apps.migrations.tables import Migration
-
     current = engine()
     Migration._meta.db = current
     await drop_db_tables(*all_tables())

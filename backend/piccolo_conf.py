@@ -1,20 +1,18 @@
-"""Piccolo's configuration module (PICCOLO_CONF=backend.piccolo_conf). `DB` follows backend.db.configure()."""
+"""Piccolo's configuration module (PICCOLO_CONF=backend.piccolo_conf). `DB` is always backend.db's
+current engine: the one `backend.db.configure()` chose, else the settings' database (the piccolo CLI)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from piccolo.conf.apps import AppRegistry
 
-DB = None  # set by backend.db.configure(); the piccolo CLI gets the settings' database
+from backend import db
 
 APP_REGISTRY = AppRegistry(apps=["backend.piccolo_app"])
 
 
-def _default_engine():  # for the piccolo CLI (`piccolo migrations new cleanroom --auto`)
-    from backend.db import make_engine
-    from backend.settings import get_settings
-
-    return make_engine(get_settings().effective_database_url)
-
-
-if DB is None:
-    DB = _default_engine()
+def __getattr__(name: str) -> Any:
+    if name == "DB":
+        return db.engine()
+    raise AttributeError(name)

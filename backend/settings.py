@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     # drive / staging
     max_upload_bytes: int = 100 * 1024 * 1024
     export_row_cap: int = 5000
-    # conversion of Drive files to text (backend/staging/convert.py)
+    # conversion of Drive files to text (backend/convert/)
     convert_max_rows_per_sheet: int = 100_000
     convert_max_cells: int = 5_000_000
     convert_max_unzipped_bytes: int = 512 * 1024 * 1024

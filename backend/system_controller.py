@@ -1,10 +1,16 @@
+"""Health: one shape for every caller. `GET /api/health` is the public liveness answer (no sign-in, the
+company fields empty); `GET /api/system/health` is the same answer for a signed-in caller, with their own
+company's queue and how runs are isolated. The whole host (every company, the image path, libvirt's errors,
+the database) is the operator's: `cleanroom health`."""
+
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 from litestar import Controller, get
 from litestar.di import Provide
+from pydantic import BaseModel
 
 from backend import db
 from backend.runs.tables import Run
@@ -13,28 +19,46 @@ from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
 
 
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"  # the API answers and its database is configured
+    scope: Literal["public", "company"] = "public"
+    virt_type: str | None = None  # kvm | qemu: how runs are isolated (the same for every company)
+    image_hash: str | None = None
+    runner_ok: bool | None = None  # False: the operator has something to fix (`cleanroom health`)
+    queue_length: int | None = None  # the caller's company's runs only
+    running_runs: int | None = None
+    max_concurrent_vms: int | None = None
+
+
 class SystemController(Controller):
-    path = "/api/system"
+    path = "/api"
     tags = ["system"]
     dependencies = {"user": Provide(provide_user)}
-    opt = ASSISTANT_OK  # reading and uploading: open to the assistant's token
+    opt = ASSISTANT_OK  # reading: open to the assistant's token
 
-    @get("/health")
-    async def health(self, user: UserContext) -> dict[str, Any]:
-        """What a tenant may know: its own company's runs, and how runs are isolated (the same for every
-        tenant). Other companies' activity, the image path and libvirt's errors are the operator's:
-        `cleanroom health`."""
-        vm = await sandbox_health()
-        mine = Run.company == user.company_id
-        return {
-            "scope": "company",
-            "virt_type": vm.get("virt_type"),
-            "image_hash": (vm.get("image") or {}).get("hash"),
-            "runner_ok": not (vm.get("error") or vm.get("libvirt_error")),
-            "queue_length": await Run.count().where(mine & (Run.status == "queued")),
-            "running_runs": await Run.count().where(mine & (Run.status == "running")),
-            "max_concurrent_vms": get_settings().max_concurrent_vms,
-        }
+    @get("/health", tags=["health"])
+    async def health(self) -> Health:
+        """Liveness, without signing in."""
+        return Health()
+
+    @get("/system/health")
+    async def system_health(self, user: UserContext) -> Health:
+        """The public answer plus what a tenant may know: its own company's runs, and how runs are isolated."""
+        return await company_health(user)
+
+
+async def company_health(user: UserContext) -> Health:
+    vm = await sandbox_health()
+    mine = Run.company == user.company_id
+    return Health(
+        scope="company",
+        virt_type=vm.get("virt_type"),
+        image_hash=(vm.get("image") or {}).get("hash"),
+        runner_ok=not (vm.get("error") or vm.get("libvirt_error")),
+        queue_length=await Run.count().where(mine & (Run.status == "queued")),
+        running_runs=await Run.count().where(mine & (Run.status == "running")),
+        max_concurrent_vms=get_settings().max_concurrent_vms,
+    )
 
 
 async def sandbox_health() -> dict[str, Any]:

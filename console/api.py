@@ -167,10 +167,8 @@ class Api:
 
     # runs
     async def runs(self, **filters: Any) -> dict[str, Any]:
-        body = await self.request("GET", "/api/runs", params=filters)
-        if isinstance(body, list):  # tolerate a bare list
-            return {"items": body, "total": len(body)}
-        return body
+        """One page: {"items": [RunSummary], "total": n}."""
+        return await self.request("GET", "/api/runs", params=filters)
 
     async def run(self, run_id: int) -> dict[str, Any]:
         return await self.request("GET", f"/api/runs/{run_id}")
@@ -209,8 +207,7 @@ class Api:
         return await self.request("GET", "/api/credits")
 
     async def schedules(self) -> list[dict[str, Any]]:
-        body = await self.request("GET", "/api/schedules")
-        return body["items"] if isinstance(body, dict) and "items" in body else body
+        return await self.request("GET", "/api/schedules")
 
     async def schedule_action(self, schedule_id: int, action: str) -> Any:
         if action == "delete":
@@ -221,8 +218,7 @@ class Api:
         return await self.request("GET", "/api/system/health")
 
     async def audit(self, **filters: Any) -> list[dict[str, Any]]:
-        body = await self.request("GET", "/api/audit", params=filters)
-        return body["items"] if isinstance(body, dict) and "items" in body else body
+        return await self.request("GET", "/api/audit", params=filters)
 
     async def verify_audit(self) -> dict[str, Any]:
         return await self.request("POST", "/api/audit/verify")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -12,6 +11,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
+from backend.injection.text import render_visible
 from console import session
 from console.api import ApiError
 
@@ -122,34 +122,9 @@ async def load_into(
             await result
 
 
-_VISIBLE_WHITESPACE = {"\n", "\t", "\r"}
-
-
-def invisible_characters(text: str) -> list[tuple[int, str]]:
-    """(line, 'U+XXXX NAME') for every invisible/control character a reader could not see."""
-    found = []
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        for char in line:
-            if char in _VISIBLE_WHITESPACE:
-                continue
-            if unicodedata.category(char) in ("Cf", "Cc", "Co", "Zl", "Zp") or (
-                unicodedata.category(char) == "Zs" and char != " "
-            ):
-                found.append((line_no, f"U+{ord(char):04X} {unicodedata.name(char, 'unnamed')}"))
-    return found
-
-
 def reveal_invisible(text: str) -> str:
-    out = []
-    for char in text:
-        cat = unicodedata.category(char)
-        if char not in _VISIBLE_WHITESPACE and (
-            cat in ("Cf", "Cc", "Co", "Zl", "Zp") or (cat == "Zs" and char != " ")
-        ):
-            out.append(f"<U+{ord(char):04X}>")
-        else:
-            out.append(char)
-    return "".join(out)
+    """Invisible characters shown as <U+…>: the backend's definition (the scanner's), the only one."""
+    return render_visible(text)
 
 
 def code_block(code: str) -> ui.html:

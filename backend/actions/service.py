@@ -12,17 +12,15 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from piccolo.columns.combination import And
-
-from backend.actions.tables import ActionItem
+from backend.actions.schemas import ActionItemInfo
+from backend.actions.tables import ActionItem, ItemStatus
 from backend.audit import service as audit
-from backend.db import engine
 from backend.errors import Conflict, Forbidden, NotFound
 from backend.records.datasets import DATASETS, REFERENCES, Dataset
-from backend.records.visibility import visible_where
-from backend.runs import gates
+from backend.records.visibility import visible_row
+from backend.runs.read import get_run_row
 from backend.runs.tables import Run
-from backend.settings import get_settings
+from backend.sandbox import actions_cap
 from backend.tenancy.context import UserContext
 
 
@@ -132,18 +130,13 @@ def _staged_versions(bundle_dir: str, dataset: str) -> dict[int, int]:
         return {int(r["id"]): int(r["version"]) for r in csv.DictReader(fh)}
 
 
-async def _visible_record(ctx: UserContext, dataset: Dataset, record_id: int) -> dict[str, Any] | None:
-    table = dataset.table
-    return await table.select().where(And(visible_where(ctx, dataset), table.id == record_id)).first()
-
-
 async def _check_permission(ctx: UserContext, parsed: dict[str, Any]) -> dict[str, Any] | None:
     """What the user may change: edit permission on the dataset, and for updates a record they can see."""
     dataset = DATASETS[parsed["dataset"]]
     if not ctx.can(dataset.name, "edit"):
         raise ItemProblem(f"{ctx.email} has no edit permission on {dataset.name}")
     if parsed["op"] == "update":
-        record = await _visible_record(ctx, dataset, parsed["record_id"])
+        record = await visible_row(ctx, dataset.table, parsed["record_id"])
         if record is None:
             raise ItemProblem(
                 f"{dataset.name} record {parsed['record_id']} does not exist or is not visible to {ctx.email}"
@@ -173,22 +166,20 @@ async def _check_bounds(ctx: UserContext, run: dict[str, Any], parsed: dict[str,
             raise ItemProblem(f"{field} {value} does not point to a record in {target} of this company")
 
 
-async def ingest(run: dict[str, Any], entries: Any, requester: UserContext) -> str | None:
-    """Turn a run's parsed actions.json into items. Returns a note for the run (e.g. over the cap)."""
-    cap = get_settings().max_actions_per_run
-    note = None
-    if not isinstance(entries, list):
-        entries = [entries]
-    if len(entries) > cap:
-        note = f"actions.json proposed {len(entries)} changes; only the first {cap} became items (the cap per run)"
-        entries = entries[:cap]
+async def ingest(run: dict[str, Any], entries: list[Any], requester: UserContext) -> int:
+    """Turn a run's actions.json, as the sandbox parsed it, into items; returns how many. The sandbox
+    rejects a file over `actions_cap()` whole, so no part of one ever becomes items here either."""
+    if len(entries) > actions_cap():
+        raise ValueError(
+            f"{len(entries)} actions are over the cap of {actions_cap()}; the sandbox rejects such a file"
+        )
     versions: dict[str, dict[int, int]] = {}
     for index, entry in enumerate(entries):
         item: dict[str, Any] = {
             "company": run["company"],
             "run": run["id"],
             "index": index,
-            "status": "pending",
+            "status": ItemStatus.pending,
         }
         try:
             parsed = parse_entry(entry)
@@ -208,10 +199,11 @@ async def ingest(run: dict[str, Any], entries: Any, requester: UserContext) -> s
                 )
                 item["staged_version"] = staged.get(parsed["record_id"], record["version"])
         except ItemProblem as exc:
-            item.update(status="invalid", problem=str(exc))
+            item.update(status=ItemStatus.invalid, problem=str(exc))
         item["raw"] = json.dumps(entry, default=str)[:4000]
         await ActionItem.insert(ActionItem(**item))
-    return note
+    await Run.update({Run.action_items_count: len(entries)}).where(Run.id == run["id"])
+    return len(entries)
 
 
 def _unreviewed(run: dict[str, Any] | None) -> bool:
@@ -219,31 +211,28 @@ def _unreviewed(run: dict[str, Any] | None) -> bool:
     return run is not None and run["narrowed_from"] is not None
 
 
-def item_payload(row: dict[str, Any], *, unreviewed_run: bool = False) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "run_id": row["run"],
-        "index": row["index"],
-        "op": row["op"] or None,
-        "dataset": row["dataset"] or None,
-        "record_id": row["record_id"],
-        "changes": row["changes"],
-        "before": row["before"],
-        "reason": row["reason"],
-        "status": row["status"],
-        "problem": row["problem"],
-        "raw": row["raw"] if row["status"] == "invalid" else None,
-        "decided_by": row["decided_by"],
-        "decided_at": row["decided_at"],
-        "created_record_id": row["created_record_id"],
-        # the run that proposed this change ran without a person reviewing its code
-        "unreviewed_run": unreviewed_run,
-    }
+def item_payload(row: dict[str, Any], *, unreviewed_run: bool = False) -> ActionItemInfo:
+    return ActionItemInfo(
+        id=row["id"],
+        run_id=row["run"],
+        index=row["index"],
+        op=row["op"] or None,
+        dataset=row["dataset"] or None,
+        record_id=row["record_id"],
+        changes=row["changes"],
+        before=row["before"],
+        reason=row["reason"],
+        status=row["status"],
+        problem=row["problem"],
+        raw=row["raw"] if row["status"] == ItemStatus.invalid else None,
+        decided_by=row["decided_by"],
+        decided_at=row["decided_at"],
+        created_record_id=row["created_record_id"],
+        unreviewed_run=unreviewed_run,
+    )
 
 
-async def list_items(ctx: UserContext, run_id: int) -> list[dict[str, Any]]:
-    from backend.runs.service import get_run_row
-
+async def list_items(ctx: UserContext, run_id: int) -> list[ActionItemInfo]:
     run = await get_run_row(ctx, run_id)
     rows = (
         await ActionItem.select()
@@ -256,9 +245,6 @@ async def list_items(ctx: UserContext, run_id: int) -> list[dict[str, Any]]:
 
 async def _visible_item(ctx: UserContext, item_id: int) -> dict[str, Any]:
     """An item of a run the caller may see (the requester's own, or any for an admin); else 404."""
-    from backend.runs.service import get_run_row
-
-    await gates.require_feature(ctx.company_id)
     row = (
         await ActionItem.select()
         .where((ActionItem.id == item_id) & (ActionItem.company == ctx.company_id))
@@ -274,13 +260,13 @@ async def _visible_item(ctx: UserContext, item_id: int) -> dict[str, Any]:
 async def _item_for(ctx: UserContext, item_id: int) -> dict[str, Any]:
     """A pending item the caller may decide: the run's requester or a company admin."""
     row = await _visible_item(ctx, item_id)
-    if row["status"] != "pending":
+    if row["status"] != ItemStatus.pending:
         raise Conflict(f"action item {item_id} is already {row['status']}")
     return row
 
 
 async def _decide(
-    item_id: int, status: str, ctx: UserContext, problem: str | None = None, **extra: Any
+    item_id: int, status: ItemStatus, ctx: UserContext, problem: str | None = None, **extra: Any
 ) -> None:
     """Decide a pending item. Conditional on it still being pending, so of two concurrent decisions exactly
     one lands; the other gets 409 (and, inside the caller's transaction, rolls back whatever it began)."""
@@ -294,14 +280,14 @@ async def _decide(
         values[getattr(ActionItem, key)] = value
     decided = (
         await ActionItem.update(values)
-        .where((ActionItem.id == item_id) & (ActionItem.status == "pending"))
+        .where((ActionItem.id == item_id) & (ActionItem.status == ItemStatus.pending))
         .returning(ActionItem.id)
     )
     if not decided:
         raise Conflict(f"action item {item_id} was decided meanwhile; nothing was written")
 
 
-async def accept(ctx: UserContext, item_id: int) -> dict[str, Any]:
+async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
     ctx.require_person("accepting a proposed change")
     row = await _item_for(ctx, item_id)
     entry = {"op": row["op"], "dataset": row["dataset"], "changes": row["changes"], "reason": row["reason"]}
@@ -329,9 +315,9 @@ async def accept(ctx: UserContext, item_id: int) -> dict[str, Any]:
     now = _now()
     table = dataset.table
     if row["op"] == "update":
-        async with engine().transaction():
+        async with ActionItem._meta.db.transaction():
             # claim the item first (a write, so SQLite serialises the two writers instead of failing one)
-            await _decide(item_id, "accepted", ctx)
+            await _decide(item_id, ItemStatus.accepted, ctx)
             values[table.version] = row["staged_version"] + 1
             values[table.updated_at] = now
             written = (
@@ -347,9 +333,9 @@ async def accept(ctx: UserContext, item_id: int) -> dict[str, Any]:
                     f"the record changed since it was staged (staged version {row['staged_version']}, now {found}); "
                     "nothing was written"
                 )
-                await ActionItem.update({ActionItem.status: "conflict", ActionItem.problem: problem}).where(
-                    ActionItem.id == item_id
-                )
+                await ActionItem.update(
+                    {ActionItem.status: ItemStatus.conflict, ActionItem.problem: problem}
+                ).where(ActionItem.id == item_id)
         if conflict:
             await audit.record(
                 "action.conflict",
@@ -373,8 +359,10 @@ async def accept(ctx: UserContext, item_id: int) -> dict[str, Any]:
         )
         for column, value in values.items():
             setattr(record, column._meta.name, value)
-        async with engine().transaction():
-            await _decide(item_id, "accepted", ctx)  # first: a second accept stops here and creates nothing
+        async with ActionItem._meta.db.transaction():
+            await _decide(
+                item_id, ItemStatus.accepted, ctx
+            )  # first: a second accept stops here and creates nothing
             await record.save()
             created = record.id
             await ActionItem.update({ActionItem.created_record_id: created}).where(ActionItem.id == item_id)
@@ -395,10 +383,10 @@ async def accept(ctx: UserContext, item_id: int) -> dict[str, Any]:
     return await get_item(ctx, item_id)
 
 
-async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> dict[str, Any]:
+async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> ActionItemInfo:
     ctx.require_person("rejecting a proposed change")
     row = await _item_for(ctx, item_id)
-    await _decide(item_id, "rejected", ctx, (reason or "").strip()[:2000] or None)
+    await _decide(item_id, ItemStatus.rejected, ctx, (reason or "").strip()[:2000] or None)
     await audit.record(
         "action.rejected",
         actor=ctx.email,
@@ -410,7 +398,7 @@ async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> d
     return await get_item(ctx, item_id)
 
 
-async def get_item(ctx: UserContext, item_id: int) -> dict[str, Any]:
+async def get_item(ctx: UserContext, item_id: int) -> ActionItemInfo:
     row = await _visible_item(ctx, item_id)
     run = await Run.select(Run.narrowed_from).where(Run.id == row["run"]).first()
     return item_payload(row, unreviewed_run=_unreviewed(run))

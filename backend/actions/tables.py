@@ -1,10 +1,20 @@
 from __future__ import annotations
 
+from enum import StrEnum
+
 from piccolo.columns import JSON, BigInt, ForeignKey, Integer, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
+
+
+class ItemStatus(StrEnum):
+    pending = "pending"  # waiting for a person to accept or reject it
+    accepted = "accepted"
+    rejected = "rejected"
+    invalid = "invalid"  # the entry could not become a change (its problem says why)
+    conflict = "conflict"  # the record changed since it was staged; nothing was written
 
 
 class ActionItem(Table):
@@ -19,7 +29,7 @@ class ActionItem(Table):
     staged_version = Integer(null=True, default=None)
     reason = Text(default="")
     raw = Text(default="")  # the entry as proposed, for invalid ones
-    status = Varchar(length=10)  # pending | accepted | rejected | invalid | conflict
+    status = Varchar(length=10)  # an ItemStatus
     problem = Text(null=True, default=None)
     decided_by = Varchar(length=254, null=True, default=None)
     decided_at = Timestamptz(null=True, default=None)

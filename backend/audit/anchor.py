@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from piccolo.engine.sqlite import SQLiteEngine
 
-from backend import db
+from backend.audit.tables import AuditEntry
 from backend.hashing import sha256_text
 from backend.settings import get_settings
 
@@ -30,7 +30,7 @@ DIRECTORY = "audit-anchor"
 
 def database_identity() -> str:
     """Which database this is: the SQLite file's absolute path, or the PostgreSQL DSN without password."""
-    engine = db.engine()
+    engine = AuditEntry._meta.db  # the engine the trail is written to
     if isinstance(engine, SQLiteEngine):
         return "sqlite:" + str(Path(engine.path).resolve())
     dsn = str(getattr(engine, "config", {}).get("dsn", ""))

@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, get, post
 from litestar.di import Provide
 from litestar.params import Parameter
 
 from backend.audit import service
+from backend.audit.schemas import AuditEntryInfo, AuditVerification
 from backend.errors import Forbidden
 from backend.tenancy.auth import provide_user
 from backend.tenancy.context import UserContext
@@ -27,10 +26,10 @@ class AuditController(Controller):
         subject_id: str | None = None,
         limit: int = Parameter(default=200, ge=1, le=1000),
         offset: int = Parameter(default=0, ge=0),
-    ) -> list[dict[str, Any]]:
+    ) -> list[AuditEntryInfo]:
         if not user.is_admin:
             raise Forbidden("only a company admin can browse the audit trail")
-        return await service.search(
+        rows = await service.search(
             user.company_id,
             q=q,
             action=action,
@@ -39,19 +38,19 @@ class AuditController(Controller):
             limit=limit,
             offset=offset,
         )
+        return [AuditEntryInfo(**row) for row in rows]
 
     @post("/verify", status_code=200)
-    async def verify(self, user: UserContext) -> dict[str, Any]:
+    async def verify(self, user: UserContext) -> AuditVerification:
         """The caller's company's own chain only: no global count or head, no reading other companies'
         entries. The whole chain and its anchor are the operator's check: `cleanroom audit verify`."""
         if not user.is_admin:
             raise Forbidden("only a company admin can verify the audit chain")
         result = await service.verify_company(user.company_id)
-        return {
-            "ok": result.ok,
-            "scope": "company",
-            "checked": result.checked,
-            "first_bad_seq": result.first_bad_seq,
-            "reason": result.reason,
-            "head_hash": result.head_hash,  # the company chain's head
-        }
+        return AuditVerification(
+            ok=result.ok,
+            checked=result.checked,
+            first_bad_seq=result.first_bad_seq,
+            reason=result.reason,
+            head_hash=result.head_hash,
+        )

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from piccolo.engine.postgres import PostgresEngine
+
 from backend.audit import anchor
 from backend.audit.tables import AuditEntry
 from backend.hashing import sha256_json
@@ -197,10 +199,10 @@ async def search(
     if subject_id:
         query = query.where(AuditEntry.subject_id == str(subject_id))
     if q:
-        from backend.db import is_postgres
-
         like = f"%{q}%"
-        op = "ilike" if is_postgres() else "like"  # SQLite's LIKE is already case-insensitive for ASCII
+        op = (
+            "ilike" if isinstance(AuditEntry._meta.db, PostgresEngine) else "like"
+        )  # SQLite's LIKE is already case-insensitive for ASCII
         query = query.where(
             getattr(AuditEntry.actor, op)(like)
             | getattr(AuditEntry.action, op)(like)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from backend.audit import service as audit
+from backend.credits.schemas import CreditUsage, DayUsage, PersonUsage, Rates, RunCharge
 from backend.credits.tables import CreditCharge
 from backend.errors import PaymentRequired
+from backend.tenancy.context import UserContext
 from backend.tenancy.tables import Company, User
 
 BASE_CHARGE = 1.0  # per run, also the minimum a pool must cover before a run is proposed or approved
@@ -60,7 +62,15 @@ async def require_minimum(company_id: int) -> None:
 
 
 async def charge(
-    *, company_id: int, user_id: int, run_id: int, vcpus: int, memory_mib: int, seconds: float, actor: str
+    *,
+    company_id: int,
+    user_id: int,
+    run_id: int,
+    run_title: str,
+    vcpus: int,
+    memory_mib: int,
+    seconds: float,
+    actor: str,
 ) -> float:
     credits, vcpu_s, gib_s = price(vcpus, memory_mib, seconds)
     await CreditCharge.insert(
@@ -68,6 +78,7 @@ async def charge(
             company=company_id,
             user=user_id,
             run_id=run_id,
+            run_title=run_title,
             credits=credits,
             vcpu_seconds=vcpu_s,
             gib_seconds=gib_s,
@@ -85,9 +96,9 @@ async def charge(
     return credits
 
 
-async def usage(company_id: int) -> dict[str, Any]:
-    from backend.runs.tables import Run
-
+async def usage(ctx: UserContext) -> CreditUsage:
+    """The company's use this month; a member sees the pool, not who spent it (only their own rows)."""
+    company_id = ctx.company_id
     start = period_start()
     rows = await CreditCharge.select().where(
         (CreditCharge.company == company_id) & (CreditCharge.at >= start)
@@ -95,40 +106,41 @@ async def usage(company_id: int) -> dict[str, Any]:
     emails = {
         u["id"]: u["email"] for u in await User.select(User.id, User.email).where(User.company == company_id)
     }
-    by_day: dict[str, float] = defaultdict(float)
+    by_day: dict[date, float] = defaultdict(float)
     by_user: dict[str, float] = defaultdict(float)
     per_run: dict[int, float] = defaultdict(float)
+    charged: dict[int, dict[str, Any]] = {}  # a run's charge row: its title and the person who asked for it
     for r in rows:
-        by_day[r["at"].astimezone(UTC).date().isoformat()] += r["credits"]
+        by_day[r["at"].astimezone(UTC).date()] += r["credits"]
         by_user[emails.get(r["user"], str(r["user"]))] += r["credits"]
         per_run[r["run_id"]] += r["credits"]
+        charged[r["run_id"]] = r
     top = sorted(per_run.items(), key=lambda kv: kv[1], reverse=True)[:10]
-    titles = {}
-    if top:
-        for run in await Run.select(Run.id, Run.title, Run.requested_by).where(
-            Run.id.is_in([k for k, _ in top])
-        ):
-            titles[run["id"]] = run
     total_pool = await pool(company_id)
     total_used = round(sum(by_day.values()), 2)
-    return {
-        "pool": total_pool,
-        "used": total_used,
-        "remaining": round(total_pool - total_used, 2),
-        "period_start": start.isoformat(),
-        "minimum_charge": BASE_CHARGE,
-        "rates": {"base": BASE_CHARGE, "per_vcpu_second": PER_VCPU_SECOND, "per_gib_second": PER_GIB_SECOND},
-        "usage_by_day": [{"day": d, "credits": round(c, 2)} for d, c in sorted(by_day.items())],
-        "usage_by_user": [
-            {"email": e, "credits": round(c, 2)} for e, c in sorted(by_user.items(), key=lambda kv: -kv[1])
-        ],
-        "costliest_runs": [
-            {
-                "id": run_id,
-                "title": titles.get(run_id, {}).get("title", ""),
-                "email": emails.get(titles.get(run_id, {}).get("requested_by"), ""),
-                "credits": round(c, 2),
-            }
-            for run_id, c in top
-        ],
-    }
+    by_user_rows = [
+        PersonUsage(email=e, credits=round(c, 2)) for e, c in sorted(by_user.items(), key=lambda kv: -kv[1])
+    ]
+    runs = [
+        RunCharge(
+            id=run_id,
+            title=charged[run_id]["run_title"],
+            email=emails.get(charged[run_id]["user"], ""),
+            credits=round(c, 2),
+        )
+        for run_id, c in top
+    ]
+    if not ctx.is_admin:
+        by_user_rows = [u for u in by_user_rows if u.email == ctx.email]
+        runs = [r for r in runs if r.email == ctx.email]
+    return CreditUsage(
+        pool=total_pool,
+        used=total_used,
+        remaining=round(total_pool - total_used, 2),
+        period_start=start,
+        minimum_charge=BASE_CHARGE,
+        rates=Rates(base=BASE_CHARGE, per_vcpu_second=PER_VCPU_SECOND, per_gib_second=PER_GIB_SECOND),
+        usage_by_day=[DayUsage(day=d, credits=round(c, 2)) for d, c in sorted(by_day.items())],
+        usage_by_user=by_user_rows,
+        costliest_runs=runs,
+    )

@@ -563,8 +563,8 @@ async def _records(people: People, owners: list[str], scale: float, rng: random.
 
 async def _drive(people: People) -> int:
     """Maria's shared sales folder; returns the id of the feedback sheet with the planted instruction."""
+    from backend.demo.files import FEEDBACK_NAME, demo_drive_files
     from backend.drive import service as drive
-    from backend.staging.demo_files import FEEDBACK_NAME, demo_drive_files
     from backend.tenancy.context import load_user_context
 
     maria = await load_user_context(people.users["maria@acme.example"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from datetime import UTC, datetime
@@ -10,14 +11,13 @@ from typing import Any
 from piccolo.columns.combination import And
 
 from backend.audit import service as audit
+from backend.convert import TEXT_EXTENSIONS, ConversionFailed, sniff_kind
 from backend.drive import blobs
 from backend.drive.tables import DriveFile, DriveFolder
 from backend.errors import AppError, Invalid, NotFound
 from backend.records.tables import VISIBILITIES
-from backend.records.visibility import owned_rows_where
+from backend.records.visibility import owned_rows_where, visible_row
 from backend.settings import get_settings
-from backend.staging.convert import TEXT_EXTENSIONS, sniff_kind
-from backend.staging.convert_model import ConversionFailed
 from backend.tenancy.context import UserContext
 
 _BAD_NAME = re.compile(r"[\x00-\x1f/\\]")
@@ -128,11 +128,7 @@ async def create_folder(
 
 
 async def get_folder(ctx: UserContext, folder_id: int) -> dict[str, Any]:
-    row = (
-        await DriveFolder.select()
-        .where(And(owned_rows_where(ctx, DriveFolder), DriveFolder.id == folder_id))
-        .first()
-    )
+    row = await visible_row(ctx, DriveFolder, folder_id)
     if row is None:
         raise NotFound(f"no folder {folder_id}")
     return row
@@ -176,7 +172,9 @@ async def upload(
     _check_visibility(visibility)
     if folder_id is not None:
         await get_folder(ctx, folder_id)
-    digest = blobs.put(data)
+    # hashing, writing up to max_upload_bytes and sniffing the content are blocking work: not on the event loop
+    digest = await asyncio.to_thread(blobs.put, data)
+    kind = await asyncio.to_thread(drive_kind, data, name)
     now = _now()
     row = DriveFile(
         company=ctx.company_id,
@@ -189,7 +187,7 @@ async def upload(
         name=name,
         size=len(data),
         sha256=digest,
-        kind=drive_kind(data, name),
+        kind=kind,
         run_id=run_id,
         source_datasets=sorted(set(source_datasets or [])),
     )
@@ -212,9 +210,7 @@ async def upload(
 
 
 async def get_file(ctx: UserContext, file_id: int) -> dict[str, Any]:
-    row = (
-        await DriveFile.select().where(And(owned_rows_where(ctx, DriveFile), DriveFile.id == file_id)).first()
-    )
+    row = await visible_row(ctx, DriveFile, file_id)
     if row is None:  # another company's file, an unshared file and a missing file look the same
         raise NotFound(f"no Drive file {file_id}")
     return row
@@ -222,7 +218,7 @@ async def get_file(ctx: UserContext, file_id: int) -> dict[str, Any]:
 
 async def read_file(ctx: UserContext, file_id: int) -> tuple[dict[str, Any], bytes]:
     row = await get_file(ctx, file_id)
-    return row, blobs.get(row["sha256"])
+    return row, await asyncio.to_thread(blobs.get, row["sha256"])
 
 
 async def list_files(

@@ -12,6 +12,7 @@ EXFIL_URL = "exfiltration_url"
 FORMULA = "network_formula"
 INVISIBLE = "invisible_characters"
 ENCODED = "encoded_instructions"
+INSTRUCTION = "instruction_like"
 
 CATEGORIES: dict[str, str] = {
     ADDRESSED: "Text speaks directly to an AI assistant, model, agent or copilot and tells it what to do.",
@@ -24,4 +25,5 @@ CATEGORIES: dict[str, str] = {
     FORMULA: "A spreadsheet formula that reaches the network (IMAGE, HYPERLINK, WEBSERVICE, IMPORT…) or runs a command.",
     INVISIBLE: "Invisible characters (zero-width, direction controls, Unicode tags) that can hide or reorder text.",
     ENCODED: "Encoded text (such as base64) that decodes to instructions or hidden characters.",
+    INSTRUCTION: "Text that the learned model reads as an instruction planted for the assistant (see the reason).",
 }

@@ -1,68 +1,64 @@
 """Scanning cells, tables and text for instructions aimed at the assistant.
 
-Cost model: cells are checked in batches. One regex over a whole batch (ANCHOR_RE, plus a base64 and an
-invisible-character check) picks the few cells worth reading; only those go through the weighted rules.
+A cell is judged by:
+1. exact structural checks (structural.py): chat-template tokens, network formulas, Markdown/HTML that
+   carries data out, capture services, code that opens shells or connections;
+2. the learned model (model.py) over the folded text, window by window, also read through leetspeak and
+   letter-spacing; weak structural evidence (a Markdown image, a role line) lowers its bar;
+3. invisible characters (text.analyse_invisible), with text hidden in Unicode tags judged too;
+4. encodings: base64, hex, %-escapes, HTML entities and rot13 are decoded and judged again (two levels), with
+   a lower bar, since someone took the trouble to hide them.
+
+Cost model: repeated values are judged once per batch; a value without a space, a trigger character or a long
+token is skipped at the cost of a few `in` tests; only prose (two spaces or more, or CJK text) reaches the
+model. A scanner error never escapes for one cell: the caller gets a finding-free result and the error is
+raised per file by the staging code.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import html
+import math
 import re
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote
 
 from backend.injection import categories as c
-from backend.injection.gates import cells_with_stems, gated, rules_for
-from backend.injection.rules import RULES
+from backend.injection.explain import explain
+from backend.injection.model import Model, load
 from backend.injection.schemas import Finding, Severity
+from backend.injection.structural import structural_hits, with_triggers
 from backend.injection.text import INVISIBLE_RE, analyse_invisible, excerpt, fold, raw_offset
 
 BATCH_CELLS = 16384
-SEPARATOR = "\n\x1f"  # a line break, so line-start markers match at the start of every cell
 HEX_RE = re.compile(r"[0-9a-fA-F]+")
 HEX_TOKEN_RE = re.compile(r"(?<![0-9a-zA-Z])[0-9a-fA-F]{16,}(?![0-9a-zA-Z])")
 PERCENT_RE = re.compile(r"(?:%[0-9a-fA-F]{2}){3,}")
 ENTITY_RE = re.compile(r"&(?:#x?[0-9a-fA-F]{2,6}|lt|gt|quot|amp|apos);")
 BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,}={0,2}")
 SPACED_RE = re.compile(r"(?<!\w)(?:\w[ .\-_*/|]{1,3}){5,}\w(?!\w)")
-MAX_DEPTH = 2
-HYPHENATED_RE = re.compile(r"-\n(?=\w)")
-WINDOW, OVERLAP = 4000, 400  # characters; an instruction longer than the overlap may be split
-REPORT, HIGH = 1.0 - 1e-9, 1.5 - 1e-9
-HIDDEN_REPORT = (
-    0.5 - 1e-9
-)  # for text that was encoded or hidden in invisible characters  # score thresholds (weights are sums of tenths)
-LEETISH_RE = re.compile(r"\b(?=\w*[a-z]\w*[a-z])(?=\w*[0134579])\w{4,}")  # "1gn0r3", not cell refs like "A1"
+LEETISH_RE = re.compile(r"\b(?=\w*[a-z]\w*[a-z])(?=\w*[0134579])\w{4,}")  # "1gn0r3"; not "A1", "x200", "Q3"
 LEET = str.maketrans("0134579", "oieastg")
-# When rules of equal weight disagree, the finding is named after the more specific category.
-_PRIORITY = {
-    name: i
-    for i, name in enumerate(
-        [
-            c.ROLE_MARKER,
-            c.OVERRIDE,
-            c.EXFIL_URL,
-            c.FORMULA,
-            c.CODE_EXECUTION,
-            c.EXFILTRATION,
-            c.CONCEALMENT,
-            c.ADDRESSED,
-            c.INVISIBLE,
-            c.ENCODED,
-        ]
-    )
-}
-
-_ORDER = {
-    i: rank
-    for rank, i in enumerate(
-        sorted(range(len(RULES)), key=lambda i: (-RULES[i].weight, _PRIORITY[RULES[i].category], i))
-    )
-}
+LEET_L = str.maketrans("0134579", "oleastg")  # 1 reads as i or l
+HYPHENATED_RE = re.compile(r"-\n(?=\w)")
+LONG_TOKEN_RE = re.compile(r"\S{16}")
+CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+ROT13_RE = re.compile(
+    r"\b(?:gur|naq|lbh|gb|vf|bs|nyy|vtaber|cerivbhf|vafgehpgvbaf|lbhe)\b"
+)  # "the", "and", …
+MAX_DEPTH = 2
+REPORT = 1.0  # structural weight that is a finding by itself
+STRONG = 1.5
+WEAK_BOOST = 2.0  # logit added per unit of weak structural evidence
+HIDDEN_PROBABILITY = 0.5  # the model's bar for text that was encoded or hidden (its usual bar is higher)
+SUSPICIOUS = 0.2  # a line or cell this suspicious is read again together with its neighbours
+HIGH_PROBABILITY = 0.97
+# prose (whitespace), markup and escapes, non-ASCII text, or a formula start
+LOOK_RE = re.compile(r"[\s<\[#!/%&|{$`\\\u0080-\U0010ffff]|^[=+@\-'\"]")
 
 
 @dataclass(frozen=True)
@@ -70,65 +66,42 @@ class CellHit:
     severity: Severity
     category: str
     excerpt: str
+    reason: str = ""
+    span: tuple[int, int] | None = None  # [start, end) in the cell's text of the part that scored
 
 
 @dataclass(frozen=True)
-class _Verdict:
-    severity: Severity
-    category: str
-    start: int  # offset in the folded text
-    end: int
-    score: float
+class _Judgement:
+    hits: list[CellHit]
+    probability: float  # the model's best window (0 when it did not run)
 
 
-def _judge(folded: str) -> _Verdict | None:
-    """Apply the weighted rules to folded text. A very long text is judged in overlapping windows, which
-    keeps the cost linear whatever the text looks like."""
-    if len(folded) <= WINDOW + OVERLAP:
-        return _judge_window(folded)
-    for start in range(0, len(folded), WINDOW):
-        verdict = _judge_window(folded[start : start + WINDOW + OVERLAP])
-        if verdict is not None:
-            return _Verdict(
-                verdict.severity, verdict.category, verdict.start + start, verdict.end + start, verdict.score
-            )
-    return None
+_MODEL: list[Model | None] = []
 
 
-def _judge_window(folded: str) -> _Verdict | None:
-    """The weighted rules, strongest first, stopping as soon as the outcome is settled (high severity
-    reached, or the rules left cannot add up to a finding)."""
-    order = sorted(rules_for(folded), key=_ORDER.__getitem__)
-    remaining = sum(RULES[i].weight for i in order)
-    if remaining < REPORT:
-        return None  # the rules this text could match are all weak ones, and too few of them
-    total = 0.0
-    best: tuple[int, re.Match[str]] | None = None
-    for i in order:
-        rule = RULES[i]
-        remaining -= rule.weight
-        m = rule.regex.search(folded)
-        if m is not None:
-            total += rule.weight
-            if best is None:
-                best = (i, m)  # the first match in this order has the greatest weight, then priority
-            if total >= HIGH:
-                break
-        if total + remaining < REPORT:
-            return None
-    if best is None or total < REPORT:
-        return None
-    rule, m = RULES[best[0]], best[1]
-    return _Verdict("high" if total >= HIGH else "medium", rule.category, m.start(), m.end(), total)
+def model() -> Model | None:
+    if not _MODEL:
+        _MODEL.append(load())
+    return _MODEL[0]
 
 
-def _partial_score(folded: str) -> float:
-    """Sum of the weights of every rule the text matches (no early stop; used only for decoded text)."""
-    return sum(RULES[i].weight for i in rules_for(folded) if RULES[i].regex.search(folded))
+def use_model(m: Model | None) -> None:
+    """Swap the model (evaluation harness: leave-one-family-out models)."""
+    _MODEL[:] = [m]
+
+
+def _logistic(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+
+def _worth_model(folded: str) -> bool:
+    if folded.count(" ") + folded.count("\n") >= 2:
+        return True
+    return len(folded) >= 8 and not folded.isascii() and bool(CJK_RE.search(folded))
 
 
 def _despace(folded: str) -> str | None:
-    """'i g n o r e  a l l' → 'ignore all': undo letter-spacing used to dodge keyword matching."""
+    """'i g n o r e  a l l' → 'ignore all': undo letter-spacing used to dodge word matching."""
     if not SPACED_RE.search(folded):
         return None
 
@@ -138,8 +111,152 @@ def _despace(folded: str) -> str | None:
     return SPACED_RE.sub(join, folded)
 
 
+def _variants(folded: str) -> Iterator[str]:
+    """Readings of text written to dodge word matching: leetspeak, letter-spacing."""
+    if any(d in folded for d in "0134579") and LEETISH_RE.search(folded):
+        yield LEETISH_RE.sub(lambda m: m.group(0).translate(LEET), folded)
+        if "1" in folded:
+            yield LEETISH_RE.sub(
+                lambda m: m.group(0).translate(LEET_L if m.group(0).count("1") > 1 else LEET), folded
+            )
+    if _has_spaced_run(folded):
+        despaced = _despace(folded)
+        if despaced is not None and despaced != folded:
+            yield despaced
+
+
+def _model_verdict(m: Model, folded: str) -> tuple[float, int, int, str]:
+    """(probability, start, end, text scored) of the best window over the text and its variants; start/end are
+    offsets into `folded` (the whole text for a variant, whose offsets differ). Weak structural evidence (a
+    Markdown image, a role line) raises the score of a text that is already somewhat suspicious."""
+    p, s, e = m.best_window(folded)
+    if SUSPICIOUS / 4 <= p < m.threshold:
+        weak = sum(h.check.weight for h in structural_hits(folded, weak=True))
+        if weak:
+            p = _logistic(math.log(p / (1 - p)) + WEAK_BOOST * weak)
+    best = (p, s, e, folded)
+    if p < m.threshold:
+        for variant in _variants(folded):
+            vp, _, _ = m.best_window(variant)
+            if vp > best[0]:
+                best = (vp, 0, len(folded), variant)
+    return best
+
+
+def _has_spaced_run(folded: str, run: int = 5) -> bool:
+    """Five single characters in a row ("i g n o r e"): letters spaced out to dodge word matching."""
+    streak = 0
+    for t in folded.split():
+        streak = streak + 1 if len(t) == 1 else 0
+        if streak >= run:
+            return True
+    return False
+
+
+def _focus(m: Model, folded: str, start: int, end: int) -> tuple[int, int]:
+    """The sentence of a flagged window that scores highest: what the excerpt is centred on."""
+    piece = folded[start:end]
+    if len(piece) <= 160:
+        return start, end
+    best = (-1.0, start, end)
+    pos = 0
+    for part in re.split(r"(?<=[.!?\n])\s+", piece):
+        i = piece.find(part, pos)
+        pos = i + len(part)
+        if len(part) < 12:
+            continue
+        p = m.probability(part)
+        if p > best[0]:
+            best = (p, start + i, start + i + len(part))
+    return best[1], best[2]
+
+
+def _judge(text: str, depth: int = 0, folded: str | None = None, triggered: bool | None = None) -> _Judgement:
+    """triggered: whether the text holds a structural trigger, when the caller screened a batch for them."""
+    if not text or len(text) < 4 or text.isspace():
+        return _Judgement([], 0.0)
+    hits: dict[str, CellHit] = {}
+    if folded is None:
+        folded = fold(text)
+    strongest = None
+    for h in (
+        structural_hits(folded, screened=True)
+        if triggered
+        else []
+        if triggered is False
+        else structural_hits(folded)
+    ):
+        if h.check.category not in hits:
+            start, end = raw_offset(text, h.start), raw_offset(text, h.end)
+            severity: Severity = "high" if h.check.weight >= STRONG else "medium"
+            hits[h.check.category] = CellHit(
+                severity, h.check.category, excerpt(text, start, end), h.check.reason, (start, end)
+            )
+            strongest = strongest or h
+
+    m = model()
+    probability = 0.0
+    if m is not None and _worth_model(folded):
+        p, s, e, scored = _model_verdict(m, folded)
+        probability = p
+        if p >= m.threshold:
+            if scored is folded:
+                s, e = _focus(m, folded, s, e)
+            category, reason = explain(scored[s:e] if scored is folded else scored)
+            start, end = raw_offset(text, s), raw_offset(text, e)
+            severity = "high" if p >= HIGH_PROBABILITY or strongest is not None else "medium"
+            if category in hits:
+                category = c.INSTRUCTION if c.INSTRUCTION not in hits else category
+            hits.setdefault(
+                category, CellHit(severity, category, excerpt(text, start, end), reason, (start, end))
+            )
+
+    if not text.isascii():
+        report = analyse_invisible(text)
+        if report is not None:
+            severity = report.severity  # type: ignore[assignment]
+            reason = "holds invisible characters that can hide or reorder text"
+            if report.hidden_text:
+                severity = "high"
+                reason = f"hides text in invisible characters: {report.hidden_text[:60]!r}"
+            elif hits:
+                severity = "high"
+            hits.setdefault(
+                c.INVISIBLE,
+                CellHit(
+                    severity,
+                    c.INVISIBLE,
+                    excerpt(text, report.first),
+                    reason,
+                    (report.first, report.first + 1),
+                ),
+            )
+
+    if depth < MAX_DEPTH:
+        for start, end, decoded, how in _decoded_variants(text, folded):
+            inner = _judge(decoded, depth + 1)
+            if inner.hits or inner.probability >= HIDDEN_PROBABILITY:
+                shown_inner = inner.hits[0].excerpt if inner.hits else excerpt(decoded)
+                label = excerpt(text, start, end, limit=70)
+                shown = f"{label} → decodes to: {shown_inner}"
+                if len(shown) > 160:
+                    shown = shown[:159] + "…"
+                hits.setdefault(
+                    c.ENCODED,
+                    CellHit(
+                        "high", c.ENCODED, shown, f"{how} text that decodes to an instruction", (start, end)
+                    ),
+                )
+                break
+    return _Judgement(list(hits.values()), probability)
+
+
+def scan_cell(text: str, _depth: int = 0) -> list[CellHit]:
+    """Findings for one cell or line: at most one per category."""
+    return _judge(text, _depth).hits
+
+
 def _decode_base64(token: str) -> str | None:
-    """The text a base64 token stands for, when it decodes to readable text."""
     raw = token.rstrip("=")
     if len(raw) < 20 or raw.isalpha() or raw.isdigit() or raw.islower() or raw.isupper():
         return None
@@ -172,145 +289,50 @@ def _readable(text: str) -> bool:
     return printable >= 0.9 * len(text) and bool(re.search(r"[^\W\d_]{2,}\s+[^\W\d_]{2,}", text))
 
 
-def _decoded_variants(text: str) -> Iterator[tuple[int, int, str]]:
-    """(start, end, decoded) for parts of text written in an encoding: base64, hex, %-escapes, HTML entities."""
-    if any(len(token) >= 16 for token in text.split()):
+def _decoded_variants(text: str, folded: str) -> Iterator[tuple[int, int, str, str]]:
+    """(start, end, decoded, encoding) for parts of text written in an encoding."""
+    if LONG_TOKEN_RE.search(text):
         for m in BASE64_RE.finditer(text):
             decoded = _decode_base64(m.group(0))
             if decoded is not None:
-                yield m.start(), m.end(), decoded
+                yield m.start(), m.end(), decoded, "base64"
         for m in HEX_TOKEN_RE.finditer(text):
             decoded = _decode_hex(m.group(0))
             if decoded is not None:
-                yield m.start(), m.end(), decoded
+                yield m.start(), m.end(), decoded, "hex"
     if "%" in text and (m := PERCENT_RE.search(text)):
-        yield m.start(), m.end(), unquote(text)
+        yield m.start(), m.end(), unquote(text), "percent-encoded"
     if "&" in text and (m := ENTITY_RE.search(text)):
-        yield m.start(), m.end(), html.unescape(text)
+        yield m.start(), m.end(), html.unescape(text), "HTML-entity"
+    if text.isascii() and (
+        "rot13" in folded or "rot-13" in folded or len(set(ROT13_RE.findall(folded))) >= 2
+    ):
+        yield 0, len(text), codecs.decode(text, "rot13"), "rot13"
 
 
-def _hidden_payload_hit(hidden: str, depth: int) -> _Verdict | None:
-    return _judge(fold(hidden)) if depth < MAX_DEPTH else None
+def _needs_look(v: str) -> bool:
+    """Whether a value can hold anything worth judging: prose, non-ASCII text, a formula, markup or escapes,
+    or a long token that may be base64 or hex (which never hold '@' or '.')."""
+    if LOOK_RE.search(v):
+        return True
+    return len(v) >= 16 and "@" not in v and "." not in v
 
 
-def scan_cell(text: str, _depth: int = 0) -> list[CellHit]:
-    """Findings for one cell or line: at most one per category."""
-    if not text or len(text) < 4 or text.isspace():
-        return []
-    hits: dict[str, CellHit] = {}
-    folded = fold(text)
-
-    verdict = _judge(folded)
-    if verdict is None and any(d in folded for d in "0134579") and LEETISH_RE.search(folded):
-        verdict = _judge(LEETISH_RE.sub(lambda m: m.group(0).translate(LEET), folded))
-    if verdict is None and _has_spaced_run(folded.split()):
-        despaced = _despace(folded)
-        if despaced is not None:
-            spaced_verdict = _judge(despaced)
-            if spaced_verdict is not None:
-                hits[spaced_verdict.category] = CellHit(
-                    spaced_verdict.severity, spaced_verdict.category, excerpt(text)
-                )
-    if verdict is not None:
-        start = raw_offset(text, verdict.start)
-        end = raw_offset(text, verdict.end)
-        hits[verdict.category] = CellHit(verdict.severity, verdict.category, excerpt(text, start, end))
-
-    if not text.isascii():
-        report = analyse_invisible(text)
-        if report is not None:
-            severity: Severity = report.severity  # type: ignore[assignment]
-            if report.hidden_text or verdict is not None:
-                severity = "high"
-            shown = excerpt(text, report.first)
-            if report.hidden_text:
-                hidden = _hidden_payload_hit(report.hidden_text, _depth)
-                if hidden is not None:
-                    severity = "high"
-            hits.setdefault(c.INVISIBLE, CellHit(severity, c.INVISIBLE, shown))
-
-    if _depth < MAX_DEPTH:
-        for start, end, decoded in _decoded_variants(text):
-            inner = scan_cell(decoded, _depth + 1)
-            if not inner and _partial_score(fold(decoded)) >= HIDDEN_REPORT:
-                # Someone encoded it: half the usual evidence is enough.
-                inner = [CellHit("high", c.ENCODED, excerpt(decoded))]
-            if inner:
-                label = excerpt(text, start, end, limit=70)
-                shown = f"{label} → decodes to: {inner[0].excerpt}"
-                if len(shown) > 160:
-                    shown = shown[:159] + "…"
-                hits.setdefault(c.ENCODED, CellHit("high", c.ENCODED, shown))
-                break
-    return list(hits.values())
-
-
-B64_TOKEN = re.compile(r"[a-z0-9+/_-]{20,}")
-
-
-def _candidates(values: list[str]) -> list[int]:
-    """Indexes of the values worth a full look. A handful of C-speed passes over the whole batch; everything
-    else is ordinary data and costs nothing more."""
-    folded = [fold(v) for v in values]
-    joined = SEPARATOR.join(folded)
-    starts = _starts(folded)
-    hits = cells_with_stems(folded, joined, starts)
-
-    tokens = joined.split()
-    for token in {t for t in tokens if len(t) >= 20}:
-        if B64_TOKEN.search(token):
-            i = joined.find(token)
-            while i >= 0:
-                hits.add(bisect_right(starts, i) - 1)
-                i = joined.find(token, i + 1)
-    if _has_spaced_run(tokens):
-        for m in SPACED_RE.finditer(joined):
-            hits.add(bisect_right(starts, m.start()) - 1)
-
-    for marker, regex in (("%", PERCENT_RE), ("&", ENTITY_RE)):
-        if marker in joined:
-            for m in regex.finditer(joined):
-                hits.add(bisect_right(starts, m.start()) - 1)
-
-    unusual = [i for i, v in enumerate(values) if not v.isascii()]
-    if unusual:
-        raw = [values[i] for i in unusual]
-        raw_starts = _starts(raw)
-        for m in INVISIBLE_RE.finditer(SEPARATOR.join(raw)):
-            hits.add(unusual[bisect_right(raw_starts, m.start()) - 1])
-    return sorted(hits)
-
-
-def _has_spaced_run(tokens: list[str], run: int = 5) -> bool:
-    """Five single characters in a row ("i g n o r e"): letters spaced out to dodge word matching."""
-    ones = [i for i, t in enumerate(tokens) if len(t) == 1]
-    streak = 1
-    for a, b in zip(ones, ones[1:], strict=False):
-        streak = streak + 1 if b == a + 1 else 1
-        if streak >= run:
-            return True
-    return False
-
-
-def _starts(parts: list[str]) -> list[int]:
-    starts = []
-    pos = 0
-    step = len(SEPARATOR)
-    for part in parts:
-        starts.append(pos)
-        pos += len(part) + step
-    return starts
+def _judge_values(values: list[str]) -> dict[str, _Judgement]:
+    """Judgements for distinct values (those that need a look)."""
+    out: dict[str, _Judgement] = {}
+    look = [v for v in values if len(v) >= 4 and _needs_look(v)]
+    folded = [fold(v) for v in look]
+    triggered = with_triggers(folded)
+    for k, v in enumerate(look):
+        out[v] = _judge(v, folded=folded[k], triggered=k in triggered)
+    return out
 
 
 def scan_cells(cells: list[str]) -> dict[int, list[CellHit]]:
-    """Findings per cell index, for cells that have any. Repeated values (stages, currencies, owners) are
-    looked at once."""
-    values = [v for v in dict.fromkeys(cells) if v]
-    by_value: dict[str, list[CellHit]] = {}
-    for k in _candidates(values):
-        hits = scan_cell(values[k])
-        if hits:
-            by_value[values[k]] = hits
+    """Findings per cell index, for cells that have any. Repeated values are judged once."""
+    judged = _judge_values([v for v in dict.fromkeys(cells) if v])
+    by_value = {v: j.hits for v, j in judged.items() if j.hits}
     if not by_value:
         return {}
     return {i: by_value[cell] for i, cell in enumerate(cells) if cell in by_value}
@@ -322,39 +344,47 @@ def _as_text(value: object) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+def _finding(path: str, sheet: str | None, row: int | None, column: str | None, hit: CellHit) -> Finding:
+    return Finding(path=path, sheet=sheet, row=row, column=column, **hit.__dict__)
+
+
 def scan_table(
     header: list[str], rows: Iterable[list[str]], *, path: str, sheet: str | None = None
 ) -> list[Finding]:
-    """Findings in a sheet's name, its header cells and every data cell (row 1 is the first row under the header)."""
+    """Findings in a sheet's name, its header cells and every data cell (row 1 is the first row under the header).
+    An instruction split over neighbouring cells of a row is reported at its first cell."""
     header = [_as_text(h) for h in header]
     findings: list[Finding] = []
     if sheet:
-        for hit in scan_cell(sheet):
-            findings.append(Finding(path=path, sheet=sheet, row=None, column=None, **hit.__dict__))
+        findings += [_finding(path, sheet, None, None, hit) for hit in scan_cell(sheet)]
     for j, hits in sorted(scan_cells(header).items()):
-        for hit in hits:
-            findings.append(Finding(path=path, sheet=sheet, row=0, column=header[j], **hit.__dict__))
+        findings += [_finding(path, sheet, 0, header[j], hit) for hit in hits]
 
     def column_name(j: int) -> str:
         return header[j] if j < len(header) and header[j] else f"column {j + 1}"
 
-    batch: list[list[str]] = []  # rows
+    batch: list[list[str]] = []
     first_row = 1
 
     def flush() -> None:
-        cells = [v if type(v) is str else _as_text(v) for row in batch for v in row]
-        starts = []  # index of each row's first cell in `cells`
-        pos = 0
-        for row in batch:
-            starts.append(pos)
-            pos += len(row)
-        for k, hits in sorted(scan_cells(cells).items()):
-            r = bisect_right(starts, k) - 1
-            j = k - starts[r]
-            for hit in hits:
-                findings.append(
-                    Finding(path=path, sheet=sheet, row=first_row + r, column=column_name(j), **hit.__dict__)
-                )
+        texts = [[v if type(v) is str else _as_text(v) for v in row] for row in batch]
+        judged = _judge_values([v for v in dict.fromkeys(v for row in texts for v in row) if v])
+        hot = {v for v, j in judged.items() if j.hits or j.probability >= SUSPICIOUS}
+        if not hot:
+            return  # the usual case: nothing in this batch to report or to read together
+        for r, row in enumerate(texts):
+            if hot.isdisjoint(row):
+                continue
+            flagged = False
+            for j, v in enumerate(row):
+                judgement = judged.get(v)
+                if judgement is not None and judgement.hits:
+                    flagged = True
+                    findings.extend(
+                        _finding(path, sheet, first_row + r, column_name(j), hit) for hit in judgement.hits
+                    )
+            if not flagged:
+                findings.extend(_split_across_cells(row, judged, path, sheet, first_row + r, column_name))
 
     size = 0
     for row in rows:
@@ -368,32 +398,66 @@ def scan_table(
     return findings
 
 
+def _split_across_cells(row, judged, path, sheet, row_number, column_name) -> list[Finding]:
+    """Neighbouring cells that are each somewhat suspicious, read together."""
+    m = model()
+    if m is None:
+        return []
+    suspicious = [
+        j for j, v in enumerate(row) if (jd := judged.get(v)) is not None and jd.probability >= SUSPICIOUS
+    ]
+    for j in suspicious:
+        if j + 1 < len(row) and row[j + 1]:
+            hits = scan_cell(row[j] + "\n" + row[j + 1])
+            if hits:
+                return [_finding(path, sheet, row_number, column_name(j), hit) for hit in hits]
+    return []
+
+
 def scan_text(text: str, *, path: str, sheet: str | None = None) -> list[Finding]:
     """Findings line by line (row = 1-based line number). An instruction broken across up to three lines
     is reported at its first line."""
     lines = text.splitlines()
-    per_line = scan_cells(lines)
+    judged = _judge_values([v for v in dict.fromkeys(lines) if v])
     findings: dict[tuple[int, str], Finding] = {}
-    for i, hits in per_line.items():
-        for hit in hits:
-            findings[(i, hit.category)] = Finding(
-                path=path, sheet=sheet, row=i + 1, column=None, **hit.__dict__
-            )
+    flagged: set[int] = set()
+    for i, line in enumerate(lines):
+        judgement = judged.get(line)
+        if judgement is not None and judgement.hits:
+            flagged.add(i)
+            for hit in judgement.hits:
+                findings[(i, hit.category)] = _finding(path, sheet, i + 1, None, hit)
 
-    # An instruction broken over lines: one three-line window around each line that holds a gate word; only
-    # when that window has a finding are the two-line windows tried, to name the line it starts on.
-    seen: set[int] = set()
-    for i in range(len(lines)):
-        lo, hi = max(0, i - 1), min(len(lines), i + 2)
-        if hi - lo < 2 or lo in seen or not lines[i].strip() or not gated(fold(lines[i])):
+    # A flagged line whose suspicious predecessor completes it: reported at the line the instruction starts on.
+    for i in sorted(flagged):
+        prev = lines[i - 1] if i else ""
+        jd = judged.get(prev)
+        if (
+            i - 1 in flagged
+            or not prev.strip()
+            or jd is None
+            or (jd.probability < SUSPICIOUS and not prev.endswith("-"))
+        ):
             continue
-        seen.add(lo)
-        if any(k in per_line for k in range(lo, hi)):
-            continue  # a line here already has its own finding
+        pair = "\n".join(lines[i - 1 : i + 1])
+        if scan_cell(pair) or scan_cell(HYPHENATED_RE.sub("", pair)):
+            for key in [k for k in findings if k[0] == i]:
+                f = findings.pop(key)
+                findings.setdefault((i - 1, key[1]), f.model_copy(update={"row": i, "span": None}))
+            flagged.add(i - 1)
+
+    # An instruction broken over lines: the three-line window around each somewhat suspicious line.
+    done: set[int] = set()
+    for i, line in enumerate(lines):
+        judgement = judged.get(line)
+        if judgement is None or judgement.hits or judgement.probability < SUSPICIOUS:
+            continue
+        lo, hi = max(0, i - 1), min(len(lines), i + 2)
+        if lo in done or any(k in flagged for k in range(lo, hi)):
+            continue
+        done.add(lo)
         window = "\n".join(lines[lo:hi])
-        hits = scan_cell(window)
-        if not hits and "-\n" in window:
-            hits = scan_cell(HYPHENATED_RE.sub("", window))  # OCR and PDF text break words at line ends
+        hits = scan_cell(window) or scan_cell(HYPHENATED_RE.sub("", window))
         if not hits:
             continue
         start = lo
@@ -405,6 +469,6 @@ def scan_text(text: str, *, path: str, sheet: str | None = None) -> list[Finding
         for hit in hits:
             findings.setdefault(
                 (start, hit.category),
-                Finding(path=path, sheet=sheet, row=start + 1, column=None, **hit.__dict__),
+                _finding(path, sheet, start + 1, None, CellHit(*[*hit.__dict__.values()][:4])),
             )
     return [findings[k] for k in sorted(findings)]

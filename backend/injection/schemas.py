@@ -17,3 +17,7 @@ class Finding(BaseModel):
     severity: Severity
     category: str
     excerpt: str
+    # Added to the `cleanroom scan --json` contract (the fields above are unchanged): a one-line reason, and
+    # the [start, end) character offsets, in the cell or line, of the part that scored.
+    reason: str | None = None
+    span: tuple[int, int] | None = None

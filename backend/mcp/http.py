@@ -90,7 +90,7 @@ def _connect(ctx: Any) -> CleanroomApi:
     if request is None or scheme.lower() != "bearer" or not token.strip():
         raise ToolError("this request carries no API token")
     client = request.scope["litestar_app"].state[CLIENT_KEY]
-    principal = request.scope.get(auth._CACHE)
+    principal = request.scope.get(auth.CONTEXT_KEY)
     return CleanroomApi(client, token.strip(), base_url="this API server", principal=principal)
 
 
@@ -112,7 +112,7 @@ def _in_process(app: Litestar) -> Any:
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         principal = PRINCIPAL.get()
         if principal is not None:
-            scope[auth._CACHE] = principal  # type: ignore[literal-required]
+            scope[auth.CONTEXT_KEY] = principal  # type: ignore[literal-required]
         await app(scope, receive, send)
 
     return asgi

@@ -327,7 +327,7 @@ def _source(entry: dict[str, Any]) -> str:
 
 def _proposal(run: dict[str, Any], console_url: str, *, followup_of: int | None = None) -> RunProposal:
     approval = run.get("approval") or {}
-    auto = str(approval.get("by") or "").startswith("followup:")
+    auto = approval.get("kind") == "followup"
     needs = run["status"] == "awaiting_approval"
     url = run_page(console_url, run["id"])
     findings = [Finding(**{k: f.get(k) for k in Finding.model_fields}) for f in run.get("findings") or []]

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, Request, get
 from litestar.di import Provide
 from litestar.params import Parameter
 
 from backend.records import service
 from backend.records.datasets import DATASETS
+from backend.records.schemas import DatasetInfo, Record, RecordPage
 from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
 
@@ -21,15 +20,15 @@ class RecordsController(Controller):
     opt = ASSISTANT_OK  # reading and uploading: open to the assistant's token
 
     @get("/")
-    async def datasets(self, user: UserContext) -> list[dict[str, Any]]:
+    async def datasets(self, user: UserContext) -> list[DatasetInfo]:
         return [
-            {
-                "name": d.name,
-                "label": d.label,
-                "access": user.access(d.name),
-                "fields": d.export_columns,
-                "types": d.export_types,
-            }
+            DatasetInfo(
+                name=d.name,
+                label=d.label,
+                access=user.access(d.name),
+                fields=d.export_columns,
+                types=d.export_types,
+            )
             for d in DATASETS.values()
         ]
 
@@ -42,20 +41,20 @@ class RecordsController(Controller):
         page: int = Parameter(default=1, ge=1),
         page_size: int = Parameter(default=50, ge=1, le=service.MAX_PAGE_SIZE),
         sort: str = Parameter(default="id", description="a field name, prefixed with '-' for descending"),
-    ) -> dict[str, Any]:
+    ) -> RecordPage:
         """Other query parameters are exact-match filters, e.g. `?stage=won&owner_id=3`."""
         filters = {k: v for k, v in request.query_params.items() if k not in RESERVED}
         result = await service.list_records(
             user, dataset, page=page, page_size=page_size, sort=sort, filters=filters
         )
-        return {
-            "dataset": result.dataset,
-            "items": result.items,
-            "total": result.total,
-            "page": result.page,
-            "page_size": result.page_size,
-        }
+        return RecordPage(
+            dataset=result.dataset,
+            items=result.items,
+            total=result.total,
+            page=result.page,
+            page_size=result.page_size,
+        )
 
     @get("/{dataset:str}/{record_id:int}")
-    async def get_record(self, user: UserContext, dataset: str, record_id: int) -> dict[str, Any]:
+    async def get_record(self, user: UserContext, dataset: str, record_id: int) -> Record:
         return await service.get_record(user, dataset, record_id)

@@ -1,4 +1,5 @@
-"""Reading records: paging for the API and the CLI, capped export for staging. All through visible_where."""
+"""Reading records: paging and single records for the API and the CLI. All through the visibility rule
+(`records.export` writes the capped CSV exports staging bundles)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from piccolo.columns.combination import And
 
 from backend.errors import Invalid, NotFound
 from backend.records.datasets import Dataset
-from backend.records.visibility import require_dataset, visible_where
+from backend.records.visibility import require_dataset, visible_row, visible_where
 from backend.tenancy.context import UserContext
 
 MAX_PAGE_SIZE = 500
@@ -133,37 +134,7 @@ async def list_records(
 
 async def get_record(ctx: UserContext, dataset_name: str, record_id: int) -> dict[str, Any]:
     dataset = require_dataset(ctx, dataset_name)
-    row = (
-        await dataset.table.select(*select_columns(dataset))
-        .where(And(visible_where(ctx, dataset), dataset.table.id == record_id))
-        .first()
-    )
+    row = await visible_row(ctx, dataset.table, record_id, *select_columns(dataset))
     if row is None:  # another company's row, an invisible row and a missing row look the same
         raise NotFound(f"no {dataset_name} record {record_id}")
     return row
-
-
-@dataclass
-class Export:
-    dataset: Dataset
-    columns: list[str]
-    rows: list[dict[str, Any]]
-    visible_total: int
-
-    @property
-    def truncated(self) -> bool:
-        return self.visible_total > len(self.rows)
-
-
-async def export_rows(ctx: UserContext, dataset_name: str, cap: int) -> Export:
-    """The rows a run may see: the same visibility and permission as the API, oldest first, at most `cap`."""
-    dataset = require_dataset(ctx, dataset_name)
-    where = visible_where(ctx, dataset)
-    total = await dataset.table.count().where(where)
-    rows = (
-        await dataset.table.select(*select_columns(dataset))
-        .where(where)
-        .order_by(dataset.table.id)
-        .limit(cap)
-    )
-    return Export(dataset, dataset.export_columns, rows, total)

@@ -85,7 +85,14 @@ def _not_derived_from(table: type[Table], dataset: str) -> WhereRaw:
     return WhereRaw(f"COALESCE(CAST({column} AS TEXT), '[]') NOT LIKE {{}} ESCAPE '!'", f'%"{escaped}"%')
 
 
+async def visible_row(
+    ctx: UserContext, table: type[Table], row_id: int, *columns: Any
+) -> dict[str, Any] | None:
+    """One row (the given columns, or all) through the same WHERE clause, or None when the caller may not see
+    it: another company's row, an unshared row and a missing row look the same. Records, proposed changes
+    and Drive look single rows up here; there is no second, in-Python copy of the rule."""
+    return await table.select(*columns).where(And(owned_rows_where(ctx, table), table.id == row_id)).first()
+
+
 async def is_visible(ctx: UserContext, dataset: Dataset, record_id: int) -> bool:
-    """One row through the same WHERE clause: there is no second, in-Python copy of the rule."""
-    table = dataset.table
-    return await table.exists().where(And(visible_where(ctx, dataset), table.id == record_id))
+    return await visible_row(ctx, dataset.table, record_id, dataset.table.id) is not None

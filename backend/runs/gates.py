@@ -1,11 +1,24 @@
-"""The gates, in order: the assistant's write ability (else the feature is absent) → the company switch."""
+"""The gates, in order: the assistant's write ability (else the feature is absent) → the company switch
+→ credits. Checked when a run is proposed or approved, and again right before its VM starts; turning a
+gate off cancels what is already queued."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+
+from backend.audit import service as audit
+from backend.credits import service as credits
 from backend.errors import Forbidden, NotFound
+from backend.runs.tables import Run, RunStatus
+from backend.tenancy.auth import authenticate
 from backend.tenancy.tables import Company
+
+CODE_EXECUTION_OFF = "code execution was turned off for this company"
+ASSISTANT_WRITE_OFF = "the assistant's ability to write was turned off for this company"
 
 
 async def company(company_id: int) -> dict[str, Any]:
@@ -22,6 +35,12 @@ async def require_feature(company_id: int) -> dict[str, Any]:
     return row
 
 
+async def feature_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """The guard on every controller of runs, action items, schedules and credits: 404 while the feature
+    is absent. Creating or approving a run checks the company switch as well (require_code_execution)."""
+    await require_feature((await authenticate(connection)).company_id)
+
+
 async def require_code_execution(company_id: int) -> dict[str, Any]:
     row = await require_feature(company_id)
     if not row["code_execution_enabled"]:
@@ -30,3 +49,46 @@ async def require_code_execution(company_id: int) -> dict[str, Any]:
             code="code_execution_disabled",
         )
     return row
+
+
+async def gate_problem(company_id: int) -> str | None:
+    """Why no VM may start for this company now, or None: the gates a run passed at approval, again."""
+    row = await company(company_id)
+    if not row["assistant_write_enabled"]:
+        return ASSISTANT_WRITE_OFF
+    if not row["code_execution_enabled"]:
+        return CODE_EXECUTION_OFF
+    return await credits.blocked_reason(company_id)
+
+
+async def cancel_queued(company_id: int, reason: str, *, actor: str) -> list[int]:
+    """End every queued run of the company without starting a VM (a gate was turned off). Audited per run."""
+    rows = await Run.select(Run.id).where((Run.company == company_id) & (Run.status == RunStatus.queued))
+    cancelled = []
+    for row in rows:
+        now = datetime.now(UTC)
+        # the status condition makes this safe against the worker picking the run up at the same moment
+        done = (
+            await Run.update(
+                {
+                    Run.status: RunStatus.cancelled,
+                    Run.finished_at: now,
+                    Run.updated_at: now,
+                    Run.error_message: f"cancelled before it started: {reason}",
+                }
+            )
+            .where((Run.id == row["id"]) & (Run.status == RunStatus.queued))
+            .returning(Run.id)
+        )
+        if not done:
+            continue
+        cancelled.append(row["id"])
+        await audit.record(
+            "run.cancelled",
+            actor=actor,
+            company_id=company_id,
+            subject_type="run",
+            subject_id=row["id"],
+            data={"reason": reason},
+        )
+    return cancelled

@@ -1,24 +1,48 @@
 from __future__ import annotations
 
+from enum import StrEnum
+
 from piccolo.columns import JSON, Boolean, ForeignKey, Integer, Real, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
 from backend.tenancy.tables import Company, User
 
-STATUSES = (
-    "awaiting_approval",
-    "rejected",
-    "queued",
-    "running",
-    "succeeded",
-    "failed",
-    "timed_out",
-    "out_of_memory",
-    "error",
-    "cancelled",  # a gate was off when it was due to start (code execution, the write ability, credits)
+
+class RunStatus(StrEnum):
+    """A run's status, stored as its value."""
+
+    awaiting_approval = "awaiting_approval"
+    rejected = "rejected"
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    timed_out = "timed_out"
+    out_of_memory = "out_of_memory"
+    error = "error"
+    cancelled = (
+        "cancelled"  # a gate was off when it was due to start (code execution, the write ability, credits)
+    )
+
+
+class ApprovalKind(StrEnum):
+    """Who let a run start: a person, a person's earlier approval (a follow-up grant), or a schedule."""
+
+    person = "person"
+    followup = "followup"
+    schedule = "schedule"
+
+
+STATUSES = tuple(RunStatus)
+FINISHED = (
+    RunStatus.succeeded,
+    RunStatus.failed,
+    RunStatus.timed_out,
+    RunStatus.out_of_memory,
+    RunStatus.error,
+    RunStatus.cancelled,
 )
-FINISHED = ("succeeded", "failed", "timed_out", "out_of_memory", "error", "cancelled")
-RETRYABLE = ("failed", "timed_out", "out_of_memory", "error")
+RETRYABLE = (RunStatus.failed, RunStatus.timed_out, RunStatus.out_of_memory, RunStatus.error)
 
 
 class Run(Table):
@@ -43,9 +67,10 @@ class Run(Table):
     created_at = Timestamptz()
     updated_at = Timestamptz()
     # approval, bound to the hashes the approver saw
+    approval_kind = Varchar(length=10, null=True, default=None)  # an ApprovalKind
     approved_by = Varchar(
         length=254, null=True, default=None
-    )  # an email, "followup:<run>" or "schedule:<id>"
+    )  # the person's email, "followup:<run>", "schedule:<id>"
     approved_at = Timestamptz(null=True, default=None)
     approved_code_sha256 = Varchar(length=64, null=True, default=None)
     approved_bundle_sha256 = Varchar(length=64, null=True, default=None)
@@ -69,6 +94,7 @@ class Run(Table):
     credits_charged = Real(null=True, default=None)
     actions_discarded = Boolean(default=False)
     actions_note = Text(null=True, default=None)
+    action_items_count = Integer(default=0)  # written once, when its actions.json became items
 
 
 TABLES = [Run]

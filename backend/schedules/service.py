@@ -18,9 +18,12 @@ from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
 from backend.hashing import sha256_text
 from backend.runs import gates
-from backend.runs.service import bundle_root, get_run_row
-from backend.runs.tables import Run
-from backend.schedules.tables import Schedule
+from backend.runs.factory import create_run
+from backend.runs.read import get_run_row
+from backend.runs.service import bundle_root
+from backend.runs.tables import Run, RunStatus
+from backend.schedules.schemas import ScheduleInfo
+from backend.schedules.tables import Schedule, ScheduleStatus
 from backend.settings import get_settings
 from backend.staging import service as staging
 from backend.tenancy.context import UserContext, load_user_context
@@ -95,29 +98,17 @@ async def _proposed_actions(run: dict[str, Any]) -> int:
     return items + len(result.get("actions") or [])
 
 
-def payload(row: dict[str, Any], title: str = "", owner_email: str = "") -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "run_id": row["origin_run"],
-        "title": title,
-        "cron": row["cron"],
-        "timezone": row["timezone"],
-        "status": row["status"],
-        "paused_reason": row["paused_reason"],
-        "next_fire_at": row["next_fire_at"],
-        "last_fired_at": row["last_fired_at"],
-        "last_run_id": row["last_run_id"],
-        "owner_email": owner_email,
-    }
+def payload(row: dict[str, Any], title: str = "", owner_email: str = "") -> ScheduleInfo:
+    return ScheduleInfo(**row, run_id=row["origin_run"], title=title, owner_email=owner_email)
 
 
-async def create(ctx: UserContext, run_id: int, cron: str, timezone: str = "UTC") -> dict[str, Any]:
+async def create(ctx: UserContext, run_id: int, cron: str, timezone: str = "UTC") -> ScheduleInfo:
     ctx.require_person("scheduling a run")
     await gates.require_code_execution(ctx.company_id)
     run = await get_run_row(ctx, run_id)
     if run["requested_by"] != ctx.user_id and not ctx.is_admin:
         raise Forbidden("only the run's owner or an admin can schedule it")
-    if run["status"] != "succeeded":
+    if run["status"] != RunStatus.succeeded:
         raise Conflict(f"only a succeeded run can be scheduled; run {run_id} is {run['status']}")
     if run["schedule_id"]:
         raise Conflict("this run was itself fired by a schedule; schedule its origin run instead")
@@ -140,7 +131,7 @@ async def create(ctx: UserContext, run_id: int, cron: str, timezone: str = "UTC"
         origin_run=run_id,
         cron=cron,
         timezone=timezone,
-        status="active",
+        status=ScheduleStatus.active,
         next_fire_at=next_fire(cron, timezone, now),
         created_at=now,
     )
@@ -157,7 +148,6 @@ async def create(ctx: UserContext, run_id: int, cron: str, timezone: str = "UTC"
 
 
 async def _row(ctx: UserContext, schedule_id: int) -> dict[str, Any]:
-    await gates.require_feature(ctx.company_id)
     row = (
         await Schedule.select()
         .where((Schedule.id == schedule_id) & (Schedule.company == ctx.company_id))
@@ -168,33 +158,32 @@ async def _row(ctx: UserContext, schedule_id: int) -> dict[str, Any]:
     return row
 
 
-async def get(ctx: UserContext, schedule_id: int) -> dict[str, Any]:
+async def get(ctx: UserContext, schedule_id: int) -> ScheduleInfo:
     row = await _row(ctx, schedule_id)
     run = await Run.select(Run.title).where(Run.id == row["origin_run"]).first()
     owner = await User.select(User.email).where(User.id == row["owner"]).first()
     return payload(row, run["title"] if run else "", owner["email"] if owner else "")
 
 
-async def list_schedules(ctx: UserContext) -> list[dict[str, Any]]:
-    await gates.require_feature(ctx.company_id)
+async def list_schedules(ctx: UserContext) -> list[ScheduleInfo]:
     query = Schedule.select().where(Schedule.company == ctx.company_id)
     if not ctx.is_admin:
         query = query.where(Schedule.owner == ctx.user_id)
     return [await get(ctx, r["id"]) for r in await query.order_by(Schedule.id)]
 
 
-async def set_status(ctx: UserContext, schedule_id: int, status: str) -> dict[str, Any]:
+async def set_status(ctx: UserContext, schedule_id: int, status: ScheduleStatus) -> ScheduleInfo:
     ctx.require_person("pausing or resuming a schedule")
     row = await _row(ctx, schedule_id)
     values: dict[Any, Any] = {
         Schedule.status: status,
-        Schedule.paused_reason: None if status == "active" else "paused by " + ctx.email,
+        Schedule.paused_reason: None if status == ScheduleStatus.active else "paused by " + ctx.email,
     }
-    if status == "active":
+    if status == ScheduleStatus.active:
         values[Schedule.next_fire_at] = next_fire(row["cron"], row["timezone"], _now())
     await Schedule.update(values).where(Schedule.id == schedule_id)
     await audit.record(
-        f"schedule.{'resumed' if status == 'active' else 'paused'}",
+        f"schedule.{'resumed' if status == ScheduleStatus.active else 'paused'}",
         actor=ctx.email,
         company_id=ctx.company_id,
         subject_type="schedule",
@@ -217,7 +206,7 @@ async def delete(ctx: UserContext, schedule_id: int) -> None:
 
 
 async def _pause(row: dict[str, Any], reason: str) -> None:
-    await Schedule.update({Schedule.status: "paused", Schedule.paused_reason: reason}).where(
+    await Schedule.update({Schedule.status: ScheduleStatus.paused, Schedule.paused_reason: reason}).where(
         Schedule.id == row["id"]
     )
     await audit.record(
@@ -234,7 +223,7 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
     """One firing. Returns the queued run's id, or None when a check failed (the schedule is then paused)."""
     now = now or _now()
     row = await Schedule.select().where(Schedule.id == schedule_id).first()
-    if row is None or row["status"] != "active":
+    if row is None or row["status"] != ScheduleStatus.active:
         return None
     origin = await Run.select().where(Run.id == row["origin_run"]).output(load_json=True).first()
     if origin is None:
@@ -272,34 +261,21 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
     except AppError as exc:
         await _pause(row, f"staging failed: {exc.detail}")
         return None
-    run = Run(
-        company=row["company"],
+    run = await create_run(
+        company_id=row["company"],
         requested_by=row["owner"],
         conversation_id=origin["conversation_id"],
         title=f"{origin['title']} (scheduled)",
         plan=origin["plan"],
         code=origin["code"],
-        code_sha256=origin["code_sha256"],
         datasets=origin["datasets"],
         file_ids=origin["file_ids"],
         limits=origin["limits"],
-        status="queued",
-        attempt=1,
-        bundle_dir=str(bundle.directory),
-        bundle_sha256=bundle.bundle_sha256,
-        manifest=bundle.manifest,
+        bundle=bundle,
         findings=[f.model_dump() for f in bundle.findings],
-        created_at=now,
-        updated_at=now,
-        approved_by=f"schedule:{row['id']}",
-        approved_at=now,
-        approved_code_sha256=origin["code_sha256"],
-        approved_bundle_sha256=bundle.bundle_sha256,
         schedule_id=row["id"],
-        read_actions=False,
+        now=now,
     )
-    await run.save()
-    await Run.update({Run.root_run_id: run.id}).where(Run.id == run.id)
     await Schedule.update(
         {
             Schedule.last_fired_at: now,
@@ -326,7 +302,7 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
 async def fire_due(now: datetime | None = None) -> list[int]:
     now = now or _now()
     due = await Schedule.select(Schedule.id).where(
-        (Schedule.status == "active") & (Schedule.next_fire_at <= now)
+        (Schedule.status == ScheduleStatus.active) & (Schedule.next_fire_at <= now)
     )
     fired = []
     for row in due:

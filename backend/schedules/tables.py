@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+from enum import StrEnum
+
 from piccolo.columns import ForeignKey, Integer, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company, User
+
+
+class ScheduleStatus(StrEnum):
+    active = "active"
+    paused = "paused"  # by a person, or by a firing whose checks failed (paused_reason says which)
 
 
 class Schedule(Table):
@@ -13,7 +20,7 @@ class Schedule(Table):
     origin_run = ForeignKey(references=Run, null=False)
     cron = Varchar(length=100)
     timezone = Varchar(length=64, default="UTC")
-    status = Varchar(length=10, default="active")  # active | paused
+    status = Varchar(length=10, default="active")  # a ScheduleStatus
     paused_reason = Text(null=True, default=None)
     next_fire_at = Timestamptz(null=True, default=None)
     last_fired_at = Timestamptz(null=True, default=None)

@@ -1,9 +1,13 @@
 """Staging: the exact bundle a run gets. Exports through the records' visibility rule, Drive files converted
-to text, a manifest whose `bundle_sha256` is what an approval binds to, and injection findings."""
+to text, a manifest whose `bundle_sha256` is what an approval binds to, and injection findings.
+
+The bundle's layout is known here and nowhere else: `verify_bundle` re-hashes it, `staged_versions` reads
+back the version of every staged record (what accepting a proposed change compares against)."""
 
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 import re
 import shutil
@@ -12,19 +16,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from backend.convert import Converted, cells_for_scan, convert, convert_isolated, text_for_scan
 from backend.drive import service as drive
 from backend.errors import Forbidden, Invalid
 from backend.hashing import sha256_bytes, sha256_file, sha256_json
 from backend.injection import Finding, scan_table, scan_text
+from backend.records.export import DatasetExport, export_dataset
 from backend.records.visibility import get_dataset
 from backend.settings import get_settings
-from backend.staging.convert import Converted, cells_for_scan, convert, text_for_scan
-from backend.staging.convert_worker import convert_isolated
-from backend.staging.export import export_dataset, scan_export
+from backend.staging.export import scan_export
 from backend.tenancy.context import UserContext
 
 MANIFEST = "manifest.json"
 README = "README.txt"
+VERSIONS = "record_versions.json"  # {"schema": 1, "datasets": {name: [[id, version], ...]}}, id order
 _STEM_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -118,7 +123,9 @@ def _readme(manifest: dict[str, Any]) -> bytes:
     ]
     for entry in manifest["files"]:
         src = entry["source"]
-        if src["type"] == "dataset":
+        if entry["kind"] == "record_versions":
+            line = f"- {entry['path']}: the version of every staged record, per dataset (id, version)"
+        elif src["type"] == "dataset":
             line = f"- {entry['path']}: {entry['rows']} rows of {src['dataset']}"
             if entry["truncated"]:
                 line += (
@@ -166,10 +173,11 @@ async def _stage_into(
     warnings: list[dict[str, Any]] = []
     findings: list[Finding] = []
 
+    exports: list[DatasetExport] = []
     for name in names:
         export = await export_dataset(ctx, name, cap)
         rel = f"datasets/{name}.csv"
-        entry = _write(out, rel, export.csv)
+        entry = await asyncio.to_thread(_write, out, rel, export.csv)
         entry.update(
             source={"type": "dataset", "dataset": name},
             kind="export",
@@ -178,7 +186,8 @@ async def _stage_into(
             truncated=export.truncated,
         )
         files.append(entry)
-        findings += scan_export(export, path=rel)
+        findings += await asyncio.to_thread(scan_export, export, path=rel)
+        exports.append(export)
 
     taken: set[str] = set()
     for row in file_rows:
@@ -240,6 +249,13 @@ async def _stage_into(
                 }
             )
 
+    if exports:
+        versions = {e.dataset.name: sorted(e.versions.items()) for e in exports}
+        data = json.dumps({"schema": 1, "datasets": versions}, separators=(",", ":")).encode()
+        entry = await asyncio.to_thread(_write, out, VERSIONS, data)
+        entry.update(source={"type": "cleanroom"}, kind="record_versions")
+        files.append(entry)
+
     manifest: dict[str, Any] = {
         "schema": 1,
         "requested_by": ctx.email,
@@ -269,6 +285,25 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
             seen.add(key)
             unique.append(f)
     return unique
+
+
+def staged_versions(directory: str | Path, dataset: str) -> dict[int, int]:
+    """Record id -> version of every row of `dataset` staged into the bundle (empty when none was)."""
+    root = Path(directory)
+    try:
+        recorded = json.loads((root / VERSIONS).read_text())["datasets"]
+    except FileNotFoundError:
+        return _versions_from_csv(root, dataset)
+    return {int(record_id): int(version) for record_id, version in recorded.get(dataset, [])}
+
+
+def _versions_from_csv(root: Path, dataset: str) -> dict[int, int]:
+    """Bundles staged before record_versions.json existed: the export's own id and version columns."""
+    path = root / "datasets" / f"{dataset}.csv"
+    if not path.is_file():
+        return {}
+    with path.open(newline="") as fh:
+        return {int(r["id"]): int(r["version"]) for r in csv.DictReader(fh)}
 
 
 def verify_bundle(directory: Path, expected_sha256: str) -> str | None:

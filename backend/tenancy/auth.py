@@ -23,13 +23,13 @@ from backend.tenancy.context import TOKEN, UserContext
 ASSISTANT_SCOPE = service.ASSISTANT_SCOPE
 TOKEN_SCOPES = "token_scopes"
 ASSISTANT_OK: dict[str, Any] = {TOKEN_SCOPES: frozenset({ASSISTANT_SCOPE})}
-_CACHE = "cleanroom_user"
+CONTEXT_KEY = "cleanroom_user"  # where the resolved caller is kept in the ASGI scope
 
 
 async def authenticate(connection: ASGIConnection[Any, Any, Any, Any]) -> UserContext:
     """The caller's context, resolved once per request (the guard and the handler share it)."""
     scope: dict[str, Any] = connection.scope  # type: ignore[assignment]
-    cached = scope.get(_CACHE)
+    cached = scope.get(CONTEXT_KEY)
     if cached is not None:
         return cached
     header = connection.headers.get("authorization", "")
@@ -43,7 +43,7 @@ async def authenticate(connection: ASGIConnection[Any, Any, Any, Any]) -> UserCo
         if not cookie:
             raise NotAuthenticated("sign in or send an API token")
         ctx = await service.user_for_session(cookie)
-    scope[_CACHE] = ctx
+    scope[CONTEXT_KEY] = ctx
     return ctx
 
 

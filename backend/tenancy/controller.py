@@ -5,46 +5,38 @@ from typing import Any
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.datastructures import Cookie
 from litestar.di import Provide
-from pydantic import BaseModel, Field
 
 from backend.settings import get_settings
 from backend.tenancy import service
 from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
+from backend.tenancy.schemas import (
+    ApiToken,
+    CompanyRef,
+    CompanySettings,
+    LoginBody,
+    LoginResult,
+    Me,
+    NewApiToken,
+    SettingsBody,
+    SignedOut,
+    TokenBody,
+)
 
 
-class LoginBody(BaseModel):
-    email: str = Field(min_length=3, max_length=254)
-    password: str = Field(min_length=1, max_length=1000)
-
-
-class TokenBody(BaseModel):
-    name: str = Field(min_length=1, max_length=100)
-
-
-class SettingsBody(BaseModel):
-    code_execution_enabled: bool | None = None
-    assistant_write_enabled: bool | None = None
-    followup_without_reapproval: bool | None = None
-    followup_grant_hours: int | None = Field(default=None, ge=1, le=168)
-    followup_grant_max_runs: int | None = Field(default=None, ge=1, le=100)
-    credit_pool: int | None = Field(default=None, ge=0)
-    plan: str | None = None
-
-
-def me_payload(ctx: UserContext, company: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": ctx.user_id,
-        "email": ctx.email,
-        "name": ctx.name,
-        "role": ctx.role,
-        "company": {"id": company["id"], "name": company["name"], "plan": company["plan"]},
-        "permissions": {name: ctx.access(name) for name in _dataset_names() if ctx.access(name)},
-        "team_ids": sorted(ctx.team_ids),
-        "managed_team_ids": sorted(ctx.managed_team_ids),
-        "auth": ctx.auth,  # session (a person) | token (the assistant)
-        "token_scope": ctx.token_scope,
-    }
+def me_payload(ctx: UserContext, company: dict[str, Any]) -> Me:
+    return Me(
+        id=ctx.user_id,
+        email=ctx.email,
+        name=ctx.name,
+        role=ctx.role,
+        company=CompanyRef(id=company["id"], name=company["name"], plan=company["plan"]),
+        permissions={name: access for name in _dataset_names() if (access := ctx.access(name))},
+        team_ids=sorted(ctx.team_ids),
+        managed_team_ids=sorted(ctx.managed_team_ids),
+        auth=ctx.auth,
+        token_scope=ctx.token_scope,
+    )
 
 
 def _dataset_names() -> list[str]:
@@ -53,9 +45,9 @@ def _dataset_names() -> list[str]:
     return list(DATASET_NAMES)
 
 
-def company_settings_payload(company: dict[str, Any]) -> dict[str, Any]:
+def company_settings_payload(company: dict[str, Any]) -> CompanySettings:
     names = (*service.SETTING_NAMES, *service.NUMBER_SETTINGS, "credit_pool", "plan", "name")
-    return {name: company[name] for name in names}
+    return CompanySettings(**{name: company[name] for name in names})
 
 
 def _session_cookie(value: str, *, max_age: int) -> Cookie:
@@ -76,20 +68,20 @@ class AuthController(Controller):
     tags = ["auth"]
 
     @post("/login", status_code=200)
-    async def login(self, request: Request, data: LoginBody) -> Response[dict[str, Any]]:
+    async def login(self, request: Request, data: LoginBody) -> Response[LoginResult]:
         """The session secret travels only in the HttpOnly cookie, never in the body a script could read."""
         client_ip = request.client.host if request.client else ""
         token, ctx = await service.login(data.email, data.password, ip=client_ip)
         company = await service.company_info(ctx.company_id)
         cookie = _session_cookie(token, max_age=get_settings().session_hours * 3600)
-        return Response({"user": me_payload(ctx, company)}, cookies=[cookie])
+        return Response(LoginResult(user=me_payload(ctx, company)), cookies=[cookie])
 
     @post("/logout", status_code=200, dependencies={"user": Provide(provide_user)})
-    async def logout(self, request: Request, user: UserContext) -> Response[dict[str, str]]:
+    async def logout(self, request: Request, user: UserContext) -> Response[SignedOut]:
         cookie = request.cookies.get(service.SESSION_COOKIE)
         if cookie:
             await service.logout(cookie)
-        return Response({"status": "signed out"}, cookies=[_session_cookie("", max_age=0)])
+        return Response(SignedOut(), cookies=[_session_cookie("", max_age=0)])
 
 
 class MeController(Controller):
@@ -98,16 +90,16 @@ class MeController(Controller):
     dependencies = {"user": Provide(provide_user)}
 
     @get("/", opt=ASSISTANT_OK)
-    async def me(self, user: UserContext) -> dict[str, Any]:
+    async def me(self, user: UserContext) -> Me:
         return me_payload(user, await service.company_info(user.company_id))
 
     @get("/tokens")
-    async def tokens(self, user: UserContext) -> list[dict[str, Any]]:
-        return await service.list_api_tokens(user)
+    async def tokens(self, user: UserContext) -> list[ApiToken]:
+        return [ApiToken(**row) for row in await service.list_api_tokens(user)]
 
     @post("/tokens", status_code=201)
-    async def create_token(self, user: UserContext, data: TokenBody) -> dict[str, Any]:
-        return await service.create_api_token(user, data.name)
+    async def create_token(self, user: UserContext, data: TokenBody) -> NewApiToken:
+        return NewApiToken(**await service.create_api_token(user, data.name))
 
     @delete("/tokens/{token_id:int}", status_code=204)
     async def revoke_token(self, user: UserContext, token_id: int) -> None:
@@ -120,10 +112,10 @@ class CompanyController(Controller):
     dependencies = {"user": Provide(provide_user)}
 
     @get("/settings", opt=ASSISTANT_OK)
-    async def get_settings(self, user: UserContext) -> dict[str, Any]:
+    async def get_settings(self, user: UserContext) -> CompanySettings:
         return company_settings_payload(await service.company_info(user.company_id))
 
     @patch("/settings")
-    async def update_settings(self, user: UserContext, data: SettingsBody) -> dict[str, Any]:
+    async def update_settings(self, user: UserContext, data: SettingsBody) -> CompanySettings:
         changes = data.model_dump(exclude_none=True)
         return company_settings_payload(await service.update_company_settings(user, changes))

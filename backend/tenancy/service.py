@@ -196,9 +196,9 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
 
 async def _cancel_queued_runs(ctx: UserContext, before: dict[str, Any], after: dict[str, Any]) -> None:
     """A gate turned off stops the runs already waiting, not only new ones (the worker checks again too)."""
-    from backend.runs import worker
+    from backend.runs import gates
 
     if before["assistant_write_enabled"] and not after["assistant_write_enabled"]:
-        await worker.cancel_queued(ctx.company_id, worker.ASSISTANT_WRITE_OFF, actor=ctx.email)
+        await gates.cancel_queued(ctx.company_id, gates.ASSISTANT_WRITE_OFF, actor=ctx.email)
     elif before["code_execution_enabled"] and not after["code_execution_enabled"]:
-        await worker.cancel_queued(ctx.company_id, worker.CODE_EXECUTION_OFF, actor=ctx.email)
+        await gates.cancel_queued(ctx.company_id, gates.CODE_EXECUTION_OFF, actor=ctx.email)

@@ -91,17 +91,17 @@ def register() -> None:
 
 
 def show_verdict(result: dict[str, Any]) -> None:
-    if result.get("ok"):
+    if result["ok"]:
         with ui.row().classes("items-center gap-2 text-positive").mark("chain-ok"):
             ui.icon("verified").classes("text-2xl")
-            checked = widgets.number(result.get("checked"))
+            checked = widgets.number(result["checked"])
             ui.label(f"Chain intact: {checked} of your company's entries checked.")
-        head = result.get("head_hash")
+        head = result["head_hash"]
         ui.label(f"your company's head hash {head}").classes("text-xs font-mono text-grey-7")
     else:
         with ui.row().classes("items-center gap-2 text-negative").mark("chain-broken"):
             ui.icon("gpp_bad").classes("text-2xl")
             ui.label(
-                f"Chain BROKEN at entry #{result.get('first_bad_seq')}: {result.get('reason')} "
-                f"({widgets.number(result.get('checked'))} entries checked)"
+                f"Chain BROKEN at entry #{result['first_bad_seq']}: {result['reason']} "
+                f"({widgets.number(result['checked'])} entries checked)"
             )

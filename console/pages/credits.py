@@ -8,6 +8,7 @@ from fastapi.responses import RedirectResponse
 from nicegui import ui
 
 from console import charts, session, theme, widgets
+from console.api import Api, ApiError
 
 
 def register() -> None:
@@ -19,8 +20,17 @@ def register() -> None:
         with theme.frame("Credits"):
             body = ui.column().classes("w-full gap-4")
         await ui.context.client.connected()
-        await widgets.load_into(body, api.credits, render, "Loading credits…")
+        await widgets.load_into(body, lambda: fetch(api), render, "Loading credits…")
         return None
+
+
+async def fetch(api: Api) -> dict[str, Any] | None:
+    try:
+        return await api.credits()
+    except ApiError as exc:
+        if exc.status == 404:  # absent, like runs, while the assistant's write ability is off
+            return None
+        raise
 
 
 def stat(label: str, value: Any, marker: str, color: str = "text-primary") -> None:
@@ -29,7 +39,10 @@ def stat(label: str, value: Any, marker: str, color: str = "text-primary") -> No
         ui.label(widgets.number(value)).classes(f"text-3xl font-semibold {color}")
 
 
-def render(credits: dict[str, Any]) -> None:
+def render(credits: dict[str, Any] | None) -> None:
+    if credits is None:
+        widgets.empty_state(widgets.FEATURE_OFF, "block")
+        return
     remaining = credits.get("remaining") or 0
     with ui.row().classes("gap-4"):
         stat("Pool", credits.get("pool"), "pool")

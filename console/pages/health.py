@@ -35,24 +35,24 @@ def register() -> None:
 
 
 def render(health: dict[str, Any]) -> None:
-    if health.get("runner_ok") is False:
+    if health["runner_ok"] is False:
         widgets.error_box(
             "The VM runner reports a problem, so runs may wait. The operator sees the details on the host "
             "with `cleanroom health`."
         )
     with ui.card().classes("w-full").mark("health"), ui.grid(columns="auto 1fr").classes("gap-x-8 gap-y-2"):
         ui.label("Virtualization").classes("text-grey-7")
-        virt = health.get("virt_type")
+        virt = health["virt_type"]
         ui.label(VIRT.get(virt, str(virt or "unknown (no guest image or libvirt unavailable)"))).classes(
             "font-medium"
         ).mark("virt")
         ui.label("Guest image sha256").classes("text-grey-7")
-        ui.label(str(health.get("image_hash") or "not built yet")).classes("font-mono text-sm").mark("image")
+        ui.label(str(health["image_hash"] or "not built yet")).classes("font-mono text-sm").mark("image")
         ui.label("Runs waiting in the queue").classes("text-grey-7")
-        ui.label(f"{widgets.number(health.get('queue_length'))} (your company's)").mark("queue")
+        ui.label(f"{widgets.number(health['queue_length'])} (your company's)").mark("queue")
         ui.label("Your company's runs running now").classes("text-grey-7")
-        cap = health.get("max_concurrent_vms")
-        text = widgets.number(health.get("running_runs"))
+        cap = health["max_concurrent_vms"]
+        text = widgets.number(health["running_runs"])
         ui.label(f"{text} (the host runs at most {cap} VMs at once)" if cap is not None else text).mark(
             "running-vms"
         )

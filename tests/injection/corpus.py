@@ -2,7 +2,8 @@
 notes column, instructions aimed at the assistant planted in some rows, and many more benign rows including
 hard negatives (text that a keyword matcher would trip over).
 
-The held-out split lives in heldout.py and is not used to tune the rules.
+Together with the regression_*.py sets it was used to tune the old phrase rules and now trains the model;
+the public evaluation is `python -m backend.injection.evaluate`.
 """
 
 from __future__ import annotations

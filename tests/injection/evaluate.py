@@ -1,5 +1,6 @@
-"""`python -m tests.injection.evaluate`: recall and false-positive rate on the development and held-out
-sets, and the scanner's throughput."""
+"""`python -m tests.injection.evaluate`: recall and false-positive rate on the regression sets (corpus.py and
+regression_*.py; tuned on and trained on, so these are regression figures), and the scanner's throughput.
+The public evaluation is `python -m backend.injection.evaluate`."""
 
 from __future__ import annotations
 
@@ -9,18 +10,8 @@ from dataclasses import dataclass, field
 
 from backend.injection import scan_table
 from backend.injection.bench import bench_scan
-from tests.injection.corpus import LabelledRow, dev_rows
-from tests.injection.heldout import heldout_rows
-from tests.injection.heldout2 import heldout2_rows
-from tests.injection.heldout3 import heldout3_rows
-from tests.injection.heldout4 import heldout4_rows
-from tests.injection.heldout5 import heldout5_rows
-from tests.injection.heldout6 import heldout6_rows
-from tests.injection.heldout7 import heldout7_rows
-from tests.injection.heldout8 import heldout8_rows
-from tests.injection.heldout9 import heldout9_rows
-from tests.injection.heldout10 import heldout10_rows
-from tests.injection.heldout11 import heldout11_rows
+from tests.injection.corpus import LabelledRow
+from tests.injection.regression import SETS
 
 
 @dataclass
@@ -90,19 +81,8 @@ def _report(name: str, s: Score, verbose: bool) -> None:
 
 def main() -> None:
     verbose = "-v" in sys.argv
-    _report("development", evaluate(dev_rows()), verbose)
-    if "--dev-only" not in sys.argv:
-        _report("held-out", evaluate(heldout_rows()), "--heldout-details" in sys.argv)
-        _report("held-out 2", evaluate(heldout2_rows()), "--heldout-details" in sys.argv)
-        _report("held-out 3", evaluate(heldout3_rows()), "--heldout-details" in sys.argv)
-        _report("held-out 4", evaluate(heldout4_rows()), "--heldout-details" in sys.argv)
-        _report("held-out 5", evaluate(heldout5_rows()), "--heldout-details" in sys.argv)
-        _report("held-out 6", evaluate(heldout6_rows()), "--heldout-details" in sys.argv)
-        _report("held-out 7", evaluate(heldout7_rows()), "--heldout-details" in sys.argv)
-        _report("held-out 8", evaluate(heldout8_rows()), "--heldout-details" in sys.argv)
-        _report("held-out 9", evaluate(heldout9_rows()), "--heldout-details" in sys.argv)
-        _report("held-out 10", evaluate(heldout10_rows()), "--heldout-details" in sys.argv)
-        _report("held-out 11", evaluate(heldout11_rows()), "--heldout-details" in sys.argv)
+    for name, rows in SETS.items():
+        _report(name, evaluate(rows()), verbose)
     if "--no-bench" not in sys.argv:
         print("bench:", bench_scan())
 

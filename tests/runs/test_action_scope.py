@@ -60,15 +60,22 @@ def _code_writing(entries: list[dict[str, Any]]) -> str:
 
 
 def _stand_in_sandbox(code: str, *, read_actions: bool = True, **_: Any):
-    """Stands in for the VM (no VM tests here): returns the actions.json the code above writes."""
-    from backend.sandbox.models import SandboxResult, Timings, VmInfo
+    """Stands in for the VM (no VM tests here): returns the actions.json the code above writes, read by
+    the sandbox's own rule (a malformed or over-the-cap file is rejected whole)."""
+    from backend.sandbox.models import RejectedFile, SandboxResult, Timings, VmInfo
+    from backend.sandbox.output import parse_actions
 
     line = next(line for line in code.splitlines() if line.startswith("ACTIONS = "))
+    parsed, problem = (
+        parse_actions(line.removeprefix("ACTIONS = ").encode()) if read_actions else (None, None)
+    )
     return SandboxResult(
         status="succeeded",
         exit_code=0,
         stdout="",
-        actions=json.loads(line.removeprefix("ACTIONS = ")) if read_actions else None,
+        actions=parsed,
+        rejected_files=[RejectedFile(name="actions.json", reason=problem)] if problem else [],
+        actions_discarded=not read_actions,
         timings_ms=Timings(start=1, execute=1, collect=1, total=3),
         vm=VmInfo(virt_type="kvm", nics=0, guest_interfaces=["lo"], image_hash="f" * 64),
     )
@@ -76,8 +83,7 @@ def _stand_in_sandbox(code: str, *, read_actions: bool = True, **_: Any):
 
 async def _items_from_run(client, token, monkeypatch, datasets: list[str], entries: list[dict]) -> list[dict]:
     """The assistant proposes (token), alice approves (session), the run executes, the token reads items."""
-    from backend import sandbox
-    from backend.runs import worker
+    from backend import sandbox, worker
 
     run = (
         await client.post(
@@ -229,3 +235,21 @@ async def test_accept_and_reject_racing_decide_once(client, alice, on, monkeypat
     status = (await ActionItem.select().where(ActionItem.id == items[0]["id"]).first())["status"]
     made = await Task.count().where(Task.title == "Accept or reject me")
     assert (status, made) in (("accepted", 1), ("rejected", 0))
+
+
+async def test_an_actions_file_over_the_cap_becomes_no_items_and_the_run_says_why(
+    client, alice, on, monkeypatch
+) -> None:
+    from backend.settings import get_settings
+
+    monkeypatch.setattr(get_settings(), "max_actions_per_run", 2)
+    token = alice
+    over = [_task(f"call {i}") for i in range(3)]
+    assert await _items_from_run(client, token, monkeypatch, ["tasks"], over) == []
+    run = (await client.get("/api/runs", headers=token)).json()["items"][0]
+    detail = (await client.get(f"/api/runs/{run['id']}", headers=token)).json()
+    assert detail["action_items_count"] == 0
+    assert "proposes 3 actions; at most 2 are allowed" in detail["actions_note"]
+    assert detail["result"]["rejected_files"] == [{"name": "actions.json", "reason": detail["actions_note"]}]
+    at_cap = await _items_from_run(client, token, monkeypatch, ["tasks"], over[:2])  # positive control
+    assert [i["status"] for i in at_cap] == ["pending", "pending"]

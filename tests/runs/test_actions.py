@@ -140,22 +140,31 @@ async def test_accepting_rechecks_permission(client, alice, acme_on) -> None:
     assert (await Deal.select().where(Deal.id == deal["id"]).first())["probability"] == deal["probability"]
 
 
-async def test_cap_per_run(client, alice, acme_on, monkeypatch) -> None:
+async def test_over_the_cap_no_change_becomes_an_item(client, alice, acme_on, monkeypatch) -> None:
+    """One cap, the sandbox's: an actions.json over it is rejected whole, and ingest never keeps a part."""
+    import json
+
+    import pytest
+
+    from backend.sandbox.output import parse_actions
     from backend.settings import get_settings
 
     monkeypatch.setattr(get_settings(), "max_actions_per_run", 3)
     deal = await _alice_deal()
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     row = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
-    note = await actions.ingest(
-        row,
-        [
-            {"op": "update", "dataset": "deals", "record_id": deal["id"], "changes": {"probability": i}}
-            for i in range(5)
-        ],
-        await load_user_context_by_email("alice@acme.example"),
-    )
-    assert "only the first 3" in note
+    ctx = await load_user_context_by_email("alice@acme.example")
+    entries = [
+        {"op": "update", "dataset": "deals", "record_id": deal["id"], "changes": {"probability": i}}
+        for i in range(4)
+    ]
+    parsed, problem = parse_actions(json.dumps(entries).encode())
+    assert parsed is None and "at most 3" in problem
+    with pytest.raises(ValueError, match="over the cap"):
+        await actions.ingest(row, entries, ctx)
+    assert await ActionItem.count().where(ActionItem.run == run["id"]) == 0
+    parsed, problem = parse_actions(json.dumps(entries[:3]).encode())  # positive control: at the cap
+    assert problem is None and await actions.ingest(row, parsed, ctx) == 3
     assert await ActionItem.count().where(ActionItem.run == run["id"]) == 3
 
 

@@ -12,7 +12,7 @@ from backend.actions import service as actions
 from backend.audit.tables import AuditEntry
 from backend.drive.tables import DriveFile
 from backend.records.tables import Deal
-from backend.runs import service as runs
+from backend.runs import followups
 from backend.runs.tables import Run
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import Company, User
@@ -66,6 +66,7 @@ def _queued_from(run: dict, parent: dict) -> bool:
         run["status"] == "queued"
         and run["narrowed_from"] == parent["id"]
         and run["approval"]["by"] == f"followup:{parent['id']}"
+        and run["approval"]["kind"] == "followup"
         and run["followup_note"] is None
     )
 
@@ -138,7 +139,7 @@ async def test_an_expired_grant_falls_back_to_approval(client, alice, demo_db) -
     await Run.update({Run.followup_grant_expires_at: moment}).where(Run.id == parent["id"])
     run = await _followup(client, alice, parent)
     assert _waits(run, "expired at")
-    assert await runs._claim_grant(parent["id"]) is False  # the claim re-checks the expiry in the database
+    assert await followups.claim(parent["id"]) is False  # the claim re-checks the expiry in the database
     detail = (await client.get(f"/api/runs/{parent['id']}", headers=alice)).json()
     assert detail["followup_grant"]["active"] is False
 
@@ -220,7 +221,7 @@ async def test_parallel_follow_ups_cannot_both_take_the_last_slot(
 ) -> None:
     await _on(followup_grant_max_runs=1)
     parent = await _parent(client, alice)
-    meet_after(monkeypatch, runs, "_grant_refusal", 4)  # all four see one slot left before any takes it
+    meet_after(monkeypatch, followups, "refusal", 4)  # all four see one slot left before any takes it
     async with concurrent_client(client) as assistant:
         responses = await asyncio.gather(
             *(
@@ -239,7 +240,7 @@ async def test_parallel_follow_ups_cannot_both_take_the_last_slot(
     assert await Run.count().where(Run.narrowed_from == parent["id"]) == 1
     # the claim itself, raced directly: one slot, one winner
     second = await _parent(client, alice, conversation_id="conv-race")
-    claims = await asyncio.gather(*(runs._claim_grant(second["id"]) for _ in range(8)))
+    claims = await asyncio.gather(*(followups.claim(second["id"]) for _ in range(8)))
     assert claims.count(True) == 1
 
 

@@ -1,6 +1,6 @@
 """Gates are checked again right before a VM starts, and turning code execution off cancels what is queued.
 
-The worker is driven directly (backend.runs.worker.execute) with the sandbox call replaced: the stand-in
+The worker is driven directly (backend.worker.execute) with the sandbox call replaced: the stand-in
 records whether a VM would have started. The real-VM path is covered by tests/runs/test_runs_vm.py.
 """
 
@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from backend import sandbox
+from backend import sandbox, worker
 from backend.audit.tables import AuditEntry
 from backend.credits import service as credits
-from backend.runs import worker
 from backend.runs.tables import FINISHED, STATUSES, Run
 from backend.sandbox.models import SandboxResult, Timings, VmInfo
 from backend.tenancy.tables import Company
@@ -177,3 +176,25 @@ async def test_turning_the_assistants_write_ability_off_cancels_queued_runs(clie
     assert row["status"] == "cancelled" and "ability to write" in row["error_message"]
     assert len(await _cancellations(run_id)) == 1
     assert vm_starts == []
+
+
+async def test_printed_output_is_kept_as_the_sandbox_capped_it(client, monkeypatch) -> None:
+    """One stdout cap, the sandbox's: the worker stores its text and single marker, and cuts nothing more."""
+    from backend.sandbox.output import STDOUT_MARKER, cap_stream
+    from backend.settings import get_settings
+
+    cap = 64
+    monkeypatch.setattr(get_settings(), "stdout_cap_bytes", cap)
+    stdout, truncated = cap_stream(b"x" * 1000, cap)
+
+    def run_code(code: str, **_: Any) -> SandboxResult:
+        return SandboxResult(status="succeeded", exit_code=0, stdout=stdout, stdout_truncated=truncated)
+
+    monkeypatch.setattr(sandbox, "run_code", run_code)
+    await enable_code()
+    run_id = await _queued(client)
+    assert await worker.execute(run_id) == "succeeded"
+    await login(client, "alice@acme.example")
+    result = (await client.get(f"/api/runs/{run_id}")).json()["result"]
+    assert result["stdout"] == "x" * cap + STDOUT_MARKER.format(cap=cap)
+    assert result["stdout_truncated"] is True

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from backend.credits.tables import CreditCharge
 from backend.runs.tables import Run
-from backend.runs.worker import hash_problem
 from backend.tenancy.tables import Company
+from backend.worker import hash_problem
 from tests.conftest import approve_as, login
 from tests.runs.conftest import as_user, enable_code, proposal
 
@@ -38,6 +38,8 @@ async def test_writes_off_makes_every_run_endpoint_absent(client, alice, acme_on
         ("get", f"/api/runs/{run_id}"),
         ("get", f"/api/runs/{run_id}/action-items"),
         ("get", "/api/schedules"),
+        ("get", "/api/credits"),
+        ("get", "/api/action-items/1"),
     ]:
         kwargs = {"json": proposal()} if url == "/api/runs" and method == "post" else {}
         r = await getattr(client, method)(url, headers=alice, **kwargs)
@@ -272,6 +274,7 @@ async def test_credit_usage_is_queryable(client, alice, acme_on) -> None:
         company_id=alice_row["company"],
         user_id=alice_row["id"],
         run_id=run["id"],
+        run_title=run["title"],
         vcpus=2,
         memory_mib=2048,
         seconds=10,
@@ -283,6 +286,9 @@ async def test_credit_usage_is_queryable(client, alice, acme_on) -> None:
     assert usage["used"] == charged and usage["remaining"] == usage["pool"] - charged
     assert usage["usage_by_user"] == [{"email": "alice@acme.example", "credits": charged}]
     assert usage["usage_by_day"][0]["day"] == datetime.now(UTC).date().isoformat()
+    assert usage["costliest_runs"] == [
+        {"id": run["id"], "title": run["title"], "email": "alice@acme.example", "credits": charged}
+    ]
     assert await CreditCharge.count() == 1
 
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from backend import worker
 from backend.actions.tables import ActionItem
 from backend.audit.tables import AuditEntry
 from backend.records.tables import Deal
-from backend.runs import worker
 from backend.runs.tables import Run
 from backend.schedules import service as schedules
 from tests.conftest import approve_as, decide_item_as

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from backend import worker
 from backend.errors import Invalid
-from backend.runs import worker
 from backend.runs.tables import Run
 from backend.schedules import service as schedules
 from backend.schedules.tables import Schedule

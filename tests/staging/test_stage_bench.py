@@ -7,8 +7,8 @@ import pytest
 
 from backend import db
 from backend.bench import SUITES
+from backend.demo.bench import bench_staging
 from backend.settings import get_settings
-from backend.staging.bench import bench_staging
 
 
 @pytest.mark.sqlite
@@ -25,7 +25,7 @@ def test_bench_staging_small(demo_db: str) -> None:
 def test_bench_staging_is_registered() -> None:
     import typer
 
-    from backend.staging.cli import register
+    from backend.cli.staging import register
 
     app, bench_app = typer.Typer(), typer.Typer()
     register(app, bench_app)

@@ -13,18 +13,18 @@ from pathlib import Path
 
 import openpyxl
 
-from backend.drive import blobs
-from backend.drive import service as drive
-from backend.drive.tables import DriveFile
-from backend.records import tables as rt
-from backend.staging.demo_files import (
+from backend.demo.files import (
     FEEDBACK_NAME,
     PIPELINE_NAME,
     PLANTED_INSTRUCTION,
     PRICE_LIST_NAME,
     demo_drive_files,
 )
-from backend.staging.service import stage, verify_bundle
+from backend.drive import blobs
+from backend.drive import service as drive
+from backend.drive.tables import DriveFile
+from backend.records import tables as rt
+from backend.staging.service import VERSIONS, stage, staged_versions, verify_bundle
 from backend.tenancy.context import load_user_context_by_email
 
 CSV_BYTES = b"region,amount\nEast,1200\nWest,900\n"
@@ -108,6 +108,37 @@ async def _fresh_bundle(tmp_path: Path, tag: str) -> tuple[Path, str]:
     bundle = await stage(alice, ["deals", "tasks"], [file_id], tmp_path / tag)
     assert verify_bundle(bundle.directory, bundle.bundle_sha256) is None  # positive control: intact
     return bundle.directory, bundle.bundle_sha256
+
+
+async def test_record_versions_are_staged_with_the_bundle_and_covered_by_its_hash(
+    demo_db: str, tmp_path: Path
+) -> None:
+    """Accepting a proposed change compares the record's version with the staged one: it is recorded at
+    staging time, listed in the manifest and hashed with the rest, and read back without parsing the CSVs."""
+    root, digest = await _fresh_bundle(tmp_path, "versions")
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert VERSIONS in {f["path"] for f in manifest["files"]}
+    for dataset in ("deals", "tasks"):
+        with (root / "datasets" / f"{dataset}.csv").open(newline="") as fh:
+            expected = {int(r["id"]): int(r["version"]) for r in csv.DictReader(fh)}
+        assert expected and staged_versions(root, dataset) == expected
+    assert staged_versions(root, "employees") == {}  # not staged
+    first, staged = next(iter(staged_versions(root, "deals").items()))
+    await rt.Deal.update({rt.Deal.version: rt.Deal.version + 1}).where(rt.Deal.id == first)
+    assert staged_versions(root, "deals")[first] == staged  # what was staged, not what the record is now
+    sidecar = json.loads((root / VERSIONS).read_text())
+    sidecar["datasets"]["deals"][0][1] = 99
+    (root / VERSIONS).write_text(json.dumps(sidecar))
+    assert "differs from the approved" in (verify_bundle(root, digest) or "")
+
+
+async def test_a_bundle_staged_before_record_versions_reads_them_from_its_export(
+    demo_db: str, tmp_path: Path
+) -> None:
+    root, _ = await _fresh_bundle(tmp_path, "legacy")
+    expected = staged_versions(root, "deals")
+    (root / VERSIONS).unlink()
+    assert staged_versions(root, "deals") == expected
 
 
 async def test_verify_bundle_detects_an_altered_file(demo_db: str, tmp_path: Path) -> None:

@@ -1,0 +1,31 @@
+"""What the action-item endpoints return."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from backend.actions.tables import ItemStatus
+
+
+class ActionItemInfo(BaseModel):
+    """One change a run's actions.json proposed: nothing reaches the records until a person accepts it."""
+
+    id: int
+    run_id: int
+    index: int  # position in actions.json
+    op: Literal["create", "update"] | None  # None when the entry was unreadable
+    dataset: str | None
+    record_id: int | None
+    changes: dict[str, Any]  # field: proposed value, as the run wrote it
+    before: dict[str, Any] | None  # field: value when the run proposed the update
+    reason: str
+    status: ItemStatus
+    problem: str | None
+    raw: str | None  # the entry as proposed, for an invalid one
+    decided_by: str | None
+    decided_at: datetime | None
+    created_record_id: int | None
+    unreviewed_run: bool  # the run that proposed it ran as a follow-up no person reviewed

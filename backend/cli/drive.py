@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from backend.cli.support import fail, run_db
+from backend.drive import service
+from backend.tenancy.context import load_user_context_by_email
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    drive_app = typer.Typer(no_args_is_help=True, help="The company Drive.")
+    app.add_typer(drive_app, name="drive")
+
+    @drive_app.command("put")
+    def put(
+        files: list[Path] = typer.Argument(..., exists=True, dir_okay=False, readable=True),
+        as_email: str = typer.Option(..., "--as"),
+        folder_id: int | None = typer.Option(None, "--folder-id"),
+        visibility: str = typer.Option("private", help="private, team or company"),
+    ) -> None:
+        """Upload files; prints each new file id."""
+
+        async def go() -> list[dict]:
+            ctx = await load_user_context_by_email(as_email)
+            return [
+                await service.upload(ctx, f.name, f.read_bytes(), folder_id=folder_id, visibility=visibility)
+                for f in files
+            ]
+
+        from backend.settings import get_settings
+
+        limit = get_settings().max_upload_bytes
+        for f in files:
+            if f.stat().st_size > limit:
+                fail(f"{f} is {f.stat().st_size:,} bytes; the limit per file is {limit:,} bytes")
+        for row in run_db(go):
+            typer.echo(f"{row['id']}\t{row['kind']}\t{row['size']}\t{row['name']}")
+
+    @drive_app.command("ls")
+    def ls(as_email: str = typer.Option(..., "--as")) -> None:
+        """List every Drive file this user can see."""
+
+        async def go() -> list[dict]:
+            ctx = await load_user_context_by_email(as_email)
+            return await service.list_files(ctx, all_folders=True)
+
+        for row in run_db(go):
+            typer.echo(f"{row['id']}\t{row['kind']}\t{row['size']}\t{row['visibility']}\t{row['name']}")

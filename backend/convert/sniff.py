@@ -1,0 +1,153 @@
+"""What a file is, from its bytes: `sniff_kind(data, filename)`. The name only breaks ties among text kinds
+(.md, .json, .csv vs .txt) and words the refusal; content we recognise but do not convert raises
+ConversionFailed with a sentence a person can act on."""
+
+from __future__ import annotations
+
+import zipfile
+import zlib
+from io import BytesIO
+
+from backend.convert.model import ConversionFailed
+
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+ODS_MIMETYPE = b"application/vnd.oasis.opendocument.spreadsheet"
+MIMETYPE_PREFIX = 200  # bytes of the `mimetype` member read; the longest ODF type is under 80
+IMAGE_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "PNG"),
+    (b"\xff\xd8\xff", "JPEG"),
+    (b"GIF87a", "GIF"),
+    (b"GIF89a", "GIF"),
+    (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"),
+)
+TEXT_EXTENSIONS = {
+    ".json": "json",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".txt": "text",
+    ".text": "text",
+    ".log": "text",
+}
+EXTENSION_KINDS = {
+    ".xlsx": "xlsx",
+    ".xlsm": "xlsx",
+    ".ods": "ods",
+    ".pdf": "pdf",
+    ".png": "image",
+    ".jpg": "image",
+    ".jpeg": "image",
+    ".gif": "image",
+    ".tif": "image",
+    ".tiff": "image",
+    ".bmp": "image",
+    ".webp": "image",
+    **TEXT_EXTENSIONS,
+}
+KIND_WORDS = {
+    "xlsx": "an Excel workbook",
+    "ods": "an OpenDocument spreadsheet",
+    "csv": "CSV text",
+    "pdf": "a PDF",
+    "image": "an image",
+    "text": "plain text",
+    "markdown": "Markdown text",
+    "json": "JSON",
+}
+
+
+def sniff_kind(data: bytes, filename: str) -> str:
+    """The kind from the bytes; raises ConversionFailed for content we recognise but do not convert."""
+    head = data[:2048]
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")):
+        return _zip_kind(data, filename)
+    if head.startswith(OLE_MAGIC):
+        raise ConversionFailed(_ole_refusal(data))
+    if head.lstrip()[:5] == b"%PDF-" or (b"%PDF-" in head[:1024] and extension(filename) == ".pdf"):
+        return "pdf"  # readers accept junk before the header; a text file that mentions %PDF- is not a PDF
+    for magic, _ in IMAGE_MAGIC:
+        if head.startswith(magic):
+            return "image"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image"
+    if _is_bmp(head):
+        return "image"
+    return "text-like"
+
+
+def _zip_kind(data: bytes, filename: str) -> str:
+    try:
+        archive = zipfile.ZipFile(BytesIO(data))
+        names = set(archive.namelist())
+        mimetype = _mimetype(archive) if "mimetype" in names else b""
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        zlib.error,
+        OSError,
+        EOFError,
+        ValueError,
+        KeyError,
+        RuntimeError,  # an encrypted member
+        NotImplementedError,  # a compression method zipfile does not know
+    ) as exc:
+        what = KIND_WORDS.get(EXTENSION_KINDS.get(extension(filename), ""), "")
+        what = what if what in (KIND_WORDS["xlsx"], KIND_WORDS["ods"]) else "a zip-based document"
+        raise ConversionFailed(
+            f"The file looks like {what} but is damaged or incomplete (was the upload cut short?)."
+        ) from exc
+    if "xl/workbook.xml" in names:
+        return "xlsx"
+    if mimetype == ODS_MIMETYPE or (
+        not mimetype and "content.xml" in names and extension(filename) == ".ods"
+    ):
+        return "ods"
+    if "xl/workbook.bin" in names:
+        raise ConversionFailed(
+            "Excel binary workbooks (.xlsb) are not supported; save it as .xlsx and upload again."
+        )
+    if "word/document.xml" in names or mimetype.startswith(b"application/vnd.oasis.opendocument.text"):
+        raise ConversionFailed(
+            "Word-processor documents are not supported yet; save it as PDF and upload again."
+        )
+    if "ppt/presentation.xml" in names or mimetype.startswith(
+        b"application/vnd.oasis.opendocument.presentation"
+    ):
+        raise ConversionFailed("Presentations are not supported yet; save it as PDF and upload again.")
+    if "[Content_Types].xml" in names:
+        raise ConversionFailed("This Office file is damaged: it has no workbook inside.")
+    raise ConversionFailed("Zip archives are not supported; upload the files inside it one by one.")
+
+
+def _mimetype(archive: zipfile.ZipFile) -> bytes:
+    """The first bytes of the ODF `mimetype` member, inflated no further: the member's declared size is the
+    uploader's to choose, and a 400 KB file can declare gigabytes (a zip bomb must stay unread here)."""
+    with archive.open("mimetype") as member:
+        return member.read(MIMETYPE_PREFIX).strip()
+
+
+def _ole_refusal(data: bytes) -> str:
+    if "EncryptedPackage".encode("utf-16-le") in data or "EncryptionInfo".encode("utf-16-le") in data:
+        return "The file is password-protected (an encrypted Office file); remove the password and upload it again."
+    if "Workbook".encode("utf-16-le") in data or "Book".encode("utf-16-le") in data:
+        return "Old Excel 97–2003 workbooks (.xls) are not supported; save it as .xlsx and upload again."
+    if "WordDocument".encode("utf-16-le") in data:
+        return "Old Word documents (.doc) are not supported; save it as PDF and upload again."
+    return "Old Microsoft Office files (97–2003 format) are not supported; save it in a current format."
+
+
+def _is_bmp(head: bytes) -> bool:
+    # "BM" alone is too weak: plenty of text starts with it.
+    return (
+        len(head) >= 18
+        and head[:2] == b"BM"
+        and head[6:10] == b"\x00\x00\x00\x00"
+        and int.from_bytes(head[14:18], "little") in (12, 40, 52, 56, 64, 108, 124)
+    )
+
+
+def extension(filename: str) -> str:
+    name = filename.rsplit("/", 1)[-1].lower()
+    return "." + name.rsplit(".", 1)[1] if "." in name.strip(".") else ""

@@ -1,0 +1,44 @@
+"""What the credits endpoint returns."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from pydantic import BaseModel
+
+
+class Rates(BaseModel):
+    base: float  # per run, also the least a pool must hold before a run is proposed or approved
+    per_vcpu_second: float
+    per_gib_second: float
+
+
+class DayUsage(BaseModel):
+    day: date
+    credits: float
+
+
+class PersonUsage(BaseModel):
+    email: str
+    credits: float
+
+
+class RunCharge(BaseModel):
+    id: int
+    title: str
+    email: str  # who asked for the run
+    credits: float
+
+
+class CreditUsage(BaseModel):
+    """This calendar month's use of the company's pool. A member sees only their own people and runs rows."""
+
+    pool: int
+    used: float
+    remaining: float
+    period_start: datetime
+    minimum_charge: float
+    rates: Rates
+    usage_by_day: list[DayUsage]
+    usage_by_user: list[PersonUsage]
+    costliest_runs: list[RunCharge]  # at most ten, costliest first

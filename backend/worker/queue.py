@@ -1,0 +1,114 @@
+"""Which queued run starts next, and the in-process loop that starts them (and fires due schedules)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from backend.runs.tables import Run, RunStatus
+from backend.schedules import service as schedules
+from backend.settings import get_settings
+from backend.worker.execute import execute, finish, recover
+
+log = logging.getLogger("cleanroom.worker")
+
+
+async def queued_ids() -> list[int]:
+    """Queued runs in the order to start them: round-robin across companies, each company's oldest first.
+
+    Round one holds the oldest queued run of every company, round two the second oldest, and so on;
+    within a round, companies with fewer runs already running go first, then the longest-waiting.
+    """
+    queued = await Run.select(Run.id, Run.company).where(Run.status == RunStatus.queued).order_by(Run.id)
+    running: dict[int, int] = {}
+    for row in await Run.select(Run.company).where(Run.status == RunStatus.running):
+        running[row["company"]] = running.get(row["company"], 0) + 1
+    per_company: dict[int, list[int]] = {}
+    for row in queued:
+        per_company.setdefault(row["company"], []).append(row["id"])
+    turn = sorted(per_company, key=lambda c: (running.get(c, 0), per_company[c][0]))
+    ordered: list[int] = []
+    for position in range(max((len(ids) for ids in per_company.values()), default=0)):
+        ordered.extend(per_company[c][position] for c in turn if position < len(per_company[c]))
+    return ordered
+
+
+async def drain() -> None:
+    """Run everything queued now, up to the VM cap at once (tests and the CLI use this)."""
+    limit = asyncio.Semaphore(max(1, get_settings().max_concurrent_vms))
+
+    async def one(run_id: int) -> None:
+        async with limit:
+            await execute(run_id)
+
+    while ids := await queued_ids():
+        await asyncio.gather(*(one(i) for i in ids))
+
+
+class Worker:
+    """The in-process worker: polls the queue, and fires due schedules."""
+
+    def __init__(self, poll_seconds: float = 0.5) -> None:
+        self.poll_seconds = poll_seconds
+        self.active: set[int] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._last_schedule_check = 0.0
+
+    @property
+    def running(self) -> int:
+        return len(self.active)
+
+    async def start(self) -> None:
+        await recover()
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                if loop.time() - self._last_schedule_check > 15:
+                    self._last_schedule_check = loop.time()
+                    await schedules.fire_due()
+                capacity = max(1, get_settings().max_concurrent_vms) - len(self.active)
+                for run_id in (await queued_ids())[: max(0, capacity)]:
+                    if run_id in self.active:
+                        continue
+                    self.active.add(run_id)
+                    task = asyncio.create_task(self._run(run_id))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("worker loop error")
+            await asyncio.sleep(self.poll_seconds)
+
+    async def _run(self, run_id: int) -> None:
+        try:
+            await execute(run_id)
+        except Exception:
+            log.exception("run %s failed in the worker", run_id)
+            await finish(
+                run_id, RunStatus.error, error_message="internal error in the worker; see the server log"
+            )
+        finally:
+            self.active.discard(run_id)
+
+
+WORKER = Worker()
+
+
+async def start_worker() -> None:
+    await WORKER.start()
+
+
+async def stop_worker() -> None:
+    await WORKER.stop()

@@ -1,0 +1,103 @@
+"""Runs written before the reshape keep what they meant: who approved them (now a kind, not a prefix of
+`approved_by`), how many action items they proposed, and the title on their credit charge."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from piccolo.apps.migrations.commands.forwards import run_forwards
+from piccolo.apps.migrations.tables import Migration
+from piccolo.querystring import QueryString
+
+from backend import db
+from backend.credits.tables import CreditCharge
+from backend.runs.tables import Run
+from tests.conftest import POSTGRES_URL, _admin_sql, _with_db
+
+BEFORE = "2026-11-30T21:40:00:000000"  # the last migration before the reshape
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+RUN_COLUMNS = (
+    "company, requested_by, conversation_id, title, plan, code, code_sha256, datasets, file_ids, limits, "
+    "status, attempt, bundle_dir, bundle_sha256, manifest, findings, created_at, updated_at, approved_by, "
+    "approved_at, followup_grant_max_runs, followup_grant_used, read_actions, actions_discarded"
+)
+
+
+@pytest.fixture
+async def bare(engine: str, tmp_path: Path) -> AsyncIterator[str]:
+    """A database with no schema at all, on the engine under test."""
+    if engine == "sqlite":
+        yield f"sqlite:///{tmp_path / 'bare.sqlite3'}"
+        return
+    name = f"t_bare_{uuid.uuid4().hex[:10]}"
+    await _admin_sql(f'CREATE DATABASE "{name}"')
+    yield _with_db(POSTGRES_URL or "", name)
+    await _admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def _sql(sql: str, *values: object) -> None:
+    await db.engine().run_querystring(QueryString(sql, *values))
+
+
+async def _migrate(to: str) -> None:
+    Migration._meta.db = db.engine()
+    os.environ["PICCOLO_CONF"] = "backend.piccolo_conf"
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        done = await run_forwards(app_name="cleanroom", migration_id=to, fake=False)
+    assert done.success, (done.message, out.getvalue())
+
+
+async def test_runs_approved_before_the_reshape_keep_who_approved_them(bare: str) -> None:
+    db.configure(bare)
+    await _migrate(BEFORE)
+    await _sql(
+        "INSERT INTO company (name, plan, credit_pool, code_execution_enabled, assistant_write_enabled, "
+        "followup_without_reapproval, followup_grant_hours, followup_grant_max_runs) "
+        "VALUES ('Acme', 'team', 10, true, true, false, 1, 1)"
+    )
+    await _sql(
+        "INSERT INTO app_user (company, email, name, title, password_hash, role, active, created_at) "
+        "VALUES (1, 'alice@acme.example', 'Alice', '', 'x', 'member', true, {})",
+        T0,
+    )
+    approvers = ["alice@acme.example", "followup:1", "schedule:7", None]
+    for by in approvers:
+        await _sql(
+            f"INSERT INTO run ({RUN_COLUMNS}) VALUES (1, 1, 'c', 'Pipeline', '', 'print(1)', 'h', '[]', '[]', "
+            "{}, 'queued', 1, 'd', 'b', {}, '[]', {}, {}, {}, {}, 0, 0, true, false)",
+            "{}",
+            "{}",
+            T0,
+            T0,
+            by,
+            T0 if by else None,
+        )
+    await _sql(
+        'INSERT INTO action_item (company, run, "index", op, dataset, changes, reason, raw, status) '
+        "VALUES (1, 2, 0, '', '', {}, '', '', 'invalid')",
+        "{}",
+    )
+    await _sql(
+        'INSERT INTO credit_charge (company, "user", run_id, credits, vcpu_seconds, gib_seconds, at) '
+        "VALUES (1, 1, 3, 1.5, 1.0, 1.0, {})",
+        T0,
+    )
+    await db.create_schema()  # the rest of the migrations, as at start-up
+    rows = await Run.select(Run.approved_by, Run.approval_kind, Run.action_items_count).order_by(Run.id)
+    assert [(r["approved_by"], r["approval_kind"]) for r in rows] == [
+        ("alice@acme.example", "person"),
+        ("followup:1", "followup"),
+        ("schedule:7", "schedule"),
+        (None, None),  # never approved
+    ]
+    assert [r["action_items_count"] for r in rows] == [0, 1, 0, 0]
+    assert await CreditCharge.select(CreditCharge.run_id, CreditCharge.run_title) == [
+        {"run_id": 3, "run_title": "Pipeline"}
+    ]
