@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from litestar import Litestar, Router
+from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 
@@ -17,6 +18,7 @@ from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
 from backend.mcp.http import mcp_endpoint, mcp_lifespan
 from backend.records.controller import RecordsController
+from backend.records.datasets import DATASET_NAMES
 from backend.runs.controller import RunsController
 from backend.runs.gates import feature_guard
 from backend.schedules.controller import SchedulesController
@@ -35,6 +37,12 @@ CODE_RUNS = Router(
     guards=[feature_guard],
     route_handlers=[RunsController, ActionItemsController, CreditsController, SchedulesController],
 )
+
+
+def dataset_names() -> list[str]:
+    """Every dataset's name, for handlers outside `records` that describe a person's access (/api/me)."""
+    return list(DATASET_NAMES)
+
 
 # every HTTP controller, by capability
 CONTROLLERS = [
@@ -70,6 +78,7 @@ def create_app(*, database_url: str | None = None, run_hooks: bool = True, pool:
     handlers[Exception] = unexpected_handler
     return Litestar(
         route_handlers=CONTROLLERS,
+        dependencies={"dataset_names": Provide(dataset_names, sync_to_thread=False)},
         exception_handlers=handlers,
         guards=[scope_guard],  # a token reaches only what its scope opens; the rest is a person's
         on_startup=[on_startup],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from piccolo.engine.postgres import PostgresEngine
 from piccolo.engine.sqlite import SQLiteEngine
 from piccolo.table import Table, create_db_tables, drop_db_tables
 
+from backend import filemodes
 from backend.actions import tables as actions_tables
 from backend.audit import tables as audit_tables
 from backend.credits import tables as credits_tables
@@ -38,6 +40,8 @@ TABLE_MODULES = [
 ]
 
 _engine: Engine | None = None
+log = logging.getLogger("cleanroom.db")
+SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")  # SQLite gives these the database file's own mode
 
 
 def all_tables() -> list[type[Table]]:
@@ -49,14 +53,31 @@ def make_engine(url: str) -> Engine:
         return PostgresEngine(config={"dsn": url}, log_queries=False)
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_sqlite_file(path)
         return SQLiteEngine(path=str(path), timeout=30)
     raise ValueError(f"DATABASE_URL must start with sqlite:/// or postgresql://, got {url!r}")
 
 
+def private_sqlite_file(path: Path) -> None:
+    """The database file exists and is 0600 before SQLite opens it (SQLite creates its -wal, -shm and
+    -journal files with the database's mode); files left readable by older versions are tightened."""
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, mode=filemodes.PRIVATE_DIR)
+    filemodes.private_file(path)
+    for suffix in SQLITE_COMPANIONS:
+        companion = path.with_name(path.name + suffix)
+        if companion.is_file() and not companion.is_symlink():
+            companion.chmod(filemodes.PRIVATE_FILE)
+
+
 def configure(url: str | None = None) -> Engine:
-    """Point every table at the engine for `url` (default: the settings' database)."""
+    """Point every table at the engine for `url` (default: the settings' database), after giving the data
+    directory its modes (backend/filemodes.py)."""
     global _engine
+    try:
+        filemodes.prepare_data_dir()
+    except PermissionError as exc:  # a data directory this user does not own: a read-only CLI still works
+        log.warning("could not set the data directory's modes: %s", exc)
     _engine = make_engine(url or get_settings().effective_database_url)
     for table in all_tables():
         table._meta.db = _engine

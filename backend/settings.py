@@ -34,6 +34,9 @@ class Settings(BaseSettings):
 
     # sandbox
     libvirt_uri: str = "qemu:///system"
+    # The user QEMU runs as (qemu.conf's `user`); None: read /etc/libvirt/qemu.conf, else libvirt-qemu/qemu.
+    # Per-run directories give its group passage and the disks are its alone (backend/filemodes.py).
+    qemu_user: str | None = None
     virt_type: Literal["auto", "kvm", "qemu"] = "auto"
     image_cache_dir: Path = Path("/var/cache/cleanroom/images")
     run_dir: Path | None = None  # per-run scratch files; defaults to data_dir/runs
@@ -44,6 +47,9 @@ class Settings(BaseSettings):
     use_saved_state: bool = True
     saved_state_slots: int = 4  # one saved warm guest per slot (restore keeps name+UUID)
     standby_vms: int = 2  # restored guests kept waiting when a service starts the standby pool
+    # The service keeps `standby_vms` guests restored ahead of runs: auto = when the host has the memory for
+    # them next to `max_concurrent_vms` running guests (see sandbox.standby.service_standby_count).
+    standby_in_service: Literal["auto", "on", "off"] = "auto"
     job_disk_mib: int = 1024  # fixed (sparse) size of the per-run job disk: bounds the inputs
     kvm_probe_seconds: float = 10.0
     cold_boot_timeout_seconds: int = 240
@@ -54,6 +60,8 @@ class Settings(BaseSettings):
     max_code_bytes: int = 200_000
     stdout_cap_bytes: int = 1_000_000
     max_schedules_per_company: int = 20
+    # proposals one user may have waiting for a decision: each holds a staged bundle on disk
+    max_pending_runs_per_user: int = 20
     min_schedule_interval_minutes: int = 15  # a cron firing more often than this is refused
 
     # drive / staging

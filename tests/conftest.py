@@ -16,6 +16,9 @@ import pytest
 _DATA = Path(tempfile.mkdtemp(prefix="cleanroom-test-"))
 os.environ.setdefault("CLEANROOM_DATA_DIR", str(_DATA))
 os.environ.setdefault("CLEANROOM_LOGIN_ATTEMPTS_PER_WINDOW", "5")
+# no standby guests behind the services tests start (a subprocess inherits this); tests/runs/test_standby_service.py
+# turns them on where they are the subject
+os.environ.setdefault("CLEANROOM_STANDBY_IN_SERVICE", "off")
 # the Host names the in-process test clients use (Litestar's and the console tests' ASGI transport)
 os.environ.setdefault("CLEANROOM_ALLOWED_HOSTS", '["testserver.local", "api.test"]')
 

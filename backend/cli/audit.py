@@ -4,18 +4,18 @@ from pathlib import Path
 
 import typer
 
-from backend.audit import anchor, service
-from backend.cli.support import run_db
+from backend.cli.support import group, run_db
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    audit_app = typer.Typer(no_args_is_help=True, help="The hash-chained audit trail.")
+    audit_app = group("The hash-chained audit trail.")
     app.add_typer(audit_app, name="audit")
 
     @audit_app.command("verify")
     def verify() -> None:
         """Check every entry's hash and link, and the table against the head anchored in the data
         directory (deleting the newest entries is noticed); exit 1 naming the first bad entry."""
+        from backend.audit import anchor, service
 
         async def check() -> tuple[service.VerifyResult, str]:
             return await service.verify(), str(anchor.path())

@@ -2,17 +2,18 @@ from __future__ import annotations
 
 import typer
 
-from backend.cli.support import run_db
-from backend.demo import seed as demo_seed
+from backend.cli.support import group, run_db
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    demo_app = typer.Typer(no_args_is_help=True, help="The demo companies.")
+    demo_app = group("The demo companies.")
     app.add_typer(demo_app, name="demo")
 
     @demo_app.command("seed")
     def seed(reset: bool = typer.Option(False, "--reset", help="drop all data first")) -> None:
         """Create Acme Analytics and Globex with users, records and Drive files."""
+        from backend.demo import seed as demo_seed
+
         summary = run_db(lambda: demo_seed.seed(reset=reset))
         if not summary["seeded"]:
             typer.echo(f"demo seed skipped: {summary['reason']}")

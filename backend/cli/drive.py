@@ -4,13 +4,11 @@ from pathlib import Path
 
 import typer
 
-from backend.cli.support import fail, run_db
-from backend.drive import service
-from backend.tenancy.context import load_user_context_by_email
+from backend.cli.support import fail, group, run_db
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    drive_app = typer.Typer(no_args_is_help=True, help="The company Drive.")
+    drive_app = group("The company Drive.")
     app.add_typer(drive_app, name="drive")
 
     @drive_app.command("put")
@@ -21,6 +19,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         visibility: str = typer.Option("private", help="private, team or company"),
     ) -> None:
         """Upload files; prints each new file id."""
+        from backend.drive import service
+        from backend.settings import get_settings
+        from backend.tenancy.context import load_user_context_by_email
 
         async def go() -> list[dict]:
             ctx = await load_user_context_by_email(as_email)
@@ -28,8 +29,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 await service.upload(ctx, f.name, f.read_bytes(), folder_id=folder_id, visibility=visibility)
                 for f in files
             ]
-
-        from backend.settings import get_settings
 
         limit = get_settings().max_upload_bytes
         for f in files:
@@ -41,6 +40,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @drive_app.command("ls")
     def ls(as_email: str = typer.Option(..., "--as")) -> None:
         """List every Drive file this user can see."""
+        from backend.drive import service
+        from backend.tenancy.context import load_user_context_by_email
 
         async def go() -> list[dict]:
             ctx = await load_user_context_by_email(as_email)

@@ -8,10 +8,6 @@ from typing import Any
 import typer
 
 from backend.cli.support import run_db
-from backend.records import service
-from backend.records.export import build_export
-from backend.records.visibility import get_dataset
-from backend.tenancy.context import load_user_context_by_email
 
 
 def _cell(value: Any) -> str:
@@ -30,6 +26,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         fmt: str = typer.Option("json", "--format", help="json or csv"),
     ) -> None:
         """Print the records of DATASET that a user sees in the app (same service as the API)."""
+        from backend.records import service
+        from backend.records.export import build_export
+        from backend.records.visibility import get_dataset
+        from backend.tenancy.context import load_user_context_by_email
+
         if fmt not in ("json", "csv"):
             raise typer.BadParameter("--format must be json or csv")
 

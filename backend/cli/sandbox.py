@@ -8,10 +8,11 @@ from pathlib import Path
 import typer
 
 from backend.bench import add_suite
+from backend.cli.support import group
 
-sandbox_app = typer.Typer(no_args_is_help=True, help="Run code in a fresh VM (host-admin tool).")
-image_app = typer.Typer(no_args_is_help=True, help="The guest image.")
-selftest_app = typer.Typer(no_args_is_help=True, help="Self-tests that prove the product's claims.")
+sandbox_app = group("Run code in a fresh VM (host-admin tool).")
+image_app = group("The guest image.")
+selftest_app = group("Self-tests that prove the product's claims.")
 
 
 @image_app.command("build")

@@ -8,8 +8,6 @@ import sys
 
 import typer
 
-from backend.settings import get_settings
-
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("serve")
@@ -20,6 +18,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         import uvicorn
 
         from backend.app import create_app
+        from backend.settings import get_settings
 
         settings = get_settings()
         settings.data_dir.mkdir(parents=True, exist_ok=True)

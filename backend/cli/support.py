@@ -1,18 +1,23 @@
-"""Running a service coroutine from a CLI command: same database, same services as the API."""
+"""Running a service coroutine from a CLI command: same database, same services as the API.
+
+Imported by every command module at start, so it imports nothing heavy itself: the database layer (Piccolo)
+and the error types (Litestar) load when a command first calls `run_db`."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
 import typer
 
-from backend import db
-from backend.errors import AppError
-
 T = TypeVar("T")
+
+
+def group(help: str, *, no_args_is_help: bool = True, **kwargs: Any) -> typer.Typer:
+    """A command group whose help Click prints plainly, as Typer does without Rich installed: Rich's help
+    renderer (rich, markdown_it, pygments) costs about as much start-up as everything else `--help` loads."""
+    return typer.Typer(no_args_is_help=no_args_is_help, rich_markup_mode=None, help=help, **kwargs)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -21,6 +26,11 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def run_db(fn: Callable[[], Awaitable[T]], *, create: bool = True) -> T:
+    import asyncio
+
+    from backend import db
+    from backend.errors import AppError
+
     async def main() -> Any:
         db.configure()
         await db.start_pool()

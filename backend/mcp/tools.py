@@ -146,6 +146,7 @@ class Finding(BaseModel):
     severity: str | None = None
     category: str | None = None
     excerpt: str | None = None
+    reason: str | None = Field(default=None, description="one line: why the text reads like an instruction")
 
 
 class RunProposal(BaseModel):

@@ -14,6 +14,7 @@ from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import Forbidden, NotFound
 from backend.runs.tables import Run, RunStatus
+from backend.tenancy import service as tenancy_service
 from backend.tenancy.auth import authenticate
 from backend.tenancy.tables import Company
 
@@ -92,3 +93,9 @@ async def cancel_queued(company_id: int, reason: str, *, actor: str) -> list[int
             data={"reason": reason},
         )
     return cancelled
+
+
+@tenancy_service.on_gate_closed
+async def _cancel_when_closed(company_id: int, setting: str, actor: str) -> None:
+    reason = ASSISTANT_WRITE_OFF if setting == "assistant_write_enabled" else CODE_EXECUTION_OFF
+    await cancel_queued(company_id, reason, actor=actor)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import shutil
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +27,25 @@ from backend.tenancy.context import UserContext
 class CodeTooLarge(AppError):
     status_code = 413
     code = "code_too_large"
+
+
+class TooManyPending(AppError):
+    status_code = 429
+    code = "too_many_pending_runs"
+
+
+async def check_pending(ctx: UserContext) -> None:
+    """A cap on proposals awaiting a decision, per user: each holds staged company data on disk and cost a
+    conversion of every file it names, so an assistant in a loop must not pile them up."""
+    cap = get_settings().max_pending_runs_per_user
+    waiting = await Run.count().where(
+        (Run.requested_by == ctx.user_id) & (Run.status == RunStatus.awaiting_approval)
+    )
+    if waiting >= cap:
+        raise TooManyPending(
+            f"{waiting} of your runs are already waiting for approval (the limit is {cap}); "
+            "approve or reject some of them before proposing more"
+        )
 
 
 def _now() -> datetime:
@@ -105,6 +123,7 @@ async def propose(
     run_limits = check_limits(limits)
     staging.check_datasets(ctx, datasets)
     await credits.require_minimum(ctx.company_id)
+    await check_pending(ctx)
     bundle = await _stage(ctx, datasets, file_ids)
     findings = [f.model_dump() for f in bundle.findings] + code_findings(code)
     datasets = list(dict.fromkeys(d.strip() for d in datasets if d.strip()))
@@ -282,7 +301,7 @@ async def reject(ctx: UserContext, run_id: int, reason: str | None) -> RunDetail
         subject_id=run_id,
         data={"reason": reason or "", **ctx.via()},
     )
-    await asyncio.to_thread(shutil.rmtree, row["bundle_dir"], ignore_errors=True)
+    await asyncio.to_thread(staging.remove_bundle, row["bundle_dir"])
     return await detail(ctx, run_id)
 
 
@@ -309,6 +328,7 @@ async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None =
         )
     check_code(code)
     await credits.require_minimum(ctx.company_id)
+    await check_pending(ctx)
     bundle = await _stage(ctx, row["datasets"], row["file_ids"])
     new = await create_run(
         company_id=ctx.company_id,

@@ -1,8 +1,10 @@
 """The standby pool: guests restored ahead of any request, each idling until it gets exactly one job.
 
 Each standby is a fresh restore of a pristine saved state with its own per-run disks, so freshness
-is unchanged; only the restore moves off the request path. Off unless a long-lived service calls
-`start_standby_pool()` (today only `cleanroom bench sandbox` and the VM tests do).
+is unchanged; only the restore moves off the request path. A guest is handed out once and never
+comes back; a guest restored for another image or another configuration (memory, vCPUs, disks) is
+retired instead of handed out. The service's worker starts the pool when `service_standby_count()`
+says so (setting `standby_in_service`); `cleanroom bench sandbox` starts its own.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+from backend.sandbox import wire
+from backend.sandbox.domain import guest_memory_mib
 from backend.sandbox.image import ImageInfo, current_image
 from backend.sandbox.slots import slot_pool
 from backend.sandbox.virt import resolve_virt_type
@@ -71,16 +76,21 @@ class StandbyPool:
             vm.kill()
 
     def take(self, image: ImageInfo, virt_type: str) -> GuestVM | None:
+        """A waiting guest for this image, handed out once; stale guests are retired on the way."""
         if not self.active:
             return None
+        chosen: GuestVM | None = None
         with self._cond:
-            for vm in self._ready:
-                if vm.image.image_hash == image.image_hash and vm.virt_type == virt_type:
-                    self._ready.remove(vm)
-                    self._cond.notify_all()
-                    vm.standby = True
-                    return vm
-        return None
+            stale = [vm for vm in self._ready if not _current(vm, image, virt_type)]
+            for vm in stale:
+                self._ready.remove(vm)
+            if self._ready:
+                chosen = self._ready.pop(0)
+                chosen.standby = True
+            self._cond.notify_all()
+        for vm in stale:
+            vm.kill()
+        return chosen
 
     def size(self) -> int:
         with self._cond:
@@ -121,14 +131,49 @@ class StandbyPool:
         vm = GuestVM(image, virt_type, slot=slot, uuid=saved_uuid)
         try:
             vm.prepare()
+            wire.mark_standby(vm.job_disk)  # it waits polling slowly until write_job replaces the mark
             vm.restore()
         except BaseException:
             vm.kill()
             raise
+        vm.standby_config = slot.config_hash()
         return vm
 
 
+def _current(vm: GuestVM, image: ImageInfo, virt_type: str) -> bool:
+    """Restored from today's image and configuration: a new image or changed limits retire a guest."""
+    if vm.image.image_hash != image.image_hash or vm.virt_type != virt_type or vm.slot is None:
+        return False
+    try:
+        return vm.standby_config == vm.slot.config_hash()
+    except Exception:  # noqa: BLE001 - cannot tell: do not hand it out
+        return False
+
+
 standby_pool = StandbyPool()
+
+
+def service_standby_count() -> int:
+    """How many standby guests a long-lived service keeps: `standby_vms` when `standby_in_service` is on;
+    with `auto`, only when saved states are in use and the host's available memory holds them next to
+    `max_concurrent_vms` running guests (each at its full memory size, as if every page were touched)."""
+    settings = get_settings()
+    if settings.standby_in_service == "off" or not settings.use_saved_state or settings.standby_vms <= 0:
+        return 0
+    if settings.standby_in_service == "on":
+        return settings.standby_vms
+    needed = (settings.standby_vms + settings.max_concurrent_vms) * guest_memory_mib()
+    return settings.standby_vms if _available_mib() >= needed else 0
+
+
+def _available_mib() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def start_standby_pool(count: int | None = None) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import libvirt
 
+from backend import filemodes
 from backend.sandbox import domain, wire
 from backend.sandbox import libvirt_conn as lv
 from backend.sandbox.image import ImageInfo
@@ -57,6 +58,7 @@ class GuestVM:
         self.workdir = workdir or get_settings().effective_run_dir / f"{domain.DOMAIN_PREFIX}{self.run_id}"
         self.job_disk, self.out_disk, self.console_log = (self.workdir / f for f in domain.RUN_FILES)
         self.restored = self.standby = False
+        self.standby_config: str | None = None  # the slot configuration a standby guest was restored for
         self.restore_ms: float | None = None
         self.nics: int | None = None
         self.nonce: str | None = None
@@ -99,10 +101,17 @@ class GuestVM:
         )
 
     def prepare(self) -> None:
-        """The per-run directory (this process as its owner, for leftover recovery) and both empty disks."""
-        lv.make_private_dir(self.workdir)
-        (self.workdir / "owner").write_text(lv.owner_token())
-        with open(self.job_disk, "wb") as fh:
+        """The per-run directory (this process as its owner, for leftover recovery) and both empty disks.
+
+        The directory is 0710 with QEMU's group (it passes, never lists); the disks and the console log
+        are 0600 and QEMU's own, so no other local user reads a run's data (backend/filemodes.py)."""
+        filemodes.guest_dir(self.workdir.parent)
+        self.workdir.mkdir(mode=filemodes.PRIVATE_DIR)
+        filemodes.private_dir(self.workdir, guest=True)
+        filemodes.private_file(self.workdir / "owner").write_text(lv.owner_token())
+        for path in (self.job_disk, self.out_disk, self.console_log):
+            filemodes.private_file(path, guest=True)
+        with open(self.job_disk, "r+b") as fh:
             fh.truncate(domain.job_disk_bytes())
         wire.create_output_disk(self.out_disk, domain.output_disk_bytes())
 

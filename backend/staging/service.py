@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from backend import filemodes
 from backend.convert import Converted, cells_for_scan, convert, convert_isolated, text_for_scan
 from backend.drive import service as drive
 from backend.errors import Forbidden, Invalid
@@ -76,10 +78,29 @@ def _stem(name: str, taken: set[str]) -> str:
 
 
 def _write(root: Path, rel: str, data: bytes) -> dict[str, Any]:
+    """One bundle file, 0600 in 0700 folders: a bundle is company data (backend/filemodes.py)."""
     path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    _private_parents(root, path)
+    _write_private(path, data)
     return {"path": rel, "bytes": len(data), "sha256": sha256_bytes(data)}
+
+
+def _private_parents(root: Path, path: Path) -> None:
+    for directory in reversed(path.relative_to(root).parents[:-1]):
+        (root / directory).mkdir(mode=filemodes.PRIVATE_DIR, exist_ok=True)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, filemodes.PRIVATE_FILE)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def remove_bundle(directory: str | Path | None) -> None:
+    """Delete a staged bundle once its run has ended. What the approval bound (the manifest and its hashes)
+    stays in the run's row and the audit trail; the staged versions were copied into its action items."""
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def scan_converted(converted: Converted, display: str) -> list[Finding]:
@@ -157,7 +178,8 @@ async def stage(
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise Invalid(f"{out_dir} is not empty; staging writes into an empty folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    filemodes.private_dir(out_dir.parent)
+    filemodes.private_dir(out_dir)
     try:
         return await _stage_into(ctx, names, file_rows, out_dir, cap)
     except BaseException:
@@ -272,7 +294,7 @@ async def _stage_into(
     findings = _dedupe(findings)
     manifest["findings_count"] = len(findings)  # the same count the approval screen lists
     manifest["bundle_sha256"] = bundle_hash(files)
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+    _write_private(out / MANIFEST, json.dumps(manifest, indent=2, default=str).encode())
     return StagedBundle(out, manifest, findings)
 
 

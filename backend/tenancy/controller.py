@@ -24,25 +24,19 @@ from backend.tenancy.schemas import (
 )
 
 
-def me_payload(ctx: UserContext, company: dict[str, Any]) -> Me:
+def me_payload(ctx: UserContext, company: dict[str, Any], dataset_names: list[str]) -> Me:
     return Me(
         id=ctx.user_id,
         email=ctx.email,
         name=ctx.name,
         role=ctx.role,
         company=CompanyRef(id=company["id"], name=company["name"], plan=company["plan"]),
-        permissions={name: access for name in _dataset_names() if (access := ctx.access(name))},
+        permissions={name: access for name in dataset_names if (access := ctx.access(name))},
         team_ids=sorted(ctx.team_ids),
         managed_team_ids=sorted(ctx.managed_team_ids),
         auth=ctx.auth,
         token_scope=ctx.token_scope,
     )
-
-
-def _dataset_names() -> list[str]:
-    from backend.records.datasets import DATASET_NAMES
-
-    return list(DATASET_NAMES)
 
 
 def company_settings_payload(company: dict[str, Any]) -> CompanySettings:
@@ -68,13 +62,15 @@ class AuthController(Controller):
     tags = ["auth"]
 
     @post("/login", status_code=200)
-    async def login(self, request: Request, data: LoginBody) -> Response[LoginResult]:
+    async def login(
+        self, request: Request, data: LoginBody, dataset_names: list[str]
+    ) -> Response[LoginResult]:
         """The session secret travels only in the HttpOnly cookie, never in the body a script could read."""
         client_ip = request.client.host if request.client else ""
         token, ctx = await service.login(data.email, data.password, ip=client_ip)
         company = await service.company_info(ctx.company_id)
         cookie = _session_cookie(token, max_age=get_settings().session_hours * 3600)
-        return Response(LoginResult(user=me_payload(ctx, company)), cookies=[cookie])
+        return Response(LoginResult(user=me_payload(ctx, company, dataset_names)), cookies=[cookie])
 
     @post("/logout", status_code=200, dependencies={"user": Provide(provide_user)})
     async def logout(self, request: Request, user: UserContext) -> Response[SignedOut]:
@@ -90,8 +86,9 @@ class MeController(Controller):
     dependencies = {"user": Provide(provide_user)}
 
     @get("/", opt=ASSISTANT_OK)
-    async def me(self, user: UserContext) -> Me:
-        return me_payload(user, await service.company_info(user.company_id))
+    async def me(self, user: UserContext, dataset_names: list[str]) -> Me:
+        """Who is asking; `dataset_names` is provided by the app (every dataset, from `records`)."""
+        return me_payload(user, await service.company_info(user.company_id), dataset_names)
 
     @get("/tokens")
     async def tokens(self, user: UserContext) -> list[ApiToken]:

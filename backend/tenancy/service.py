@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -194,11 +195,21 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
     return after
 
 
+# What else happens when a switch is turned off. The runs package registers here the cancellation of the
+# runs already waiting (tenancy knows nothing of runs); called with (company id, the setting, who).
+GateClosed = Callable[[int, str, str], Awaitable[Any]]
+_GATE_CLOSED: list[GateClosed] = []
+
+
+def on_gate_closed(listener: GateClosed) -> GateClosed:
+    _GATE_CLOSED.append(listener)
+    return listener
+
+
 async def _cancel_queued_runs(ctx: UserContext, before: dict[str, Any], after: dict[str, Any]) -> None:
     """A gate turned off stops the runs already waiting, not only new ones (the worker checks again too)."""
-    from backend.runs import gates
-
-    if before["assistant_write_enabled"] and not after["assistant_write_enabled"]:
-        await gates.cancel_queued(ctx.company_id, gates.ASSISTANT_WRITE_OFF, actor=ctx.email)
-    elif before["code_execution_enabled"] and not after["code_execution_enabled"]:
-        await gates.cancel_queued(ctx.company_id, gates.CODE_EXECUTION_OFF, actor=ctx.email)
+    for setting in ("assistant_write_enabled", "code_execution_enabled"):
+        if before[setting] and not after[setting]:
+            for listener in _GATE_CLOSED:
+                await listener(ctx.company_id, setting, ctx.email)
+            return

@@ -26,7 +26,7 @@ from backend.hashing import sha256_json, sha256_text
 from backend.runs import gates
 from backend.runs.tables import Run, RunStatus
 from backend.settings import get_settings
-from backend.staging.service import MANIFEST, verify_bundle
+from backend.staging.service import MANIFEST, remove_bundle, verify_bundle
 from backend.tenancy.context import load_user_context
 
 log = logging.getLogger("cleanroom.worker")
@@ -72,7 +72,14 @@ async def execute(run_id: int) -> str:
     run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
     if run is None or run["status"] != RunStatus.running:
         return run["status"] if run else "missing"
-    company_id = run["company"]
+    try:
+        return await _execute(run)
+    finally:  # whatever the end, the staged copy of company data goes; the manifest stays in the row
+        await asyncio.to_thread(remove_bundle, run["bundle_dir"])
+
+
+async def _execute(run: dict[str, Any]) -> str:
+    run_id, company_id = run["id"], run["company"]
     actor = f"worker:run-{run_id}"
     problem = await asyncio.to_thread(hash_problem, run)  # re-hashes the whole bundle: off the event loop
     if problem:
@@ -221,8 +228,9 @@ async def _record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str
 
 async def recover() -> int:
     """At start: a run left `running` by a dead service becomes `error`, and no VM of ours survives."""
-    stuck = await Run.select(Run.id, Run.company).where(Run.status == RunStatus.running)
+    stuck = await Run.select(Run.id, Run.company, Run.bundle_dir).where(Run.status == RunStatus.running)
     for row in stuck:
+        await asyncio.to_thread(remove_bundle, row["bundle_dir"])
         await finish(
             row["id"],
             RunStatus.error,

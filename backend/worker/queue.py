@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from backend.runs.tables import Run, RunStatus
+from backend.sandbox.standby import service_standby_count, start_standby_pool, stop_standby_pool
 from backend.schedules import service as schedules
 from backend.settings import get_settings
 from backend.worker.execute import execute, finish, recover
@@ -62,6 +63,9 @@ class Worker:
 
     async def start(self) -> None:
         await recover()
+        if standby := service_standby_count():  # after recovery: it removes leftover guests
+            start_standby_pool(standby)
+            log.info("standby pool: keeping %d restored guests ready", standby)
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
@@ -69,6 +73,7 @@ class Worker:
             self._task.cancel()
         for task in list(self._tasks):
             task.cancel()
+        await asyncio.to_thread(stop_standby_pool)  # waiting guests are killed, never left behind
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()

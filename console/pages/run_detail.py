@@ -9,6 +9,7 @@ from typing import Any
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
+from backend.injection import CATEGORIES
 from console import session, theme, widgets
 from console.api import Api
 from console.widgets import FAILED
@@ -44,17 +45,23 @@ def section(title: str, icon: str, marker: str | None = None) -> ui.card:
 
 
 def location(finding: dict[str, Any]) -> str:
+    """Where a finding is: file › sheet › row / column of a table, or file › line of a text. The names are
+    the data's own, so invisible characters in them are shown."""
     parts = [finding.get("path") or "?"]
     if finding.get("sheet"):
         parts.append(f"sheet {finding['sheet']}")
     cell = []
-    if finding.get("row") is not None:
-        cell.append(f"row {finding['row']}")
-    if finding.get("column"):
-        cell.append(f"column {finding['column']}")
+    row, column = finding.get("row"), finding.get("column")
+    if row is not None:
+        if not column:
+            cell.append(f"line {row}")  # a text file, scanned line by line
+        else:
+            cell.append("header" if row == 0 else f"row {row}")
+    if column:
+        cell.append(f"column {column}")
     if cell:
         parts.append(" / ".join(cell))
-    return " › ".join(parts)
+    return widgets.reveal_invisible(" › ".join(parts))
 
 
 def code_findings(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -303,10 +310,13 @@ class RunView:
                             ),
                         )
                         ui.label(location(finding)).classes("font-medium")
-                        ui.label(finding.get("category", "")).classes("text-grey-7 text-sm")
-                    ui.label(widgets.reveal_invisible(finding.get("excerpt", ""))).classes(
-                        "cr-excerpt w-full"
-                    )
+                        category = finding.get("category") or ""
+                        with ui.label(category).classes("text-grey-7 text-sm").mark("finding-category"):
+                            if category in CATEGORIES:
+                                ui.tooltip(CATEGORIES[category])
+                    if finding.get("reason"):
+                        ui.label(finding["reason"]).classes("text-sm").mark("finding-reason")
+                    widgets.Excerpt(finding.get("excerpt") or "", finding.get("span")).mark("finding-excerpt")
 
     def decision(self, run: dict[str, Any]) -> None:
         status = run["status"]

@@ -127,6 +127,7 @@ async def test_propose_run_waits_for_a_person(connect, api_server: ApiServer) ->
         assert "/work/input/datasets/deals.csv" in paths
         finding = next(f for f in proposal["findings"] if f["sheet"] == "Responses")
         assert finding["column"] == "Notes" and "ignore your previous instructions" in finding["excerpt"]
+        assert finding["reason"]  # why it reads like an instruction, as the person is told
         assert proposal["console_url"] in text(result) and "warning" in text(result)
         # still waiting when read back through the tool
         view = structured(await client.call_tool("get_run", {"run_id": run_id}))

@@ -24,6 +24,8 @@ PROTOCOL_CONSTANTS = [
     "WARM_MAGIC",
     "READY_MAGIC",
     "RESULT_MAGIC",
+    "STANDBY_MAGIC",
+    "STANDBY_POLL_SECONDS",
     "RESULT_HEADER_OFFSET",
     "RESULT_JSON_OFFSET",
     "RESULT_JSON_MAX",
@@ -72,6 +74,33 @@ def test_a_job_written_by_the_host_is_read_whole_by_the_agent(
     assert files == {"sales.csv": b"region,amount\nnorth,3\n", "sub/note.txt": "naïve\n".encode()}
     assert job["limits"]["stdout_cap"] == get_settings().stdout_cap_bytes
     assert job["limits"]["max_total_bytes"] == MAX_OUTPUT_BYTES
+
+
+def test_a_standby_guest_polls_slowly_until_its_job_replaces_the_mark(
+    guest_agent: ModuleType, disks: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle cost: a guest restored ahead of any request waits with slow polls; a guest restored for a job
+    already written (no mark) keeps the fast poll, so the ordinary path loses nothing."""
+    job_disk, _ = disks
+    naps: list[float] = []
+    record = {"run_id": "r2", "nonce": "n2", "code": "print(2)", "limits": guest_limits(RunLimits())}
+
+    def nap(seconds: float) -> None:  # the agent's sleep between polls: the host writes the job on the third
+        naps.append(seconds)
+        if len(naps) == 3:
+            wire.write_job_disk(job_disk, 4 * 1024 * 1024, record, [], in_place=True)
+
+    monkeypatch.setattr(guest_agent.time, "sleep", nap)
+    wire.mark_standby(job_disk)
+    job, _payload, _detected = guest_agent.wait_for_job()
+    assert job["nonce"] == "n2" and naps == [wire.STANDBY_POLL_SECONDS] * 3
+
+    naps.clear()  # control: an empty disk without the mark is polled fast
+    with open(job_disk, "r+b") as fh:
+        fh.write(b"\0" * wire.BLOCK)
+    record["nonce"] = "n3"
+    job, _payload, _detected = guest_agent.wait_for_job()
+    assert job["nonce"] == "n3" and naps == [0.005] * 3
 
 
 def test_ready_and_warm_blocks_written_by_the_agent_are_read_by_the_host(
@@ -145,3 +174,175 @@ def test_a_result_for_another_job_is_refused(
     guest_agent.write_result({"nonce": "old", "exit_code": 0}, [b"", b"", b""])
     result = interpret(wire.read_result(out), "n1", VmInfo(), tmp_path / "out", read_actions=True)
     assert result.status == "error" and "another job" in result.error
+
+
+# ---------------------------------------------------------------- the syscall filter on user code
+
+# glibc's pthread_create: VM|FS|FILES|SIGHAND|THREAD|SYSVSEM|SETTLS|PARENT_SETTID|CHILD_CLEARTID
+CLONE_THREAD_FLAGS = 0x3D0F00
+FORK_FLAGS = 0x01200011  # glibc's fork(): SIGCHLD|CHILD_SETTID|CHILD_CLEARTID
+AUDIT_ARCH_I386 = 0x40000003
+
+
+def run_filter(agent: ModuleType, nr: int, arch: int | None = None, arg0: int = 0) -> int:
+    """Classic BPF, evaluated on one seccomp_data the way the kernel does, for the few opcodes the filter
+    uses: the filter's decision for a call, without installing it."""
+    data = {
+        agent.SECCOMP_DATA_NR: nr & 0xFFFFFFFF,
+        agent.SECCOMP_DATA_ARCH: agent.AUDIT_ARCH_X86_64 if arch is None else arch,
+        agent.SECCOMP_DATA_ARG0_LOW: arg0 & 0xFFFFFFFF,
+    }
+    program = agent.syscall_filter()
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = program[pc]
+        if code == agent.BPF_RET_K:
+            return k
+        if code == agent.BPF_LD_W_ABS:
+            acc = data[k]
+            pc += 1
+            continue
+        taken = {
+            agent.BPF_JEQ_K: acc == k,
+            agent.BPF_JGE_K: acc >= k,
+            agent.BPF_JSET_K: bool(acc & k),
+        }[code]
+        pc += 1 + (jt if taken else jf)
+
+
+def test_the_syscall_filter_is_well_formed_and_checks_the_architecture_first(guest_agent: ModuleType) -> None:
+    program = guest_agent.syscall_filter()
+    assert 0 < len(program) <= guest_agent.BPF_MAXINSNS
+    known = {guest_agent.BPF_LD_W_ABS, guest_agent.BPF_JEQ_K, guest_agent.BPF_JGE_K}
+    known |= {guest_agent.BPF_JSET_K, guest_agent.BPF_RET_K}
+    for index, (code, jt, jf, _k) in enumerate(program):
+        assert code in known
+        if code != guest_agent.BPF_RET_K:  # every path goes forward and ends in a return
+            assert index + 1 + max(jt, jf) < len(program)
+    assert program[-1][0] == guest_agent.BPF_RET_K
+    # Instruction 0 loads the architecture, instruction 1 compares it; a mismatch kills the process.
+    assert program[0] == (guest_agent.BPF_LD_W_ABS, 0, 0, guest_agent.SECCOMP_DATA_ARCH)
+    code, jt, jf, k = program[1]
+    assert (code, jt, k) == (guest_agent.BPF_JEQ_K, 0, guest_agent.AUDIT_ARCH_X86_64)
+    assert program[2 + jf] == (guest_agent.BPF_RET_K, 0, 0, guest_agent.SECCOMP_RET_KILL_PROCESS)
+    compared = {k for code, _jt, _jf, k in program if code == guest_agent.BPF_JEQ_K}
+    for name in [
+        "unshare",
+        "setns",
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "keyctl",
+        "add_key",
+    ]:
+        assert guest_agent.DENIED_SYSCALLS[name] in compared, name
+    assert (
+        set(guest_agent.DENIED_SYSCALLS.values()) | {guest_agent.SYS_CLONE, guest_agent.SYS_CLONE3}
+        <= compared
+    )
+    # x86_64 numbers, spot-checked against the kernel's syscall_64.tbl
+    assert (
+        guest_agent.DENIED_SYSCALLS["unshare"] == 272 and guest_agent.DENIED_SYSCALLS["io_uring_setup"] == 425
+    )
+    assert guest_agent.DENIED_SYSCALLS["keyctl"] == 250 and guest_agent.DENIED_SYSCALLS["bpf"] == 321
+    assert (guest_agent.SYS_CLONE, guest_agent.SYS_CLONE3) == (56, 435)
+
+
+def test_the_syscall_filter_refuses_the_listed_calls_and_namespace_clones_and_allows_the_rest(
+    guest_agent: ModuleType,
+) -> None:
+    eperm = guest_agent.SECCOMP_RET_ERRNO | errno.EPERM
+    enosys = guest_agent.SECCOMP_RET_ERRNO | errno.ENOSYS
+    allow = guest_agent.SECCOMP_RET_ALLOW
+    for name, nr in guest_agent.DENIED_SYSCALLS.items():
+        assert run_filter(guest_agent, nr) == eperm, name
+    expected = {
+        "ptrace", "mount", "umount2", "pivot_root", "swapon", "swapoff", "reboot", "init_module",
+        "finit_module", "delete_module", "kexec_load", "kexec_file_load", "add_key", "request_key", "keyctl",
+        "unshare", "setns", "perf_event_open", "open_by_handle_at", "bpf", "userfaultfd", "io_uring_setup",
+        "io_uring_enter", "io_uring_register",
+    }  # fmt: skip
+    assert expected <= set(guest_agent.DENIED_SYSCALLS)
+    assert run_filter(guest_agent, guest_agent.SYS_CLONE3) == enosys  # glibc falls back to clone
+    for flag in ["NEWUSER", "NEWNS", "NEWNET", "NEWPID", "NEWIPC", "NEWUTS", "NEWCGROUP"]:
+        flags = FORK_FLAGS | getattr(guest_agent, f"CLONE_{flag}")
+        assert run_filter(guest_agent, guest_agent.SYS_CLONE, arg0=flags) == eperm, flag
+    assert run_filter(guest_agent, guest_agent.SYS_CLONE, arg0=CLONE_THREAD_FLAGS) == allow
+    assert run_filter(guest_agent, guest_agent.SYS_CLONE, arg0=FORK_FLAGS) == allow
+    for nr in [
+        0,
+        1,
+        2,
+        9,
+        57,
+        59,
+        61,
+        231,
+        318,
+        334,
+    ]:  # read write open mmap fork execve wait4 exit_group ...
+        assert run_filter(guest_agent, nr) == allow, nr
+    assert run_filter(guest_agent, 272 | guest_agent.X32_SYSCALL_BIT) == enosys  # x32 numbering
+    assert run_filter(guest_agent, -1) == enosys
+    # An i386 call (int 0x80) is judged by its own numbers: 0 is restart_syscall; the process is killed.
+    assert run_filter(guest_agent, 0, arch=AUDIT_ARCH_I386) == guest_agent.SECCOMP_RET_KILL_PROCESS
+
+
+PROBE = r"""
+import ctypes, errno, json, subprocess, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, sys.argv[1])
+from conftest import load_guest_agent
+
+agent = load_guest_agent()
+if sys.argv[2] == "filtered":
+    agent.install_syscall_filter()
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def call(nr, *args):
+    ctypes.set_errno(0)
+    res = libc.syscall(ctypes.c_long(nr), *(ctypes.c_long(a) for a in args))
+    return "ok" if res >= 0 else errno.errorcode[ctypes.get_errno()]
+
+
+seen = {"unshare_newuser": call(272, 0x10000000), "clone3": call(435, 0, 0)}
+with ThreadPoolExecutor(4) as pool:
+    seen["threads"] = sum(pool.map(abs, [-1, -2, -3, -4]))
+seen["subprocess"] = subprocess.run([sys.executable, "-c", "print(1)"], capture_output=True, text=True).stdout
+seen["status"] = {k: v.strip() for k, v in (l.split(":", 1) for l in open("/proc/self/status")) if k == "Seccomp"}
+print(json.dumps(seen))
+"""
+
+
+def test_the_installed_filter_refuses_unshare_in_a_child_on_this_host(tmp_path: Path) -> None:
+    """The real kernel judges the real filter: a child process installs it (as the agent does before the
+    user code) and unshare(CLONE_NEWUSER) fails with EPERM; the control child without it may unshare."""
+    import platform
+    import subprocess
+    import sys
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the filter is written for the x86_64 guest")
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    unit_dir = str(Path(__file__).parent)
+    results = {}
+    for mode in ["filtered", "control"]:
+        done = subprocess.run(
+            [sys.executable, str(probe), unit_dir, mode], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        results[mode] = json.loads(done.stdout)
+    filtered, control = results["filtered"], results["control"]
+    assert filtered["unshare_newuser"] == "EPERM"
+    assert filtered["clone3"] == "ENOSYS"
+    assert filtered["status"] == {"Seccomp": "2"}
+    assert filtered["threads"] == control["threads"] == 10
+    assert filtered["subprocess"] == control["subprocess"] == "1\n"
+    assert control["status"] == {"Seccomp": "0"}
+    assert control["clone3"] == "EINVAL"  # the kernel's own answer to a NULL clone_args
+    if control["unshare_newuser"] != "ok":
+        pytest.skip(f"this host refuses user namespaces by itself ({control['unshare_newuser']}): no control")
+    assert control["unshare_newuser"] == "ok"

@@ -1,0 +1,178 @@
+"""Converters parse hostile files, so they do it as an unprivileged user with no groups, in an empty folder of
+their own, under process, file-size and open-file ceilings.
+
+The adversary is a "converter" that, once set up exactly as the real one (`spawn_confined`, then `preload`,
+`drop_privileges`, `confine` as `worker.main` does before it reads the file), tries to read a root-only
+file, write beside it, become root again and start many processes. The positive control runs the same
+probe without the drop and reaches the secret."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backend.convert import convert
+from backend.convert import worker as convert_worker
+from backend.convert.worker import MAX_FILE_BYTES, MAX_PROCESSES, convert_isolated, spawn_confined
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs a root service")
+
+PROBE = """
+import json, os, sys
+from backend.convert.worker import confine, drop_privileges, preload
+preload()
+if sys.argv[2] == "drop":
+    drop_privileges()
+confine(1 << 30)
+secret_dir = sys.argv[1]
+result = {"uid": os.getuid(), "euid": os.geteuid(), "groups": os.getgroups(), "cwd": os.getcwd()}
+def attempt(name, fn):
+    try:
+        result[name] = fn()
+    except OSError as exc:
+        result[name] = type(exc).__name__
+attempt("read_secret", lambda: open(os.path.join(secret_dir, "secret"), encoding="utf-8").read())
+attempt("write_outside", lambda: open(os.path.join(secret_dir, "planted"), "w").write("x"))
+attempt("write_own_dir", lambda: open("scratch", "w").write("x"))
+attempt("become_root", lambda: os.setuid(0))
+def big_file():
+    with open("big", "wb") as fh:
+        return fh.write(b"\\0" * ((256 << 20) + 1))
+attempt("big_file", big_file)
+import resource
+result["nproc"] = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+result["fsize"] = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+result["nofile"] = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+result["env"] = sorted(os.environ)
+print(json.dumps(result))
+"""
+
+
+@pytest.fixture
+def secret_dir() -> Iterator[Path]:
+    """A folder anyone may pass through holding a root-only 0600 file: only the file's mode protects it."""
+    path = Path(tempfile.mkdtemp(prefix="cleanroom-secret-"))
+    path.chmod(0o755)
+    secret = path / "secret"
+    secret.write_text("the company's payroll")
+    secret.chmod(0o600)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _probe(secret_dir: Path, mode: str) -> dict:
+    workdir = Path(tempfile.mkdtemp(prefix="cleanroom-probe-"))
+    try:
+        process = spawn_confined([sys.executable, "-c", PROBE, str(secret_dir), mode], workdir)
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err.decode()
+        return json.loads(out)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@needs_root
+def test_a_hostile_converter_cannot_read_root_files_write_outside_or_regain_root(secret_dir: Path) -> None:
+    result = _probe(secret_dir, "drop")
+    uid, gid = convert_worker.converter_identity()
+    assert result["uid"] == result["euid"] == uid != 0
+    assert result["groups"] == []
+    assert result["read_secret"] == "PermissionError"
+    assert result["write_outside"] == "PermissionError"
+    assert not (secret_dir / "planted").exists()
+    assert result["become_root"] == "PermissionError"
+    assert result["write_own_dir"] == 1  # its own empty folder is where it may write
+    assert result["cwd"].startswith(tempfile.gettempdir())
+    assert result["big_file"] == "OSError"  # EFBIG past RLIMIT_FSIZE (Python ignores SIGXFSZ)
+    assert (result["nproc"], result["fsize"]) == (MAX_PROCESSES, MAX_FILE_BYTES)
+    assert result["nofile"] <= 256
+    assert set(result["env"]) <= {"PATH", "LANG", "LC_ALL", "TESSDATA_PREFIX", "HOME", "TMPDIR"} | {
+        "OMP_THREAD_LIMIT",
+        "PYTHONDONTWRITEBYTECODE",
+        "LC_CTYPE",  # Python may set it when coercing the C locale
+    }
+
+
+@needs_root
+def test_positive_control_the_same_probe_without_the_drop_reads_the_secret(secret_dir: Path) -> None:
+    result = _probe(secret_dir, "keep")
+    assert result["uid"] == 0
+    assert result["read_secret"] == "the company's payroll"
+    assert result["write_outside"] == 1
+
+
+def test_the_worker_drops_before_it_reads_the_file(monkeypatch) -> None:
+    """`main` loads its modules, drops and confines itself, and only then reads the untrusted bytes."""
+    order: list[str] = []
+
+    class Stdin:
+        def __init__(self) -> None:
+            header = {"filename": "a.csv", "limits": {}, "memory": 1 << 30}
+            self.buffer = io.BytesIO(json.dumps(header).encode() + b"\n")
+            self.buffer.read = lambda *a: order.append("read file") or b"a,b\n1,2\n"  # type: ignore[method-assign]
+
+    class Stdout:
+        buffer = io.BytesIO()
+
+    monkeypatch.setattr(sys, "stdin", Stdin())
+    monkeypatch.setattr(sys, "stdout", Stdout())
+    for step in ("preload", "drop_privileges", "confine"):
+        monkeypatch.setattr(convert_worker, step, lambda *a, _s=step: order.append(_s))
+    monkeypatch.setattr(
+        "backend.convert.service.convert",
+        lambda data, name, limits: order.append("convert") or convert(data, name),
+    )
+    convert_worker.main()
+    assert order == ["preload", "drop_privileges", "confine", "read file", "convert"]
+    assert json.loads(Stdout.buffer.getvalue())["kind"] == "csv"
+
+
+@pytest.mark.parametrize(
+    "name", ["sales.csv", "Q3 pipeline review.xlsx", "Vendor price list.pdf", "receipt.png"]
+)
+def test_positive_control_real_files_still_convert_in_the_confined_child(name: str) -> None:
+    from backend.demo.files import demo_drive_files
+
+    files = {"sales.csv": "East;1200\nWest;900\n".encode("cp1252")}
+    for demo_name, data in demo_drive_files():
+        files.setdefault(demo_name, data)
+    files["receipt.png"] = next(d for n, d in demo_drive_files() if n.endswith(".png"))
+    data = files[name]
+    isolated = convert_isolated(data, name)
+    assert isolated.error is None, isolated.error
+    in_process = convert(data, name)
+    assert isolated.kind == in_process.kind
+    assert [t.rows for t in isolated.tables] == [t.rows for t in in_process.tables]
+    assert isolated.text == in_process.text
+
+
+def test_the_parent_keeps_its_own_limits() -> None:
+    """The ceilings are the child's: the service itself is not confined by converting a file."""
+    before = resource.getrlimit(resource.RLIMIT_NPROC)
+    convert_isolated(b"a,b\n1,2\n", "t.csv")
+    assert resource.getrlimit(resource.RLIMIT_NPROC) == before
+
+
+def test_code_under_a_private_folder_is_noticed_so_conversion_falls_back_instead_of_breaking(
+    tmp_path,
+) -> None:
+    """A checkout under /root (0700) cannot be read once the child has dropped: that layout is detected
+    (and the converter keeps root, logged) instead of every xlsx/PDF failing; a passable layout drops."""
+    private = tmp_path / "home"
+    code = private / "checkout" / "backend"
+    code.mkdir(parents=True)
+    private.chmod(0o700)
+    assert convert_worker.first_private_folder({code}) == str(private)
+    private.chmod(0o755)
+    tmp_path.chmod(0o755)
+    passable = convert_worker.first_private_folder({code})
+    assert passable is None or not Path(passable).is_relative_to(tmp_path)

@@ -1,0 +1,164 @@
+"""Company data on the host is the service user's alone: the SQLite database and its companions, the data
+directory, staged bundles, and each run's directory and disks (QEMU's own, reached through its group)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backend import db, filemodes
+from backend.settings import get_settings
+from backend.tenancy.context import load_user_context_by_email
+
+
+@pytest.fixture
+def data_dir(monkeypatch) -> Iterator[Path]:
+    """A data directory straight under /tmp (QEMU passes /tmp; it cannot pass pytest's 0700 tmp_path)."""
+    path = Path(tempfile.mkdtemp(prefix="cleanroom-modes-"))
+    monkeypatch.setattr(get_settings(), "data_dir", path)
+    monkeypatch.setattr(get_settings(), "job_disk_mib", 1)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def assert_private(path: Path) -> None:
+    """Nobody but the owner may read or write; a directory QEMU must reach may grant its group passage."""
+    mode = stat.S_IMODE(path.lstat().st_mode)
+    if path.is_dir():
+        assert mode in (0o700, 0o710), f"{path} is {oct(mode)}"
+        if mode == 0o710:
+            assert filemodes.qemu_identity() is not None
+            assert path.stat().st_gid == filemodes.qemu_identity()[1]
+    else:
+        assert mode == 0o600, f"{path} is {oct(mode)}"
+
+
+def test_positive_control_the_check_refuses_world_readable_files(tmp_path: Path) -> None:
+    loose = tmp_path / "loose.sqlite3"
+    loose.write_bytes(b"")
+    loose.chmod(0o644)
+    with pytest.raises(AssertionError, match="0o644"):
+        assert_private(loose)
+    folder = tmp_path / "folder"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    with pytest.raises(AssertionError, match="0o755"):
+        assert_private(folder)
+
+
+def test_a_new_sqlite_database_and_its_wal_and_shm_are_0600(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "cleanroom.sqlite3"
+    db.make_engine(f"sqlite:///{path}")
+    assert_private(path)
+    assert_private(path.parent)
+    with sqlite3.connect(path) as conn:  # SQLite gives its companions the database file's own mode
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute("INSERT INTO t VALUES (1)")
+        for suffix in ("-wal", "-shm"):
+            companion = path.with_name(path.name + suffix)
+            assert companion.exists()
+            assert_private(companion)
+
+
+def test_a_database_left_world_readable_is_tightened(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    sqlite3.connect(path).close()
+    wal = path.with_name(path.name + "-wal")
+    wal.write_bytes(b"")
+    for loose in (path, wal):
+        loose.chmod(0o644)
+    db.make_engine(f"sqlite:///{path}")
+    assert_private(path)
+    assert_private(wal)
+
+
+def test_the_data_directory_and_its_private_parts(data_dir: Path) -> None:
+    data = data_dir
+    for name in ("bundles", "blobs"):
+        (data / name).mkdir(parents=True)
+        (data / name).chmod(0o755)
+    data.chmod(0o755)
+    filemodes.prepare_data_dir()
+    for path in (data, data / "bundles", data / "blobs", data / "runs"):
+        assert_private(path)
+    assert stat.S_IMODE((data / "bundles").stat().st_mode) == 0o700  # no guest reaches a bundle
+
+
+@pytest.mark.sqlite
+async def test_a_staged_bundle_is_0700_folders_and_0600_files(demo_db: str, tmp_path: Path) -> None:
+    from backend.drive import service as drive
+    from backend.staging.service import stage
+
+    alice = await load_user_context_by_email("alice@acme.example")
+    file_id = (await drive.upload(alice, "regions.csv", b"region,amount\nEast,1200\n"))["id"]
+    bundle = await stage(alice, ["deals"], [file_id], tmp_path / "bundles" / "b1")
+    paths = [bundle.directory, *bundle.directory.rglob("*")]
+    assert any(p.name == "manifest.json" for p in paths) and any(p.suffix == ".csv" for p in paths)
+    assert any(p.is_dir() for p in paths[1:])  # datasets/, files/<stem>/
+    for path in [tmp_path / "bundles", *paths]:
+        assert_private(path)
+
+
+def test_a_runs_directory_and_disks_are_for_qemu_alone(data_dir: Path) -> None:
+    from backend.sandbox.vm import GuestVM
+
+    data = data_dir
+    vm = GuestVM(None, "qemu", run_id="modes")  # type: ignore[arg-type]  # prepare() needs no image
+    try:
+        vm.prepare()
+        qemu = filemodes.qemu_identity()
+        for directory in (data, data / "runs", vm.workdir):
+            assert_private(directory)
+        for disk in (vm.job_disk, vm.out_disk, vm.console_log):
+            assert_private(disk)
+            if qemu is not None:  # QEMU's own: it opens them without any group or other bit
+                assert (disk.stat().st_uid, disk.stat().st_gid) == qemu
+        assert_private(vm.workdir / "owner")
+        assert vm.job_disk.stat().st_size == 1 << 20
+    finally:
+        vm.kill()
+    assert not vm.workdir.exists()
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or filemodes.qemu_identity() is None, reason="needs root and QEMU's user"
+)
+def test_another_local_user_cannot_open_a_runs_disk_but_qemu_can(data_dir: Path) -> None:
+    """Adversary: an unprivileged local user (the converter's) opens a run's job disk; QEMU's uid can."""
+    import subprocess
+
+    from backend.convert.worker import converter_identity
+    from backend.sandbox.vm import GuestVM
+
+    vm = GuestVM(None, "qemu", run_id="reach")  # type: ignore[arg-type]
+    probe = "import sys\ntry:\n    open(sys.argv[1], 'rb').read(1)\n    print('opened')\nexcept OSError as e:\n    print(type(e).__name__)"
+    qemu_uid, qemu_gid = filemodes.qemu_identity()
+    other_uid, other_gid = converter_identity()
+    try:
+        vm.prepare()
+
+        def open_as(uid: int, gid: int) -> str:
+            done = subprocess.run(
+                ["/usr/bin/python3", "-c", probe, str(vm.job_disk)],
+                user=uid,
+                group=gid,
+                extra_groups=os.getgrouplist(__import__("pwd").getpwuid(uid).pw_name, gid),
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd="/",
+            )
+            return done.stdout.strip()
+
+        assert open_as(other_uid, other_gid) == "PermissionError"
+        assert open_as(qemu_uid, qemu_gid) == "opened"  # positive control: QEMU still opens its disk
+    finally:
+        vm.kill()
