@@ -12,7 +12,6 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 
 from backend import db
 from backend.actions.controller import ActionItemsController
-from backend.audit.controller import AuditController
 from backend.credits.controller import CreditsController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
@@ -24,6 +23,7 @@ from backend.runs.gates import feature_guard
 from backend.schedules.controller import SchedulesController
 from backend.settings import get_settings
 from backend.system_controller import SystemController
+from backend.tenancy.audit_controller import AuditController
 from backend.tenancy.auth import scope_guard
 from backend.tenancy.controller import AuthController, CompanyController, MeController
 from backend.tenancy.origin import OriginGuard, allowed_hosts_config

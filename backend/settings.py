@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -10,6 +12,20 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_RUN_DIR = Path("/var/lib/cleanroom-runs")  # 0710 with QEMU's group, made by the service
+
+
+def _others_can_pass(folder: Path) -> bool:
+    """Whether a user other than this root service can pass every existing ancestor of `folder`."""
+    if os.geteuid() != 0:
+        return True  # QEMU runs as this user (session libvirt)
+    for step in folder.resolve().parents:
+        try:
+            if not step.stat().st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            continue
+    return True
 
 
 class Settings(BaseSettings):
@@ -95,7 +111,12 @@ class Settings(BaseSettings):
 
     @property
     def effective_run_dir(self) -> Path:
-        return self.run_dir or self.data_dir / "runs"
+        """Where per-run disks live. QEMU (another user under a root service) must pass every folder on the
+        way, and no folder outside the data directory is ever opened up for it: a data directory under a
+        private folder (a checkout in /root, pytest's 0700 temporary root) puts runs in SHARED_RUN_DIR."""
+        if self.run_dir is not None:
+            return self.run_dir
+        return self.data_dir / "runs" if _others_can_pass(self.data_dir) else SHARED_RUN_DIR
 
     @property
     def effective_api_base_url(self) -> str:

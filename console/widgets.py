@@ -130,6 +130,12 @@ def reveal_invisible(text: str) -> str:
     return render_visible(text)
 
 
+def run_title(run: dict[str, Any]) -> str:
+    """A run's title as the console shows it: bidi overrides and invisible characters revealed, since the
+    title is the assistant's text and a reversed or hidden part could make one run pass for another."""
+    return reveal_invisible(run.get("title") or f"Run #{run.get('id')}")
+
+
 # How the scanner writes a cell into a finding's excerpt (backend.injection.text.excerpt): invisible characters
 # as <U+…> (a run as <U+…×n>, Unicode tags as the text they hide), line breaks as " ⏎ ", and a long cell cut to
 # a window that starts EXCERPT_CONTEXT characters before the part that scored, with "…" where it was cut.

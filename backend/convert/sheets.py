@@ -8,6 +8,7 @@ import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
 from xml.etree import ElementTree as ET
+from xml.parsers import expat
 
 from backend.convert.model import (
     MAX_COLUMNS,
@@ -255,16 +256,21 @@ def convert_ods(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
     converted = Converted(kind="ods", keep_original=True)
     budget = CellBudget(limits.max_cells)
     try:
-        with archive.open("content.xml") as head:
-            if b"<!DOCTYPE" in head.read(4096):
-                raise ConversionFailed(
-                    "The OpenDocument spreadsheet declares a DOCTYPE, which is not allowed."
-                )
+        with archive.open("content.xml") as prolog:
+            _refuse_doctype(prolog, deadline)
         with archive.open("content.xml") as stream:
             builders = list(_parse_ods(stream, limits, budget, deadline, converted.extra_scan_text))
     except ConversionFailed:
         raise
-    except (ET.ParseError, zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
+    except (
+        ET.ParseError,
+        expat.ExpatError,
+        zipfile.BadZipFile,
+        zlib.error,
+        OSError,
+        EOFError,
+        ValueError,
+    ) as exc:
         raise ConversionFailed(
             f"The OpenDocument spreadsheet is damaged and cannot be read ({describe(exc)})."
         ) from exc
@@ -274,6 +280,34 @@ def convert_ods(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
             f"The spreadsheet has more than {limits.max_cells:,} cells; the rest was cut."
         )
     return converted
+
+
+class _PrologEnd(Exception):
+    """The root element started: a DOCTYPE can no longer come."""
+
+
+def _refuse_doctype(stream, deadline: Deadline) -> None:
+    """Refuse a DOCTYPE wherever the prolog puts it: after any amount of comments or whitespace, and in
+    whatever encoding the document declares. expat itself reports the declaration, so no byte pattern can
+    be dodged; the read stops at the root element, after which a DOCTYPE is not well-formed anyway."""
+    parser = expat.ParserCreate()
+
+    def doctype(*_args) -> None:
+        raise ConversionFailed("The OpenDocument spreadsheet declares a DOCTYPE, which is not allowed.")
+
+    def root(*_args) -> None:
+        raise _PrologEnd
+
+    parser.StartDoctypeDeclHandler = doctype
+    parser.EntityDeclHandler = doctype
+    parser.StartElementHandler = root
+    try:
+        while chunk := stream.read(64 * 1024):
+            deadline.check()
+            parser.Parse(chunk, False)
+        parser.Parse(b"", True)
+    except _PrologEnd:
+        return
 
 
 def _ods_encrypted(archive: zipfile.ZipFile) -> bool:

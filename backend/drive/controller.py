@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated
+from urllib.parse import quote
 
 from litestar import Controller, Response, get, post
 from litestar.di import Provide
@@ -11,6 +13,18 @@ from backend.drive import service
 from backend.drive.schemas import DriveFileInfo, DriveFolderInfo, FolderBody, UploadForm
 from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
+
+
+def content_disposition(name: str) -> str:
+    """`attachment` naming the file twice: RFC 5987 `filename*` (UTF-8, percent-encoded) for every current
+    browser, and an ASCII `filename` for the rest. Nothing of the name reaches the header unencoded but
+    printable ASCII other than quotes and backslashes, so a name cannot end the value or the header."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
+    fallback = "".join(
+        c if " " <= c <= "~" else "_" for c in plain if c not in '"\\' and unicodedata.category(c) != "Cc"
+    ).strip()
+    encoded = quote(name, safe="", errors="replace")
+    return f"attachment; filename=\"{fallback or 'download'}\"; filename*=UTF-8''{encoded}"
 
 
 class DriveController(Controller):
@@ -69,7 +83,7 @@ class DriveController(Controller):
             data,
             media_type=media,
             headers={
-                "Content-Disposition": 'attachment; filename="' + row["name"].replace('"', "'") + '"',
+                "Content-Disposition": content_disposition(row["name"]),
                 "X-Content-Type-Options": "nosniff",
             },
         )

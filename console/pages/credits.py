@@ -74,6 +74,6 @@ def render(credits: dict[str, Any] | None) -> None:
             return
         for run in runs:
             with ui.row().classes("items-center gap-4 w-full border-b py-1"):
-                ui.link(run.get("title") or f"Run #{run['id']}", f"/runs/{run['id']}").classes("grow")
+                ui.link(widgets.run_title(run), f"/runs/{run['id']}").classes("grow")
                 ui.label(run.get("email", "")).classes("text-grey-7")
                 ui.label(f"{widgets.number(run.get('credits'))} credits").classes("font-medium")

@@ -91,8 +91,8 @@ def manifest_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "key": index,
-                "source": what,
-                "path": entry.get("path", ""),
+                "source": widgets.reveal_invisible(what),
+                "path": widgets.reveal_invisible(entry.get("path", "")),
                 "kind": entry.get("kind", ""),
                 "rows": rows_text,
                 "truncated": truncated,
@@ -180,7 +180,7 @@ class RunView:
     def header(self, run: dict[str, Any]) -> None:
         with ui.card().classes("w-full").mark("run-header"):
             with ui.row().classes("items-center gap-3"):
-                ui.label(run.get("title") or f"Run #{run['id']}").classes("text-xl font-semibold")
+                ui.label(widgets.run_title(run)).classes("text-xl font-semibold").mark("run-title")
                 widgets.status_badge(run["status"]).mark("run-status")
                 ui.label(f"attempt {run.get('attempt', 1)} of {run.get('max_attempts', '?')}").classes(
                     "text-grey-7"
@@ -477,7 +477,9 @@ async def output_file(payload: dict[str, Any], api: Api) -> None:
     with ui.column().classes("w-full gap-1 border rounded p-2").mark("output-file"):
         with ui.row().classes("items-center gap-3"):
             ui.icon("image" if payload.get("kind") == "image" else "description")
-            ui.label(payload.get("name", "?")).classes("font-medium")
+            ui.label(widgets.reveal_invisible(payload.get("name") or "?")).classes("font-medium").mark(
+                "output-name"
+            )
             ui.label(widgets.human_bytes(payload.get("size"))).classes("text-grey-7 text-sm")
             ui.label(str(payload.get("sha256", ""))[:12]).classes("text-grey-7 text-xs font-mono")
 

@@ -44,7 +44,7 @@ def table_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "id": run["id"],
-                "title": run.get("title") or f"Run #{run['id']}",
+                "title": widgets.run_title(run),
                 "status": run.get("status", "").replace("_", " "),
                 "status_color": widgets.STATUS_COLORS.get(run.get("status", ""), "grey"),
                 "requested_by": run["requested_by"]["email"],
@@ -148,7 +148,7 @@ def register() -> None:
                     ui.icon("pending_actions", color="warning")
                     ui.label(f"{len(waiting)} run(s) wait for approval:")
                     for run in waiting[:5]:
-                        ui.link(run.get("title") or f"Run #{run['id']}", f"/runs/{run['id']}")
+                        ui.link(widgets.run_title(run), f"/runs/{run['id']}")
             ui.label(f"{body.get('total', len(items))} run(s)").classes("text-grey-7 text-sm").mark(
                 "run-count"
             )

@@ -171,7 +171,8 @@ class Schedules:
                 with ui.column().classes("gap-0 grow"):
                     with ui.row().classes("items-center gap-2"):
                         ui.link(
-                            item.get("title") or f"run #{item.get('run_id')}", f"/runs/{item.get('run_id')}"
+                            widgets.reveal_invisible(item.get("title") or f"run #{item.get('run_id')}"),
+                            f"/runs/{item.get('run_id')}",
                         )
                         widgets.status_badge(item.get("status", "active"))
                     ui.label(
@@ -201,7 +202,10 @@ class Schedules:
 
     def confirm_delete(self, item: dict[str, Any]) -> None:
         with ui.dialog() as dialog, ui.card():
-            ui.label(f"Delete the schedule of “{item.get('title')}”? Past runs stay in the history.")
+            ui.label(
+                f"Delete the schedule of “{widgets.reveal_invisible(item.get('title') or '')}”? "
+                "Past runs stay in the history."
+            )
             with ui.row().classes("justify-end w-full"):
                 ui.button("Cancel", on_click=dialog.close).props("flat")
 

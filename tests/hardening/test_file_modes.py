@@ -162,3 +162,25 @@ def test_another_local_user_cannot_open_a_runs_disk_but_qemu_can(data_dir: Path)
         assert open_as(qemu_uid, qemu_gid) == "opened"  # positive control: QEMU still opens its disk
     finally:
         vm.kill()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="QEMU is another user only under a root service")
+def test_runs_move_out_of_a_data_dir_qemu_cannot_reach_instead_of_opening_its_parents() -> None:
+    """A data directory under a private folder (a checkout in /root) keeps its parents as they are and puts
+    the per-run disks in the shared run directory; a reachable one keeps them inside (the control)."""
+    from backend.settings import SHARED_RUN_DIR, Settings
+
+    base = Path(tempfile.mkdtemp(prefix="cleanroom-rundir-"))  # directly under /tmp, which all may pass
+    try:
+        base.chmod(0o755)
+        home = base / "home"
+        data = home / "checkout" / "var"
+        data.mkdir(parents=True)
+        home.chmod(0o700)
+        assert Settings(data_dir=data).effective_run_dir == SHARED_RUN_DIR
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700  # left alone
+        home.chmod(0o755)
+        assert Settings(data_dir=data).effective_run_dir == data / "runs"
+        assert Settings(data_dir=data, run_dir=base / "elsewhere").effective_run_dir == base / "elsewhere"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -197,7 +197,9 @@ def test_typing_the_bomb_raises_peak_rss_by_a_bounded_amount(bomb: Path) -> None
 def test_positive_control_the_rss_measure_sees_an_inflated_member(bomb: Path) -> None:
     kind, delta = _rss_delta(bomb, "inflate")
     assert kind == str(512 * MIB)
-    assert delta > 400 * MIB
+    # well above the 32 MiB bound above; not the full 512 MiB, as the host may reclaim pages meanwhile
+    # (measured 285 MiB on a loaded CI host with DAMON reclaim running)
+    assert delta > 128 * MIB
 
 
 # --- an archive of very many members ----------------------------------------------------------------------

@@ -346,3 +346,42 @@ def test_the_installed_filter_refuses_unshare_in_a_child_on_this_host(tmp_path: 
     if control["unshare_newuser"] != "ok":
         pytest.skip(f"this host refuses user namespaces by itself ({control['unshare_newuser']}): no control")
     assert control["unshare_newuser"] == "ok"
+
+
+def test_the_user_environment_carries_a_hash_seed_derived_from_each_jobs_seed(
+    guest_agent: ModuleType,
+) -> None:
+    seeds = [os.urandom(64) for _ in range(50)] + [bytes(64), b"\xff" * 64]
+    values = [guest_agent.hash_seed(seed) for seed in seeds]
+    assert all(1 <= value <= 0xFFFFFFFF for value in values)  # 0 would turn randomization off
+    assert len(set(values)) == len(values)
+    assert guest_agent.hash_seed(seeds[0]) == values[0]  # one job, one seed
+
+    first, second = (guest_agent.user_env(value) for value in values[:2])
+    assert first["PYTHONHASHSEED"] == str(values[0]) != second["PYTHONHASHSEED"]
+    assert {k: v for k, v in first.items() if k != "PYTHONHASHSEED"} == guest_agent.USER_ENV
+    assert "PYTHONHASHSEED" not in guest_agent.USER_ENV  # the fixed part holds no seed to share
+    for bad in [0, -1, 2**32]:
+        with pytest.raises(ValueError):
+            guest_agent.user_env(bad)
+
+
+def test_the_hash_seed_in_the_user_environment_decides_a_fresh_interpreters_hashes(
+    guest_agent: ModuleType,
+) -> None:
+    """The environment as built is accepted by a real interpreter: the same seed gives the same
+    str hash (the control that the seed is what decides it), another seed another hash."""
+    import subprocess
+    import sys
+
+    def hash_under(value: int) -> str:
+        env = guest_agent.user_env(value) | {"HOME": os.environ.get("HOME", "/")}
+        done = subprocess.run(
+            [sys.executable, "-S", "-c", "print(hash('cleanroom'))"], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    a, b = guest_agent.hash_seed(b"a" * 64), guest_agent.hash_seed(b"b" * 64)
+    assert hash_under(a) == hash_under(a)
+    assert hash_under(a) != hash_under(b)

@@ -9,6 +9,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from backend.sandbox import health, recover_leftovers
 from backend.sandbox.models import MAX_OUTPUT_BYTES
 from backend.settings import get_settings
@@ -198,6 +200,56 @@ print(json.dumps({"seen": seen, "urandom": os.urandom(16).hex(), "random": rando
     assert a["numpy"] != b["numpy"]
     now = time.time()
     assert abs(b["time"] - now) < 10, "guest wall clock is wrong"
+
+
+HASH_PROBE = """
+import json, os, subprocess, sys
+
+def fresh_interpreter(**env):
+    probe = [sys.executable, "-c", "print(hash('cleanroom'))"]
+    done = subprocess.run(probe, env={**os.environ, **env}, capture_output=True, text=True, check=True)
+    return int(done.stdout)
+
+seed = os.environ.get("PYTHONHASHSEED")
+print(json.dumps({"seed": seed, "in_process": hash("cleanroom"), "child": fresh_interpreter(),
+                  "same_seed": fresh_interpreter(PYTHONHASHSEED=seed),
+                  "other_seed": fresh_interpreter(PYTHONHASHSEED=str(int(seed) % 4294967295 + 1))}))
+"""
+
+
+def two_runs_from_one_saved_state(run) -> tuple[dict, dict]:
+    """Slots are taken round-robin, so one more run than there are slots restores some slot twice."""
+    seen = {}
+    for _ in range(get_settings().saved_state_slots + 1):
+        result = run(HASH_PROBE)
+        assert result.status == "succeeded", result
+        assert result.vm.restored is True  # the fast path
+        if result.vm.domain_name in seen:
+            return json.loads(seen[result.vm.domain_name].stdout), json.loads(result.stdout)
+        seen[result.vm.domain_name] = result
+    pytest.fail(f"no two runs restored the same saved state: {sorted(seen)}")
+
+
+def test_runs_from_one_saved_state_get_their_own_hash_seed_and_the_seed_decides_the_hashes(run) -> None:
+    a, b = two_runs_from_one_saved_state(run)
+    assert a["seed"] != b["seed"]
+    assert 1 <= int(a["seed"]) <= 4294967295 and 1 <= int(b["seed"]) <= 4294967295
+    # An interpreter started by the user code carries this run's seed: other runs, other hashes ...
+    assert a["child"] != b["child"]
+    # ... and the seed is what decides it: the same seed again gives the same hash, another seed another.
+    assert a["same_seed"] == a["child"] and b["same_seed"] == b["child"]
+    assert a["other_seed"] != a["child"] and b["other_seed"] != b["child"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="user code runs in the pre-forked warm interpreter, whose hash secret was fixed when the "
+    "saved state was made; a per-run secret there needs a fresh interpreter per run",
+)
+def test_the_user_codes_own_interpreter_hashes_differently_in_each_run(run) -> None:
+    a, b = two_runs_from_one_saved_state(run)
+    assert a["in_process"] != b["in_process"]
 
 
 def test_actions_json_is_returned_separately_only_when_well_formed(run, tmp_path: Path) -> None:

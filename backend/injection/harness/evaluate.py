@@ -269,7 +269,7 @@ def print_report(r: dict, log=print) -> None:
         + ", ".join(f"{g} {c}/{n}" for g, (n, c) in sorted(h["by_group"].items())))  # fmt: skip
     h = r["hard_negatives_blind"]
     log(
-        f"hard negatives, blind set (never trained or tuned on): {h['flagged']}/{h['cells']} flagged = {h['fp_rate']:.2%}"
+        f"hard negatives, second set (never trained on; consulted when choosing model variants, so not blind): {h['flagged']}/{h['cells']} flagged = {h['fp_rate']:.2%}"
     )
     a = r["benign_prose"]
     log(

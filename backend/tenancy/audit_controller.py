@@ -1,3 +1,7 @@
+"""The company admin's view of the audit trail: browse and verify their own company's entries. It sits with
+the company's other admin handlers (tenancy), not in `audit`, which every package writes to: the log must
+not depend on who reads it over HTTP."""
+
 from __future__ import annotations
 
 from litestar import Controller, get, post

@@ -1,0 +1,93 @@
+"""Run titles and output names are the assistant's and the code's text: a bidi override or an invisible
+character in them is shown as <U+…> in the console, so "report<U+202E>vsc.exe" cannot pass for
+"reportexe.csv". The positive control: a plain title and output name are shown as they are."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nicegui.testing.user import User
+
+from tests.console.conftest import sign_in
+from tests.console.support import ANALYSIS_CODE, Assistant
+
+pytestmark = pytest.mark.sqlite
+
+RLO, ZWSP = "\u202e", "\u200b"
+BODY = b"stage,deals\nnegotiation,3\n"
+
+
+def _run_code_writing(name: str):
+    """A stand-in for `backend.sandbox.run_code` whose run writes one output file called `name`."""
+
+    def run_code(code: str, *, out_dir: Path, **_: Any):
+        from backend.sandbox.models import OutputFile, SandboxResult, Timings, VmInfo
+
+        (out_dir / name).write_bytes(BODY)
+        return SandboxResult(
+            status="succeeded",
+            exit_code=0,
+            stdout="done\n",
+            files=[OutputFile(name=name, size=len(BODY), sha256=hashlib.sha256(BODY).hexdigest())],
+            timings_ms=Timings(total=800),
+            vm=VmInfo(virt_type="kvm", nics=0, guest_interfaces=["lo"], image_hash="f" * 64),
+        )
+
+    return run_code
+
+
+async def _finished_run(
+    assistant: Assistant, monkeypatch: pytest.MonkeyPatch, title: str, output: str
+) -> dict:
+    from backend import sandbox, worker
+
+    await assistant.enable_code_execution()
+    run = await assistant.propose(code=ANALYSIS_CODE, title=title)
+    await assistant.approve("alice@acme.example", run)
+    monkeypatch.setattr(sandbox, "run_code", _run_code_writing(output))
+    assert await worker.execute(run["id"]) == "succeeded"
+    return run
+
+
+def _texts(user: User, marker: str) -> list[str]:
+    return [element.text for element in user.find(marker=marker).elements]
+
+
+@pytest.mark.parametrize(
+    ("title", "output", "shown_title", "shown_output"),
+    [
+        (
+            f"Quarterly totals{RLO}fdp.exe",
+            f"report{RLO}vsc.exe{ZWSP}",
+            "Quarterly totals<U+202E>fdp.exe",
+            "report<U+202E>vsc.exe<U+200B>",
+        ),
+        ("Quarterly totals", "report.csv", "Quarterly totals", "report.csv"),  # the positive control
+    ],
+    ids=["hidden", "plain"],
+)
+async def test_titles_and_output_names_show_hidden_characters(
+    user: User,
+    assistant: Assistant,
+    monkeypatch: pytest.MonkeyPatch,
+    title: str,
+    output: str,
+    shown_title: str,
+    shown_output: str,
+) -> None:
+    run = await _finished_run(assistant, monkeypatch, title, output)
+
+    await sign_in(user, "alice@acme.example", then=f"/runs/{run['id']}")
+    await user.should_see(marker="output-name", retries=50)
+    assert _texts(user, "run-title") == [shown_title]
+    assert _texts(user, "output-name") == [shown_output]
+
+    await user.open("/runs")
+    await user.should_see(marker="runs-table", retries=50)
+    (table,) = user.find(marker="runs-table").elements
+    titles = [row["title"] for row in table.rows if row["id"] == run["id"]]
+    assert titles == [shown_title]
+    assert all(RLO not in row["title"] and ZWSP not in row["title"] for row in table.rows)
