@@ -65,6 +65,7 @@ print(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), 
         "MPLBACKEND",
         "MPLCONFIGDIR",
         "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",  # this run's own, from the job's seed
         "OMP_NUM_THREADS",
         "OPENBLAS_NUM_THREADS",
         "LC_CTYPE",
