@@ -78,33 +78,32 @@ async def execute(run_id: int) -> str:
         await asyncio.to_thread(remove_bundle, run["bundle_dir"])
 
 
+async def _end_unstarted(run: dict[str, Any], status: RunStatus, action: str, why: str, **data: str) -> str:
+    """End a run whose VM never started (hashes changed, or a gate closed), audited with what stopped it."""
+    (detail,) = data.values()
+    await finish(run["id"], status, error_message=f"{why}: {detail}")
+    await audit.record(
+        action,
+        actor=f"worker:run-{run['id']}",
+        company_id=run["company"],
+        subject_type="run",
+        subject_id=run["id"],
+        data=data,
+    )
+    return status
+
+
 async def _execute(run: dict[str, Any]) -> str:
     run_id, company_id = run["id"], run["company"]
     actor = f"worker:run-{run_id}"
     problem = await asyncio.to_thread(hash_problem, run)  # re-hashes the whole bundle: off the event loop
     if problem:
-        await finish(run_id, RunStatus.error, error_message=f"refused to start: {problem}")
-        await audit.record(
-            "run.refused",
-            actor=actor,
-            company_id=company_id,
-            subject_type="run",
-            subject_id=run_id,
-            data={"problem": problem},
-        )
-        return RunStatus.error
+        return await _end_unstarted(run, RunStatus.error, "run.refused", "refused to start", problem=problem)
     reason = await gates.gate_problem(company_id)
     if reason:
-        await finish(run_id, RunStatus.cancelled, error_message=f"cancelled before it started: {reason}")
-        await audit.record(
-            "run.cancelled",
-            actor=actor,
-            company_id=company_id,
-            subject_type="run",
-            subject_id=run_id,
-            data={"reason": reason},
+        return await _end_unstarted(
+            run, RunStatus.cancelled, "run.cancelled", "cancelled before it started", reason=reason
         )
-        return RunStatus.cancelled
     await audit.record(
         "run.started",
         actor=actor,

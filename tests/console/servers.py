@@ -64,7 +64,8 @@ class Servers:
             "PYTHONUNBUFFERED": "1",
         }
 
-    def start(self) -> Servers:
+    def seed(self) -> None:
+        """The data directory with the demo companies, as `scripts/run` leaves it."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [sys.executable, "-m", "backend", "demo", "seed"],
@@ -74,6 +75,9 @@ class Servers:
             timeout=600,
             stdout=subprocess.DEVNULL,
         )
+
+    def start(self) -> Servers:
+        self.seed()
         for name, args in (
             ("api", [sys.executable, "-m", "backend", "serve", "--no-console"]),
             ("console", [sys.executable, "-m", "console"]),

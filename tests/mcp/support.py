@@ -29,15 +29,7 @@ class ApiServer(Servers):
     """Only the API (with its in-process worker), seeded with the demo companies: `serve --no-console`."""
 
     def start(self) -> ApiServer:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "backend", "demo", "seed"],
-            env=self.env(),
-            cwd=REPO,
-            check=True,
-            timeout=600,
-            stdout=subprocess.DEVNULL,
-        )
+        self.seed()
         log = open(self.data_dir / "api.log", "wb")  # noqa: SIM115 - lives as long as the process
         self.processes.append(
             subprocess.Popen(
