@@ -7,8 +7,16 @@ A suite is a function taking no arguments and returning a JSON-able dict of figu
 from __future__ import annotations
 
 import json
+import os
+import random
+import socket
 import statistics
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -54,3 +62,115 @@ def run_suites(names: list[str], as_json: bool) -> dict[str, Any]:
     if as_json:
         typer.echo(json.dumps(results, indent=2))
     return results
+
+
+def ratio(value: float, baseline: float) -> float | None:
+    """`value` as a multiple of `baseline` (the cost of isolation against the bare host), 2 decimals."""
+    return round(value / baseline, 2) if baseline > 0 else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ApiServer:
+    """The real API (`cleanroom serve --no-console`, with its in-process worker running real VMs) on a freshly
+    seeded demo SQLite database in a temporary folder, on a free port. `env` adds or overrides settings."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        from backend.settings import REPO_ROOT
+
+        self.repo = REPO_ROOT
+        self.root = Path(tempfile.mkdtemp(prefix="cleanroom-bench-api-"))
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CLEANROOM_DATABASE_URL")},
+            "CLEANROOM_DATA_DIR": str(self.root),
+            "DATABASE_URL": f"sqlite:///{self.root / 'cleanroom.sqlite3'}",
+            "CLEANROOM_API_PORT": str(self.port),
+            "CLEANROOM_API_BASE_URL": self.url,
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> ApiServer:
+        import httpx
+
+        cmd = [sys.executable, "-m", "backend"]
+        subprocess.run(
+            [*cmd, "demo", "seed"], env=self.env, cwd=self.repo, check=True, stdout=subprocess.DEVNULL
+        )
+        log = open(self.root / "api.log", "wb")  # noqa: SIM115 - lives as long as the process
+        self.process = subprocess.Popen(
+            [*cmd, "serve", "--no-console"], env=self.env, cwd=self.repo, stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/api/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        self.__exit__()
+        raise RuntimeError(f"the API did not start; see {self.root / 'api.log'}")
+
+    def __exit__(self, *_: object) -> None:
+        if self.process:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def sales_csv(rows: int = 5000) -> bytes:
+    rng = random.Random(7)
+    regions = ["north", "south", "east", "west", "central"]
+    lines = ["id,region,amount"] + [f"{i},{rng.choice(regions)},{rng.randint(10, 5000)}" for i in range(rows)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+HOST_PYTHON = "/usr/bin/python3"
+HOST_PACKAGES = ("python3-pandas", "python3-matplotlib")  # what the guest image has (its recipe.json)
+
+
+def host_python() -> str:
+    """Debian's python3 with Debian's pandas and matplotlib, the same builds the guest image runs; the
+    benchmark installs them the first time (the product itself never needs them on the host)."""
+    probe = [HOST_PYTHON, "-c", "import pandas, matplotlib"]
+    if subprocess.run(probe, capture_output=True).returncode != 0:
+        print(f"installing {' '.join(HOST_PACKAGES)} for the bare-host baseline …", file=sys.stderr)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", *HOST_PACKAGES],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+    return HOST_PYTHON
+
+
+def host_python_ms(code: str, files: dict[str, bytes], runs: int) -> list[float]:
+    """The same script as a bare `python3 script.py` on the host (`host_python`): /work/input and
+    /work/output become folders in a temporary directory."""
+    python, samples = host_python(), []
+    with tempfile.TemporaryDirectory(prefix="cleanroom-bench-host-") as root:
+        base = Path(root)
+        (base / "input").mkdir()
+        (base / "output").mkdir()
+        for name, data in files.items():
+            (base / "input" / name).write_bytes(data)
+        script = base / "script.py"
+        script.write_text(
+            code.replace("/work/input", str(base / "input")).replace("/work/output", str(base / "output"))
+        )
+        for _ in range(runs):
+            started = time.perf_counter()
+            subprocess.run([python, str(script)], check=True, stdout=subprocess.DEVNULL, cwd=base)
+            samples.append((time.perf_counter() - started) * 1000)
+    return samples

@@ -20,6 +20,12 @@ def _injection_suite() -> dict:
     return summary(run())
 
 
+def _service_suite() -> dict:
+    from backend.runs.bench import run_service_bench
+
+    return run_service_bench()
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.callback(invoke_without_command=True)
     def bench_all(ctx: typer.Context, json_out: bool = typer.Option(False, "--json")) -> None:
@@ -33,4 +39,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         "injection",
         _injection_suite,
         "Injection scanner recall and false positives on public corpora (python -m backend.injection.evaluate).",
+    )
+    bench.add_suite(
+        bench_app,
+        "service",
+        _service_suite,
+        "The run loop through the API, with and without standby guests: approve → user code, approve → "
+        "succeeded (trivial, pandas chart), eight approved at once; ratios to bare host python.",
     )

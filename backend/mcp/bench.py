@@ -11,19 +11,14 @@ real VMs). Maria's assistant proposes the demo chart run over MCP, she approves 
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 
-from backend.bench import summarize
+from backend.bench import ApiServer, summarize
 from backend.settings import REPO_ROOT
 
 MARIA = "maria@acme.example"
@@ -31,67 +26,15 @@ SAMPLES = 30
 LATENCY_SAMPLES = 8
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class _Server:
-    """The real API (with its worker) on a seeded SQLite database in a temporary folder."""
-
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="cleanroom-bench-mcp-"))
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CLEANROOM_DATABASE_URL")},
-            "CLEANROOM_DATA_DIR": str(self.root),
-            "DATABASE_URL": f"sqlite:///{self.root / 'cleanroom.sqlite3'}",
-            "CLEANROOM_API_PORT": str(self.port),
-            "CLEANROOM_API_BASE_URL": self.url,
-            "PYTHONUNBUFFERED": "1",
-        }
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> _Server:
-        cmd = [sys.executable, "-m", "backend"]
-        subprocess.run(
-            [*cmd, "demo", "seed"], env=self.env, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL
-        )
-        log = open(self.root / "api.log", "wb")  # noqa: SIM115 - lives as long as the process
-        self.process = subprocess.Popen(
-            [*cmd, "serve", "--no-console"], env=self.env, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/api/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        self.__exit__()
-        raise RuntimeError(f"the API did not start; see {self.root / 'api.log'}")
-
-    def __exit__(self, *_: object) -> None:
-        if self.process:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-
-
 def run_mcp_bench(samples: int = SAMPLES, latency_samples: int = LATENCY_SAMPLES) -> dict[str, Any]:
     from backend.sandbox import ensure_image
 
     ensure_image(progress=lambda _message: None)
-    with _Server() as server:
+    with ApiServer() as server:
         return anyio.run(_bench, server, samples, latency_samples)
 
 
-async def _bench(server: _Server, samples: int, latency_samples: int) -> dict[str, Any]:
+async def _bench(server: ApiServer, samples: int, latency_samples: int) -> dict[str, Any]:
     import httpx2
     from mcp import Client, StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
