@@ -1,17 +1,28 @@
 """Who may open what on the host: company data under the data directory is the service user's alone.
 
-Everything there is 0700/0600, except the way to the per-run disks: QEMU (under qemu:///system an
-unprivileged user, `libvirt-qemu` on Debian) must open them, so the data directory, the run directory and
-each per-run directory are 0710 with QEMU's group (it may pass through, never list), and the disks
-themselves are 0600 owned by QEMU's user. Nothing outside the data directory is ever chmod-ed: an
-ancestor QEMU cannot pass is an error that names it.
+Everything there is 0700/0600, except the way to the per-run disks. Under qemu:///system each guest's QEMU
+runs as its own unprivileged uid and gid (the same number, `guest_identity`; a static DAC seclabel in the
+domain XML): slot N's guest as `guest_uid_base + N`, a guest booted without a slot as one of the
+`COLD_GUEST_IDS` ids after the slots', leased for its lifetime. So a QEMU escape in one guest opens no
+other guest's disks:
 
-Without root (a developer's session libvirt) QEMU runs as this user and plain 0700/0600 is enough.
+- the data directory and the run directory are 0711: every guest uid passes through (they share no
+  group), nobody but the owner lists them, and everything inside is 0700/0600;
+- each per-run directory is 0710 with its guest's group (it passes, never lists, never creates);
+- the disks and the console log are 0600 owned by the guest's uid and gid.
+
+Nothing outside the data directory is ever chmod-ed, with one exception: libvirt makes each domain's
+private directory (master key, monitor) under /var/lib/libvirt/qemu and gives it to the guest's uid, so that
+directory needs o+x (upstream libvirt installs it 0751; Debian's package makes it 0750, for its single QEMU
+user); the service adds that bit. An ancestor of the run directory the guests cannot pass is an error that
+names it. Without root (a developer's session libvirt) QEMU runs as this user and plain 0700/0600 is enough.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import grp
 import os
 import pwd
 import re
@@ -23,7 +34,11 @@ from backend.settings import get_settings
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
-GUEST_DIR = 0o710  # the owner; QEMU's group may only pass through
+GUEST_DIR = 0o710  # the owner; the guest's own group may only pass through
+PASSAGE_DIR = 0o711  # the owner; every guest uid may only pass through
+COLD_GUEST_IDS = 16  # ids for guests booted without a saved-state slot, after the slots' ids
+LEASE_DIR = ".guest-ids"  # in the run directory: one flock per leased cold-boot id
+LIBVIRT_STATE_DIR = Path("/var/lib/libvirt/qemu")  # libvirt's domain-<id>-<name>/ directories live here
 QEMU_CONF = Path("/etc/libvirt/qemu.conf")
 QEMU_USERS = ("libvirt-qemu", "qemu")  # Debian's and Fedora's defaults, when qemu.conf names none
 PRIVATE_SUBDIRS = ("bundles", "blobs", "audit")  # under the data directory; no guest reaches them
@@ -52,30 +67,91 @@ def _configured_qemu_user() -> str | None:
     return match.group(1) if match else None
 
 
+def guest_identity(index: int) -> tuple[int, int] | None:
+    """(uid, gid) of guest id number `index` (slot N is index N; cold-boot ids follow the slots'), or None
+    when QEMU runs as this process's user. Refused when some user or group already has that number."""
+    if qemu_identity() is None:
+        return None
+    settings = get_settings()
+    if not 0 <= index < settings.saved_state_slots + COLD_GUEST_IDS:
+        raise ValueError(f"guest id index {index} is outside the configured range")
+    number = settings.guest_uid_base + index
+    _check_unused(number)
+    return number, number
+
+
+@lru_cache(maxsize=256)
+def _check_unused(number: int) -> None:
+    if number < 1000 or number >= 2**31 - 1:
+        raise RuntimeError(f"guest uid {number} is outside 1000..2^31: set CLEANROOM_GUEST_UID_BASE")
+    for kind, lookup in (("user", pwd.getpwuid), ("group", grp.getgrgid)):
+        try:
+            entry = lookup(number)
+        except KeyError:
+            continue
+        raise RuntimeError(
+            f"guest id {number} is the {kind} {entry[0]!r}: set CLEANROOM_GUEST_UID_BASE to an unused range"
+        )
+
+
+class GuestIdLease:
+    """One cold-boot guest id, held with an flock (threads and processes never share one) until released."""
+
+    def __init__(self, ids: tuple[int, int], fd: int) -> None:
+        self.ids, self._fd = ids, fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = -1
+
+
+def lease_cold_identity() -> GuestIdLease | None:
+    """A free cold-boot guest id, or None when QEMU runs as this process's user; RuntimeError when all of
+    them are in use."""
+    if qemu_identity() is None:
+        return None
+    settings = get_settings()
+    locks = guest_dir(settings.effective_run_dir) / LEASE_DIR
+    locks.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+    for offset in range(COLD_GUEST_IDS):
+        ids = guest_identity(settings.saved_state_slots + offset)
+        assert ids is not None
+        fd = os.open(locks / f"{ids[0]}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return GuestIdLease(ids, fd)
+    raise RuntimeError(f"all {COLD_GUEST_IDS} guest ids for VMs without a slot are in use")
+
+
 def _owned(path: Path) -> bool:
     return path.lstat().st_uid == os.geteuid()
 
 
-def private_dir(path: Path, *, guest: bool = False) -> Path:
-    """Create `path` (and missing parents) if needed and make it 0700, or 0710 with QEMU's group."""
+def private_dir(path: Path, *, guest: bool = False, ids: tuple[int, int] | None = None) -> Path:
+    """Create `path` (and missing parents) if needed and make it 0700; with `ids`, one guest's own directory
+    (0710 with that guest's group); with `guest`, a directory every guest passes through (0711)."""
     path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
     if not _owned(path):
         return path  # someone else's directory: not ours to change
-    qemu = qemu_identity() if guest else None
-    if qemu is not None:
-        os.chown(path, -1, qemu[1])
-    path.chmod(GUEST_DIR if qemu is not None else PRIVATE_DIR)
+    if ids is not None:
+        os.chown(path, -1, ids[1])
+        path.chmod(GUEST_DIR)
+    else:
+        path.chmod(PASSAGE_DIR if guest and qemu_identity() is not None else PRIVATE_DIR)
     return path
 
 
-def private_file(path: Path, *, guest: bool = False) -> Path:
-    """Create `path` empty if missing (never truncating) and make it 0600, owned by QEMU when `guest`."""
+def private_file(path: Path, *, ids: tuple[int, int] | None = None) -> Path:
+    """Create `path` empty if missing (never truncating) and make it 0600, owned by the guest `ids` if given."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
     try:
         os.fchmod(fd, PRIVATE_FILE)
-        qemu = qemu_identity() if guest else None
-        if qemu is not None:
-            os.fchown(fd, *qemu)
+        if ids is not None:
+            os.fchown(fd, *ids)
     finally:
         os.close(fd)
     return path
@@ -96,30 +172,30 @@ def prepare_data_dir() -> None:
 
 
 def guest_dir(path: Path) -> Path:
-    """`path` as a directory QEMU can reach. It and its ancestors inside the data directory (and the run
-    directory, wherever it is) are made 0710 with QEMU's group; any other directory on the way is left as
-    it is, and one QEMU cannot pass raises PermissionError naming it."""
+    """`path` as a directory every guest passes through. It and its ancestors inside the data directory (and
+    the run directory, wherever it is) are made 0711; any other directory on the way is left as it is, and
+    one the guests cannot pass (no o+x: their uids own nothing and are in no group) raises PermissionError
+    naming it."""
     settings = get_settings()
     ours = {settings.data_dir, settings.effective_run_dir}
     path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
-    qemu = qemu_identity()
+    guests = qemu_identity() is not None
+    if guests:
+        libvirt_state_passable()
     for directory in (path, *path.parents):
         if (directory in ours or directory.is_relative_to(settings.data_dir)) and _owned(directory):
             private_dir(directory, guest=True)
-        elif qemu is not None and not _passable(directory, qemu):
+        elif guests and not directory.stat().st_mode & stat.S_IXOTH:
             raise PermissionError(
-                f"QEMU (uid {qemu[0]}) cannot pass through {directory} to reach {path}: give it o+x, or g+x"
-                " for QEMU's group, or set CLEANROOM_RUN_DIR to a directory QEMU can reach"
+                f"the guests' QEMU (uids from {settings.guest_uid_base}) cannot pass through {directory} to"
+                f" reach {path}: give it o+x, or set CLEANROOM_RUN_DIR to a directory they can reach"
             )
     return path
 
 
-def _passable(directory: Path, qemu: tuple[int, int]) -> bool:
-    info = directory.stat()
-    uid, gid = qemu
-    groups = {gid, *os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)}
-    if info.st_uid == uid:
-        return bool(info.st_mode & stat.S_IXUSR)
-    if info.st_gid in groups:
-        return bool(info.st_mode & stat.S_IXGRP)
-    return bool(info.st_mode & stat.S_IXOTH)
+def libvirt_state_passable() -> None:
+    """Let every guest uid pass libvirt's state directory to its own domain directory (o+x, never r)."""
+    with contextlib.suppress(FileNotFoundError):
+        mode = LIBVIRT_STATE_DIR.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            LIBVIRT_STATE_DIR.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)

@@ -53,6 +53,11 @@ class Settings(BaseSettings):
     # The user QEMU runs as (qemu.conf's `user`); None: read /etc/libvirt/qemu.conf, else libvirt-qemu/qemu.
     # Per-run directories give its group passage and the disks are its alone (backend/filemodes.py).
     qemu_user: str | None = None
+    # Each guest's QEMU runs as its own uid and gid (the same number, no passwd entry needed) under a root
+    # service: slot N uses guest_uid_base + N, guests booted without a slot take one of the next ids
+    # (backend/filemodes.py). 70000 lies where neither Debian (60000-64999, 65534), systemd's dynamic users
+    # (61184-65519) nor the /etc/subuid ranges (100000 up) allocate; an id some user or group has is refused.
+    guest_uid_base: int = 70000
     virt_type: Literal["auto", "kvm", "qemu"] = "auto"
     image_cache_dir: Path = Path("/var/cache/cleanroom/images")
     run_dir: Path | None = None  # per-run scratch files; defaults to data_dir/runs
@@ -78,6 +83,14 @@ class Settings(BaseSettings):
     max_schedules_per_company: int = 20
     # proposals one user may have waiting for a decision: each holds a staged bundle on disk
     max_pending_runs_per_user: int = 20
+    # proposals (revisions and follow-ups included; a schedule's firings are not) in any rolling hour
+    max_proposals_per_user_per_hour: int = 120
+    max_proposals_per_company_per_hour: int = 600
+    # staged bytes of a company's runs not yet ended (awaiting approval, queued, running)
+    max_staged_bytes_per_company: int = 2 * 1024 * 1024 * 1024
+    # a run that failed after its VM started keeps its bundle this long (it can be revised), then loses it
+    failed_bundle_retention_days: float = 7.0
+    bundle_sweep_minutes: float = 15.0  # how often the worker deletes bundles past their retention
     min_schedule_interval_minutes: int = 15  # a cron firing more often than this is refused
 
     # drive / staging

@@ -72,6 +72,8 @@ async def sandbox_health() -> dict[str, Any]:
 
 async def operator_health() -> dict[str, Any]:
     """The whole host, every company: for `cleanroom health` (operators), never the HTTP API."""
+    from backend.convert.worker import converter_fallback
+
     vm = await sandbox_health()
     return {
         **vm,
@@ -80,4 +82,5 @@ async def operator_health() -> dict[str, Any]:
         "running_runs": await Run.count().where(Run.status == "running"),
         "max_concurrent_vms": get_settings().max_concurrent_vms,
         "database": "postgresql" if db.is_postgres() else "sqlite",
+        "converter_fallback": await asyncio.to_thread(converter_fallback),  # [] when fully confined
     }

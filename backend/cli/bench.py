@@ -20,6 +20,13 @@ def _injection_suite() -> dict:
     return summary(run())
 
 
+def _convert_suite() -> dict:
+    from backend.convert.bench import bench_convert
+    from backend.demo.files import conversion_samples
+
+    return bench_convert(conversion_samples())
+
+
 def _service_suite() -> dict:
     from backend.runs.bench import run_service_bench
 
@@ -39,6 +46,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         "injection",
         _injection_suite,
         "Injection scanner recall and false positives on public corpora (python -m backend.injection.evaluate).",
+    )
+    bench.add_suite(
+        bench_app,
+        "convert",
+        _convert_suite,
+        "Drive file conversion per file type: in the bubblewrap sandbox, without it, in-process (p50, overhead).",
     )
     bench.add_suite(
         bench_app,

@@ -26,6 +26,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             typer.echo(f"{'image':<20}{(info.get('image') or {}).get('path')}")
             typer.echo(f"{'max_concurrent_vms':<20}{info.get('max_concurrent_vms')}")
             typer.echo(f"{'database':<20}{info.get('database')}")
+            typer.echo(f"{'converter_fallback':<20}{'; '.join(info.get('converter_fallback') or ['none'])}")
             if problem:
                 typer.echo(f"problem: {problem}", err=True)
         if problem:

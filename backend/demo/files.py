@@ -467,3 +467,42 @@ def receipt_png() -> bytes:
     out = io.BytesIO()
     scan.save(out, format="PNG", optimize=False)
     return out.getvalue()
+
+
+def conversion_samples() -> dict[str, tuple[str, bytes]]:
+    """One small file per type for `cleanroom bench convert` (the demo files where they exist): type -> (name, bytes)."""
+    from PIL import Image
+
+    scanned = io.BytesIO()
+    Image.open(io.BytesIO(receipt_png())).convert("RGB").save(scanned, format="PDF", resolution=150)
+    rows = "".join(f"R{i},{i * 7},East\n" for i in range(200))
+    return {
+        "csv": ("sales.csv", f"id,amount,region\n{rows}".encode()),
+        "xlsx": ("feedback.xlsx", feedback_workbook()),
+        "ods": ("plan.ods", _ods()),
+        "pdf text": ("prices.pdf", price_list_pdf()),
+        "pdf scanned (OCR)": ("scan.pdf", scanned.getvalue()),
+        "png (OCR)": ("receipt.png", receipt_png()),
+        "json": ("orders.json", b'{"orders": [' + b",".join(b'{"id": %d}' % i for i in range(200)) + b"]}"),
+        "txt": ("notes.txt", b"Quarterly notes.\n" * 200),
+    }
+
+
+def _ods() -> bytes:
+    from odf.opendocument import OpenDocumentSpreadsheet
+    from odf.table import Table, TableCell, TableRow
+    from odf.text import P
+
+    doc = OpenDocumentSpreadsheet()
+    sheet = Table(name="Plan")
+    for values in (["Region", "Amount"], ["East", "1200"], ["West", "900"]):
+        row = TableRow()
+        for value in values:
+            cell = TableCell(valuetype="string")
+            cell.addElement(P(text=value))
+            row.addElement(cell)
+        sheet.addElement(row)
+    doc.spreadsheet.addElement(sheet)
+    out = io.BytesIO()
+    doc.write(out)
+    return out.getvalue()

@@ -25,6 +25,12 @@ CPU_BY_VIRT_TYPE = {
 RUN_FILES = ("job.img", "out.img", "console.log")  # in each guest's per-run directory
 GUEST_OVERHEAD_MIB = 512  # kernel, agent and tmpfs roots on top of the user's memory limit
 # Only the isolation self-test's positive control ever asks for this; runs never do.
+# The guest's own QEMU uid/gid (backend/filemodes.py). relabel='no': libvirt chowns none of its files; the
+# service made the per-run disks the guest's own, and the image files are world-readable.
+SECLABEL = """
+  <seclabel type='static' model='dac' relabel='no'>
+    <label>+{uid}:+{gid}</label>
+  </seclabel>"""
 POSITIVE_CONTROL_NIC = """
     <interface type='user'>
       <model type='virtio'/>
@@ -48,10 +54,19 @@ class DomainSpec:
     console_log: Path
     extra_cmdline: str = ""
     owner: str = ""  # "pid:starttime" of the process running it; leftovers are those whose owner is gone
+    guest_ids: tuple[int, int] | None = None  # the uid/gid its QEMU runs as; None: libvirt's default user
 
     @classmethod
     def for_run(
-        cls, name: str, uuid: str, run_id: str, image: ImageInfo, virt_type: str, workdir: Path, owner: str
+        cls,
+        name: str,
+        uuid: str,
+        run_id: str,
+        image: ImageInfo,
+        virt_type: str,
+        workdir: Path,
+        owner: str,
+        guest_ids: tuple[int, int] | None = None,
     ) -> DomainSpec:
         """A run guest: the operator's memory and vCPU caps, the image, the per-run files in `workdir`."""
         job_disk, output_disk, console_log = (workdir / file for file in RUN_FILES)
@@ -70,6 +85,7 @@ class DomainSpec:
             output_disk=output_disk,
             console_log=console_log,
             owner=owner,
+            guest_ids=guest_ids,
         )
 
 
@@ -95,6 +111,12 @@ def render_domain_xml(spec: DomainSpec, *, positive_control_nic: bool = False) -
     if not spec.name.startswith(DOMAIN_PREFIX):
         raise ValueError(f"domain names start with {DOMAIN_PREFIX}")
     cmdline = f"{KERNEL_CMDLINE} {spec.extra_cmdline}".strip()
+    seclabel = ""
+    if spec.guest_ids is not None:
+        uid, gid = (int(number) for number in spec.guest_ids)
+        if uid <= 0 or gid <= 0:
+            raise ValueError("a guest never runs as root")
+        seclabel = SECLABEL.format(uid=uid, gid=gid)
     template = Template(TEMPLATE_PATH.read_text())
     return template.substitute(
         virt_type=spec.virt_type,
@@ -114,4 +136,5 @@ def render_domain_xml(spec: DomainSpec, *, positive_control_nic: bool = False) -
         output_disk=_text(spec.output_disk),
         console_log=_text(spec.console_log),
         positive_control_nic=POSITIVE_CONTROL_NIC if positive_control_nic else "",
+        seclabel=seclabel,
     )

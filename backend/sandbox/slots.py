@@ -3,7 +3,8 @@
 Restore keeps the saved domain's name and UUID, so each slot has its own saved state (made by
 `templates.prepare_saved_states`) and serves one run at a time: its domain is always
 `cleanroom-run-slot<N>-<image8>`. A slot is held with an flock, so neither threads nor other
-processes ever share one.
+processes ever share one. Its guest's QEMU runs as the slot's own uid/gid (`filemodes.guest_identity`),
+part of the configuration its saved state was made for.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import libvirt
 
+from backend import filemodes
 from backend.hashing import sha256_bytes, sha256_json
 from backend.sandbox.domain import (
     DOMAIN_PREFIX,
@@ -52,6 +54,11 @@ class Slot:
     def meta_path(self) -> Path:
         return self.directory / f"{self.virt_type}-slot{self.index}.json"
 
+    @property
+    def guest_ids(self) -> tuple[int, int] | None:
+        """The uid/gid this slot's QEMU runs as (None: libvirt's default user, under a session libvirt)."""
+        return filemodes.guest_identity(self.index)
+
     def config_hash(self) -> str:
         return sha256_json(
             {
@@ -64,6 +71,7 @@ class Slot:
                 "template": sha256_bytes(TEMPLATE_PATH.read_bytes()),
                 "cmdline": KERNEL_CMDLINE,
                 "libvirt": libvirt.getVersion(),
+                "guest_ids": self.guest_ids,  # states from before per-slot uids (or another base) retire
             }
         )
 

@@ -59,6 +59,9 @@ class GuestVM:
         self.job_disk, self.out_disk, self.console_log = (self.workdir / f for f in domain.RUN_FILES)
         self.restored = self.standby = False
         self.standby_config: str | None = None  # the slot configuration a standby guest was restored for
+        # The uid/gid its QEMU runs as: the slot's own, else a leased cold-boot id (filemodes.guest_identity).
+        self.guest_ids: tuple[int, int] | None = None
+        self._lease: filemodes.GuestIdLease | None = None
         self.restore_ms: float | None = None
         self.nics: int | None = None
         self.nonce: str | None = None
@@ -85,7 +88,14 @@ class GuestVM:
     @property
     def spec(self) -> domain.DomainSpec:
         return domain.DomainSpec.for_run(
-            self.name, self.uuid, self.run_id, self.image, self.virt_type, self.workdir, lv.owner_token()
+            self.name,
+            self.uuid,
+            self.run_id,
+            self.image,
+            self.virt_type,
+            self.workdir,
+            lv.owner_token(),
+            guest_ids=self.guest_ids,
         )
 
     def info(self) -> VmInfo:
@@ -103,14 +113,17 @@ class GuestVM:
     def prepare(self) -> None:
         """The per-run directory (this process as its owner, for leftover recovery) and both empty disks.
 
-        The directory is 0710 with QEMU's group (it passes, never lists); the disks and the console log
-        are 0600 and QEMU's own, so no other local user reads a run's data (backend/filemodes.py)."""
+        The directory is 0710 with this guest's own group (it passes, never lists); the disks and the console
+        log are 0600 and this guest's own uid's, so neither another local user nor another guest's QEMU
+        reads a run's data (backend/filemodes.py)."""
+        if self.slot is not None:
+            self.guest_ids = self.slot.guest_ids
+        else:
+            self._lease_cold_ids()
         filemodes.guest_dir(self.workdir.parent)
         self.workdir.mkdir(mode=filemodes.PRIVATE_DIR)
-        filemodes.private_dir(self.workdir, guest=True)
         filemodes.private_file(self.workdir / "owner").write_text(lv.owner_token())
-        for path in (self.job_disk, self.out_disk, self.console_log):
-            filemodes.private_file(path, guest=True)
+        self._own_files()
         with open(self.job_disk, "r+b") as fh:
             fh.truncate(domain.job_disk_bytes())
         wire.create_output_disk(self.out_disk, domain.output_disk_bytes())
@@ -140,6 +153,8 @@ class GuestVM:
         slot_pool.release(self.slot)
         self.slot = None
         self.name, self.uuid = f"{domain.DOMAIN_PREFIX}{self.run_id}", str(uuid_module.uuid4())
+        self._lease_cold_ids()  # the slot's uid may serve its next holder now: the files move to our own
+        self._own_files()
 
     def cold_boot(self) -> None:
         self._running(self.conn.createXML(self._xml(), 0))
@@ -216,6 +231,21 @@ class GuestVM:
             if self.slot is not None:
                 slot_pool.release(self.slot)
                 self.slot = None  # a second kill must not free the slot of its next holder
+            if self._lease is not None:
+                self._lease.release()
+                self._lease = None
+
+    def _lease_cold_ids(self) -> None:
+        """A cold-boot guest id of its own, held until the kill (None under a session libvirt)."""
+        if self._lease is None:
+            self._lease = filemodes.lease_cold_identity()
+        self.guest_ids = self._lease.ids if self._lease is not None else None
+
+    def _own_files(self) -> None:
+        """The per-run directory (0710, the guest's group) and its disks and console (0600, the guest's)."""
+        filemodes.private_dir(self.workdir, ids=self.guest_ids)
+        for path in (self.job_disk, self.out_disk, self.console_log):
+            filemodes.private_file(path, ids=self.guest_ids)
 
     def _xml(self) -> str:
         return domain.render_domain_xml(self.spec, positive_control_nic=self.nic)

@@ -1,5 +1,5 @@
 """Company data on the host is the service user's alone: the SQLite database and its companions, the data
-directory, staged bundles, and each run's directory and disks (QEMU's own, reached through its group)."""
+directory, staged bundles, and each run's directory and disks (its own guest's QEMU uid's, no one else's)."""
 
 from __future__ import annotations
 
@@ -28,14 +28,16 @@ def data_dir(monkeypatch) -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def assert_private(path: Path) -> None:
-    """Nobody but the owner may read or write; a directory QEMU must reach may grant its group passage."""
+def assert_private(path: Path, guest_ids: tuple[int, int] | None = None) -> None:
+    """Nobody but the owner may read or write. A directory every guest passes through may let others pass
+    (0711, never list); one guest's own directory may let that guest's group pass (0710)."""
     mode = stat.S_IMODE(path.lstat().st_mode)
     if path.is_dir():
-        assert mode in (0o700, 0o710), f"{path} is {oct(mode)}"
-        if mode == 0o710:
+        assert mode in (0o700, 0o710, 0o711), f"{path} is {oct(mode)}"
+        if mode != 0o700:
             assert filemodes.qemu_identity() is not None
-            assert path.stat().st_gid == filemodes.qemu_identity()[1]
+        if mode == 0o710:
+            assert guest_ids is not None and path.stat().st_gid == guest_ids[1]
     else:
         assert mode == 0o600, f"{path} is {oct(mode)}"
 
@@ -107,20 +109,19 @@ async def test_a_staged_bundle_is_0700_folders_and_0600_files(demo_db: str, tmp_
         assert_private(path)
 
 
-def test_a_runs_directory_and_disks_are_for_qemu_alone(data_dir: Path) -> None:
+def test_a_runs_directory_and_disks_are_for_its_guest_alone(data_dir: Path) -> None:
     from backend.sandbox.vm import GuestVM
 
     data = data_dir
     vm = GuestVM(None, "qemu", run_id="modes")  # type: ignore[arg-type]  # prepare() needs no image
     try:
         vm.prepare()
-        qemu = filemodes.qemu_identity()
         for directory in (data, data / "runs", vm.workdir):
-            assert_private(directory)
+            assert_private(directory, vm.guest_ids)
         for disk in (vm.job_disk, vm.out_disk, vm.console_log):
             assert_private(disk)
-            if qemu is not None:  # QEMU's own: it opens them without any group or other bit
-                assert (disk.stat().st_uid, disk.stat().st_gid) == qemu
+            if vm.guest_ids is not None:  # this guest's own: its QEMU opens them without a group or other bit
+                assert (disk.stat().st_uid, disk.stat().st_gid) == vm.guest_ids
         assert_private(vm.workdir / "owner")
         assert vm.job_disk.stat().st_size == 1 << 20
     finally:
@@ -131,8 +132,9 @@ def test_a_runs_directory_and_disks_are_for_qemu_alone(data_dir: Path) -> None:
 @pytest.mark.skipif(
     os.geteuid() != 0 or filemodes.qemu_identity() is None, reason="needs root and QEMU's user"
 )
-def test_another_local_user_cannot_open_a_runs_disk_but_qemu_can(data_dir: Path) -> None:
-    """Adversary: an unprivileged local user (the converter's) opens a run's job disk; QEMU's uid can."""
+def test_another_local_user_cannot_open_a_runs_disk_but_its_guest_can(data_dir: Path) -> None:
+    """Adversary: an unprivileged local user (the converter's), and QEMU's shared user, open a run's job disk;
+    the run's own guest uid can (tests/vm/test_slot_uids.py: another guest's uid cannot either)."""
     import subprocess
 
     from backend.convert.worker import converter_identity
@@ -150,7 +152,7 @@ def test_another_local_user_cannot_open_a_runs_disk_but_qemu_can(data_dir: Path)
                 ["/usr/bin/python3", "-c", probe, str(vm.job_disk)],
                 user=uid,
                 group=gid,
-                extra_groups=os.getgrouplist(__import__("pwd").getpwuid(uid).pw_name, gid),
+                extra_groups=_groups(uid, gid),
                 capture_output=True,
                 text=True,
                 check=True,
@@ -159,9 +161,21 @@ def test_another_local_user_cannot_open_a_runs_disk_but_qemu_can(data_dir: Path)
             return done.stdout.strip()
 
         assert open_as(other_uid, other_gid) == "PermissionError"
-        assert open_as(qemu_uid, qemu_gid) == "opened"  # positive control: QEMU still opens its disk
+        assert open_as(qemu_uid, qemu_gid) == "PermissionError"  # the one QEMU user of before: no longer
+        assert vm.guest_ids is not None
+        assert open_as(*vm.guest_ids) == "opened"  # positive control: its own guest opens its disk
     finally:
         vm.kill()
+
+
+def _groups(uid: int, gid: int) -> list[int]:
+    """A user's groups, or only its own for a guest uid without a passwd entry."""
+    import pwd
+
+    try:
+        return os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
+    except KeyError:
+        return [gid]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="QEMU is another user only under a root service")

@@ -125,3 +125,52 @@ def test_values_are_escaped() -> None:
     hostile = DomainSpec(**{**spec.__dict__, "console_log": Path("/tmp/a'><interface type='user'/>")})
     domain = ET.fromstring(render_domain_xml(hostile))
     assert domain.findall(".//interface") == []
+
+
+def test_without_guest_ids_there_is_no_seclabel() -> None:
+    """A session libvirt (or the KVM probe) keeps libvirt's default QEMU user."""
+    assert _rendered().findall("seclabel") == []
+
+
+def test_guest_ids_become_a_static_dac_seclabel_that_relabels_nothing() -> None:
+    spec = DomainSpec(**{**_spec().__dict__, "guest_ids": (70002, 70002)})
+    labels = ET.fromstring(render_domain_xml(spec)).findall("seclabel")
+    assert [(s.get("type"), s.get("model"), s.get("relabel")) for s in labels] == [("static", "dac", "no")]
+    assert labels[0].find("label").text == "+70002:+70002"
+    for bad in ((0, 70002), (70002, 0), (-1, 5)):
+        with pytest.raises(ValueError):
+            render_domain_xml(DomainSpec(**{**spec.__dict__, "guest_ids": bad}))
+
+
+def test_a_slots_saved_state_is_for_its_guest_ids(monkeypatch, tmp_path: Path) -> None:
+    """States saved before per-slot uids (or under another base) no longer match and are remade."""
+    from backend import filemodes
+    from backend.sandbox.image import ImageInfo
+    from backend.sandbox.slots import Slot
+
+    image = ImageInfo("r", "f" * 64, tmp_path, "6.1", "now", 1)
+    slot = Slot(1, image, "qemu")
+    monkeypatch.setattr(filemodes, "guest_identity", lambda index: None)
+    before = slot.config_hash()
+    monkeypatch.setattr(filemodes, "guest_identity", lambda index: (70000 + index, 70000 + index))
+    assert slot.guest_ids == (70001, 70001)
+    ours = slot.config_hash()
+    monkeypatch.setattr(filemodes, "guest_identity", lambda index: (80000 + index, 80000 + index))
+    assert len({before, ours, slot.config_hash()}) == 3
+
+
+def test_guest_ids_are_per_index_and_refuse_numbers_someone_has(monkeypatch) -> None:
+    from backend import filemodes
+    from backend.settings import get_settings
+
+    monkeypatch.setattr(filemodes, "qemu_identity", lambda: (64055, 64055))
+    base = get_settings().guest_uid_base
+    assert filemodes.guest_identity(0) == (base, base)
+    assert filemodes.guest_identity(3) == (base + 3, base + 3)
+    with pytest.raises(ValueError):
+        filemodes.guest_identity(get_settings().saved_state_slots + filemodes.COLD_GUEST_IDS)
+    monkeypatch.setattr(get_settings(), "guest_uid_base", 65534)  # nobody / nogroup (the positive control)
+    filemodes._check_unused.cache_clear()
+    with pytest.raises(RuntimeError, match="nobody|nogroup"):
+        filemodes.guest_identity(0)
+    filemodes._check_unused.cache_clear()
