@@ -398,6 +398,7 @@ def _proposal_result(proposal: RunProposal) -> CallToolResult:
             + (f" row {f.row}" if f.row else "")
             + (f" column {f.column}" if f.column else "")
             + f": {f.excerpt!r}"
+            + (f" ({f.reason})" if f.reason else "")
             for f in proposal.findings
         ]
     if proposal.manifest:

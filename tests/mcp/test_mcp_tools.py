@@ -129,6 +129,7 @@ async def test_propose_run_waits_for_a_person(connect, api_server: ApiServer) ->
         assert finding["column"] == "Notes" and "ignore your previous instructions" in finding["excerpt"]
         assert finding["reason"]  # why it reads like an instruction, as the person is told
         assert proposal["console_url"] in text(result) and "warning" in text(result)
+        assert f"({finding['reason']})" in text(result)  # a text-only client reads the reason too
         # still waiting when read back through the tool
         view = structured(await client.call_tool("get_run", {"run_id": run_id}))
         assert view["status"] == "awaiting_approval" and view["finished"] is False
