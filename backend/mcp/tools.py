@@ -386,6 +386,29 @@ def _proposal(run: dict[str, Any], console_url: str, *, followup_of: int | None 
     )
 
 
+def _proposal_body(
+    conversation_id: str,
+    title: str,
+    plan: str,
+    code: str,
+    datasets: list[str],
+    files: list[int],
+    limits: Any,
+) -> dict[str, Any]:
+    """The body of `POST /api/runs` for a new proposal or a follow-up (the API's ProposalBody)."""
+    body: dict[str, Any] = {
+        "conversation_id": conversation_id,
+        "title": title,
+        "plan": plan,
+        "code": code,
+        "datasets": datasets,
+        "files": files,
+    }
+    if _limits(limits):
+        body["limits"] = _limits(limits)
+    return body
+
+
 def _proposal_result(proposal: RunProposal) -> CallToolResult:
     lines = [proposal.message]
     if proposal.diff:
@@ -568,16 +591,9 @@ def build_server(connect: Connector, *, console_url: str | None = None, name: st
         carries the link: tell the user). Returns the run id, the staged manifest and any warnings about
         instruction-like text in the data. Then call get_run with wait_seconds."""
         with _tool_errors("propose_run"):
-            body: dict[str, Any] = {
-                "conversation_id": conversation_id or f"mcp-{uuid.uuid4().hex[:12]}",
-                "title": title,
-                "plan": plan,
-                "code": code,
-                "datasets": datasets,
-                "files": files,
-            }
-            if _limits(limits):
-                body["limits"] = _limits(limits)
+            body = _proposal_body(
+                conversation_id or f"mcp-{uuid.uuid4().hex[:12]}", title, plan, code, datasets, files, limits
+            )
             run = await connect(ctx).post("/api/runs", body)
             return _proposal_result(_proposal(run, console))
 
@@ -622,18 +638,8 @@ def build_server(connect: Connector, *, console_url: str | None = None, name: st
             earlier = await api.get(f"/api/runs/{followup_of}")
             if not datasets and not files:  # the same data as the earlier run
                 datasets, files = list(earlier.get("datasets") or []), list(earlier.get("file_ids") or [])
-            body: dict[str, Any] = {
-                "conversation_id": earlier["conversation_id"],
-                "title": title,
-                "plan": plan,
-                "code": code,
-                "datasets": datasets,
-                "files": files,
-                "followup_of": followup_of,
-            }
-            if _limits(limits):
-                body["limits"] = _limits(limits)
-            run = await api.post("/api/runs", body)
+            body = _proposal_body(earlier["conversation_id"], title, plan, code, datasets, files, limits)
+            run = await api.post("/api/runs", {**body, "followup_of": followup_of})
             return _proposal_result(_proposal(run, console, followup_of=followup_of))
 
     # ------------------------------------------------------------------ results
