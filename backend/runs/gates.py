@@ -4,6 +4,7 @@ gate off cancels what is already queued."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import Forbidden, NotFound
 from backend.runs.tables import Run, RunStatus
+from backend.staging.service import remove_bundle
 from backend.tenancy import service as tenancy_service
 from backend.tenancy.auth import authenticate
 from backend.tenancy.tables import Company
@@ -63,8 +65,11 @@ async def gate_problem(company_id: int) -> str | None:
 
 
 async def cancel_queued(company_id: int, reason: str, *, actor: str) -> list[int]:
-    """End every queued run of the company without starting a VM (a gate was turned off). Audited per run."""
-    rows = await Run.select(Run.id).where((Run.company == company_id) & (Run.status == RunStatus.queued))
+    """End every queued run of the company without starting a VM (a gate was turned off). Audited per run;
+    its staged bundle is deleted (the manifest and its hashes stay in the row and the audit trail)."""
+    rows = await Run.select(Run.id, Run.bundle_dir).where(
+        (Run.company == company_id) & (Run.status == RunStatus.queued)
+    )
     cancelled = []
     for row in rows:
         now = datetime.now(UTC)
@@ -84,6 +89,7 @@ async def cancel_queued(company_id: int, reason: str, *, actor: str) -> list[int
         if not done:
             continue
         cancelled.append(row["id"])
+        await asyncio.to_thread(remove_bundle, row["bundle_dir"])
         await audit.record(
             "run.cancelled",
             actor=actor,

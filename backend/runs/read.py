@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 from datetime import datetime
 from typing import Any
@@ -154,7 +155,8 @@ async def detail(ctx: UserContext, run_id: int) -> RunDetail:
     diff = None
     if row["previous_attempt_id"]:
         prev = await Run.select(Run.code).where(Run.id == row["previous_attempt_id"]).first()
-        diff = code_diff(prev["code"], row["code"]) if prev else None
+        # two codes of up to max_code_bytes each: difflib is CPU work, off the event loop
+        diff = await asyncio.to_thread(code_diff, prev["code"], row["code"]) if prev else None
     blocked = None
     company = await gates.company(ctx.company_id)
     offer = None

@@ -14,7 +14,7 @@ from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid
 from backend.hashing import sha256_text
 from backend.injection import scan_text
-from backend.runs import followups, gates
+from backend.runs import followups, gates, limits
 from backend.runs.factory import create_run
 from backend.runs.read import can_decide, detail, get_run_row, max_attempts
 from backend.runs.schemas import RunDetail
@@ -101,8 +101,24 @@ def bundle_root() -> Path:
 
 
 async def _stage(ctx: UserContext, datasets: list[str], file_ids: list[int]) -> staging.StagedBundle:
+    """Stage a proposal's bundle within the company's limit on staged bytes in flight: refused before
+    staging when the company is already at it, and the new bundle deleted again when it goes over."""
+    await limits.check_staged(ctx.company_id)
     directory = bundle_root() / uuid.uuid4().hex
-    return await staging.stage(ctx, datasets, file_ids, directory)
+    bundle = await staging.stage(ctx, datasets, file_ids, directory)
+    try:
+        await limits.check_staged(ctx.company_id, adding=max(1, limits.bundle_bytes(bundle.manifest)))
+    except BaseException:
+        await asyncio.to_thread(staging.remove_bundle, bundle.directory)
+        raise
+    return bundle
+
+
+async def check_bounds(ctx: UserContext) -> None:
+    """What every proposal (and revision) passes before anything is staged: the per-user cap on runs
+    waiting for a decision, and the per-user and per-company proposals per hour."""
+    await check_pending(ctx)
+    await limits.check_rate(ctx)
 
 
 async def propose(
@@ -119,13 +135,13 @@ async def propose(
     followup_of: int | None = None,
 ) -> RunDetail:
     company = await gates.require_code_execution(ctx.company_id)
-    check_code(code)
+    await asyncio.to_thread(check_code, code)  # parses up to max_code_bytes: off the event loop
     run_limits = check_limits(limits)
     staging.check_datasets(ctx, datasets)
     await credits.require_minimum(ctx.company_id)
-    await check_pending(ctx)
+    await check_bounds(ctx)
     bundle = await _stage(ctx, datasets, file_ids)
-    findings = [f.model_dump() for f in bundle.findings] + code_findings(code)
+    findings = [f.model_dump() for f in bundle.findings] + await asyncio.to_thread(code_findings, code)
     datasets = list(dict.fromkeys(d.strip() for d in datasets if d.strip()))
     file_ids = list(dict.fromkeys(file_ids))
     run = await create_run(
@@ -326,10 +342,11 @@ async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None =
         raise Conflict(
             f"this run has used all {cap} attempts; propose a new run instead", code="attempts_exhausted"
         )
-    check_code(code)
+    await asyncio.to_thread(check_code, code)
     await credits.require_minimum(ctx.company_id)
-    await check_pending(ctx)
+    await check_bounds(ctx)
     bundle = await _stage(ctx, row["datasets"], row["file_ids"])
+    code_found = await asyncio.to_thread(code_findings, code)
     new = await create_run(
         company_id=ctx.company_id,
         requested_by=ctx.user_id,
@@ -341,7 +358,7 @@ async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None =
         file_ids=row["file_ids"],
         limits=row["limits"],
         bundle=bundle,
-        findings=[f.model_dump() for f in bundle.findings] + code_findings(code),
+        findings=[f.model_dump() for f in bundle.findings] + code_found,
         attempt=row["attempt"] + 1,
         root_run_id=root,
         previous_attempt_id=run_id,

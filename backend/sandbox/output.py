@@ -165,7 +165,10 @@ def parse_actions(raw: bytes) -> tuple[list | None, str | None]:
 
 
 def safe_name(name: Any) -> bool:
-    if not isinstance(name, str) or name in ("", ".", "..") or name == "actions.json":
+    """A flat name Drive will store as it is: blank ones ("   ") and ones Drive would strip are refused here."""
+    if not isinstance(name, str) or name.strip() in ("", ".", "..") or name == "actions.json":
+        return False
+    if name != name.strip():
         return False
     if "/" in name or "\\" in name or len(name.encode("utf-8", "replace")) > 200:
         return False

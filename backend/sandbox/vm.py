@@ -179,6 +179,7 @@ class GuestVM:
         timeout = RESTORE_READY_TIMEOUT if self.restored else get_settings().cold_boot_timeout_seconds
         deadline = self.launched + timeout
         guest, gone, misses, retry_at = None, False, 0, 0.0
+        results = wire.ResultReader(self.out_disk)  # this run's result-hashing budget
         while True:
             now = time.monotonic()
             if not self.ready_at:
@@ -186,7 +187,7 @@ class GuestVM:
                 if ready is not None and ready.get("nonce") == self.nonce:
                     self.ready_at, deadline = now, now + limits.wall_seconds + COLLECT_GRACE_SECONDS
             if now >= retry_at or gone:
-                guest, mismatch = wire.poll_result(self.out_disk)
+                guest, mismatch = results.poll()
                 if guest is not None:
                     break
                 if mismatch:  # torn or forged: do not rehash up to the whole payload at every poll

@@ -126,6 +126,80 @@ class GuestResult:
             return fh.read(size)
 
 
+# What the host spends hashing one run's result area: a header is hashed once (the guest writes it last,
+# after the payload and an fsync, so a digest that fails stays failed until the header changes), and at most
+# this many headers or bytes per run; a guest that keeps rewriting forged headers is a protocol error.
+MAX_RESULT_HASHES = 8
+MAX_RESULT_HASH_BYTES = 256 * 1024 * 1024
+
+
+class ResultReader:
+    """Reads one run's output disk, hashing bounded per run.
+
+    The RESULT header (magic, lengths, digest) is the generation: a header already hashed without a match
+    is not hashed again (a torn read ends with a new header; a forged one never matches); a new header is
+    hashed while the run's budget lasts (`MAX_RESULT_HASHES` headers, `MAX_RESULT_HASH_BYTES` bytes),
+    after which a further new header raises WireError.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.hashes = 0
+        self.hashed_bytes = 0
+        self._failed: bytes | None = None  # the last header hashed without a match
+
+    def poll(self) -> tuple[GuestResult | None, bool]:
+        """(result, False) when complete; (None, True) while the header's digest does not match; (None,
+        False) while there is no header."""
+        try:
+            disk_size = os.path.getsize(self.path)
+            with open(self.path, "rb") as fh:
+                fh.seek(RESULT_HEADER_OFFSET)
+                header = fh.read(64)
+                if not header.startswith(RESULT_MAGIC) or len(header) < 64:
+                    return None, False
+                if header == self._failed:
+                    return None, True  # the same generation: its digest failed already
+                json_len, payload_len = struct.unpack(">QQ", header[16:32])
+                if json_len > RESULT_JSON_MAX or RESULT_PAYLOAD_OFFSET + payload_len > disk_size:
+                    raise WireError("result lengths out of bounds")
+                self._spend(json_len + payload_len)
+                fh.seek(RESULT_JSON_OFFSET)
+                body = fh.read(json_len)
+                digest = hashlib.sha256(body)
+                fh.seek(RESULT_PAYLOAD_OFFSET)
+                remaining = payload_len
+                while remaining:
+                    chunk = fh.read(min(remaining, 1 << 20))
+                    if not chunk:
+                        break
+                    digest.update(chunk)
+                    remaining -= len(chunk)
+        except OSError:
+            return None, False
+        if remaining or digest.digest() != header[32:64]:
+            self._failed = header
+            return None, True
+        try:
+            record = json.loads(body)
+        except ValueError as exc:
+            raise WireError("result record is not JSON") from exc
+        if not isinstance(record, dict):
+            raise WireError("result record is not an object")
+        return GuestResult(
+            record=record, payload_offset=RESULT_PAYLOAD_OFFSET, payload_len=payload_len, path=self.path
+        ), False
+
+    def _spend(self, size: int) -> None:
+        if self.hashes >= MAX_RESULT_HASHES or self.hashed_bytes + size > MAX_RESULT_HASH_BYTES:
+            raise WireError(
+                f"the guest rewrote its result header {self.hashes} times without a matching digest "
+                f"({self.hashed_bytes:,} bytes hashed): protocol error"
+            )
+        self.hashes += 1
+        self.hashed_bytes += size
+
+
 def read_result(path: Path) -> GuestResult | None:
     """The complete result record, or None while it is absent or incomplete (hash mismatch)."""
     return poll_result(path)[0]
@@ -134,43 +208,10 @@ def read_result(path: Path) -> GuestResult | None:
 def poll_result(path: Path) -> tuple[GuestResult | None, bool]:
     """`read_result`, plus whether a RESULT header was there but its digest did not match.
 
-    The guest writes the header last, so a mismatch is a torn read or a forged header: the
-    caller backs off instead of rehashing up to the whole payload at every poll.
+    One look, with a budget of its own: a run's wait keeps one `ResultReader` for all its polls, so a header
+    is not hashed again until it changes, within the run's budget.
     """
-    try:
-        disk_size = os.path.getsize(path)
-        with open(path, "rb") as fh:
-            fh.seek(RESULT_HEADER_OFFSET)
-            header = fh.read(64)
-            if not header.startswith(RESULT_MAGIC):
-                return None, False
-            json_len, payload_len = struct.unpack(">QQ", header[16:32])
-            if json_len > RESULT_JSON_MAX or RESULT_PAYLOAD_OFFSET + payload_len > disk_size:
-                raise WireError("result lengths out of bounds")
-            fh.seek(RESULT_JSON_OFFSET)
-            body = fh.read(json_len)
-            digest = hashlib.sha256(body)
-            fh.seek(RESULT_PAYLOAD_OFFSET)
-            remaining = payload_len
-            while remaining:
-                chunk = fh.read(min(remaining, 1 << 20))
-                if not chunk:
-                    return None, True
-                digest.update(chunk)
-                remaining -= len(chunk)
-    except OSError:
-        return None, False
-    if digest.digest() != header[32:64]:
-        return None, True
-    try:
-        record = json.loads(body)
-    except ValueError as exc:
-        raise WireError("result record is not JSON") from exc
-    if not isinstance(record, dict):
-        raise WireError("result record is not an object")
-    return GuestResult(
-        record=record, payload_offset=RESULT_PAYLOAD_OFFSET, payload_len=payload_len, path=path
-    ), False
+    return ResultReader(path).poll()
 
 
 def mark_standby(path: Path) -> None:

@@ -2,12 +2,14 @@
 
 `queue` orders the queued runs (companies in turn) and holds the in-process loop that also fires due
 schedules; `execute` takes one run from queued to finished: hashes and gates checked again right before a
-VM starts, the sandbox, then outputs to Drive, actions.json to action items, and the charge. The embedded
-default runs this loop inside the API process.
+VM starts, the sandbox, then the charge, outputs to Drive and actions.json to action items; `retention`
+deletes staged bundles past their retention (at start and periodically). The embedded default runs this
+loop inside the API process.
 """
 
 from backend.worker.execute import execute, hash_problem, recover
 from backend.worker.queue import WORKER, drain, queued_ids, start_worker, stop_worker
+from backend.worker.retention import sweep_bundles
 
 __all__ = [
     "WORKER",
@@ -18,4 +20,5 @@ __all__ = [
     "recover",
     "start_worker",
     "stop_worker",
+    "sweep_bundles",
 ]

@@ -18,13 +18,16 @@ from typing import Any
 
 from backend import sandbox
 from backend.actions import service as actions
+from backend.actions.tables import ActionItem
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.drive import service as drive
 from backend.drive.tables import DriveFile
+from backend.errors import AppError
 from backend.hashing import sha256_json, sha256_text
 from backend.runs import gates
-from backend.runs.tables import Run, RunStatus
+from backend.runs.tables import RETRYABLE, Run, RunStatus
+from backend.sandbox.models import RejectedFile
 from backend.settings import get_settings
 from backend.staging.service import MANIFEST, remove_bundle, verify_bundle
 from backend.tenancy.context import load_user_context
@@ -72,15 +75,28 @@ async def execute(run_id: int) -> str:
     run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
     if run is None or run["status"] != RunStatus.running:
         return run["status"] if run else "missing"
+    status: str | None = None
     try:
-        return await _execute(run)
-    finally:  # whatever the end, the staged copy of company data goes; the manifest stays in the row
-        await asyncio.to_thread(remove_bundle, run["bundle_dir"])
+        status = await _execute(run)
+        return status
+    finally:  # the staged copy of company data goes when the run ends; the manifest stays in the row
+        if not keeps_bundle(status):
+            await asyncio.to_thread(remove_bundle, run["bundle_dir"])
+
+
+def keeps_bundle(status: str | None) -> bool:
+    """Whether a run that ended with `status` after its VM started keeps its bundle for a while: one that
+    failed (it may be revised) while `failed_bundle_retention_days` is above zero. Everything else - a
+    success, a run refused or cancelled before its VM started, an internal error - loses it at once; the
+    retained ones go in `retention.sweep_bundles`."""
+    return status in RETRYABLE and get_settings().failed_bundle_retention_days > 0
 
 
 async def _end_unstarted(run: dict[str, Any], status: RunStatus, action: str, why: str, **data: str) -> str:
-    """End a run whose VM never started (hashes changed, or a gate closed), audited with what stopped it."""
+    """End a run whose VM never started (hashes changed, or a gate closed), audited with what stopped it.
+    Its bundle is deleted now: nothing ran on it, and whatever refused it (a changed bundle) is not kept."""
     (detail,) = data.values()
+    await asyncio.to_thread(remove_bundle, run["bundle_dir"])
     await finish(run["id"], status, error_message=f"{why}: {detail}")
     await audit.record(
         action,
@@ -146,44 +162,12 @@ async def source_datasets(run: dict[str, Any]) -> list[str]:
 
 
 async def _record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
+    """Charge, then store what came back. The charge comes first and reads nothing the guest chose (only
+    the host's clock and the approved limits): no output name, actions.json entry or other hostile output
+    can end a run uncharged. Storing outputs and turning actions into items cannot raise past here: a
+    file Drive refuses becomes a rejected file, an actions.json that cannot become items becomes none."""
     run_id, company_id = run["id"], run["company"]
     actor = f"worker:run-{run_id}"
-    requester = await load_user_context(run["requested_by"])
-    stored = result.model_dump(mode="json", exclude={"actions"})  # printed output already capped and marked
-    folder_id = None
-    outputs = []
-    if result.files:
-        sources = await source_datasets(run)
-        folder = await drive.create_folder(
-            requester,
-            f"Run {run_id} — {run['title']}"[:200],
-            visibility="private",
-            run_id=run_id,
-            source_datasets=sources,
-        )
-        folder_id = folder["id"]
-        for f in result.files:
-            path = out_dir / f.name
-            if not path.is_file():
-                continue
-            row = await drive.upload(
-                requester,
-                f.name,
-                await asyncio.to_thread(path.read_bytes),  # up to the sandbox's 50 MB of outputs
-                folder_id=folder_id,
-                visibility="private",
-                run_id=run_id,
-                audit_actor=actor,
-                source_datasets=sources,
-            )
-            outputs.append({"name": f.name, "sha256": row["sha256"], "drive_file_id": row["id"]})
-    note = (
-        None  # why the run's actions.json became no items: the sandbox rejected it (malformed, over the cap)
-    )
-    if run["read_actions"]:
-        note = next((r.reason for r in result.rejected_files if r.name == "actions.json"), None)
-    if run["read_actions"] and result.status == "succeeded" and result.actions is not None:
-        await actions.ingest(run, result.actions, requester)
     seconds = max(0.0, (result.timings_ms.total or 0) / 1000)
     charged = await credits.charge(
         company_id=company_id,
@@ -195,11 +179,25 @@ async def _record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str
         seconds=seconds,
         actor=actor,
     )
+    await Run.update({Run.credits_charged: charged, Run.updated_at: _now()}).where(Run.id == run_id)
+    status, error = result.status, result.error
+    folder_id, outputs, note = None, [], None
+    try:
+        requester = await load_user_context(run["requested_by"])
+        folder_id, outputs = await _store_outputs(run, result, out_dir, requester, actor)
+        note = await _ingest_actions(run, result, requester)
+    except Exception as exc:  # our fault, not the run's: the run still ends, charged once
+        log.exception("storing the outputs of run %s failed", run_id)
+        status, error = (
+            RunStatus.error,
+            f"its outputs could not be stored ({type(exc).__name__}); see the server log",
+        )
+    stored = result.model_dump(mode="json", exclude={"actions"})  # printed output already capped and marked
     await finish(
         run_id,
-        result.status,
+        status,
         result=stored,
-        error_message=result.error,
+        error_message=error,
         output_folder_id=folder_id,
         credits_charged=charged,
         actions_discarded=bool(result.actions_discarded),
@@ -212,7 +210,7 @@ async def _record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str
         subject_type="run",
         subject_id=run_id,
         data={
-            "status": result.status,
+            "status": status,
             "exit_code": result.exit_code,
             "outputs": outputs,
             "rejected_files": [r.model_dump() for r in result.rejected_files],
@@ -222,7 +220,71 @@ async def _record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str
             "credits": charged,
         },
     )
-    return result.status
+    return status
+
+
+async def _store_outputs(
+    run: dict[str, Any], result: Any, out_dir: Path, requester: Any, actor: str
+) -> tuple[int | None, list[dict[str, Any]]]:
+    """Each output file into the run's Drive folder. A file Drive refuses (its name, its size) is listed
+    with the rejected files instead: one hostile output never stops the others or the run's end."""
+    if not result.files:
+        return None, []
+    run_id = run["id"]
+    sources = await source_datasets(run)
+    folder = await drive.create_folder(
+        requester,
+        f"Run {run_id} — {run['title']}"[:200],
+        visibility="private",
+        run_id=run_id,
+        source_datasets=sources,
+    )
+    outputs = []
+    kept = []
+    for f in result.files:
+        name = str(f.name)
+        try:
+            path = out_dir / name
+            if not path.is_file():
+                continue
+            row = await drive.upload(
+                requester,
+                name,
+                await asyncio.to_thread(path.read_bytes),  # up to the sandbox's 50 MB of outputs
+                folder_id=folder["id"],
+                visibility="private",
+                run_id=run_id,
+                audit_actor=actor,
+                source_datasets=sources,
+            )
+        except (AppError, OSError, ValueError) as exc:
+            reason = exc.detail if isinstance(exc, AppError) else f"{type(exc).__name__}: {exc}"
+            result.rejected_files.append(
+                RejectedFile(name=name[:300], reason=f"not stored: {str(reason)[:300]}")
+            )
+            continue
+        kept.append(f)
+        outputs.append({"name": row["name"], "sha256": row["sha256"], "drive_file_id": row["id"]})
+    result.files = kept
+    return folder["id"], outputs
+
+
+async def _ingest_actions(run: dict[str, Any], result: Any, requester: Any) -> str | None:
+    """actions.json → items; the note says why it became none (rejected by the sandbox, or entries the
+    database cannot hold). Items are all or nothing: a failure part-way removes those already made."""
+    if not run["read_actions"]:
+        return None
+    note = next((r.reason for r in result.rejected_files if r.name == "actions.json"), None)
+    if result.status != "succeeded" or result.actions is None:
+        return note
+    try:
+        await actions.ingest(run, result.actions, requester)
+    except Exception as exc:
+        log.warning("run %s: actions.json could not become items: %r", run["id"], exc)
+        await ActionItem.delete().where(ActionItem.run == run["id"])
+        await Run.update({Run.action_items_count: 0}).where(Run.id == run["id"])
+        return f"actions.json could not be turned into items ({type(exc).__name__}); none were kept"
+    return note
 
 
 async def recover() -> int:

@@ -11,6 +11,7 @@ from backend.sandbox.standby import service_standby_count, start_standby_pool, s
 from backend.schedules import service as schedules
 from backend.settings import get_settings
 from backend.worker.execute import execute, finish, recover
+from backend.worker.retention import sweep_bundles
 
 log = logging.getLogger("cleanroom.worker")
 
@@ -56,6 +57,7 @@ class Worker:
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_schedule_check = 0.0
+        self._last_sweep = 0.0
 
     @property
     def running(self) -> int:
@@ -63,6 +65,7 @@ class Worker:
 
     async def start(self) -> None:
         await recover()
+        await self._sweep()  # bundles whose retention ran out while the service was down
         if standby := service_standby_count():  # after recovery: it removes leftover guests
             start_standby_pool(standby)
             log.info("standby pool: keeping %d restored guests ready", standby)
@@ -82,6 +85,8 @@ class Worker:
                 if loop.time() - self._last_schedule_check > 15:
                     self._last_schedule_check = loop.time()
                     await schedules.fire_due()
+                if loop.time() - self._last_sweep > 60 * get_settings().bundle_sweep_minutes:
+                    await self._sweep()
                 capacity = max(1, get_settings().max_concurrent_vms) - len(self.active)
                 for run_id in (await queued_ids())[: max(0, capacity)]:
                     if run_id in self.active:
@@ -95,6 +100,13 @@ class Worker:
             except Exception:
                 log.exception("worker loop error")
             await asyncio.sleep(self.poll_seconds)
+
+    async def _sweep(self) -> None:
+        self._last_sweep = asyncio.get_running_loop().time()
+        try:
+            await sweep_bundles()
+        except Exception:  # a sweep that fails is tried again at the next one; runs go on
+            log.exception("sweeping staged bundles failed")
 
     async def _run(self, run_id: int) -> None:
         try:

@@ -1,6 +1,7 @@
 """Proposals are bounded: a user may have only so many runs waiting for a decision (each holds a staged
-bundle of company data), and a run's bundle is deleted when the run ends, whatever the end; proposed
-changes are still decided against the versions that were staged."""
+bundle of company data), and a run's bundle is deleted when the run ends (a failed run's after its
+retention: tests/hardening/test_bounded_work.py); proposed changes are still decided against the versions
+that were staged."""
 
 from __future__ import annotations
 
@@ -104,6 +105,8 @@ async def test_a_finished_runs_bundle_is_deleted_and_its_changes_still_decide(
 
 @pytest.mark.parametrize("status", ["failed", "timed_out", "error"])
 async def test_a_bundle_is_deleted_whatever_the_end(client, on, monkeypatch, status: str) -> None:
+    """Without a retention for failed runs (tests/hardening/test_bounded_work.py has the kept case)."""
+    monkeypatch.setattr(get_settings(), "failed_bundle_retention_days", 0)
     run = await _approved(client)
     monkeypatch.setattr(sandbox, "run_code", _sandbox(status))
     assert await worker.execute(run["id"]) == status

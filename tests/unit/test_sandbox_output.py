@@ -103,8 +103,10 @@ def _result_reads_while_waiting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     if forged:
         _forge_header(guest.out_disk)
     calls = []
-    real_poll = wire.poll_result
-    monkeypatch.setattr(wire, "poll_result", lambda path: calls.append(path) or real_poll(path))
+    real_poll = wire.ResultReader.poll
+    monkeypatch.setattr(
+        wire.ResultReader, "poll", lambda reader: calls.append(reader.path) or real_poll(reader)
+    )
     monkeypatch.setattr(vm, "RESTORE_READY_TIMEOUT", 0.6)
     monkeypatch.setattr(guest, "is_active", lambda: True)
     guest.restored, guest.launched = True, time.monotonic()
