@@ -235,6 +235,9 @@ async def _stage_into(
             )
             continue
         stem = _stem(row["name"], taken)
+        # what the converter could not do or read (a misnamed file, replaced bytes, workbook parts it did not
+        # scan): the person sees each next to the manifest before approving
+        warnings += [{"drive_file_id": row["id"], "name": row["name"], "warning": w} for w in converted.warnings]
         for fname, content, meta in converted.bundle_files(stem):
             entry = await asyncio.to_thread(_write, out, f"files/{stem}/{fname}", content)
             entry.update(

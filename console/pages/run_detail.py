@@ -260,6 +260,9 @@ class RunView:
                 widgets.empty_state("Nothing staged.")
             for error in manifest.get("errors") or []:
                 widgets.error_box(f"{error.get('name', '?')} could not be converted: {error.get('error')}")
+            for warning in manifest.get("warnings") or []:
+                name = widgets.reveal_invisible(str(warning.get("name", "?")))
+                ui.label(f"{name}: {warning.get('warning')}").classes("text-warning").mark("manifest-warning")
             truncated = [r for r in rows if r["truncated"] != "no"]
             if truncated:
                 ui.label(

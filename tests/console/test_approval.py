@@ -158,6 +158,30 @@ async def test_invisible_characters_are_visible_in_warnings_and_code(
     assert "&lt;U+202E&gt;" in user.find(marker="code").elements.pop().content
 
 
+async def test_a_converter_warning_is_shown_with_the_manifest(user: User, assistant: Assistant) -> None:
+    uploaded = await assistant.call(
+        "alice@acme.example",
+        "POST",
+        "/api/drive/files",
+        files={"file": ("totals.pdf", b"region,amount\nEast,1200\n", "application/pdf")},
+    )
+    run = await assistant.call(
+        "alice@acme.example",
+        "POST",
+        "/api/runs",
+        json={
+            "conversation_id": "c",
+            "title": "Totals",
+            "plan": "",
+            "code": "print(1)\n",
+            "files": [uploaded["id"]],
+        },
+    )
+    await sign_in(user, "alice@acme.example", then=f"/runs/{run['id']}")
+    await user.should_see(marker="manifest-warning", retries=50)
+    await user.should_see("totals.pdf: The file is named .pdf but its content is")
+
+
 async def test_truncated_export_says_how_many_rows_were_visible(user: User, assistant: Assistant) -> None:
     run = await assistant.call(
         "admin@acme.example",

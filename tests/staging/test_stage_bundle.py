@@ -310,3 +310,17 @@ async def test_instruction_in_a_record_is_flagged_at_each_row(demo_db: str, tmp_
 def csv_column(path: Path, column: str) -> list[str]:
     with path.open(newline="") as fh:
         return [row[column] for row in csv.DictReader(fh)]
+
+
+async def test_what_the_converter_warns_about_reaches_the_manifest(demo_db: str, tmp_path: Path) -> None:
+    """A converter's warning (here: a CSV named .pdf) is listed in the manifest the person reads before
+    approving; a clean file adds none (the control)."""
+    alice = await _ctx()
+    misnamed = await _upload(alice, "totals.pdf", CSV_BYTES)
+    clean = await _upload(alice, "regions.csv", CSV_BYTES)
+    bundle = await stage(alice, [], [misnamed, clean], tmp_path / "b")
+
+    warned = {w["name"]: w for w in bundle.manifest["warnings"]}
+    assert "named .pdf" in warned["totals.pdf"]["warning"]
+    assert warned["totals.pdf"]["drive_file_id"] == misnamed
+    assert "regions.csv" not in warned
