@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.hashing import sha256_text
+from backend.runs import queued
 from backend.runs.tables import ApprovalKind, Run, RunStatus
 from backend.staging.service import StagedBundle
 
@@ -69,4 +70,6 @@ async def create_run(
     if root_run_id is None:
         run.root_run_id = run.id
         await Run.update({Run.root_run_id: run.id}).where(Run.id == run.id)
+    if run.status == RunStatus.queued:
+        queued.announce()
     return run

@@ -14,7 +14,7 @@ from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid
 from backend.hashing import sha256_text
 from backend.injection import scan_text
-from backend.runs import followups, gates, limits
+from backend.runs import followups, gates, limits, queued
 from backend.runs.factory import create_run
 from backend.runs.read import can_decide, detail, get_run_row, max_attempts
 from backend.runs.schemas import RunDetail
@@ -236,6 +236,7 @@ async def _approve_row(
             **grant,
         }
     ).where((Run.id == run_id) & (Run.status == RunStatus.awaiting_approval))
+    queued.announce()
     data: dict[str, Any] = {
         "code_sha256": sha256_text(row["code"]),
         "bundle_sha256": row["bundle_sha256"],

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
+from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.standby import service_standby_count, start_standby_pool, stop_standby_pool
 from backend.schedules import service as schedules
@@ -49,7 +52,8 @@ async def drain() -> None:
 
 
 class Worker:
-    """The in-process worker: polls the queue, and fires due schedules."""
+    """The in-process worker: polls the queue, and fires due schedules. A run queued in this process
+    (`backend.runs.queued`) or a run ending wakes it at once; the poll is the fallback."""
 
     def __init__(self, poll_seconds: float = 0.5) -> None:
         self.poll_seconds = poll_seconds
@@ -58,6 +62,8 @@ class Worker:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_schedule_check = 0.0
         self._last_sweep = 0.0
+        self._wake: asyncio.Event | None = None
+        self._unlisten: Callable[[], None] | None = None
 
     @property
     def running(self) -> int:
@@ -69,9 +75,14 @@ class Worker:
         if standby := service_standby_count():  # after recovery: it removes leftover guests
             start_standby_pool(standby)
             log.info("standby pool: keeping %d restored guests ready", standby)
+        loop, wake = asyncio.get_running_loop(), asyncio.Event()
+        self._wake = wake
+        self._unlisten = queued.listen(lambda: loop.call_soon_threadsafe(wake.set))
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
+        if self._unlisten:
+            self._unlisten()
         if self._task:
             self._task.cancel()
         for task in list(self._tasks):
@@ -99,7 +110,16 @@ class Worker:
                 raise
             except Exception:
                 log.exception("worker loop error")
+            await self._idle()
+
+    async def _idle(self) -> None:
+        """Until the next poll, or sooner when woken."""
+        if self._wake is None:
             await asyncio.sleep(self.poll_seconds)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+        self._wake.clear()
 
     async def _sweep(self) -> None:
         self._last_sweep = asyncio.get_running_loop().time()
@@ -118,6 +138,8 @@ class Worker:
             )
         finally:
             self.active.discard(run_id)
+            if self._wake is not None:  # a slot is free: the next queued run need not wait for the poll
+                self._wake.set()
 
 
 WORKER = Worker()

@@ -1,0 +1,60 @@
+"""An approval starts its run at once: the in-process worker is woken, not left to its next poll.
+
+The worker here polls once an hour, so only the wake-up can start a run within the test's few seconds; the
+run itself is not executed (a recording stand-in for `execute`: what is under test is when the worker picks
+the run up, not the VM). The control shows that without the announcement the same worker does not pick it up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from backend.runs import queued
+from backend.worker import queue
+from tests.conftest import approve_as
+from tests.runs.conftest import proposal
+
+
+async def _started_within(worker: queue.Worker, picked: list[int], run_id: int, seconds: float) -> bool:
+    for _ in range(int(seconds / 0.05)):
+        if run_id in picked:
+            return True
+        await asyncio.sleep(0.05)
+    return run_id in picked
+
+
+@pytest.fixture
+async def hour_poll_worker(monkeypatch: pytest.MonkeyPatch):
+    picked: list[int] = []
+
+    async def record(run_id: int) -> str:
+        picked.append(run_id)
+        return "succeeded"
+
+    monkeypatch.setattr(queue, "execute", record)
+    worker = queue.Worker(poll_seconds=3600)
+    await worker.start()
+    await asyncio.sleep(0.2)  # its first look at the (empty) queue is over; now it waits an hour
+    try:
+        yield worker, picked
+    finally:
+        await worker.stop()
+
+
+async def test_an_approved_run_is_picked_up_at_once(client, alice, acme_on, hour_poll_worker) -> None:
+    worker, picked = hour_poll_worker
+    run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
+    assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
+    assert await _started_within(worker, picked, run["id"], 5.0)
+
+
+async def test_control_without_the_announcement_the_run_waits_for_the_poll(
+    client, alice, acme_on, hour_poll_worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker, picked = hour_poll_worker
+    monkeypatch.setattr(queued, "announce", lambda: None)
+    run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
+    assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
+    assert not await _started_within(worker, picked, run["id"], 1.5)
