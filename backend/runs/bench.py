@@ -105,19 +105,50 @@ def _first_line_ns(run: dict[str, Any]) -> int:
     return int(stdout.split("\n", 1)[0])
 
 
-def _timed(session: _Session, code: str, files: list[int], failures: list[str]) -> tuple[float, float]:
-    """(approve → user code's first statement, approve → succeeded seen over the API) in ms."""
+def _timed(
+    session: _Session,
+    code: str,
+    files: list[int],
+    failures: list[str],
+    phases: dict[str, list[float]] | None = None,
+) -> tuple[float, float]:
+    """(approve → user code's first statement, approve → succeeded seen over the API) in ms; with `phases`,
+    where the time went (`_phases`)."""
     run = session.propose("bench", code, files)
     time.sleep(SETTLE_SECONDS)
     approved_ns = time.time_ns()
     started = time.perf_counter()
     session.approve(run)
     finished = session.wait(run["id"])
+    seen_ns = time.time_ns()
     done_ms = (time.perf_counter() - started) * 1000
     if finished["status"] != "succeeded":
         failures.append(f"run {run['id']}: {finished['status']} {finished.get('error_message')}")
         return float("nan"), done_ms
+    if phases is not None:
+        for name, value in _phases(finished, approved_ns, seen_ns).items():
+            phases.setdefault(name, []).append(value)
     return (_first_line_ns(finished) - approved_ns) / 1e6, done_ms
+
+
+def _phases(run: dict[str, Any], approved_ns: int, seen_ns: int) -> dict[str, float]:
+    """approve → succeeded cut where the run records its own times: the worker's pickup (approve request →
+    `started_at`), the sandbox (request → VM ready → code → collected: the result's timings), the host's work
+    around it (re-hash, gates, audit, filing outputs, the charge: the rest of `started_at` → `finished_at`),
+    and the API noticing (`finished_at` → the poll that saw it)."""
+    started_ns = datetime.fromisoformat(run["started_at"]).timestamp() * 1e9
+    finished_ns = datetime.fromisoformat(run["finished_at"]).timestamp() * 1e9
+    sandbox = run["result"]["timings_ms"]
+    worker_ms = (finished_ns - started_ns) / 1e6
+    return {
+        "pickup_ms": (started_ns - approved_ns) / 1e6,
+        "sandbox_vm_ready_ms": sandbox["start"],
+        "sandbox_execute_ms": sandbox["execute"],
+        "sandbox_collect_ms": sandbox["collect"],
+        "sandbox_total_ms": sandbox["total"],
+        "host_around_sandbox_ms": worker_ms - sandbox["total"],
+        "seen_over_api_ms": (seen_ns - finished_ns) / 1e6,
+    }
 
 
 def _queued_eight(session: _Session, file_id: int, failures: list[str]) -> dict[str, Any]:
@@ -151,9 +182,9 @@ def _measure(mode: str, runs: int, csv: bytes) -> dict[str, Any]:
         try:
             file_id = session.upload("sales.csv", csv)
             _timed(session, TRIVIAL, [file_id], failures)  # warm-up: saved states, first imports
-            to_code, trivial, chart = [], [], []
+            to_code, trivial, chart, phases = [], [], [], {}
             for _ in range(runs):
-                code_ms, done_ms = _timed(session, TRIVIAL, [file_id], failures)
+                code_ms, done_ms = _timed(session, TRIVIAL, [file_id], failures, phases)
                 to_code.append(code_ms)
                 trivial.append(done_ms)
             for _ in range(runs):
@@ -165,6 +196,7 @@ def _measure(mode: str, runs: int, csv: bytes) -> dict[str, Any]:
     return {
         "approve_to_user_code_ms": summarize(clean) if clean else None,
         "approve_to_succeeded_trivial_ms": summarize(trivial),
+        "trivial_phases_p50_ms": {name: summarize(values)["p50"] for name, values in phases.items()},
         "approve_to_succeeded_pandas_chart_ms": summarize(chart),
         "eight_queued": queued,
         "failures": failures[:20],

@@ -7,8 +7,10 @@ poll still finds the run.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+log = logging.getLogger("cleanroom.runs")
 _listeners: list[Callable[[], None]] = []
 
 
@@ -19,5 +21,12 @@ def listen(callback: Callable[[], None]) -> Callable[[], None]:
 
 
 def announce() -> None:
+    """Tell every listener; a listener that fails (its event loop is gone) is dropped, never the caller's
+    problem: the run is queued either way and a worker's poll finds it."""
     for callback in list(_listeners):
-        callback()
+        try:
+            callback()
+        except Exception:
+            log.warning("a queued-run listener failed and was dropped", exc_info=True)
+            if callback in _listeners:
+                _listeners.remove(callback)
