@@ -45,6 +45,7 @@ def _run(
     read_actions: bool,
     force_cold_boot: bool = False,
     positive_control_nic: bool = False,  # the isolation self-test's control run only
+    positive_control_unfiltered: bool = False,  # the VM suite's control: user code without the syscall filter
 ) -> SandboxResult:
     started = time.monotonic()
     limits = (limits or RunLimits()).clamped()
@@ -63,6 +64,7 @@ def _run(
     fast = get_settings().use_saved_state and not force_cold_boot and not positive_control_nic
     with standby_pool.run():
         vm = _choose(image, virt_type, fast=fast, nic=positive_control_nic)
+        vm.unfiltered_control = positive_control_unfiltered
         try:
             with vm:
                 _start(vm, code, limits, inputs)

@@ -59,6 +59,9 @@ class GuestVM:
         self.job_disk, self.out_disk, self.console_log = (self.workdir / f for f in domain.RUN_FILES)
         self.restored = self.standby = False
         self.standby_config: str | None = None  # the slot configuration a standby guest was restored for
+        # Only the VM suite's positive control sets this (runner._run; no API request reaches it): the guest
+        # runs the user code without its syscall filter, to show the probes would see the filter missing.
+        self.unfiltered_control = False
         # The uid/gid its QEMU runs as: the slot's own, else a leased cold-boot id (filemodes.guest_identity).
         self.guest_ids: tuple[int, int] | None = None
         self._lease: filemodes.GuestIdLease | None = None
@@ -133,6 +136,8 @@ class GuestVM:
         self.launched, self.nonce = time.monotonic(), secrets.token_hex(16)
         job = {"run_id": self.run_id, "nonce": self.nonce, "code": code, "seed": secrets.token_hex(64)}
         job.update(time_ns=time.time_ns(), network=self.nic, limits=guest_limits(limits))
+        if self.unfiltered_control:
+            job["unfiltered_control"] = True
         wire.write_job_disk(self.job_disk, domain.job_disk_bytes(), job, inputs, in_place=True)
 
     def restore(self) -> None:
