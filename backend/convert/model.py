@@ -9,10 +9,23 @@ import json
 import re
 import time
 import unicodedata
+import zipfile
 import zlib
 from dataclasses import dataclass, field
+from xml.parsers import expat
 
 from backend.settings import get_settings
+
+# What reading a damaged zip or XML part of a document raises (each reader adds its own): a damaged file,
+# never a bug.
+DAMAGED_PART_ERRORS: tuple[type[BaseException], ...] = (
+    expat.ExpatError,
+    zipfile.BadZipFile,
+    zlib.error,
+    OSError,
+    EOFError,
+    ValueError,
+)
 
 KINDS = ("xlsx", "ods", "csv", "pdf", "image", "text", "markdown", "json")
 SPREADSHEET_KINDS = ("xlsx", "ods", "csv")

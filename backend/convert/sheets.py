@@ -11,6 +11,7 @@ from xml.etree import ElementTree as ET
 from xml.parsers import expat
 
 from backend.convert.model import (
+    DAMAGED_PART_ERRORS,
     MAX_COLUMNS,
     ConversionFailed,
     Converted,
@@ -262,15 +263,7 @@ def convert_ods(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
             builders = list(_parse_ods(stream, limits, budget, deadline, converted.extra_scan_text))
     except ConversionFailed:
         raise
-    except (
-        ET.ParseError,
-        expat.ExpatError,
-        zipfile.BadZipFile,
-        zlib.error,
-        OSError,
-        EOFError,
-        ValueError,
-    ) as exc:
+    except (ET.ParseError, *DAMAGED_PART_ERRORS) as exc:
         raise ConversionFailed(
             f"The OpenDocument spreadsheet is damaged and cannot be read ({describe(exc)})."
         ) from exc

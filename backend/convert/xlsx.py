@@ -18,6 +18,7 @@ import zlib
 from xml.parsers import expat
 
 from backend.convert.model import (
+    DAMAGED_PART_ERRORS,
     ConversionFailed,
     Converted,
     ConvertLimits,
@@ -737,15 +738,7 @@ class _SideText:
         path = _rels_path(part)
         try:
             return _relationships(self.archive, path) if path in self.names else {}
-        except (
-            _Damaged,
-            expat.ExpatError,
-            zipfile.BadZipFile,
-            zlib.error,
-            OSError,
-            EOFError,
-            ValueError,
-        ) as exc:
+        except (_Damaged, *DAMAGED_PART_ERRORS) as exc:
             self.unread.append(f"{path} (damaged: {describe(exc)})")
             return {}
 

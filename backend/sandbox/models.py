@@ -50,6 +50,9 @@ class Timings(BaseModel):
     execute: float = 0.0
     collect: float = 0.0
     total: float = 0.0
+    # when the host saw the guest READY (Unix ms, the host's clock): the user code starts right after. The
+    # guest's own clock cannot time that from outside under software emulation, where it runs slow.
+    ready_unix_ms: float | None = None
 
 
 class VmInfo(BaseModel):

@@ -71,6 +71,7 @@ def _run(
                 guest = vm.wait(limits)
                 result = interpret(guest, vm.nonce, vm.info(), out_dir, read_actions)
                 result.timings_ms = run_timings(guest.record, vm.launched, vm.ready_at, vm.finished, started)
+                result.timings_ms.ready_unix_ms = round(vm.ready_unix * 1000, 1) if vm.ready_unix else None
                 return result
         except Exception as exc:  # noqa: BLE001 - every failure becomes an `error` result
             message = str(exc) if isinstance(exc, GuestFailure) else f"{type(exc).__name__}: {exc}"

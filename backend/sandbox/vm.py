@@ -69,6 +69,7 @@ class GuestVM:
         self.nics: int | None = None
         self.nonce: str | None = None
         self.launched = self.ready_at = self.finished = 0.0
+        self.ready_unix = 0.0  # the host's wall clock when it saw READY: the user code starts right after
         self._conn: libvirt.virConnect | None = None
         self._dom: libvirt.virDomain | None = None
 
@@ -191,6 +192,7 @@ class GuestVM:
                 ready = wire.read_block0(self.out_disk, wire.READY_MAGIC)
                 if ready is not None and ready.get("nonce") == self.nonce:
                     self.ready_at, deadline = now, now + limits.wall_seconds + COLLECT_GRACE_SECONDS
+                    self.ready_unix = time.time()
             if now >= retry_at or gone:
                 guest, mismatch = results.poll()
                 if guest is not None:
