@@ -944,17 +944,10 @@ def _rest_of_package(side: _SideText, converted: Converted, handled: set[str]) -
             images.append(path)
         elif info.file_size:
             objects.append(path)
-    if images:
-        converted.warnings.append(
-            f"{len(images)} picture(s) inside the workbook were not read for text (no OCR inside workbooks): "
-            + ", ".join(images[:5])
-            + (", ..." if len(images) > 5 else "")
-            + "."
-        )
-    if objects:
-        converted.warnings.append(
-            f"{len(objects)} embedded object(s) or binary part(s) inside the workbook were not scanned: "
-            + ", ".join(objects[:5])
-            + (", ..." if len(objects) > 5 else "")
-            + "."
-        )
+    for parts, what in (
+        (images, "picture(s) inside the workbook were not read for text (no OCR inside workbooks)"),
+        (objects, "embedded object(s) or binary part(s) inside the workbook were not scanned"),
+    ):
+        if parts:
+            listed = ", ".join(parts[:5]) + (", ..." if len(parts) > 5 else "")
+            converted.warnings.append(f"{len(parts)} {what}: {listed}.")

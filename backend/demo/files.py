@@ -479,7 +479,7 @@ def conversion_samples() -> dict[str, tuple[str, bytes]]:
     return {
         "csv": ("sales.csv", f"id,amount,region\n{rows}".encode()),
         "xlsx": ("feedback.xlsx", feedback_workbook()),
-        "ods": ("plan.ods", _ods()),
+        "ods": ("plan.ods", write_ods("Plan", [["Region", "Amount"], ["East", "1200"], ["West", "900"]])),
         "pdf text": ("prices.pdf", price_list_pdf()),
         "pdf scanned (OCR)": ("scan.pdf", scanned.getvalue()),
         "png (OCR)": ("receipt.png", receipt_png()),
@@ -488,14 +488,15 @@ def conversion_samples() -> dict[str, tuple[str, bytes]]:
     }
 
 
-def _ods() -> bytes:
+def write_ods(sheet_name: str, rows: list[list[str]]) -> bytes:
+    """A one-sheet OpenDocument spreadsheet of text cells (odfpy)."""
     from odf.opendocument import OpenDocumentSpreadsheet
     from odf.table import Table, TableCell, TableRow
     from odf.text import P
 
     doc = OpenDocumentSpreadsheet()
-    sheet = Table(name="Plan")
-    for values in (["Region", "Amount"], ["East", "1200"], ["West", "900"]):
+    sheet = Table(name=sheet_name)
+    for values in rows:
         row = TableRow()
         for value in values:
             cell = TableCell(valuetype="string")
