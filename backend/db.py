@@ -6,6 +6,7 @@ import contextlib
 import io
 import logging
 import os
+import sqlite3
 from pathlib import Path
 
 from piccolo.apps.migrations.commands.forwards import run_forwards
@@ -54,6 +55,7 @@ def make_engine(url: str) -> Engine:
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
         private_sqlite_file(path)
+        write_ahead_log(path)
         return SQLiteEngine(path=str(path), timeout=30)
     raise ValueError(f"DATABASE_URL must start with sqlite:/// or postgresql://, got {url!r}")
 
@@ -68,6 +70,22 @@ def private_sqlite_file(path: Path) -> None:
         companion = path.with_name(path.name + suffix)
         if companion.is_file() and not companion.is_symlink():
             companion.chmod(filemodes.PRIVATE_FILE)
+
+
+def write_ahead_log(path: Path) -> None:
+    """Switch the file to SQLite's write-ahead log (it stays so; this is a no-op afterwards). Piccolo opens
+    a connection per query; with the rollback journal a reader still stepping its SELECT and a writer
+    waiting to commit could block each other until the busy timeout (a run's audit entry against a
+    request's token touch, seen as "database is locked" after 30 s). With the log, readers never block
+    the writer and the writer never blocks readers; writers still take turns."""
+    conn = sqlite3.connect(path, timeout=30)
+    try:
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    finally:
+        conn.close()
+    if str(mode).lower() != "wal":
+        log.warning("SQLite kept journal mode %s for %s; concurrent requests may wait on each other", mode, path)
+    private_sqlite_file(path)  # the -wal and -shm files it just created: the database's own mode
 
 
 def configure(url: str | None = None) -> Engine:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+
+log = logging.getLogger("cleanroom.api")
 
 
 class AppError(Exception):
@@ -89,7 +92,8 @@ def http_error_handler(_: Request, exc: HTTPException) -> Response[dict[str, Any
     return _body(_HTTP_CODES.get(status, "error"), exc.detail, status)
 
 
-def unexpected_handler(_: Request, exc: Exception) -> Response[dict[str, Any]]:
+def unexpected_handler(request: Request, exc: Exception) -> Response[dict[str, Any]]:
+    log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
     return _body(
         "internal_error",
         f"unexpected {type(exc).__name__}; see the server log",

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from backend.sandbox import wire
+from backend.sandbox import libvirt_conn, wire
 from backend.sandbox.domain import guest_memory_mib
 from backend.sandbox.image import ImageInfo, current_image
 from backend.sandbox.slots import slot_pool
@@ -73,7 +73,7 @@ class StandbyPool:
         with self._cond:
             leftovers, self._ready = self._ready, []
         for vm in leftovers:
-            vm.kill()
+            _retire(vm)
 
     def take(self, image: ImageInfo, virt_type: str) -> GuestVM | None:
         """A waiting guest for this image, handed out once; stale guests are retired on the way."""
@@ -88,7 +88,7 @@ class StandbyPool:
                 chosen = self._ready.pop(0)
                 chosen.standby = True
             self._cond.notify_all()
-        for vm in stale:
+        for vm in stale:  # on the request path: libvirt forgets it a moment later, and stop() waits
             vm.kill()
         return chosen
 
@@ -117,7 +117,7 @@ class StandbyPool:
                     self._ready.append(vm)
                     vm = None
             if vm is not None:
-                vm.kill()
+                _retire(vm)
 
     def _restore_one(self) -> GuestVM | None:
         image = current_image()
@@ -138,6 +138,17 @@ class StandbyPool:
             raise
         vm.standby_config = slot.config_hash()
         return vm
+
+
+def _retire(vm: GuestVM) -> None:
+    """Kill a guest the pool will not hand out and return once libvirt has forgotten it, so a stopped
+    pool has no domain left (the quick kill lets libvirt finish its bookkeeping a moment later)."""
+    vm.kill()
+    try:
+        with libvirt_conn.connection() as conn:
+            libvirt_conn.wait_name_free(conn, vm.name)
+    except Exception:  # noqa: BLE001 - libvirt unreachable: nothing left to wait for here
+        pass
 
 
 def _current(vm: GuestVM, image: ImageInfo, virt_type: str) -> bool:

@@ -57,7 +57,9 @@ async def _wait_ready(count: int, timeout: float = 180.0) -> None:
 async def _finished(client, headers, run_id: int, timeout: float = 240.0) -> dict:
     deadline = time.monotonic() + timeout
     while True:
-        run = (await client.get(f"/api/runs/{run_id}", headers=headers)).json()
+        response = await client.get(f"/api/runs/{run_id}", headers=headers)
+        assert response.status_code == 200, response.text
+        run = response.json()
         if run["status"] not in ("awaiting_approval", "queued", "running"):
             return run
         assert time.monotonic() < deadline, run["status"]

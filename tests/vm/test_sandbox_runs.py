@@ -104,7 +104,7 @@ def test_filling_memory_page_by_page_ends_out_of_memory(run) -> None:
     assert result.status == "out_of_memory", result
     assert "survived" not in result.stdout
     after = run("print('fine')")
-    assert after.status == "succeeded"
+    assert after.status == "succeeded", after
 
 
 def test_fork_bomb_is_contained_and_the_next_run_works(run) -> None:
