@@ -15,7 +15,10 @@ from backend.actions.controller import ActionItemsController
 from backend.credits.controller import CreditsController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
+from backend.fleet.controller import WorkerController
+from backend.fleet.queue import DISPATCHER
 from backend.mcp.http import mcp_endpoint, mcp_lifespan
+from backend.metrics import metrics_endpoint
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
 from backend.runs.controller import RunsController
@@ -30,6 +33,11 @@ from backend.tenancy.origin import OriginGuard, allowed_hosts_config
 from backend.worker import start_worker, stop_worker
 
 log = logging.getLogger("cleanroom")
+
+
+def fleet() -> bool:
+    """Runs go to `cleanroom worker` processes (settings `workers=fleet`, PostgreSQL) instead of this one."""
+    return get_settings().workers == "fleet"
 
 # Code runs and everything about them: absent (404) while the company's assistant may not write.
 CODE_RUNS = Router(
@@ -55,6 +63,8 @@ CONTROLLERS = [
     CODE_RUNS,
     SystemController,  # /api/health and /api/system/health: one Health shape
     mcp_endpoint,  # MCP streamable HTTP at /mcp (assistant tokens only)
+    WorkerController,  # /api/worker: fleet workers with their enrollment tokens only
+    metrics_endpoint,  # Prometheus at /metrics (the metrics token, or loopback without one)
 ]
 
 
@@ -65,12 +75,12 @@ def create_app(*, database_url: str | None = None, run_hooks: bool = True, pool:
         if pool:
             await db.start_pool()
         await db.create_schema()
-        if run_hooks:  # crash recovery, then the worker
-            await start_worker()
+        if run_hooks:  # crash recovery, then the worker (or, in a fleet, the dispatcher to the workers)
+            await (DISPATCHER.start() if fleet() else start_worker())
 
     async def on_shutdown() -> None:
         if run_hooks:
-            await stop_worker()
+            await (DISPATCHER.stop() if fleet() else stop_worker())
         if pool:
             await db.close_pool()
 

@@ -21,6 +21,7 @@ from backend.actions import tables as actions_tables
 from backend.audit import tables as audit_tables
 from backend.credits import tables as credits_tables
 from backend.drive import tables as drive_tables
+from backend.fleet import tables as fleet_tables
 from backend.records import tables as records_tables
 from backend.runs import tables as runs_tables
 from backend.schedules import tables as schedules_tables
@@ -38,6 +39,7 @@ TABLE_MODULES = [
     actions_tables,
     credits_tables,
     schedules_tables,
+    fleet_tables,
 ]
 
 _engine: Engine | None = None

@@ -65,6 +65,15 @@ class Settings(BaseSettings):
     max_memory_mib: int = 2048
     max_vcpus: int = 2
     max_concurrent_vms: int = 2
+    # Scale-out (backend/fleet): "fleet" hands approved runs to `cleanroom worker` processes through the
+    # procrastinate job queue on PostgreSQL; "in_process" runs them in the API process (the embedded default).
+    workers: Literal["in_process", "fleet"] = "in_process"
+    # this worker's host id: it namespaces domain names and saved-state slots
+    host_id: str = Field(default="", pattern=r"^[a-z0-9_]{0,32}$")
+    worker_heartbeat_seconds: float = 5.0
+    worker_lost_seconds: float = 30.0  # a worker silent this long is lost: its runs are retried or ended
+    company_concurrency_cap: int = 2  # runs of one company handed to workers at once while others wait
+    worker_url_seconds: int = 900  # how long a signed bundle or result URL stays valid
     use_saved_state: bool = True
     saved_state_slots: int = 4  # one saved warm guest per slot (restore keeps name+UUID)
     standby_vms: int = 2  # restored guests kept waiting when a service starts the standby pool
@@ -91,6 +100,7 @@ class Settings(BaseSettings):
     # a run that failed after its VM started keeps its bundle this long (it can be revised), then loses it
     failed_bundle_retention_days: float = 7.0
     bundle_sweep_minutes: float = 15.0  # how often the worker deletes bundles past their retention
+    metrics_token: str | None = None  # GET /metrics wants 'Bearer <it>'; unset: loopback clients only
     min_schedule_interval_minutes: int = 15  # a cron firing more often than this is refused
 
     # drive / staging

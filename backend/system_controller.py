@@ -10,13 +10,24 @@ from typing import Any, Literal
 
 from litestar import Controller, get
 from litestar.di import Provide
+from piccolo.query.functions.aggregate import Count
 from pydantic import BaseModel
 
 from backend import db
+from backend.fleet import service as fleet
 from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
+
+
+class WorkerState(BaseModel):
+    host_id: str
+    up: bool
+    capacity: int
+    running: int
+    draining: bool
+    heartbeat_age_seconds: float
 
 
 class Health(BaseModel):
@@ -28,6 +39,8 @@ class Health(BaseModel):
     queue_length: int | None = None  # the caller's company's runs only
     running_runs: int | None = None
     max_concurrent_vms: int | None = None
+    workers: list[WorkerState] | None = None  # fleet workers (`cleanroom worker`); empty: runs stay in the API
+    queue_depth_all: int | None = None  # queued runs of every company: how long the line is, no names
 
 
 class SystemController(Controller):
@@ -58,6 +71,8 @@ async def company_health(user: UserContext) -> Health:
         queue_length=await Run.count().where(mine & (Run.status == "queued")),
         running_runs=await Run.count().where(mine & (Run.status == "running")),
         max_concurrent_vms=get_settings().max_concurrent_vms,
+        workers=[WorkerState(**h) for h in await fleet.hosts()],
+        queue_depth_all=await Run.count().where(Run.status == "queued"),
     )
 
 
@@ -83,4 +98,11 @@ async def operator_health() -> dict[str, Any]:
         "max_concurrent_vms": get_settings().max_concurrent_vms,
         "database": "postgresql" if db.is_postgres() else "sqlite",
         "converter_fallback": await asyncio.to_thread(converter_fallback),  # [] when fully confined
+        "workers": await fleet.hosts(),  # fleet workers; runs per company waiting: queue_by_company
+        "queue_by_company": {
+            r["company"]: r["count"]
+            for r in await Run.select(Run.company, Count(Run.id, alias="count"))
+            .where(Run.status == "queued")
+            .group_by(Run.company)
+        },
     }

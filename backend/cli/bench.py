@@ -33,6 +33,12 @@ def _service_suite() -> dict:
     return run_service_bench()
 
 
+def _workers_suite() -> dict:
+    from backend.fleet.bench import run_workers_bench
+
+    return run_workers_bench()
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.callback(invoke_without_command=True)
     def bench_all(ctx: typer.Context, json_out: bool = typer.Option(False, "--json")) -> None:
@@ -59,4 +65,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         _service_suite,
         "The run loop through the API, with and without standby guests: approve → user code, approve → "
         "succeeded (trivial, pandas chart), eight approved at once; ratios to bare host python.",
+    )
+    bench.add_suite(
+        bench_app,
+        "workers",
+        _workers_suite,
+        "The fleet on PostgreSQL: 16 trivial runs by one worker and by two (ratio), and approve → user code "
+        "through procrastinate against the in-process queue (CLEANROOM_BENCH_POSTGRES_URL).",
     )

@@ -13,8 +13,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
         console: bool = typer.Option(True, help="also start the console process"),
+        with_worker: bool = typer.Option(
+            False, "--with-worker", help="in a fleet (CLEANROOM_WORKERS=fleet): also start a worker on this host"
+        ),
     ) -> None:
-        """Serve the API, worker and console with the embedded defaults; prints the URLs."""
+        """Serve the API, worker and console with the embedded defaults; prints the URLs. In a fleet
+        (CLEANROOM_WORKERS=fleet, PostgreSQL) runs go to `cleanroom worker` processes instead."""
         import uvicorn
 
         from backend.app import create_app
@@ -22,7 +26,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         settings = get_settings()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        console_proc = None
+        console_proc = worker_proc = None
+        if with_worker:
+            worker_proc = _local_worker(settings)
         if console:
             env = dict(os.environ, CLEANROOM_API_BASE_URL=settings.effective_api_base_url)
             console_proc = subprocess.Popen([sys.executable, "-m", "console"], env=env)
@@ -35,6 +41,22 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         try:
             uvicorn.run(create_app(), host=settings.host, port=settings.api_port, log_level="info")
         finally:
+            for proc in (console_proc, worker_proc):
+                if proc:
+                    proc.terminate()  # a worker drains: its running VMs finish first
             if console_proc:
-                console_proc.terminate()
                 console_proc.wait(timeout=10)
+            if worker_proc:
+                worker_proc.wait()
+
+
+def _local_worker(settings) -> subprocess.Popen:
+    """`cleanroom worker --host-id local` beside the API, enrolled with a fresh token (a single-host fleet)."""
+    from backend.cli.support import fail, run_db
+    from backend.fleet import service
+
+    if settings.workers != "fleet" or not settings.is_postgres:
+        fail("--with-worker is for a fleet: set CLEANROOM_WORKERS=fleet and DATABASE_URL=postgresql://…")
+    token = run_db(lambda: service.enroll("local", created_by="cleanroom serve --with-worker"))
+    env = dict(os.environ, CLEANROOM_WORKER_TOKEN=token, CLEANROOM_API_BASE_URL=settings.effective_api_base_url)
+    return subprocess.Popen([sys.executable, "-m", "backend", "worker", "--host-id", "local"], env=env)

@@ -232,4 +232,5 @@ _STORED = (
     "action_items_count",
     "started_at",
     "finished_at",
+    "host_id",
 )

@@ -182,3 +182,4 @@ class RunDetail(BaseModel):
     action_items_count: int
     started_at: datetime | None
     finished_at: datetime | None
+    host_id: str | None = None  # the hypervisor host that ran it (a fleet worker); None: the API's own

@@ -95,6 +95,10 @@ class Run(Table):
     actions_discarded = Boolean(default=False)
     actions_note = Text(null=True, default=None)
     action_items_count = Integer(default=0)  # written once, when its actions.json became items
+    # scale-out (backend/fleet): which host holds it, when it was handed to the job queue, when its VM began
+    host_id = Varchar(length=64, null=True, default=None, index=True)
+    dispatched_at = Timestamptz(null=True, default=None)
+    vm_started_at = Timestamptz(null=True, default=None)
 
 
 TABLES = [Run]

@@ -37,6 +37,13 @@ POSITIVE_CONTROL_NIC = """
     </interface>"""
 
 
+def host_prefix() -> str:
+    """This host's domain names: `cleanroom-run-` plus `<host id>-` under a fleet worker, so two workers on
+    one machine never share a domain or slot name (host ids are letters, digits and underscores)."""
+    host = get_settings().host_id
+    return f"{DOMAIN_PREFIX}{host}-" if host else DOMAIN_PREFIX
+
+
 @dataclass(frozen=True)
 class DomainSpec:
     name: str

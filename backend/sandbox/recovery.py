@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from backend.sandbox.domain import DOMAIN_PREFIX
+from backend.sandbox.domain import host_prefix
 from backend.sandbox.image import current_image
 from backend.sandbox.libvirt_conn import (
     connection,
@@ -19,20 +19,23 @@ from backend.sandbox.libvirt_conn import (
     our_domains,
     owner_alive,
 )
+from backend.sandbox.slots import states_dir
 from backend.settings import get_settings
 
 
 def recover_leftovers() -> list[str]:
     """Destroy leftover `cleanroom-run-*` domains and delete per-run files (service start).
 
-    A leftover is one whose owning process is gone; runs of another live process are left alone.
+    A leftover is one whose owning process is gone; runs of another live process are left alone. A fleet
+    worker looks only at its own host's names (`cleanroom-run-<host id>-*`).
     """
     removed: list[str] = []
+    prefix = host_prefix()
     with connection() as conn:
         for dom in conn.listAllDomains():
             name = dom.name()
             if (
-                name.startswith(DOMAIN_PREFIX)
+                name.startswith(prefix)
                 and not owner_alive(domain_owner(dom))
                 and destroy_quietly(conn, name)
             ):
@@ -41,7 +44,7 @@ def recover_leftovers() -> list[str]:
         _remove(path)
         removed.append(f"files {path}")
     image = current_image()
-    states = image.directory / "states" if image else None
+    states = states_dir(image) if image else None
     if states is not None and states.is_dir():
         for path in [*states.glob("template-*"), *states.glob("*.partial")]:
             if path.is_dir() and owner_alive(_read_owner(path)):
@@ -58,7 +61,7 @@ def leftover_run_files(include_live: bool = True, owner: str | None = None) -> l
         return []
     found = []
     for path in sorted(run_dir.iterdir()):
-        if not path.name.startswith(DOMAIN_PREFIX):
+        if not path.name.startswith(host_prefix()):
             continue
         path_owner = _read_owner(path)
         if owner is not None and path_owner != owner:

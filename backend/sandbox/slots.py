@@ -21,15 +21,21 @@ import libvirt
 from backend import filemodes
 from backend.hashing import sha256_bytes, sha256_json
 from backend.sandbox.domain import (
-    DOMAIN_PREFIX,
     KERNEL_CMDLINE,
     TEMPLATE_PATH,
     guest_memory_mib,
+    host_prefix,
     job_disk_bytes,
     output_disk_bytes,
 )
 from backend.sandbox.image import ImageInfo
 from backend.settings import get_settings
+
+
+def states_dir(image: ImageInfo) -> Path:
+    """Where this host keeps its saved states and slot locks: each fleet worker (settings `host_id`) its own."""
+    host = get_settings().host_id
+    return image.directory / "states" / host if host else image.directory / "states"
 
 
 @dataclass(frozen=True)
@@ -40,11 +46,11 @@ class Slot:
 
     @property
     def directory(self) -> Path:
-        return self.image.directory / "states"
+        return states_dir(self.image)
 
     @property
     def name(self) -> str:
-        return f"{DOMAIN_PREFIX}slot{self.index}-{self.image.image_hash[:8]}"
+        return f"{host_prefix()}slot{self.index}-{self.image.image_hash[:8]}"
 
     @property
     def state_path(self) -> Path:

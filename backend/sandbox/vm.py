@@ -53,9 +53,9 @@ class GuestVM:
     ) -> None:
         self.image, self.virt_type, self.slot, self.nic = image, virt_type, slot, nic
         self.run_id = run_id or uuid_module.uuid4().hex[:16]
-        self.name = slot.name if slot else f"{domain.DOMAIN_PREFIX}{self.run_id}"
+        self.name = slot.name if slot else f"{domain.host_prefix()}{self.run_id}"
         self.uuid = uuid or str(uuid_module.uuid4())
-        self.workdir = workdir or get_settings().effective_run_dir / f"{domain.DOMAIN_PREFIX}{self.run_id}"
+        self.workdir = workdir or get_settings().effective_run_dir / f"{domain.host_prefix()}{self.run_id}"
         self.job_disk, self.out_disk, self.console_log = (self.workdir / f for f in domain.RUN_FILES)
         self.restored = self.standby = False
         self.standby_config: str | None = None  # the slot configuration a standby guest was restored for
@@ -158,7 +158,7 @@ class GuestVM:
             self.slot.discard()
         slot_pool.release(self.slot)
         self.slot = None
-        self.name, self.uuid = f"{domain.DOMAIN_PREFIX}{self.run_id}", str(uuid_module.uuid4())
+        self.name, self.uuid = f"{domain.host_prefix()}{self.run_id}", str(uuid_module.uuid4())
         self._lease_cold_ids()  # the slot's uid may serve its next holder now: the files move to our own
         self._own_files()
 

@@ -24,6 +24,10 @@ ASSISTANT_SCOPE = service.ASSISTANT_SCOPE
 TOKEN_SCOPES = "token_scopes"
 ASSISTANT_OK: dict[str, Any] = {TOKEN_SCOPES: frozenset({ASSISTANT_SCOPE})}
 CONTEXT_KEY = "cleanroom_user"  # where the resolved caller is kept in the ASGI scope
+# Handlers that check their own credential (a worker's enrollment token, the metrics token) and never
+# serve a person or the assistant: `opt=SELF_AUTHENTICATED`. No user token or session is resolved there.
+SELF_AUTHENTICATED_KEY = "self_authenticated"
+SELF_AUTHENTICATED: dict[str, Any] = {SELF_AUTHENTICATED_KEY: True}
 
 
 async def authenticate(connection: ASGIConnection[Any, Any, Any, Any]) -> UserContext:
@@ -49,7 +53,7 @@ async def authenticate(connection: ASGIConnection[Any, Any, Any, Any]) -> UserCo
 
 async def scope_guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
     """Applied to every route: a token reaches only handlers open to its scope."""
-    if not connection.headers.get("authorization"):
+    if not connection.headers.get("authorization") or handler.opt.get(SELF_AUTHENTICATED_KEY):
         return
     ctx = await authenticate(connection)
     if ctx.auth != TOKEN or ctx.token_scope in handler.opt.get(TOKEN_SCOPES, frozenset()):

@@ -92,7 +92,7 @@ def keeps_bundle(status: str | None) -> bool:
     return status in RETRYABLE and get_settings().failed_bundle_retention_days > 0
 
 
-async def _end_unstarted(run: dict[str, Any], status: RunStatus, action: str, why: str, **data: str) -> str:
+async def end_unstarted(run: dict[str, Any], status: RunStatus, action: str, why: str, **data: str) -> str:
     """End a run whose VM never started (hashes changed, or a gate closed), audited with what stopped it.
     Its bundle is deleted now: nothing ran on it, and whatever refused it (a changed bundle) is not kept."""
     (detail,) = data.values()
@@ -114,10 +114,10 @@ async def _execute(run: dict[str, Any]) -> str:
     actor = f"worker:run-{run_id}"
     problem = await asyncio.to_thread(hash_problem, run)  # re-hashes the whole bundle: off the event loop
     if problem:
-        return await _end_unstarted(run, RunStatus.error, "run.refused", "refused to start", problem=problem)
+        return await end_unstarted(run, RunStatus.error, "run.refused", "refused to start", problem=problem)
     reason = await gates.gate_problem(company_id)
     if reason:
-        return await _end_unstarted(
+        return await end_unstarted(
             run, RunStatus.cancelled, "run.cancelled", "cancelled before it started", reason=reason
         )
     await audit.record(
@@ -143,7 +143,7 @@ async def _execute(run: dict[str, Any]) -> str:
         except Exception as exc:  # the sandbox promises a result; anything else is our fault
             log.exception("sandbox failed for run %s", run_id)
             result = sandbox.SandboxResult(status="error", error=f"{type(exc).__name__}: {exc}")
-        return await _record_result(run, result, out_dir)
+        return await record_result(run, result, out_dir)
     finally:
         await asyncio.to_thread(shutil.rmtree, out_dir, ignore_errors=True)
 
@@ -161,7 +161,7 @@ async def source_datasets(run: dict[str, Any]) -> list[str]:
     return sorted(names)
 
 
-async def _record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
+async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
     """Charge, then store what came back. The charge comes first and reads nothing the guest chose (only
     the host's clock and the approved limits): no output name, actions.json entry or other hostile output
     can end a run uncharged. Storing outputs and turning actions into items cannot raise past here: a

@@ -56,3 +56,33 @@ def render(health: dict[str, Any]) -> None:
         ui.label(f"{text} (the host runs at most {cap} VMs at once)" if cap is not None else text).mark(
             "running-vms"
         )
+        if health.get("queue_depth_all") is not None:
+            ui.label("Runs waiting, all companies").classes("text-grey-7")
+            ui.label(widgets.number(health["queue_depth_all"])).mark("queue-all")
+    workers = health.get("workers") or []
+    if workers:
+        with ui.card().classes("w-full").mark("workers"):
+            ui.label("Hypervisor hosts (fleet workers)").classes("font-medium")
+            ui.table(
+                columns=[
+                    {"name": k, "label": label, "field": k, "align": "left"}
+                    for k, label in (
+                        ("host_id", "Host"),
+                        ("state", "State"),
+                        ("capacity", "VM slots"),
+                        ("running", "Running"),
+                        ("heartbeat", "Last heartbeat"),
+                    )
+                ],
+                rows=[
+                    {
+                        "host_id": w["host_id"],
+                        "state": ("draining" if w["draining"] else "up") if w["up"] else "lost",
+                        "capacity": w["capacity"],
+                        "running": w["running"],
+                        "heartbeat": f"{w['heartbeat_age_seconds']:.0f} s ago",
+                    }
+                    for w in workers
+                ],
+                row_key="host_id",
+            ).classes("w-full")

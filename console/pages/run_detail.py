@@ -423,6 +423,8 @@ class RunView:
                     ui.label(f"took {timings['total'] / 1000:.1f} s")
                 credits = run.get("credits_charged")
                 ui.label(f"credits charged: {widgets.number(credits)}").mark("credits-charged")
+                if run.get("host_id"):
+                    ui.label(f"ran on host {run['host_id']}").mark("run-host")
             if run["status"] in widgets.ACTIVE_STATUSES:
                 widgets.loading("The run is " + run["status"] + "; this page updates by itself…")
             if run.get("error_message") or result.get("error"):

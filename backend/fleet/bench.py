@@ -1,0 +1,231 @@
+"""`cleanroom bench workers`: the fleet on this machine, measured.
+
+A real API (`cleanroom serve`, CLEANROOM_WORKERS=fleet) on a fresh PostgreSQL database and real `cleanroom
+worker` processes, each with its own data directory (nothing shared with the API but HTTP and the job
+queue). Reports: 16 trivial runs approved at once, finished by one worker and by two (capacity 1 each; the
+ratio of the completion times), and approve → user code starts (p50/p95) through procrastinate against the
+in-process queue of the embedded default (both restore a saved state per run: standby guests off).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from backend.bench import ApiServer, ratio, summarize
+from backend.settings import REPO_ROOT
+
+TRIVIAL = "import time\nprint(time.time_ns(), flush=True)\n"
+FINISHED = {"succeeded", "failed", "timed_out", "out_of_memory", "error", "cancelled", "rejected"}
+
+
+def _admin_url() -> str:
+    url = os.environ.get("CLEANROOM_BENCH_POSTGRES_URL") or os.environ.get("CLEANROOM_TEST_POSTGRES_URL")
+    if not url:
+        raise RuntimeError(
+            "the fleet needs PostgreSQL: set CLEANROOM_BENCH_POSTGRES_URL to a server URL whose user may create "
+            "databases (scripts/setup --test starts one: postgresql://cleanroom:cleanroom@127.0.0.1:5432/postgres)"
+        )
+    return url
+
+
+def _admin(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(_admin_url(), autocommit=True) as conn:
+        conn.execute(sql)  # type: ignore[arg-type]
+
+
+class FleetServer:
+    """A fresh PostgreSQL database, the API in fleet mode on it, and `cleanroom worker` processes."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.name = f"fleet_{uuid.uuid4().hex[:10]}"
+        base = _admin_url().rpartition("/")[0]
+        self.env = {
+            "DATABASE_URL": f"{base}/{self.name}",
+            "CLEANROOM_WORKERS": "fleet",
+            "CLEANROOM_STANDBY_IN_SERVICE": "off",
+            **(env or {}),
+        }
+        self.server: ApiServer | None = None
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.dirs: dict[str, Path] = {}
+        self.tokens: dict[str, str] = {}
+
+    def __enter__(self) -> FleetServer:
+        _admin(f'CREATE DATABASE "{self.name}"')
+        try:
+            self.server = ApiServer(self.env).__enter__()
+        except BaseException:
+            _admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        try:
+            self.stop_workers()
+        finally:
+            if self.server is not None:
+                self.server.__exit__()
+            _admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return self.server.url
+
+    def cli(self, *args: str) -> str:
+        assert self.server is not None
+        out = subprocess.run(
+            [sys.executable, "-m", "backend", *args],
+            env=self.server.env,
+            cwd=REPO_ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout.strip()
+
+    def start_worker(self, host_id: str, capacity: int = 1) -> None:
+        assert self.server is not None
+        if host_id not in self.tokens:
+            self.tokens[host_id] = self.cli("workers", "enroll", host_id).splitlines()[-1]
+        data = self.dirs.setdefault(host_id, Path(tempfile.mkdtemp(prefix=f"cleanroom-worker-{host_id}-")))
+        env = {
+            **self.server.env,
+            "CLEANROOM_DATA_DIR": str(data),  # its own: nothing shared with the API but HTTP and the queue
+            "CLEANROOM_WORKER_TOKEN": self.tokens[host_id],
+        }
+        log = open(data / "worker.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.workers[host_id] = subprocess.Popen(
+            [sys.executable, "-m", "backend", "worker", "--host-id", host_id, "--capacity", str(capacity)],
+            env=env,
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop_workers(self, timeout: float = 120) -> None:
+        for proc in self.workers.values():
+            if proc.poll() is None:
+                proc.terminate()  # drains: running VMs finish
+        for proc in self.workers.values():
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.workers.clear()
+
+    def wait_up(self, person: httpx.Client, hosts: set[str], timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            workers = person.get("/api/system/health").json().get("workers") or []
+            if hosts <= {w["host_id"] for w in workers if w["up"]}:
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"workers {sorted(hosts)} did not register; logs under {self.dirs}")
+
+
+def wait_finished(person: httpx.Client, ids: list[int], timeout: float = 900) -> dict[int, dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    done: dict[int, dict[str, Any]] = {}
+    while len(done) < len(ids):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"runs {sorted(set(ids) - set(done))} did not finish in {timeout:.0f} s")
+        for run_id in ids:
+            if run_id not in done:
+                run = person.get(f"/api/runs/{run_id}").json()
+                if run["status"] in FINISHED:
+                    done[run_id] = run
+        time.sleep(0.1)
+    return done
+
+
+def _batch(fleet: FleetServer, hosts: list[str], runs: int) -> dict[str, Any]:
+    from backend.runs.bench import _Session
+
+    assert fleet.server is not None
+    session = _Session(fleet.server)
+    try:
+        for host in hosts:
+            fleet.start_worker(host, capacity=1)
+        fleet.wait_up(session.person, set(hosts))
+        warm = [session.propose("warm-up", TRIVIAL, [])["id"] for _ in hosts]  # each host's saved states
+        for run_id in warm:
+            session.approve(session.person.get(f"/api/runs/{run_id}").json())
+        wait_finished(session.person, warm)
+        proposed = [session.propose(f"batch {i}", TRIVIAL, []) for i in range(runs)]
+        started = time.perf_counter()
+        for run in proposed:
+            session.approve(run)
+        done = wait_finished(session.person, [r["id"] for r in proposed])
+        elapsed = (time.perf_counter() - started) * 1000
+    finally:
+        session.close()
+        fleet.stop_workers()
+    return {
+        "workers": len(hosts),
+        "all_done_ms": round(elapsed, 1),
+        "succeeded": sum(1 for r in done.values() if r["status"] == "succeeded"),
+        "by_host": {h: sum(1 for r in done.values() if r.get("host_id") == h) for h in hosts},
+    }
+
+
+def _approve_to_code(server: ApiServer, samples: int, start: Any = None) -> dict[str, Any]:
+    from backend.runs.bench import _Session, _timed
+
+    session = _Session(server)
+    failures: list[str] = []
+    try:
+        if start is not None:
+            start(session)
+        _timed(session, TRIVIAL, [], failures)  # warm-up: saved states, first imports
+        values = [_timed(session, TRIVIAL, [], failures)[0] for _ in range(samples)]
+    finally:
+        session.close()
+    clean = [v for v in values if v == v]
+    return {"approve_to_user_code_ms": summarize(clean) if clean else None, "failures": failures[:10]}
+
+
+def run_workers_bench(runs: int = 16, samples: int = 10) -> dict[str, Any]:
+    from backend.sandbox import ensure_image
+
+    ensure_image(progress=lambda _message: None)
+    report: dict[str, Any] = {}
+    with FleetServer() as fleet:
+        one = _batch(fleet, ["one"], runs)
+        two = _batch(fleet, ["two_a", "two_b"], runs)
+    report["sixteen_trivial_runs"] = {
+        "one_worker": one,
+        "two_workers": two,
+        "ratio_two_vs_one_all_done": ratio(two["all_done_ms"], one["all_done_ms"]),
+    }
+    with FleetServer() as fleet:
+        assert fleet.server is not None
+
+        def one_worker(session: Any) -> None:
+            fleet.start_worker("latency", capacity=1)
+            fleet.wait_up(session.person, {"latency"})
+
+        through_queue = _approve_to_code(fleet.server, samples, start=one_worker)
+        fleet.stop_workers()
+    with ApiServer({"CLEANROOM_STANDBY_IN_SERVICE": "off", "CLEANROOM_MAX_CONCURRENT_VMS": "1"}) as server:
+        in_process = _approve_to_code(server, samples)
+    report["approve_to_user_code"] = {
+        "procrastinate_fleet": through_queue,
+        "in_process_queue": in_process,
+    }
+    p50 = (through_queue["approve_to_user_code_ms"] or {}).get("p50")
+    base = (in_process["approve_to_user_code_ms"] or {}).get("p50")
+    report["added_by_the_job_queue_p50_ms"] = round(p50 - base, 1) if p50 and base else None
+    report["goals"] = {"added_by_the_job_queue_p50_ms": 100, "ratio_two_vs_one_all_done": "< 1 (faster)"}
+    return report

@@ -1,0 +1,184 @@
+"""The worker API under /api/worker: only an enrollment token (`Bearer cwt_…`) reaches it, and a worker
+acts only on runs it holds. A bundle or a result moves only with a signed URL for that run, host and
+purpose as well. People and the assistant get 401 here; a worker token gets 401 everywhere else."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from litestar import Controller, Request, get, post
+from litestar.background_tasks import BackgroundTask
+from litestar.response import File
+from pydantic import BaseModel, Field
+
+from backend.errors import AppError
+from backend.fleet import service, transfer
+from backend.sandbox.models import MAX_ACTIONS_BYTES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES, SandboxResult
+from backend.settings import get_settings
+from backend.tenancy.auth import SELF_AUTHENTICATED
+
+RESULT_MAX_BYTES = MAX_OUTPUT_BYTES + MAX_ACTIONS_BYTES + 8 * 1024 * 1024  # files, actions, printed output
+
+
+class HostBody(BaseModel):
+    libvirt_uri: str = Field(default="", max_length=200)
+    virt_type: str = Field(default="", max_length=10)
+    image_hash: str = Field(default="", max_length=64)
+    capacity: int = Field(default=1, ge=1, le=256)
+
+
+class HeartbeatBody(BaseModel):
+    running: int = Field(default=0, ge=0)
+    draining: bool = False
+
+
+class RefuseBody(BaseModel):
+    problem: str = Field(max_length=2000)
+
+
+class Registered(BaseModel):
+    host_id: str
+    settled_runs: int
+
+
+class Job(BaseModel):
+    """What a worker needs to run a claimed run: no bundle path, the bundle comes by `bundle_url`."""
+
+    run_id: int
+    code: str
+    code_sha256: str
+    approved_code_sha256: str | None
+    approved_bundle_sha256: str | None
+    approved_at: str | None
+    manifest: dict[str, Any] | None
+    limits: dict[str, Any]
+    read_actions: bool
+    bundle_url: str
+    result_url: str
+
+
+class Done(BaseModel):
+    ok: bool = True
+    status: str | None = None
+
+
+async def _host(request: Request) -> str:
+    return await service.host_for_token(request.headers.get("authorization", ""))
+
+
+class WorkerController(Controller):
+    path = "/api/worker"
+    tags = ["workers"]
+    opt = SELF_AUTHENTICATED
+    include_in_schema = True
+
+    @post("/hosts", status_code=200)
+    async def register(self, request: Request, data: HostBody) -> Registered:
+        """A worker starts: its host id comes from its token; runs it held before are settled."""
+        host_id = await _host(request)
+        settled = await service.register(
+            host_id,
+            libvirt_uri=data.libvirt_uri,
+            virt_type=data.virt_type,
+            image_hash=data.image_hash,
+            capacity=data.capacity,
+        )
+        return Registered(host_id=host_id, settled_runs=settled)
+
+    @post("/heartbeat", status_code=200)
+    async def heartbeat(self, request: Request, data: HeartbeatBody) -> Done:
+        """Alive, with how many runs it has and whether it is draining."""
+        await service.heartbeat(await _host(request), running=data.running, draining=data.draining)
+        return Done()
+
+    @post("/leave", status_code=200)
+    async def leave(self, request: Request) -> Done:
+        """A drained worker stops: it is no longer offered runs (its held runs, if any, are settled)."""
+        await service.leave(await _host(request))
+        return Done()
+
+    @post("/runs/{run_id:int}/claim", status_code=200)
+    async def claim(self, request: Request, run_id: int) -> Job:
+        """queued → running for this host, once; the run's code, limits, approval and signed URLs."""
+        return Job(**await service.claim(await _host(request), run_id))
+
+    @get("/runs/{run_id:int}/bundle", media_type="application/x-tar")
+    async def bundle(self, request: Request, run_id: int, expires: int, sig: str) -> File:
+        """The staged bundle as a tar stream, to the host holding the run, with its signed URL."""
+        host_id = await _host(request)
+        service.check_signature(run_id, host_id, "bundle", expires, sig)
+        run = await service.held_run(host_id, run_id)
+        directory = Path(run["bundle_dir"] or "")
+        if not run["bundle_dir"] or not directory.is_dir():
+            raise AppError("this run's staged bundle is gone", code="gone", status_code=410)
+        scratch = Path(tempfile.mkdtemp(prefix="cleanroom-send-", dir=get_settings().data_dir))
+        archive = scratch / f"run-{run_id}.tar"
+        await asyncio.to_thread(transfer.pack, directory, archive)
+        return File(
+            path=archive,
+            filename=archive.name,
+            media_type="application/x-tar",
+            background=BackgroundTask(shutil.rmtree, scratch, ignore_errors=True),
+        )
+
+    @post("/runs/{run_id:int}/vm-started", status_code=200)
+    async def vm_started(self, request: Request, run_id: int) -> Done:
+        """The bundle matched the approval and the VM starts now: from here on the run is never retried."""
+        await service.vm_started(await _host(request), run_id)
+        return Done()
+
+    @post("/runs/{run_id:int}/refuse", status_code=200)
+    async def refuse(self, request: Request, run_id: int, data: RefuseBody) -> Done:
+        """The bundle or the code differ from what was approved: the run ends without starting."""
+        await service.refuse(await _host(request), run_id, data.problem)
+        return Done(status="error")
+
+    @post("/runs/{run_id:int}/release", status_code=200)
+    async def release(self, request: Request, run_id: int, data: RefuseBody) -> Done:
+        """The worker failed with a run (not the run itself): back to the queue if its VM never started,
+        else it ends `error`."""
+        status = await service.release(await _host(request), run_id, data.problem)
+        return Done(status=status)
+
+    @post("/runs/{run_id:int}/result", status_code=200)
+    async def result(self, request: Request, run_id: int, expires: int, sig: str) -> Done:
+        """The run's result and output files (a tar stream) from the host holding it, with its signed URL."""
+        host_id = await _host(request)
+        service.check_signature(run_id, host_id, "result", expires, sig)
+        await service.held_run(host_id, run_id)
+        scratch = Path(tempfile.mkdtemp(prefix="cleanroom-recv-", dir=get_settings().data_dir))
+        try:
+            archive = scratch / "result.tar"
+            size = 0
+            with archive.open("wb") as fh:
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > RESULT_MAX_BYTES:
+                        raise AppError(
+                            "the result is larger than a run may produce", code="too_large", status_code=413
+                        )
+                    fh.write(chunk)
+            out = scratch / "out"
+            try:
+                await asyncio.to_thread(
+                    transfer.unpack,
+                    archive,
+                    out,
+                    max_members=MAX_OUTPUT_FILES + 8,
+                    max_bytes=RESULT_MAX_BYTES,
+                )
+                raw = json.loads((out / transfer.RESULT_JSON).read_text())
+                result = SandboxResult.model_validate(raw)
+            except (transfer.TransferError, OSError, ValueError) as exc:
+                raise AppError(
+                    f"the result could not be read: {exc}", code="invalid", status_code=422
+                ) from exc
+            status = await service.record(host_id, run_id, result, out / transfer.FILES)
+            return Done(status=status)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)

@@ -1,0 +1,370 @@
+"""The API's side of scale-out: enrollment tokens, signed URLs, worker hosts, and runs handed to workers.
+
+A run travels: approved (queued) → `dispatch` hands it to the job queue (companies in turn, at most
+`company_concurrency_cap` of one company at once) → a worker `claim`s it (queued → running, exactly once,
+with its host id) → fetches the bundle by a signed URL, re-hashes it against the approval → says its VM
+starts (`vm_started`) → uploads the result by a signed URL, and the API files it exactly like the
+in-process worker does (`backend.worker.execute`). `reap` notices a host whose heartbeat stopped: a run
+whose VM had not started goes back to the queue, one whose VM had started ends `error` ("worker lost").
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import secrets
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from backend import filemodes
+from backend.audit import service as audit
+from backend.errors import AppError, Conflict, Forbidden, NotAuthenticated, NotFound
+from backend.fleet.tables import WorkerHost, WorkerToken
+from backend.hashing import sha256_text
+from backend.runs.tables import Run, RunStatus
+from backend.settings import get_settings
+from backend.worker.execute import end_unstarted, finish, record_result
+
+log = logging.getLogger("cleanroom.fleet")
+TOKEN_PREFIX = "cwt_"
+PURPOSES = ("bundle", "result")
+WORKER_LOST = "worker lost"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# --- enrollment tokens --------------------------------------------------------------------------------
+
+
+async def enroll(host_id: str, created_by: str) -> str:
+    """A new enrollment token for `host_id`; the plain token is returned once, only its hash is kept."""
+    _check_host_id(host_id)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    await WorkerToken.insert(
+        WorkerToken(
+            host_id=host_id,
+            prefix=token[:10],
+            token_hash=sha256_text(token),
+            created_at=_now(),
+            created_by=created_by,
+        )
+    )
+    await audit.record(
+        "worker.enrolled", actor=created_by, company_id=None, subject_type="worker", subject_id=host_id
+    )
+    return token
+
+
+async def revoke(token_id: int, actor: str) -> dict[str, Any]:
+    row = await WorkerToken.select().where(WorkerToken.id == token_id).first()
+    if row is None:
+        raise NotFound("no such worker token")
+    await WorkerToken.update({WorkerToken.revoked: True}).where(WorkerToken.id == token_id)
+    await audit.record(
+        "worker.token_revoked",
+        actor=actor,
+        company_id=None,
+        subject_type="worker",
+        subject_id=row["host_id"],
+        data={"token_id": token_id, "prefix": row["prefix"]},
+    )
+    return {**row, "revoked": True}
+
+
+async def tokens() -> list[dict[str, Any]]:
+    rows = await WorkerToken.select(
+        WorkerToken.id,
+        WorkerToken.host_id,
+        WorkerToken.prefix,
+        WorkerToken.created_at,
+        WorkerToken.created_by,
+        WorkerToken.last_used_at,
+        WorkerToken.revoked,
+    ).order_by(WorkerToken.id)
+    return list(rows)
+
+
+async def host_for_token(header: str) -> str:
+    """The host id an `Authorization: Bearer cwt_…` header enrolled; 401 for anything else (a person's
+    session, the assistant's token, a revoked or unknown worker token)."""
+    scheme, _, token = (header or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token.startswith(TOKEN_PREFIX):
+        raise NotAuthenticated("workers send 'Authorization: Bearer <worker enrollment token>'")
+    row = await WorkerToken.select().where(WorkerToken.token_hash == sha256_text(token)).first()
+    if row is None or row["revoked"]:
+        raise NotAuthenticated("this worker token is not valid (revoked or never issued)")
+    await WorkerToken.update({WorkerToken.last_used_at: _now()}).where(WorkerToken.id == row["id"])
+    return row["host_id"]
+
+
+def _check_host_id(host_id: str) -> None:
+    if (
+        not host_id
+        or len(host_id) > 32
+        or not all(c.isascii() and (c.isalnum() or c == "_") for c in host_id)
+    ):
+        raise AppError("a host id is 1-32 lower-case letters, digits or underscores", code="invalid")
+    if host_id != host_id.lower():
+        raise AppError("a host id is 1-32 lower-case letters, digits or underscores", code="invalid")
+
+
+# --- signed URLs --------------------------------------------------------------------------------------
+
+
+def _key() -> bytes:
+    """The signing key: 32 random bytes in the API's data directory (0600), made on first use."""
+    path = get_settings().data_dir / "worker-url.key"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_bytes(32)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it first
+            return path.read_bytes()
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(key)
+        filemodes.private_file(path)
+        return key
+
+
+def _signature(run_id: int, host_id: str, purpose: str, expires: int) -> str:
+    message = f"{run_id}:{host_id}:{purpose}:{expires}".encode()
+    return hmac.new(_key(), message, "sha256").hexdigest()
+
+
+def signed_path(run_id: int, host_id: str, purpose: str) -> str:
+    """`/api/worker/runs/<id>/<purpose>?expires=…&sig=…`: one run, one host, one purpose, for a while."""
+    assert purpose in PURPOSES
+    expires = int(time.time()) + get_settings().worker_url_seconds
+    sig = _signature(run_id, host_id, purpose, expires)
+    return f"/api/worker/runs/{run_id}/{purpose}?expires={expires}&sig={sig}"
+
+
+def check_signature(run_id: int, host_id: str, purpose: str, expires: int, sig: str) -> None:
+    if expires < time.time():
+        raise Forbidden("this signed URL has expired")
+    if not hmac.compare_digest(_signature(run_id, host_id, purpose, expires), sig or ""):
+        raise Forbidden("this URL's signature does not match this run, host and purpose")
+
+
+# --- hosts --------------------------------------------------------------------------------------------
+
+
+async def register(host_id: str, *, libvirt_uri: str, virt_type: str, image_hash: str, capacity: int) -> int:
+    """A worker (re)starts. Runs this host held before are from a previous life of it: those whose VM had
+    not started go back to the queue, the others end `worker lost`. Returns how many were settled."""
+    now = _now()
+    values = {
+        WorkerHost.libvirt_uri: libvirt_uri[:200],
+        WorkerHost.virt_type: virt_type[:10],
+        WorkerHost.image_hash: image_hash[:64],
+        WorkerHost.capacity: max(1, capacity),
+        WorkerHost.running: 0,
+        WorkerHost.draining: False,
+        WorkerHost.started_at: now,
+        WorkerHost.last_heartbeat: now,
+        WorkerHost.lost_at: None,
+    }
+    if await WorkerHost.exists().where(WorkerHost.host_id == host_id):
+        await WorkerHost.update(values).where(WorkerHost.host_id == host_id)
+    else:
+        await WorkerHost.insert(WorkerHost(host_id=host_id, **{c._meta.name: v for c, v in values.items()}))
+    settled = await _settle_runs_of(host_id, "the worker restarted")
+    await audit.record(
+        "worker.registered",
+        actor=f"worker:{host_id}",
+        company_id=None,
+        subject_type="worker",
+        subject_id=host_id,
+        data={
+            "virt_type": virt_type,
+            "image_hash": image_hash,
+            "capacity": capacity,
+            "settled_runs": settled,
+        },
+    )
+    return settled
+
+
+async def heartbeat(host_id: str, *, running: int, draining: bool) -> None:
+    updated = (
+        await WorkerHost.update(
+            {
+                WorkerHost.last_heartbeat: _now(),
+                WorkerHost.running: max(0, running),
+                WorkerHost.draining: draining,
+            }
+        )
+        .where((WorkerHost.host_id == host_id) & WorkerHost.lost_at.is_null())
+        .returning(WorkerHost.id)
+    )
+    if not updated:
+        raise Conflict("this host is not registered (or was declared lost): register again")
+
+
+async def leave(host_id: str) -> None:
+    await WorkerHost.update(
+        {WorkerHost.lost_at: _now(), WorkerHost.running: 0, WorkerHost.draining: True}
+    ).where(WorkerHost.host_id == host_id)
+    await _settle_runs_of(host_id, "the worker stopped")
+    await audit.record(
+        "worker.left", actor=f"worker:{host_id}", company_id=None, subject_type="worker", subject_id=host_id
+    )
+
+
+async def hosts() -> list[dict[str, Any]]:
+    """Every worker host with its heartbeat age and how many runs wait for a slot."""
+    now = _now()
+    rows = await WorkerHost.select().order_by(WorkerHost.host_id)
+    for row in rows:
+        row["heartbeat_age_seconds"] = round((now - row["last_heartbeat"]).total_seconds(), 1)
+        row["up"] = row["lost_at"] is None
+    return list(rows)
+
+
+# --- runs ---------------------------------------------------------------------------------------------
+
+
+async def claim(host_id: str, run_id: int) -> dict[str, Any]:
+    """queued → running for this host, exactly once; what the worker needs to run it (no bundle path:
+    the bundle comes by the signed URL)."""
+    host = await WorkerHost.select(WorkerHost.lost_at).where(WorkerHost.host_id == host_id).first()
+    if host is None or host["lost_at"] is not None:
+        raise Conflict("this host is not registered (or was declared lost): register again")
+    now = _now()
+    claimed = (
+        await Run.update(
+            {Run.status: RunStatus.running, Run.host_id: host_id, Run.started_at: now, Run.updated_at: now}
+        )
+        .where((Run.id == run_id) & (Run.status == RunStatus.queued))
+        .returning(Run.id)
+    )
+    if not claimed:
+        raise Conflict("this run is not waiting to start (another worker holds it, or it ended)")
+    run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
+    return {
+        "run_id": run_id,
+        "code": run["code"],
+        "code_sha256": run["code_sha256"],
+        "approved_code_sha256": run["approved_code_sha256"],
+        "approved_bundle_sha256": run["approved_bundle_sha256"],
+        "approved_at": run["approved_at"].isoformat() if run["approved_at"] else None,
+        "manifest": run["manifest"],
+        "limits": run["limits"],
+        "read_actions": run["read_actions"],
+        "bundle_url": signed_path(run_id, host_id, "bundle"),
+        "result_url": signed_path(run_id, host_id, "result"),
+    }
+
+
+async def held_run(host_id: str, run_id: int) -> dict[str, Any]:
+    """The run, if this host holds it now (running, claimed by it); 403 otherwise."""
+    run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
+    if run is None or run["host_id"] != host_id or run["status"] != RunStatus.running:
+        raise Forbidden("this worker does not hold this run")
+    return run
+
+
+async def vm_started(host_id: str, run_id: int) -> None:
+    """From here on the run is never started again: a lost worker means `error`, not a retry."""
+    await held_run(host_id, run_id)
+    await Run.update({Run.vm_started_at: _now()}).where((Run.id == run_id) & Run.vm_started_at.is_null())
+    await audit.record(
+        "run.started",
+        actor=f"worker:{host_id}",
+        company_id=(await Run.select(Run.company).where(Run.id == run_id).first())["company"],
+        subject_type="run",
+        subject_id=run_id,
+        data={"host_id": host_id},
+    )
+
+
+async def refuse(host_id: str, run_id: int, problem: str) -> None:
+    """The worker found the bundle or code differ from the approval: the run never starts."""
+    run = await held_run(host_id, run_id)
+    await end_unstarted(run, RunStatus.error, "run.refused", "refused to start", problem=problem[:500])
+
+
+async def record(host_id: str, run_id: int, result: Any, out_dir: Path) -> str:
+    """File what a worker brought back, exactly as the in-process worker does."""
+    run = await held_run(host_id, run_id)
+    return await record_result(run, result, out_dir)
+
+
+async def release(host_id: str, run_id: int, problem: str) -> str:
+    """A worker failed with a run it holds (not the run's fault)."""
+    await held_run(host_id, run_id)
+    await _settle_runs_of(host_id, f"the worker failed: {problem[:300]}", run_id=run_id)
+    row = await Run.select(Run.status).where(Run.id == run_id).first()
+    return row["status"]
+
+
+async def _settle_runs_of(host_id: str, why: str, *, run_id: int | None = None) -> int:
+    """Runs this host held: back to the queue if their VM never started, else `error` (worker lost)."""
+    where = (Run.host_id == host_id) & (Run.status == RunStatus.running)
+    if run_id is not None:
+        where = where & (Run.id == run_id)
+    held = await Run.select(Run.id, Run.company, Run.vm_started_at, Run.bundle_dir).where(where)
+    for row in held:
+        if row["vm_started_at"] is None:
+            requeued = (
+                await Run.update(
+                    {
+                        Run.status: RunStatus.queued,
+                        Run.host_id: None,
+                        Run.started_at: None,
+                        Run.dispatched_at: None,
+                        Run.updated_at: _now(),
+                    }
+                )
+                .where((Run.id == row["id"]) & (Run.status == RunStatus.running) & (Run.host_id == host_id))
+                .returning(Run.id)
+            )
+            action, data = "run.requeued", {"host_id": host_id, "reason": why}
+            if not requeued:
+                continue
+        else:
+            await finish(row["id"], RunStatus.error, error_message=f"{WORKER_LOST}: {why} ({host_id})")
+            action, data = "run.worker_lost", {"host_id": host_id, "reason": why}
+        await audit.record(
+            action,
+            actor="worker:reaper",
+            company_id=row["company"],
+            subject_type="run",
+            subject_id=row["id"],
+            data=data,
+        )
+    return len(held)
+
+
+async def reap() -> list[str]:
+    """Hosts whose heartbeat is older than `worker_lost_seconds` are lost; their runs are settled."""
+    cutoff = _now() - timedelta(seconds=get_settings().worker_lost_seconds)
+    stale = await WorkerHost.select(WorkerHost.host_id).where(
+        (WorkerHost.last_heartbeat < cutoff) & WorkerHost.lost_at.is_null()
+    )
+    lost = []
+    for row in stale:
+        host_id = row["host_id"]
+        marked = (
+            await WorkerHost.update({WorkerHost.lost_at: _now()})
+            .where((WorkerHost.host_id == host_id) & WorkerHost.lost_at.is_null())
+            .returning(WorkerHost.id)
+        )
+        if not marked:
+            continue
+        log.warning("worker %s lost: no heartbeat for %ss", host_id, get_settings().worker_lost_seconds)
+        await _settle_runs_of(host_id, "its heartbeat stopped")
+        await audit.record(
+            "worker.lost", actor="worker:reaper", company_id=None, subject_type="worker", subject_id=host_id
+        )
+        lost.append(host_id)
+    return lost

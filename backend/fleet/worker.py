@@ -1,0 +1,236 @@
+"""`cleanroom worker --host-id NAME`: one process per hypervisor host, taking run jobs from procrastinate.
+
+It needs no shared filesystem with the API: it claims a run over HTTP with its enrollment token, fetches
+the staged bundle by the signed URL it got, re-hashes code and bundle against the approval before any VM
+exists (a mismatch refuses the run), runs it in a fresh VM here, and sends the result and output files
+back by another signed URL. It registers itself at start (after removing only this host's leftover
+domains) and sends a heartbeat every `worker_heartbeat_seconds`; SIGTERM drains (running VMs finish, no
+new job is taken), then it leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from backend.fleet import transfer
+from backend.fleet.queue import QUEUE, TASK, ensure_schema, make_app
+from backend.settings import get_settings
+
+log = logging.getLogger("cleanroom.fleet.worker")
+RETRIES = 6  # an unreachable API: tried again with backoff (0.5 s … 16 s) before a job is given up
+BUNDLE_MAX_MEMBERS = 100_000
+
+
+class ApiUnavailable(RuntimeError):
+    pass
+
+
+class FleetWorker:
+    def __init__(self, *, host_id: str, api_url: str, token: str, capacity: int) -> None:
+        self.host_id, self.capacity = host_id, capacity
+        self.api = httpx.AsyncClient(
+            base_url=api_url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=120.0
+        )
+        self.running = 0
+        self.draining = False
+        self._stop = asyncio.Event()
+
+    # --- the API, retried while it is unreachable -------------------------------------------------
+
+    async def _call(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        delay = 0.5
+        for attempt in range(RETRIES):
+            try:
+                return await self.api.request(method, url, **kwargs)
+            except httpx.TransportError as exc:
+                if attempt == RETRIES - 1:
+                    raise ApiUnavailable(f"{method} {url}: {exc}") from exc
+                log.warning("API unreachable (%s); again in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 16)
+        raise AssertionError("unreachable")
+
+    # --- life ----------------------------------------------------------------------------------------
+
+    async def register(self) -> None:
+        from backend import filemodes, sandbox
+        from backend.sandbox.image import current_image
+        from backend.sandbox.virt import resolve_virt_type
+
+        filemodes.prepare_data_dir()  # this host's run directory, passable by its guests' uids
+        removed = await asyncio.to_thread(sandbox.recover_leftovers)  # this host's names only
+        if removed:
+            log.info("removed %d leftovers of this host", len(removed))
+        image = current_image()
+        virt = resolve_virt_type(image) if image else ""
+        response = await self._call(
+            "POST",
+            "/api/worker/hosts",
+            json={
+                "libvirt_uri": get_settings().libvirt_uri,
+                "virt_type": virt,
+                "image_hash": image.image_hash if image else "",
+                "capacity": self.capacity,
+            },
+        )
+        response.raise_for_status()
+        log.info("worker %s registered (capacity %d)", self.host_id, self.capacity)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            try:
+                response = await self.api.post(
+                    "/api/worker/heartbeat", json={"running": self.running, "draining": self.draining}
+                )
+                if response.status_code == 409:  # declared lost while we were away: start over
+                    await self.register()
+            except httpx.HTTPError as exc:
+                log.warning("heartbeat failed: %s", exc)
+            await asyncio.sleep(get_settings().worker_heartbeat_seconds)
+
+    async def serve(self) -> None:
+        app = make_app()
+        await ensure_schema(app)
+        app.task(name=TASK, queue=QUEUE, pass_context=False)(self.handle)
+        await self.register()
+        beats = asyncio.create_task(self._heartbeats())
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._drain)
+        try:
+            async with app.open_async():
+                worker = asyncio.create_task(
+                    app.run_worker_async(
+                        queues=[QUEUE],
+                        concurrency=self.capacity,
+                        install_signal_handlers=False,
+                        wait=True,
+                        shutdown_graceful_timeout=None,  # running VMs finish
+                    )
+                )
+                stop = asyncio.create_task(self._stop.wait())
+                await asyncio.wait({worker, stop}, return_when=asyncio.FIRST_COMPLETED)
+                if not worker.done():
+                    worker.cancel()  # procrastinate: stop fetching, wait for running jobs
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await worker
+        finally:
+            beats.cancel()
+            with contextlib.suppress(httpx.HTTPError):
+                await self.api.post("/api/worker/leave")
+            await self.api.aclose()
+            log.info("worker %s stopped", self.host_id)
+
+    def _drain(self) -> None:
+        log.info("draining: running VMs finish, no new job is taken")
+        self.draining = True
+        self._stop.set()
+
+    # --- one job -------------------------------------------------------------------------------------
+
+    async def handle(self, run_id: int) -> None:
+        response = await self._call("POST", f"/api/worker/runs/{run_id}/claim")
+        if response.status_code == 409:
+            log.info("run %s: not ours to start (%s)", run_id, response.json().get("detail"))
+            return
+        response.raise_for_status()
+        job = response.json()
+        self.running += 1
+        scratch = Path(tempfile.mkdtemp(prefix=f"cleanroom-job-{run_id}-", dir=get_settings().data_dir))
+        try:
+            await self._run(run_id, job, scratch)
+        finally:
+            self.running -= 1
+            await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
+
+    async def _run(self, run_id: int, job: dict[str, Any], scratch: Path) -> None:
+        try:
+            await self._attempt(run_id, job, scratch)
+        except Exception as exc:  # ours, not the run's: the API requeues it if its VM never started
+            log.exception("run %s failed in this worker", run_id)
+            with contextlib.suppress(Exception):
+                await self._call(
+                    "POST",
+                    f"/api/worker/runs/{run_id}/release",
+                    json={"problem": f"{type(exc).__name__}: {exc}"},
+                )
+
+    async def _attempt(self, run_id: int, job: dict[str, Any], scratch: Path) -> None:
+        from backend import sandbox
+        from backend.worker.execute import hash_problem
+
+        bundle = scratch / "bundle"
+        archive = scratch / "bundle.tar"
+        problem = None
+        try:
+            async with self.api.stream("GET", job["bundle_url"]) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise transfer.TransferError(
+                        f"bundle refused: {response.status_code} {response.text[:300]}"
+                    )
+                with archive.open("wb") as fh:
+                    async for chunk in response.aiter_bytes():
+                        fh.write(chunk)
+            await asyncio.to_thread(
+                transfer.unpack,
+                archive,
+                bundle,
+                max_members=BUNDLE_MAX_MEMBERS,
+                max_bytes=get_settings().max_staged_bytes_per_company,
+            )
+            archive.unlink()
+            problem = await asyncio.to_thread(hash_problem, {**job, "bundle_dir": str(bundle)})
+        except transfer.TransferError as exc:
+            problem = f"the bundle could not be fetched: {exc}"
+        if problem:
+            log.warning("run %s refused: %s", run_id, problem)
+            await self._call("POST", f"/api/worker/runs/{run_id}/refuse", json={"problem": problem})
+            return
+        (await self._call("POST", f"/api/worker/runs/{run_id}/vm-started")).raise_for_status()
+        out_dir = scratch / "out"
+        out_dir.mkdir()
+        try:
+            result = await asyncio.to_thread(
+                sandbox.run_code,
+                job["code"],
+                input_dir=bundle,
+                out_dir=out_dir,
+                limits=sandbox.RunLimits(**job["limits"]),
+                read_actions=job["read_actions"],
+            )
+        except Exception as exc:  # the sandbox promises a result; anything else is ours
+            log.exception("sandbox failed for run %s", run_id)
+            result = sandbox.SandboxResult(status="error", error=f"{type(exc).__name__}: {exc}")
+        packed = scratch / "result.tar"
+        await asyncio.to_thread(
+            transfer.pack_result,
+            result.model_dump_json().encode(),
+            out_dir,
+            [f.name for f in result.files],
+            packed,
+        )
+        response = await self._call(
+            "POST",
+            job["result_url"],
+            content=packed.read_bytes(),
+            headers={"Content-Type": "application/x-tar"},
+        )
+        response.raise_for_status()
+        log.info("run %s: %s", run_id, response.json().get("status"))
+
+
+def run_worker(*, host_id: str, api_url: str, token: str, capacity: int) -> None:
+    settings = get_settings()
+    settings.host_id = host_id  # domain names, slots and recovery: this host's own
+    worker = FleetWorker(host_id=host_id, api_url=api_url, token=token, capacity=capacity)
+    asyncio.run(worker.serve())

@@ -1,0 +1,235 @@
+"""GET /metrics: what the database holds, in Prometheus' text format, for the metrics token or a loopback client.
+
+Runs are proposed through the API (one approved by a person), then their statuses, times and results are set
+directly: this is about counting, no VM starts. The positive control that the numbers are read and not fixed:
+a run moved from queued to succeeded changes both the status gauge and its company's queue depth.
+
+Requests go through httpx's ASGI transport, where the client's address can be chosen (Litestar's test client
+always calls itself `testclient`, which is not a loopback address).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from backend.fleet.tables import WorkerHost
+from backend.metrics import MEDIA_TYPE
+from backend.runs.tables import Run, RunStatus
+from backend.sandbox.models import SandboxResult, Timings
+from backend.settings import get_settings
+from backend.tenancy.tables import Company
+from tests.conftest import approve_as, token_for
+from tests.runs.conftest import enable_code, proposal
+
+LOOPBACK = ("127.0.0.1", 40000)
+REMOTE = ("203.0.113.7", 40000)
+METRICS_TOKEN = "metrics-" + "x" * 32
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+@asynccontextmanager
+async def scraper(client, address: tuple[str, int] = LOOPBACK) -> AsyncIterator[httpx.AsyncClient]:
+    """The test app, called from `address`, with no cookie and no token of the test client's."""
+    transport = httpx.ASGITransport(app=client.app, client=address)
+    async with httpx.AsyncClient(transport=transport, base_url=str(client.base_url)) as http:
+        yield http
+
+
+async def scrape(client, headers: dict[str, str] | None = None) -> Samples:
+    async with scraper(client) as http:
+        response = await http.get("/metrics", headers=headers or {})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == MEDIA_TYPE
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+async def company_id(name: str) -> int:
+    return (await Company.select(Company.id).where(Company.name == name).first())["id"]
+
+
+async def propose(client, token: dict[str, str], status: str | None = None, **values: Any) -> int:
+    """A run proposed by the assistant, its status (and any other column) then set directly."""
+    response = await client.post("/api/runs", json=proposal(), headers=token)
+    assert response.status_code == 201, response.text
+    run_id = response.json()["id"]
+    update = {getattr(Run, key): v for key, v in values.items()}
+    if status:
+        update[Run.status] = status
+    if update:
+        await Run.update(update).where(Run.id == run_id)
+    return run_id
+
+
+@pytest.fixture
+def metrics_token(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("CLEANROOM_METRICS_TOKEN", METRICS_TOKEN)
+    get_settings.cache_clear()
+    assert get_settings().metrics_token == METRICS_TOKEN
+    yield METRICS_TOKEN
+    monkeypatch.delenv("CLEANROOM_METRICS_TOKEN")
+    get_settings.cache_clear()
+
+
+async def test_runs_by_status_and_queue_depth_follow_the_database(client) -> None:
+    await enable_code()
+    await enable_code("Globex")
+    acme, globex = str(await company_id("Acme Analytics")), str(await company_id("Globex"))
+    alice = await token_for(client, "alice@acme.example")
+    gina = await token_for(client, "gina@globex.example")
+
+    before = await scrape(client)  # the demo seed holds runs of its own
+    for status in RunStatus:  # every status, zeros included
+        assert value(before, "cleanroom_runs", status=status.value) is not None, status
+
+    def changed(samples: Samples, name: str, **labels: str) -> float:
+        return value(samples, name, **labels) - value(before, name, **labels)
+
+    approved = await propose(client, alice)
+    assert (await approve_as(client, "alice@acme.example", approved)).status_code == 200
+    client.cookies.clear()
+    moved = await propose(client, alice, RunStatus.queued)
+    await propose(client, alice)  # stays awaiting approval
+    await propose(client, gina, RunStatus.queued)
+    await propose(client, gina, RunStatus.running)
+
+    samples = await scrape(client)
+    assert changed(samples, "cleanroom_runs", status="queued") == 3
+    assert changed(samples, "cleanroom_runs", status="awaiting_approval") == 1
+    assert changed(samples, "cleanroom_runs", status="running") == 1
+    assert changed(samples, "cleanroom_runs", status="succeeded") == 0
+    assert changed(samples, "cleanroom_queue_depth", company=acme) == 2
+    assert changed(samples, "cleanroom_queue_depth", company=globex) == 1
+    queued = await Run.count().where(Run.status == RunStatus.queued)
+    assert value(samples, "cleanroom_runs", status="queued") == queued
+    assert sum(v for (name, _), v in samples.items() if name == "cleanroom_runs") == await Run.count()
+
+    await Run.update({Run.status: RunStatus.succeeded}).where(Run.id == moved)
+    after = await scrape(client)
+    assert changed(after, "cleanroom_runs", status="queued") == 2
+    assert changed(after, "cleanroom_runs", status="succeeded") == 1
+    assert changed(after, "cleanroom_queue_depth", company=acme) == 1
+    assert changed(after, "cleanroom_queue_depth", company=globex) == 1
+
+
+def _result(start_ms: float | None) -> dict[str, Any] | None:
+    """A stored result as the worker keeps it; None: a run that never got one."""
+    if start_ms is None:
+        return None
+    result = SandboxResult(
+        status="succeeded", exit_code=0, timings_ms=Timings(start=start_ms, total=start_ms + 900)
+    )
+    return result.model_dump(mode="json", exclude={"actions"})
+
+
+async def test_the_histograms_count_runs_finished_in_the_last_day_in_their_bucket(client) -> None:
+    await enable_code()
+    alice = await token_for(client, "alice@acme.example")
+    empty = await scrape(client)  # the demo seed has no finished run: both histograms start empty
+    assert value(empty, "cleanroom_vm_start_seconds_count") == 0
+    assert value(empty, "cleanroom_run_duration_seconds_bucket", le="+Inf") == 0
+    now = datetime.now(UTC)
+
+    async def finished(status: str, ago: timedelta, seconds: float | None, start_ms: float | None) -> None:
+        end = now - ago
+        started = None if seconds is None else end - timedelta(seconds=seconds)
+        await propose(client, alice, status, started_at=started, finished_at=end, result=_result(start_ms))
+
+    await finished("succeeded", timedelta(minutes=5), 3.0, 800.0)  # 3 s in le=5; VM 0.8 s in le=1
+    await finished("failed", timedelta(hours=23), 45.0, 2500.0)  # 45 s in le=60; VM 2.5 s in le=5
+    await finished("cancelled", timedelta(minutes=1), None, None)  # never started: in neither
+    await finished("succeeded", timedelta(hours=30), 1.0, 100.0)  # older than a day: left out
+    await propose(client, alice, RunStatus.running, started_at=now - timedelta(seconds=20))  # not finished
+
+    samples = await scrape(client)
+    vm = "cleanroom_vm_start_seconds"
+    assert value(samples, f"{vm}_count") == 2
+    assert value(samples, f"{vm}_sum") == pytest.approx(3.3)
+    expected_vm = {"0.1": 0, "0.5": 0, "1.0": 1, "2.0": 1, "5.0": 2, "300.0": 2, "+Inf": 2}
+    for le, count in expected_vm.items():
+        assert value(samples, f"{vm}_bucket", le=le) == count, le
+
+    run = "cleanroom_run_duration_seconds"
+    assert value(samples, f"{run}_count") == 2
+    assert value(samples, f"{run}_sum") == pytest.approx(48.0)
+    expected_run = {"1.0": 0, "2.0": 0, "5.0": 1, "10.0": 1, "30.0": 1, "60.0": 2, "+Inf": 2}
+    for le, count in expected_run.items():
+        assert value(samples, f"{run}_bucket", le=le) == count, le
+
+
+async def test_a_worker_host_appears_with_its_capacity_and_heartbeat_age(client) -> None:
+    before = await scrape(client)
+    assert not [key for key in before if key[0].startswith("cleanroom_worker_")]
+
+    now = datetime.now(UTC)
+    await WorkerHost(
+        host_id="hv-a",
+        capacity=4,
+        running=1,
+        started_at=now - timedelta(hours=1),
+        last_heartbeat=now - timedelta(seconds=30),
+    ).save()
+    await WorkerHost(
+        host_id="hv-b",
+        capacity=2,
+        running=0,
+        started_at=now - timedelta(hours=2),
+        last_heartbeat=now - timedelta(minutes=10),
+        lost_at=now - timedelta(minutes=9),
+    ).save()
+
+    samples = await scrape(client)
+    assert value(samples, "cleanroom_worker_capacity", host="hv-a") == 4
+    assert value(samples, "cleanroom_worker_running", host="hv-a") == 1
+    assert value(samples, "cleanroom_worker_up", host="hv-a") == 1
+    assert 30 <= value(samples, "cleanroom_worker_heartbeat_age_seconds", host="hv-a") < 90
+    assert value(samples, "cleanroom_worker_capacity", host="hv-b") == 2
+    assert value(samples, "cleanroom_worker_up", host="hv-b") == 0
+    assert 600 <= value(samples, "cleanroom_worker_heartbeat_age_seconds", host="hv-b") < 660
+
+
+async def test_without_a_metrics_token_only_loopback_clients_are_served(client) -> None:
+    assert get_settings().metrics_token is None
+    await scrape(client)  # 127.0.0.1
+    async with scraper(client, ("::1", 40000)) as http:
+        assert (await http.get("/metrics")).status_code == 200
+    async with scraper(client, REMOTE) as http:
+        response = await http.get("/metrics")
+    assert response.status_code == 403, response.text
+    assert response.json()["error"] == "forbidden"
+    response = await client.get("/metrics")  # the test client's own address is `testclient`
+    assert response.status_code == 403
+
+
+async def test_with_a_metrics_token_only_that_token_is_served(client, metrics_token: str) -> None:
+    assistant = await token_for(client, "alice@acme.example")
+    refused = {
+        "no token": {},
+        "a wrong token": {"Authorization": "Bearer " + metrics_token[:-1] + "y"},
+        "the assistant's API token": assistant,
+        "another scheme": {"Authorization": "Basic " + metrics_token},
+    }
+    for address in (LOOPBACK, REMOTE):  # a loopback client needs the token too
+        async with scraper(client, address) as http:
+            for why, headers in refused.items():
+                response = await http.get("/metrics", headers=headers)
+                assert response.status_code == 401, (address, why, response.text)
+                assert response.json()["error"] == "not_authenticated", why
+            response = await http.get("/metrics", headers={"Authorization": f"Bearer {metrics_token}"})
+            assert response.status_code == 200, (address, response.text)
+            assert "cleanroom_runs" in response.text

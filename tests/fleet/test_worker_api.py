@@ -1,0 +1,172 @@
+"""The worker API, attacked as the parties who must not use it: the assistant's token, a person's session,
+another worker's token, a forged or expired signature, a revoked token. Next to each refusal, the worker
+that holds the run succeeds. Runs are claimed, requeued, lost and handed out fairly by the database
+(PostgreSQL: the fleet's job queue lives there); no VM starts here (tests/fleet/test_workers.py runs them)."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from backend.fleet import queue as fleet_queue
+from backend.fleet import service
+from backend.fleet.tables import WorkerHost
+from backend.runs.tables import Run, RunStatus
+from backend.worker.execute import hash_problem
+from tests.conftest import approve_as, login, token_for
+from tests.runs.conftest import enable_code, proposal
+
+pytestmark = pytest.mark.postgres
+
+
+async def _queued_run(client, alice, **extra) -> dict:
+    response = await client.post("/api/runs", json=proposal(**extra), headers=alice)
+    assert response.status_code == 201, response.text
+    run = response.json()
+    assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
+    client.cookies.clear()
+    return run
+
+
+async def _worker(client, host_id: str, capacity: int = 2) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {await service.enroll(host_id, created_by='test')}"}
+    response = await client.post("/api/worker/hosts", json={"capacity": capacity}, headers=headers)
+    assert response.status_code == 200, response.text
+    return headers
+
+
+async def test_only_a_worker_token_reaches_the_worker_api_and_it_reaches_nothing_else(
+    client, alice, acme_on
+) -> None:
+    run = await _queued_run(client, alice)
+    # the assistant's token and a person's session are not worker credentials
+    assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alice)).status_code == 401
+    await login(client, "alice@acme.example")
+    assert (await client.post(f"/api/worker/runs/{run['id']}/claim")).status_code == 401
+    client.cookies.clear()
+    worker = await _worker(client, "alpha")
+    # a worker token is not a person's or the assistant's: the product API refuses it
+    assert (await client.get("/api/runs", headers=worker)).status_code == 401
+    assert (await client.get(f"/api/runs/{run['id']}", headers=worker)).status_code == 401
+    # positive control: the worker claims the run
+    claimed = await client.post(f"/api/worker/runs/{run['id']}/claim", headers=worker)
+    assert claimed.status_code == 200, claimed.text
+    assert claimed.json()["approved_bundle_sha256"] == run["bundle_sha256"]
+
+
+async def test_a_run_is_claimed_once_and_only_its_holder_fetches_the_bundle(client, alice, acme_on) -> None:
+    run = await _queued_run(client, alice, datasets=["deals"])
+    alpha, beta = await _worker(client, "alpha"), await _worker(client, "beta")
+    job = (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).json()
+    second = await client.post(f"/api/worker/runs/{run['id']}/claim", headers=beta)
+    assert second.status_code == 409  # never started twice
+    detail = (await client.get(f"/api/runs/{run['id']}", headers=alice)).json()
+    assert detail["status"] == "running" and detail["host_id"] == "alpha"
+
+    # beta, with alpha's URL or with a URL signed for itself, gets nothing: it does not hold the run
+    assert (await client.get(job["bundle_url"], headers=beta)).status_code == 403
+    own = service.signed_path(run["id"], "beta", "bundle")
+    assert (await client.get(own, headers=beta)).status_code == 403
+    # alpha with a forged, a wrong-purpose or an expired signature gets nothing either
+    forged = job["bundle_url"][:-4] + ("0000" if not job["bundle_url"].endswith("0000") else "1111")
+    assert (await client.get(forged, headers=alpha)).status_code == 403
+    wrong_purpose = job["result_url"].replace("/result?", "/bundle?")
+    assert (await client.get(wrong_purpose, headers=alpha)).status_code == 403
+    expires = int(datetime.now(UTC).timestamp()) - 1
+    stale = f"/api/worker/runs/{run['id']}/bundle?expires={expires}&sig={service._signature(run['id'], 'alpha', 'bundle', expires)}"
+    assert (await client.get(stale, headers=alpha)).status_code == 403
+    # the assistant with alpha's signed URL: not a worker
+    assert (await client.get(job["bundle_url"], headers=alice)).status_code == 401
+
+    # positive control: alpha fetches it, and what it fetched hashes to the approval
+    response = await client.get(job["bundle_url"], headers=alpha)
+    assert response.status_code == 200, response.text
+    with tarfile.open(fileobj=io.BytesIO(response.content)) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("manifest.json") for n in names)
+
+
+async def test_a_revoked_worker_token_is_refused(client, alice, acme_on) -> None:
+    run = await _queued_run(client, alice)
+    worker = await _worker(client, "alpha")
+    token_id = (await service.tokens())[-1]["id"]
+    await service.revoke(token_id, actor="test")
+    assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=worker)).status_code == 401
+
+
+async def test_a_bundle_changed_after_approval_is_refused_by_the_worker_check(
+    client, alice, acme_on, tmp_path
+) -> None:
+    run = await _queued_run(client, alice, datasets=["deals"])
+    worker = await _worker(client, "alpha")
+    job = (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=worker)).json()
+    response = await client.get(job["bundle_url"], headers=worker)
+    with tarfile.open(fileobj=io.BytesIO(response.content)) as tar:
+        tar.extractall(tmp_path / "b", filter="data")
+    assert hash_problem({**job, "bundle_dir": str(tmp_path / "b")}) is None  # positive control: unchanged
+    staged = next(p for p in (tmp_path / "b").rglob("*") if p.is_file() and p.name != "manifest.json")
+    staged.write_text(staged.read_text() + "\nmallory,1\n")
+    assert "changed after approval" in (hash_problem({**job, "bundle_dir": str(tmp_path / "b")}) or "")
+    refused = await client.post(
+        f"/api/worker/runs/{run['id']}/refuse", json={"problem": "the staged data changed"}, headers=worker
+    )
+    assert refused.status_code == 200
+    detail = (await client.get(f"/api/runs/{run['id']}", headers=alice)).json()
+    assert detail["status"] == "error" and "refused to start" in detail["error_message"]
+
+
+async def test_a_lost_worker_requeues_what_it_had_not_started_and_ends_what_it_had(
+    client, alice, acme_on
+) -> None:
+    waiting, started = await _queued_run(client, alice), await _queued_run(client, alice)
+    worker = await _worker(client, "alpha")
+    for run in (waiting, started):
+        assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=worker)).status_code == 200
+    assert (
+        await client.post(f"/api/worker/runs/{started['id']}/vm-started", headers=worker)
+    ).status_code == 200
+    assert await service.reap() == []  # positive control: a fresh heartbeat is not lost
+    old = datetime.now(UTC) - timedelta(seconds=120)
+    await WorkerHost.update({WorkerHost.last_heartbeat: old}).where(WorkerHost.host_id == "alpha")
+    assert await service.reap() == ["alpha"]
+    rows = {r["id"]: r for r in await Run.select().where(Run.id.is_in([waiting["id"], started["id"]]))}
+    assert rows[waiting["id"]]["status"] == RunStatus.queued and rows[waiting["id"]]["host_id"] is None
+    assert rows[started["id"]]["status"] == RunStatus.error
+    assert "worker lost" in rows[started["id"]]["error_message"]
+    assert rows[started["id"]]["credits_charged"] is None  # never charged for a run it did not report
+    # the lost worker cannot report on the run any more, nor send heartbeats until it registers again
+    assert (await client.post("/api/worker/heartbeat", json={}, headers=worker)).status_code == 409
+    assert (
+        await client.post(f"/api/worker/runs/{started['id']}/vm-started", headers=worker)
+    ).status_code == 403
+
+
+async def test_a_company_that_queued_later_is_not_stuck_behind_another_companys_line(
+    client, alice, acme_on
+) -> None:
+    await enable_code("Globex")
+    gina = await token_for(client, "gina@globex.example")
+    a_runs = [await _queued_run(client, alice) for _ in range(10)]
+    b_run = (await client.post("/api/runs", json=proposal(), headers=gina)).json()
+    assert (await approve_as(client, "gina@globex.example", b_run)).status_code == 200
+    client.cookies.clear()
+    await _worker(client, "alpha", capacity=2)
+    app = fleet_queue.make_app()
+    await fleet_queue.ensure_schema(app)
+    async with app.open_async():
+        order = await fleet_queue.dispatch(app)
+        assert len(order) == 2  # the worker's two slots, no more: the rest waits in our queue, not in FIFO
+        in_flight = list(order)
+        while len(order) < 11:
+            # the oldest handed-over run starts and finishes; the freed slot goes to whoever is next in turn
+            await Run.update({Run.status: RunStatus.succeeded}).where(Run.id == in_flight.pop(0))
+            handed = await fleet_queue.dispatch(app)
+            assert handed, "a free slot was not handed on"
+            order += handed
+            in_flight += handed
+    a_ids = [r["id"] for r in a_runs]
+    assert order.index(b_run["id"]) < order.index(a_ids[4])  # B's run before A's fifth
+    assert sorted(order) == sorted([*a_ids, b_run["id"]])  # each exactly once

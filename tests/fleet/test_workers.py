@@ -1,0 +1,118 @@
+"""A fleet on this machine: the real API (`cleanroom serve`, CLEANROOM_WORKERS=fleet) on a fresh PostgreSQL
+database and real `cleanroom worker` processes with their own data directories (no shared filesystem),
+running real VMs. Runs spread over the workers and each runs once; a worker killed with SIGKILL is noticed
+by its missing heartbeat, and no domain of it is left once it restarts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from backend.fleet.bench import FleetServer, wait_finished
+from backend.runs.bench import _Session
+from backend.sandbox import libvirt_conn
+from tests.conftest import POSTGRES_URL
+
+pytestmark = [pytest.mark.vm, pytest.mark.postgres]
+LOST_SECONDS = 8
+
+
+@pytest.fixture
+def fleet() -> Iterator[tuple[FleetServer, _Session]]:
+    if not POSTGRES_URL:
+        pytest.skip("PostgreSQL not configured (scripts/test sets CLEANROOM_TEST_POSTGRES_URL)")
+    env = {"CLEANROOM_WORKER_HEARTBEAT_SECONDS": "1", "CLEANROOM_WORKER_LOST_SECONDS": str(LOST_SECONDS)}
+    with FleetServer(env) as fleet:
+        assert fleet.server is not None
+        session = _Session(fleet.server)
+        try:
+            yield fleet, session
+        finally:
+            session.close()
+
+
+def _approved(session: _Session, code: str, count: int) -> list[int]:
+    ids = []
+    for i in range(count):
+        run = session.propose(f"fleet {i}", code, [])
+        session.approve(run)
+        ids.append(run["id"])
+    return ids
+
+
+def _finished(session: _Session, ids: list[int], timeout: float = 600) -> dict[int, dict]:
+    return wait_finished(session.person, ids, timeout)
+
+
+def _audit(session: _Session, run_id: int) -> list[str]:
+    return [e["action"] for e in session.person.get(f"/api/runs/{run_id}/audit").json()]
+
+
+def test_two_workers_share_eight_runs_and_each_runs_once(fleet) -> None:
+    fleet, session = fleet
+    fleet.start_worker("alpha", capacity=2)
+    fleet.start_worker("beta", capacity=2)
+    fleet.wait_up(session.person, {"alpha", "beta"})
+    ids = _approved(session, "import os\nprint(os.urandom(8).hex())\n", 8)
+    done = _finished(session, ids)
+    assert {r["status"] for r in done.values()} == {"succeeded"}, {
+        i: (r["status"], r["error_message"]) for i, r in done.items()
+    }
+    hosts = {r["host_id"] for r in done.values()}
+    assert hosts == {"alpha", "beta"}, hosts  # spread over both
+    for run_id in ids:  # each exactly once: one start, one finish, one charge
+        actions = _audit(session, run_id)
+        assert actions.count("run.started") == 1 and actions.count("run.finished") == 1, actions
+        assert actions.count("credits.charged") == 1, actions
+    assert len({r["result"]["stdout"] for r in done.values()}) == 8
+    workers = {w["host_id"]: w for w in session.person.get("/api/system/health").json()["workers"]}
+    assert workers["alpha"]["capacity"] == 2 and workers["beta"]["up"]
+
+
+def test_a_worker_killed_mid_run_is_noticed_and_its_runs_settled(fleet) -> None:
+    fleet, session = fleet
+    fleet.start_worker("alpha", capacity=1)
+    fleet.wait_up(session.person, {"alpha"})
+    slow = "import time\nprint('started', flush=True)\ntime.sleep(60)\n"
+    (victim,) = _approved(session, slow, 1)
+    deadline = time.monotonic() + 300
+    while session.person.get(f"/api/runs/{victim}").json()[
+        "status"
+    ] != "running" or "run.started" not in _audit(session, victim):
+        assert time.monotonic() < deadline, "the run never started"
+        time.sleep(0.3)
+    time.sleep(3)  # its VM is up
+    (waiting,) = _approved(session, "print('after')\n", 1)  # queued behind it (capacity 1)
+    os.kill(fleet.workers["alpha"].pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    while session.person.get(f"/api/runs/{victim}").json()["status"] == "running":
+        assert time.monotonic() - killed_at < 30, "the lost worker was not noticed within 30 s"
+        time.sleep(0.5)
+    lost = session.person.get(f"/api/runs/{victim}").json()
+    assert lost["status"] == "error" and "worker lost" in lost["error_message"], lost
+    assert lost["credits_charged"] is None  # nothing was reported: nothing charged, never twice
+    fleet.start_worker("beta", capacity=1)  # the queued run goes to another worker
+    done = _finished(session, [waiting])[waiting]
+    assert done["status"] == "succeeded" and done["host_id"] == "beta", done
+    fleet.start_worker("alpha", capacity=1)  # alpha comes back: its recovery removes its leftover domain
+    fleet.wait_up(session.person, {"alpha"})
+    with libvirt_conn.connection() as conn:
+        left = [d for d in libvirt_conn.our_domains(conn) if d.startswith("cleanroom-run-alpha-")]
+    assert left == [], left
+    assert session.person.get(f"/api/runs/{victim}").json()["status"] == "error"  # never started twice
+
+
+def test_a_worker_token_and_the_api_agree_over_http(fleet) -> None:
+    """Over the real server: the assistant's token cannot register as a worker; a worker's can."""
+    fleet, session = fleet
+    token = fleet.cli("workers", "enroll", "gamma").splitlines()[-1]
+    url = fleet.url + "/api/worker/hosts"
+    refused = session.assistant.post(url, json={"capacity": 1})
+    assert refused.status_code == 401
+    accepted = httpx.post(url, json={"capacity": 1}, headers={"Authorization": f"Bearer {token}"})
+    assert accepted.status_code == 200 and accepted.json()["host_id"] == "gamma"
