@@ -125,7 +125,8 @@ class FleetServer:
                 proc.kill()
         self.workers.clear()
 
-    def wait_up(self, person: httpx.Client, hosts: set[str], timeout: float = 120) -> None:
+    def wait_up(self, person: httpx.Client, hosts: set[str], timeout: float = 900) -> None:
+        """Until every host registered (a new host first boots its own warm templates)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             workers = person.get("/api/system/health").json().get("workers") or []

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
+from procrastinate.exceptions import ProcrastinateException
 
 from backend.fleet import transfer
 from backend.fleet.queue import QUEUE, TASK, ensure_schema, make_app
@@ -43,6 +45,7 @@ class FleetWorker:
         self.running = 0
         self.draining = False
         self._stop = asyncio.Event()
+        self._warm = False
 
     # --- the API, retried while it is unreachable -------------------------------------------------
 
@@ -70,6 +73,12 @@ class FleetWorker:
         removed = await asyncio.to_thread(sandbox.recover_leftovers)  # this host's names only
         if removed:
             log.info("removed %d leftovers of this host", len(removed))
+        if get_settings().use_saved_state and not self._warm:  # this host's own slots: warm before any job
+            from backend.sandbox.templates import prepare_saved_states
+
+            made = await asyncio.to_thread(prepare_saved_states, lambda message: log.info("%s", message))
+            log.info("saved warm states of host %s ready (%d made)", self.host_id, made)
+            self._warm = True
         image = current_image()
         virt = resolve_virt_type(image) if image else ""
         response = await self._call(
@@ -107,28 +116,47 @@ class FleetWorker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._drain)
         try:
-            async with app.open_async():
-                worker = asyncio.create_task(
-                    app.run_worker_async(
-                        queues=[QUEUE],
-                        concurrency=self.capacity,
-                        install_signal_handlers=False,
-                        wait=True,
-                        shutdown_graceful_timeout=None,  # running VMs finish
-                    )
-                )
-                stop = asyncio.create_task(self._stop.wait())
-                await asyncio.wait({worker, stop}, return_when=asyncio.FIRST_COMPLETED)
-                if not worker.done():
-                    worker.cancel()  # procrastinate: stop fetching, wait for running jobs
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await worker
+            await self._take_jobs(app)
         finally:
             beats.cancel()
             with contextlib.suppress(httpx.HTTPError):
                 await self.api.post("/api/worker/leave")
             await self.api.aclose()
             log.info("worker %s stopped", self.host_id)
+
+    async def _take_jobs(self, app: Any) -> None:
+        """Procrastinate's worker until SIGTERM; a lost database connection is retried with backoff (a job
+        already claimed goes on over HTTP meanwhile; one not yet fetched stays in the queue)."""
+        delay = 1.0
+        while not self._stop.is_set():
+            try:
+                async with app.open_async():
+                    worker = asyncio.create_task(
+                        app.run_worker_async(
+                            queues=[QUEUE],
+                            concurrency=self.capacity,
+                            install_signal_handlers=False,
+                            wait=True,
+                            shutdown_graceful_timeout=None,  # running VMs finish
+                            delete_jobs="successful",
+                        )
+                    )
+                    stop = asyncio.create_task(self._stop.wait())
+                    await asyncio.wait({worker, stop}, return_when=asyncio.FIRST_COMPLETED)
+                    if not worker.done():
+                        worker.cancel()  # procrastinate: stop fetching, wait for the running jobs
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await worker
+                        return
+                    stop.cancel()
+                    worker.result()  # raises what stopped it
+                    return
+            except (ProcrastinateException, psycopg.Error, OSError) as exc:
+                if self._stop.is_set():
+                    return
+                log.warning("job queue unreachable (%s); again in %.0fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30)
 
     def _drain(self) -> None:
         log.info("draining: running VMs finish, no new job is taken")

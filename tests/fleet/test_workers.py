@@ -26,7 +26,12 @@ LOST_SECONDS = 8
 def fleet() -> Iterator[tuple[FleetServer, _Session]]:
     if not POSTGRES_URL:
         pytest.skip("PostgreSQL not configured (scripts/test sets CLEANROOM_TEST_POSTGRES_URL)")
-    env = {"CLEANROOM_WORKER_HEARTBEAT_SECONDS": "1", "CLEANROOM_WORKER_LOST_SECONDS": str(LOST_SECONDS)}
+    env = {
+        "CLEANROOM_WORKER_HEARTBEAT_SECONDS": "1",
+        "CLEANROOM_WORKER_LOST_SECONDS": str(LOST_SECONDS),
+        # each host would first boot its own warm templates (minutes under TCG); these runs cold-boot
+        "CLEANROOM_USE_SAVED_STATE": "false",
+    }
     with FleetServer(env) as fleet:
         assert fleet.server is not None
         session = _Session(fleet.server)
