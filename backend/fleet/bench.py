@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from backend.bench import ApiServer, ratio, summarize
+from backend.bench import ApiServer, ratio, sales_csv, summarize
 from backend.settings import REPO_ROOT
 
 TRIVIAL = "import time\nprint(time.time_ns(), flush=True)\n"
@@ -129,6 +129,10 @@ class FleetServer:
         """Until every host registered (a new host first boots its own warm templates)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            for host, proc in self.workers.items():
+                if proc.poll() is not None:
+                    log = (self.dirs[host] / "worker.log").read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"worker {host} exited ({proc.returncode}):\n{log}")
             workers = person.get("/api/system/health").json().get("workers") or []
             if hosts <= {w["host_id"] for w in workers if w["up"]}:
                 return
@@ -160,11 +164,12 @@ def _batch(fleet: FleetServer, hosts: list[str], runs: int) -> dict[str, Any]:
         for host in hosts:
             fleet.start_worker(host, capacity=1)
         fleet.wait_up(session.person, set(hosts))
-        warm = [session.propose("warm-up", TRIVIAL, [])["id"] for _ in hosts]  # each host's saved states
+        staged = [session.upload("sales.csv", sales_csv(50))]
+        warm = [session.propose("warm-up", TRIVIAL, staged)["id"] for _ in hosts]  # each host's saved states
         for run_id in warm:
             session.approve(session.person.get(f"/api/runs/{run_id}").json())
         wait_finished(session.person, warm)
-        proposed = [session.propose(f"batch {i}", TRIVIAL, []) for i in range(runs)]
+        proposed = [session.propose(f"batch {i}", TRIVIAL, staged) for i in range(runs)]
         started = time.perf_counter()
         for run in proposed:
             session.approve(run)
@@ -189,8 +194,9 @@ def _approve_to_code(server: ApiServer, samples: int, start: Any = None) -> dict
     try:
         if start is not None:
             start(session)
-        _timed(session, TRIVIAL, [], failures)  # warm-up: saved states, first imports
-        values = [_timed(session, TRIVIAL, [], failures)[0] for _ in range(samples)]
+        staged = [session.upload("sales.csv", sales_csv(50))]
+        _timed(session, TRIVIAL, staged, failures)  # warm-up: saved states, first imports
+        values = [_timed(session, TRIVIAL, staged, failures)[0] for _ in range(samples)]
     finally:
         session.close()
     clean = [v for v in values if v == v]

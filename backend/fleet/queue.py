@@ -36,7 +36,8 @@ SCHEMA_LOCK = 7_311_001  # pg advisory lock: one process applies procrastinate's
 
 def database_url() -> str:
     """The database the tables are bound to (the API may be given one), else the settings' one."""
-    dsn = getattr(Run._meta.db, "config", {}).get("dsn") if Run._meta.db is not None else None
+    bound = getattr(Run._meta, "_db", None)  # not `.db`: that would go looking for a piccolo_conf module
+    dsn = getattr(bound, "config", {}).get("dsn") if bound is not None else None
     return dsn or get_settings().effective_database_url
 
 
