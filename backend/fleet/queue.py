@@ -27,6 +27,7 @@ from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
 from backend.settings import get_settings
 from backend.worker.queue import queued_ids
+from backend.worker.retention import sweep_bundles
 
 log = logging.getLogger("cleanroom.fleet")
 TASK = "cleanroom.run"
@@ -151,10 +152,15 @@ class Dispatcher:
 
     async def _loop(self) -> None:
         assert self.app is not None
+        loop = asyncio.get_running_loop()
+        last_sweep = -math.inf
         while True:
             try:
                 await service.reap()
                 await dispatch(self.app)
+                if loop.time() - last_sweep > 60 * get_settings().bundle_sweep_minutes:
+                    last_sweep = loop.time()
+                    await sweep_bundles()  # bundles past their retention, as the in-process worker does
             except asyncio.CancelledError:
                 raise
             except Exception:

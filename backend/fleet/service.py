@@ -10,6 +10,7 @@ whose VM had not started goes back to the queue, one whose VM had started ends `
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import os
@@ -26,7 +27,8 @@ from backend.fleet.tables import WorkerHost, WorkerToken
 from backend.hashing import sha256_text
 from backend.runs.tables import Run, RunStatus
 from backend.settings import get_settings
-from backend.worker.execute import end_unstarted, finish, record_result
+from backend.staging.service import remove_bundle
+from backend.worker.execute import end_unstarted, finish, keeps_bundle, record_result
 
 log = logging.getLogger("cleanroom.fleet")
 TOKEN_PREFIX = "cwt_"
@@ -296,7 +298,10 @@ async def refuse(host_id: str, run_id: int, problem: str) -> None:
 async def record(host_id: str, run_id: int, result: Any, out_dir: Path) -> str:
     """File what a worker brought back, exactly as the in-process worker does."""
     run = await held_run(host_id, run_id)
-    return await record_result(run, result, out_dir)
+    status = await record_result(run, result, out_dir)
+    if not keeps_bundle(status):  # as the in-process worker: the staged copy goes when the run ends
+        await asyncio.to_thread(remove_bundle, run["bundle_dir"])
+    return status
 
 
 async def release(host_id: str, run_id: int, problem: str) -> str:

@@ -170,3 +170,52 @@ async def test_a_company_that_queued_later_is_not_stuck_behind_another_companys_
     a_ids = [r["id"] for r in a_runs]
     assert order.index(b_run["id"]) < order.index(a_ids[4])  # B's run before A's fifth
     assert sorted(order) == sorted([*a_ids, b_run["id"]])  # each exactly once
+
+
+async def test_the_holder_reports_a_result_once_and_it_is_filed_like_any_run(
+    client, alice, acme_on, tmp_path
+) -> None:
+    from pathlib import Path
+
+    from backend.fleet import transfer
+    from backend.sandbox.models import OutputFile, SandboxResult, Timings
+
+    run = await _queued_run(client, alice)
+    alpha, beta = await _worker(client, "alpha"), await _worker(client, "beta")
+    job = (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).json()
+    assert (await client.post(f"/api/worker/runs/{run['id']}/vm-started", headers=alpha)).status_code == 200
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "total.csv").write_text("region,amount\nnorth,5\n")
+    result = SandboxResult(
+        status="succeeded",
+        exit_code=0,
+        stdout="5\n",
+        files=[OutputFile(name="total.csv", size=22, sha256="0" * 64)],
+        timings_ms=Timings(total=1500.0),
+    )
+    packed = tmp_path / "result.tar"
+    transfer.pack_result(result.model_dump_json().encode(), out, ["total.csv"], packed)
+    body = packed.read_bytes()
+    headers = {"Content-Type": "application/x-tar"}
+    # another worker, even with a result URL of its own, cannot report on a run it does not hold
+    own = service.signed_path(run["id"], "beta", "result")
+    assert (await client.post(own, content=body, headers={**beta, **headers})).status_code == 403
+    # the holder without the signature cannot either
+    bare = f"/api/worker/runs/{run['id']}/result?expires=9999999999&sig=00"
+    assert (await client.post(bare, content=body, headers={**alpha, **headers})).status_code == 403
+    # positive control: the holder with its signed URL
+    filed = await client.post(job["result_url"], content=body, headers={**alpha, **headers})
+    assert filed.status_code == 200, filed.text
+    assert filed.json()["status"] == "succeeded"
+    detail = (await client.get(f"/api/runs/{run['id']}", headers=alice)).json()
+    assert detail["status"] == "succeeded" and detail["host_id"] == "alpha"
+    assert [f["name"] for f in detail["output_files"]] == ["total.csv"]
+    assert detail["credits_charged"] and detail["credits_charged"] > 0
+    row = await Run.select(Run.bundle_dir).where(Run.id == run["id"]).first()
+    assert not Path(row["bundle_dir"]).exists()  # the staged copy goes when the run ends
+    # the same result again is refused: the run is filed and charged once
+    again = await client.post(job["result_url"], content=body, headers={**alpha, **headers})
+    assert again.status_code == 403
+    audit = [e["action"] for e in (await client.get(f"/api/runs/{run['id']}/audit", headers=alice)).json()]
+    assert audit.count("credits.charged") == 1 and audit.count("run.finished") == 1
