@@ -68,7 +68,10 @@ CONTROLLERS = [
 ]
 
 
-def create_app(*, database_url: str | None = None, run_hooks: bool = True, pool: bool = True) -> Litestar:
+def create_app(
+    *, database_url: str | None = None, run_hooks: bool = True, pool: bool = True, worker_here: bool = True
+) -> Litestar:
+    """`worker_here=False`: runs go to a worker process (`cleanroom serve` supervises one), not this one."""
     db.configure(database_url)
 
     async def on_startup() -> None:
@@ -76,11 +79,17 @@ def create_app(*, database_url: str | None = None, run_hooks: bool = True, pool:
             await db.start_pool()
         await db.create_schema()
         if run_hooks:  # crash recovery, then the worker (or, in a fleet, the dispatcher to the workers)
-            await (DISPATCHER.start() if fleet() else start_worker())
+            if fleet():
+                await DISPATCHER.start()
+            elif worker_here:
+                await start_worker()
 
     async def on_shutdown() -> None:
         if run_hooks:
-            await (DISPATCHER.stop() if fleet() else stop_worker())
+            if fleet():
+                await DISPATCHER.stop()
+            elif worker_here:
+                await stop_worker()
         if pool:
             await db.close_pool()
 

@@ -26,9 +26,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         settings = get_settings()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        console_proc = worker_proc = None
+        console_proc = worker_proc = local = None
         if with_worker:
             worker_proc = _local_worker(settings)
+        if settings.workers == "in_process":  # the embedded default: a worker process of its own, supervised
+            from backend.runs import queued
+            from backend.worker.process import LocalWorker
+
+            local = LocalWorker()
+            local.start()
+            queued.listen(local.poke)
         if console:
             env = dict(os.environ, CLEANROOM_API_BASE_URL=settings.effective_api_base_url)
             console_proc = subprocess.Popen([sys.executable, "-m", "console"], env=env)
@@ -39,8 +46,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             typer.echo(f"Cleanroom console  http://{settings.host}:{settings.console_port}")
         typer.echo(f"database           {settings.effective_database_url}")
         try:
-            uvicorn.run(create_app(), host=settings.host, port=settings.api_port, log_level="info")
+            app = create_app(worker_here=local is None)
+            uvicorn.run(app, host=settings.host, port=settings.api_port, log_level="info")
         finally:
+            if local is not None:
+                local.stop()  # it takes nothing new and exits once its running VMs finished
             for proc in (console_proc, worker_proc):
                 if proc:
                     proc.terminate()  # a worker drains: its running VMs finish first

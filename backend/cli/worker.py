@@ -15,16 +15,21 @@ from backend.cli.support import fail, group, run_db
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("worker")
     def worker(
-        host_id: str = typer.Option(..., "--host-id", help="this host's id: letters, digits, underscores"),
+        host_id: str = typer.Option("", "--host-id", help="this host's id: letters, digits, underscores"),
         api_url: str = typer.Option(
             None, "--api", help="the API's base URL (default: settings api_base_url)", show_default=False
         ),
         capacity: int = typer.Option(None, help="VMs at once (default: settings max_concurrent_vms)"),
+        local: bool = typer.Option(False, "--local", hidden=True, help="the embedded default's worker (serve)"),
     ) -> None:
         """Take approved runs from the job queue (PostgreSQL) and run each in a fresh VM on this host.
         The enrollment token comes from CLEANROOM_WORKER_TOKEN (see `cleanroom workers enroll`)."""
-        from backend.fleet.worker import run_worker
         from backend.settings import get_settings
+
+        if local:  # started and supervised by `cleanroom serve`: the in-process loop, in its own process
+            _local_worker()
+            return
+        from backend.fleet.worker import run_worker
 
         token = os.environ.get("CLEANROOM_WORKER_TOKEN", "").strip()
         if not token:
@@ -47,6 +52,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             token=token,
             capacity=capacity or settings.max_concurrent_vms,
         )
+
+    def _local_worker() -> None:
+        import asyncio
+
+        from backend import db
+        from backend.worker.process import serve_local
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        db.configure()
+        asyncio.run(serve_local())
 
     workers = group("Fleet workers: enrollment tokens and hosts (operators, on the API's host).")
     app.add_typer(workers, name="workers")

@@ -89,6 +89,23 @@ class Worker:
             task.cancel()
         await asyncio.to_thread(stop_standby_pool)  # waiting guests are killed, never left behind
 
+    def wake(self) -> None:
+        """Look at the queue now (a run was queued in another process: the API's signal)."""
+        if self._wake is not None:
+            self._wake.set()
+
+    async def drain(self) -> None:
+        """Stop taking runs, let the running ones finish (their VMs are not killed), then stop."""
+        if self._unlisten:
+            self._unlisten()
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.stop()
+
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:

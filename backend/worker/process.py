@@ -1,0 +1,136 @@
+"""The embedded default's worker in a process of its own, supervised by `cleanroom serve`.
+
+`serve` (SQLite, one machine) runs the API in one process and this worker loop in another, so a worker
+crash does not take the API down (the supervisor starts a new worker, whose recovery ends the interrupted
+run), and the API's end does not kill a running VM: a worker whose API is gone (its parent changed) or that
+gets SIGTERM takes no new run, lets its running VMs finish, and exits. A new `serve` waits for such a
+worker (its pid file) before it starts its own, so two workers never recover each other's runs. The API
+wakes the worker with SIGUSR1 when it queues a run, so pickup does not wait for the poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from backend.sandbox.libvirt_conn import owner_alive, owner_token
+from backend.settings import REPO_ROOT, get_settings
+from backend.worker.queue import Worker
+
+log = logging.getLogger("cleanroom.worker")
+PIDFILE = "worker.pid"
+
+
+def pidfile() -> Path:
+    return get_settings().data_dir / PIDFILE
+
+
+def running_worker() -> int | None:
+    """The pid of a live local worker of this data directory, or None."""
+    try:
+        token = pidfile().read_text().strip()
+    except OSError:
+        return None
+    if not token or not owner_alive(token):
+        return None
+    return int(token.split(":", 1)[0])
+
+
+async def serve_local(poll_seconds: float = 0.5) -> None:
+    """The worker loop until SIGTERM/SIGINT or until the API that started it is gone; then drain."""
+    loop = asyncio.get_running_loop()
+    worker = Worker(poll_seconds=poll_seconds)
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGUSR1, worker.wake)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    parent = os.getppid()
+    await worker.start()  # recovery first: runs left `running` by a crashed worker end as interrupted
+    path = pidfile()
+    path.write_text(owner_token())
+    log.info("local worker %d ready", os.getpid())
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+            if os.getppid() != parent:
+                log.warning("the API that started this worker is gone: finishing the running VMs")
+                break
+    finally:
+        await worker.drain()
+        with contextlib.suppress(OSError):
+            if path.read_text().strip() == owner_token():
+                path.unlink()
+        log.info("local worker %d stopped", os.getpid())
+
+
+class LocalWorker:
+    """In `serve`: starts the local worker process, starts a new one when it dies, wakes it on a queued run."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._supervise, name="cleanroom-local-worker", daemon=True)
+        self._thread.start()
+
+    def _api_up(self) -> bool:
+        """The API answers (it has brought the database to its schema; the worker may start)."""
+        import urllib.request
+
+        settings = get_settings()
+        host = settings.host if settings.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        url = f"http://{host}:{settings.api_port}/api/health"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - our own localhost API
+                return response.status == 200
+        except OSError:
+            return False
+
+    def _supervise(self) -> None:
+        while not self._stop.is_set() and not self._api_up():
+            self._stop.wait(0.2)
+        backoff = 1.0
+        while not self._stop.is_set():
+            other = running_worker()
+            if other is not None and (self.proc is None or other != self.proc.pid):
+                log.info("waiting for the previous worker %d to finish its runs", other)
+                self._stop.wait(1.0)
+                continue
+            began = time.monotonic()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "backend", "worker", "--local"], env=self.env, cwd=REPO_ROOT
+            )
+            code = self.proc.wait()
+            if self._stop.is_set():
+                return
+            log.error("the local worker exited with %s; starting a new one", code)
+            backoff = 1.0 if time.monotonic() - began > 60 else min(backoff * 2, 30.0)
+            self._stop.wait(backoff)
+
+    def poke(self) -> None:
+        """SIGUSR1 to the worker once it is ready (its pid file names it: the handler is installed)."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None and running_worker() == proc.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGUSR1)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """SIGTERM: the worker takes nothing new and exits once its running VMs finished."""
+        self._stop.set()
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=timeout)
