@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from functools import lru_cache
 from pathlib import Path
@@ -26,6 +27,14 @@ def _others_can_pass(folder: Path) -> bool:
         except OSError:
             continue
     return True
+
+
+# a fleet worker's host id: it becomes part of domain names and paths (empty: the embedded worker)
+HOST_ID_PATTERN = r"^[a-z0-9_]{0,32}$"
+
+
+def valid_host_id(host_id: str) -> bool:
+    return bool(host_id) and re.fullmatch(HOST_ID_PATTERN, host_id) is not None
 
 
 class Settings(BaseSettings):
@@ -69,7 +78,7 @@ class Settings(BaseSettings):
     # procrastinate job queue on PostgreSQL; "in_process" runs them in the API process (the embedded default).
     workers: Literal["in_process", "fleet"] = "in_process"
     # this worker's host id: it namespaces domain names and saved-state slots
-    host_id: str = Field(default="", pattern=r"^[a-z0-9_]{0,32}$")
+    host_id: str = Field(default="", pattern=HOST_ID_PATTERN)
     worker_heartbeat_seconds: float = 5.0
     worker_lost_seconds: float = 30.0  # a worker silent this long is lost: its runs are retried or ended
     company_concurrency_cap: int = 2  # runs of one company handed to workers at once while others wait

@@ -20,11 +20,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             None, "--api", help="the API's base URL (default: settings api_base_url)", show_default=False
         ),
         capacity: int = typer.Option(None, help="VMs at once (default: settings max_concurrent_vms)"),
-        local: bool = typer.Option(False, "--local", hidden=True, help="the embedded default's worker (serve)"),
+        local: bool = typer.Option(
+            False, "--local", hidden=True, help="the embedded default's worker (serve)"
+        ),
     ) -> None:
         """Take approved runs from the job queue (PostgreSQL) and run each in a fresh VM on this host.
         The enrollment token comes from CLEANROOM_WORKER_TOKEN (see `cleanroom workers enroll`)."""
-        from backend.settings import get_settings
+        from backend.settings import get_settings, valid_host_id
 
         if local:  # started and supervised by `cleanroom serve`: the in-process loop, in its own process
             _local_worker()
@@ -39,11 +41,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         settings = get_settings()
         if not settings.is_postgres:
             fail("a fleet worker needs PostgreSQL: set DATABASE_URL=postgresql://… (the API's database)")
-        if (
-            not host_id
-            or len(host_id) > 32
-            or any(not (c.isdigit() or c.islower() or c == "_") for c in host_id)
-        ):
+        if not valid_host_id(host_id):
             fail("--host-id: 1-32 lower-case letters, digits or underscores")
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         run_worker(

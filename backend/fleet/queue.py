@@ -16,7 +16,6 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 import procrastinate
 import psycopg
@@ -137,9 +136,6 @@ class Dispatcher:
         self._unlisten = queued.listen(lambda: loop.call_soon_threadsafe(self._wake.set))
         self._task = asyncio.create_task(self._loop())
 
-    def wake(self) -> None:
-        self._wake.set()
-
     async def stop(self) -> None:
         if self._unlisten:
             self._unlisten()
@@ -171,7 +167,3 @@ class Dispatcher:
 
 
 DISPATCHER = Dispatcher()
-
-
-def status() -> dict[str, Any]:
-    return {"running": DISPATCHER._task is not None and not DISPATCHER._task.done()}

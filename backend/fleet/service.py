@@ -26,7 +26,7 @@ from backend.errors import AppError, Conflict, Forbidden, NotAuthenticated, NotF
 from backend.fleet.tables import WorkerHost, WorkerToken
 from backend.hashing import sha256_text
 from backend.runs.tables import Run, RunStatus
-from backend.settings import get_settings
+from backend.settings import get_settings, valid_host_id
 from backend.staging.service import remove_bundle
 from backend.worker.execute import end_unstarted, finish, keeps_bundle, record_result
 
@@ -106,13 +106,7 @@ async def host_for_token(header: str) -> str:
 
 
 def _check_host_id(host_id: str) -> None:
-    if (
-        not host_id
-        or len(host_id) > 32
-        or not all(c.isascii() and (c.isalnum() or c == "_") for c in host_id)
-    ):
-        raise AppError("a host id is 1-32 lower-case letters, digits or underscores", code="invalid")
-    if host_id != host_id.lower():
+    if not valid_host_id(host_id):
         raise AppError("a host id is 1-32 lower-case letters, digits or underscores", code="invalid")
 
 
