@@ -41,11 +41,14 @@ def database_url() -> str:
     return dsn or get_settings().effective_database_url
 
 
-def make_app(url: str | None = None) -> procrastinate.App:
+def make_app(url: str | None = None, *, name: str = "cleanroom-api") -> procrastinate.App:
+    """`name` is the connections' application_name (`cleanroom-worker-<host>` in a worker): an operator
+    sees in pg_stat_activity who holds which connection."""
     url = url or database_url()
     if not url.startswith(("postgres://", "postgresql://")):
         raise RuntimeError("workers in a fleet need PostgreSQL (DATABASE_URL=postgresql://…)")
-    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+    connector = procrastinate.PsycopgConnector(conninfo=url, kwargs={"application_name": name})
+    return procrastinate.App(connector=connector)
 
 
 async def ensure_schema(app: procrastinate.App, url: str | None = None) -> None:

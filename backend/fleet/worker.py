@@ -107,7 +107,7 @@ class FleetWorker:
             await asyncio.sleep(get_settings().worker_heartbeat_seconds)
 
     async def serve(self) -> None:
-        app = make_app()
+        app = make_app(name=f"cleanroom-worker-{self.host_id}")
         await ensure_schema(app)
         app.task(name=TASK, queue=QUEUE, pass_context=False)(self.handle)
         await self.register()

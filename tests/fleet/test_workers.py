@@ -115,6 +115,26 @@ def test_a_worker_killed_mid_run_is_noticed_and_its_runs_settled(fleet) -> None:
     assert session.person.get(f"/api/runs/{victim}").json()["status"] == "error"  # never started twice
 
 
+def test_a_worker_whose_database_connections_are_cut_reconnects_and_runs_the_next_run(fleet) -> None:
+    import psycopg
+
+    fleet, session = fleet
+    fleet.start_worker("alpha", capacity=1)
+    fleet.wait_up(session.person, {"alpha"})
+    (first,) = _approved(session, "print('before')\n", 1)
+    assert _finished(session, [first])[first]["status"] == "succeeded"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        cut = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+            ("cleanroom-worker-alpha",),
+        ).fetchone()[0]
+    assert cut >= 1  # the worker's job-queue connections are gone
+    (second,) = _approved(session, "print('after')\n", 1)
+    done = _finished(session, [second], timeout=300)[second]
+    assert done["status"] == "succeeded" and done["host_id"] == "alpha", done
+    assert fleet.workers["alpha"].poll() is None  # the same worker process, not a restart
+
+
 def test_a_worker_token_and_the_api_agree_over_http(fleet) -> None:
     """Over the real server: the assistant's token cannot register as a worker; a worker's can."""
     fleet, session = fleet
