@@ -24,6 +24,7 @@ from backend.fleet import service
 from backend.fleet.tables import WorkerHost
 from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
+from backend.schedules import service as schedules
 from backend.settings import get_settings
 from backend.worker.queue import queued_ids
 from backend.worker.retention import sweep_bundles
@@ -123,13 +124,14 @@ async def dispatch(app: procrastinate.App) -> list[int]:
 
 class Dispatcher:
     """In the API process of a fleet: dispatch on every approval and every `worker_heartbeat_seconds`,
-    and reap workers whose heartbeat stopped."""
+    reap workers whose heartbeat stopped, fire due schedules and sweep retained bundles."""
 
     def __init__(self) -> None:
         self.app: procrastinate.App | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._unlisten: Callable[[], None] | None = None
+        self._last_schedules = -math.inf
 
     async def start(self) -> None:
         self.app = make_app()
@@ -156,6 +158,11 @@ class Dispatcher:
         while True:
             try:
                 await service.reap()
+                if (
+                    loop.time() - self._last_schedules > 15
+                ):  # due schedules queue runs, as the embedded worker
+                    self._last_schedules = loop.time()
+                    await schedules.fire_due()
                 await dispatch(self.app)
                 if loop.time() - last_sweep > 60 * get_settings().bundle_sweep_minutes:
                     last_sweep = loop.time()

@@ -219,3 +219,40 @@ async def test_the_holder_reports_a_result_once_and_it_is_filed_like_any_run(
     assert again.status_code == 403
     audit = [e["action"] for e in (await client.get(f"/api/runs/{run['id']}/audit", headers=alice)).json()]
     assert audit.count("credits.charged") == 1 and audit.count("run.finished") == 1
+
+
+async def test_in_a_fleet_the_dispatcher_fires_due_schedules_and_hands_their_runs_out(
+    client, alice, acme_on
+) -> None:
+    """The embedded worker fires schedules; in a fleet the API's dispatcher does (positive control: the
+    schedule is due only once its next firing time is moved into the past)."""
+    import asyncio
+
+    from backend.schedules.tables import Schedule
+    from tests.conftest import login
+
+    origin = await _queued_run(client, alice)
+    await Run.update({Run.status: RunStatus.succeeded}).where(Run.id == origin["id"])
+    await login(client, "alice@acme.example")
+    created = await client.post("/api/schedules", json={"run_id": origin["id"], "cron": "0 7 * * *"})
+    assert created.status_code == 201, created.text
+    client.cookies.clear()
+    await _worker(client, "alpha", capacity=1)
+    dispatcher = fleet_queue.Dispatcher()
+    await dispatcher.start()
+    try:
+        await asyncio.sleep(1.5)
+        assert await Run.count().where(Run.schedule_id == created.json()["id"]) == 0  # not due yet
+        past = datetime.now(UTC) - timedelta(minutes=1)
+        await Schedule.update({Schedule.next_fire_at: past}).where(Schedule.id == created.json()["id"])
+        dispatcher._last_schedules = -1e9  # the next pass looks at schedules (else every 15 s)
+        fired: list = []
+        for _ in range(100):
+            fired = await Run.select(Run.id, Run.dispatched_at).where(Run.schedule_id == created.json()["id"])
+            if fired and fired[0]["dispatched_at"] is not None:
+                break
+            dispatcher._wake.set()
+            await asyncio.sleep(0.1)
+        assert fired and fired[0]["dispatched_at"] is not None, fired  # fired, queued and handed to a worker
+    finally:
+        await dispatcher.stop()
