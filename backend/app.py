@@ -17,6 +17,7 @@ from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
 from backend.fleet.controller import WorkerController
 from backend.fleet.queue import DISPATCHER
+from backend.flows.controller import FlowsController
 from backend.mcp.http import mcp_endpoint, mcp_lifespan
 from backend.metrics import metrics_endpoint
 from backend.records.controller import RecordsController
@@ -39,11 +40,18 @@ def fleet() -> bool:
     """Runs go to `cleanroom worker` processes (settings `workers=fleet`, PostgreSQL) instead of this one."""
     return get_settings().workers == "fleet"
 
+
 # Code runs and everything about them: absent (404) while the company's assistant may not write.
 CODE_RUNS = Router(
     path="/",
     guards=[feature_guard],
-    route_handlers=[RunsController, ActionItemsController, CreditsController, SchedulesController],
+    route_handlers=[
+        RunsController,
+        FlowsController,
+        ActionItemsController,
+        CreditsController,
+        SchedulesController,
+    ],
 )
 
 

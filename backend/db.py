@@ -22,6 +22,7 @@ from backend.audit import tables as audit_tables
 from backend.credits import tables as credits_tables
 from backend.drive import tables as drive_tables
 from backend.fleet import tables as fleet_tables
+from backend.flows import tables as flows_tables
 from backend.records import tables as records_tables
 from backend.runs import tables as runs_tables
 from backend.schedules import tables as schedules_tables
@@ -40,6 +41,7 @@ TABLE_MODULES = [
     credits_tables,
     schedules_tables,
     fleet_tables,
+    flows_tables,
 ]
 
 _engine: Engine | None = None
@@ -86,7 +88,9 @@ def write_ahead_log(path: Path) -> None:
     finally:
         conn.close()
     if str(mode).lower() != "wal":
-        log.warning("SQLite kept journal mode %s for %s; concurrent requests may wait on each other", mode, path)
+        log.warning(
+            "SQLite kept journal mode %s for %s; concurrent requests may wait on each other", mode, path
+        )
     private_sqlite_file(path)  # the -wal and -shm files it just created: the database's own mode
 
 

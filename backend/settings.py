@@ -111,6 +111,8 @@ class Settings(BaseSettings):
     bundle_sweep_minutes: float = 15.0  # how often the worker deletes bundles past their retention
     metrics_token: str | None = None  # GET /metrics wants 'Bearer <it>'; unset: loopback clients only
     min_schedule_interval_minutes: int = 15  # a cron firing more often than this is refused
+    # flows: a step's /work/output/conclusion.json, handed to every later step, is at most this big
+    flow_conclusion_max_bytes: int = 16 * 1024
 
     # drive / staging
     max_upload_bytes: int = 100 * 1024 * 1024

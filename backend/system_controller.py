@@ -39,7 +39,9 @@ class Health(BaseModel):
     queue_length: int | None = None  # the caller's company's runs only
     running_runs: int | None = None
     max_concurrent_vms: int | None = None
-    workers: list[WorkerState] | None = None  # fleet workers (`cleanroom worker`); empty: runs stay in the API
+    workers: list[WorkerState] | None = (
+        None  # fleet workers (`cleanroom worker`); empty: runs stay in the API
+    )
     queue_depth_all: int | None = None  # queued runs of every company: how long the line is, no names
 
 

@@ -14,7 +14,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     def serve(
         console: bool = typer.Option(True, help="also start the console process"),
         with_worker: bool = typer.Option(
-            False, "--with-worker", help="in a fleet (CLEANROOM_WORKERS=fleet): also start a worker on this host"
+            False,
+            "--with-worker",
+            help="in a fleet (CLEANROOM_WORKERS=fleet): also start a worker on this host",
         ),
     ) -> None:
         """Serve the API, worker and console with the embedded defaults; prints the URLs. In a fleet
@@ -68,5 +70,7 @@ def _local_worker(settings) -> subprocess.Popen:
     if settings.workers != "fleet" or not settings.is_postgres:
         fail("--with-worker is for a fleet: set CLEANROOM_WORKERS=fleet and DATABASE_URL=postgresql://…")
     token = run_db(lambda: service.enroll("local", created_by="cleanroom serve --with-worker"))
-    env = dict(os.environ, CLEANROOM_WORKER_TOKEN=token, CLEANROOM_API_BASE_URL=settings.effective_api_base_url)
+    env = dict(
+        os.environ, CLEANROOM_WORKER_TOKEN=token, CLEANROOM_API_BASE_URL=settings.effective_api_base_url
+    )
     return subprocess.Popen([sys.executable, "-m", "backend", "worker", "--host-id", "local"], env=env)

@@ -29,10 +29,15 @@ async def create_run(
     previous_attempt_id: int | None = None,
     schedule_id: int | None = None,
     now: datetime | None = None,
+    flow_id: int | None = None,
+    flow_step: int | None = None,
+    read_actions: bool = True,
+    receives: list[dict[str, Any]] | None = None,
 ) -> Run:
     """Save a new run over a staged bundle. It waits for approval, except a schedule's firing: the
     schedule approved it (the code and the fresh bundle as staged now), and it never reads an actions.json.
-    A first attempt is the root of its own attempts."""
+    A first attempt is the root of its own attempts. A flow's step (`flow_id`, `flow_step`) waits for its
+    flow's approval; `read_actions` False is its `read` capability."""
     now = now or datetime.now(UTC)
     code_sha256 = sha256_text(code)
     run = Run(
@@ -56,6 +61,10 @@ async def create_run(
         findings=findings,
         created_at=now,
         updated_at=now,
+        flow_id=flow_id,
+        flow_step=flow_step,
+        read_actions=read_actions,
+        receives=receives or [],
     )
     if schedule_id is not None:
         run.status = RunStatus.queued

@@ -19,7 +19,7 @@ from backend.settings import get_settings
 from backend.tenancy.context import UserContext
 
 WINDOW = timedelta(hours=1)
-IN_FLIGHT = (RunStatus.awaiting_approval, RunStatus.queued, RunStatus.running)
+IN_FLIGHT = (RunStatus.awaiting_approval, RunStatus.queued, RunStatus.waiting, RunStatus.running)
 
 
 class TooManyProposals(AppError):

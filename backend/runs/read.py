@@ -84,6 +84,8 @@ SUMMARY_COLUMNS = (
     Run.finished_at,
     Run.credits_charged,
     Run.schedule_id,
+    Run.flow_id,
+    Run.flow_step,
     QueryString('COALESCE(json_array_length("run"."findings"), 0) AS "findings_count"'),
 )
 
@@ -196,7 +198,10 @@ async def detail(ctx: UserContext, run_id: int) -> RunDetail:
         else None,
         followup_grant=FollowupGrant(**grant, files=_staged_files(row)) if grant is not None else None,
         followup_grant_on_approval=offer,
-        can_decide=row["status"] == RunStatus.awaiting_approval and can_decide(ctx, row),
+        # a flow's step is decided with its flow (backend/flows), never alone
+        can_decide=row["status"] == RunStatus.awaiting_approval
+        and can_decide(ctx, row)
+        and not row["flow_id"],
         approve_blocked_reason=blocked,
         output_files=outputs,
     )
@@ -233,4 +238,6 @@ _STORED = (
     "started_at",
     "finished_at",
     "host_id",
+    "flow_id",
+    "flow_step",
 )

@@ -75,6 +75,8 @@ class RunSummary(BaseModel):
     credits_charged: float | None
     findings_count: int
     schedule_id: int | None
+    flow_id: int | None = None  # the flow this run is a step of
+    flow_step: int | None = None
 
 
 class RunPage(BaseModel):
@@ -183,3 +185,5 @@ class RunDetail(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     host_id: str | None = None  # the hypervisor host that ran it (a fleet worker); None: the API's own
+    flow_id: int | None = None  # the flow this run is a step of (approved, and shown, with its flow)
+    flow_step: int | None = None

@@ -52,6 +52,15 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def refuse_flow_step(row: dict[str, Any], doing: str) -> None:
+    """A flow's step is approved, rejected and proposed again with its flow, never on its own."""
+    if row["flow_id"] is not None:
+        raise Conflict(
+            f"run {row['id']} is step {row['flow_step']} of flow {row['flow_id']}; {doing}",
+            code="flow_step",
+        )
+
+
 def check_code(code: str) -> None:
     limit = get_settings().max_code_bytes
     size = len(code.encode("utf-8"))
@@ -100,12 +109,14 @@ def bundle_root() -> Path:
     return get_settings().data_dir / "bundles"
 
 
-async def _stage(ctx: UserContext, datasets: list[str], file_ids: list[int]) -> staging.StagedBundle:
+async def stage_bundle(
+    ctx: UserContext, datasets: list[str], file_ids: list[int], *, allow_empty: bool = False
+) -> staging.StagedBundle:
     """Stage a proposal's bundle within the company's limit on staged bytes in flight: refused before
     staging when the company is already at it, and the new bundle deleted again when it goes over."""
     await limits.check_staged(ctx.company_id)
     directory = bundle_root() / uuid.uuid4().hex
-    bundle = await staging.stage(ctx, datasets, file_ids, directory)
+    bundle = await staging.stage(ctx, datasets, file_ids, directory, allow_empty=allow_empty)
     try:
         await limits.check_staged(ctx.company_id, adding=max(1, limits.bundle_bytes(bundle.manifest)))
     except BaseException:
@@ -140,7 +151,7 @@ async def propose(
     staging.check_datasets(ctx, datasets)
     await credits.require_minimum(ctx.company_id)
     await check_bounds(ctx)
-    bundle = await _stage(ctx, datasets, file_ids)
+    bundle = await stage_bundle(ctx, datasets, file_ids)
     findings = [f.model_dump() for f in bundle.findings] + await asyncio.to_thread(code_findings, code)
     datasets = list(dict.fromkeys(d.strip() for d in datasets if d.strip()))
     file_ids = list(dict.fromkeys(file_ids))
@@ -268,6 +279,7 @@ async def approve(ctx: UserContext, run_id: int, *, code_sha256: str, bundle_sha
             code="hashes_required",
         )
     row = await get_run_row(ctx, run_id)
+    refuse_flow_step(row, f"approve the flow instead (/api/flows/{row['flow_id']}/approve)")
     if not can_decide(ctx, row):
         raise Forbidden("only the person who asked for this run or a company admin can approve it")
     if row["status"] != RunStatus.awaiting_approval:
@@ -296,6 +308,7 @@ async def approve(ctx: UserContext, run_id: int, *, code_sha256: str, bundle_sha
 async def reject(ctx: UserContext, run_id: int, reason: str | None) -> RunDetail:
     ctx.require_person("rejecting a run")
     row = await get_run_row(ctx, run_id)
+    refuse_flow_step(row, f"reject the flow instead (/api/flows/{row['flow_id']}/reject)")
     if not can_decide(ctx, row):
         raise Forbidden("only the person who asked for this run or a company admin can reject it")
     if row["status"] != RunStatus.awaiting_approval:
@@ -324,6 +337,9 @@ async def reject(ctx: UserContext, run_id: int, reason: str | None) -> RunDetail
 
 async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None = None) -> RunDetail:
     row = await get_run_row(ctx, run_id)
+    refuse_flow_step(
+        row, "propose the flow again with the corrected step: a new flow is approved again, every step of it"
+    )
     await gates.require_code_execution(ctx.company_id)
     if row["requested_by"] != ctx.user_id:
         raise Forbidden("only the assistant of the person who asked for this run can revise it")
@@ -346,7 +362,7 @@ async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None =
     await asyncio.to_thread(check_code, code)
     await credits.require_minimum(ctx.company_id)
     await check_bounds(ctx)
-    bundle = await _stage(ctx, row["datasets"], row["file_ids"])
+    bundle = await stage_bundle(ctx, row["datasets"], row["file_ids"])
     code_found = await asyncio.to_thread(code_findings, code)
     new = await create_run(
         company_id=ctx.company_id,

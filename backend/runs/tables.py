@@ -23,6 +23,8 @@ class RunStatus(StrEnum):
     cancelled = (
         "cancelled"  # a gate was off when it was due to start (code execution, the write ability, credits)
     )
+    waiting = "waiting"  # a flow's step, approved with its flow, waiting for the steps before it
+    skipped = "skipped"  # a flow's step that never ran because an earlier step did not succeed
 
 
 class ApprovalKind(StrEnum):
@@ -41,6 +43,7 @@ FINISHED = (
     RunStatus.out_of_memory,
     RunStatus.error,
     RunStatus.cancelled,
+    RunStatus.skipped,
 )
 RETRYABLE = (RunStatus.failed, RunStatus.timed_out, RunStatus.out_of_memory, RunStatus.error)
 
@@ -99,6 +102,14 @@ class Run(Table):
     host_id = Varchar(length=64, null=True, default=None, index=True)
     dispatched_at = Timestamptz(null=True, default=None)
     vm_started_at = Timestamptz(null=True, default=None)
+    # flows (backend/flows): the flow and the step (1-based) this run is, the earlier steps' outputs it
+    # receives ([{"step": j, "name": "summary.csv"}]), what it was handed at its start (names, hashes) and
+    # the conclusion it wrote (/work/output/conclusion.json, parsed, within its cap)
+    flow_id = Integer(null=True, default=None, index=True)
+    flow_step = Integer(null=True, default=None)
+    receives = JSON(default=[])
+    carried = JSON(null=True, default=None)
+    conclusion = JSON(null=True, default=None)
 
 
 TABLES = [Run]

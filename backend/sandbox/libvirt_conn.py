@@ -108,6 +108,20 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def qemu_process(name: str) -> tuple[int | None, float | None]:
+    """The pid of the domain's QEMU and when the kernel started it (unix seconds), or Nones (a session
+    libvirt keeps its pid files elsewhere)."""
+    try:
+        pid = int((Path("/run/libvirt/qemu") / f"{name}.pid").read_text().strip())
+        ticks = _start_time(pid)
+        uptime = float(Path("/proc/uptime").read_text().split()[0])  # 10 ms steps (btime: whole seconds)
+    except (OSError, ValueError, IndexError):
+        return None, None
+    if ticks is None:
+        return pid, None
+    return pid, time.time() - (uptime - int(ticks) / os.sysconf("SC_CLK_TCK"))
+
+
 def owner_token() -> str:
     """Identifies this process (pid + start time, so a reused pid does not match)."""
     return f"{os.getpid()}:{_start_time(os.getpid())}"

@@ -65,6 +65,9 @@ class VmInfo(BaseModel):
     restored: bool = False
     standby: bool = False  # restored ahead of the request by the standby pool
     restore_ms: float | None = None
+    qemu_pid: int | None = None  # the host process that was this VM
+    qemu_started_unix: float | None = None  # when that process began (unix seconds, host clock)
+    nonce: str | None = None  # the job's nonce, which the guest echoed in its result
 
 
 class SandboxResult(BaseModel):

@@ -34,11 +34,7 @@ def recover_leftovers() -> list[str]:
     with connection() as conn:
         for dom in conn.listAllDomains():
             name = dom.name()
-            if (
-                name.startswith(prefix)
-                and not owner_alive(domain_owner(dom))
-                and destroy_quietly(conn, name)
-            ):
+            if name.startswith(prefix) and not owner_alive(domain_owner(dom)) and destroy_quietly(conn, name):
                 removed.append(f"domain {name}")
     for path in leftover_run_files(include_live=False):
         _remove(path)

@@ -75,8 +75,10 @@ class StandbyPool:
         for vm in leftovers:
             _retire(vm)
 
-    def take(self, image: ImageInfo, virt_type: str) -> GuestVM | None:
-        """A waiting guest for this image, handed out once; stale guests are retired on the way."""
+    def take(self, image: ImageInfo, virt_type: str, started_after: float | None = None) -> GuestVM | None:
+        """A waiting guest for this image, handed out once; stale guests are retired on the way.
+        `started_after`: only a guest whose QEMU began after that moment (a flow's next step takes no VM
+        that existed while its previous step's VM did)."""
         if not self.active:
             return None
         chosen: GuestVM | None = None
@@ -84,8 +86,10 @@ class StandbyPool:
             stale = [vm for vm in self._ready if not _current(vm, image, virt_type)]
             for vm in stale:
                 self._ready.remove(vm)
-            if self._ready:
-                chosen = self._ready.pop(0)
+            fresh = [vm for vm in self._ready if started_after is None or vm.started_unix > started_after]
+            if fresh:
+                chosen = fresh[0]
+                self._ready.remove(chosen)
                 chosen.standby = True
             self._cond.notify_all()
         for vm in stale:  # on the request path: libvirt forgets it a moment later, and stop() waits

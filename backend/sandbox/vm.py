@@ -68,6 +68,9 @@ class GuestVM:
         self.restore_ms: float | None = None
         self.nics: int | None = None
         self.nonce: str | None = None
+        # its QEMU process, and when it began (host wall clock; from the kernel where it can be read)
+        self.qemu_pid: int | None = None
+        self.started_unix = 0.0
         self.launched = self.ready_at = self.finished = 0.0
         self.ready_unix = 0.0  # the host's wall clock when it saw READY: the user code starts right after
         self._conn: libvirt.virConnect | None = None
@@ -112,6 +115,9 @@ class GuestVM:
             restored=self.restored,
             standby=self.standby,
             restore_ms=self.restore_ms,
+            qemu_pid=self.qemu_pid,
+            qemu_started_unix=round(self.started_unix, 3) if self.started_unix else None,
+            nonce=self.nonce,
         )
 
     def prepare(self) -> None:
@@ -132,14 +138,22 @@ class GuestVM:
             fh.truncate(domain.job_disk_bytes())
         wire.create_output_disk(self.out_disk, domain.output_disk_bytes())
 
-    def write_job(self, code: str, limits: RunLimits, inputs: list[tuple[str, Path]]) -> None:
+    def write_job(
+        self,
+        code: str,
+        limits: RunLimits,
+        inputs: list[tuple[str, Path]],
+        carried: list[tuple[str, Path]] | None = None,
+    ) -> None:
         """Hand the guest its job, with a fresh nonce, RNG seed and clock. Starts the run's clock."""
         self.launched, self.nonce = time.monotonic(), secrets.token_hex(16)
         job = {"run_id": self.run_id, "nonce": self.nonce, "code": code, "seed": secrets.token_hex(64)}
         job.update(time_ns=time.time_ns(), network=self.nic, limits=guest_limits(limits))
         if self.unfiltered_control:
             job["unfiltered_control"] = True
-        wire.write_job_disk(self.job_disk, domain.job_disk_bytes(), job, inputs, in_place=True)
+        wire.write_job_disk(
+            self.job_disk, domain.job_disk_bytes(), job, inputs, carried=carried, in_place=True
+        )
 
     def restore(self) -> None:
         """Restore the slot's warm saved state with this VM's own disks (name and UUID stay the slot's)."""
@@ -260,4 +274,6 @@ class GuestVM:
 
     def _running(self, dom: libvirt.virDomain) -> None:
         self._dom = dom
+        self.qemu_pid, started = lv.qemu_process(self.name)
+        self.started_unix = started or time.time()
         self.nics = lv.interface_count(dom.XMLDesc(0))

@@ -55,18 +55,28 @@ def input_files(input_dir: Path | None) -> list[tuple[str, Path]]:
 
 
 def write_job_disk(
-    path: Path, size: int, job: dict[str, Any], inputs: list[tuple[str, Path]], *, in_place: bool = False
+    path: Path,
+    size: int,
+    job: dict[str, Any],
+    inputs: list[tuple[str, Path]],
+    *,
+    carried: list[tuple[str, Path]] | None = None,
+    in_place: bool = False,
 ) -> None:
     """Write the job disk: the job record plus every input file's bytes; the header goes last.
 
+    `inputs` become /work/input in the guest, `carried` (what earlier steps of a flow handed on) /work/flow.
     `in_place` fills the disk of an already running (standby) guest without truncating it.
     """
-    entries, offset = [], 0
-    for name, source in inputs:
+    offset = 0
+    lists: dict[str, list[dict[str, Any]]] = {"inputs": [], "carried": []}
+    files = [("inputs", name, source) for name, source in inputs]
+    files += [("carried", name, source) for name, source in carried or []]
+    for key, name, source in files:
         length = source.stat().st_size
-        entries.append({"name": name, "offset": offset, "size": length})
+        lists[key].append({"name": name, "offset": offset, "size": length})
         offset += length
-    body = json.dumps({**job, "inputs": entries}).encode()
+    body = json.dumps({**job, **lists}).encode()
     if BLOCK + len(body) + offset > size:
         raise ValueError(f"job too large for the {size // (1024 * 1024)} MiB job disk")
     digest = hashlib.sha256(body)
@@ -75,7 +85,7 @@ def write_job_disk(
             fh.truncate(size)
         fh.seek(BLOCK)
         fh.write(body)
-        for _name, source in inputs:
+        for _key, _name, source in files:
             with open(source, "rb") as src:
                 while chunk := src.read(1 << 20):
                     digest.update(chunk)

@@ -168,12 +168,19 @@ def _readme(manifest: dict[str, Any]) -> bytes:
 
 
 async def stage(
-    ctx: UserContext, datasets: list[str], file_ids: list[int], out_dir: Path, *, row_cap: int | None = None
+    ctx: UserContext,
+    datasets: list[str],
+    file_ids: list[int],
+    out_dir: Path,
+    *,
+    row_cap: int | None = None,
+    allow_empty: bool = False,
 ) -> StagedBundle:
+    """`allow_empty`: a flow's later step may work only on what earlier steps handed on."""
     cap = row_cap or get_settings().export_row_cap
     names = check_datasets(ctx, datasets)
     file_rows = [await drive.get_file(ctx, fid) for fid in dict.fromkeys(file_ids)]
-    if not names and not file_rows:
+    if not names and not file_rows and not allow_empty:
         raise Invalid("nothing to stage: name at least one dataset or Drive file")
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
@@ -237,7 +244,9 @@ async def _stage_into(
         stem = _stem(row["name"], taken)
         # what the converter could not do or read (a misnamed file, replaced bytes, workbook parts it did not
         # scan): the person sees each next to the manifest before approving
-        warnings += [{"drive_file_id": row["id"], "name": row["name"], "warning": w} for w in converted.warnings]
+        warnings += [
+            {"drive_file_id": row["id"], "name": row["name"], "warning": w} for w in converted.warnings
+        ]
         for fname, content, meta in converted.bundle_files(stem):
             entry = await asyncio.to_thread(_write, out, f"files/{stem}/{fname}", content)
             entry.update(

@@ -23,6 +23,7 @@ class SettingsBody(BaseModel):
     followup_without_reapproval: bool | None = None
     followup_grant_hours: int | None = Field(default=None, ge=1, le=168)
     followup_grant_max_runs: int | None = Field(default=None, ge=1, le=100)
+    flow_action_cap: int | None = Field(default=None, ge=1, le=500)
     credit_pool: int | None = Field(default=None, ge=0)
     plan: str | None = None
 
@@ -80,4 +81,5 @@ class CompanySettings(BaseModel):
     followup_without_reapproval: bool
     followup_grant_hours: int
     followup_grant_max_runs: int
+    flow_action_cap: int = 20  # action items one flow may propose across its steps
     credit_pool: int

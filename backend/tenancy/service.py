@@ -21,7 +21,11 @@ _hasher = PasswordHasher()
 _DUMMY_HASH = _hasher.hash("not-a-real-password")
 SETTING_NAMES = ("code_execution_enabled", "assistant_write_enabled", "followup_without_reapproval")
 # whole-number settings and their allowed range: how long and how often one approval lets follow-ups through
-NUMBER_SETTINGS = {"followup_grant_hours": (1, 168), "followup_grant_max_runs": (1, 100)}
+NUMBER_SETTINGS = {
+    "followup_grant_hours": (1, 168),
+    "followup_grant_max_runs": (1, 100),
+    "flow_action_cap": (1, 500),
+}
 SESSION_COOKIE = "cleanroom_session"
 TOKEN_PREFIX = "crt_"
 ASSISTANT_SCOPE = "assistant"  # the one scope issued today: read, upload, propose, revise, follow up

@@ -22,6 +22,7 @@ class Company(Table):
     followup_without_reapproval = Boolean(default=False)
     followup_grant_hours = Integer(default=24)  # how long a person's approval lets follow-ups skip approval
     followup_grant_max_runs = Integer(default=10)  # how many follow-ups one approval lets through
+    flow_action_cap = Integer(default=20)  # how many action items one flow's steps may propose in all
     created_at = Timestamptz()
 
 

@@ -24,6 +24,7 @@ from backend.credits import service as credits
 from backend.drive import service as drive
 from backend.drive.tables import DriveFile
 from backend.errors import AppError
+from backend.flows import progress as flows
 from backend.hashing import sha256_json, sha256_text
 from backend.runs import gates
 from backend.runs.tables import RETRYABLE, Run, RunStatus
@@ -40,10 +41,12 @@ def _now() -> datetime:
 
 
 async def finish(run_id: int, status: str, **values: Any) -> None:
+    """Every end of a run after its approval goes through here; a flow's step moves its flow on."""
     update = {Run.status: status, Run.finished_at: _now(), Run.updated_at: _now()}
     for key, value in values.items():
         update[getattr(Run, key)] = value
     await Run.update(update).where(Run.id == run_id)
+    await flows.step_ended(run_id, status)
 
 
 def hash_problem(run: dict[str, Any]) -> str | None:
@@ -130,7 +133,10 @@ async def _execute(run: dict[str, Any]) -> str:
     )
     limits = sandbox.RunLimits(**run["limits"])
     out_dir = Path(tempfile.mkdtemp(prefix=f"cleanroom-out-{run_id}-", dir=get_settings().data_dir))
+    carry_dir, started_after = None, None
     try:
+        if run["flow_id"] is not None:  # what earlier steps handed on: /work/flow in the guest
+            carry_dir, started_after = await flows.carry_in(run)
         try:
             result = await asyncio.to_thread(
                 sandbox.run_code,
@@ -139,6 +145,8 @@ async def _execute(run: dict[str, Any]) -> str:
                 out_dir=out_dir,
                 limits=limits,
                 read_actions=run["read_actions"],
+                carry_dir=carry_dir,
+                started_after=started_after,
             )
         except Exception as exc:  # the sandbox promises a result; anything else is our fault
             log.exception("sandbox failed for run %s", run_id)
@@ -146,6 +154,8 @@ async def _execute(run: dict[str, Any]) -> str:
         return await record_result(run, result, out_dir)
     finally:
         await asyncio.to_thread(shutil.rmtree, out_dir, ignore_errors=True)
+        if carry_dir is not None:
+            await asyncio.to_thread(shutil.rmtree, carry_dir, ignore_errors=True)
 
 
 async def source_datasets(run: dict[str, Any]) -> list[str]:
@@ -180,6 +190,8 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
         actor=actor,
     )
     await Run.update({Run.credits_charged: charged, Run.updated_at: _now()}).where(Run.id == run_id)
+    if run.get("flow_id") is not None:  # its conclusion and what later steps receive, or the step fails
+        await flows.collect(run, result, out_dir)
     status, error = result.status, result.error
     folder_id, outputs, note = None, [], None
     try:
@@ -277,6 +289,8 @@ async def _ingest_actions(run: dict[str, Any], result: Any, requester: Any) -> s
     note = next((r.reason for r in result.rejected_files if r.name == "actions.json"), None)
     if result.status != "succeeded" or result.actions is None:
         return note
+    if run.get("flow_id") is not None and (over := await flows.action_cap_problem(run, len(result.actions))):
+        return over
     try:
         await actions.ingest(run, result.actions, requester)
     except Exception as exc:

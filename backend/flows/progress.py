@@ -1,0 +1,231 @@
+"""A flow from one step to the next, on the worker's side.
+
+* `carry_in`: right before a step's VM, what it is handed: every earlier step's conclusion and the outputs
+  it named, copied from the flow's store into a folder of its own that becomes /work/flow (read-only).
+* `collect`: when a step's VM is gone, its conclusion (JSON, within its cap) and the outputs later steps
+  named go into the flow's store; a conclusion over its cap or a named output missing fails the step.
+* `step_ended`: called by every path that ends a run: a success queues the next step, anything else skips
+  the rest; the flow ends with its last step. Nothing of a step that did not succeed reaches a later one.
+
+The store (data_dir/flows/<flow>/) holds only what was handed on and is removed when the flow ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from backend import filemodes
+from backend.audit import service as audit
+from backend.flows.tables import Flow, FlowStatus
+from backend.hashing import sha256_file
+from backend.runs import queued
+from backend.runs.tables import Run, RunStatus
+from backend.settings import get_settings
+from backend.staging.service import remove_bundle
+
+log = logging.getLogger("cleanroom.flows")
+
+CONCLUSION = "conclusion.json"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def store(flow_id: int) -> Path:
+    return get_settings().data_dir / "flows" / str(int(flow_id))
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True, mode=filemodes.PRIVATE_DIR)
+    return path
+
+
+async def carry_in(run: dict[str, Any]) -> tuple[Path, float | None]:
+    """Build step k's /work/flow: step-<j>/conclusion.json of every earlier step that wrote one, and
+    step-<j>/<name> for each output it receives. Recorded on the run and in the audit trail. Also says
+    when the previous step ended (its VM already gone): step k's VM must not be older than that."""
+    k, flow_id = run["flow_step"], run["flow_id"]
+    root = store(flow_id)
+    target = root / f"in-{k}-run-{run['id']}"
+    await asyncio.to_thread(shutil.rmtree, target, True)
+    wanted = {(r["step"], r["name"]) for r in run["receives"] or []}
+
+    def build() -> list[dict[str, Any]]:
+        _private_dir(target)
+        carried = []
+        for j in range(1, k):
+            source = root / f"step-{j}"
+            names = [CONCLUSION] + sorted(n for (s, n) in wanted if s == j)
+            for name in names:
+                path = source / name
+                if not path.is_file():
+                    continue
+                dest = _private_dir(target / f"step-{j}") / name
+                shutil.copyfile(path, dest)
+                carried.append(
+                    {"name": f"step-{j}/{name}", "sha256": sha256_file(dest), "size": dest.stat().st_size}
+                )
+        return carried
+
+    carried = await asyncio.to_thread(build)
+    await Run.update({Run.carried: carried}).where(Run.id == run["id"])
+    await audit.record(
+        "flow.step_handed",
+        actor=f"worker:run-{run['id']}",
+        company_id=run["company"],
+        subject_type="flow",
+        subject_id=flow_id,
+        data={"step": k, "run_id": run["id"], "carried": carried},
+    )
+    previous = (
+        await Run.select(Run.finished_at)
+        .where((Run.flow_id == flow_id) & (Run.flow_step == k - 1) & (Run.status == RunStatus.succeeded))
+        .first()
+    )
+    ended = previous["finished_at"].timestamp() if previous and previous["finished_at"] else None
+    return target, ended
+
+
+def _later_wants(later: list[dict[str, Any]], k: int) -> list[str]:
+    return sorted({r["name"] for step in later for r in step["receives"] or [] if r["step"] == k})
+
+
+def _collect_files(run: dict[str, Any], out_dir: Path, names: list[str], cap: int) -> tuple[Any, str | None]:
+    """(parsed conclusion or None, why the step fails or None); copies what is handed on into the store."""
+    conclusion = None
+    path = out_dir / CONCLUSION
+    if path.is_file() and not path.is_symlink():
+        size = path.stat().st_size
+        if size > cap:
+            return None, (
+                f"{CONCLUSION} is {size:,} bytes; a step's conclusion may be at most {cap:,} bytes "
+                "(hand larger results on as named output files)"
+            )
+        try:
+            conclusion = json.loads(path.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            return None, f"{CONCLUSION} is not valid JSON: {exc}"
+    missing = [n for n in names if not (out_dir / n).is_file() or (out_dir / n).is_symlink()]
+    if missing:
+        return None, (
+            "later steps receive "
+            + ", ".join(repr(n) for n in missing)
+            + " from this step, but it did not write "
+            + ("them" if len(missing) > 1 else "it")
+            + " to /work/output"
+        )
+    target = _private_dir(store(run["flow_id"]) / f"step-{run['flow_step']}")
+    if conclusion is not None:
+        shutil.copyfile(path, target / CONCLUSION)
+    for name in names:
+        shutil.copyfile(out_dir / name, target / name)
+    return conclusion, None
+
+
+async def collect(run: dict[str, Any], result: Any, out_dir: Path) -> None:
+    """After step k's VM: keep its conclusion and what later steps receive from it, or fail the step (a
+    conclusion over its cap or not JSON, a named output not written). A step that did not succeed hands
+    nothing on."""
+    if result.status != "succeeded":
+        return
+    later = (
+        await Run.select(Run.receives)
+        .where((Run.flow_id == run["flow_id"]) & (Run.flow_step > run["flow_step"]))
+        .output(load_json=True)
+    )
+    names = _later_wants(later, run["flow_step"])
+    cap = get_settings().flow_conclusion_max_bytes
+    conclusion, problem = await asyncio.to_thread(_collect_files, run, out_dir, names, cap)
+    if problem:
+        result.status = "failed"
+        result.error = problem
+        return
+    await Run.update({Run.conclusion: conclusion}).where(Run.id == run["id"])
+
+
+async def action_cap_problem(run: dict[str, Any], proposed: int) -> str | None:
+    """Why step k's actions.json becomes no items: the flow's cap on items over all its steps."""
+    flow = await Flow.select(Flow.action_cap).where(Flow.id == run["flow_id"]).first()
+    cap = flow["action_cap"] if flow else 20
+    rows = await Run.select(Run.action_items_count).where(
+        (Run.flow_id == run["flow_id"]) & (Run.id != run["id"])
+    )
+    earlier = sum(r["action_items_count"] or 0 for r in rows)
+    if earlier + proposed > cap:
+        return (
+            f"this step proposed {proposed} action items and earlier steps {earlier}; a flow may propose at "
+            f"most {cap} (the company's flow action cap), so none of this step's were kept"
+        )
+    return None
+
+
+async def step_ended(run_id: int, status: str) -> None:
+    """The flow moves on after one of its steps ended with `status` (no-op for a run outside a flow)."""
+    run = await Run.select(Run.id, Run.company, Run.flow_id, Run.flow_step).where(Run.id == run_id).first()
+    if run is None or run["flow_id"] is None:
+        return
+    flow_id, k = run["flow_id"], run["flow_step"]
+    steps = (
+        await Run.select(Run.id, Run.flow_step, Run.status, Run.bundle_dir)
+        .where((Run.flow_id == flow_id) & (Run.flow_step > k) & (Run.status == RunStatus.waiting))
+        .order_by(Run.flow_step)
+    )
+    if status == RunStatus.succeeded and steps:
+        nxt = steps[0]
+        await Run.update({Run.status: RunStatus.queued, Run.updated_at: _now()}).where(
+            (Run.id == nxt["id"]) & (Run.status == RunStatus.waiting)
+        )
+        queued.announce()
+        return
+    now = _now()
+    for step in steps:  # a step that did not succeed: the later ones never run
+        done = await (
+            Run.update(
+                {
+                    Run.status: RunStatus.skipped,
+                    Run.finished_at: now,
+                    Run.updated_at: now,
+                    Run.error_message: f"skipped: step {k} ended {status}, so the flow stopped",
+                }
+            )
+            .where((Run.id == step["id"]) & (Run.status == RunStatus.waiting))
+            .returning(Run.id)
+        )
+        if done:
+            await asyncio.to_thread(remove_bundle, step["bundle_dir"])
+    if status == RunStatus.succeeded:
+        remaining = await Run.count().where(
+            (Run.flow_id == flow_id)
+            & (Run.flow_step > k)
+            & Run.status.is_in([RunStatus.queued, RunStatus.running])
+        )
+        if remaining:
+            return
+    final = FlowStatus.succeeded if status == RunStatus.succeeded else FlowStatus.failed
+    ended = await (
+        Flow.update({Flow.status: final, Flow.finished_at: now, Flow.updated_at: now})
+        .where((Flow.id == flow_id) & (Flow.status == FlowStatus.running))
+        .returning(Flow.id)
+    )
+    await asyncio.to_thread(shutil.rmtree, store(flow_id), True)
+    if ended:
+        await audit.record(
+            "flow.finished",
+            actor=f"worker:run-{run_id}",
+            company_id=run["company"],
+            subject_type="flow",
+            subject_id=flow_id,
+            data={
+                "status": final,
+                "last_step": k,
+                "step_status": status,
+                "skipped_steps": [s["flow_step"] for s in steps],
+            },
+        )

@@ -1,0 +1,159 @@
+"""Flows with real VMs: one fresh VM per step, what a step sees of the steps before it, the capability per
+step, and the worker's re-check of each step's approval."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from backend import worker
+from backend.actions.tables import ActionItem
+from backend.audit.tables import AuditEntry
+from backend.runs.tables import Run
+from tests.conftest import decide_item_as
+from tests.flows.conftest import approve_flow_as, flow_body, step
+
+pytestmark = [pytest.mark.vm, pytest.mark.sqlite]
+
+STEP_1 = """
+import json, os
+import pandas as pd
+deals = pd.read_csv("/work/input/datasets/deals.csv")
+json.dump({"deals": len(deals)}, open("/work/output/conclusion.json", "w"))
+deals.groupby("stage")["amount"].sum().to_csv("/work/output/by_stage.csv")
+"""
+
+# what a step can see: its own inputs, what it was handed, and whether it can change the latter
+PROBE = """
+import json, os
+def tree(top):
+    return sorted(os.path.relpath(os.path.join(r, f), top) for r, _, fs in os.walk(top) for f in fs)
+try:
+    open("/work/flow/planted", "w")
+    flow_writable = True
+except OSError:
+    flow_writable = False
+conclusions = {p: json.load(open("/work/flow/" + p)) for p in tree("/work/flow") if p.endswith("conclusion.json")}
+print(json.dumps({"input": tree("/work/input"), "flow": tree("/work/flow"), "conclusions": conclusions,
+                  "flow_writable": flow_writable}))
+json.dump({"step_saw": sorted(conclusions)}, open("/work/output/conclusion.json", "w"))
+"""
+
+
+async def _run_flow(client, alice, body) -> dict:
+    flow = (await client.post("/api/flows", json=body, headers=alice)).json()
+    assert flow.get("status") == "awaiting_approval", flow
+    r = await approve_flow_as(client, "alice@acme.example", flow)
+    assert r.status_code == 200, r.text
+    await worker.drain()
+    return (await client.get(f"/api/flows/{flow['id']}", headers=alice)).json()
+
+
+async def test_three_steps_run_in_three_vms_and_see_only_their_own_inputs(client, alice, acme_on) -> None:
+    body = flow_body(
+        step(STEP_1, title="Totals by stage"),
+        step(PROBE, ["products"], title="Probe", receives=[{"step": 1, "name": "by_stage.csv"}]),
+        step(PROBE, [], title="Probe again"),
+    )
+    done = await _run_flow(client, alice, body)
+    assert done["status"] == "succeeded", [
+        (s["run"]["status"], s["run"]["error_message"]) for s in done["steps"]
+    ]
+    runs = [s["run"] for s in done["steps"]]
+    vms = [r["result"]["vm"] for r in runs]
+    # three VMs: three QEMU processes, three job nonces echoed back, three domains' worth of guests
+    assert len({v["qemu_pid"] for v in vms}) == 3 and all(v["qemu_pid"] for v in vms)
+    assert len({v["nonce"] for v in vms}) == 3 and all(v["nonce"] for v in vms)
+    # each step's QEMU began only after the previous step had ended (its VM killed before the run ended)
+    for before, after, vm in zip(runs, runs[1:], vms[1:], strict=False):
+        from datetime import datetime
+
+        ended = datetime.fromisoformat(before["finished_at"]).timestamp()
+        assert vm["qemu_started_unix"] > ended, (vm, before["finished_at"])
+    seen_2 = json.loads(runs[1]["result"]["stdout"])
+    # step 2 sees its own staged data only (products), never step 1's deals
+    assert any(p.endswith("products.csv") for p in seen_2["input"]), seen_2
+    assert not any("deals" in p for p in seen_2["input"]), seen_2
+    # ...and what step 1 handed on: its conclusion and the output step 2 named, read-only
+    assert seen_2["flow"] == ["step-1/by_stage.csv", "step-1/conclusion.json"], seen_2
+    assert seen_2["conclusions"]["step-1/conclusion.json"]["deals"] > 0
+    assert seen_2["flow_writable"] is False
+    seen_3 = json.loads(runs[2]["result"]["stdout"])
+    assert seen_3["input"] == [] or all("deals" not in p and "products" not in p for p in seen_3["input"])
+    # step 3 named no output: it gets the conclusions of both earlier steps and nothing else
+    assert seen_3["flow"] == ["step-1/conclusion.json", "step-2/conclusion.json"], seen_3
+    assert done["steps"][1]["conclusion"] == {"step_saw": ["step-1/conclusion.json"]}
+    assert [c["name"] for c in done["steps"][2]["carried"]] == [
+        "step-1/conclusion.json",
+        "step-2/conclusion.json",
+    ]
+    assert done["credits_total"] == pytest.approx(sum(r["credits_charged"] for r in runs))
+    trail = [
+        e["action"]
+        for e in await AuditEntry.select(AuditEntry.action)
+        .where((AuditEntry.subject_type == "flow") & (AuditEntry.subject_id == str(done["id"])))
+        .order_by(AuditEntry.seq)
+    ]
+    assert trail == ["flow.proposed", "flow.approved", *["flow.step_handed"] * 3, "flow.finished"], trail
+
+
+ACTIONS = """
+import json
+json.dump([{"op": "update", "dataset": "deals", "record_id": DEAL, "changes": {"probability": 61},
+            "reason": "stale"}], open("/work/output/actions.json", "w"))
+"""
+
+
+async def test_a_read_step_proposes_nothing_and_a_propose_writes_step_does(client, alice, acme_on) -> None:
+    deal = await Run.raw("SELECT id FROM deal WHERE visibility = 'company' LIMIT 1")
+    code = ACTIONS.replace("DEAL", str(deal[0]["id"]))
+    done = await _run_flow(
+        client,
+        alice,
+        flow_body(
+            step(code, title="Read only", capability="read"),
+            step(code, title="May propose", capability="propose_writes"),
+        ),
+    )
+    assert done["status"] == "succeeded", done
+    read_step, write_step = (s["run"] for s in done["steps"])
+    assert read_step["action_items_count"] == 0
+    assert await ActionItem.count().where(ActionItem.run == read_step["id"]) == 0
+    items = await ActionItem.select().where(ActionItem.run == write_step["id"])
+    assert len(items) == 1 and items[0]["status"] == "pending"  # the positive control
+    assert done["action_items_count"] == 1
+    r = await decide_item_as(client, "alice@acme.example", items[0]["id"], "accept")  # a person, one item
+    assert r.status_code == 200, r.text
+
+
+async def test_a_step_changed_after_approval_is_refused_and_the_flow_stops(client, alice, acme_on) -> None:
+    flow = (
+        await client.post(
+            "/api/flows",
+            json=flow_body(step("print('one')"), step("print('two')"), step("print('three')")),
+            headers=alice,
+        )
+    ).json()
+    assert (await approve_flow_as(client, "alice@acme.example", flow)).status_code == 200
+    second = flow["steps"][1]["run"]["id"]
+    await Run.update({Run.code: "print(open('/etc/shadow').read())"}).where(Run.id == second)
+    await worker.drain()
+    done = (await client.get(f"/api/flows/{flow['id']}", headers=alice)).json()
+    statuses = [s["run"]["status"] for s in done["steps"]]
+    assert statuses == ["succeeded", "error", "skipped"], statuses
+    assert "changed after approval" in done["steps"][1]["run"]["error_message"]
+    assert done["steps"][1]["run"]["result"] is None  # no VM started for it
+    assert "step 2 ended error" in done["steps"][2]["run"]["error_message"]
+    assert done["status"] == "failed"
+
+
+async def test_a_conclusion_over_its_cap_fails_the_step_and_nothing_reaches_the_next(
+    client, alice, acme_on
+) -> None:
+    big = "import json\njson.dump({'x': 'a' * 40000}, open('/work/output/conclusion.json', 'w'))\n"
+    done = await _run_flow(client, alice, flow_body(step(big), step(PROBE, [])))
+    first, second = (s["run"] for s in done["steps"])
+    assert first["status"] == "failed" and "at most 16,384 bytes" in first["error_message"], first
+    assert second["status"] == "skipped" and second["result"] is None
+    assert done["status"] == "failed" and done["steps"][0]["conclusion"] is None
