@@ -4,6 +4,7 @@ step, and the worker's re-check of each step's approval."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import pytest
 
@@ -66,9 +67,7 @@ async def test_three_steps_run_in_three_vms_and_see_only_their_own_inputs(client
     assert len({v["qemu_pid"] for v in vms}) == 3 and all(v["qemu_pid"] for v in vms)
     assert len({v["nonce"] for v in vms}) == 3 and all(v["nonce"] for v in vms)
     # each step's QEMU began only after the previous step had ended (its VM killed before the run ended)
-    for before, after, vm in zip(runs, runs[1:], vms[1:], strict=False):
-        from datetime import datetime
-
+    for before, vm in zip(runs, vms[1:], strict=False):
         ended = datetime.fromisoformat(before["finished_at"]).timestamp()
         assert vm["qemu_started_unix"] > ended, (vm, before["finished_at"])
     seen_2 = json.loads(runs[1]["result"]["stdout"])

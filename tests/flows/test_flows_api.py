@@ -1,0 +1,135 @@
+"""Flows over the API, without VMs: what a proposal refuses (and that it then keeps nothing), what an
+approval binds, and who may decide."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backend.flows.tables import Flow
+from backend.runs.tables import Run
+from tests.conftest import login, token_for
+from tests.flows.conftest import approve_flow_as, flow_body, hashes, step
+
+pytestmark = pytest.mark.usefixtures("acme_on")
+
+
+def _bundles(tmp_root: Path) -> set[str]:
+    root = tmp_root / "bundles"
+    return {p.name for p in root.iterdir()} if root.is_dir() else set()
+
+
+async def _propose(client, alice, *steps, **extra):
+    return await client.post("/api/flows", json=flow_body(*steps, **extra), headers=alice)
+
+
+async def test_a_flow_is_proposed_with_each_step_staged_and_hashed_on_its_own(client, alice) -> None:
+    r = await _propose(
+        client,
+        alice,
+        step(title="Deals"),
+        step(datasets=["products"], capability="propose_writes", receives=[{"step": 1, "name": "x.csv"}]),
+    )
+    assert r.status_code == 201, r.text
+    flow = r.json()
+    assert flow["status"] == "awaiting_approval" and flow["can_decide"] is False  # a token decides nothing
+    first, second = flow["steps"]
+    assert (first["capability"], second["capability"]) == ("read", "propose_writes")
+    assert second["receives"] == [{"step": 1, "name": "x.csv"}]
+    assert first["run"]["bundle_sha256"] != second["run"]["bundle_sha256"]
+    assert [f["path"] for f in first["run"]["manifest"]["files"]] != [
+        f["path"] for f in second["run"]["manifest"]["files"]
+    ]
+    assert (first["run"]["flow_id"], first["run"]["flow_step"]) == (flow["id"], 1)
+    listed = (await client.get("/api/flows", headers=alice)).json()
+    assert (
+        listed["items"][0]["id"] == flow["id"]
+        and listed["items"][0]["step_statuses"] == ["awaiting_approval"] * 2
+    )
+
+
+@pytest.mark.parametrize(
+    ("steps", "status", "code", "says"),
+    [
+        ([step()] * 11, 422, "too_many_steps", "at most 10 steps; this one has 11"),
+        ([], 422, "no_steps", "at least one step"),
+        ([step(), step("def broken(:\n")], 422, "syntax_error", "step 2 (A step): syntax error"),
+        ([step(), step(datasets=["employees"])], 403, "dataset_forbidden", "step 2 (A step): "),
+        (
+            [step(), step(receives=[{"step": 3, "name": "later.csv"}]), step()],
+            422,
+            "receives_later_step",
+            "step 2 (A step): it names the output 'later.csv' of step 3, which runs after it",
+        ),
+        ([step(receives=[{"step": 1, "name": "mine.csv"}])], 422, "receives_later_step", "of itself"),
+        ([step(), step(receives=[{"step": 1, "name": "../etc/passwd"}])], 422, "invalid", "not an output"),
+    ],
+)
+async def test_a_bad_flow_is_refused_naming_the_step_and_nothing_is_kept(
+    client, alice, steps, status, code, says
+) -> None:
+    from backend.settings import get_settings
+
+    before = _bundles(get_settings().data_dir)
+    r = await _propose(client, alice, *steps)
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert body["error"] == code, body
+    detail = body["detail"] if isinstance(body["detail"], str) else body["detail"]["message"]
+    assert says in detail, detail
+    assert await Flow.count() == 0 and await Run.count().where(Run.flow_id.is_not_null()) == 0
+    assert _bundles(get_settings().data_dir) == before
+
+
+async def test_the_approval_binds_every_step_and_only_a_person_gives_it(client, alice) -> None:
+    flow = (await _propose(client, alice, step("print(1)"), step("print(2)"))).json()
+    # the assistant's own token: refused, however right its hashes are
+    r = await client.post(f"/api/flows/{flow['id']}/approve", json=hashes(flow), headers=alice)
+    assert r.status_code in (401, 403), r.text
+    # a person with one step's hash wrong, or a step missing: refused, nothing queued
+    wrong = hashes(flow)
+    wrong["steps"][1]["code_sha256"] = "0" * 64
+    r = await approve_flow_as(client, "alice@acme.example", flow, steps=wrong["steps"])
+    assert r.status_code == 409 and "step 2" in r.json()["detail"], r.text
+    r = await approve_flow_as(client, "alice@acme.example", flow, steps=hashes(flow)["steps"][:1])
+    assert r.status_code == 422 and r.json()["error"] == "hashes_required", r.text
+    # a step's run cannot be approved on its own
+    r = await client.post(
+        f"/api/runs/{flow['steps'][0]['run']['id']}/approve",
+        json={k: flow["steps"][0]["run"][k] for k in ("code_sha256", "bundle_sha256")},
+    )
+    assert r.status_code == 409 and r.json()["error"] == "flow_step", r.text
+    assert {s["run"]["status"] for s in (await client.get(f"/api/flows/{flow['id']}")).json()["steps"]} == {
+        "awaiting_approval"
+    }
+    # the positive control: the person, with every step's hashes
+    r = await approve_flow_as(client, "alice@acme.example", flow)
+    assert r.status_code == 200, r.text
+    done = r.json()
+    assert done["status"] == "running" and done["approval"]["by"] == "alice@acme.example"
+    assert [s["run"]["status"] for s in done["steps"]] == ["queued", "waiting"]
+    assert all(s["run"]["approval"]["code_sha256"] == s["run"]["code_sha256"] for s in done["steps"])
+    r = await approve_flow_as(client, "alice@acme.example", flow)
+    assert r.status_code == 409  # decided once
+
+
+async def test_another_member_cannot_see_or_decide_a_flow_and_rejecting_removes_its_bundles(
+    client, alice
+) -> None:
+    flow = (await _propose(client, alice, step(), step())).json()
+    bob = await token_for(client, "bob@acme.example")
+    assert (await client.get(f"/api/flows/{flow['id']}", headers=bob)).status_code == 404
+    await login(client, "bob@acme.example")
+    r = await client.post(f"/api/flows/{flow['id']}/reject", json={"reason": "no"})
+    assert r.status_code == 404
+    await login(client, "alice@acme.example")
+    r = await client.post(f"/api/flows/{flow['id']}/reject", json={"reason": "not now"})
+    assert r.status_code == 200, r.text
+    done = r.json()
+    assert done["status"] == "rejected" and {s["run"]["status"] for s in done["steps"]} == {"rejected"}
+    for s in done["steps"]:
+        row = await Run.select(Run.bundle_dir).where(Run.id == s["run"]["id"]).first()
+        assert not Path(row["bundle_dir"]).exists()
+    audit = (await client.get(f"/api/flows/{flow['id']}/audit")).json()
+    assert [e["action"] for e in audit] == ["flow.proposed", "flow.rejected"]
