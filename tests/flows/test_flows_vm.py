@@ -156,3 +156,21 @@ async def test_a_conclusion_over_its_cap_fails_the_step_and_nothing_reaches_the_
     assert first["status"] == "failed" and "at most 16,384 bytes" in first["error_message"], first
     assert second["status"] == "skipped" and second["result"] is None
     assert done["status"] == "failed" and done["steps"][0]["conclusion"] is None
+
+
+async def test_the_flows_action_cap_counts_every_step(client, alice, acme_on) -> None:
+    from tests.runs.conftest import enable_code
+
+    await enable_code(flow_action_cap=1)
+    deal = await Run.raw("SELECT id FROM deal WHERE visibility = 'company' LIMIT 1")
+    code = ACTIONS.replace("DEAL", str(deal[0]["id"]))
+    done = await _run_flow(
+        client,
+        alice,
+        flow_body(step(code, capability="propose_writes"), step(code, capability="propose_writes")),
+    )
+    first, second = (s["run"] for s in done["steps"])
+    assert first["action_items_count"] == 1  # within the cap of 1
+    assert second["action_items_count"] == 0 and "at most 1" in second["actions_note"], second
+    assert await ActionItem.count().where(ActionItem.run == second["id"]) == 0
+    assert done["action_cap"] == 1 and done["action_items_count"] == 1
