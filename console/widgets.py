@@ -1,8 +1,12 @@
-"""Small UI pieces the pages share: loading, readable errors, status badges, code, sizes and times."""
+"""Small UI pieces the pages share: loading, readable errors, status badges, code, sizes and times; and the
+parts of a run a person reviews or reads back (its staged data, code, warnings, printed output and files),
+shown alike on a run's page and on each step of a flow."""
 
 from __future__ import annotations
 
 import ast
+import base64
+import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -14,9 +18,10 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
+from backend.injection import CATEGORIES
 from backend.injection.text import render_visible
 from console import session
-from console.api import ApiError
+from console.api import Api, ApiError
 
 T = TypeVar("T")
 
@@ -37,9 +42,12 @@ STATUS_COLORS = {
     "conflict": "negative",
     "active": "positive",
     "paused": "grey",
+    "waiting": "blue-grey-4",  # a flow's step, approved, behind the steps before it
+    "skipped": "grey",  # a flow's step that never ran: an earlier step did not succeed
 }
 RUN_STATUSES = [
     "awaiting_approval",
+    "waiting",
     "queued",
     "running",
     "succeeded",
@@ -49,8 +57,12 @@ RUN_STATUSES = [
     "error",
     "cancelled",
     "rejected",
+    "skipped",
 ]
-ACTIVE_STATUSES = {"queued", "running"}
+# statuses a page keeps polling through: a flow's waiting step becomes queued by itself
+ACTIVE_STATUSES = {"waiting", "queued", "running"}
+# statuses with no output files to list yet, or ever (a skipped step never ran)
+NO_OUTPUTS = {"awaiting_approval", "waiting", "queued", "running", "rejected", "skipped"}
 
 
 def status_badge(status: str) -> ui.badge:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -133,64 +134,125 @@ async def propose(ctx: UserContext, body: FlowBody, *, actor: str | None = None)
         for bundle in bundles:
             await asyncio.to_thread(staging.remove_bundle, bundle.directory)
         raise
-    now = _now()
-    flow = Flow(
-        company=ctx.company_id,
-        requested_by=ctx.user_id,
-        conversation_id=body.conversation_id,
-        title=body.title,
-        plan=body.plan,
-        status=FlowStatus.awaiting_approval,
-        step_count=len(checked),
-        flow_sha256="",
-        action_cap=company["flow_action_cap"] if company else 20,
-        created_at=now,
-        updated_at=now,
-    )
-    await flow.save()
-    rows = []
-    for (k, step, limits, receives), bundle in zip(checked, bundles, strict=True):
-        code_found = await asyncio.to_thread(runs.code_findings, step.code)
-        run = await create_run(
-            company_id=ctx.company_id,
-            requested_by=ctx.user_id,
-            conversation_id=body.conversation_id,
+    steps = [
+        PlannedStep(
+            k=k,
             title=step.title,
-            plan=body.plan,
             code=step.code,
             datasets=list(dict.fromkeys(d.strip() for d in step.datasets if d.strip())),
             file_ids=list(dict.fromkeys(step.files)),
             limits=limits,
+            receives=receives,
+            read_actions=step.capability == Capability.propose_writes,
+        )
+        for (k, step, limits, receives) in checked
+    ]
+    flow_id = await save_flow(
+        company_id=ctx.company_id,
+        requested_by=ctx.user_id,
+        conversation_id=body.conversation_id,
+        title=body.title,
+        plan=body.plan,
+        steps=steps,
+        bundles=bundles,
+        action_cap=company["flow_action_cap"] if company else 20,
+        actor=actor or f"assistant:{ctx.email}",
+    )
+    return await flow_detail(ctx, flow_id)
+
+
+@dataclass
+class PlannedStep:
+    """A step checked and ready to be saved over its staged bundle."""
+
+    k: int
+    title: str
+    code: str
+    datasets: list[str]
+    file_ids: list[int]
+    limits: dict[str, int]
+    receives: list[dict[str, Any]]
+    read_actions: bool
+
+
+async def save_flow(
+    *,
+    company_id: int,
+    requested_by: int,
+    conversation_id: str,
+    title: str,
+    plan: str,
+    steps: list[PlannedStep],
+    bundles: list[staging.StagedBundle],
+    action_cap: int,
+    actor: str,
+    schedule_id: int | None = None,
+) -> int:
+    """The one place a flow and its step runs are made: a proposal (waiting for a person), or a schedule's
+    firing (approved by the schedule, every step `read`, step 1 queued at once)."""
+    now = _now()
+    flow = Flow(
+        company=company_id,
+        requested_by=requested_by,
+        conversation_id=conversation_id,
+        title=title,
+        plan=plan,
+        status=FlowStatus.awaiting_approval if schedule_id is None else FlowStatus.running,
+        step_count=len(steps),
+        flow_sha256="",
+        action_cap=action_cap,
+        created_at=now,
+        updated_at=now,
+        schedule_id=schedule_id,
+        approved_by=None if schedule_id is None else f"schedule:{schedule_id}",
+        approved_at=None if schedule_id is None else now,
+    )
+    await flow.save()
+    rows = []
+    for step, bundle in zip(steps, bundles, strict=True):
+        code_found = await asyncio.to_thread(runs.code_findings, step.code)
+        run = await create_run(
+            company_id=company_id,
+            requested_by=requested_by,
+            conversation_id=conversation_id,
+            title=step.title,
+            plan=plan,
+            code=step.code,
+            datasets=step.datasets,
+            file_ids=step.file_ids,
+            limits=step.limits,
             bundle=bundle,
             findings=[f.model_dump() for f in bundle.findings] + code_found,
             now=now,
+            schedule_id=schedule_id,
             flow_id=flow.id,
-            flow_step=k,
-            read_actions=step.capability == Capability.propose_writes,
-            receives=receives,
+            flow_step=step.k,
+            read_actions=step.read_actions and schedule_id is None,
+            receives=step.receives,
         )
         rows.append(
             {
                 "id": run.id,
-                "flow_step": k,
+                "flow_step": step.k,
                 "code_sha256": run.code_sha256,
                 "bundle_sha256": run.bundle_sha256,
                 "read_actions": run.read_actions,
-                "receives": receives,
+                "receives": step.receives,
             }
         )
     digest = flow_hash(rows)
     await Flow.update({Flow.flow_sha256: digest}).where(Flow.id == flow.id)
     await audit.record(
-        "flow.proposed",
-        actor=actor or f"assistant:{ctx.email}",
-        company_id=ctx.company_id,
+        "flow.proposed" if schedule_id is None else "flow.scheduled_firing",
+        actor=actor,
+        company_id=company_id,
         subject_type="flow",
         subject_id=flow.id,
         data={
-            "title": body.title,
-            "conversation_id": body.conversation_id,
+            "title": title,
+            "conversation_id": conversation_id,
             "flow_sha256": digest,
+            "schedule_id": schedule_id,
             "steps": [
                 {
                     "step": r["flow_step"],
@@ -204,7 +266,7 @@ async def propose(ctx: UserContext, body: FlowBody, *, actor: str | None = None)
             ],
         },
     )
-    return await flow_detail(ctx, flow.id)
+    return flow.id
 
 
 async def get_flow_row(ctx: UserContext, flow_id: int) -> dict[str, Any]:

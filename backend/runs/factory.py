@@ -66,8 +66,8 @@ async def create_run(
         read_actions=read_actions,
         receives=receives or [],
     )
-    if schedule_id is not None:
-        run.status = RunStatus.queued
+    if schedule_id is not None:  # a flow's later step waits for the steps before it
+        run.status = RunStatus.queued if (flow_step or 1) == 1 else RunStatus.waiting
         run.schedule_id = schedule_id
         run.read_actions = False
         run.approval_kind = ApprovalKind.schedule

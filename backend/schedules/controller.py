@@ -17,7 +17,7 @@ class SchedulesController(Controller):
 
     @post("/", status_code=201)
     async def create(self, user: UserContext, data: ScheduleBody) -> ScheduleInfo:
-        return await schedules.create(user, data.run_id, data.cron, data.timezone)
+        return await schedules.create(user, data.run_id, data.cron, data.timezone, flow_id=data.flow_id)
 
     @get("/", opt=ASSISTANT_OK)
     async def list_schedules(self, user: UserContext) -> list[ScheduleInfo]:

@@ -10,14 +10,18 @@ from backend.schedules.tables import ScheduleStatus
 
 
 class ScheduleBody(BaseModel):
-    run_id: int
+    """A succeeded run or a succeeded flow to fire on a cron: exactly one of `run_id` and `flow_id`."""
+
+    run_id: int | None = None
+    flow_id: int | None = None
     cron: str = Field(min_length=9, max_length=100)
     timezone: str = "UTC"
 
 
 class ScheduleInfo(BaseModel):
     id: int
-    run_id: int  # the succeeded run whose frozen code each firing runs on fresh data
+    run_id: int  # the succeeded run whose frozen code each firing runs on fresh data (a flow's: its step 1)
+    flow_id: int | None = None  # the succeeded flow each firing runs again (every step `read`)
     title: str
     cron: str
     timezone: str

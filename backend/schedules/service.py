@@ -16,6 +16,8 @@ from backend.actions.tables import ActionItem
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
+from backend.flows import service as flows
+from backend.flows.tables import Flow, FlowStatus
 from backend.hashing import sha256_text
 from backend.runs import gates
 from backend.runs.factory import create_run
@@ -99,24 +101,61 @@ async def _proposed_actions(run: dict[str, Any]) -> int:
 
 
 def payload(row: dict[str, Any], title: str = "", owner_email: str = "") -> ScheduleInfo:
-    return ScheduleInfo(**row, run_id=row["origin_run"], title=title, owner_email=owner_email)
+    return ScheduleInfo(
+        **row, run_id=row["origin_run"], flow_id=row["origin_flow"], title=title, owner_email=owner_email
+    )
 
 
-async def create(ctx: UserContext, run_id: int, cron: str, timezone: str = "UTC") -> ScheduleInfo:
+async def _flow_origin(ctx: UserContext, flow_id: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A flow that may be scheduled: succeeded, not itself a firing, and no step proposed a change."""
+    flow = await flows.get_flow_row(ctx, flow_id)
+    if flow["requested_by"] != ctx.user_id and not ctx.is_admin:
+        raise Forbidden("only the flow's owner or an admin can schedule it")
+    if flow["status"] != FlowStatus.succeeded:
+        raise Conflict(f"only a succeeded flow can be scheduled; flow {flow_id} is {flow['status']}")
+    if flow["schedule_id"]:
+        raise Conflict("this flow was itself fired by a schedule; schedule its origin flow instead")
+    steps = await flows.step_rows(flow_id)
+    for step in steps:
+        if await _proposed_actions(step) or step["actions_note"]:
+            raise Conflict(
+                f"step {step['flow_step']} proposed changes, so the flow cannot be scheduled: only a flow whose "
+                "steps all proposed zero actions can be, and its firings run every step read-only",
+                code="run_has_actions",
+            )
+    return flow, steps
+
+
+async def create(
+    ctx: UserContext, run_id: int | None, cron: str, timezone: str = "UTC", *, flow_id: int | None = None
+) -> ScheduleInfo:
     ctx.require_person("scheduling a run")
     await gates.require_code_execution(ctx.company_id)
-    run = await get_run_row(ctx, run_id)
-    if run["requested_by"] != ctx.user_id and not ctx.is_admin:
-        raise Forbidden("only the run's owner or an admin can schedule it")
-    if run["status"] != RunStatus.succeeded:
-        raise Conflict(f"only a succeeded run can be scheduled; run {run_id} is {run['status']}")
-    if run["schedule_id"]:
-        raise Conflict("this run was itself fired by a schedule; schedule its origin run instead")
-    if await _proposed_actions(run) or run["actions_note"]:
-        raise Conflict(
-            "a run that proposed changes cannot be scheduled: a scheduled run may not write",
-            code="run_has_actions",
-        )
+    if (run_id is None) == (flow_id is None):
+        raise Invalid("name exactly one of run_id (a succeeded run) and flow_id (a succeeded flow)")
+    if flow_id is not None:
+        _flow, steps = await _flow_origin(ctx, flow_id)
+        run = steps[0]
+        run_id = run["id"]
+    else:
+        assert run_id is not None
+        run = await get_run_row(ctx, run_id)
+        if run["flow_id"] is not None:
+            raise Conflict(
+                f"run {run_id} is step {run['flow_step']} of flow {run['flow_id']}; schedule the flow instead",
+                code="flow_step",
+            )
+        if run["requested_by"] != ctx.user_id and not ctx.is_admin:
+            raise Forbidden("only the run's owner or an admin can schedule it")
+        if run["status"] != RunStatus.succeeded:
+            raise Conflict(f"only a succeeded run can be scheduled; run {run_id} is {run['status']}")
+        if run["schedule_id"]:
+            raise Conflict("this run was itself fired by a schedule; schedule its origin run instead")
+        if await _proposed_actions(run) or run["actions_note"]:
+            raise Conflict(
+                "a run that proposed changes cannot be scheduled: a scheduled run may not write",
+                code="run_has_actions",
+            )
     _validate(cron, timezone)
     cap = get_settings().max_schedules_per_company
     if await Schedule.count().where(Schedule.company == ctx.company_id) >= cap:
@@ -129,6 +168,7 @@ async def create(ctx: UserContext, run_id: int, cron: str, timezone: str = "UTC"
         company=ctx.company_id,
         owner=run["requested_by"],
         origin_run=run_id,
+        origin_flow=flow_id,
         cron=cron,
         timezone=timezone,
         status=ScheduleStatus.active,
@@ -142,7 +182,13 @@ async def create(ctx: UserContext, run_id: int, cron: str, timezone: str = "UTC"
         company_id=ctx.company_id,
         subject_type="schedule",
         subject_id=row.id,
-        data={"run_id": run_id, "cron": cron, "timezone": timezone, "code_sha256": run["code_sha256"]},
+        data={
+            "run_id": run_id,
+            "flow_id": flow_id,
+            "cron": cron,
+            "timezone": timezone,
+            "code_sha256": run["code_sha256"],
+        },
     )
     return await get(ctx, row.id)
 
@@ -160,7 +206,10 @@ async def _row(ctx: UserContext, schedule_id: int) -> dict[str, Any]:
 
 async def get(ctx: UserContext, schedule_id: int) -> ScheduleInfo:
     row = await _row(ctx, schedule_id)
-    run = await Run.select(Run.title).where(Run.id == row["origin_run"]).first()
+    if row["origin_flow"] is not None:
+        run = await Flow.select(Flow.title).where(Flow.id == row["origin_flow"]).first()
+    else:
+        run = await Run.select(Run.title).where(Run.id == row["origin_run"]).first()
     owner = await User.select(User.email).where(User.id == row["owner"]).first()
     return payload(row, run["title"] if run else "", owner["email"] if owner else "")
 
@@ -225,13 +274,18 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
     row = await Schedule.select().where(Schedule.id == schedule_id).first()
     if row is None or row["status"] != ScheduleStatus.active:
         return None
-    origin = await Run.select().where(Run.id == row["origin_run"]).output(load_json=True).first()
-    if origin is None:
+    if row["origin_flow"] is not None:
+        origins = await flows.step_rows(row["origin_flow"])
+    else:
+        origin = await Run.select().where(Run.id == row["origin_run"]).output(load_json=True).first()
+        origins = [origin] if origin is not None else []
+    if not origins:
         await _pause(row, "the origin run no longer exists")
         return None
-    if await _proposed_actions(origin) or origin["actions_note"]:
-        await _pause(row, "the origin run proposed changes; a scheduled run may not write")
-        return None
+    for origin in origins:
+        if await _proposed_actions(origin) or origin["actions_note"]:
+            await _pause(row, "the origin run proposed changes; a scheduled run may not write")
+            return None
     company = await gates.company(row["company"])
     if not company["assistant_write_enabled"] or not company["code_execution_enabled"]:
         await _pause(row, "code execution is turned off for the company")
@@ -247,20 +301,32 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
         return None
     try:
         owner = await load_user_context(row["owner"])
-        staging.check_datasets(owner, origin["datasets"])
+        for origin in origins:
+            staging.check_datasets(owner, origin["datasets"])
     except AppError as exc:
         await _pause(row, f"the owner no longer holds every permission this run needs: {exc.detail}")
         return None
-    if sha256_text(origin["code"]) != origin["code_sha256"]:
+    if any(sha256_text(origin["code"]) != origin["code_sha256"] for origin in origins):
         await _pause(row, "the origin run's code no longer matches its hash")
         return None
+    bundles: list[staging.StagedBundle] = []
     try:
-        bundle = await staging.stage(
-            owner, origin["datasets"], origin["file_ids"], bundle_root() / uuid.uuid4().hex
-        )
+        for origin in origins:
+            directory = bundle_root() / uuid.uuid4().hex
+            later = (origin["flow_step"] or 1) > 1  # a flow's later step may stage nothing
+            bundles.append(
+                await staging.stage(
+                    owner, origin["datasets"], origin["file_ids"], directory, allow_empty=later
+                )
+            )
     except AppError as exc:
+        for staged in bundles:
+            staging.remove_bundle(staged.directory)
         await _pause(row, f"staging failed: {exc.detail}")
         return None
+    if row["origin_flow"] is not None:
+        return await _fire_flow(row, origins, bundles, now)
+    (origin,), (bundle,) = origins, bundles
     run = await create_run(
         company_id=row["company"],
         requested_by=row["owner"],
@@ -297,6 +363,56 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
         },
     )
     return run.id
+
+
+async def _fire_flow(
+    row: dict[str, Any], steps: list[dict[str, Any]], bundles: list[staging.StagedBundle], now: datetime
+) -> int:
+    """A flow's firing: a new flow, approved by the schedule, every step `read`, step 1 queued."""
+    origin = await Flow.select().where(Flow.id == row["origin_flow"]).first()
+    assert origin is not None
+    flow_id = await flows.save_flow(
+        company_id=row["company"],
+        requested_by=row["owner"],
+        conversation_id=origin["conversation_id"],
+        title=f"{origin['title']} (scheduled)"[:200],
+        plan=origin["plan"],
+        steps=[
+            flows.PlannedStep(
+                k=s["flow_step"],
+                title=s["title"],
+                code=s["code"],
+                datasets=s["datasets"],
+                file_ids=s["file_ids"],
+                limits=s["limits"],
+                receives=s["receives"] or [],
+                read_actions=False,
+            )
+            for s in steps
+        ],
+        bundles=bundles,
+        action_cap=origin["action_cap"],
+        actor="scheduler",
+        schedule_id=row["id"],
+    )
+    first = await Run.select(Run.id).where((Run.flow_id == flow_id) & (Run.flow_step == 1)).first()
+    assert first is not None
+    await Schedule.update(
+        {
+            Schedule.last_fired_at: now,
+            Schedule.last_run_id: first["id"],
+            Schedule.next_fire_at: next_fire(row["cron"], row["timezone"], now),
+        }
+    ).where(Schedule.id == row["id"])
+    await audit.record(
+        "schedule.fired",
+        actor="scheduler",
+        company_id=row["company"],
+        subject_type="flow",
+        subject_id=flow_id,
+        data={"schedule_id": row["id"], "origin_flow": row["origin_flow"], "first_run": first["id"]},
+    )
+    return first["id"]
 
 
 async def fire_due(now: datetime | None = None) -> list[int]:

@@ -17,7 +17,10 @@ class ScheduleStatus(StrEnum):
 class Schedule(Table):
     company = ForeignKey(references=Company, null=False, index=True)
     owner = ForeignKey(references=User, null=False)
-    origin_run = ForeignKey(references=Run, null=False)
+    origin_run = ForeignKey(references=Run, null=False)  # a flow's schedule: its first step's run
+    origin_flow = Integer(
+        null=True, default=None
+    )  # the succeeded flow each firing runs again, every step read
     cron = Varchar(length=100)
     timezone = Varchar(length=64, default="UTC")
     status = Varchar(length=10, default="active")  # a ScheduleStatus

@@ -174,3 +174,48 @@ async def test_the_flows_action_cap_counts_every_step(client, alice, acme_on) ->
     assert second["action_items_count"] == 0 and "at most 1" in second["actions_note"], second
     assert await ActionItem.count().where(ActionItem.run == second["id"]) == 0
     assert done["action_cap"] == 1 and done["action_items_count"] == 1
+
+
+async def test_only_a_flow_without_proposed_changes_is_scheduled_and_its_firings_only_read(
+    client, alice, acme_on
+) -> None:
+    from backend.flows.tables import Flow
+    from backend.schedules import service as schedules
+
+    deal = await Run.raw("SELECT id FROM deal WHERE visibility = 'company' LIMIT 1")
+    writes = ACTIONS.replace("DEAL", str(deal[0]["id"]))
+    proposing = await _run_flow(
+        client, alice, flow_body(step(STEP_1), step(writes, capability="propose_writes"))
+    )
+    assert proposing["status"] == "succeeded" and proposing["action_items_count"] == 1
+    r = await client.post("/api/schedules", json={"flow_id": proposing["id"], "cron": "0 6 * * *"})
+    assert r.status_code == 409 and r.json()["error"] == "run_has_actions", r.text
+    # the positive control: a propose_writes step that proposed nothing lets the flow be scheduled...
+    quiet = await _run_flow(
+        client,
+        alice,
+        flow_body(
+            step(STEP_1),
+            step(PROBE, [], receives=[{"step": 1, "name": "by_stage.csv"}], capability="propose_writes"),
+        ),
+    )
+    assert quiet["status"] == "succeeded", quiet
+    r = await client.post("/api/schedules", json={"flow_id": quiet["id"], "cron": "0 6 * * *"})
+    assert r.status_code == 201, r.text
+    schedule = r.json()
+    assert schedule["flow_id"] == quiet["id"] and schedule["title"] == quiet["title"]
+    # ...and its firing is a new flow, approved by the schedule, with every step read-only
+    first_run = await schedules.fire(schedule["id"])
+    assert first_run is not None
+    await worker.drain()
+    fired = await Flow.select().where(Flow.schedule_id == schedule["id"]).first()
+    done = (await client.get(f"/api/flows/{fired['id']}", headers=alice)).json()
+    assert done["status"] == "succeeded", [
+        (s["run"]["status"], s["run"]["error_message"]) for s in done["steps"]
+    ]
+    assert [s["capability"] for s in done["steps"]] == ["read", "read"]
+    assert done["approval"]["by"] == f"schedule:{schedule['id']}"
+    assert json.loads(done["steps"][1]["run"]["result"]["stdout"])["flow"] == [
+        "step-1/by_stage.csv",
+        "step-1/conclusion.json",
+    ]
