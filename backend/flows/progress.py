@@ -24,7 +24,7 @@ from backend import filemodes
 from backend.audit import service as audit
 from backend.flows.tables import Flow, FlowStatus
 from backend.hashing import sha256_file
-from backend.runs import queued
+from backend.runs import ended, queued
 from backend.runs.tables import Run, RunStatus
 from backend.settings import get_settings
 from backend.staging.service import remove_bundle
@@ -166,6 +166,7 @@ async def action_cap_problem(run: dict[str, Any], proposed: int) -> str | None:
     return None
 
 
+@ended.on_end
 async def step_ended(run_id: int, status: str) -> None:
     """The flow moves on after one of its steps ended with `status` (no-op for a run outside a flow)."""
     run = await Run.select(Run.id, Run.company, Run.flow_id, Run.flow_step).where(Run.id == run_id).first()

@@ -15,6 +15,7 @@ from typing import Any
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
+from backend.flows import progress  # noqa: F401 - registers how a flow follows its steps' ends
 from backend.flows.schemas import (
     MAX_STEPS,
     CarriedFile,

@@ -33,20 +33,35 @@ def _detail_message(detail: Any) -> str:
     return str(detail) if detail is not None else ""
 
 
+def _flow_step(detail: Any, message: str) -> tuple[str, str]:
+    """A flow's refusal about one step carries `step` and a message the API began with "step k (title): ":
+    (" in step k (title)", the rest); ("", message) for any other refusal."""
+    k = detail.get("step") if isinstance(detail, dict) else None
+    if k is None or not message.startswith(f"step {k} ("):
+        return "", message
+    label, _, rest = message.partition("): ")
+    return f" in {label})", rest
+
+
 def describe(status: int, code: str, detail: Any) -> str:
     """What the assistant reads when the API says no: the API's own words, with the specifics pulled up."""
     message = _detail_message(detail)
     if code == "syntax_error" and isinstance(detail, dict):
+        step, message = _flow_step(detail, message)
         where = f"line {detail.get('line')}" + (
             f", column {detail['offset']}" if detail.get("offset") else ""
         )
-        return f"The code does not parse ({where}): {message}. Nothing was staged; fix the code and propose again."
+        return (
+            f"The code{step} does not parse ({where}): {message}. Nothing was staged; fix the code and "
+            "propose again."
+        )
     if code == "dataset_forbidden" and isinstance(detail, dict):
+        step, message = _flow_step(detail, message)
         refused = detail.get("refused") or []
         names = ", ".join(r.get("dataset", "?") for r in refused) or message
         why = "; ".join(f"{r.get('dataset')}: {r.get('reason')}" for r in refused)
         return (
-            f"Not readable by this user: {names}. Nothing was staged. ({why}) "
+            f"Not readable by this user{step}: {names}. Nothing was staged. ({why}) "
             "Call list_datasets for the datasets this user may read."
         )
     if code == "invalid" and isinstance(detail, dict) and detail.get("fields"):

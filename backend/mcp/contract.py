@@ -35,4 +35,12 @@ console link → get_run with wait_seconds (up to 60; call again while it is sti
 the printed output, charts and proposed changes. ask_followup continues the same conversation: it runs
 without a new approval only when the company allows it and the person's earlier approval granted it.
 Output files are also resources: cleanroom://runs/{{run_id}}/files/{{name}}.
+
+Flows: propose_flow proposes up to 10 steps at once (e.g. analyse, then propose changes from the result);
+the person approves them all together. Each step is a run of its own in its own fresh VM, started only after
+the step before it succeeded, with its own datasets and files and a capability: read (its actions.json is
+ignored) or propose_writes. Step k finds, read-only under /work/flow/, each earlier step's
+/work/output/conclusion.json (JSON, at most {s.flow_conclusion_max_bytes // 1024} KiB) as step-<j>/conclusion.json
+and the output files it `receives` as step-<j>/<name>; never an earlier step's inputs. A step that does not
+succeed stops the flow (the rest are skipped). Follow it with get_flow and wait_seconds.
 """

@@ -14,7 +14,7 @@ from litestar.handlers.base import BaseRouteHandler
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import Forbidden, NotFound
-from backend.flows import progress as flows
+from backend.runs import ended
 from backend.runs.tables import Run, RunStatus
 from backend.staging.service import remove_bundle
 from backend.tenancy import service as tenancy_service
@@ -91,7 +91,7 @@ async def cancel_queued(company_id: int, reason: str, *, actor: str) -> list[int
             continue
         cancelled.append(row["id"])
         await asyncio.to_thread(remove_bundle, row["bundle_dir"])
-        await flows.step_ended(row["id"], RunStatus.cancelled)
+        await ended.announce(row["id"], RunStatus.cancelled)
         await audit.record(
             "run.cancelled",
             actor=actor,

@@ -26,7 +26,7 @@ from backend.drive.tables import DriveFile
 from backend.errors import AppError
 from backend.flows import progress as flows
 from backend.hashing import sha256_json, sha256_text
-from backend.runs import gates
+from backend.runs import ended, gates
 from backend.runs.tables import RETRYABLE, Run, RunStatus
 from backend.sandbox.models import RejectedFile
 from backend.settings import get_settings
@@ -46,7 +46,7 @@ async def finish(run_id: int, status: str, **values: Any) -> None:
     for key, value in values.items():
         update[getattr(Run, key)] = value
     await Run.update(update).where(Run.id == run_id)
-    await flows.step_ended(run_id, status)
+    await ended.announce(run_id, status)
 
 
 def hash_problem(run: dict[str, Any]) -> str | None:

@@ -133,3 +133,16 @@ async def test_another_member_cannot_see_or_decide_a_flow_and_rejecting_removes_
         assert not Path(row["bundle_dir"]).exists()
     audit = (await client.get(f"/api/flows/{flow['id']}/audit")).json()
     assert [e["action"] for e in audit] == ["flow.proposed", "flow.rejected"]
+
+
+async def test_turning_code_execution_off_cancels_the_queued_step_and_skips_the_rest(client, alice) -> None:
+    flow = (await _propose(client, alice, step(), step(), step())).json()
+    assert (await approve_flow_as(client, "alice@acme.example", flow)).status_code == 200
+    await login(client, "admin@acme.example")
+    r = await client.patch("/api/company/settings", json={"code_execution_enabled": False})
+    assert r.status_code == 200, r.text
+    await login(client, "alice@acme.example")
+    done = (await client.get(f"/api/flows/{flow['id']}")).json()
+    assert [s["run"]["status"] for s in done["steps"]] == ["cancelled", "skipped", "skipped"]
+    assert "step 1 ended cancelled" in done["steps"][1]["run"]["error_message"]
+    assert done["status"] == "failed"

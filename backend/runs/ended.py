@@ -1,0 +1,20 @@
+"""A run ended after its approval (it finished, or a gate cancelled it before it started): whatever must
+follow hears it. Flows register here (backend/flows/progress.py starts the next step or skips the rest);
+runs know nothing of flows."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+Hook = Callable[[int, str], Awaitable[None]]
+_hooks: list[Hook] = []
+
+
+def on_end(hook: Hook) -> Hook:
+    _hooks.append(hook)
+    return hook
+
+
+async def announce(run_id: int, status: str) -> None:
+    for hook in list(_hooks):
+        await hook(run_id, status)
