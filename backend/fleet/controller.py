@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from backend.errors import AppError
 from backend.fleet import service, transfer
+from backend.flows import progress as flows
 from backend.sandbox.models import MAX_ACTIONS_BYTES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES, SandboxResult
 from backend.settings import get_settings
 from backend.tenancy.auth import SELF_AUTHENTICATED
@@ -46,6 +47,21 @@ class Registered(BaseModel):
     settled_runs: int
 
 
+async def _tar_of(directory: Path, name: str, what: str) -> File:
+    """`directory` as a tar file response, made in a scratch folder removed once it was sent."""
+    if not directory.is_dir():
+        raise AppError(f"{what} is gone", code="gone", status_code=410)
+    scratch = Path(tempfile.mkdtemp(prefix="cleanroom-send-", dir=get_settings().data_dir))
+    archive = scratch / name
+    await asyncio.to_thread(transfer.pack, directory, archive)
+    return File(
+        path=archive,
+        filename=archive.name,
+        media_type="application/x-tar",
+        background=BackgroundTask(shutil.rmtree, scratch, ignore_errors=True),
+    )
+
+
 class Job(BaseModel):
     """What a worker needs to run a claimed run: no bundle path, the bundle comes by `bundle_url`."""
 
@@ -60,6 +76,8 @@ class Job(BaseModel):
     read_actions: bool
     bundle_url: str
     result_url: str
+    carry_url: str | None = None  # a flow's step: what earlier steps handed on (its /work/flow), as a tar
+    started_after: float | None = None  # a flow's step: no waiting guest older than this (unix seconds)
 
 
 class Done(BaseModel):
@@ -113,18 +131,19 @@ class WorkerController(Controller):
         host_id = await _host(request)
         service.check_signature(run_id, host_id, "bundle", expires, sig)
         run = await service.held_run(host_id, run_id)
-        directory = Path(run["bundle_dir"] or "")
-        if not run["bundle_dir"] or not directory.is_dir():
+        if not run["bundle_dir"]:
             raise AppError("this run's staged bundle is gone", code="gone", status_code=410)
-        scratch = Path(tempfile.mkdtemp(prefix="cleanroom-send-", dir=get_settings().data_dir))
-        archive = scratch / f"run-{run_id}.tar"
-        await asyncio.to_thread(transfer.pack, directory, archive)
-        return File(
-            path=archive,
-            filename=archive.name,
-            media_type="application/x-tar",
-            background=BackgroundTask(shutil.rmtree, scratch, ignore_errors=True),
-        )
+        return await _tar_of(Path(run["bundle_dir"]), f"run-{run_id}.tar", "this run's staged bundle")
+
+    @get("/runs/{run_id:int}/carry", media_type="application/x-tar")
+    async def carry(self, request: Request, run_id: int, expires: int, sig: str) -> File:
+        """A flow step's /work/flow (earlier steps' conclusions and the outputs it receives) as a tar."""
+        host_id = await _host(request)
+        service.check_signature(run_id, host_id, "carry", expires, sig)
+        run = await service.held_run(host_id, run_id)
+        if run["flow_id"] is None:
+            raise AppError("this run is not a flow's step", code="gone", status_code=410)
+        return await _tar_of(flows.carry_dir(run), f"run-{run_id}-flow.tar", "what earlier steps handed on")
 
     @post("/runs/{run_id:int}/vm-started", status_code=200)
     async def vm_started(self, request: Request, run_id: int) -> Done:

@@ -15,6 +15,7 @@ import hmac
 import logging
 import os
 import secrets
+import shutil
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +25,7 @@ from backend import filemodes
 from backend.audit import service as audit
 from backend.errors import AppError, Conflict, Forbidden, NotAuthenticated, NotFound
 from backend.fleet.tables import WorkerHost, WorkerToken
+from backend.flows import progress as flows
 from backend.hashing import sha256_text
 from backend.runs.tables import Run, RunStatus
 from backend.settings import get_settings, valid_host_id
@@ -32,7 +34,7 @@ from backend.worker.execute import end_unstarted, finish, keeps_bundle, record_r
 
 log = logging.getLogger("cleanroom.fleet")
 TOKEN_PREFIX = "cwt_"
-PURPOSES = ("bundle", "result")
+PURPOSES = ("bundle", "result", "carry")  # carry: what earlier steps of a flow hand this step
 WORKER_LOST = "worker lost"
 
 
@@ -246,8 +248,14 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
     if not claimed:
         raise Conflict("this run is not waiting to start (another worker holds it, or it ended)")
     run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
+    carry_url, started_after = None, None
+    if run["flow_id"] is not None:  # a flow's step: what earlier steps handed on, fetched by its own URL
+        _, started_after = await flows.carry_in(run)
+        carry_url = signed_path(run_id, host_id, "carry")
     return {
         "run_id": run_id,
+        "carry_url": carry_url,
+        "started_after": started_after,
         "code": run["code"],
         "code_sha256": run["code_sha256"],
         "approved_code_sha256": run["approved_code_sha256"],
@@ -295,6 +303,8 @@ async def record(host_id: str, run_id: int, result: Any, out_dir: Path) -> str:
     status = await record_result(run, result, out_dir)
     if not keeps_bundle(status):  # as the in-process worker: the staged copy goes when the run ends
         await asyncio.to_thread(remove_bundle, run["bundle_dir"])
+    if run["flow_id"] is not None:
+        await asyncio.to_thread(shutil.rmtree, flows.carry_dir(run), True)
     return status
 
 

@@ -192,31 +192,36 @@ class FleetWorker:
                     json={"problem": f"{type(exc).__name__}: {exc}"},
                 )
 
+    async def _fetch(self, url: str, target: Path, what: str) -> None:
+        """A tar from a signed URL, unpacked into `target` within the bundle limits."""
+        archive = target.with_suffix(".tar")
+        async with self.api.stream("GET", url) as response:
+            if response.status_code != 200:
+                await response.aread()
+                raise transfer.TransferError(f"{what} refused: {response.status_code} {response.text[:300]}")
+            with archive.open("wb") as fh:
+                async for chunk in response.aiter_bytes():
+                    fh.write(chunk)
+        await asyncio.to_thread(
+            transfer.unpack,
+            archive,
+            target,
+            max_members=BUNDLE_MAX_MEMBERS,
+            max_bytes=get_settings().max_staged_bytes_per_company,
+        )
+        archive.unlink()
+
     async def _attempt(self, run_id: int, job: dict[str, Any], scratch: Path) -> None:
         from backend import sandbox
         from backend.worker.execute import hash_problem
 
         bundle = scratch / "bundle"
-        archive = scratch / "bundle.tar"
+        carry = scratch / "carry" if job.get("carry_url") else None
         problem = None
         try:
-            async with self.api.stream("GET", job["bundle_url"]) as response:
-                if response.status_code != 200:
-                    await response.aread()
-                    raise transfer.TransferError(
-                        f"bundle refused: {response.status_code} {response.text[:300]}"
-                    )
-                with archive.open("wb") as fh:
-                    async for chunk in response.aiter_bytes():
-                        fh.write(chunk)
-            await asyncio.to_thread(
-                transfer.unpack,
-                archive,
-                bundle,
-                max_members=BUNDLE_MAX_MEMBERS,
-                max_bytes=get_settings().max_staged_bytes_per_company,
-            )
-            archive.unlink()
+            await self._fetch(job["bundle_url"], bundle, "bundle")
+            if carry is not None:  # a flow's step: what earlier steps handed on, checked by the API
+                await self._fetch(job["carry_url"], carry, "flow hand-over")
             problem = await asyncio.to_thread(hash_problem, {**job, "bundle_dir": str(bundle)})
         except transfer.TransferError as exc:
             problem = f"the bundle could not be fetched: {exc}"
@@ -235,6 +240,8 @@ class FleetWorker:
                 out_dir=out_dir,
                 limits=sandbox.RunLimits(**job["limits"]),
                 read_actions=job["read_actions"],
+                carry_dir=carry,
+                started_after=job.get("started_after"),
             )
         except Exception as exc:  # the sandbox promises a result; anything else is ours
             log.exception("sandbox failed for run %s", run_id)

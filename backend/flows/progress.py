@@ -47,13 +47,18 @@ def _private_dir(path: Path) -> Path:
     return path
 
 
+def carry_dir(run: dict[str, Any]) -> Path:
+    """Where step k's /work/flow is assembled on the API's host (a fleet worker fetches it from there)."""
+    return store(run["flow_id"]) / f"in-{run['flow_step']}-run-{int(run['id'])}"
+
+
 async def carry_in(run: dict[str, Any]) -> tuple[Path, float | None]:
     """Build step k's /work/flow: step-<j>/conclusion.json of every earlier step that wrote one, and
     step-<j>/<name> for each output it receives. Recorded on the run and in the audit trail. Also says
     when the previous step ended (its VM already gone): step k's VM must not be older than that."""
     k, flow_id = run["flow_step"], run["flow_id"]
     root = store(flow_id)
-    target = root / f"in-{k}-run-{run['id']}"
+    target = carry_dir(run)
     await asyncio.to_thread(shutil.rmtree, target, True)
     wanted = {(r["step"], r["name"]) for r in run["receives"] or []}
 

@@ -144,3 +144,55 @@ def test_a_worker_token_and_the_api_agree_over_http(fleet) -> None:
     assert refused.status_code == 401
     accepted = httpx.post(url, json={"capacity": 1}, headers={"Authorization": f"Bearer {token}"})
     assert accepted.status_code == 200 and accepted.json()["host_id"] == "gamma"
+
+
+def test_a_flow_runs_step_by_step_on_a_worker_with_its_hand_over_fetched(fleet) -> None:
+    fleet, session = fleet
+    fleet.start_worker("alpha", capacity=1)
+    fleet.wait_up(session.person, {"alpha"})
+    staged = session.upload("sales.csv", sales_csv(50))
+    first = (
+        "import glob, json\npath = glob.glob('/work/input/**/sales*.csv', recursive=True)[0]\n"
+        "rows = open(path).read().splitlines()\n"
+        "json.dump({'rows': len(rows)}, open('/work/output/conclusion.json', 'w'))\n"
+        "open('/work/output/note.txt', 'w').write('from step one')\n"
+    )
+    second = (
+        "import json, os\nprint(json.dumps({'flow': sorted(os.listdir('/work/flow/step-1')),"
+        " 'input': os.listdir('/work/input'), 'rows': json.load(open('/work/flow/step-1/conclusion.json'))['rows'],"
+        " 'note': open('/work/flow/step-1/note.txt').read()}))\n"
+    )
+    body = {
+        "conversation_id": "fleet-flow",
+        "title": "Two steps on a worker",
+        "plan": "",
+        "steps": [
+            {"title": "Count", "code": first, "datasets": [], "files": [staged], "capability": "read"},
+            {
+                "title": "Read it",
+                "code": second,
+                "datasets": [],
+                "files": [],
+                "capability": "read",
+                "receives": [{"step": 1, "name": "note.txt"}],
+            },
+        ],
+    }
+    r = session.assistant.post("/api/flows", json=body)
+    assert r.status_code == 201, r.text
+    flow = r.json()
+    hashes = [{k: s["run"][k] for k in ("code_sha256", "bundle_sha256")} for s in flow["steps"]]
+    r = session.person.post(f"/api/flows/{flow['id']}/approve", json={"steps": hashes})
+    assert r.status_code == 200, r.text
+    ids = [s["run"]["id"] for s in flow["steps"]]
+    done = _finished(session, ids)
+    assert [done[i]["status"] for i in ids] == ["succeeded", "succeeded"], {
+        i: (r["status"], r["error_message"]) for i, r in done.items()
+    }
+    assert {done[i]["host_id"] for i in ids} == {"alpha"}
+    import json
+
+    seen = json.loads(done[ids[1]]["result"]["stdout"])
+    assert seen["flow"] == ["conclusion.json", "note.txt"] and seen["note"] == "from step one", seen
+    assert seen["rows"] == 51 and sorted(seen["input"]) == ["README.txt", "manifest.json"], seen  # no files/
+    assert session.person.get(f"/api/flows/{flow['id']}").json()["status"] == "succeeded"
