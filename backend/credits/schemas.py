@@ -30,6 +30,16 @@ class RunCharge(BaseModel):
     credits: float
 
 
+class FlowCharge(BaseModel):
+    """A flow's steps charged this month, summed: each step is charged like a run."""
+
+    id: int
+    title: str
+    email: str  # who asked for the flow
+    steps_charged: int
+    credits: float
+
+
 class CreditUsage(BaseModel):
     """This calendar month's use of the company's pool. A member sees only their own people and runs rows."""
 
@@ -42,3 +52,4 @@ class CreditUsage(BaseModel):
     usage_by_day: list[DayUsage]
     usage_by_user: list[PersonUsage]
     costliest_runs: list[RunCharge]  # at most ten, costliest first
+    costliest_flows: list[FlowCharge] = []  # at most ten flows (their steps summed), costliest first

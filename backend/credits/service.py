@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from backend.audit import service as audit
-from backend.credits.schemas import CreditUsage, DayUsage, PersonUsage, Rates, RunCharge
+from backend.credits.schemas import CreditUsage, DayUsage, FlowCharge, PersonUsage, Rates, RunCharge
 from backend.credits.tables import CreditCharge
 from backend.errors import PaymentRequired
 from backend.tenancy.context import UserContext
@@ -71,6 +71,8 @@ async def charge(
     memory_mib: int,
     seconds: float,
     actor: str,
+    flow_id: int | None = None,
+    flow_title: str = "",
 ) -> float:
     credits, vcpu_s, gib_s = price(vcpus, memory_mib, seconds)
     await CreditCharge.insert(
@@ -79,6 +81,8 @@ async def charge(
             user=user_id,
             run_id=run_id,
             run_title=run_title,
+            flow_id=flow_id,
+            flow_title=flow_title[:200],
             credits=credits,
             vcpu_seconds=vcpu_s,
             gib_seconds=gib_s,
@@ -109,12 +113,17 @@ async def usage(ctx: UserContext) -> CreditUsage:
     by_day: dict[date, float] = defaultdict(float)
     by_user: dict[str, float] = defaultdict(float)
     per_run: dict[int, float] = defaultdict(float)
+    per_flow: dict[int, list[float]] = defaultdict(list)  # each charged step of a flow
     charged: dict[int, dict[str, Any]] = {}  # a run's charge row: its title and the person who asked for it
+    flows: dict[int, dict[str, Any]] = {}
     for r in rows:
         by_day[r["at"].astimezone(UTC).date()] += r["credits"]
         by_user[emails.get(r["user"], str(r["user"]))] += r["credits"]
         per_run[r["run_id"]] += r["credits"]
         charged[r["run_id"]] = r
+        if r["flow_id"] is not None:
+            per_flow[r["flow_id"]].append(r["credits"])
+            flows[r["flow_id"]] = r
     top = sorted(per_run.items(), key=lambda kv: kv[1], reverse=True)[:10]
     total_pool = await pool(company_id)
     total_used = round(sum(by_day.values()), 2)
@@ -130,9 +139,20 @@ async def usage(ctx: UserContext) -> CreditUsage:
         )
         for run_id, c in top
     ]
+    flow_rows = [
+        FlowCharge(
+            id=flow_id,
+            title=flows[flow_id]["flow_title"],
+            email=emails.get(flows[flow_id]["user"], ""),
+            steps_charged=len(steps),
+            credits=round(sum(steps), 2),
+        )
+        for flow_id, steps in sorted(per_flow.items(), key=lambda kv: -sum(kv[1]))[:10]
+    ]
     if not ctx.is_admin:
         by_user_rows = [u for u in by_user_rows if u.email == ctx.email]
         runs = [r for r in runs if r.email == ctx.email]
+        flow_rows = [f for f in flow_rows if f.email == ctx.email]
     return CreditUsage(
         pool=total_pool,
         used=total_used,
@@ -143,4 +163,5 @@ async def usage(ctx: UserContext) -> CreditUsage:
         usage_by_day=[DayUsage(day=d, credits=round(c, 2)) for d, c in sorted(by_day.items())],
         usage_by_user=by_user_rows,
         costliest_runs=runs,
+        costliest_flows=flow_rows,
     )

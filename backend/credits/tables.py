@@ -13,6 +13,9 @@ class CreditCharge(Table):
     run_title = Varchar(
         length=200, default=""
     )  # the run's title when it was charged (the usage report's line)
+    # a flow's step: its flow, and the flow's title then (the usage report's flow line)
+    flow_id = Integer(null=True, default=None, index=True)
+    flow_title = Varchar(length=200, default="")
     credits = Real()
     vcpu_seconds = Real()
     gib_seconds = Real()

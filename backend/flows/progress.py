@@ -155,6 +155,14 @@ async def collect(run: dict[str, Any], result: Any, out_dir: Path) -> None:
     await Run.update({Run.conclusion: conclusion}).where(Run.id == run["id"])
 
 
+async def flow_title(flow_id: int | None) -> str:
+    """A flow's title for its steps' charge lines ("" outside a flow)."""
+    if flow_id is None:
+        return ""
+    row = await Flow.select(Flow.title).where(Flow.id == flow_id).first()
+    return row["title"] if row else ""
+
+
 async def action_cap_problem(run: dict[str, Any], proposed: int) -> str | None:
     """Why step k's actions.json becomes no items: the flow's cap on items over all its steps."""
     flow = await Flow.select(Flow.action_cap).where(Flow.id == run["flow_id"]).first()

@@ -88,6 +88,10 @@ async def test_three_steps_run_in_three_vms_and_see_only_their_own_inputs(client
         "step-2/conclusion.json",
     ]
     assert done["credits_total"] == pytest.approx(sum(r["credits_charged"] for r in runs))
+    usage = (await client.get("/api/credits", headers=alice)).json()
+    (line,) = [f for f in usage["costliest_flows"] if f["id"] == done["id"]]
+    assert line["steps_charged"] == 3 and line["credits"] == pytest.approx(done["credits_total"], abs=0.02)
+    assert line["title"] == "Pipeline review" and line["email"] == "alice@acme.example"
     trail = [
         e["action"]
         for e in await AuditEntry.select(AuditEntry.action)
