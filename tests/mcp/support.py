@@ -73,6 +73,16 @@ class ApiServer(Servers):
             hashes = {"code_sha256": run["code_sha256"], "bundle_sha256": run["bundle_sha256"]}
             return person.post(f"/api/runs/{run_id}/approve", json=hashes)
 
+    def approve_flow(self, email: str, flow_id: int) -> httpx.Response:
+        """The person approves a whole flow in a session, with every step's hashes as the screen shows them."""
+        with self.session(email) as person:
+            flow = person.get(f"/api/flows/{flow_id}").json()
+            hashes = [
+                {"code_sha256": s["run"]["code_sha256"], "bundle_sha256": s["run"]["bundle_sha256"]}
+                for s in flow["steps"]
+            ]
+            return person.post(f"/api/flows/{flow_id}/approve", json={"steps": hashes})
+
 
 @asynccontextmanager
 async def http_client(server: ApiServer, token: str) -> AsyncIterator[Client]:

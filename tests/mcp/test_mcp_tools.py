@@ -34,6 +34,8 @@ TOOLS = {
     "revise_run",
     "ask_followup",
     "get_run",
+    "propose_flow",
+    "get_flow",
 }
 DECISION_WORDS = ("approve", "reject", "accept", "decide", "setting", "schedule", "token", "grant")
 
