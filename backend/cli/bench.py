@@ -33,6 +33,12 @@ def _service_suite() -> dict:
     return run_service_bench()
 
 
+def _flow_suite() -> dict:
+    from backend.flows.bench import run_flow_bench
+
+    return run_flow_bench()
+
+
 def _workers_suite() -> dict:
     from backend.fleet.bench import run_workers_bench
 
@@ -65,6 +71,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         _service_suite,
         "The run loop through the API, with and without standby guests: approve → user code, approve → "
         "succeeded (trivial, pandas chart), eight approved at once; ratios to bare host python.",
+    )
+    bench.add_suite(
+        bench_app,
+        "flow",
+        _flow_suite,
+        "Flows through the API: per-step overhead (step k's VM ready → step k+1's VM ready) for five trivial "
+        "steps, the hand-over alone, approve → flow succeeded; with and without standby guests.",
     )
     bench.add_suite(
         bench_app,
