@@ -301,7 +301,7 @@ async def record(host_id: str, run_id: int, result: Any, out_dir: Path) -> str:
     """File what a worker brought back, exactly as the in-process worker does."""
     run = await held_run(host_id, run_id)
     status = await record_result(run, result, out_dir)
-    if not keeps_bundle(status):  # as the in-process worker: the staged copy goes when the run ends
+    if not keeps_bundle(status) or run["flow_id"] is not None:  # as the in-process worker does
         await asyncio.to_thread(remove_bundle, run["bundle_dir"])
     if run["flow_id"] is not None:
         await asyncio.to_thread(shutil.rmtree, flows.carry_dir(run), True)

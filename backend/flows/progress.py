@@ -243,3 +243,25 @@ async def step_ended(run_id: int, status: str) -> None:
                 "skipped_steps": [s["flow_step"] for s in steps],
             },
         )
+
+
+async def resume_stalled() -> list[int]:
+    """At the worker's start: a flow left between two steps (the service stopped after a step ended and
+    before the next was queued) moves on as if that step had just ended. Returns the flows moved on."""
+    moved = []
+    for flow in await Flow.select(Flow.id).where(Flow.status == FlowStatus.running):
+        steps = (
+            await Run.select(Run.id, Run.flow_step, Run.status)
+            .where(Run.flow_id == flow["id"])
+            .order_by(Run.flow_step)
+            .order_by(Run.id)
+        )
+        latest = {s["flow_step"]: s for s in steps}  # a step's latest run
+        ordered = [latest[k] for k in sorted(latest)]
+        if any(s["status"] in (RunStatus.queued, RunStatus.running) for s in ordered):
+            continue
+        ended = [s for s in ordered if s["status"] not in (RunStatus.waiting, RunStatus.awaiting_approval)]
+        if ended:
+            await step_ended(ended[-1]["id"], ended[-1]["status"])
+            moved.append(flow["id"])
+    return moved

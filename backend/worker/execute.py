@@ -83,7 +83,7 @@ async def execute(run_id: int) -> str:
         status = await _execute(run)
         return status
     finally:  # the staged copy of company data goes when the run ends; the manifest stays in the row
-        if not keeps_bundle(status):
+        if not keeps_bundle(status) or run["flow_id"] is not None:  # a flow's step is never revised
             await asyncio.to_thread(remove_bundle, run["bundle_dir"])
 
 
@@ -321,6 +321,8 @@ async def recover() -> int:
             subject_id=row["id"],
             data={"status": RunStatus.error},
         )
+    if moved := await flows.resume_stalled():
+        log.warning("flows left between two steps moved on: %s", moved)
     try:
         removed = await asyncio.to_thread(sandbox.recover_leftovers)
         if removed:

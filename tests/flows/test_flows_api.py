@@ -146,3 +146,24 @@ async def test_turning_code_execution_off_cancels_the_queued_step_and_skips_the_
     assert [s["run"]["status"] for s in done["steps"]] == ["cancelled", "skipped", "skipped"]
     assert "step 1 ended cancelled" in done["steps"][1]["run"]["error_message"]
     assert done["status"] == "failed"
+
+
+async def test_a_flow_left_between_two_steps_moves_on_when_the_worker_starts_again(client, alice) -> None:
+    from datetime import UTC, datetime
+
+    from backend.flows.tables import FlowStatus
+    from backend.runs.tables import RunStatus
+    from backend.worker.execute import recover
+
+    flow = (await _propose(client, alice, step(), step())).json()
+    assert (await approve_flow_as(client, "alice@acme.example", flow)).status_code == 200
+    first, second = (s["run"]["id"] for s in flow["steps"])
+    # the service stopped right after step 1 ended, before step 2 was queued
+    now = datetime.now(UTC)
+    await Run.update({Run.status: RunStatus.succeeded, Run.finished_at: now}).where(Run.id == first)
+    assert (await Run.select(Run.status).where(Run.id == second).first())["status"] == "waiting"
+    await recover()
+    assert (await Run.select(Run.status).where(Run.id == second).first())["status"] == "queued"
+    assert (await Flow.select(Flow.status).where(Flow.id == flow["id"]).first())[
+        "status"
+    ] == FlowStatus.running
