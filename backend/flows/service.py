@@ -294,14 +294,20 @@ async def step_rows(flow_id: int) -> list[dict[str, Any]]:
     return [latest[k] for k in sorted(latest)]
 
 
-async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> FlowDetail:
-    """A person approves every step at once, each exactly as shown: its code and its staged data."""
-    ctx.require_person("approving a flow")
+async def _to_decide(ctx: UserContext, flow_id: int, verb: str) -> dict[str, Any]:
+    """The flow a person may approve or reject now: theirs (or an admin's company's), still waiting."""
+    ctx.require_person(f"{verb[:-1] if verb.endswith('e') else verb}ing a flow")
     row = await get_flow_row(ctx, flow_id)
     if not can_decide(ctx, row):
-        raise Forbidden("only the person who asked for this flow or a company admin can approve it")
+        raise Forbidden(f"only the person who asked for this flow or a company admin can {verb} it")
     if row["status"] != FlowStatus.awaiting_approval:
         raise Conflict(f"flow {flow_id} is {row['status']}, not awaiting approval")
+    return row
+
+
+async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> FlowDetail:
+    """A person approves every step at once, each exactly as shown: its code and its staged data."""
+    row = await _to_decide(ctx, flow_id, "approve")
     await gates.require_code_execution(ctx.company_id)
     await credits.require_minimum(ctx.company_id)
     steps = await step_rows(flow_id)
@@ -377,12 +383,7 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
 
 
 async def reject(ctx: UserContext, flow_id: int, reason: str | None) -> FlowDetail:
-    ctx.require_person("rejecting a flow")
-    row = await get_flow_row(ctx, flow_id)
-    if not can_decide(ctx, row):
-        raise Forbidden("only the person who asked for this flow or a company admin can reject it")
-    if row["status"] != FlowStatus.awaiting_approval:
-        raise Conflict(f"flow {flow_id} is {row['status']}, not awaiting approval")
+    await _to_decide(ctx, flow_id, "reject")
     now = _now()
     text = (reason or "").strip()[:2000] or None
     await Flow.update(

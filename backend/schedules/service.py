@@ -342,20 +342,13 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
         schedule_id=row["id"],
         now=now,
     )
-    await Schedule.update(
+    await _fired(
+        row,
+        now,
+        run.id,
+        "run",
+        run.id,
         {
-            Schedule.last_fired_at: now,
-            Schedule.last_run_id: run.id,
-            Schedule.next_fire_at: next_fire(row["cron"], row["timezone"], now),
-        }
-    ).where(Schedule.id == row["id"])
-    await audit.record(
-        "schedule.fired",
-        actor="scheduler",
-        company_id=row["company"],
-        subject_type="run",
-        subject_id=run.id,
-        data={
             "schedule_id": row["id"],
             "origin_run": origin["id"],
             "code_sha256": origin["code_sha256"],
@@ -363,6 +356,27 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
         },
     )
     return run.id
+
+
+async def _fired(
+    row: dict[str, Any], now: datetime, run_id: int, subject_type: str, subject_id: int, data: dict[str, Any]
+) -> None:
+    """A firing happened: the schedule's next time, and the audit entry about what it made."""
+    await Schedule.update(
+        {
+            Schedule.last_fired_at: now,
+            Schedule.last_run_id: run_id,
+            Schedule.next_fire_at: next_fire(row["cron"], row["timezone"], now),
+        }
+    ).where(Schedule.id == row["id"])
+    await audit.record(
+        "schedule.fired",
+        actor="scheduler",
+        company_id=row["company"],
+        subject_type=subject_type,
+        subject_id=subject_id,
+        data=data,
+    )
 
 
 async def _fire_flow(
@@ -397,21 +411,8 @@ async def _fire_flow(
     )
     first = await Run.select(Run.id).where((Run.flow_id == flow_id) & (Run.flow_step == 1)).first()
     assert first is not None
-    await Schedule.update(
-        {
-            Schedule.last_fired_at: now,
-            Schedule.last_run_id: first["id"],
-            Schedule.next_fire_at: next_fire(row["cron"], row["timezone"], now),
-        }
-    ).where(Schedule.id == row["id"])
-    await audit.record(
-        "schedule.fired",
-        actor="scheduler",
-        company_id=row["company"],
-        subject_type="flow",
-        subject_id=flow_id,
-        data={"schedule_id": row["id"], "origin_flow": row["origin_flow"], "first_run": first["id"]},
-    )
+    data = {"schedule_id": row["id"], "origin_flow": row["origin_flow"], "first_run": first["id"]}
+    await _fired(row, now, first["id"], "flow", flow_id, data)
     return first["id"]
 
 
