@@ -151,15 +151,31 @@ async def test_a_step_changed_after_approval_is_refused_and_the_flow_stops(clien
     assert done["status"] == "failed"
 
 
-async def test_a_conclusion_over_its_cap_fails_the_step_and_nothing_reaches_the_next(
-    client, alice, acme_on
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        (
+            "import json\njson.dump({'x': 'a' * 40000}, open('/work/output/conclusion.json', 'w'))\n",
+            "at most 16,384 bytes",
+        ),
+        ("open('/work/output/conclusion.json', 'w').write('{not json')\n", "not valid JSON"),
+        (
+            "print('forgot the file')\n",
+            "later steps receive 'by_stage.csv' from this step, but it did not write it",
+        ),
+    ],
+    ids=["over_cap", "not_json", "named_output_missing"],
+)
+async def test_a_step_that_hands_on_something_bad_fails_and_nothing_reaches_the_next(
+    client, alice, acme_on, code, says
 ) -> None:
-    big = "import json\njson.dump({'x': 'a' * 40000}, open('/work/output/conclusion.json', 'w'))\n"
-    done = await _run_flow(client, alice, flow_body(step(big), step(PROBE, [])))
-    first, second = (s["run"] for s in done["steps"])
-    assert first["status"] == "failed" and "at most 16,384 bytes" in first["error_message"], first
-    assert second["status"] == "skipped" and second["result"] is None
+    second = step(PROBE, [], receives=[{"step": 1, "name": "by_stage.csv"}])
+    done = await _run_flow(client, alice, flow_body(step(code), second))
+    first, later = (s["run"] for s in done["steps"])
+    assert first["status"] == "failed" and says in first["error_message"], first
+    assert later["status"] == "skipped" and later["result"] is None and later["started_at"] is None
     assert done["status"] == "failed" and done["steps"][0]["conclusion"] is None
+    assert done["steps"][1]["carried"] is None  # it was never handed anything
 
 
 async def test_the_flows_action_cap_counts_every_step(client, alice, acme_on) -> None:
