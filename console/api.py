@@ -57,6 +57,8 @@ def _detail_text(detail: Any) -> str:
             text = str(detail["message"])
             if detail.get("line") and f"line {detail['line']}" not in text:
                 text += f" (line {detail['line']})"
+            if fields := detail.get("fields"):  # a body the API refused: which field, and why
+                text += ": " + "; ".join(_field_text(f) for f in fields)
             return text
         if "refused" in detail:
             return "; ".join(f"{r.get('dataset')}: {r.get('reason')}" for r in detail["refused"])
@@ -64,6 +66,12 @@ def _detail_text(detail: Any) -> str:
     if isinstance(detail, list):
         return "; ".join(_detail_text(d) for d in detail)
     return str(detail)
+
+
+def _field_text(field: Any) -> str:
+    if isinstance(field, dict) and field.get("key"):
+        return f"{field['key']}: {field.get('message', 'invalid')}"
+    return _detail_text(field.get("message") if isinstance(field, dict) else field)
 
 
 def _console_origin() -> str:
@@ -196,6 +204,25 @@ class Api:
         return await self.request(
             "POST", f"/api/action-items/{item_id}/reject", json={"reason": reason or None}
         )
+
+    # flows: steps proposed together, each a run, approved or rejected at once
+    async def flows(self, **filters: Any) -> dict[str, Any]:
+        """One page: {"items": [FlowSummary], "total": n}."""
+        return await self.request("GET", "/api/flows", params=filters)
+
+    async def flow(self, flow_id: int) -> dict[str, Any]:
+        return await self.request("GET", f"/api/flows/{flow_id}")
+
+    async def approve_flow(self, flow_id: int, steps: list[dict[str, str | None]]) -> dict[str, Any]:
+        """`steps`: every step's {code_sha256, bundle_sha256} as the approver saw them, in step order; the API
+        refuses (409 hash_mismatch, naming the step) if any step's code or data changed since."""
+        return await self.request("POST", f"/api/flows/{flow_id}/approve", json={"steps": steps})
+
+    async def reject_flow(self, flow_id: int, reason: str) -> dict[str, Any]:
+        return await self.request("POST", f"/api/flows/{flow_id}/reject", json={"reason": reason or None})
+
+    async def flow_audit(self, flow_id: int) -> list[dict[str, Any]]:
+        return await self.request("GET", f"/api/flows/{flow_id}/audit")
 
     # drive
     async def file_content(self, file_id: int) -> tuple[bytes, str]:

@@ -25,9 +25,14 @@ CSS = """
   word-break: break-word; background: #fff8e1; border-left: 3px solid #f59e0b; padding: 6px 8px; }
 """
 
-MEMBER_NAV = [("Runs", "/runs", "play_circle"), ("Assistant access", "/access", "smart_toy")]
+MEMBER_NAV = [
+    ("Runs", "/runs", "play_circle"),
+    ("Flows", "/flows", "account_tree"),
+    ("Assistant access", "/access", "smart_toy"),
+]
 ADMIN_NAV = [
     ("Runs", "/runs", "play_circle"),
+    ("Flows", "/flows", "account_tree"),
     ("Settings", "/settings", "tune"),
     ("Credits", "/credits", "toll"),
     ("Audit", "/audit", "fact_check"),

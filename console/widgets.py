@@ -279,3 +279,311 @@ def number(value: Any) -> str:
     if isinstance(value, float) and not value.is_integer():
         return f"{value:,.2f}"
     return f"{int(value):,}"
+
+
+# ------------------------------------------------------------------ the parts of a run, on its page and a flow's
+
+
+def section(title: str, icon: str, marker: str | None = None) -> ui.card:
+    card = ui.card().classes("w-full gap-2")
+    if marker:
+        card.mark(marker)
+    with card, ui.row().classes("items-center gap-2"):
+        ui.icon(icon, color="primary")
+        ui.label(title).classes("text-lg font-medium")
+    return card
+
+
+CODE_PATH = "run.py"  # the path of the backend's findings in the code itself
+
+
+def code_findings(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The backend's findings in the code itself (invisible or direction-control characters): the console
+    shows them, it does not decide what counts as invisible."""
+    return [f for f in run.get("findings") or [] if f.get("path") == CODE_PATH]
+
+
+def code_lines(code: str) -> int:
+    return code.count("\n") + (0 if code.endswith("\n") else 1)
+
+
+def bundle_hash(run: dict[str, Any]) -> str | None:
+    """The staged data's hash as the page shows it: what an approval sends back."""
+    return run.get("bundle_sha256") or (run.get("manifest") or {}).get("bundle_sha256")
+
+
+def location(finding: dict[str, Any]) -> str:
+    """Where a finding is: file › sheet › row / column of a table, or file › line of a text. The names are
+    the data's own, so invisible characters in them are shown."""
+    parts = [finding.get("path") or "?"]
+    if finding.get("sheet"):
+        parts.append(f"sheet {finding['sheet']}")
+    cell = []
+    row, column = finding.get("row"), finding.get("column")
+    if row is not None:
+        if not column:
+            cell.append(f"line {row}")  # a text file, scanned line by line
+        else:
+            cell.append("header" if row == 0 else f"row {row}")
+    if column:
+        cell.append(f"column {column}")
+    if cell:
+        parts.append(" / ".join(cell))
+    return reveal_invisible(" › ".join(parts))
+
+
+def manifest_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for index, entry in enumerate(manifest.get("files") or []):
+        source = entry.get("source") or {}
+        if source.get("type") == "dataset":
+            what = f"dataset {source.get('dataset')}"
+        elif source.get("type") == "drive_file":
+            what = f"file {source.get('name')}"
+            if entry.get("sheet"):
+                what += f" › {entry['sheet']}" + (" (hidden sheet)" if entry.get("hidden") else "")
+        else:
+            what = "Cleanroom"
+        total = entry.get("visible_total", entry.get("total_rows"))
+        rows_text = number(entry.get("rows")) if entry.get("rows") is not None else "—"
+        if entry.get("truncated"):
+            truncated = f"yes: {number(entry.get('rows'))} of {number(total)} rows staged"
+        else:
+            truncated = "no"
+        rows.append(
+            {
+                "key": index,
+                "source": reveal_invisible(what),
+                "path": reveal_invisible(entry.get("path", "")),
+                "kind": entry.get("kind", ""),
+                "rows": rows_text,
+                "truncated": truncated,
+                "size": human_bytes(entry.get("bytes")),
+                "hash": (entry.get("sha256") or "")[:12],
+            }
+        )
+    return rows
+
+
+MANIFEST_COLUMNS = [
+    {"name": "source", "label": "Dataset or file", "field": "source", "align": "left"},
+    {"name": "path", "label": "Staged as", "field": "path", "align": "left"},
+    {"name": "kind", "label": "Kind", "field": "kind", "align": "left"},
+    {"name": "rows", "label": "Rows", "field": "rows", "align": "right"},
+    {"name": "truncated", "label": "Truncated", "field": "truncated", "align": "left"},
+    {"name": "size", "label": "Size", "field": "size", "align": "right"},
+    {"name": "hash", "label": "sha256", "field": "hash", "align": "left"},
+]
+
+
+def manifest_section(run: dict[str, Any], title: str = "Data staged for this run") -> None:
+    manifest = run.get("manifest") or {}
+    with section(title, "inventory_2", "manifest"):
+        rows = manifest_rows(manifest)
+        if rows:
+            ui.table(rows=rows, columns=MANIFEST_COLUMNS, row_key="key").props(
+                "dense flat bordered wrap-cells :rows-per-page-options=[0]"
+            ).classes("w-full").mark("manifest-table")
+        else:
+            empty_state("Nothing staged.")
+        for error in manifest.get("errors") or []:
+            error_box(f"{error.get('name', '?')} could not be converted: {error.get('error')}")
+        for warning in manifest.get("warnings") or []:
+            name = reveal_invisible(str(warning.get("name", "?")))
+            ui.label(f"{name}: {warning.get('warning')}").classes("text-warning").mark("manifest-warning")
+        truncated = [r for r in rows if r["truncated"] != "no"]
+        if truncated:
+            ui.label(
+                f"{len(truncated)} input(s) were cut at the row cap: the code sees only the first rows."
+            ).classes("text-warning font-medium").mark("truncation-note")
+        if bundle := bundle_hash(run):
+            ui.label(f"bundle sha256 {bundle}").classes("text-xs text-grey-7 font-mono").mark("bundle-hash")
+
+
+def code_section(run: dict[str, Any]) -> None:
+    code = run.get("code") or ""
+    with section(f"The code, in full ({code_lines(code)} lines)", "code", "code-section"):
+        hidden = code_findings(run)
+        if hidden:
+            error_box(
+                "The code contains invisible characters, shown below as <U+…>: "
+                + ", ".join(f"line {f.get('row')}: {f.get('excerpt')}" for f in hidden[:10])
+            )
+        code_block(code)
+        if run.get("code_sha256"):
+            ui.label(f"code sha256 {run['code_sha256']}").classes("text-xs text-grey-7 font-mono").mark(
+                "code-hash"
+            )
+
+
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+
+
+def findings_section(run: dict[str, Any]) -> None:
+    """The injection warnings of a run's staged data, each with where, why, and the part that scored."""
+    findings = run.get("findings") or []
+    if not findings:
+        if run.get("status") == "awaiting_approval":
+            with ui.row().classes("items-center gap-2 text-grey-7").mark("no-warnings"):
+                ui.icon("verified")
+                ui.label("No text in the staged data reads like instructions to the assistant.")
+        return
+    card = ui.card().classes("w-full bg-orange-1 border-l-4 border-orange gap-2").mark("warnings")
+    with card:
+        with ui.row().classes("items-center gap-2"):
+            ui.icon("warning", color="warning").classes("text-2xl")
+            ui.label(
+                f"{len(findings)} injection warning(s): staged data contains text that reads like "
+                "instructions to the assistant. Check that the code does not follow them."
+            ).classes("text-lg font-medium")
+        for finding in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.get("severity", "low"), 3)):
+            finding_row(finding)
+
+
+def finding_row(finding: dict[str, Any]) -> None:
+    with ui.column().classes("w-full gap-1 py-1").mark("finding"):
+        with ui.row().classes("items-center gap-2"):
+            severity = finding.get("severity")
+            ui.badge(severity or "?", color={"high": "negative", "medium": "warning"}.get(severity, "grey"))
+            ui.label(location(finding)).classes("font-medium")
+            category = finding.get("category") or ""
+            with ui.label(category).classes("text-grey-7 text-sm").mark("finding-category"):
+                if category in CATEGORIES:
+                    ui.tooltip(CATEGORIES[category])
+        if finding.get("reason"):
+            ui.label(finding["reason"]).classes("text-sm").mark("finding-reason")
+        Excerpt(finding.get("excerpt") or "", finding.get("span")).mark("finding-excerpt")
+
+
+PHASES = {"start": "VM start", "execute": "code"}  # the sandbox's timings_ms, as a reader names them
+
+
+def timings_text(run: dict[str, Any]) -> str:
+    """How long a run took, from the sandbox's own timings, else from when it started and ended."""
+    timings = (run.get("result") or {}).get("timings_ms") or {}
+    if timings.get("total") is not None:
+        phases = [f"{label} {timings[key] / 1000:.1f} s" for key, label in PHASES.items() if timings.get(key)]
+        return f"took {timings['total'] / 1000:.1f} s" + (f" ({', '.join(phases)})" if phases else "")
+    try:
+        started = datetime.fromisoformat(str(run["started_at"]))
+        finished = datetime.fromisoformat(str(run["finished_at"]))
+    except (KeyError, TypeError, ValueError):
+        return ""
+    return f"took {(finished - started).total_seconds():.1f} s"
+
+
+def printed_output(result: dict[str, Any]) -> None:
+    """What the code printed, its errors, and the output files the sandbox refused."""
+    ui.label("Printed output").classes("font-medium")
+    pre(result.get("stdout") or "(nothing printed)").mark("stdout")
+    if result.get("stdout_truncated"):
+        ui.label("Output was cut at the cap.").classes("text-warning")
+    if result.get("stderr"):
+        ui.label("Errors (stderr)").classes("font-medium")
+        pre(result["stderr"]).classes("text-red-9").mark("stderr")
+    for rejected in result.get("rejected_files") or []:
+        error_box(f"output file {rejected.get('name')} was refused: {rejected.get('reason')}")
+
+
+def pretty_json(value: Any) -> str:
+    """A parsed JSON document (a flow step's conclusion), indented; its strings are the code's text, so
+    invisible characters in them are shown."""
+    return reveal_invisible(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str))
+
+
+PREVIEW_LIMIT = 8 * 1024 * 1024
+
+
+async def outputs_section(run: dict[str, Any], api: Api) -> None:
+    files = run.get("output_files") or []
+    if not files and run["status"] in NO_OUTPUTS:
+        return
+    with section("Output files (in Drive)", "folder_open", "outputs"):
+        if not files:
+            empty_state("The run wrote no files.", "draft")
+            return
+        for payload in files:
+            await output_file(payload, api)
+
+
+async def output_file(payload: dict[str, Any], api: Api) -> None:
+    with ui.column().classes("w-full gap-1 border rounded p-2").mark("output-file"):
+        with ui.row().classes("items-center gap-3"):
+            ui.icon("image" if payload.get("kind") == "image" else "description")
+            ui.label(reveal_invisible(payload.get("name") or "?")).classes("font-medium").mark("output-name")
+            ui.label(human_bytes(payload.get("size"))).classes("text-grey-7 text-sm")
+            ui.label(str(payload.get("sha256", ""))[:12]).classes("text-grey-7 text-xs font-mono")
+
+            async def download() -> None:
+                got = await call(api.file_content(payload["id"]))
+                if got is not FAILED:
+                    content, media_type = got  # type: ignore[misc]
+                    ui.download.content(content, payload.get("name", "output"), media_type)
+
+            ui.button(icon="download", on_click=download).props("flat dense round").tooltip("Download")
+        if payload.get("kind") == "image" and (payload.get("size") or 0) <= PREVIEW_LIMIT:
+            try:
+                content, media_type = await api.file_content(payload["id"])
+            except Exception as exc:  # noqa: BLE001 - a preview is optional; say why it is missing
+                ui.label(f"no preview: {getattr(exc, 'message', exc)}").classes("text-grey-7 text-sm")
+                return
+            if not media_type.startswith("image/"):
+                media_type = "image/png"
+            data_url = f"data:{media_type};base64,{base64.b64encode(content).decode()}"
+            ui.image(data_url).props("no-transition no-spinner").classes("max-w-3xl border").mark("preview")
+
+
+# ------------------------------------------------------------------------------------------------- audit
+
+SUBJECT_PAGES = {"run": "/runs/", "flow": "/flows/"}  # subjects with a page of their own in the console
+SUBJECT_SLOT = r"""
+<q-td :props="props">
+  <a v-if="props.row.link" :href="props.row.link" class="text-primary">{{ props.value }}</a>
+  <span v-else>{{ props.value }}</span>
+</q-td>
+"""
+
+
+def subject_link(entry: dict[str, Any]) -> str:
+    """The console page of an audit entry's subject (a run or a flow), or "" when it has none."""
+    page = SUBJECT_PAGES.get(entry.get("subject_type") or "")
+    subject_id = str(entry.get("subject_id") or "")
+    return f"{page}{subject_id}" if page and subject_id.isdigit() else ""
+
+
+def audit_table(entries: list[dict[str, Any]]) -> None:
+    if not entries:
+        empty_state("No audit entries.")
+        return
+    rows = [
+        {
+            "seq": e.get("seq"),
+            "at": when(e.get("at")),
+            "actor": e.get("actor", ""),
+            "action": e.get("action", ""),
+            "subject": f"{e.get('subject_type') or ''} {e.get('subject_id') or ''}".strip(),
+            "link": subject_link(e),
+            "data": json.dumps(e.get("data") or {}, default=str)[:300],
+        }
+        for e in entries
+    ]
+    table = ui.table(
+        rows=rows,
+        columns=[
+            {"name": "seq", "label": "#", "field": "seq", "align": "right"},
+            {"name": "at", "label": "When", "field": "at", "align": "left", "classes": "text-no-wrap"},
+            {"name": "actor", "label": "Who", "field": "actor", "align": "left"},
+            {"name": "action", "label": "What", "field": "action", "align": "left"},
+            {
+                "name": "subject",
+                "label": "Subject",
+                "field": "subject",
+                "align": "left",
+                "classes": "text-no-wrap",
+            },
+            {"name": "data", "label": "Details", "field": "data", "align": "left"},
+        ],
+        row_key="seq",
+    )
+    table.props("dense flat bordered wrap-cells").classes("w-full").mark("audit-table")
+    table.add_slot("body-cell-subject", SUBJECT_SLOT)

@@ -8,13 +8,23 @@ from fastapi.responses import RedirectResponse
 from nicegui import ui
 
 from console import session, theme, widgets
-from console.pages.run_detail import audit_table
 from console.widgets import FAILED
 
 PAGE = 200
 MAX_SHOWN = 1000  # the API's largest page
 
-SUBJECTS = ["", "run", "action_item", "company", "user", "drive_file", "schedule", "session", "api_token"]
+SUBJECTS = [
+    "",
+    "run",
+    "flow",
+    "action_item",
+    "company",
+    "user",
+    "drive_file",
+    "schedule",
+    "session",
+    "api_token",
+]
 
 
 def register() -> None:
@@ -60,7 +70,7 @@ def register() -> None:
             )
 
         def render(entries: list[dict[str, Any]]) -> None:
-            audit_table(entries)
+            widgets.audit_table(entries)
             if len(entries) >= shown["limit"] and shown["limit"] < MAX_SHOWN:
                 ui.button("Show older entries", icon="expand_more", on_click=more).props("flat").mark(
                     "audit-more"

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
-from backend.injection import CATEGORIES
 from console import session, theme, widgets
 from console.api import Api
-from console.widgets import FAILED
-
-PREVIEW_LIMIT = 8 * 1024 * 1024
-CODE_PATH = "run.py"  # the path of the backend's findings in the code itself
+from console.widgets import FAILED, section
 
 
 def register() -> None:
@@ -34,73 +29,8 @@ def register() -> None:
         return None
 
 
-def section(title: str, icon: str, marker: str | None = None) -> ui.card:
-    card = ui.card().classes("w-full gap-2")
-    if marker:
-        card.mark(marker)
-    with card, ui.row().classes("items-center gap-2"):
-        ui.icon(icon, color="primary")
-        ui.label(title).classes("text-lg font-medium")
-    return card
-
-
-def location(finding: dict[str, Any]) -> str:
-    """Where a finding is: file › sheet › row / column of a table, or file › line of a text. The names are
-    the data's own, so invisible characters in them are shown."""
-    parts = [finding.get("path") or "?"]
-    if finding.get("sheet"):
-        parts.append(f"sheet {finding['sheet']}")
-    cell = []
-    row, column = finding.get("row"), finding.get("column")
-    if row is not None:
-        if not column:
-            cell.append(f"line {row}")  # a text file, scanned line by line
-        else:
-            cell.append("header" if row == 0 else f"row {row}")
-    if column:
-        cell.append(f"column {column}")
-    if cell:
-        parts.append(" / ".join(cell))
-    return widgets.reveal_invisible(" › ".join(parts))
-
-
-def code_findings(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """The backend's findings in the code itself (invisible or direction-control characters): the console
-    shows them, it does not decide what counts as invisible."""
-    return [f for f in run.get("findings") or [] if f.get("path") == CODE_PATH]
-
-
-def manifest_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for index, entry in enumerate(manifest.get("files") or []):
-        source = entry.get("source") or {}
-        if source.get("type") == "dataset":
-            what = f"dataset {source.get('dataset')}"
-        elif source.get("type") == "drive_file":
-            what = f"file {source.get('name')}"
-            if entry.get("sheet"):
-                what += f" › {entry['sheet']}" + (" (hidden sheet)" if entry.get("hidden") else "")
-        else:
-            what = "Cleanroom"
-        total = entry.get("visible_total", entry.get("total_rows"))
-        rows_text = widgets.number(entry.get("rows")) if entry.get("rows") is not None else "—"
-        if entry.get("truncated"):
-            truncated = f"yes: {widgets.number(entry.get('rows'))} of {widgets.number(total)} rows staged"
-        else:
-            truncated = "no"
-        rows.append(
-            {
-                "key": index,
-                "source": widgets.reveal_invisible(what),
-                "path": widgets.reveal_invisible(entry.get("path", "")),
-                "kind": entry.get("kind", ""),
-                "rows": rows_text,
-                "truncated": truncated,
-                "size": widgets.human_bytes(entry.get("bytes")),
-                "hash": (entry.get("sha256") or "")[:12],
-            }
-        )
-    return rows
+def flow_step_text(run: dict[str, Any]) -> str:
+    return f"step {run.get('flow_step')} of flow {run.get('flow_id')}"
 
 
 def grant_scope(grant: dict[str, Any]) -> str:
@@ -110,17 +40,6 @@ def grant_scope(grant: dict[str, Any]) -> str:
         name = entry.get("name")
         parts.append(f"file {name} (#{entry.get('id')})" if name else f"file #{entry.get('id')}")
     return ", ".join(widgets.reveal_invisible(p) for p in parts) or "no data at all"
-
-
-MANIFEST_COLUMNS = [
-    {"name": "source", "label": "Dataset or file", "field": "source", "align": "left"},
-    {"name": "path", "label": "Staged as", "field": "path", "align": "left"},
-    {"name": "kind", "label": "Kind", "field": "kind", "align": "left"},
-    {"name": "rows", "label": "Rows", "field": "rows", "align": "right"},
-    {"name": "truncated", "label": "Truncated", "field": "truncated", "align": "left"},
-    {"name": "size", "label": "Size", "field": "size", "align": "right"},
-    {"name": "hash", "label": "sha256", "field": "hash", "align": "left"},
-]
 
 
 class RunView:
@@ -144,12 +63,12 @@ class RunView:
         self.run = run
         self.header(run)
         self.plan(run)
-        self.manifest(run)
+        widgets.manifest_section(run)
         if run.get("diff"):
             with section("Changes since the previous attempt", "difference", "diff-section"):
                 widgets.diff_block(run["diff"])
-        self.code(run)
-        self.warnings(run)
+        widgets.code_section(run)
+        widgets.findings_section(run)
         self.decision(run)
         if (
             run.get("result")
@@ -157,14 +76,14 @@ class RunView:
             or run["status"] not in ("awaiting_approval", "rejected")
         ):
             self.outcome(run)
-            await self.outputs(run)
+            await widgets.outputs_section(run, self.api)
         if run.get("action_items_count") or run.get("actions_discarded") or run.get("actions_note"):
             actions = section("Proposed actions", "edit_note", "actions-section")
             await ActionItems(self.run_id, actions, self.api).load()
         audit = section("Audit entries for this run", "fact_check", "run-audit")
         with audit:
             entries = ui.column().classes("w-full")
-        await widgets.load_into(entries, lambda: self.api.run_audit(self.run_id), audit_table)
+        await widgets.load_into(entries, lambda: self.api.run_audit(self.run_id), widgets.audit_table)
 
     async def poll(self) -> None:
         """While the run is queued or running, re-render once its status changes."""
@@ -203,6 +122,8 @@ class RunView:
                     )
                 if run.get("schedule_id"):
                     ui.label(f"fired by schedule #{run['schedule_id']}")
+                if run.get("flow_id"):
+                    ui.link(flow_step_text(run), f"/flows/{run['flow_id']}").mark("flow-link")
             if run.get("narrowed_from"):
                 with ui.row().classes("items-center gap-2 text-warning").mark("unreviewed-run"):
                     ui.icon("visibility_off")
@@ -220,8 +141,7 @@ class RunView:
     def review_summary(self, run: dict[str, Any]) -> None:
         """What to look at before deciding, in one line at the top; each item is shown in full below."""
         findings = run.get("findings") or []
-        truncated = [r for r in manifest_rows(run.get("manifest") or {}) if r["truncated"] != "no"]
-        code = run.get("code") or ""
+        truncated = [r for r in widgets.manifest_rows(run.get("manifest") or {}) if r["truncated"] != "no"]
         with ui.row().classes("items-center gap-2").mark("review-summary"):
             ui.label("Before you decide:").classes("text-sm text-grey-8")
             if findings:
@@ -230,10 +150,9 @@ class RunView:
                 ui.chip(f"{len(truncated)} input(s) truncated", icon="content_cut", color="amber-2")
             if run.get("diff"):
                 ui.chip("revision: changes shown", icon="difference", color="blue-1")
-            if code_findings(run):
+            if widgets.code_findings(run):
                 ui.chip("invisible characters in the code", icon="visibility", color="red-2")
-            lines = code.count("\n") + (0 if code.endswith("\n") else 1)
-            ui.chip(f"{lines} lines of code", icon="code", color="grey-3")
+            ui.chip(f"{widgets.code_lines(run.get('code') or '')} lines of code", icon="code", color="grey-3")
 
     def plan(self, run: dict[str, Any]) -> None:
         with section("Plan", "description", "plan"):
@@ -248,83 +167,18 @@ class RunView:
                     f"{limits.get('vcpus')} vCPUs; no network."
                 ).classes("text-sm text-grey-7")
 
-    def manifest(self, run: dict[str, Any]) -> None:
-        manifest = run.get("manifest") or {}
-        with section("Data staged for this run", "inventory_2", "manifest"):
-            rows = manifest_rows(manifest)
-            if rows:
-                ui.table(rows=rows, columns=MANIFEST_COLUMNS, row_key="key").props(
-                    "dense flat bordered wrap-cells :rows-per-page-options=[0]"
-                ).classes("w-full").mark("manifest-table")
-            else:
-                widgets.empty_state("Nothing staged.")
-            for error in manifest.get("errors") or []:
-                widgets.error_box(f"{error.get('name', '?')} could not be converted: {error.get('error')}")
-            for warning in manifest.get("warnings") or []:
-                name = widgets.reveal_invisible(str(warning.get("name", "?")))
-                ui.label(f"{name}: {warning.get('warning')}").classes("text-warning").mark("manifest-warning")
-            truncated = [r for r in rows if r["truncated"] != "no"]
-            if truncated:
-                ui.label(
-                    f"{len(truncated)} input(s) were cut at the row cap: the code sees only the first rows."
-                ).classes("text-warning font-medium").mark("truncation-note")
-            bundle = run.get("bundle_sha256") or manifest.get("bundle_sha256")
-            if bundle:
-                ui.label(f"bundle sha256 {bundle}").classes("text-xs text-grey-7 font-mono")
-
-    def code(self, run: dict[str, Any]) -> None:
-        code = run.get("code") or ""
-        lines = code.count("\n") + (0 if code.endswith("\n") else 1)
-        with section(f"The code, in full ({lines} lines)", "code", "code-section"):
-            hidden = code_findings(run)
-            if hidden:
-                widgets.error_box(
-                    "The code contains invisible characters, shown below as <U+…>: "
-                    + ", ".join(f"line {f.get('row')}: {f.get('excerpt')}" for f in hidden[:10])
-                )
-            widgets.code_block(code)
-            if run.get("code_sha256"):
-                ui.label(f"code sha256 {run['code_sha256']}").classes("text-xs text-grey-7 font-mono")
-
-    def warnings(self, run: dict[str, Any]) -> None:
-        findings = run.get("findings") or []
-        if not findings:
-            if run["status"] == "awaiting_approval":
-                with ui.row().classes("items-center gap-2 text-grey-7").mark("no-warnings"):
-                    ui.icon("verified")
-                    ui.label("No text in the staged data reads like instructions to the assistant.")
-            return
-        order = {"high": 0, "medium": 1, "low": 2}
-        card = ui.card().classes("w-full bg-orange-1 border-l-4 border-orange gap-2").mark("warnings")
-        with card:
-            with ui.row().classes("items-center gap-2"):
-                ui.icon("warning", color="warning").classes("text-2xl")
-                ui.label(
-                    f"{len(findings)} injection warning(s): staged data contains text that reads like "
-                    "instructions to the assistant. Check that the code does not follow them."
-                ).classes("text-lg font-medium")
-            for finding in sorted(findings, key=lambda f: order.get(f.get("severity", "low"), 3)):
-                with ui.column().classes("w-full gap-1 py-1").mark("finding"):
-                    with ui.row().classes("items-center gap-2"):
-                        ui.badge(
-                            finding.get("severity", "?"),
-                            color={"high": "negative", "medium": "warning"}.get(
-                                finding.get("severity"), "grey"
-                            ),
-                        )
-                        ui.label(location(finding)).classes("font-medium")
-                        category = finding.get("category") or ""
-                        with ui.label(category).classes("text-grey-7 text-sm").mark("finding-category"):
-                            if category in CATEGORIES:
-                                ui.tooltip(CATEGORIES[category])
-                    if finding.get("reason"):
-                        ui.label(finding["reason"]).classes("text-sm").mark("finding-reason")
-                    widgets.Excerpt(finding.get("excerpt") or "", finding.get("span")).mark("finding-excerpt")
-
     def decision(self, run: dict[str, Any]) -> None:
         status = run["status"]
         if status == "awaiting_approval":
             with ui.card().classes("w-full gap-2").mark("decision"):
+                if run.get("flow_id"):  # the API refuses a step's own approval: it goes with its flow
+                    with ui.row().classes("items-center gap-2 text-grey-8").mark("flow-decision"):
+                        ui.icon("account_tree")
+                        ui.label(
+                            f"This run is {flow_step_text(run)}: it is approved or rejected with its flow,"
+                        )
+                        ui.link("every step at once, on the flow's page.", f"/flows/{run['flow_id']}")
+                    return
                 if not run.get("can_decide"):
                     ui.label(
                         "Waiting for the person who asked for this run to approve or reject it."
@@ -383,7 +237,7 @@ class RunView:
 
     async def approve(self, button: ui.button) -> None:
         run = self.run
-        bundle = run.get("bundle_sha256") or (run.get("manifest") or {}).get("bundle_sha256")
+        bundle = widgets.bundle_hash(run)
         button.props("loading")
         button.disable()  # one click, one approval
         result = await widgets.call(self.api.approve(self.run_id, run.get("code_sha256"), bundle))
@@ -418,9 +272,8 @@ class RunView:
                 widgets.status_badge(run["status"])
                 if result.get("exit_code") is not None:
                     ui.label(f"exit code {result['exit_code']}")
-                timings = result.get("timings_ms") or {}
-                if timings.get("total") is not None:
-                    ui.label(f"took {timings['total'] / 1000:.1f} s")
+                if took := widgets.timings_text(run):
+                    ui.label(took).mark("timings")
                 credits = run.get("credits_charged")
                 ui.label(f"credits charged: {widgets.number(credits)}").mark("credits-charged")
                 if run.get("host_id"):
@@ -430,17 +283,7 @@ class RunView:
             if run.get("error_message") or result.get("error"):
                 widgets.error_box(str(run.get("error_message") or result.get("error")))
             if result:
-                ui.label("Printed output").classes("font-medium")
-                widgets.pre(result.get("stdout") or "(nothing printed)").mark("stdout")
-                if result.get("stdout_truncated"):
-                    ui.label("Output was cut at the cap.").classes("text-warning")
-                if result.get("stderr"):
-                    ui.label("Errors (stderr)").classes("font-medium")
-                    widgets.pre(result["stderr"]).classes("text-red-9").mark("stderr")
-                for rejected in result.get("rejected_files") or []:
-                    widgets.error_box(
-                        f"output file {rejected.get('name')} was refused: {rejected.get('reason')}"
-                    )
+                widgets.printed_output(result)
                 vm = result.get("vm") or {}
                 if vm:
                     with ui.card().classes("w-full bg-grey-1").mark("isolation"):
@@ -460,86 +303,12 @@ class RunView:
                             ui.label("guest image sha256")
                             ui.label(str(vm.get("image_hash") or "—")[:16]).classes("font-mono")
             if run.get("actions_discarded"):
-                ui.label(
-                    "This scheduled run may not write: the actions.json its code produced was discarded unread."
-                ).classes("text-grey-8")
+                who = "This step may only read" if run.get("flow_id") else "This scheduled run may not write"
+                ui.label(f"{who}: the actions.json its code produced was discarded unread.").classes(
+                    "text-grey-8"
+                )
             if run.get("actions_note"):
                 ui.label(str(run["actions_note"])).classes("text-grey-8")
-
-    async def outputs(self, run: dict[str, Any]) -> None:
-        files = run.get("output_files") or []
-        if not files and run["status"] in ("awaiting_approval", "queued", "running", "rejected"):
-            return
-        with section("Output files (in Drive)", "folder_open", "outputs"):
-            if not files:
-                widgets.empty_state("The run wrote no files.", "draft")
-                return
-            for payload in files:
-                await output_file(payload, self.api)
-
-
-async def output_file(payload: dict[str, Any], api: Api) -> None:
-    with ui.column().classes("w-full gap-1 border rounded p-2").mark("output-file"):
-        with ui.row().classes("items-center gap-3"):
-            ui.icon("image" if payload.get("kind") == "image" else "description")
-            ui.label(widgets.reveal_invisible(payload.get("name") or "?")).classes("font-medium").mark(
-                "output-name"
-            )
-            ui.label(widgets.human_bytes(payload.get("size"))).classes("text-grey-7 text-sm")
-            ui.label(str(payload.get("sha256", ""))[:12]).classes("text-grey-7 text-xs font-mono")
-
-            async def download() -> None:
-                got = await widgets.call(api.file_content(payload["id"]))
-                if got is not FAILED:
-                    content, media_type = got  # type: ignore[misc]
-                    ui.download.content(content, payload.get("name", "output"), media_type)
-
-            ui.button(icon="download", on_click=download).props("flat dense round").tooltip("Download")
-        if payload.get("kind") == "image" and (payload.get("size") or 0) <= PREVIEW_LIMIT:
-            try:
-                content, media_type = await api.file_content(payload["id"])
-            except Exception as exc:  # noqa: BLE001 - a preview is optional; say why it is missing
-                ui.label(f"no preview: {getattr(exc, 'message', exc)}").classes("text-grey-7 text-sm")
-                return
-            if not media_type.startswith("image/"):
-                media_type = "image/png"
-            data_url = f"data:{media_type};base64,{base64.b64encode(content).decode()}"
-            ui.image(data_url).props("no-transition no-spinner").classes("max-w-3xl border").mark("preview")
-
-
-def audit_table(entries: list[dict[str, Any]]) -> None:
-    if not entries:
-        widgets.empty_state("No audit entries.")
-        return
-    rows = [
-        {
-            "seq": e.get("seq"),
-            "at": widgets.when(e.get("at")),
-            "actor": e.get("actor", ""),
-            "action": e.get("action", ""),
-            "subject": f"{e.get('subject_type') or ''} {e.get('subject_id') or ''}".strip(),
-            "data": json.dumps(e.get("data") or {}, default=str)[:300],
-        }
-        for e in entries
-    ]
-    ui.table(
-        rows=rows,
-        columns=[
-            {"name": "seq", "label": "#", "field": "seq", "align": "right"},
-            {"name": "at", "label": "When", "field": "at", "align": "left", "classes": "text-no-wrap"},
-            {"name": "actor", "label": "Who", "field": "actor", "align": "left"},
-            {"name": "action", "label": "What", "field": "action", "align": "left"},
-            {
-                "name": "subject",
-                "label": "Subject",
-                "field": "subject",
-                "align": "left",
-                "classes": "text-no-wrap",
-            },
-            {"name": "data", "label": "Details", "field": "data", "align": "left"},
-        ],
-        row_key="seq",
-    ).props("dense flat bordered wrap-cells").classes("w-full").mark("audit-table")
 
 
 class ActionItems:

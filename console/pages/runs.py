@@ -13,6 +13,7 @@ from console.api import ApiError
 COLUMNS = [
     {"name": "id", "label": "#", "field": "id", "align": "right", "sortable": True},
     {"name": "title", "label": "Title", "field": "title", "align": "left"},
+    {"name": "flow", "label": "Flow", "field": "flow", "align": "left"},
     {"name": "status", "label": "Status", "field": "status", "align": "left", "sortable": True},
     {
         "name": "requested_by",
@@ -30,9 +31,32 @@ COLUMNS = [
 TITLE_SLOT = r"""
 <q-td :props="props"><a :href="'/runs/' + props.row.id" class="text-primary">{{ props.value }}</a></q-td>
 """
+# a step of a flow links to its flow; .stop keeps the row's own click (to the run) from also firing
+FLOW_SLOT = r"""
+<q-td :props="props">
+  <a v-if="props.row.flow_id" :href="'/flows/' + props.row.flow_id" class="text-primary" @click.stop>{{ props.value }}</a>
+</q-td>
+"""
 STATUS_SLOT = r"""
 <q-td :props="props"><q-badge :color="props.row.status_color">{{ props.value }}</q-badge></q-td>
 """
+
+
+def flow_step(run: dict[str, Any]) -> str:
+    """ "flow N · step k" for a step of a flow, else ""."""
+    return f"flow {run['flow_id']} · step {run.get('flow_step')}" if run.get("flow_id") else ""
+
+
+def waiting_links(waiting: list[dict[str, Any]]) -> dict[str, str]:
+    """Where the waiting runs are decided, page → link text: a run on its own page, the steps of a flow
+    together on their flow's (one link per flow)."""
+    links: dict[str, str] = {}
+    for run in waiting:
+        if run.get("flow_id"):
+            links.setdefault(f"/flows/{run['flow_id']}", f"flow {run['flow_id']}")
+        else:
+            links[f"/runs/{run['id']}"] = widgets.run_title(run)
+    return links
 
 
 def table_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -45,6 +69,8 @@ def table_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 "id": run["id"],
                 "title": widgets.run_title(run),
+                "flow": flow_step(run),
+                "flow_id": run.get("flow_id"),
                 "status": run.get("status", "").replace("_", " "),
                 "status_color": widgets.STATUS_COLORS.get(run.get("status", ""), "grey"),
                 "requested_by": run["requested_by"]["email"],
@@ -147,14 +173,15 @@ def register() -> None:
                 ):
                     ui.icon("pending_actions", color="warning")
                     ui.label(f"{len(waiting)} run(s) wait for approval:")
-                    for run in waiting[:5]:
-                        ui.link(widgets.run_title(run), f"/runs/{run['id']}")
+                    for target, text in list(waiting_links(waiting).items())[:5]:
+                        ui.link(text, target)
             ui.label(f"{body.get('total', len(items))} run(s)").classes("text-grey-7 text-sm").mark(
                 "run-count"
             )
             table = ui.table(rows=table_rows(items), columns=COLUMNS, row_key="id", pagination=25)
             table.props("flat bordered wrap-cells").classes("w-full").mark("runs-table")
             table.add_slot("body-cell-title", TITLE_SLOT)
+            table.add_slot("body-cell-flow", FLOW_SLOT)
             table.add_slot("body-cell-status", STATUS_SLOT)
             table.classes("cr-clickable")
             table.on("rowClick", lambda e: ui.navigate.to(f"/runs/{e.args[1]['id']}"))

@@ -1,4 +1,5 @@
-"""Company settings (admin): the code-execution switch, the follow-up rule, and schedules."""
+"""Company settings (admin): the code-execution switch, the follow-up rule, the flows' action cap, and
+schedules."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ FOLLOWUP_EXPLAINED = (
     "a second code approval, but only if it reads a subset of the data already approved there (the same or "
     "fewer datasets and files, within the same limits). Anything that needs more data goes back to the "
     "normal approval screen. Off: every run needs its own approval."
+)
+FLOW_CAP_EXPLAINED = (
+    "A flow's steps with the capability propose_writes may propose at most this many record changes in all; "
+    "a step that would go over keeps none of its own. Every change still waits for a person to accept it. "
+    "A flow keeps the cap it was proposed under."
 )
 GRANT_EXPLAINED = (
     "Each approval grants this for a limited time and number of follow-ups, and the approval screen says so "
@@ -116,6 +122,22 @@ class CompanySettings:
                     ).props("flat").mark("followup-limits-save")
                 ui.label(GRANT_EXPLAINED).classes("text-sm text-grey-7")
 
+            with ui.card().classes("w-full gap-2").mark("flows"):
+                ui.label("Flows").classes("text-lg font-medium")
+                with ui.row().classes("items-end gap-4"):
+                    cap = ui.number(
+                        "Action items per flow (1–500)",
+                        value=current.get("flow_action_cap", 20),
+                        min=1,
+                        max=500,
+                        step=1,
+                        format="%d",
+                    ).mark("flow-action-cap")
+                    ui.button("Save flow cap", icon="save", on_click=lambda: self.save_flow_cap(cap)).props(
+                        "flat"
+                    ).mark("flow-action-cap-save")
+                ui.label(FLOW_CAP_EXPLAINED).classes("text-sm text-grey-7")
+
             with ui.row().classes("gap-6 text-grey-8 text-sm"):
                 ui.label(f"Plan: {current.get('plan', '?')}")
                 ui.label(f"Credit pool: {widgets.number(current.get('credit_pool'))}")
@@ -125,6 +147,12 @@ class CompanySettings:
             ui.notify("Give both the hours and the number of follow-ups.", type="warning")
             return
         await self.save(followup_grant_hours=int(hours.value), followup_grant_max_runs=int(runs.value))
+
+    async def save_flow_cap(self, cap: ui.number) -> None:
+        if cap.value is None:
+            ui.notify("Give the number of action items a flow may propose.", type="warning")
+            return
+        await self.save(flow_action_cap=int(cap.value))
 
     async def save(self, **changes: Any) -> None:
         result = await widgets.call(self.api.update_company_settings(**changes))

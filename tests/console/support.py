@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,12 @@ class Assistant:
         }
         return await self.call(email, "POST", "/api/runs", json=body)
 
+    async def propose_flow(self, email: str = "alice@acme.example", **extra: Any) -> dict[str, Any]:
+        return await self.call(email, "POST", "/api/flows", json=demo_flow_body(**extra))
+
+    async def approve_flow(self, email: str, flow: dict[str, Any]) -> Any:
+        return await self.call(email, "POST", f"/api/flows/{flow['id']}/approve", json=flow_hashes(flow))
+
 
 def chart_png() -> bytes:
     from PIL import Image, ImageDraw
@@ -168,3 +175,113 @@ async def execute_with_stand_in_vm(run_id: int, monkeypatch: Any, *, fail: bool 
 
     monkeypatch.setattr(sandbox, "run_code", fake_failing_run_code if fail else fake_run_code)
     return await worker.execute(run_id)
+
+
+# --------------------------------------------------------------------------------------------------- flows
+
+# A two-step demo flow that runs as written in a real VM (the browser test) and as the stand-in below fakes
+# it: step 1 only reads and counts; step 2 gets step 1's conclusion and by_stage.csv and may propose writes.
+FLOW_STEP_1 = """import csv
+import json
+
+import matplotlib.pyplot as plt
+
+deals = list(csv.DictReader(open("/work/input/datasets/deals.csv")))
+by_stage = {}
+for deal in deals:
+    by_stage[deal["stage"]] = by_stage.get(deal["stage"], 0) + 1
+print("step 1 counted", len(deals), "deals")
+with open("/work/output/by_stage.csv", "w") as out:
+    out.write("stage,deals\\n" + "".join(f"{s},{n}\\n" for s, n in sorted(by_stage.items())))
+plt.bar(list(by_stage), list(by_stage.values()))
+plt.savefig("/work/output/flow_deals_per_stage.png")
+json.dump({"deals": len(deals), "stages": len(by_stage)}, open("/work/output/conclusion.json", "w"))
+"""
+
+FLOW_STEP_2 = """import csv
+import json
+
+earlier = json.load(open("/work/flow/step-1/conclusion.json"))
+stages = list(csv.DictReader(open("/work/flow/step-1/by_stage.csv")))
+print("step 2 was handed", earlier["deals"], "deals in", len(stages), "stages")
+first = next(csv.DictReader(open("/work/input/datasets/deals.csv")))
+json.dump(
+    [{"op": "update", "dataset": "deals", "record_id": int(first["id"]),
+      "changes": {"stage": "negotiation"}, "reason": "the largest stage needs a push"}],
+    open("/work/output/actions.json", "w"),
+)
+json.dump({"handed_deals": earlier["deals"], "largest_stage": max(stages, key=lambda s: int(s["deals"]))["stage"]},
+          open("/work/output/conclusion.json", "w"))
+"""
+
+
+def demo_flow_body(**extra: Any) -> dict[str, Any]:
+    """POST /api/flows: the demo flow; `steps` items may be overridden by index via `step_1`/`step_2`."""
+    steps = [
+        {"title": "Count deals per stage", "code": FLOW_STEP_1, "datasets": ["deals"], "capability": "read"},
+        {
+            "title": "Propose the follow-up",
+            "code": FLOW_STEP_2,
+            "datasets": ["deals"],
+            "capability": "propose_writes",
+            "receives": [{"step": 1, "name": "by_stage.csv"}],
+        },
+    ]
+    steps[0].update(extra.pop("step_1", {}))
+    steps[1].update(extra.pop("step_2", {}))
+    return {
+        "conversation_id": "conv-console-flow",
+        "title": "Pipeline review",
+        "plan": "Count the deals per stage, then propose a change based on the count.",
+        "steps": steps,
+        **extra,
+    }
+
+
+def flow_hashes(flow: dict[str, Any]) -> dict[str, Any]:
+    """What the flow approval screen sends: every step's code and bundle hashes, in order."""
+    return {
+        "steps": [
+            {"code_sha256": s["run"]["code_sha256"], "bundle_sha256": s["run"]["bundle_sha256"]}
+            for s in flow["steps"]
+        ]
+    }
+
+
+def fake_flow_step(code: str, *, out_dir: Path, carry_dir: Path | None = None, **_: Any):
+    """Stands in for `backend.sandbox.run_code` on the demo flow's steps: what their real VM runs write.
+    Step 2 reads what it was handed, as the real one does; "FAIL" in the code fails the step."""
+    from backend.sandbox.models import OutputFile, SandboxResult, Timings, VmInfo
+
+    vm = VmInfo(virt_type="kvm", nics=0, guest_interfaces=["lo"], image_hash="f" * 64)
+    if "FAIL" in code:
+        return SandboxResult(status="failed", exit_code=1, stderr="Traceback …\nKeyError: 'stage'\n", vm=vm)
+    timings = Timings(start=300, execute=900, collect=50, total=1250)
+    if "/work/flow/" not in code:  # step 1
+        png, table = chart_png(), b"stage,deals\nnegotiation,3\nproposal,5\n"
+        (out_dir / "flow_deals_per_stage.png").write_bytes(png)
+        (out_dir / "by_stage.csv").write_bytes(table)
+        (out_dir / "conclusion.json").write_text('{"deals": 8, "stages": 2}')
+        files = [
+            OutputFile(name=name, size=len(body), sha256=hashlib.sha256(body).hexdigest())
+            for name, body in (("by_stage.csv", table), ("flow_deals_per_stage.png", png))
+        ]
+        return SandboxResult(
+            status="succeeded",
+            exit_code=0,
+            stdout="step 1 counted 8 deals\n",
+            files=files,
+            timings_ms=timings,
+            vm=vm,
+        )
+    handed = json.loads((carry_dir / "step-1" / "conclusion.json").read_text()) if carry_dir else {}
+    (out_dir / "conclusion.json").write_text(
+        json.dumps({"handed_deals": handed.get("deals"), "largest_stage": "proposal"})
+    )
+    return SandboxResult(
+        status="succeeded",
+        exit_code=0,
+        stdout=f"step 2 was handed {handed.get('deals')} deals in 2 stages\n",
+        timings_ms=timings,
+        vm=vm,
+    )
