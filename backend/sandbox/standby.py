@@ -24,6 +24,10 @@ from backend.sandbox.virt import resolve_virt_type
 from backend.sandbox.vm import GuestVM
 from backend.settings import get_settings
 
+# After a run ends, a refill waits this long while a guest still waits: the next run often follows at once
+# (a flow's next step, a queue being worked off) and a restore beside its start would slow it.
+REFILL_SETTLE_SECONDS = 1.0
+
 
 class StandbyPool:
     """Keeps `want` restored guests waiting; refills between runs (a restore next to a run slows it)."""
@@ -35,6 +39,7 @@ class StandbyPool:
         self._thread: threading.Thread | None = None
         self._registered = False
         self._active_runs = 0
+        self._last_run_end = 0.0  # monotonic
 
     @contextmanager
     def run(self) -> Iterator[None]:
@@ -46,6 +51,7 @@ class StandbyPool:
         finally:
             with self._cond:
                 self._active_runs -= 1
+                self._last_run_end = time.monotonic()
                 self._cond.notify_all()
 
     @property
@@ -100,13 +106,23 @@ class StandbyPool:
         with self._cond:
             return len(self._ready)
 
+    def _busy(self) -> float | None:
+        """How long the refill should wait now (None: go). While a guest still waits, it does not restore
+        beside a run or within REFILL_SETTLE_SECONDS of one ending; with none waiting it refills at once."""
+        if len(self._ready) >= self._want:
+            return 1.0
+        if not self._ready:
+            return None
+        if self._active_runs > 0:
+            return 1.0
+        settle = REFILL_SETTLE_SECONDS - (time.monotonic() - self._last_run_end)
+        return settle if settle > 0 else None
+
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while self._want > 0 and (
-                    len(self._ready) >= self._want or (self._active_runs > 0 and self._ready)
-                ):
-                    self._cond.wait(timeout=1.0)
+                while self._want > 0 and (pause := self._busy()) is not None:
+                    self._cond.wait(timeout=min(1.0, pause))
                 if self._want <= 0:
                     return
             try:
