@@ -188,13 +188,15 @@ def bwrap_argv(workdir: Path) -> list[str]:
     argv += ["--ro-bind", "/etc", "/etc"]
     argv += [arg for path in MASKED_FILES if os.path.exists(path) for arg in ("--ro-bind", "/dev/null", path)]
     argv += [arg for path in MASKED_FOLDERS if os.path.isdir(path) for arg in ("--tmpfs", path)]
+    # /tmp before the folders below: a checkout or virtualenv under /tmp is bound on top of the empty one
+    argv += ["--tmpfs", "/tmp"]
     folders = readonly_folders()
     # their parents made first and passable: bwrap would make them 0700, closed to the converter user
     for parent in sorted({str(up) for folder in folders for up in folder.parents if up.parent != up}):
         argv += ["--perms", "0755", "--dir", parent]
     for folder in folders:
         argv += ["--ro-bind", str(folder), str(folder)]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--remount-ro", "/"]
     if os.geteuid() == 0:  # no user namespace: bwrap hands its capabilities on unless told otherwise
         argv += ["--cap-drop", "ALL", *(arg for cap in KEPT_CAPS for arg in ("--cap-add", cap))]

@@ -288,3 +288,26 @@ def test_positive_control_unconfined_the_same_call_returns() -> None:
         [sys.executable, "-c", X32_PROBE, "plain"], capture_output=True, text=True, timeout=120
     )
     assert done.stdout == "survived\n"
+
+
+def test_a_service_installed_under_tmp_still_reaches_its_code_inside_the_sandbox(monkeypatch, tmp_path):
+    """The sandbox's /tmp is empty, but a virtualenv or checkout that lives under /tmp (a CI clone) is bound
+    on top of it: the converter must still find its interpreter and the `backend` package there. Control: a
+    file beside that folder, in the host's /tmp, stays out of sight."""
+    shared = Path(tempfile.mkdtemp(prefix="cleanroom-under-tmp-", dir="/tmp"))
+    try:
+        (shared / "code.txt").write_text("reachable")
+        os.chmod(shared, 0o755)
+        os.chmod(shared / "code.txt", 0o644)
+        beside = Path("/tmp") / f"cleanroom-beside-{uuid.uuid4().hex}.txt"
+        beside.write_text("host tmp")
+        folders = convert_worker.readonly_folders()
+        monkeypatch.setattr(convert_worker, "readonly_folders", lambda: [*folders, shared.resolve()])
+        script = "import os, sys; print(open(sys.argv[1]).read(), os.path.exists(sys.argv[2]))"
+        child = spawn_confined([sys.executable, "-c", script, str(shared / "code.txt"), str(beside)], tmp_path)
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err.decode()
+        assert out.decode().split() == ["reachable", "False"]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+        beside.unlink(missing_ok=True)
