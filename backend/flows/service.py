@@ -330,32 +330,35 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
                 code="hash_mismatch",
             )
     now = _now()
-    claimed = await (
-        Flow.update(
-            {
-                Flow.status: FlowStatus.running,
-                Flow.approved_by: ctx.email,
-                Flow.approved_at: now,
-                Flow.updated_at: now,
-            }
+    # the flow and every step change together: a flow `running` with a step still awaiting approval
+    # would never move on
+    async with Flow._meta.db.transaction():
+        claimed = await (
+            Flow.update(
+                {
+                    Flow.status: FlowStatus.running,
+                    Flow.approved_by: ctx.email,
+                    Flow.approved_at: now,
+                    Flow.updated_at: now,
+                }
+            )
+            .where((Flow.id == flow_id) & (Flow.status == FlowStatus.awaiting_approval))
+            .returning(Flow.id)
         )
-        .where((Flow.id == flow_id) & (Flow.status == FlowStatus.awaiting_approval))
-        .returning(Flow.id)
-    )
-    if not claimed:
-        raise Conflict(f"flow {flow_id} was decided by someone else meanwhile")
-    for step in steps:
-        await Run.update(
-            {
-                Run.status: RunStatus.queued if step["flow_step"] == 1 else RunStatus.waiting,
-                Run.approval_kind: ApprovalKind.person,
-                Run.approved_by: ctx.email,
-                Run.approved_at: now,
-                Run.approved_code_sha256: sha256_text(step["code"]),
-                Run.approved_bundle_sha256: step["bundle_sha256"],
-                Run.updated_at: now,
-            }
-        ).where((Run.id == step["id"]) & (Run.status == RunStatus.awaiting_approval))
+        if not claimed:
+            raise Conflict(f"flow {flow_id} was decided by someone else meanwhile")
+        for step in steps:
+            await Run.update(
+                {
+                    Run.status: RunStatus.queued if step["flow_step"] == 1 else RunStatus.waiting,
+                    Run.approval_kind: ApprovalKind.person,
+                    Run.approved_by: ctx.email,
+                    Run.approved_at: now,
+                    Run.approved_code_sha256: sha256_text(step["code"]),
+                    Run.approved_bundle_sha256: step["bundle_sha256"],
+                    Run.updated_at: now,
+                }
+            ).where((Run.id == step["id"]) & (Run.status == RunStatus.awaiting_approval))
     queued.announce()
     await audit.record(
         "flow.approved",
@@ -386,16 +389,24 @@ async def reject(ctx: UserContext, flow_id: int, reason: str | None) -> FlowDeta
     await _to_decide(ctx, flow_id, "reject")
     now = _now()
     text = (reason or "").strip()[:2000] or None
-    await Flow.update(
-        {
-            Flow.status: FlowStatus.rejected,
-            Flow.rejected_by: ctx.email,
-            Flow.rejected_at: now,
-            Flow.rejection_reason: text,
-            Flow.finished_at: now,
-            Flow.updated_at: now,
-        }
-    ).where(Flow.id == flow_id)
+    # claimed like an approval: of two people deciding at once, one wins and the other is told so (a
+    # rejection that lost must not take the bundles of a flow already running)
+    claimed = await (
+        Flow.update(
+            {
+                Flow.status: FlowStatus.rejected,
+                Flow.rejected_by: ctx.email,
+                Flow.rejected_at: now,
+                Flow.rejection_reason: text,
+                Flow.finished_at: now,
+                Flow.updated_at: now,
+            }
+        )
+        .where((Flow.id == flow_id) & (Flow.status == FlowStatus.awaiting_approval))
+        .returning(Flow.id)
+    )
+    if not claimed:
+        raise Conflict(f"flow {flow_id} was decided by someone else meanwhile")
     for step in await step_rows(flow_id):
         await Run.update(
             {
@@ -409,7 +420,7 @@ async def reject(ctx: UserContext, flow_id: int, reason: str | None) -> FlowDeta
         await asyncio.to_thread(staging.remove_bundle, step["bundle_dir"])
     await audit.record(
         "flow.rejected",
-        actor=ctx.email,
+        actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="flow",
         subject_id=flow_id,

@@ -167,3 +167,29 @@ async def test_a_flow_left_between_two_steps_moves_on_when_the_worker_starts_aga
     assert (await Flow.select(Flow.status).where(Flow.id == flow["id"]).first())[
         "status"
     ] == FlowStatus.running
+
+
+async def test_a_rejection_that_lost_the_race_to_an_approval_changes_nothing(client, alice, monkeypatch) -> None:
+    """Two people decide at once: the approval claims the flow first, the rejection had read it while it
+    was still waiting. The rejection is told so and takes nothing: the flow runs with its bundles. (The
+    positive control, a rejection alone, is the test above.)"""
+    from backend.flows import service as flows
+
+    flow = (await _propose(client, alice, step(), step())).json()
+    stale = await Flow.select().where(Flow.id == flow["id"]).first()
+
+    async def read_before_the_approval(ctx, flow_id, verb):
+        return stale  # what the rejecting request saw before the approval committed
+
+    assert (await approve_flow_as(client, "alice@acme.example", flow)).status_code == 200
+    monkeypatch.setattr(flows, "_to_decide", read_before_the_approval)
+    r = await client.post(f"/api/flows/{flow['id']}/reject", json={"reason": "too late"})
+    assert r.status_code == 409 and "decided by someone else" in r.json()["detail"], r.text
+    after = (await client.get(f"/api/flows/{flow['id']}")).json()
+    assert after["status"] == "running" and after["rejection"] is None
+    assert [s["run"]["status"] for s in after["steps"]] == ["queued", "waiting"]
+    for s in after["steps"]:
+        row = await Run.select(Run.bundle_dir).where(Run.id == s["run"]["id"]).first()
+        assert Path(row["bundle_dir"]).exists()
+    audit = (await client.get(f"/api/flows/{flow['id']}/audit")).json()
+    assert "flow.rejected" not in [e["action"] for e in audit]
