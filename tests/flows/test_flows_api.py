@@ -193,3 +193,28 @@ async def test_a_rejection_that_lost_the_race_to_an_approval_changes_nothing(cli
         assert Path(row["bundle_dir"]).exists()
     audit = (await client.get(f"/api/flows/{flow['id']}/audit")).json()
     assert "flow.rejected" not in [e["action"] for e in audit]
+
+
+async def test_a_flow_whose_saving_fails_midway_keeps_no_row_and_no_bundle(client, alice, monkeypatch) -> None:
+    """The flow and its steps are written together: a failure while saving step 2 leaves no flow, no step 1
+    (a schedule's firing would have queued it with nothing after it) and no staged bundle. Control: the
+    same proposal with the database answering is saved whole."""
+    from backend.flows import service as flows
+    from backend.settings import get_settings
+
+    before = _bundles(get_settings().data_dir)
+    real = flows.create_run
+
+    async def failing_on_step_two(**kwargs):
+        if kwargs["flow_step"] == 2:
+            raise RuntimeError("the database went away")
+        return await real(**kwargs)
+
+    monkeypatch.setattr(flows, "create_run", failing_on_step_two)
+    r = await _propose(client, alice, step(), step())
+    assert r.status_code == 500, r.text
+    assert await Flow.count() == 0 and await Run.count().where(Run.flow_id.is_not_null()) == 0
+    assert _bundles(get_settings().data_dir) == before
+    monkeypatch.setattr(flows, "create_run", real)
+    r = await _propose(client, alice, step(), step())
+    assert r.status_code == 201 and await Run.count().where(Run.flow_id == r.json()["id"]) == 2
