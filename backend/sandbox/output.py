@@ -122,11 +122,10 @@ def interpret(
                 RejectedFile(name=_short(item.get("name")), reason=_short(item.get("reason")))
             )
     if record.get("actions_present"):
-        raw = guest.blob(2, MAX_ACTIONS_BYTES)
         if not read_actions:
-            result.actions_discarded = True  # never parsed
+            result.actions_discarded = True  # never read off the disk, let alone parsed
         else:
-            result.actions, problem = parse_actions(raw)
+            result.actions, problem = parse_actions(guest.blob(2, MAX_ACTIONS_BYTES))
             if problem:
                 result.rejected_files.append(RejectedFile(name="actions.json", reason=problem))
     _write_files(guest, record, Path(out_dir), result)

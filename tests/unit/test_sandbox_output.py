@@ -122,3 +122,29 @@ def test_a_forged_result_header_makes_the_host_back_off(
     forged_polls = _result_reads_while_waiting(tmp_path / "b", monkeypatch, forged=True)
     assert honest_polls > 20  # positive control: an empty disk is polled every 10 ms
     assert forged_polls <= 8  # a header whose digest fails is re-hashed ever more rarely
+
+
+def _result_with_broken_actions(tmp_path: Path) -> wire.GuestResult:
+    """A guest that says it wrote actions.json but laid the blob out past the end of its payload."""
+    payload = tmp_path / "payload"
+    payload.write_bytes(b"42\n")
+    record = {
+        "nonce": "n",
+        "exit_code": 0,
+        "actions_present": True,
+        "blobs": [{"offset": 0, "size": 3}, {"offset": 3, "size": 0}, {"offset": 0, "size": 1 << 40}],
+    }
+    return wire.GuestResult(record=record, payload_offset=0, payload_len=3, path=payload)
+
+
+def test_a_read_step_never_touches_its_actions_blob(tmp_path: Path) -> None:
+    """Capability `read`: the actions are discarded unread, so not even a broken blob can fail the run.
+    Control: with `propose_writes` the same result is read, and its broken blob is caught."""
+    from backend.sandbox.models import VmInfo
+    from backend.sandbox.output import interpret
+
+    result = interpret(_result_with_broken_actions(tmp_path), "n", VmInfo(), tmp_path / "out", False)
+    assert result.status == "succeeded" and result.actions_discarded and result.actions is None
+    assert result.stdout == "42\n"
+    with pytest.raises(wire.WireError, match="blob 2 out of bounds"):
+        interpret(_result_with_broken_actions(tmp_path), "n", VmInfo(), tmp_path / "out2", True)
