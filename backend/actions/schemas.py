@@ -15,6 +15,8 @@ class ActionItemInfo(BaseModel):
 
     id: int
     run_id: int
+    flow_id: int | None  # the flow whose step proposed it (None for a run of its own)
+    flow_step: int | None  # that step's number, 1-based
     index: int  # position in actions.json
     op: Literal["create", "update"] | None  # None when the entry was unreadable
     dataset: str | None

@@ -211,10 +211,13 @@ def _unreviewed(run: dict[str, Any] | None) -> bool:
     return run is not None and run["narrowed_from"] is not None
 
 
-def item_payload(row: dict[str, Any], *, unreviewed_run: bool = False) -> ActionItemInfo:
+def item_payload(row: dict[str, Any], run: dict[str, Any] | None) -> ActionItemInfo:
+    """An item as the API shows it, with the run it came from (and, for a flow's step, the flow and step)."""
     return ActionItemInfo(
         id=row["id"],
         run_id=row["run"],
+        flow_id=run["flow_id"] if run else None,
+        flow_step=run["flow_step"] if run else None,
         index=row["index"],
         op=row["op"] or None,
         dataset=row["dataset"] or None,
@@ -228,7 +231,7 @@ def item_payload(row: dict[str, Any], *, unreviewed_run: bool = False) -> Action
         decided_by=row["decided_by"],
         decided_at=row["decided_at"],
         created_record_id=row["created_record_id"],
-        unreviewed_run=unreviewed_run,
+        unreviewed_run=_unreviewed(run),
     )
 
 
@@ -240,7 +243,7 @@ async def list_items(ctx: UserContext, run_id: int) -> list[ActionItemInfo]:
         .order_by(ActionItem.index)
         .output(load_json=True)
     )
-    return [item_payload(r, unreviewed_run=_unreviewed(run)) for r in rows]
+    return [item_payload(r, run) for r in rows]
 
 
 async def _visible_item(ctx: UserContext, item_id: int) -> dict[str, Any]:
@@ -400,5 +403,5 @@ async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> A
 
 async def get_item(ctx: UserContext, item_id: int) -> ActionItemInfo:
     row = await _visible_item(ctx, item_id)
-    run = await Run.select(Run.narrowed_from).where(Run.id == row["run"]).first()
-    return item_payload(row, unreviewed_run=_unreviewed(run))
+    run = await Run.select(Run.narrowed_from, Run.flow_id, Run.flow_step).where(Run.id == row["run"]).first()
+    return item_payload(row, run)
