@@ -198,8 +198,17 @@ async def save_flow(
     try:
         async with Flow._meta.db.transaction():
             flow_id, rows = await _save_rows(
-                company_id, requested_by, conversation_id, title, plan, steps, bundles, code_found,
-                action_cap, schedule_id, now,
+                company_id,
+                requested_by,
+                conversation_id,
+                title,
+                plan,
+                steps,
+                bundles,
+                code_found,
+                action_cap,
+                schedule_id,
+                now,
             )
     except BaseException:
         for bundle in bundles:

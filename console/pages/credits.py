@@ -71,9 +71,23 @@ def render(credits: dict[str, Any] | None) -> None:
         runs = credits.get("costliest_runs") or []
         if not runs:
             widgets.empty_state("No runs charged yet.", "toll")
-            return
         for run in runs:
             with ui.row().classes("items-center gap-4 w-full border-b py-1"):
                 ui.link(widgets.run_title(run), f"/runs/{run['id']}").classes("grow")
                 ui.label(run.get("email", "")).classes("text-grey-7")
                 ui.label(f"{widgets.number(run.get('credits'))} credits").classes("font-medium")
+    flows = credits.get("costliest_flows") or []
+    if flows:  # a flow's steps are charged like runs; here they are summed per flow
+        with ui.card().classes("w-full").mark("costliest-flows"):
+            ui.label("Costliest flows").classes("text-lg font-medium")
+            for flow in flows:
+                with (
+                    ui.row()
+                    .classes("items-center gap-4 w-full border-b py-1")
+                    .mark(f"flow-cost-{flow['id']}")
+                ):
+                    title = widgets.reveal_invisible(flow.get("title") or f"Flow #{flow['id']}")
+                    ui.link(title, f"/flows/{flow['id']}").classes("grow")
+                    ui.label(flow.get("email", "")).classes("text-grey-7")
+                    ui.label(f"{flow.get('steps_charged', 0)} steps charged").classes("text-grey-7")
+                    ui.label(f"{widgets.number(flow.get('credits'))} credits").classes("font-medium")

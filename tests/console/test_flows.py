@@ -367,3 +367,17 @@ async def test_admin_sets_the_flow_action_cap_within_its_bounds(user: User, assi
     settings = await assistant.call("admin@acme.example", "GET", "/api/company/settings")
     assert settings["flow_action_cap"] == 35
     assert user.find(marker="flow-action-cap").elements.pop().value == 35
+
+
+async def test_the_credits_page_sums_a_flows_steps(
+    user: User, assistant: Assistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flow = await finished_flow(assistant, monkeypatch)
+    usage = await assistant.call("admin@acme.example", "GET", "/api/credits")
+    (charged,) = [f for f in usage["costliest_flows"] if f["id"] == flow["id"]]
+    await sign_in(user, "admin@acme.example", then="/credits")
+    await user.should_see(marker=f"flow-cost-{flow['id']}", retries=50)
+    row = user.find(marker=f"flow-cost-{flow['id']}").elements.pop()
+    shown = labels_inside(row)
+    assert "2 steps charged" in shown and charged["steps_charged"] == 2
+    assert any(text.endswith(" credits") and text != "0 credits" for text in shown), shown

@@ -304,7 +304,9 @@ def test_a_service_installed_under_tmp_still_reaches_its_code_inside_the_sandbox
         folders = convert_worker.readonly_folders()
         monkeypatch.setattr(convert_worker, "readonly_folders", lambda: [*folders, shared.resolve()])
         script = "import os, sys; print(open(sys.argv[1]).read(), os.path.exists(sys.argv[2]))"
-        child = spawn_confined([sys.executable, "-c", script, str(shared / "code.txt"), str(beside)], tmp_path)
+        child = spawn_confined(
+            [sys.executable, "-c", script, str(shared / "code.txt"), str(beside)], tmp_path
+        )
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err.decode()
         assert out.decode().split() == ["reachable", "False"]

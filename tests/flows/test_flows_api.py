@@ -169,7 +169,9 @@ async def test_a_flow_left_between_two_steps_moves_on_when_the_worker_starts_aga
     ] == FlowStatus.running
 
 
-async def test_a_rejection_that_lost_the_race_to_an_approval_changes_nothing(client, alice, monkeypatch) -> None:
+async def test_a_rejection_that_lost_the_race_to_an_approval_changes_nothing(
+    client, alice, monkeypatch
+) -> None:
     """Two people decide at once: the approval claims the flow first, the rejection had read it while it
     was still waiting. The rejection is told so and takes nothing: the flow runs with its bundles. (The
     positive control, a rejection alone, is the test above.)"""
@@ -195,7 +197,9 @@ async def test_a_rejection_that_lost_the_race_to_an_approval_changes_nothing(cli
     assert "flow.rejected" not in [e["action"] for e in audit]
 
 
-async def test_a_flow_whose_saving_fails_midway_keeps_no_row_and_no_bundle(client, alice, monkeypatch) -> None:
+async def test_a_flow_whose_saving_fails_midway_keeps_no_row_and_no_bundle(
+    client, alice, monkeypatch
+) -> None:
     """The flow and its steps are written together: a failure while saving step 2 leaves no flow, no step 1
     (a schedule's firing would have queued it with nothing after it) and no staged bundle. Control: the
     same proposal with the database answering is saved whole."""

@@ -130,7 +130,11 @@ async def test_a_read_step_proposes_nothing_and_a_propose_writes_step_does(clien
     assert r.status_code == 200, r.text
     # the item says where it came from: the run, its flow and the step
     accepted = r.json()
-    assert (accepted["run_id"], accepted["flow_id"], accepted["flow_step"]) == (write_step["id"], done["id"], 2)
+    assert (accepted["run_id"], accepted["flow_id"], accepted["flow_step"]) == (
+        write_step["id"],
+        done["id"],
+        2,
+    )
     listed = (await client.get(f"/api/runs/{write_step['id']}/action-items")).json()
     assert [(i["flow_id"], i["flow_step"]) for i in listed] == [(done["id"], 2)]
 
