@@ -16,7 +16,7 @@ from typing import Any
 from backend.bench import host_python_ms, ratio, sales_csv, summarize
 from backend.sandbox.models import RunLimits, SandboxResult
 from backend.sandbox.runner import run_code
-from backend.sandbox.standby import standby_ready, start_standby_pool, stop_standby_pool
+from backend.sandbox.standby import standby_pool, standby_ready, start_standby_pool, stop_standby_pool
 from backend.sandbox.templates import prepare_saved_states
 
 TRIVIAL = "print(1)\n"
@@ -86,6 +86,35 @@ def _wait_for_standby(timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while standby_ready() < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def standby_idle_cpu(seconds: float) -> dict[str, Any]:
+    """What one waiting standby guest costs while no job comes: its QEMU process's CPU time (user + system,
+    from /proc) over `seconds`, as a percentage of one core. Starts and stops a pool of one guest."""
+    start_standby_pool(1)
+    try:
+        _wait_for_standby()
+        guests = standby_pool.waiting()
+        if not guests or guests[0].qemu_pid is None:
+            return {"error": "no standby guest with a known QEMU process"}
+        pid = guests[0].qemu_pid
+        time.sleep(2.0)  # past the restore's own work
+        before, began = _cpu_seconds(pid), time.monotonic()
+        time.sleep(seconds)
+        used, elapsed = _cpu_seconds(pid) - before, time.monotonic() - began
+        return {
+            "seconds": round(elapsed, 1),
+            "cpu_pct_of_one_core": round(100 * used / elapsed, 2),
+            "paused": guests[0].paused,
+        }
+    finally:
+        stop_standby_pool()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, all its threads (the vCPU thread included), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _check(result: SandboxResult, failures: list[str]) -> None:

@@ -153,16 +153,3 @@ def domains_owned_by(conn: libvirt.virConnect, token: str) -> list[str]:
 
 def interface_count(xml: str) -> int:
     return len(re.findall(r"<interface\b", xml))
-
-
-def make_private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=False)
-    # QEMU runs as an unprivileged user and must reach the per-run disks.
-    path.chmod(0o755)
-    parent = path.parent
-    while parent != parent.parent:
-        mode = parent.stat().st_mode
-        if not mode & 0o001:
-            parent.chmod(mode | 0o001)
-        parent = parent.parent
-    return path

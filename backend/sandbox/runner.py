@@ -114,10 +114,11 @@ def _start(
     inputs: list[tuple[str, Path]],
     carried: list[tuple[str, Path]],
 ) -> None:
-    if vm.standby:  # restored ahead of the request: it only needs its job
+    if vm.standby:  # restored ahead of the request, paused: it only needs its job, then to run
         if not vm.is_active():
             raise RuntimeError("the standby guest is no longer running")
         vm.write_job(code, limits, inputs, carried)
+        vm.resume()
         return
     vm.prepare()
     vm.write_job(code, limits, inputs, carried)

@@ -1,7 +1,8 @@
 """The standby pool: guests restored ahead of any request, each idling until it gets exactly one job.
 
 Each standby is a fresh restore of a pristine saved state with its own per-run disks, so freshness
-is unchanged; only the restore moves off the request path. A guest is handed out once and never
+is unchanged; only the restore moves off the request path. It waits paused (its vCPUs stopped: no CPU
+spent while no job comes) and is resumed once its job is on its disk. A guest is handed out once and never
 comes back; a guest restored for another image or another configuration (memory, vCPUs, disks) is
 retired instead of handed out. The service's worker starts the pool when `service_standby_count()`
 says so (setting `standby_in_service`); `cleanroom bench sandbox` starts its own.
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from backend.sandbox import libvirt_conn, wire
+from backend.sandbox import libvirt_conn
 from backend.sandbox.domain import guest_memory_mib
 from backend.sandbox.image import ImageInfo, current_image
 from backend.sandbox.slots import slot_pool
@@ -102,6 +103,11 @@ class StandbyPool:
             vm.kill()
         return chosen
 
+    def waiting(self) -> list[GuestVM]:
+        """The guests waiting now (for measuring them; `take` is how a run gets one)."""
+        with self._cond:
+            return list(self._ready)
+
     def size(self) -> int:
         with self._cond:
             return len(self._ready)
@@ -120,11 +126,13 @@ class StandbyPool:
 
     def _loop(self) -> None:
         while True:
+            self._retire_stale()
             with self._cond:
-                while self._want > 0 and (pause := self._busy()) is not None:
-                    self._cond.wait(timeout=min(1.0, pause))
                 if self._want <= 0:
                     return
+                if (pause := self._busy()) is not None:
+                    self._cond.wait(timeout=min(1.0, pause))
+                    continue
             try:
                 vm = self._restore_one()
             except Exception:  # noqa: BLE001 - a failed standby just means on-demand restores
@@ -139,6 +147,23 @@ class StandbyPool:
             if vm is not None:
                 _retire(vm)
 
+    def _retire_stale(self) -> None:
+        """Waiting guests of an older image or configuration go as soon as the pool sees it (within a
+        second), not when a run next asks; the refill then restores current ones."""
+        image = current_image()
+        if image is None or not self._ready:
+            return
+        try:
+            virt_type = resolve_virt_type(image)
+        except Exception:  # noqa: BLE001 - cannot tell now; `take` checks again
+            return
+        with self._cond:
+            stale = [vm for vm in self._ready if not _current(vm, image, virt_type)]
+            for vm in stale:
+                self._ready.remove(vm)
+        for vm in stale:
+            _retire(vm)
+
     def _restore_one(self) -> GuestVM | None:
         image = current_image()
         if image is None or not get_settings().use_saved_state:
@@ -151,8 +176,7 @@ class StandbyPool:
         vm = GuestVM(image, virt_type, slot=slot, uuid=saved_uuid)
         try:
             vm.prepare()
-            wire.mark_standby(vm.job_disk)  # it waits polling slowly until write_job replaces the mark
-            vm.restore()
+            vm.restore(paused=True)  # it waits without running until its job is written (runner._start)
         except BaseException:
             vm.kill()
             raise

@@ -22,9 +22,6 @@ JOB_MAGIC = b"CLEANROOM-JOB-1\n"
 WARM_MAGIC = b"CLEANROOM-WRM-1\n"
 READY_MAGIC = b"CLEANROOM-RDY-1\n"
 RESULT_MAGIC = b"CLEANROOM-RES-1\n"
-# On a standby guest's job disk until its job comes: the guest then polls slowly (it may wait minutes).
-STANDBY_MAGIC = b"CLEANROOM-SBY-1\n"
-STANDBY_POLL_SECONDS = 0.1
 RESULT_HEADER_OFFSET = BLOCK
 RESULT_JSON_OFFSET = 2 * BLOCK
 RESULT_JSON_MAX = 1024 * 1024
@@ -222,12 +219,3 @@ def poll_result(path: Path) -> tuple[GuestResult | None, bool]:
     is not hashed again until it changes, within the run's budget.
     """
     return ResultReader(path).poll()
-
-
-def mark_standby(path: Path) -> None:
-    """Tell a guest restored ahead of any request that its job may be long in coming (it polls slowly;
-    a guest restored for a job already written finds it at once and never sees this)."""
-    with open(path, "r+b") as fh:
-        fh.write(STANDBY_MAGIC.ljust(BLOCK, b"\0"))
-        fh.flush()
-        os.fsync(fh.fileno())

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
+import libvirt
 import pytest
 
 from backend.sandbox import libvirt_conn
@@ -74,6 +76,10 @@ async def test_the_service_runs_on_standby_guests_and_leaves_none_behind(
     try:
         assert standby_pool.active
         await _wait_ready(1)
+        # a waiting guest is paused: its vCPUs do not run (and cost nothing) until a run hands it its job
+        with libvirt_conn.connection() as conn:
+            (waiting,) = standby_pool.waiting()
+            assert conn.lookupByName(waiting.name).state()[0] == libvirt.VIR_DOMAIN_PAUSED
         done = []
         for _ in range(2):
             run = (await client.post("/api/runs", json=proposal(code=CODE), headers=alice)).json()
@@ -88,7 +94,7 @@ async def test_the_service_runs_on_standby_guests_and_leaves_none_behind(
         assert done[0]["result"]["stdout"] != done[1]["result"]["stdout"]
 
         # a changed configuration (here: the memory limit) retires the waiting guest instead of using it
-        waiting = list(standby_pool._ready)
+        waiting = standby_pool.waiting()
         with libvirt_conn.connection() as conn:
             before = libvirt_conn.our_domains(conn)
         assert any(vm.name in before for vm in waiting)
@@ -98,6 +104,19 @@ async def test_the_service_runs_on_standby_guests_and_leaves_none_behind(
             image, virt = waiting[0].image, waiting[0].virt_type
             assert standby_pool.take(image, virt) is None
             assert standby_ready() == 0
+            # and without any run asking: the pool retires a stale guest on its own within seconds
+            get_settings().max_memory_mib = current
+            await _wait_ready(1)
+            (stale,) = standby_pool.waiting()
+            get_settings().max_memory_mib = current + 256
+            deadline = time.monotonic() + 20
+            while stale in standby_pool.waiting():
+                assert time.monotonic() < deadline, "a stale standby guest was left waiting"
+                await asyncio.sleep(0.2)
+            assert stale.qemu_pid is not None
+            while Path(f"/proc/{stale.qemu_pid}").exists():  # its QEMU is gone, not just out of the list
+                assert time.monotonic() < deadline, "the stale guest's QEMU is still running"
+                await asyncio.sleep(0.2)
         finally:
             get_settings().max_memory_mib = current
     finally:

@@ -24,8 +24,6 @@ PROTOCOL_CONSTANTS = [
     "WARM_MAGIC",
     "READY_MAGIC",
     "RESULT_MAGIC",
-    "STANDBY_MAGIC",
-    "STANDBY_POLL_SECONDS",
     "RESULT_HEADER_OFFSET",
     "RESULT_JSON_OFFSET",
     "RESULT_JSON_MAX",
@@ -74,33 +72,6 @@ def test_a_job_written_by_the_host_is_read_whole_by_the_agent(
     assert files == {"sales.csv": b"region,amount\nnorth,3\n", "sub/note.txt": "naïve\n".encode()}
     assert job["limits"]["stdout_cap"] == get_settings().stdout_cap_bytes
     assert job["limits"]["max_total_bytes"] == MAX_OUTPUT_BYTES
-
-
-def test_a_standby_guest_polls_slowly_until_its_job_replaces_the_mark(
-    guest_agent: ModuleType, disks: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Idle cost: a guest restored ahead of any request waits with slow polls; a guest restored for a job
-    already written (no mark) keeps the fast poll, so the ordinary path loses nothing."""
-    job_disk, _ = disks
-    naps: list[float] = []
-    record = {"run_id": "r2", "nonce": "n2", "code": "print(2)", "limits": guest_limits(RunLimits())}
-
-    def nap(seconds: float) -> None:  # the agent's sleep between polls: the host writes the job on the third
-        naps.append(seconds)
-        if len(naps) == 3:
-            wire.write_job_disk(job_disk, 4 * 1024 * 1024, record, [], in_place=True)
-
-    monkeypatch.setattr(guest_agent.time, "sleep", nap)
-    wire.mark_standby(job_disk)
-    job, _payload, _detected = guest_agent.wait_for_job()
-    assert job["nonce"] == "n2" and naps == [wire.STANDBY_POLL_SECONDS] * 3
-
-    naps.clear()  # control: an empty disk without the mark is polled fast
-    with open(job_disk, "r+b") as fh:
-        fh.write(b"\0" * wire.BLOCK)
-    record["nonce"] = "n3"
-    job, _payload, _detected = guest_agent.wait_for_job()
-    assert job["nonce"] == "n3" and naps == [0.005] * 3
 
 
 def test_ready_and_warm_blocks_written_by_the_agent_are_read_by_the_host(
