@@ -57,7 +57,10 @@ def run_suites(names: list[str], as_json: bool) -> dict[str, Any]:
     for name in names:
         if not as_json:
             typer.echo(f"running {name} …", err=True)
-        results[name] = SUITES[name]()
+        try:
+            results[name] = SUITES[name]()
+        except Exception as exc:  # noqa: BLE001 - one suite that cannot run here must not lose the others
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
         _print(name, results[name], as_json)
     if as_json:
         typer.echo(json.dumps(results, indent=2))

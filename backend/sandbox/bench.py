@@ -176,6 +176,7 @@ def run_sandbox_bench() -> dict[str, Any]:
                         standby_ready_ms.append(result.timings_ms.start)
     finally:
         stop_standby_pool()
+    idle = standby_idle_cpu(20.0)
     virt_type = result.vm.virt_type
     host_trivial = summarize(host_python_ms(TRIVIAL, {}, _runs()))
     host_chart = summarize(host_python_ms(PANDAS_CHART, {"sales.csv": sales_csv()}, _runs()))
@@ -201,6 +202,7 @@ def run_sandbox_bench() -> dict[str, Any]:
                 summarize(standby_chart)["p50"], host_chart["p50"]
             ),
         },
+        "standby_idle": idle,
         "host_python_trivial_ms": host_trivial,
         "host_python_pandas_chart_ms": host_chart,
         "ratio_p50_trivial_vs_host_python": ratio(summarize(trivial)["p50"], host_trivial["p50"]),
@@ -215,5 +217,6 @@ def run_sandbox_bench() -> dict[str, Any]:
             "concurrent_4_runs_ms_p50": 3000,
             "sandbox_exec_trivial_whole_command_ms_p50": 1200,
             "cleanroom_help_ms_p50": 300,
+            "standby_idle_cpu_pct_of_one_core": 3,
         },
     }
