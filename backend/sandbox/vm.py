@@ -58,7 +58,7 @@ class GuestVM:
         self.workdir = workdir or get_settings().effective_run_dir / f"{domain.host_prefix()}{self.run_id}"
         self.job_disk, self.out_disk, self.console_log = (self.workdir / f for f in domain.RUN_FILES)
         self.restored = self.standby = False
-        self.paused = False  # restored paused: its vCPUs wait, not poll, until resume()
+        self.paused = False  # a standby guest waits paused (its vCPUs stopped) until resume()
         self.standby_config: str | None = None  # the slot configuration a standby guest was restored for
         # Only the VM suite's positive control sets this (runner._run; no API request reaches it): the guest
         # runs the user code without its syscall filter, to show the probes would see the filter missing.
@@ -156,22 +156,24 @@ class GuestVM:
             self.job_disk, domain.job_disk_bytes(), job, inputs, carried=carried, in_place=True
         )
 
-    def restore(self, *, paused: bool = False) -> None:
-        """Restore the slot's warm saved state with this VM's own disks (name and UUID stay the slot's).
-        `paused` (a standby guest): its vCPUs stay stopped, so it costs no CPU while it waits; `resume()`
-        after `write_job` lets it find its job. QEMU's guest clock stands still while paused (no timer
-        catch-up on resume) and the job sets the wall clock."""
+    def restore(self) -> None:
+        """Restore the slot's warm saved state with this VM's own disks (name and UUID stay the slot's)."""
         assert self.slot is not None
         began = time.monotonic()
         lv.wait_name_free(self.conn, self.name)
-        flag = libvirt.VIR_DOMAIN_SAVE_PAUSED if paused else libvirt.VIR_DOMAIN_SAVE_RUNNING
-        self.conn.restoreFlags(str(self.slot.state_path), self._xml(), flag)
+        self.conn.restoreFlags(str(self.slot.state_path), self._xml(), libvirt.VIR_DOMAIN_SAVE_RUNNING)
         self._running(self.conn.lookupByName(self.name))
-        self.restored, self.paused = True, paused
-        self.restore_ms = round((time.monotonic() - began) * 1000, 1)
+        self.restored, self.restore_ms = True, round((time.monotonic() - began) * 1000, 1)
+
+    def pause(self) -> None:
+        """Stop the vCPUs (a standby guest while it waits: no CPU spent). QEMU's guest clock stands still
+        too, so nothing catches up on `resume()`; the job sets the wall clock."""
+        assert self._dom is not None
+        self._dom.suspend()
+        self.paused = True
 
     def resume(self) -> None:
-        """Let a guest restored paused run (a no-op for one that runs)."""
+        """Let a paused guest run again (a no-op for one that runs)."""
         if self.paused:
             assert self._dom is not None
             self._dom.resume()

@@ -71,9 +71,7 @@ def test_two_slots_guests_run_as_their_own_uids_and_cannot_open_each_others_disk
             vm = GuestVM(image, virt_type, slot=slot, uuid=saved_uuid)
             vms.append(vm)
             vm.prepare()
-            vm.restore(
-                paused=True
-            )  # libvirt reads the save file itself; the restore XML carries the slot's seclabel
+            vm.restore()  # libvirt reads the save file itself; the restore XML carries the slot's seclabel
         a, b = vms
         assert a.slot is not None and b.slot is not None and a.slot.index != b.slot.index
         assert a.guest_ids == a.slot.guest_ids and b.guest_ids == b.slot.guest_ids
@@ -100,7 +98,6 @@ def test_two_slots_guests_run_as_their_own_uids_and_cannot_open_each_others_disk
         limits = RunLimits(wall_seconds=60)
         for vm in vms:
             vm.write_job(f"print('hello from', {vm.slot.index})", limits, [])
-            vm.resume()  # restored paused, as a standby guest waits
         for vm in vms:
             result = interpret(vm.wait(limits), vm.nonce, vm.info(), tmp_path / vm.name, False)
             assert (result.status, result.stdout) == ("succeeded", f"hello from {vm.slot.index}\n"), result
