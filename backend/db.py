@@ -67,8 +67,7 @@ def make_engine(url: str) -> Engine:
 def private_sqlite_file(path: Path) -> None:
     """The database file exists and is 0600 before SQLite opens it (SQLite creates its -wal, -shm and
     -journal files with the database's mode); files left readable by older versions are tightened."""
-    if not path.parent.exists():
-        path.parent.mkdir(parents=True, mode=filemodes.PRIVATE_DIR)
+    filemodes.ensure_dirs(path.parent)
     filemodes.private_file(path)
     for suffix in SQLITE_COMPANIONS:
         companion = path.with_name(path.name + suffix)

@@ -1,10 +1,13 @@
 """Who may open what on the host: company data under the data directory is the service user's alone.
 
-Everything there is 0700/0600, except the way to the per-run disks. Under qemu:///system each guest's QEMU
-runs as its own unprivileged uid and gid (the same number, `guest_identity`; a static DAC seclabel in the
-domain XML): slot N's guest as `guest_uid_base + N`, a guest booted without a slot as one of the
-`COLD_GUEST_IDS` ids after the slots', leased for its lifetime. So a QEMU escape in one guest opens no
-other guest's disks:
+Everything there is 0700/0600 from the moment it is made (folders and their missing parents with
+`ensure_dirs`/`private_dir`, files with `private_file`, `write_private`, `copy_private` and, for secrets,
+`new_private_file`; never a default mode tightened afterwards), except the way to the per-run disks.
+
+Under qemu:///system each guest's QEMU runs as its own unprivileged uid and gid (the same number,
+`guest_identity`; a static DAC seclabel in the domain XML): slot N's guest as `guest_uid_base + N`, a guest
+booted without a slot (the kvm probe's too) as one of the `COLD_GUEST_IDS` ids after the slots', leased for
+its lifetime. So a QEMU escape in one guest opens no other guest's disks:
 
 - the data directory and the run directory are 0711: every guest uid passes through (they share no
   group), nobody but the owner lists them, and everything inside is 0700/0600;
@@ -26,7 +29,9 @@ import grp
 import os
 import pwd
 import re
+import shutil
 import stat
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -41,7 +46,8 @@ LEASE_DIR = ".guest-ids"  # in the run directory: one flock per leased cold-boot
 LIBVIRT_STATE_DIR = Path("/var/lib/libvirt/qemu")  # libvirt's domain-<id>-<name>/ directories live here
 QEMU_CONF = Path("/etc/libvirt/qemu.conf")
 QEMU_USERS = ("libvirt-qemu", "qemu")  # Debian's and Fedora's defaults, when qemu.conf names none
-PRIVATE_SUBDIRS = ("bundles", "blobs", "audit")  # under the data directory; no guest reaches them
+# under the data directory; no guest reaches them (audit-anchor: backend/audit/anchor.py DIRECTORY)
+PRIVATE_SUBDIRS = ("bundles", "blobs", "audit-anchor", "flows")
 
 
 @lru_cache(maxsize=1)
@@ -131,10 +137,25 @@ def _owned(path: Path) -> bool:
     return path.lstat().st_uid == os.geteuid()
 
 
+def ensure_dirs(path: Path) -> Path:
+    """Create `path` and its missing parents, each 0700 from the start (`Path.mkdir(parents=True)` gives the
+    parents the default mode); folders that exist already are left as they are. A missing folder above the
+    data directory gets the default mode: it is not ours to close (the guests may have to pass it)."""
+    above = set(get_settings().data_dir.parents)
+    missing = []
+    for directory in (path, *path.parents):
+        if directory.is_dir():
+            break
+        missing.append(directory)
+    for directory in reversed(missing):  # exist_ok: made meanwhile by another thread or process
+        directory.mkdir(mode=0o777 if directory in above else PRIVATE_DIR, exist_ok=True)
+    return path
+
+
 def private_dir(path: Path, *, guest: bool = False, ids: tuple[int, int] | None = None) -> Path:
-    """Create `path` (and missing parents) if needed and make it 0700; with `ids`, one guest's own directory
-    (0710 with that guest's group); with `guest`, a directory every guest passes through (0711)."""
-    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    """Create `path` (and missing parents, 0700) if needed and make it 0700; with `ids`, one guest's own
+    directory (0710 with that guest's group); with `guest`, a directory every guest passes through (0711)."""
+    ensure_dirs(path)
     if not _owned(path):
         return path  # someone else's directory: not ours to change
     if ids is not None:
@@ -155,6 +176,41 @@ def private_file(path: Path, *, ids: tuple[int, int] | None = None) -> Path:
     finally:
         os.close(fd)
     return path
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write `path` 0600 from the start (never through a symlink), replacing what it held."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, PRIVATE_FILE)
+    with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fd, PRIVATE_FILE)  # a file left loose by an older version
+        fh.write(data)
+
+
+def copy_private(source: Path, target: Path) -> None:
+    """Copy `source` to `target`, which is 0600 from the start (`shutil.copyfile` makes it 0644)."""
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, PRIVATE_FILE)
+    with os.fdopen(fd, "wb") as fh, open(source, "rb") as src:
+        os.fchmod(fd, PRIVATE_FILE)
+        shutil.copyfileobj(src, fh)
+
+
+def new_private_file(path: Path, data: bytes) -> bool:
+    """Make `path` (a secret: a key, a token) holding `data`, 0600 from the start and complete when it
+    appears (written aside, then linked in place); False, and `path` untouched, when it exists already
+    (another process made it first)."""
+    ensure_dirs(path.parent)
+    fd, aside = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mkstemp makes it 0600
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(aside, path)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(aside)
+    return True
 
 
 def prepare_data_dir() -> None:
@@ -191,6 +247,16 @@ def guest_dir(path: Path) -> Path:
                 f" reach {path}: give it o+x, or set CLEANROOM_RUN_DIR to a directory they can reach"
             )
     return path
+
+
+def guest_workdir(path: Path, ids: tuple[int, int] | None = None) -> Path:
+    """A new per-run directory `path` in the run directory for a guest that is not a run's (the kvm probe, a
+    test's stray domain): made as a run's is (the run directory passable by `guest_dir`, nothing above it
+    changed), then 0710 with the group of the guest `ids`, or without `ids` 0711 when QEMU is libvirt's
+    one user (0700 when it is this user)."""
+    guest_dir(path.parent)
+    path.mkdir(mode=PRIVATE_DIR)
+    return private_dir(path, guest=True, ids=ids)
 
 
 def libvirt_state_passable() -> None:

@@ -104,8 +104,10 @@ class Settings(BaseSettings):
     # proposals (revisions and follow-ups included; a schedule's firings are not) in any rolling hour
     max_proposals_per_user_per_hour: int = 120
     max_proposals_per_company_per_hour: int = 600
-    # staged bytes of a company's runs not yet ended (awaiting approval, queued, running)
+    # staged bytes on disk of a company's runs, and of one user's: runs not yet ended (awaiting approval,
+    # queued, waiting, running) and failed runs keeping their bundle for a revision (backend/runs/limits.py)
     max_staged_bytes_per_company: int = 2 * 1024 * 1024 * 1024
+    max_staged_bytes_per_user: int = 1024 * 1024 * 1024  # half the company's: one user never holds it all
     # a run that failed after its VM started keeps its bundle this long (it can be revised), then loses it
     failed_bundle_retention_days: float = 7.0
     bundle_sweep_minutes: float = 15.0  # how often the worker deletes bundles past their retention

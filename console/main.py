@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from nicegui import app, ui
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from backend import filemodes
 from backend.settings import Settings, get_settings
 from backend.tenancy.origin import host_names
 from console import pages, session, theme
@@ -26,9 +27,7 @@ def storage_secret(data_dir: Path) -> str:
     """Signs the per-browser storage cookie; kept in the data directory so restarts keep people signed in."""
     path = data_dir / "console_storage_secret"
     if not path.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(32))
-        path.chmod(0o600)
+        filemodes.new_private_file(path, secrets.token_urlsafe(32).encode())  # 0600 from the start
     return path.read_text().strip()
 
 

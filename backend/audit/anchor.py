@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from piccolo.engine.sqlite import SQLiteEngine
 
+from backend import filemodes
 from backend.audit.tables import AuditEntry
 from backend.hashing import sha256_text
 from backend.settings import get_settings
@@ -49,8 +50,8 @@ def append(seq: int, entry_hash: str) -> None:
     is in the table already, and a missing line only weakens the check for that entry."""
     target = path()
     try:
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        filemodes.private_dir(target.parent)
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, filemodes.PRIVATE_FILE)
         try:
             os.write(fd, f"{seq} {entry_hash}\n".encode("ascii"))
             os.fsync(fd)

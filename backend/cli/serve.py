@@ -23,11 +23,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         (CLEANROOM_WORKERS=fleet, PostgreSQL) runs go to `cleanroom worker` processes instead."""
         import uvicorn
 
+        from backend import filemodes
         from backend.app import create_app
         from backend.settings import get_settings
 
         settings = get_settings()
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        filemodes.ensure_dirs(settings.data_dir)
         console_proc = worker_proc = local = None
         if with_worker:
             worker_proc = _local_worker(settings)

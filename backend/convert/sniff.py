@@ -1,6 +1,11 @@
 """What a file is, from its bytes: `sniff_kind(data, filename)`. The name only breaks ties among text kinds
 (.md, .json, .csv vs .txt) and words the refusal; content we recognise but do not convert raises
-ConversionFailed with a sentence a person can act on."""
+ConversionFailed with a sentence a person can act on.
+
+It runs in the API process, so it never inflates anything: a zip is typed from its central directory (the
+member names) and, for OpenDocument, from the first bytes of a `mimetype` member stored uncompressed, as ODF
+requires. A deflated `mimetype` is not read at all (the names decide); the converter, in its sandbox,
+opens the file for real."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from backend.convert.model import ConversionFailed
 
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 ODS_MIMETYPE = b"application/vnd.oasis.opendocument.spreadsheet"
-MIMETYPE_PREFIX = 200  # bytes of the `mimetype` member read; the longest ODF type is under 80
+MIMETYPE_PREFIX = 200  # bytes of a stored `mimetype` member read; the longest ODF type is under 80
 # Central-directory records a zip may hold before sniffing refuses it unopened. zipfile builds one object per
 # record (a 90 MB upload of empty members cost ~460 MB and 13 s); workbooks hold tens to a few thousand.
 MAX_ZIP_MEMBERS = 20_000
@@ -132,8 +137,11 @@ def _zip_kind(data: bytes, filename: str) -> str:
 
 
 def _mimetype(archive: zipfile.ZipFile) -> bytes:
-    """The first bytes of the ODF `mimetype` member, inflated no further: the member's declared size is the
-    uploader's to choose, and a 400 KB file can declare gigabytes (a zip bomb must stay unread here)."""
+    """The first bytes of the ODF `mimetype` member when it is stored (ODF requires it uncompressed), else
+    b"": a compressed member is never inflated here, however small it claims to be (a 400 KB file can
+    declare gigabytes), and the member names decide instead."""
+    if archive.getinfo("mimetype").compress_type != zipfile.ZIP_STORED:
+        return b""
     with archive.open("mimetype") as member:
         return member.read(MIMETYPE_PREFIX).strip()
 

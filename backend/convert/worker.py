@@ -3,7 +3,8 @@
 The in-process deadline is cooperative: it is checked between rows, chunks and pages, so one
 pathological PDF page (pdfplumber's table finder on a page with a million rules) can still run long.
 The child runs in its own process group and is killed with everything it started (tesseract,
-pdftoppm) when the ceiling passes; its address space is capped with RLIMIT_AS.
+pdftoppm) when the ceiling passes; its address space is capped with RLIMIT_AS and its CPU time (and that of
+each program it starts) with RLIMIT_CPU a little above the time limit.
 
 The parsers read hostile files, so they do not run as root: the child starts in a fresh empty directory
 of its own (its cwd, HOME and TMPDIR) with a clean environment, loads its modules, then, before it reads a
@@ -32,6 +33,7 @@ import dataclasses
 import functools
 import json
 import logging
+import math
 import os
 import pwd
 import resource
@@ -54,6 +56,7 @@ CONVERTER_USERS = ("cleanroom-convert", "nobody")  # the first that exists; scri
 MAX_PROCESSES = 64  # per uid: the child, pdftoppm or tesseract, and their threads
 MAX_FILE_BYTES = 256 * 1024**2  # one scratch file (a rendered page is tens of MB)
 MAX_OPEN_FILES = 256
+CPU_MARGIN_SECONDS = 5  # RLIMIT_CPU: this much above the conversion time limit (the wall-clock kill stays)
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TESSDATA_PREFIX")
 IDENTITY_ENV = "CLEANROOM_CONVERTER_IDS"  # "uid:gid" or "" (stay): the parent's decision for the child
 BWRAP = "bwrap"  # the program; tests point it at a missing one to see the fallback
@@ -291,24 +294,34 @@ def preload() -> None:
             importlib.import_module(name)
 
 
-def enter_confinement(memory_bytes: int) -> None:
+def cpu_seconds(time_limit_seconds: float = ConvertLimits.time_limit_seconds) -> int:
+    """The child's CPU-time ceiling: a little above the conversion time limit. The parent's wall-clock
+    kill stays; this one also holds for each program the child starts (pdftoppm, tesseract: every process
+    gets its own) and for a child whose parent is gone."""
+    return math.ceil(time_limit_seconds) + CPU_MARGIN_SECONDS
+
+
+def enter_confinement(memory_bytes: int, cpu: int | None = None) -> None:
     """Everything the child does before it reads the file, in this order (adversary tests call it too)."""
     preload()
     drop_privileges()
-    confine(memory_bytes)
+    confine(memory_bytes, cpu)
 
 
-def confine(memory_bytes: int) -> None:
+def confine(memory_bytes: int, cpu: int | None = None) -> None:
     """Run in the child after the drop: ceilings it cannot raise again (it is not root), then the seccomp
-    filter, which stays on for everything it starts."""
-    for limit, value in (
-        (resource.RLIMIT_AS, memory_bytes),
-        (resource.RLIMIT_NPROC, MAX_PROCESSES),
-        (resource.RLIMIT_FSIZE, MAX_FILE_BYTES),
-        (resource.RLIMIT_NOFILE, MAX_OPEN_FILES),
-        (resource.RLIMIT_CORE, 0),
+    filter, which stays on for everything it starts. `cpu` seconds of CPU time (default `cpu_seconds()`):
+    past it the kernel sends SIGXCPU, which ends the child (a second later SIGKILL, were it caught)."""
+    cpu = cpu or cpu_seconds()
+    for limit, soft, hard in (
+        (resource.RLIMIT_AS, memory_bytes, memory_bytes),
+        (resource.RLIMIT_CPU, cpu, cpu + 1),  # soft == hard would be SIGKILL, read as "too much memory"
+        (resource.RLIMIT_NPROC, MAX_PROCESSES, MAX_PROCESSES),
+        (resource.RLIMIT_FSIZE, MAX_FILE_BYTES, MAX_FILE_BYTES),
+        (resource.RLIMIT_NOFILE, MAX_OPEN_FILES, MAX_OPEN_FILES),
+        (resource.RLIMIT_CORE, 0, 0),
     ):
-        resource.setrlimit(limit, (value, value))
+        resource.setrlimit(limit, (soft, hard))
     _no_new_privs()  # seccomp needs it when the child stayed root; a no-op after `drop_privileges`
     seccomp.install()
 
@@ -343,9 +356,7 @@ def _convert_in(
     except subprocess.TimeoutExpired:
         _kill_group(process)
         process.communicate()
-        return Converted(
-            error=f"Conversion took longer than the {limits.time_limit_seconds:g} s limit, so the file was not staged."
-        )
+        return _too_long(limits)
     finally:
         if process.poll() is None:
             _kill_group(process)
@@ -353,12 +364,20 @@ def _convert_in(
     if returncode > 128 and process.args[0] == BWRAP:  # bwrap reports a child killed by signal N as 128+N
         returncode = 128 - returncode
     if returncode != 0 or not out:
+        if returncode == -signal.SIGXCPU:  # RLIMIT_CPU: it computed past its time limit
+            return _too_long(limits)
         if returncode in (-signal.SIGKILL, -signal.SIGSEGV) or b"MemoryError" in err:
             return Converted(error="The file needs too much memory to convert and was not staged.")
         return Converted(
             error=f"The converter stopped unexpectedly (exit {returncode}); the file was not staged."
         )
     return from_json(out)
+
+
+def _too_long(limits: ConvertLimits) -> Converted:
+    return Converted(
+        error=f"Conversion took longer than the {limits.time_limit_seconds:g} s limit, so the file was not staged."
+    )
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -381,9 +400,12 @@ def main() -> None:
 
     stdin = sys.stdin.buffer
     header = json.loads(stdin.readline())  # the service's own line; the file's bytes follow it
-    enter_confinement(int(header.get("memory") or DEFAULT_MEMORY_BYTES))
+    limits = ConvertLimits(**header["limits"])
+    enter_confinement(
+        int(header.get("memory") or DEFAULT_MEMORY_BYTES), cpu_seconds(limits.time_limit_seconds)
+    )
     data = stdin.read()
-    converted = convert(data, header["filename"], limits=ConvertLimits(**header["limits"]))
+    converted = convert(data, header["filename"], limits=limits)
     sys.stdout.buffer.write(to_json(converted))
     sys.stdout.buffer.flush()
 

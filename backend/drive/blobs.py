@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from backend import filemodes
 from backend.hashing import sha256_bytes
 from backend.settings import get_settings
 
@@ -20,7 +21,7 @@ def put(data: bytes) -> str:
     digest = sha256_bytes(data)
     path = blob_path(digest)
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        filemodes.private_dir(path.parent)  # blobs/ and blobs/ab/ 0700; mkstemp makes the file 0600
         fd, tmp = tempfile.mkstemp(dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import os
 import secrets
 import shutil
 import time
@@ -121,16 +120,8 @@ def _key() -> bytes:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
         key = secrets.token_bytes(32)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process made it first
-            return path.read_bytes()
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(key)
-        filemodes.private_file(path)
-        return key
+        return key if filemodes.new_private_file(path, key) else path.read_bytes()  # else: made meanwhile
 
 
 def _signature(run_id: int, host_id: str, purpose: str, expires: int) -> str:

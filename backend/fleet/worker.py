@@ -23,6 +23,7 @@ import httpx
 import psycopg
 from procrastinate.exceptions import ProcrastinateException
 
+from backend import filemodes
 from backend.fleet import transfer
 from backend.fleet.queue import QUEUE, TASK, ensure_schema, make_app
 from backend.settings import get_settings
@@ -65,7 +66,7 @@ class FleetWorker:
     # --- life ----------------------------------------------------------------------------------------
 
     async def register(self) -> None:
-        from backend import filemodes, sandbox
+        from backend import sandbox
         from backend.sandbox.image import current_image
         from backend.sandbox.virt import resolve_virt_type
 
@@ -231,7 +232,7 @@ class FleetWorker:
             return
         (await self._call("POST", f"/api/worker/runs/{run_id}/vm-started")).raise_for_status()
         out_dir = scratch / "out"
-        out_dir.mkdir()
+        filemodes.private_dir(out_dir)
         try:
             result = await asyncio.to_thread(
                 sandbox.run_code,

@@ -42,11 +42,6 @@ def store(flow_id: int) -> Path:
     return get_settings().data_dir / "flows" / str(int(flow_id))
 
 
-def _private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True, mode=filemodes.PRIVATE_DIR)
-    return path
-
-
 def carry_dir(run: dict[str, Any]) -> Path:
     """Where step k's /work/flow is assembled on the API's host (a fleet worker fetches it from there)."""
     return store(run["flow_id"]) / f"in-{run['flow_step']}-run-{int(run['id'])}"
@@ -63,7 +58,7 @@ async def carry_in(run: dict[str, Any]) -> tuple[Path, float | None]:
     wanted = {(r["step"], r["name"]) for r in run["receives"] or []}
 
     def build() -> list[dict[str, Any]]:
-        _private_dir(target)
+        filemodes.private_dir(target)
         carried = []
         for j in range(1, k):
             source = root / f"step-{j}"
@@ -72,8 +67,8 @@ async def carry_in(run: dict[str, Any]) -> tuple[Path, float | None]:
                 path = source / name
                 if not path.is_file():
                     continue
-                dest = _private_dir(target / f"step-{j}") / name
-                shutil.copyfile(path, dest)
+                dest = filemodes.private_dir(target / f"step-{j}") / name
+                filemodes.copy_private(path, dest)
                 carried.append(
                     {"name": f"step-{j}/{name}", "sha256": sha256_file(dest), "size": dest.stat().st_size}
                 )
@@ -126,11 +121,11 @@ def _collect_files(run: dict[str, Any], out_dir: Path, names: list[str], cap: in
             + ("them" if len(missing) > 1 else "it")
             + " to /work/output"
         )
-    target = _private_dir(store(run["flow_id"]) / f"step-{run['flow_step']}")
+    target = filemodes.private_dir(store(run["flow_id"]) / f"step-{run['flow_step']}")
     if conclusion is not None:
-        shutil.copyfile(path, target / CONCLUSION)
+        filemodes.copy_private(path, target / CONCLUSION)
     for name in names:
-        shutil.copyfile(out_dir / name, target / name)
+        filemodes.copy_private(out_dir / name, target / name)
     return conclusion, None
 
 

@@ -33,6 +33,7 @@ from backend.hashing import sha256_json, sha256_text
 from backend.runs import gates, queued
 from backend.runs import service as runs
 from backend.runs.factory import create_run
+from backend.runs.limits import bundle_bytes
 from backend.runs.read import can_decide, detail
 from backend.runs.schemas import PersonRef, Rejection
 from backend.runs.tables import ApprovalKind, Run, RunStatus
@@ -124,13 +125,16 @@ async def propose(ctx: UserContext, body: FlowBody, *, actor: str | None = None)
             receives = check_receives(k, step.receives)
         checked.append((k, step, limits, receives))
     await credits.require_minimum(ctx.company_id)
-    await runs.check_bounds(ctx)
+    await runs.check_bounds(ctx, runs=len(checked))  # each step is a run: a flow counts them all
     company = await Company.select(Company.flow_action_cap).where(Company.id == ctx.company_id).first()
     bundles: list[staging.StagedBundle] = []
     try:
         for k, step, _limits, _receives in checked:
             with for_step(k, step.title):
-                bundles.append(await runs.stage_bundle(ctx, step.datasets, step.files, allow_empty=k > 1))
+                staged = sum(bundle_bytes(b.manifest) for b in bundles)  # not saved yet: not counted
+                bundles.append(
+                    await runs.stage_bundle(ctx, step.datasets, step.files, allow_empty=k > 1, staged=staged)
+                )
     except BaseException:
         for bundle in bundles:
             await asyncio.to_thread(staging.remove_bundle, bundle.directory)
@@ -345,6 +349,18 @@ async def _to_decide(ctx: UserContext, flow_id: int, verb: str) -> dict[str, Any
     return row
 
 
+async def _claim(flow_id: int, values: dict[Any, Any]) -> None:
+    """Decide a waiting flow, conditional on it still waiting: of two decisions at once exactly one lands,
+    the other gets 409 and changes nothing."""
+    claimed = await (
+        Flow.update(values)
+        .where((Flow.id == flow_id) & (Flow.status == FlowStatus.awaiting_approval))
+        .returning(Flow.id)
+    )
+    if not claimed:
+        raise Conflict(f"flow {flow_id} was decided by someone else meanwhile")
+
+
 async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> FlowDetail:
     """A person approves every step at once, each exactly as shown: its code and its staged data."""
     row = await _to_decide(ctx, flow_id, "approve")
@@ -373,20 +389,15 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
     # the flow and every step change together: a flow `running` with a step still awaiting approval
     # would never move on
     async with Flow._meta.db.transaction():
-        claimed = await (
-            Flow.update(
-                {
-                    Flow.status: FlowStatus.running,
-                    Flow.approved_by: ctx.email,
-                    Flow.approved_at: now,
-                    Flow.updated_at: now,
-                }
-            )
-            .where((Flow.id == flow_id) & (Flow.status == FlowStatus.awaiting_approval))
-            .returning(Flow.id)
+        await _claim(
+            flow_id,
+            {
+                Flow.status: FlowStatus.running,
+                Flow.approved_by: ctx.email,
+                Flow.approved_at: now,
+                Flow.updated_at: now,
+            },
         )
-        if not claimed:
-            raise Conflict(f"flow {flow_id} was decided by someone else meanwhile")
         for step in steps:
             await Run.update(
                 {
@@ -431,22 +442,17 @@ async def reject(ctx: UserContext, flow_id: int, reason: str | None) -> FlowDeta
     text = (reason or "").strip()[:2000] or None
     # claimed like an approval: of two people deciding at once, one wins and the other is told so (a
     # rejection that lost must not take the bundles of a flow already running)
-    claimed = await (
-        Flow.update(
-            {
-                Flow.status: FlowStatus.rejected,
-                Flow.rejected_by: ctx.email,
-                Flow.rejected_at: now,
-                Flow.rejection_reason: text,
-                Flow.finished_at: now,
-                Flow.updated_at: now,
-            }
-        )
-        .where((Flow.id == flow_id) & (Flow.status == FlowStatus.awaiting_approval))
-        .returning(Flow.id)
+    await _claim(
+        flow_id,
+        {
+            Flow.status: FlowStatus.rejected,
+            Flow.rejected_by: ctx.email,
+            Flow.rejected_at: now,
+            Flow.rejection_reason: text,
+            Flow.finished_at: now,
+            Flow.updated_at: now,
+        },
     )
-    if not claimed:
-        raise Conflict(f"flow {flow_id} was decided by someone else meanwhile")
     for step in await step_rows(flow_id):
         await Run.update(
             {

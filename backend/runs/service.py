@@ -34,16 +34,18 @@ class TooManyPending(AppError):
     code = "too_many_pending_runs"
 
 
-async def check_pending(ctx: UserContext) -> None:
+async def check_pending(ctx: UserContext, runs: int = 1) -> None:
     """A cap on proposals awaiting a decision, per user: each holds staged company data on disk and cost a
-    conversion of every file it names, so an assistant in a loop must not pile them up."""
+    conversion of every file it names, so an assistant in a loop must not pile them up. A proposal adds
+    `runs` (a flow, one per step)."""
     cap = get_settings().max_pending_runs_per_user
     waiting = await Run.count().where(
         (Run.requested_by == ctx.user_id) & (Run.status == RunStatus.awaiting_approval)
     )
-    if waiting >= cap:
+    if waiting + runs > cap:
+        adds = f" and this flow's {runs} steps would make {waiting + runs}" if runs > 1 else ""
         raise TooManyPending(
-            f"{waiting} of your runs are already waiting for approval (the limit is {cap}); "
+            f"{waiting} of your runs are already waiting for approval{adds} (the limit is {cap}); "
             "approve or reject some of them before proposing more"
         )
 
@@ -110,26 +112,28 @@ def bundle_root() -> Path:
 
 
 async def stage_bundle(
-    ctx: UserContext, datasets: list[str], file_ids: list[int], *, allow_empty: bool = False
+    ctx: UserContext, datasets: list[str], file_ids: list[int], *, allow_empty: bool = False, staged: int = 0
 ) -> staging.StagedBundle:
-    """Stage a proposal's bundle within the company's limit on staged bytes in flight: refused before
-    staging when the company is already at it, and the new bundle deleted again when it goes over."""
-    await limits.check_staged(ctx.company_id)
+    """Stage a proposal's bundle within the user's and the company's limits on staged bytes on disk: refused
+    before staging when either is at its limit already (with the `staged` bytes of a flow's earlier steps,
+    not saved yet), and the new bundle deleted again when it goes over."""
+    await limits.check_staged(ctx, staged)
     directory = bundle_root() / uuid.uuid4().hex
     bundle = await staging.stage(ctx, datasets, file_ids, directory, allow_empty=allow_empty)
     try:
-        await limits.check_staged(ctx.company_id, adding=max(1, limits.bundle_bytes(bundle.manifest)))
+        await limits.check_staged(ctx, staged, bundle=max(1, limits.bundle_bytes(bundle.manifest)))
     except BaseException:
         await asyncio.to_thread(staging.remove_bundle, bundle.directory)
         raise
     return bundle
 
 
-async def check_bounds(ctx: UserContext) -> None:
+async def check_bounds(ctx: UserContext, runs: int = 1) -> None:
     """What every proposal (and revision) passes before anything is staged: the per-user cap on runs
-    waiting for a decision, and the per-user and per-company proposals per hour."""
-    await check_pending(ctx)
-    await limits.check_rate(ctx)
+    waiting for a decision, and the per-user and per-company proposals per hour, counting the `runs` it
+    is about to make (a flow's steps are runs)."""
+    await check_pending(ctx, runs)
+    await limits.check_rate(ctx, runs)
 
 
 async def propose(

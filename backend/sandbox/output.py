@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from backend.filemodes import PRIVATE_FILE
 from backend.hashing import sha256_bytes
 from backend.sandbox import wire
 from backend.sandbox.models import (
@@ -208,7 +209,7 @@ def _write_files(guest: wire.GuestResult, record: dict, out_dir: Path, result: S
             )
             continue
         try:
-            fd = os.open(out_dir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            fd = os.open(out_dir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, PRIVATE_FILE)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
         except OSError as exc:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
-import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -80,20 +79,9 @@ def _stem(name: str, taken: set[str]) -> str:
 def _write(root: Path, rel: str, data: bytes) -> dict[str, Any]:
     """One bundle file, 0600 in 0700 folders: a bundle is company data (backend/filemodes.py)."""
     path = root / rel
-    _private_parents(root, path)
-    _write_private(path, data)
+    filemodes.ensure_dirs(path.parent)
+    filemodes.write_private(path, data)
     return {"path": rel, "bytes": len(data), "sha256": sha256_bytes(data)}
-
-
-def _private_parents(root: Path, path: Path) -> None:
-    for directory in reversed(path.relative_to(root).parents[:-1]):
-        (root / directory).mkdir(mode=filemodes.PRIVATE_DIR, exist_ok=True)
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, filemodes.PRIVATE_FILE)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
 
 
 def remove_bundle(directory: str | Path | None) -> None:
@@ -309,7 +297,7 @@ async def _stage_into(
     manifest["findings_count"] = len(findings)  # the same count the approval screen lists
     manifest["bundle_sha256"] = bundle_hash(files)
     body = json.dumps(manifest, indent=2, default=str).encode()
-    await asyncio.to_thread(_write_private, out / MANIFEST, body)
+    await asyncio.to_thread(filemodes.write_private, out / MANIFEST, body)
     return StagedBundle(out, manifest, findings)
 
 

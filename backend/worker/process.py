@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+from backend import filemodes
 from backend.sandbox.libvirt_conn import owner_alive, owner_token
 from backend.settings import REPO_ROOT, get_settings
 from backend.worker.queue import Worker
@@ -55,7 +56,7 @@ async def serve_local(poll_seconds: float = 0.5) -> None:
     parent = os.getppid()
     await worker.start()  # recovery first: runs left `running` by a crashed worker end as interrupted
     path = pidfile()
-    path.write_text(owner_token())
+    filemodes.private_file(path).write_text(owner_token())
     log.info("local worker %d ready", os.getpid())
     try:
         while not stop.is_set():

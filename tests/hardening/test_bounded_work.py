@@ -1,7 +1,8 @@
-"""Bounded work (issue 15, items 5 and 6): proposals per hour per user and per company, staged bytes in
-flight per company, bundles deleted when runs end (a failed run's after its retention, swept by the worker;
-runs cancelled at the gate too), a run charged before anything it wrote is interpreted, and staging's
-blocking work off the event loop. Each adversary has its positive control next to it."""
+"""Bounded work (issue 15, items 5 and 6): proposals per hour per user and per company, staged bytes on disk
+per user and per company (failed runs' kept bundles included), a flow's steps counted as the runs they are,
+bundles deleted when runs end (a failed run's after its retention, swept by the worker; runs cancelled at the
+gate too), a run charged before anything it wrote is interpreted, and staging's blocking work off the event
+loop. Each adversary has its positive control next to it."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from typing import Any
 
 import pytest
 
-from backend import sandbox, worker
+from backend import filemodes, sandbox, worker
 from backend.actions import service as actions_service
 from backend.actions.tables import ActionItem
 from backend.credits.tables import CreditCharge
 from backend.drive import service as drive
 from backend.errors import Invalid
+from backend.flows.tables import Flow
 from backend.runs import gates, limits
 from backend.runs import service as runs_service
 from backend.runs.tables import Run
@@ -31,6 +33,7 @@ from backend.tenancy.context import load_user_context
 from backend.tenancy.tables import Company, User
 from backend.worker import retention
 from tests.conftest import approve_as, login, token_for
+from tests.flows.conftest import flow_body, step
 from tests.runs.conftest import enable_code, proposal
 
 
@@ -142,6 +145,48 @@ async def test_a_schedules_firings_are_not_proposals(client, on, monkeypatch) ->
     assert (await client.post("/api/runs", json=proposal(), headers=alice)).status_code == 201
 
 
+@pytest.mark.sqlite
+async def test_a_flows_steps_count_against_the_pending_cap(client, on, monkeypatch) -> None:
+    """Adversary: a flow of up to 10 steps, each a run with a bundle waiting for a decision, checked as if
+    it were one proposal. Its steps are counted: a flow that would go over the cap is refused before
+    anything is staged; a smaller one at the same point fits (the control)."""
+    alice = await token_for(client, "alice@acme.example")
+    await client.post("/api/runs", json=proposal(), headers=alice)  # alice has runs waiting already
+    user = (await Run.select(Run.requested_by).order_by(Run.id, ascending=False).first())["requested_by"]
+    waiting = await Run.count().where((Run.requested_by == user) & (Run.status == "awaiting_approval"))
+    monkeypatch.setattr(get_settings(), "max_pending_runs_per_user", waiting + 2)  # room for two runs
+    staged, flows = _bundles(), await Flow.count()
+    r = await client.post("/api/flows", json=flow_body(step(), step(), step()), headers=alice)
+    assert r.status_code == 429, r.text
+    assert r.json()["error"] == "too_many_pending_runs"
+    assert f"this flow's 3 steps would make {waiting + 3} (the limit is {waiting + 2})" in r.json()["detail"]
+    assert _bundles() == staged and await Flow.count() == flows  # refused before anything was staged
+    # positive control: a 1-step flow at the same point fits, and then a 2-step one no longer does
+    assert (await client.post("/api/flows", json=flow_body(step()), headers=alice)).status_code == 201
+    assert (await client.post("/api/flows", json=flow_body(step(), step()), headers=alice)).status_code == 429
+    assert (await client.post("/api/flows", json=flow_body(step()), headers=alice)).status_code == 201
+
+
+@pytest.mark.sqlite
+async def test_a_flows_steps_count_against_the_proposals_per_hour(client, on, monkeypatch) -> None:
+    alice = await token_for(client, "alice@acme.example")
+    first = await client.post("/api/runs", json=proposal(), headers=alice)
+    user = (await Run.select(Run.requested_by).where(Run.id == first.json()["id"]).first())["requested_by"]
+    since = datetime.now(UTC) - timedelta(hours=1)
+    made = await Run.count().where(
+        (Run.requested_by == user) & (Run.created_at >= since) & Run.schedule_id.is_null()
+    )
+    monkeypatch.setattr(get_settings(), "max_proposals_per_user_per_hour", made + 2)
+    staged = _bundles()
+    r = await client.post("/api/flows", json=flow_body(step(), step(), step()), headers=alice)
+    assert r.status_code == 429, r.text
+    assert r.json()["error"] == "too_many_proposals" and r.json()["detail"]["scope"] == "user"
+    assert f"this flow's 3 steps would make {made + 3}" in r.json()["detail"]["message"]
+    assert _bundles() == staged
+    # positive control: a 1-step flow at the same point fits
+    assert (await client.post("/api/flows", json=flow_body(step()), headers=alice)).status_code == 201
+
+
 # ---------------------------------------------------------------- staged bytes in flight
 
 
@@ -180,6 +225,93 @@ async def test_staged_bytes_in_flight_are_limited_per_company(client, on, monkey
     assert await limits.staged_in_flight(company) == 0
     assert (await client.post("/api/runs", json=proposal(), headers=alice)).status_code == 201
     assert await limits.staged_in_flight(company) == size
+
+
+async def _acme_from_nothing_staged() -> int:
+    """Acme's id, with its demo runs gone: nothing of it on disk counts."""
+    company = (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
+    await Run.delete().where(Run.company == company)
+    assert await limits.staged_in_flight(company) == 0
+    return company
+
+
+async def _size(run_id: int) -> int:
+    row = await Run.select(Run.manifest).where(Run.id == run_id).output(load_json=True).first()
+    return limits.bundle_bytes(row["manifest"])
+
+
+@pytest.mark.sqlite
+async def test_staged_bytes_on_disk_are_limited_per_user(client, on, monkeypatch) -> None:
+    """Adversary: one user's assistant staging until it holds the whole company's allowance (blocking every
+    colleague). The per-user limit refuses it first; a colleague's proposal still fits (the control)."""
+    assert get_settings().max_staged_bytes_per_user == get_settings().max_staged_bytes_per_company // 2
+    alice = await token_for(client, "alice@acme.example")
+    company = await _acme_from_nothing_staged()
+    first = await client.post("/api/runs", json=proposal(), headers=alice)
+    assert first.status_code == 201, first.text
+    size = await _size(first.json()["id"])
+    monkeypatch.setattr(get_settings(), "max_staged_bytes_per_user", size + size // 2)
+    staged = _bundles()
+    r = await client.post("/api/runs", json=proposal(), headers=alice)
+    assert r.status_code == 429, r.text
+    body = r.json()
+    assert body["error"] == "too_much_staged_data" and body["detail"]["scope"] == "user", body
+    assert body["detail"]["in_flight_bytes"] == size and body["detail"]["bundle_bytes"] == size
+    assert body["detail"]["message"].startswith("your runs") and "per user" in body["detail"]["message"]
+    assert _bundles() == staged  # the bundle it staged is gone
+    assert await Run.count() == 1
+    # positive control: bob, in the same company and far under its limit, is not held back by alice's bytes
+    bob = await token_for(client, "bob@acme.example")
+    theirs = await client.post("/api/runs", json=proposal(), headers=bob)
+    assert theirs.status_code == 201, theirs.text
+    assert await limits.staged_in_flight(company) == size + await _size(
+        theirs.json()["id"]
+    )  # bob sees other rows
+    alice_id = (await Run.select(Run.requested_by).where(Run.id == first.json()["id"]).first())[
+        "requested_by"
+    ]
+    assert await limits.staged_in_flight(company, alice_id) == size
+
+
+@pytest.mark.sqlite
+async def test_a_failed_runs_kept_bundle_counts_until_it_is_swept(client, on, monkeypatch) -> None:
+    """Adversary: runs made to fail keep their bundles on disk for days (for a revision), out of any count
+    of runs in flight. They hold staged bytes as much as a waiting run does, until the sweep deletes them."""
+    company = await _acme_from_nothing_staged()
+    run = await _approved(client)
+    size = await _size(run["id"])
+    monkeypatch.setattr(sandbox, "run_code", _sandbox("failed"))
+    assert await worker.execute(run["id"]) == "failed"
+    assert Path(run["bundle_dir"]).is_dir()  # kept for its retention
+    assert await limits.staged_in_flight(company) == size
+    monkeypatch.setattr(get_settings(), "max_staged_bytes_per_company", size + size // 2)
+    r = await client.post("/api/runs", json=proposal(), headers=run["token"])
+    assert r.status_code == 429, r.text
+    assert r.json()["detail"]["in_flight_bytes"] == size and r.json()["detail"]["scope"] == "company"
+    # positive control: once the sweep deleted it, the failed run holds nothing on disk
+    assert run["bundle_dir"] in await retention.sweep_bundles(datetime.now(UTC) + timedelta(days=8))
+    assert await limits.staged_in_flight(company) == 0
+    assert (await client.post("/api/runs", json=proposal(), headers=run["token"])).status_code == 201
+
+
+@pytest.mark.sqlite
+async def test_a_flows_bundles_add_up_against_the_staged_bytes(client, on, monkeypatch) -> None:
+    """Adversary: a flow of several steps, each bundle under the limit alone, together over it (the earlier
+    steps' bundles are not saved yet while the later ones stage). Nothing of it is kept."""
+    alice = await token_for(client, "alice@acme.example")
+    await _acme_from_nothing_staged()
+    one = await client.post("/api/runs", json=proposal(), headers=alice)  # what a step staging `deals` holds
+    size = await _size(one.json()["id"])
+    await Run.delete().where(Run.id == one.json()["id"])
+    monkeypatch.setattr(get_settings(), "max_staged_bytes_per_company", size + size // 2)
+    staged, flows = _bundles(), await Flow.count()
+    r = await client.post("/api/flows", json=flow_body(step(), step()), headers=alice)
+    assert r.status_code == 429, r.text
+    assert r.json()["error"] == "too_much_staged_data" and r.json()["detail"]["step"] == 2
+    assert r.json()["detail"]["in_flight_bytes"] == 0 and r.json()["detail"]["bundle_bytes"] == 2 * size
+    assert _bundles() == staged and await Flow.count() == flows  # step 1's bundle went too
+    # positive control: one step of it fits
+    assert (await client.post("/api/flows", json=flow_body(step()), headers=alice)).status_code == 201
 
 
 def test_bundle_bytes_reads_only_sizes() -> None:
@@ -366,7 +498,7 @@ async def test_a_failure_storing_outputs_still_ends_the_run_charged_once(client,
 async def test_staging_writes_and_hashes_off_the_event_loop(client, on, monkeypatch) -> None:
     loop_thread = threading.current_thread()
     threads: list[threading.Thread] = []
-    real_write, real_private = staging._write, staging._write_private
+    real_write, real_private = staging._write, filemodes.write_private
 
     def write(*args: Any) -> Any:
         threads.append(threading.current_thread())
@@ -377,7 +509,7 @@ async def test_staging_writes_and_hashes_off_the_event_loop(client, on, monkeypa
         return real_private(*args)
 
     monkeypatch.setattr(staging, "_write", write)
-    monkeypatch.setattr(staging, "_write_private", write_private)
+    monkeypatch.setattr(filemodes, "write_private", write_private)
     alice = await token_for(client, "alice@acme.example")
     upload = await client.post(
         "/api/drive/files", files={"file": ("notes.txt", b"hello\n", "text/plain")}, headers=alice

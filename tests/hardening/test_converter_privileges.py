@@ -1,5 +1,5 @@
 """Converters parse hostile files, so they do it as an unprivileged user with no groups, in an empty folder of
-their own, under process, file-size and open-file ceilings.
+their own, under process, file-size, open-file and CPU-time ceilings.
 
 The adversary is a "converter" that, once set up exactly as the real one (`spawn_confined`, then `preload`,
 `drop_privileges`, `confine` as `worker.main` does before it reads the file), tries to read a root-only
@@ -15,8 +15,10 @@ import json
 import os
 import resource
 import shutil
+import signal
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +26,14 @@ import pytest
 
 from backend.convert import convert
 from backend.convert import worker as convert_worker
-from backend.convert.worker import MAX_FILE_BYTES, MAX_PROCESSES, convert_isolated, spawn_confined
+from backend.convert.model import ConvertLimits
+from backend.convert.worker import (
+    MAX_FILE_BYTES,
+    MAX_PROCESSES,
+    convert_isolated,
+    cpu_seconds,
+    spawn_confined,
+)
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs a root service")
 
@@ -54,6 +63,7 @@ import resource
 result["nproc"] = resource.getrlimit(resource.RLIMIT_NPROC)[0]
 result["fsize"] = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
 result["nofile"] = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+result["cpu"] = resource.getrlimit(resource.RLIMIT_CPU)
 result["env"] = sorted(os.environ)
 print(json.dumps(result))
 """
@@ -97,6 +107,8 @@ def test_a_hostile_converter_cannot_read_root_files_write_outside_or_regain_root
     assert result["big_file"] == "OSError"  # EFBIG past RLIMIT_FSIZE (Python ignores SIGXFSZ)
     assert (result["nproc"], result["fsize"]) == (MAX_PROCESSES, MAX_FILE_BYTES)
     assert result["nofile"] <= 256
+    assert result["cpu"] == [cpu_seconds(), cpu_seconds() + 1]  # SIGXCPU, then SIGKILL were it caught
+    assert cpu_seconds() > ConvertLimits().time_limit_seconds  # a little above the conversion time limit
     assert set(result["env"]) <= {"PATH", "LANG", "LC_ALL", "TESSDATA_PREFIX", "HOME", "TMPDIR"} | {
         "OMP_THREAD_LIMIT",
         "PYTHONDONTWRITEBYTECODE",
@@ -157,11 +169,53 @@ def test_positive_control_real_files_still_convert_in_the_confined_child(name: s
     assert isolated.text == in_process.text
 
 
+# A converter stuck computing (a parser loop on a hostile file): it spins until it has used 3 s of CPU.
+SPIN = """
+import sys, time
+from backend.convert.worker import confine
+confine(1 << 30, int(sys.argv[1]) or None)
+while time.process_time() < 3:
+    pass
+print("survived")
+"""
+
+
+def _spin(cpu: int) -> tuple[int, bytes]:
+    workdir = Path(tempfile.mkdtemp(prefix="cleanroom-spin-"))
+    try:
+        process = spawn_confined([sys.executable, "-c", SPIN, str(cpu)], workdir, bwrap=False)
+        out, _ = process.communicate(timeout=60)
+        return process.returncode, out
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_converter_computing_past_its_cpu_ceiling_is_stopped(monkeypatch) -> None:
+    """RLIMIT_CPU ends it (SIGXCPU) long before the wall-clock kill, and the service words it as the time
+    limit; every program it starts has the same ceiling of its own."""
+    assert _spin(1) == (-signal.SIGXCPU, b"")
+    real_spawn = convert_worker.spawn_confined
+    monkeypatch.setattr(
+        convert_worker,
+        "spawn_confined",
+        lambda argv, workdir, bwrap=True: real_spawn([sys.executable, "-c", SPIN, "1"], workdir, bwrap=False),
+    )
+    began = time.monotonic()
+    converted = convert_isolated(b"a,b\n1,2\n", "t.csv")
+    assert converted.error is not None and "longer than the 30 s limit" in converted.error
+    assert time.monotonic() - began < 30  # the ceiling, not the 40 s wall-clock kill, ended it
+
+
+def test_positive_control_without_the_cpu_ceiling_the_same_converter_spins_on() -> None:
+    """The same child under the default ceiling (35 s of CPU) finishes its 3 s: the 1 s ceiling stopped it."""
+    assert _spin(0) == (0, b"survived\n")
+
+
 def test_the_parent_keeps_its_own_limits() -> None:
     """The ceilings are the child's: the service itself is not confined by converting a file."""
-    before = resource.getrlimit(resource.RLIMIT_NPROC)
+    before = [resource.getrlimit(limit) for limit in (resource.RLIMIT_NPROC, resource.RLIMIT_CPU)]
     convert_isolated(b"a,b\n1,2\n", "t.csv")
-    assert resource.getrlimit(resource.RLIMIT_NPROC) == before
+    assert [resource.getrlimit(limit) for limit in (resource.RLIMIT_NPROC, resource.RLIMIT_CPU)] == before
 
 
 def test_code_under_a_private_folder_is_noticed_so_conversion_falls_back_instead_of_breaking(

@@ -1,5 +1,7 @@
 """Company data on the host is the service user's alone: the SQLite database and its companions, the data
-directory, staged bundles, and each run's directory and disks (its own guest's QEMU uid's, no one else's)."""
+directory, staged bundles, everything else the service makes there (blobs, a flow's store, the audit anchor,
+keys and secrets), each made private from the start, and each run's directory and disks (its own guest's QEMU
+uid's, no one else's). No folder above the data and run directories is ever opened up for QEMU."""
 
 from __future__ import annotations
 
@@ -83,15 +85,189 @@ def test_a_database_left_world_readable_is_tightened(tmp_path: Path) -> None:
 
 
 def test_the_data_directory_and_its_private_parts(data_dir: Path) -> None:
+    from backend.audit import anchor
+
+    assert anchor.DIRECTORY in filemodes.PRIVATE_SUBDIRS  # the anchor's own folder, by its real name
     data = data_dir
-    for name in ("bundles", "blobs"):
+    for name in filemodes.PRIVATE_SUBDIRS:
         (data / name).mkdir(parents=True)
         (data / name).chmod(0o755)
     data.chmod(0o755)
     filemodes.prepare_data_dir()
-    for path in (data, data / "bundles", data / "blobs", data / "runs"):
+    for path in (data, data / "runs", *(data / name for name in filemodes.PRIVATE_SUBDIRS)):
         assert_private(path)
     assert stat.S_IMODE((data / "bundles").stat().st_mode) == 0o700  # no guest reaches a bundle
+
+
+@pytest.fixture
+def born_as_is(monkeypatch) -> Iterator[None]:
+    """Whatever is made keeps the mode it was created with: nothing is masked (umask 0) and every chmod does
+    nothing. A file or folder made loose and tightened afterwards (a window in which any local user opens
+    it) stays loose here, and is seen."""
+    for name in ("chmod", "fchmod"):
+        monkeypatch.setattr(os, name, lambda *_, **__: None)
+    previous = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def test_what_the_service_makes_in_the_data_directory_is_private_from_the_start(
+    data_dir: Path, born_as_is: None, tmp_path: Path, monkeypatch
+) -> None:
+    """Adversary: a local user opening a file or folder in the moment between its creation and a chmod, or
+    one whose missing parents `mkdir(parents=True)` made with the default mode. Here no chmod runs, and
+    still every one of them is 0700/0600: each was born so."""
+    from backend.audit import anchor
+    from backend.drive import blobs
+    from backend.fleet import service as fleet
+    from backend.flows import progress
+    from console.main import storage_secret
+
+    out = tmp_path / "out"  # a step's /work/output as the worker sees it
+    out.mkdir()
+    (out / "conclusion.json").write_text('{"total": 1}')
+    (out / "report.csv").write_text("a\n1\n")
+    blobs.put(b"a Drive file")
+    assert progress._collect_files({"flow_id": 7, "flow_step": 1}, out, ["report.csv"], 1024)[1] is None
+    monkeypatch.setattr(anchor, "database_identity", lambda: "sqlite:/a/database")
+    anchor.append(1, "f" * 64)
+    key = fleet._key()
+    secret = storage_secret(data_dir)
+    db.make_engine(f"sqlite:///{data_dir / 'cleanroom.sqlite3'}")
+    assert fleet._key() == key and storage_secret(data_dir) == secret  # made once, read afterwards
+    made = sorted(data_dir.rglob("*"))
+    tops = {path.relative_to(data_dir).parts[0] for path in made}
+    assert tops >= {
+        "blobs",
+        "flows",
+        anchor.DIRECTORY,
+        "worker-url.key",
+        "console_storage_secret",
+        "cleanroom.sqlite3",
+    }
+    assert (data_dir / "flows" / "7" / "step-1" / "report.csv").is_file()
+    assert not [p for p in made if p.name.startswith(".")]  # no secret left aside half-written
+    for path in made:
+        assert_private(path)
+
+
+def test_positive_control_a_file_tightened_after_it_was_made_is_seen(
+    data_dir: Path, born_as_is: None
+) -> None:
+    """What the console's secret and the flows' store did before: a file written with the default mode and
+    chmod-ed afterwards, a folder made with `parents=True` (its parent got the default mode)."""
+    secret = data_dir / "console_storage_secret"
+    secret.write_text("s")
+    secret.chmod(0o600)
+    (data_dir / "flows" / "7").mkdir(parents=True, mode=0o700)
+    with pytest.raises(AssertionError, match="0o666"):
+        assert_private(secret)
+    with pytest.raises(AssertionError, match="0o777"):
+        assert_private(data_dir / "flows")
+
+
+def test_missing_folders_above_the_data_directory_are_not_closed(monkeypatch) -> None:
+    """The data directory and everything made in it are 0700 from the start; a missing folder above it
+    (CLEANROOM_DATA_DIR=/srv/cleanroom/var on a fresh host) gets the default mode, as any folder outside the
+    data directory has: the guests may have to pass it on their way to the run directory."""
+    base = Path(tempfile.mkdtemp(prefix="cleanroom-above-"))
+    try:
+        data = base / "srv" / "var"
+        monkeypatch.setattr(get_settings(), "data_dir", data)
+        filemodes.ensure_dirs(data / "blobs" / "ab")
+        umask = os.umask(0)
+        os.umask(umask)
+        assert stat.S_IMODE((base / "srv").stat().st_mode) == 0o777 & ~umask
+        for path in (data, data / "blobs", data / "blobs" / "ab"):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- the kvm probe's directory
+
+
+def _ancestor_modes(path: Path) -> dict[Path, int]:
+    return {folder: folder.stat().st_mode for folder in path.parents if folder.exists()}
+
+
+def _open_every_ancestor(path: Path) -> None:
+    """What the probe's directory was made with before (libvirt_conn.make_private_dir): 0755, and o+x on
+    every folder above it up to /."""
+    path.mkdir(parents=True)
+    path.chmod(0o755)
+    for folder in path.parents:
+        mode = folder.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            folder.chmod(mode | stat.S_IXOTH)
+
+
+@pytest.fixture
+def behind_a_private_folder(monkeypatch) -> Iterator[Path]:
+    """A run directory below a folder other users cannot pass (0700, as a home directory is)."""
+    base = Path(tempfile.mkdtemp(prefix="cleanroom-probe-"))
+    private = base / "home"
+    private.mkdir()
+    private.chmod(0o700)
+    monkeypatch.setattr(get_settings(), "run_dir", private / "runs")
+    yield private
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_kvm_probes_directory_changes_no_folder_above_the_run_directory(
+    behind_a_private_folder: Path,
+) -> None:
+    """Adversary: a run directory QEMU's users cannot reach. Making the probe's directory never opens the
+    way: under a root service with guest uids it is refused, naming the folder in the way; without (QEMU
+    runs as this user) it is made. Either way no folder above the run directory changes mode."""
+    from backend.sandbox import virt
+
+    private = behind_a_private_folder
+    before = _ancestor_modes(private / "runs")
+    if filemodes.qemu_identity() is not None:
+        with pytest.raises(PermissionError, match=str(private)):
+            virt.probe_workdir(None)
+    else:
+        assert virt.probe_workdir(None).parent == private / "runs"
+    assert _ancestor_modes(private / "runs") == before
+    assert stat.S_IMODE(private.stat().st_mode) == 0o700
+
+
+def test_positive_control_the_old_probe_directory_opened_its_ancestors(behind_a_private_folder: Path) -> None:
+    private = behind_a_private_folder
+    before = _ancestor_modes(private / "runs")
+    _open_every_ancestor(private / "runs" / "cleanroom-run-probe-old")
+    assert _ancestor_modes(private / "runs") != before
+    assert stat.S_IMODE(private.stat().st_mode) == 0o701
+
+
+def test_the_kvm_probes_directory_is_its_guests_inside_the_run_directory(data_dir: Path) -> None:
+    """The reachable case: the probe's directory and files are made as a cold-boot run's are (its guest's
+    own), inside the run directory; the folders above the data directory are as they were."""
+    from backend.sandbox import virt
+    from backend.sandbox.domain import RUN_FILES
+
+    before = _ancestor_modes(data_dir)
+    lease = filemodes.lease_cold_identity()
+    ids = lease.ids if lease is not None else None
+    work = None
+    try:
+        work = virt.probe_workdir(ids)
+        assert work.parent == get_settings().effective_run_dir == data_dir / "runs"
+        assert_private(work, ids)
+        for name in RUN_FILES:
+            assert_private(work / name)
+            if ids is not None:
+                assert ((work / name).stat().st_uid, (work / name).stat().st_gid) == ids
+        assert (work / "job.img").stat().st_size == (work / "out.img").stat().st_size == 1 << 20
+        assert _ancestor_modes(data_dir) == before
+    finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        if lease is not None:
+            lease.release()
 
 
 @pytest.mark.sqlite

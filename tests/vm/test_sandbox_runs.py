@@ -301,16 +301,17 @@ def test_health_reports_virt_type_image_and_saved_states() -> None:
 def test_recover_leftovers_destroys_stray_domains_and_files_of_dead_owners() -> None:
     from dataclasses import replace
 
+    from backend import filemodes
     from backend.sandbox.domain import DomainSpec, render_domain_xml
     from backend.sandbox.image import current_image
-    from backend.sandbox.libvirt_conn import connection, destroy_quietly, make_private_dir, owner_token
+    from backend.sandbox.libvirt_conn import connection, destroy_quietly, owner_token
     from backend.sandbox.virt import resolve_virt_type
 
     image = current_image()
     run_dir = get_settings().effective_run_dir
     specs = {}
     for label in ("dead", "live"):
-        stray = make_private_dir(run_dir / f"cleanroom-run-stray-{label}")
+        stray = filemodes.guest_workdir(run_dir / f"cleanroom-run-stray-{label}")
         for disk in ("job.img", "out.img"):
             with open(stray / disk, "wb") as fh:
                 fh.truncate(1 << 20)
