@@ -201,32 +201,68 @@ async def save_flow(
     code_found = [await asyncio.to_thread(runs.code_findings, step.code) for step in steps]
     try:
         async with Flow._meta.db.transaction():
-            flow_id, rows = await _save_rows(
-                company_id,
-                requested_by,
-                conversation_id,
-                title,
-                plan,
-                steps,
-                bundles,
-                code_found,
-                action_cap,
-                schedule_id,
-                now,
+            flow = Flow(
+                company=company_id,
+                requested_by=requested_by,
+                conversation_id=conversation_id,
+                title=title,
+                plan=plan,
+                status=FlowStatus.awaiting_approval if schedule_id is None else FlowStatus.running,
+                step_count=len(steps),
+                flow_sha256="",
+                action_cap=action_cap,
+                created_at=now,
+                updated_at=now,
+                schedule_id=schedule_id,
+                approved_by=None if schedule_id is None else f"schedule:{schedule_id}",
+                approved_at=None if schedule_id is None else now,
             )
+            await flow.save()
+            rows = []
+            for step, bundle, found in zip(steps, bundles, code_found, strict=True):
+                run = await create_run(
+                    company_id=company_id,
+                    requested_by=requested_by,
+                    conversation_id=conversation_id,
+                    title=step.title,
+                    plan=plan,
+                    code=step.code,
+                    datasets=step.datasets,
+                    file_ids=step.file_ids,
+                    limits=step.limits,
+                    bundle=bundle,
+                    findings=[f.model_dump() for f in bundle.findings] + found,
+                    now=now,
+                    schedule_id=schedule_id,
+                    flow_id=flow.id,
+                    flow_step=step.k,
+                    read_actions=step.read_actions and schedule_id is None,
+                    receives=step.receives,
+                )
+                rows.append(
+                    {
+                        "id": run.id,
+                        "flow_step": step.k,
+                        "code_sha256": run.code_sha256,
+                        "bundle_sha256": run.bundle_sha256,
+                        "read_actions": run.read_actions,
+                        "receives": step.receives,
+                    }
+                )
+            digest = flow_hash(rows)
+            await Flow.update({Flow.flow_sha256: digest}).where(Flow.id == flow.id)
     except BaseException:
         for bundle in bundles:
             await asyncio.to_thread(staging.remove_bundle, bundle.directory)
         raise
     if schedule_id is not None:
         queued.announce()  # step 1 is queued now that it is committed
-    digest = flow_hash(rows)
     await audit.record(
         "flow.proposed" if schedule_id is None else "flow.scheduled_firing",
         actor=actor,
         company_id=company_id,
         subject_type="flow",
-        subject_id=flow_id,
+        subject_id=flow.id,
         data={
             "title": title,
             "conversation_id": conversation_id,
@@ -245,73 +281,7 @@ async def save_flow(
             ],
         },
     )
-    return flow_id
-
-
-async def _save_rows(
-    company_id: int,
-    requested_by: int,
-    conversation_id: str,
-    title: str,
-    plan: str,
-    steps: list[PlannedStep],
-    bundles: list[staging.StagedBundle],
-    code_found: list[list[dict[str, Any]]],
-    action_cap: int,
-    schedule_id: int | None,
-    now: datetime,
-) -> tuple[int, list[dict[str, Any]]]:
-    """The rows of `save_flow`, inside its transaction."""
-    flow = Flow(
-        company=company_id,
-        requested_by=requested_by,
-        conversation_id=conversation_id,
-        title=title,
-        plan=plan,
-        status=FlowStatus.awaiting_approval if schedule_id is None else FlowStatus.running,
-        step_count=len(steps),
-        flow_sha256="",
-        action_cap=action_cap,
-        created_at=now,
-        updated_at=now,
-        schedule_id=schedule_id,
-        approved_by=None if schedule_id is None else f"schedule:{schedule_id}",
-        approved_at=None if schedule_id is None else now,
-    )
-    await flow.save()
-    rows = []
-    for step, bundle, found in zip(steps, bundles, code_found, strict=True):
-        run = await create_run(
-            company_id=company_id,
-            requested_by=requested_by,
-            conversation_id=conversation_id,
-            title=step.title,
-            plan=plan,
-            code=step.code,
-            datasets=step.datasets,
-            file_ids=step.file_ids,
-            limits=step.limits,
-            bundle=bundle,
-            findings=[f.model_dump() for f in bundle.findings] + found,
-            now=now,
-            schedule_id=schedule_id,
-            flow_id=flow.id,
-            flow_step=step.k,
-            read_actions=step.read_actions and schedule_id is None,
-            receives=step.receives,
-        )
-        rows.append(
-            {
-                "id": run.id,
-                "flow_step": step.k,
-                "code_sha256": run.code_sha256,
-                "bundle_sha256": run.bundle_sha256,
-                "read_actions": run.read_actions,
-                "receives": step.receives,
-            }
-        )
-    await Flow.update({Flow.flow_sha256: flow_hash(rows)}).where(Flow.id == flow.id)
-    return flow.id, rows
+    return flow.id
 
 
 async def get_flow_row(ctx: UserContext, flow_id: int) -> dict[str, Any]:
