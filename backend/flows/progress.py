@@ -2,6 +2,8 @@
 
 * `carry_in`: right before a step's VM, what it is handed: every earlier step's conclusion and the outputs
   it named, copied from the flow's store into a folder of its own that becomes /work/flow (read-only).
+  With them it inherits their sources: the step's `source_datasets` (what its outputs, its conclusion and
+  what it hands on are tagged with) are its own and every earlier step's, stored on its run with the carry.
 * `collect`: when a step's VM is gone, its conclusion (JSON, within its cap) and the outputs later steps
   named go into the flow's store; a conclusion over its cap or a named output missing fails the step.
 * `step_ended`: called by every path that ends a run: a success queues the next step, anything else skips
@@ -25,6 +27,7 @@ from backend.audit import service as audit
 from backend.flows.tables import Flow, FlowStatus
 from backend.hashing import sha256_file
 from backend.runs import ended, queued
+from backend.runs.sources import run_sources, staged_sources
 from backend.runs.tables import Run, RunStatus
 from backend.settings import get_settings
 from backend.staging.service import remove_bundle
@@ -32,6 +35,9 @@ from backend.staging.service import remove_bundle
 log = logging.getLogger("cleanroom.flows")
 
 CONCLUSION = "conclusion.json"
+# nesting a conclusion may have: past about 250 levels it could not be shown (the JSON encoders stop), past
+# about 1000 not even parsed (Python's recursion limit); a conclusion is a summary, not a tree
+CONCLUSION_MAX_DEPTH = 64
 
 
 def _now() -> datetime:
@@ -47,10 +53,32 @@ def carry_dir(run: dict[str, Any]) -> Path:
     return store(run["flow_id"]) / f"in-{run['flow_step']}-run-{int(run['id'])}"
 
 
+async def inherited_sources(run: dict[str, Any]) -> set[str]:
+    """The sources of every earlier step of the run's flow: each earlier conclusion reaches step k, so all
+    of them count, whether or not step k receives a file of theirs. None outside a flow."""
+    if run.get("flow_id") is None:
+        return set()
+    earlier = (
+        await Run.select(Run.company, Run.datasets, Run.file_ids, Run.source_datasets)
+        .where((Run.flow_id == run["flow_id"]) & (Run.flow_step < run["flow_step"]))
+        .output(load_json=True)
+    )
+    names: set[str] = set()
+    for row in earlier:
+        names.update(await run_sources(row))
+    return names
+
+
+async def step_sources(run: dict[str, Any]) -> list[str]:
+    """What step k's results are computed from: its own staged data and every earlier step's sources."""
+    return sorted(await staged_sources(run) | await inherited_sources(run))
+
+
 async def carry_in(run: dict[str, Any]) -> tuple[Path, float | None]:
     """Build step k's /work/flow: step-<j>/conclusion.json of every earlier step that wrote one, and
-    step-<j>/<name> for each output it receives. Recorded on the run and in the audit trail. Also says
-    when the previous step ended (its VM already gone): step k's VM must not be older than that."""
+    step-<j>/<name> for each output it receives. Recorded on the run, with the sources it inherits, and in
+    the audit trail. Also says when the previous step ended (its VM already gone): step k's VM must not be
+    older than that."""
     k, flow_id = run["flow_step"], run["flow_id"]
     root = store(flow_id)
     target = carry_dir(run)
@@ -75,14 +103,15 @@ async def carry_in(run: dict[str, Any]) -> tuple[Path, float | None]:
         return carried
 
     carried = await asyncio.to_thread(build)
-    await Run.update({Run.carried: carried}).where(Run.id == run["id"])
+    sources = await step_sources(run)
+    await Run.update({Run.carried: carried, Run.source_datasets: sources}).where(Run.id == run["id"])
     await audit.record(
         "flow.step_handed",
         actor=f"worker:run-{run['id']}",
         company_id=run["company"],
         subject_type="flow",
         subject_id=flow_id,
-        data={"step": k, "run_id": run["id"], "carried": carried},
+        data={"step": k, "run_id": run["id"], "carried": carried, "source_datasets": sources},
     )
     previous = (
         await Run.select(Run.finished_at)
@@ -91,6 +120,19 @@ async def carry_in(run: dict[str, Any]) -> tuple[Path, float | None]:
     )
     ended = previous["finished_at"].timestamp() if previous and previous["finished_at"] else None
     return target, ended
+
+
+def json_depth(value: Any) -> int:
+    """How deeply lists and objects nest in a parsed JSON value (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in item)
+    return deepest
 
 
 def _later_wants(later: list[dict[str, Any]], k: int) -> list[str]:
@@ -112,6 +154,16 @@ def _collect_files(run: dict[str, Any], out_dir: Path, names: list[str], cap: in
             conclusion = json.loads(path.read_bytes().decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             return None, f"{CONCLUSION} is not valid JSON: {exc}"
+        except RecursionError:  # the parser's own limit: far deeper than a conclusion may be
+            conclusion = None
+            depth = CONCLUSION_MAX_DEPTH + 1
+        else:
+            depth = json_depth(conclusion)
+        if depth > CONCLUSION_MAX_DEPTH:
+            return None, (
+                f"{CONCLUSION} nests lists and objects more than {CONCLUSION_MAX_DEPTH} levels deep; a "
+                "conclusion may nest at most that deep (hand larger results on as named output files)"
+            )
     missing = [n for n in names if not (out_dir / n).is_file() or (out_dir / n).is_symlink()]
     if missing:
         return None, (

@@ -74,6 +74,11 @@ class FlowStep(BaseModel):
     receives: list[Received]  # the named outputs of earlier steps it is handed, besides their conclusions
     conclusion: Any | None  # its /work/output/conclusion.json, parsed (None until it ran, or without one)
     carried: list[CarriedFile] | None  # what it was handed at its start (None until it started)
+    # what its outputs, conclusion and what it hands on are tagged with: its own sources and every
+    # earlier step's (their conclusions always reach it)
+    source_datasets: list[str] = Field(default_factory=list)
+    # why its conclusion and what it was handed are not shown: the caller may no longer read a source
+    withheld: str | None = None
     run: RunDetail  # the step's run: code, manifest, findings, hashes, status, timings, outputs
 
 

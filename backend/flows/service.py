@@ -15,7 +15,7 @@ from typing import Any
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
-from backend.flows import progress  # noqa: F401 - registers how a flow follows its steps' ends
+from backend.flows import progress  # registers how a flow follows its steps' ends
 from backend.flows.schemas import (
     MAX_STEPS,
     CarriedFile,
@@ -30,12 +30,14 @@ from backend.flows.schemas import (
 )
 from backend.flows.tables import Capability, Flow, FlowStatus
 from backend.hashing import sha256_json, sha256_text
+from backend.records.visibility import unreadable_sources
 from backend.runs import gates, queued
 from backend.runs import service as runs
 from backend.runs.factory import create_run
 from backend.runs.limits import bundle_bytes
-from backend.runs.read import can_decide, detail
+from backend.runs.read import can_decide, detail, withheld_reason
 from backend.runs.schemas import PersonRef, Rejection
+from backend.runs.sources import run_sources
 from backend.runs.tables import ApprovalKind, Run, RunStatus
 from backend.staging import service as staging
 from backend.tenancy.context import UserContext
@@ -460,14 +462,26 @@ async def flow_detail(ctx: UserContext, flow_id: int) -> FlowDetail:
             blocked = "code execution is turned off for this company"
     out_steps = []
     for step in steps:
+        # stored when it was handed its carry; before that, what it will inherit, as the approver sees it
+        sources = (
+            await run_sources(step)
+            if step["source_datasets"] is not None
+            else await progress.step_sources(step)
+        )
+        unreadable = unreadable_sources(ctx, sources)  # the rule Drive applies to its outputs
+        withheld = withheld_reason(unreadable) if unreadable else None
         out_steps.append(
             FlowStep(
                 step=step["flow_step"],
                 title=step["title"],
                 capability=capability_of(step),
                 receives=[Received(**r) for r in step["receives"] or []],
-                conclusion=step["conclusion"],
-                carried=[CarriedFile(**c) for c in step["carried"]] if step["carried"] is not None else None,
+                conclusion=None if withheld else step["conclusion"],
+                carried=[CarriedFile(**c) for c in step["carried"]]
+                if step["carried"] is not None and not withheld
+                else None,
+                source_datasets=sources,
+                withheld=withheld,
                 run=await detail(ctx, step["id"]),
             )
         )

@@ -13,7 +13,9 @@ Drive files and folders carry the same owner/team/visibility columns and go thro
 the part of the rule that does not depend on a dataset permission, plus one more condition: a run's output
 is tagged with the datasets the run read (`source_datasets`), and a non-admin sees it only while holding
 read on every one of them. So an output computed from `employees` stays hidden from a team manager without
-the HR permission, wherever Drive rows are listed, searched, downloaded or staged.
+the HR permission, wherever Drive rows are listed, searched, downloaded or staged. The same condition,
+`unreadable_sources`, withholds what a run printed and concluded (runs/read.py, flows/service.py) from a
+requester who has since lost a permission its sources need.
 """
 
 from __future__ import annotations
@@ -71,10 +73,17 @@ def owned_rows_where(ctx: UserContext, table: type[Table]) -> Any:
     allowed = Or(allowed, And(table.visibility == "private", table.owner.is_in(private_owners)))
     where = And(same_company, allowed)
     if hasattr(table, "source_datasets"):
-        for name in sorted(DATASETS):
-            if not ctx.can(name, "read"):
-                where = And(where, _not_derived_from(table, name))
+        for name in unreadable_sources(ctx, DATASETS):
+            where = And(where, _not_derived_from(table, name))
     return where
+
+
+def unreadable_sources(ctx: UserContext, sources: Any) -> list[str]:
+    """The datasets among `sources` (the tags of a run's outputs) that `ctx` may not read: anything tagged
+    with one of them is hidden from `ctx`. None for an admin; a tag that names no dataset hides nothing."""
+    if ctx.is_admin:
+        return []
+    return sorted(name for name in set(sources) if name in DATASETS and not ctx.can(name, "read"))
 
 
 def _not_derived_from(table: type[Table], dataset: str) -> WhereRaw:

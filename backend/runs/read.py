@@ -13,6 +13,7 @@ from piccolo.querystring import QueryString
 from backend.credits import service as credits
 from backend.drive import service as drive
 from backend.errors import NotFound
+from backend.records.visibility import unreadable_sources
 from backend.runs import gates
 from backend.runs.followups import followup_grant, grant_fields
 from backend.runs.schemas import (
@@ -26,6 +27,7 @@ from backend.runs.schemas import (
     RunSummary,
     StagedFile,
 )
+from backend.runs.sources import run_sources
 from backend.runs.tables import FINISHED, Run, RunStatus
 from backend.settings import get_settings
 from backend.tenancy.context import UserContext
@@ -149,8 +151,32 @@ def _staged_files(row: dict[str, Any]) -> list[StagedFile]:
     return [StagedFile(id=i, name=names.get(i, "")) for i in row["file_ids"] or []]
 
 
+def withheld_reason(unreadable: list[str]) -> str:
+    """Why a run's results are not shown to someone who may see the run itself."""
+    names = ", ".join(unreadable)
+    return (
+        f"withheld: this run's results are computed from {names}, which you may no longer read "
+        "(a company admin can grant the permission again)"
+    )
+
+
+def withhold(row: dict[str, Any], reason: str) -> dict[str, Any]:
+    """The run as shown to someone who lost a permission its sources need: nothing it printed, no output
+    file listed, no excerpt of its staged data; the placeholder says why."""
+    result = row["result"]
+    if result is not None:
+        result = {**result, "stdout": f"[{reason}]", "stderr": "", "stdout_truncated": False, "files": []}
+    findings = [{**f, "excerpt": "", "span": None} for f in row["findings"] or []]
+    return {**row, "result": result, "findings": findings}
+
+
 async def detail(ctx: UserContext, run_id: int) -> RunDetail:
     row = await get_run_row(ctx, run_id)
+    sources = await run_sources(row)
+    withheld = None
+    if unreadable := unreadable_sources(ctx, sources):  # the rule Drive applies to the run's outputs
+        withheld = withheld_reason(unreadable)
+        row = withhold(row, withheld)
     requester = (
         await User.select(User.id, User.email, User.name).where(User.id == row["requested_by"]).first()
     )
@@ -204,6 +230,8 @@ async def detail(ctx: UserContext, run_id: int) -> RunDetail:
         and not row["flow_id"],
         approve_blocked_reason=blocked,
         output_files=outputs,
+        source_datasets=sources,
+        withheld=withheld,
     )
 
 

@@ -187,3 +187,7 @@ class RunDetail(BaseModel):
     host_id: str | None = None  # the hypervisor host that ran it (a fleet worker); None: the API's own
     flow_id: int | None = None  # the flow this run is a step of (approved, and shown, with its flow)
     flow_step: int | None = None
+    # what its results are computed from: its staged data and, for a flow's step, every earlier step's
+    source_datasets: list[str] = Field(default_factory=list)
+    # why its printed output and staged excerpts are not shown: the caller may no longer read a source
+    withheld: str | None = None

@@ -110,6 +110,10 @@ class Run(Table):
     receives = JSON(default=[])
     carried = JSON(null=True, default=None)
     conclusion = JSON(null=True, default=None)
+    # the datasets what it produced is computed from (its stdout, outputs, conclusion, what it hands on):
+    # those it staged, those its staged Drive files were computed from, and for a flow's step those of
+    # every earlier step (runs/sources.py); written when it is handed its carry and when it ends
+    source_datasets = JSON(null=True, default=None)
 
 
 TABLES = [Run]

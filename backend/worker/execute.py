@@ -22,11 +22,11 @@ from backend.actions.tables import ActionItem
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.drive import service as drive
-from backend.drive.tables import DriveFile
 from backend.errors import AppError
 from backend.flows import progress as flows
 from backend.hashing import sha256_json, sha256_text
 from backend.runs import ended, gates
+from backend.runs.sources import staged_sources
 from backend.runs.tables import RETRYABLE, Run, RunStatus
 from backend.sandbox.models import RejectedFile
 from backend.settings import get_settings
@@ -159,16 +159,13 @@ async def _execute(run: dict[str, Any]) -> str:
 
 
 async def source_datasets(run: dict[str, Any]) -> list[str]:
-    """The datasets a run's outputs are computed from: those it staged, and those its staged Drive files
-    were computed from (an output staged into another run keeps its tags). Drive shows the outputs only
-    to people who may read every one of them (records/visibility.py)."""
-    names = set(run["datasets"] or [])
-    if run["file_ids"]:
-        for row in await DriveFile.select(DriveFile.source_datasets).where(
-            (DriveFile.id.is_in(list(run["file_ids"]))) & (DriveFile.company == run["company"])
-        ):
-            names.update(drive.source_tags(row["source_datasets"]))
-    return sorted(names)
+    """The datasets a run's outputs are computed from: those it staged, those its staged Drive files were
+    computed from (an output staged into another run keeps its tags), and for a flow's step those of every
+    earlier step (their conclusions and named outputs reached it). Drive shows the outputs only to people
+    who may read every one of them (records/visibility.py)."""
+    if run.get("flow_id") is not None:
+        return await flows.step_sources(run)
+    return sorted(await staged_sources(run))
 
 
 async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
@@ -197,6 +194,10 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
     status, error = result.status, result.error
     folder_id, outputs, note = None, [], None
     try:
+        # what its printed output, files and conclusion are computed from, kept before any of them is
+        sources = await source_datasets(run)
+        await Run.update({Run.source_datasets: sources}).where(Run.id == run_id)
+        run = {**run, "source_datasets": sources}
         requester = await load_user_context(run["requested_by"])
         folder_id, outputs = await _store_outputs(run, result, out_dir, requester, actor)
         note = await _ingest_actions(run, result, requester)
@@ -232,6 +233,7 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
             "actions_discarded": bool(result.actions_discarded),
             "vm": result.vm.model_dump(mode="json"),
             "credits": charged,
+            "source_datasets": run.get("source_datasets"),
         },
     )
     return status
@@ -245,7 +247,7 @@ async def _store_outputs(
     if not result.files:
         return None, []
     run_id = run["id"]
-    sources = await source_datasets(run)
+    sources = run["source_datasets"]
     folder = await drive.create_folder(
         requester,
         f"Run {run_id} — {run['title']}"[:200],

@@ -1,0 +1,302 @@
+"""A flow's outputs keep the permissions of everything that reached them (review N-H1, issue 23).
+
+The attack from the review: hannah holds the HR permission; she is put in team East, which maria manages,
+and maria has no HR permission (the seed gives hannah no manager: she manages the People team alone). As a
+manager maria sees hannah's private Drive files. hannah's two-step flow reads `employees` in step 1 and
+writes pay.csv and a conclusion; step 2 stages nothing, receives pay.csv and copies it to its own output.
+Step 2's files hold employees data, so they must be tagged `employees` like step 1's: maria cannot list,
+download or stage them; hannah can. The same for every firing of the flow's schedule.
+
+Positive controls: the same flow over a dataset maria may read is visible to her as hannah's manager, and
+with the inheritance taken out (the code before the fix) the employees copy is visible to her: the checks
+below would notice the leak.
+
+Also here: a run or flow staging a tagged output keeps its tags (review: "tags propagate through staged
+files"); a requester who lost a permission no longer reads past results computed from it (review Low 4);
+a conclusion nested too deeply fails its step cleanly (review Low 7).
+
+The VM is replaced by a stand-in that runs each step's (trusted, test-written) Python on the host with the
+guest's paths pointed at the run's folders: its input bundle, its output folder and its /work/flow carry.
+Everything around it - staging, the hand-over between steps, filing outputs in Drive, the visibility rule -
+is the worker's own code. tests/flows/test_flows_vm.py runs the same flow in real VMs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend import sandbox, worker
+from backend.drive import service as drive
+from backend.drive.tables import DriveFile, DriveFolder
+from backend.flows import progress
+from backend.flows.tables import Flow
+from backend.runs.tables import Run
+from backend.sandbox.models import OutputFile, SandboxResult, Timings, VmInfo
+from backend.tenancy.context import load_user_context_by_email
+from backend.tenancy.tables import Team, TeamMembership, User
+from tests.conftest import approve_as, login, token_for
+from tests.flows.conftest import approve_flow_as, flow_body, step
+from tests.runs.conftest import enable_code, proposal
+
+HANNAH, MARIA, ADMIN = "hannah@acme.example", "maria@acme.example", "admin@acme.example"
+
+# step 1: reads a dataset, writes a table of it and a conclusion, prints a value from it
+STEP_1 = """
+import csv, json
+rows = list(csv.DictReader(open("/work/input/datasets/DATASET.csv")))
+with open("/work/output/pay.csv", "w") as out:
+    out.write("id,value\\n")
+    out.writelines(f"{r['id']},{r.get('salary') or r.get('name')}\\n" for r in rows)
+print("first row:", rows[0].get("salary") or rows[0].get("name"))
+json.dump({"rows": len(rows), "first_id": rows[0]["id"]}, open("/work/output/conclusion.json", "w"))
+"""
+
+# step 2 (the review's): stages nothing, copies what it receives, passes the conclusion on
+STEP_2 = """
+import json, shutil
+shutil.copy("/work/flow/step-1/pay.csv", "/work/output/pay.csv")
+earlier = json.load(open("/work/flow/step-1/conclusion.json"))
+json.dump({"copied_rows": earlier["rows"]}, open("/work/output/conclusion.json", "w"))
+print("copied", earlier["rows"], "rows")
+"""
+
+# a run (or step 1) that stages an earlier output as a Drive file and copies it, naming no dataset
+STAGED_COPY = """
+import glob, shutil
+shutil.copy(sorted(glob.glob("/work/input/files/*/*.csv"))[0], "/work/output/pay.csv")
+print("copied")
+"""
+
+
+def two_steps(dataset: str = "employees", **extra: Any) -> dict[str, Any]:
+    return flow_body(
+        step(STEP_1.replace("DATASET", dataset), [dataset], title="Pay table"),
+        step(STEP_2, [], title="Copy", receives=[{"step": 1, "name": "pay.csv"}]),
+        **extra,
+    )
+
+
+def host_vm(
+    code: str, *, input_dir: Path, out_dir: Path, carry_dir: Path | None = None, **_: Any
+) -> SandboxResult:
+    """What a VM returns for trusted test code, run on the host with /work/* pointed at the run's folders."""
+    for guest, host in (
+        ("/work/input", input_dir),
+        ("/work/output", out_dir),
+        ("/work/flow", carry_dir or out_dir / "no-carry"),
+    ):
+        code = code.replace(guest, str(host))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "<step>", "exec"), {})  # noqa: S102 - the tests' own code
+    files = []
+    for path in sorted(out_dir.iterdir()):
+        data = path.read_bytes()
+        files.append(OutputFile(name=path.name, size=len(data), sha256=hashlib.sha256(data).hexdigest()))
+    return SandboxResult(
+        status="succeeded",
+        exit_code=0,
+        stdout=printed.getvalue(),
+        files=files,
+        timings_ms=Timings(total=900),
+        vm=VmInfo(virt_type="kvm", nics=0, guest_interfaces=["lo"]),
+    )
+
+
+async def _acme() -> int:
+    return (await User.select(User.company).where(User.email == ADMIN).first())["company"]
+
+
+@pytest.fixture
+async def hannah_under_maria(demo_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hannah (HR) also in team East, which maria (no HR) manages; the VM stand-in in place."""
+    await enable_code()
+    east = await Team.select(Team.id).where((Team.name == "East") & (Team.company == await _acme())).first()
+    hannah = await User.select(User.id).where(User.email == HANNAH).first()
+    await TeamMembership(team=east["id"], user=hannah["id"], is_manager=False).save()
+    maria, hannah_ctx = await load_user_context_by_email(MARIA), await load_user_context_by_email(HANNAH)
+    assert hannah_ctx.user_id in maria.managed_user_ids and not maria.can("employees")
+    assert hannah_ctx.can("employees") and maria.can("products") and hannah_ctx.can("products")
+    monkeypatch.setattr(sandbox, "run_code", host_vm)
+
+
+async def run_flow(client: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """hannah's assistant proposes, hannah approves as a person, the worker runs every step."""
+    token = await token_for(client, HANNAH)
+    r = await client.post("/api/flows", json=body, headers=token)
+    assert r.status_code == 201, r.text
+    assert (await approve_flow_as(client, HANNAH, r.json())).status_code == 200
+    client.cookies.clear()
+    await worker.drain()
+    return await flow_as(client, HANNAH, r.json()["id"])
+
+
+async def flow_as(client: Any, email: str, flow_id: int) -> dict[str, Any]:
+    client.cookies.clear()
+    await login(client, email)
+    r = await client.get(f"/api/flows/{flow_id}")
+    client.cookies.clear()
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def outputs(run_id: int) -> dict[str, dict[str, Any]]:
+    """A step's files in Drive by name, with their folder and tags."""
+    rows = await DriveFile.select(
+        DriveFile.id, DriveFile.name, DriveFile.folder, DriveFile.source_datasets
+    ).where(DriveFile.run_id == run_id)
+    return {r["name"]: {**r, "source_datasets": drive.source_tags(r["source_datasets"])} for r in rows}
+
+
+async def drive_view(client: Any, email: str, file: dict[str, Any], run_id: int) -> dict[str, Any]:
+    """What one signed-in person's Drive shows of a file: the full list, by run, its folder, metadata,
+    content, and whether their assistant can stage it into a run of theirs."""
+    client.cookies.clear()
+    await login(client, email)
+    listed = {f["id"] for f in (await client.get("/api/drive/files", params={"all": "true"})).json()}
+    by_run = {f["id"] for f in (await client.get("/api/drive/files", params={"run_id": run_id})).json()}
+    folders = {f["id"] for f in (await client.get("/api/drive/folders")).json()}
+    meta = await client.get(f"/api/drive/files/{file['id']}")
+    content = await client.get(f"/api/drive/files/{file['id']}/content")
+    token = await token_for(client, email)
+    staged = await client.post("/api/runs", json=proposal(datasets=[], files=[file["id"]]), headers=token)
+    client.cookies.clear()
+    return {
+        "listed": file["id"] in listed,
+        "by_run": file["id"] in by_run,
+        "folder": file["folder"] in folders,
+        "meta": meta.status_code,
+        "content": content.status_code,
+        "staged": staged.status_code,
+    }
+
+
+SEES_ALL = {"listed": True, "by_run": True, "folder": True, "meta": 200, "content": 200, "staged": 201}
+SEES_NOTHING = {"listed": False, "by_run": False, "folder": False, "meta": 404, "content": 404, "staged": 404}
+
+
+async def test_a_later_step_that_stages_nothing_keeps_employees_from_the_manager_without_hr(
+    client, hannah_under_maria
+) -> None:
+    done = await run_flow(client, two_steps())
+    assert done["status"] == "succeeded", [
+        (s["run"]["status"], s["run"]["error_message"]) for s in done["steps"]
+    ]
+    first, second = done["steps"]
+    assert second["run"]["datasets"] == [] and second["carried"] is not None
+    assert [c["name"] for c in second["carried"]] == ["step-1/conclusion.json", "step-1/pay.csv"]
+    # step 2 read no dataset, yet what it produced is computed from employees
+    assert first["source_datasets"] == second["source_datasets"] == ["employees"]
+    assert second["run"]["source_datasets"] == ["employees"]
+    stored = await Run.select(Run.source_datasets).where(Run.id == second["run"]["id"]).output(load_json=True)
+    assert stored[0]["source_datasets"] == ["employees"]  # kept with the carry, in the database
+    files = await outputs(second["run"]["id"])
+    assert set(files) == {"pay.csv", "conclusion.json"}
+    assert {n: f["source_datasets"] for n, f in files.items()} == {
+        "pay.csv": ["employees"],
+        "conclusion.json": ["employees"],
+    }
+    folder = await DriveFolder.select(DriveFolder.source_datasets).where(
+        DriveFolder.run_id == second["run"]["id"]
+    )
+    assert drive.source_tags(folder[0]["source_datasets"]) == ["employees"]
+    # the attack: maria, hannah's manager without HR, sees none of step 2's files, nor can stage them
+    for name in ("pay.csv", "conclusion.json"):
+        assert await drive_view(client, MARIA, files[name], second["run"]["id"]) == SEES_NOTHING, name
+    # hannah, who ran it, and the admin see and stage them
+    for email in (HANNAH, ADMIN):
+        assert await drive_view(client, email, files["pay.csv"], second["run"]["id"]) == SEES_ALL, email
+    assert await drive_view(client, HANNAH, files["conclusion.json"], second["run"]["id"]) == SEES_ALL
+    # the hand-over is on the record with what it carried in
+    client.cookies.clear()
+    await login(client, HANNAH)
+    trail = (await client.get(f"/api/flows/{done['id']}/audit")).json()
+    handed = [e["data"] for e in trail if e["action"] == "flow.step_handed"]
+    assert [h["source_datasets"] for h in handed] == [["employees"], ["employees"]], handed
+
+
+async def test_positive_controls_a_readable_source_shows_and_removing_the_inheritance_leaks(
+    client, hannah_under_maria, monkeypatch
+) -> None:
+    """The same flow over products, which maria may read: as hannah's manager she sees step 2's copy (the
+    visibility checks above can see a file at all). And with step 2 inheriting nothing, as before the fix,
+    she sees the employees copy: the leak the review found, which the checks above would catch."""
+    control = await run_flow(client, two_steps("products"))
+    assert control["status"] == "succeeded" and control["steps"][1]["source_datasets"] == ["products"]
+    files = await outputs(control["steps"][1]["run"]["id"])
+    assert await drive_view(client, MARIA, files["pay.csv"], control["steps"][1]["run"]["id"]) == SEES_ALL
+
+    async def nothing_inherited(run: dict[str, Any]) -> set[str]:
+        return set()
+
+    monkeypatch.setattr(progress, "inherited_sources", nothing_inherited)
+    leaky = await run_flow(client, two_steps())
+    second = leaky["steps"][1]["run"]
+    files = await outputs(second["id"])
+    assert files["pay.csv"]["source_datasets"] == []
+    assert await drive_view(client, MARIA, files["pay.csv"], second["id"]) == SEES_ALL
+
+
+async def test_every_scheduled_firing_tags_the_later_step_too(client, hannah_under_maria) -> None:
+    from backend.schedules import service as schedules
+
+    done = await run_flow(client, two_steps())
+    assert done["status"] == "succeeded"
+    await login(client, HANNAH)
+    r = await client.post("/api/schedules", json={"flow_id": done["id"], "cron": "0 6 * * *"})
+    assert r.status_code == 201, r.text
+    client.cookies.clear()
+    schedule_id = r.json()["id"]
+    for _ in range(2):  # each firing is a new flow; each is tagged on its own
+        assert await schedules.fire(schedule_id) is not None
+        await worker.drain()
+    fired = await Flow.select(Flow.id).where(Flow.schedule_id == schedule_id).order_by(Flow.id)
+    assert len(fired) == 2
+    for row in fired:
+        flow = await flow_as(client, HANNAH, row["id"])
+        assert flow["status"] == "succeeded" and flow["approval"]["by"] == f"schedule:{schedule_id}"
+        second = flow["steps"][1]
+        assert second["run"]["datasets"] == [] and second["source_datasets"] == ["employees"]
+        files = await outputs(second["run"]["id"])
+        assert (
+            files["pay.csv"]["source_datasets"]
+            == files["conclusion.json"]["source_datasets"]
+            == ["employees"]
+        )
+        for name in ("pay.csv", "conclusion.json"):
+            assert await drive_view(client, MARIA, files[name], second["run"]["id"]) == SEES_NOTHING, name
+        assert await drive_view(client, HANNAH, files["pay.csv"], second["run"]["id"]) == SEES_ALL
+
+
+async def test_staging_a_flows_output_keeps_its_tags_into_a_run_and_into_another_flow(
+    client, hannah_under_maria
+) -> None:
+    """A follow-up that stages step 2's copy (naming no dataset) produces files still tagged employees; a
+    flow whose step 1 stages it hands that on to its step 2."""
+    done = await run_flow(client, two_steps())
+    copy = (await outputs(done["steps"][1]["run"]["id"]))["pay.csv"]
+    token = await token_for(client, HANNAH)
+    r = await client.post("/api/runs", json=proposal(STAGED_COPY, [], files=[copy["id"]]), headers=token)
+    assert r.status_code == 201, r.text
+    follow_up = r.json()
+    assert follow_up["datasets"] == [] and follow_up["file_ids"] == [copy["id"]]
+    assert (await approve_as(client, HANNAH, follow_up)).status_code == 200
+    client.cookies.clear()
+    assert await worker.execute(follow_up["id"]) == "succeeded"
+    files = await outputs(follow_up["id"])
+    assert files and all(f["source_datasets"] == ["employees"] for f in files.values()), files
+    assert await drive_view(client, MARIA, files["pay.csv"], follow_up["id"]) == SEES_NOTHING
+    # a flow staging the copy in step 1 (no dataset at all): its step 2 inherits the tag too
+    body = flow_body(
+        step(STAGED_COPY, [], files=[copy["id"]], title="Again"),
+        step("print('nothing staged')", [], title="After"),
+    )
+    again = await run_flow(client, body)
+    assert again["status"] == "succeeded", again
+    assert [s["source_datasets"] for s in again["steps"]] == [["employees"], ["employees"]]
