@@ -8,10 +8,11 @@ from typing import Any
 from litestar import Litestar, Router
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.plugins import JsonRenderPlugin
 
 from backend import db
 from backend.actions.controller import ActionItemsController
+from backend.audit import throttle as audit_throttle
 from backend.credits.controller import CreditsController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
@@ -98,6 +99,7 @@ def create_app(
                 await DISPATCHER.stop()
             elif worker_here:
                 await stop_worker()
+        await audit_throttle.flush()  # refusals still counted get their audit entry
         if pool:
             await db.close_pool()
 
@@ -115,7 +117,8 @@ def create_app(
             title="Cleanroom API",
             version="0.1.0",
             path="/schema",
-            render_plugins=[SwaggerRenderPlugin()],
+            # the JSON document only: a UI renderer would load its JavaScript from a CDN on the API's origin
+            render_plugins=[JsonRenderPlugin()],
         ),
         request_max_body_size=get_settings().max_upload_bytes + 1024 * 1024,
         allowed_hosts=allowed_hosts_config(),  # DNS rebinding to the localhost API answers 400

@@ -3,7 +3,8 @@
 Who is asking, and how: a signed-in person (the session cookie the console holds) or the assistant (a
 personal API token with the assistant scope). A token may call only the handlers that say so with
 `opt=ASSISTANT_OK` (reading, uploading, proposing, revising, following up); every other handler is a
-person's decision, refused to a token with 403 `person_required` and an audit entry naming the token.
+person's decision, refused to a token with 403 `person_required` and an audit entry naming the token (one
+a minute per token, with the count of refusals it stands for: `backend/audit/throttle.py`).
 New handlers are person-only unless they opt in: the safe default.
 """
 
@@ -15,7 +16,7 @@ from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
-from backend.audit import service as audit
+from backend.audit import throttle as audit_throttle
 from backend.errors import Forbidden, NotAuthenticated
 from backend.tenancy import service
 from backend.tenancy.context import TOKEN, UserContext
@@ -58,18 +59,16 @@ async def scope_guard(connection: ASGIConnection[Any, Any, Any, Any], handler: B
     ctx = await authenticate(connection)
     if ctx.auth != TOKEN or ctx.token_scope in handler.opt.get(TOKEN_SCOPES, frozenset()):
         return
-    await audit.record(
+    method, path = connection.scope.get("method", ""), connection.url.path
+    await audit_throttle.record(  # one entry per token a minute, with a count: a loop cannot flood the trail
+        ("auth.person_required", ctx.token_id),
         "auth.person_required",
         actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="api_token",
         subject_id=ctx.token_id,
-        data={
-            "method": connection.scope.get("method", ""),
-            "path": connection.url.path,
-            "token_id": ctx.token_id,
-            "scope": ctx.token_scope,
-        },
+        data={"method": method, "path": path, "token_id": ctx.token_id, "scope": ctx.token_scope},
+        route=f"{method} {path}",
     )
     raise Forbidden(
         {
