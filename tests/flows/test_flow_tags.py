@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,11 @@ from backend.drive import service as drive
 from backend.drive.tables import DriveFile, DriveFolder
 from backend.flows import progress
 from backend.flows.tables import Flow
+from backend.records.visibility import unreadable_sources
 from backend.runs.tables import Run
 from backend.sandbox.models import OutputFile, SandboxResult, Timings, VmInfo
-from backend.tenancy.context import load_user_context_by_email
-from backend.tenancy.tables import Team, TeamMembership, User
+from backend.tenancy.context import UserContext, load_user_context_by_email
+from backend.tenancy.tables import PermissionSet, Team, TeamMembership, User, UserPermissionSet
 from tests.conftest import approve_as, login, token_for
 from tests.flows.conftest import approve_flow_as, flow_body, step
 from tests.runs.conftest import enable_code, proposal
@@ -300,3 +302,139 @@ async def test_staging_a_flows_output_keeps_its_tags_into_a_run_and_into_another
     again = await run_flow(client, body)
     assert again["status"] == "succeeded", again
     assert [s["source_datasets"] for s in again["steps"]] == [["employees"], ["employees"]]
+
+
+# ------------------------------------------------------------------ revoked permissions and past results
+
+
+async def _revoke_hr(email: str) -> None:
+    user = await User.select(User.id).where(User.email == email).first()
+    hr = await PermissionSet.select(PermissionSet.id).where(
+        (PermissionSet.name == "HR") & (PermissionSet.company == await _acme())
+    )
+    await UserPermissionSet.delete().where(
+        (UserPermissionSet.user == user["id"]) & (UserPermissionSet.permission_set == hr[0]["id"])
+    )
+    assert not (await load_user_context_by_email(email)).can("employees")
+
+
+async def _run(client: Any, code: str, datasets: list[str]) -> int:
+    token = await token_for(client, HANNAH)
+    r = await client.post("/api/runs", json=proposal(code, datasets), headers=token)
+    assert r.status_code == 201, r.text
+    assert (await approve_as(client, HANNAH, r.json())).status_code == 200
+    client.cookies.clear()
+    assert await worker.execute(r.json()["id"]) == "succeeded"
+    return r.json()["id"]
+
+
+async def _as(client: Any, email: str, path: str, token: bool = False) -> Any:
+    """GET as a signed-in person, or as their assistant's token (what MCP get_run sends)."""
+    client.cookies.clear()
+    headers = await token_for(client, email) if token else {}
+    if not token:
+        await login(client, email)
+    r = await client.get(path, headers=headers)
+    client.cookies.clear()
+    assert r.status_code == 200, r.text
+    return r
+
+
+async def test_a_requester_who_lost_hr_no_longer_reads_what_her_runs_and_flows_computed_from_employees(
+    client, hannah_under_maria
+) -> None:
+    """Review Low 4: past stdout, conclusions and carried files follow the permission as it is now. The
+    positive controls: before the revocation hannah reads them all; after it the admin still does, and
+    hannah still reads a run over products."""
+    flow = await run_flow(client, two_steps())
+    run_id = await _run(client, STEP_1.replace("DATASET", "employees"), ["employees"])
+    products = await _run(client, STEP_1.replace("DATASET", "products"), ["products"])
+    before = (await _as(client, HANNAH, f"/api/flows/{flow['id']}")).json()
+    secret = before["steps"][0]["run"]["result"]["stdout"].split("first row:")[1].strip()
+    assert secret and before["steps"][0]["conclusion"]["rows"] > 0
+    assert before["steps"][1]["conclusion"] == {"copied_rows": before["steps"][0]["conclusion"]["rows"]}
+    assert [c["name"] for c in before["steps"][1]["carried"]] == ["step-1/conclusion.json", "step-1/pay.csv"]
+    assert before["steps"][1]["withheld"] is None and before["steps"][1]["run"]["withheld"] is None
+    plain = (await _as(client, HANNAH, f"/api/runs/{run_id}", token=True)).json()
+    assert secret in plain["result"]["stdout"] and plain["output_files"] and plain["withheld"] is None
+
+    await _revoke_hr(HANNAH)
+
+    after = await _as(client, HANNAH, f"/api/flows/{flow['id']}")
+    assert secret not in after.text
+    for s in after.json()["steps"]:
+        assert s["conclusion"] is None and s["carried"] is None, s
+        assert s["withheld"] and "employees" in s["withheld"] and s["source_datasets"] == ["employees"]
+        run = s["run"]
+        assert run["withheld"] == s["withheld"]
+        assert run["result"]["stdout"] == f"[{run['withheld']}]" and run["result"]["files"] == []
+        assert run["output_files"] == []
+    for token in (False, True):  # the console's session, and the assistant's token (MCP get_run)
+        shown = await _as(client, HANNAH, f"/api/runs/{run_id}", token=token)
+        assert secret not in shown.text
+        body = shown.json()
+        assert body["withheld"].startswith("withheld: this run's results are computed from employees")
+        assert body["result"]["stdout"] == f"[{body['withheld']}]" and body["output_files"] == []
+    # positive controls: the admin still reads everything; hannah still reads her run over products
+    admin = await _as(client, ADMIN, f"/api/flows/{flow['id']}")
+    assert secret in admin.text and admin.json()["steps"][1]["conclusion"] == before["steps"][1]["conclusion"]
+    assert all(s["withheld"] is None for s in admin.json()["steps"])
+    kept = (await _as(client, HANNAH, f"/api/runs/{products}")).json()
+    assert kept["withheld"] is None and "first row:" in kept["result"]["stdout"] and kept["output_files"]
+
+
+async def test_the_rule_for_results_is_the_rule_for_drive(demo_db: str) -> None:
+    """One condition hides a tagged Drive row and withholds a run's results: a dataset in the tags that
+    the caller may not read. Admins are never refused; a tag naming no dataset hides nothing."""
+    maria, admin = await load_user_context_by_email(MARIA), await load_user_context_by_email(ADMIN)
+    assert unreadable_sources(maria, ["employees", "deals"]) == ["employees"]
+    assert unreadable_sources(maria, ["deals", "products", "employees2"]) == []
+    assert unreadable_sources(admin, ["employees"]) == []
+    hannah: UserContext = await load_user_context_by_email(HANNAH)
+    assert unreadable_sources(hannah, ["employees"]) == [] and unreadable_sources(hannah, ["deals"]) == [
+        "deals"
+    ]
+
+
+# ------------------------------------------------------------------------- conclusions nested too deeply
+
+
+def _nested(depth: int) -> str:
+    return f"open('/work/output/conclusion.json', 'w').write('[' * {depth} + ']' * {depth})\n"
+
+
+@pytest.mark.parametrize(
+    "depth",
+    [8000, 300],
+    ids=["past_the_parser", "past_the_encoder"],
+)
+async def test_a_conclusion_nested_too_deeply_fails_its_step_cleanly(
+    client, hannah_under_maria, depth
+) -> None:
+    """Review Low 7: 8000 levels (16,000 bytes, under the 16 KiB cap) overflowed the parser's recursion
+    (RecursionError, an internal error); 300 parse, but could not be stored (the control below). Both fail
+    the step with a clear message, the rest is skipped and the flow detail still answers."""
+    assert len(_nested(depth)) < 16384
+    flow = await run_flow(client, flow_body(step(_nested(depth), ["products"]), step("print('after')", [])))
+    first, second = (s["run"] for s in flow["steps"])
+    assert first["status"] == "failed", first
+    assert "conclusion.json nests lists and objects more than 64 levels deep" in first["error_message"]
+    assert second["status"] == "skipped" and flow["status"] == "failed"
+    assert flow["steps"][0]["conclusion"] is None
+
+
+async def test_positive_controls_a_conclusion_64_deep_is_kept_and_one_300_deep_cannot_be_stored(
+    client, hannah_under_maria
+) -> None:
+    """64 levels are kept and shown. 300 levels, unchecked, would reach the statement that stores the
+    conclusion (progress.collect), and the database layer's JSON encoder refuses it: an internal error in
+    the worker, a 500 on a fleet's result upload. The depth check stops it before."""
+    flow = await run_flow(client, flow_body(step(_nested(64), ["products"]), step("print('after')", [])))
+    assert flow["status"] == "succeeded", [
+        (s["run"]["status"], s["run"]["error_message"]) for s in flow["steps"]
+    ]
+    assert progress.json_depth(flow["steps"][0]["conclusion"]) == 64
+    deep = json.loads("[" * 300 + "]" * 300)
+    assert progress.json_depth(deep) == 300 and progress.json_depth({"a": [1, {"b": 2}]}) == 3
+    with pytest.raises(TypeError, match="Recursion limit"):
+        await Run.update({Run.conclusion: deep}).where(Run.id == flow["steps"][0]["run"]["id"])
