@@ -127,11 +127,16 @@ class Settings(BaseSettings):
     convert_max_pdf_pages: int = 500
     convert_max_image_pixels: int = 50_000_000
     convert_max_ocr_pages: int = 20
+    # at most this much of a converter's answer is read (JSON: ~17 bytes a cell, so a 5M-cell sheet is ~90 MB)
+    convert_max_output_bytes: int = 256 * 1024 * 1024
 
     # auth
     login_attempts_per_window: int = 5
     login_window_seconds: int = 60
     login_attempts_per_ip: int = 20  # failed sign-ins per window from one address, across e-mails
+    # signs the browser address the console forwards with a sign-in (backend/tenancy/forwarded.py);
+    # unset: the file console_forward_secret in the data directory
+    console_forward_secret: str | None = None
     login_attempts_keep_windows: int = 10  # attempts older than this many windows are pruned
     login_hash_concurrency: int = 2  # password checks at once (argon2: 64 MiB and a core each)
     login_hash_queue: int = 32  # sign-ins waiting for a check before new ones are turned away

@@ -13,11 +13,14 @@ from backend.cli.support import run_db
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("health")
     def health(json_out: bool = typer.Option(False, "--json", help="one JSON object")) -> None:
-        """The VM runner and the queue across all companies; exit 1 when the runner reports a problem."""
+        """The VM runner, the file converters and the queue across all companies; exit 1 when the runner reports
+        a problem or file conversion is refused."""
         from backend.system_controller import operator_health
 
         info = run_db(operator_health)
-        problem = info.get("error") or info.get("libvirt_error")
+        # file conversion refused (no bwrap, or the converter user cannot run confined): Drive files stage nothing
+        refused = "; ".join(info.get("converter_fallback") or [])
+        problem = info.get("error") or info.get("libvirt_error") or refused
         if json_out:
             typer.echo(json.dumps(info, indent=2, sort_keys=True, default=str))
         else:
@@ -26,7 +29,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             typer.echo(f"{'image':<20}{(info.get('image') or {}).get('path')}")
             typer.echo(f"{'max_concurrent_vms':<20}{info.get('max_concurrent_vms')}")
             typer.echo(f"{'database':<20}{info.get('database')}")
-            typer.echo(f"{'converter_fallback':<20}{'; '.join(info.get('converter_fallback') or ['none'])}")
+            typer.echo(f"{'converters':<20}{refused or 'confined (bubblewrap, converter user, seccomp)'}")
             if problem:
                 typer.echo(f"problem: {problem}", err=True)
         if problem:

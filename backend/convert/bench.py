@@ -1,7 +1,8 @@
 """What the converter sandbox costs: `bench_convert()` times one small file per type three ways.
 
 * `sandbox`: `convert_isolated` as the service runs it (bubblewrap, the drop, rlimits, seccomp);
-* `no_bwrap`: the same child without bubblewrap (the fallback: drop, rlimits, seccomp);
+* `no_bwrap`: the same child without bubblewrap (drop, rlimits, seccomp), for comparison only: the service
+  never converts without it (no bwrap means conversion refused);
 * `in_process`: `convert()` in this process, no child at all.
 
 `overhead_ms` is sandbox minus no_bwrap at the median: what bubblewrap adds to one file. The modes take turns

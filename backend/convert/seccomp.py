@@ -8,8 +8,10 @@ cannot be removed. A hand-built classic BPF program keeps the dependency list sh
 * a foreign architecture (32-bit `int 0x80` calls report i386) or an x32 call kills the process: the syscall
   numbers below are x86_64's and mean something else there, so anything else would be fail-open;
 * socket() for any family but AF_UNIX, io_uring (its operations bypass seccomp), bpf, userfaultfd,
-  perf_event_open, kexec, the key rings, every way to mount, unshare/setns, ptrace and module loading fail
-  with EPERM, so a library that tries simply sees an error;
+  perf_event_open, kexec, the key rings, every way to mount, unshare/setns, ptrace, another process's memory
+  (process_vm_readv/writev), file handles (name_to_handle_at, open_by_handle_at: the "shocker" way to open any
+  inode of a bound filesystem) and module loading fail with EPERM, so a library that tries simply sees an
+  error;
 * clone() asking for a new namespace fails with EPERM (another way to unshare); clone3() passes its flags in
   memory a filter cannot read, so it fails with ENOSYS and glibc falls back to clone().
 """
@@ -54,7 +56,11 @@ DENIED = {  # x86_64 numbers (asm/unistd_64.h)
     "keyctl": 250,
     "unshare": 272,
     "perf_event_open": 298,
+    "name_to_handle_at": 303,  # with open_by_handle_at: any inode of a filesystem by a guessed handle
+    "open_by_handle_at": 304,
     "setns": 308,
+    "process_vm_readv": 310,  # another process's memory
+    "process_vm_writev": 311,
     "finit_module": 313,
     "kexec_file_load": 320,
     "bpf": 321,

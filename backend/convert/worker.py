@@ -15,11 +15,20 @@ sockets, no io_uring, no namespaces, no mounts, no ptrace). It reads the file fr
 stdout, so it needs no access to the data directory at all. A service not running as root has nothing to drop.
 
 Around all that, the child runs inside bubblewrap (`bwrap`): its own mount, network, IPC, PID and UTS
-namespaces, a root filesystem that holds only what the converters read (/usr, /etc without the password
-hashes and private keys, the Python installation, the virtualenv, the `backend` package; all read-only), a
-fresh /tmp, and its scratch folder as the one writable place. The data directory, /root, /home and /var
-(but its fontconfig cache) are simply not there. Where bwrap is missing or cannot start (no namespaces
-allowed) the child runs as before, said once in the log and by `cleanroom health` (`converter_fallback()`).
+namespaces, a root filesystem that holds only what the converters read (/usr, the few /etc files they open,
+the Python installation, the virtualenv, the `backend` package; all read-only), a fresh /tmp, and its scratch
+folder as the one writable place. The data directory, /root, /home, /var (but its fontconfig cache) and the
+rest of /etc (password hashes, keys, service configuration) are simply not there; the folders above what is
+bound are the sandbox's own (0755), so a checkout under a private folder (/root is 0700) is still reachable
+by the converter user inside.
+
+Conversion never runs weaker than that: where bwrap is missing or cannot start, no unprivileged user exists,
+or the converter user cannot load the parsers inside the sandbox (`sandbox_problem()`, checked once by
+starting the real sandbox), every conversion is refused with that reason (the file is not staged; the
+manifest says why) and `cleanroom health` reports it. Nothing is parsed unconfined or as root.
+
+The child's stdout is read with a bound (`convert_max_output_bytes`): a converter that answers more is killed
+and the file is not staged, so a hostile file cannot stream gigabytes into the service.
 
 Protocol: stdin carries one JSON line {"filename", "limits"} followed by the file's bytes; stdout
 carries the `Converted` as JSON.
@@ -37,35 +46,47 @@ import math
 import os
 import pwd
 import resource
+import selectors
 import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from backend.convert import seccomp
 from backend.convert.model import Converted, ConvertLimits, Table
+from backend.settings import get_settings
 
 log = logging.getLogger("cleanroom.convert")
 
 GRACE_SECONDS = 10.0  # interpreter start-up and serialisation on top of the conversion time limit
 DEFAULT_MEMORY_BYTES = 2 * 1024**3
 CONVERTER_USERS = ("cleanroom-convert", "nobody")  # the first that exists; scripts/setup makes the first
-MAX_PROCESSES = 64  # per uid: the child, pdftoppm or tesseract, and their threads
+# RLIMIT_NPROC counts every process and thread of the converter user on the host, not of one conversion: a
+# conversion peaks at 2 (the Python child and pdftoppm or tesseract, OMP_THREAD_LIMIT=1; measured over the demo
+# files), and staging converts on asyncio's thread pool (at most 32 at once per API process), so this leaves
+# room for 512 conversions at once across all companies. It is the host's backstop against a fork bomb; the
+# pid namespace bounds how long one lives (everything in it dies with the conversion).
+MAX_PROCESSES = 1024
 MAX_FILE_BYTES = 256 * 1024**2  # one scratch file (a rendered page is tens of MB)
 MAX_OPEN_FILES = 256
 CPU_MARGIN_SECONDS = 5  # RLIMIT_CPU: this much above the conversion time limit (the wall-clock kill stays)
+READ_CHUNK_BYTES = 64 * 1024
+STDERR_KEPT_BYTES = 64 * 1024  # the end of the child's stderr (what says MemoryError); the rest is dropped
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TESSDATA_PREFIX")
-IDENTITY_ENV = "CLEANROOM_CONVERTER_IDS"  # "uid:gid" or "" (stay): the parent's decision for the child
-BWRAP = "bwrap"  # the program; tests point it at a missing one to see the fallback
-# Inside the sandbox these files are /dev/null on a nodev mount (no one can open them) and these folders are
-# empty: a child still running as root (the `unreadable_code()` fallback) reads no hashes or private keys.
-MASKED_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-")
-MASKED_FOLDERS = ("/etc/ssl/private", "/etc/ssh")
-# Kept capabilities when the service is root: enough to drop to the converter user (or, as root, to read a
-# checkout in a private folder); not enough to remount, load modules or trace.
+IDENTITY_ENV = "CLEANROOM_CONVERTER_IDS"  # "uid:gid" or "" (a service not running as root: nothing to drop)
+BWRAP = "bwrap"  # the program; tests point it at a missing one to see conversion refused
+# The only /etc entries inside the sandbox, each where the host has it (measured with strace over every kind
+# of file): the loader's cache, the time zone, the MIME table the `mimetypes` module reads, fontconfig's
+# configuration (pdftoppm substituting a font a PDF does not embed), the alternatives symlinks some libraries
+# resolve through, and GnuTLS's configuration that tesseract's libraries look for. No passwd, shadow or keys.
+ETC_KEPT = ("alternatives", "fonts", "gnutls", "ld.so.cache", "localtime", "mime.types")
+# When the service is root there is no user namespace: bwrap hands its capabilities on unless told otherwise.
+# The child keeps only what it needs until it drops to the converter user (which clears them all, checked by
+# `sandbox_problem()`): changing ids, and passing its own scratch folder (0700, the converter user's).
 KEPT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_DAC_READ_SEARCH")
 # Standard-library modules the parsers import only when a file needs them (measured over tests/convert).
 PRELOAD_ENCODINGS = (
@@ -110,36 +131,53 @@ PRELOAD_MODULES = (
 )
 
 
+# Third-party modules the parsers import only when a file needs them: the sandbox check imports them as the
+# converter user, so a virtualenv that user cannot read is found before any file is converted.
+CHECKED_MODULES = (
+    "backend.convert.service",
+    "charset_normalizer",
+    "odf.opendocument",
+    "openpyxl.formula.translate",
+    "openpyxl.styles.numbers",
+    "openpyxl.utils.datetime",
+    "pdfplumber",
+    "PIL.Image",
+    "PIL.ImageOps",
+    "PIL.ImageSequence",
+    "pypdf",
+)
+CHECK_ARG = "--check"
+
+
+class ConverterUnavailable(RuntimeError):
+    """Conversion is refused on this host: the converter cannot run fully confined (the message says why)."""
+
+
 def converter_identity() -> tuple[int, int] | None:
-    """(uid, gid) the converter runs as, or None when this process is not root (nothing to drop) or when
-    the converter user could not load its code (`unreadable_code()`: the run goes on as root, logged)."""
-    if os.geteuid() != 0 or unreadable_code() is not None:
+    """(uid, gid) the converter runs as, or None when this process is not root (nothing to drop: bwrap's
+    user namespace keeps it unprivileged). A root service without an unprivileged user raises."""
+    if os.geteuid() != 0:
         return None
     for name in CONVERTER_USERS:
         with contextlib.suppress(KeyError):
             entry = pwd.getpwnam(name)
             if entry.pw_uid != 0:
                 return entry.pw_uid, entry.pw_gid
-    raise RuntimeError(f"no unprivileged user to run converters as (tried {', '.join(CONVERTER_USERS)})")
+    raise ConverterUnavailable(
+        f"no unprivileged user to run converters as (tried {', '.join(CONVERTER_USERS)}; scripts/setup makes "
+        f"{CONVERTER_USERS[0]})"
+    )
 
 
-@functools.lru_cache(maxsize=1)
 def unreadable_code() -> str | None:
-    """The first folder holding the converter's code (this checkout, the virtualenv's packages) that other
-    users cannot pass, or None. A checkout under a private home folder (/root is 0700) cannot be read
-    after the drop; converting as root then is the fallback, said once in the log and by `cleanroom health`."""
+    """Without bubblewrap (only `bench.py` and the drop's own tests): the first folder holding the converter's
+    code (this checkout, the virtualenv's packages) that other users cannot pass on the host, or None. Inside
+    bubblewrap the folders above what is bound are the sandbox's own, so there `sandbox_problem()` decides."""
     import backend
 
     folders = {Path(backend.__file__).resolve().parent}
     folders.update(Path(p).resolve() for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
-    private = first_private_folder(folders)
-    if private is not None:
-        log.warning(
-            "file converters run as root: %s is not passable by other users; move the checkout and its "
-            "virtualenv to a folder others can pass to run them unprivileged",
-            private,
-        )
-    return private
+    return first_private_folder(folders)
 
 
 def first_private_folder(folders: set[Path]) -> str | None:
@@ -151,31 +189,52 @@ def first_private_folder(folders: set[Path]) -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def bwrap_problem() -> str | None:
-    """Why conversions cannot run inside bubblewrap on this host, or None when they can. Tried once with the
-    real arguments; a problem is logged once, and the conversions then run without it."""
-    problem = None
-    if shutil.which(BWRAP) is None:
-        problem = f"{BWRAP} is not installed (Debian package bubblewrap)"
-    else:
-        with tempfile.TemporaryDirectory(prefix="cleanroom-bwrap-check-") as folder:
-            done = subprocess.run([*bwrap_argv(Path(folder)), "true"], capture_output=True, timeout=60)
-        if done.returncode != 0:
-            said = done.stderr.decode(errors="replace").strip().splitlines()
-            problem = f"{BWRAP} could not start ({said[-1] if said else f'exit {done.returncode}'})"
-    if problem is not None:
-        log.warning("file converters run without their bubblewrap sandbox: %s", problem)
-    return problem
+def sandbox_problem() -> str | None:
+    """Why conversions are refused on this host, or None when they run fully confined. Checked once, for real:
+    the converter's own sandbox is started, drops to the converter user, installs its filter and imports the
+    parsers (`CHECKED_MODULES`). A problem is logged once; `cleanroom health` reports it."""
+    try:
+        identity = converter_identity()
+        if shutil.which(BWRAP) is None:
+            raise ConverterUnavailable(f"{BWRAP} is not installed (Debian package bubblewrap)")
+        with tempfile.TemporaryDirectory(prefix="cleanroom-convert-check-") as folder:
+            process = _spawn(
+                [sys.executable, "-m", "backend.convert.worker", CHECK_ARG, *CHECKED_MODULES],
+                Path(folder),
+                True,
+            )
+            try:
+                out, err = process.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                _kill_group(process)
+                process.communicate()
+                raise ConverterUnavailable(f"the {BWRAP} sandbox did not start within 120 s") from None
+        said = err.decode(errors="replace").strip().splitlines()
+        if process.returncode != 0:
+            last = said[-1] if said else f"exit {process.returncode}"
+            hint = ""
+            if identity is not None and any(
+                e in last for e in ("ImportError", "NotFoundError", "PermissionError")
+            ):
+                hint = (
+                    f"; the converter user (uid {identity[0]}) must be able to read the Python installation, the "
+                    "virtualenv and the backend package (chmod -R o+rX, or install them where others can read)"
+                )
+            raise ConverterUnavailable(f"the converter could not start in its {BWRAP} sandbox ({last}){hint}")
+        expected = {"uid": identity[0] if identity else os.getuid(), "seccomp": 2, "capabilities": 0}
+        if json.loads(out) != expected:
+            raise ConverterUnavailable(f"the converter's check answered {out[:200]!r}, not {expected}")
+    except ConverterUnavailable as exc:
+        log.error("file conversion is refused: %s", exc)
+        return str(exc)
+    return None
 
 
 def converter_fallback() -> list[str]:
-    """What `cleanroom health` reports about the converters: each way they run weaker than designed."""
-    fallbacks = []
-    if os.geteuid() == 0 and (private := unreadable_code()) is not None:
-        fallbacks.append(f"converters run as root: {private} is not passable by other users")
-    if (problem := bwrap_problem()) is not None:
-        fallbacks.append(f"converters run without bubblewrap: {problem}")
-    return fallbacks
+    """What `cleanroom health` reports about the converters: why conversion is refused on this host ([] when
+    it runs fully confined). There is no weaker way to run them; the name is the health field's."""
+    problem = sandbox_problem()
+    return [] if problem is None else [f"file conversion refused: {problem}"]
 
 
 def bwrap_argv(workdir: Path) -> list[str]:
@@ -188,9 +247,13 @@ def bwrap_argv(workdir: Path) -> list[str]:
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    argv += ["--ro-bind", "/etc", "/etc"]
-    argv += [arg for path in MASKED_FILES if os.path.exists(path) for arg in ("--ro-bind", "/dev/null", path)]
-    argv += [arg for path in MASKED_FOLDERS if os.path.isdir(path) for arg in ("--tmpfs", path)]
+    argv += ["--perms", "0755", "--dir", "/etc"]
+    for name in ETC_KEPT:
+        path = f"/etc/{name}"
+        if os.path.islink(path):  # /etc/localtime names its zone through the link
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            argv += ["--ro-bind", path, path]
     # /tmp before the folders below: a checkout or virtualenv under /tmp is bound on top of the empty one
     argv += ["--tmpfs", "/tmp"]
     folders = readonly_folders()
@@ -229,11 +292,22 @@ def readonly_folders() -> list[Path]:
 
 def spawn_confined(argv: list[str], workdir: Path, *, bwrap: bool = True) -> subprocess.Popen:
     """Start `argv` for a conversion: the empty `workdir` (handed to the converter user) as cwd, HOME and
-    TMPDIR, a clean environment, its own process group, stdin/stdout/stderr as pipes, inside bubblewrap
-    unless `bwrap` is False (only `bench.py` measures that) or bwrap cannot run here. The child drops to
-    the converter user itself (`drop_privileges`) once its modules are loaded and before it reads the
-    file: the interpreter may live where only root can read (pyenv under /root). The parent decides which
-    user (the child sees a different file system) and says so in IDENTITY_ENV."""
+    TMPDIR, a clean environment, its own process group, stdin/stdout/stderr as pipes, inside bubblewrap.
+    `bwrap=False` is for `bench.py` (what the sandbox costs) and the drop's own tests, never the service; it
+    still drops, and refuses code the converter user could not read. ConverterUnavailable when the converter
+    cannot run confined here (`sandbox_problem()`): nothing is started. The child drops to the converter user
+    itself (`drop_privileges`) once its modules are loaded and before it reads the file: the interpreter may
+    live where only root can read (pyenv under /root). The parent decides which user (the child sees a
+    different file system) and says so in IDENTITY_ENV."""
+    if bwrap:
+        if (problem := sandbox_problem()) is not None:
+            raise ConverterUnavailable(problem)
+    elif converter_identity() is not None and (private := unreadable_code()) is not None:
+        raise ConverterUnavailable(f"{private} is not passable by other users")
+    return _spawn(argv, workdir, bwrap)
+
+
+def _spawn(argv: list[str], workdir: Path, bwrap: bool) -> subprocess.Popen:
     identity = converter_identity()
     workdir.chmod(0o700)
     if identity is not None:
@@ -241,7 +315,7 @@ def spawn_confined(argv: list[str], workdir: Path, *, bwrap: bool = True) -> sub
     env = {key: os.environ[key] for key in KEPT_ENV if key in os.environ}
     env.update(HOME=str(workdir), TMPDIR=str(workdir), OMP_THREAD_LIMIT="1", PYTHONDONTWRITEBYTECODE="1")
     env[IDENTITY_ENV] = "" if identity is None else f"{identity[0]}:{identity[1]}"
-    if bwrap and bwrap_problem() is None:
+    if bwrap:
         argv = [*bwrap_argv(workdir), *argv]
     return subprocess.Popen(
         argv,
@@ -258,12 +332,15 @@ def spawn_confined(argv: list[str], workdir: Path, *, bwrap: bool = True) -> sub
 
 def drop_privileges() -> None:
     """Become the converter user for good: no groups, real/effective/saved ids all changed, and no way back
-    through a set-uid program (no_new_privs). Nothing to do when not root."""
+    through a set-uid program (no_new_privs). Nothing to do when not root; a root child told not to drop
+    refuses to go on (nothing is ever parsed as root)."""
     ids = os.environ.pop(IDENTITY_ENV, None)  # set by `spawn_confined`; not handed on to pdftoppm/tesseract
     if ids is None:
         identity = converter_identity()
     else:
         identity = tuple(int(part) for part in ids.split(":")) if ids else None
+    if identity is None and os.geteuid() == 0:
+        raise RuntimeError("the converter has no unprivileged user to drop to and does not parse as root")
     if identity is not None:
         uid, gid = identity
         os.setgroups([])
@@ -334,32 +411,53 @@ def convert_isolated(
     memory_bytes: int = DEFAULT_MEMORY_BYTES,
     grace_seconds: float = GRACE_SECONDS,
     bwrap: bool = True,
+    max_output_bytes: int | None = None,
 ) -> Converted:
-    """`bwrap=False` is for `bench.py`, to measure what the sandbox costs; the service never passes it."""
+    """`bwrap=False` is for `bench.py`, to measure what the sandbox costs; the service never passes it.
+    `max_output_bytes` (default: setting `convert_max_output_bytes`) bounds what is read of the answer."""
     limits = limits or ConvertLimits.from_settings()
+    cap = max_output_bytes or get_settings().convert_max_output_bytes
     header = json.dumps({"filename": filename, "limits": dataclasses.asdict(limits), "memory": memory_bytes})
     scratch = Path(tempfile.mkdtemp(prefix="cleanroom-convert-"))
     try:
-        return _convert_in(scratch, header, data, limits, grace_seconds, bwrap)
+        return _convert_in(scratch, header, data, limits, grace_seconds, bwrap, cap)
+    except ConverterUnavailable as exc:
+        return Converted(
+            error=f"File conversion is turned off on this server ({exc}), so the file was not staged. "
+            "The operator sees this in `cleanroom health`."
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _convert_in(
-    scratch: Path, header: str, data: bytes, limits: ConvertLimits, grace_seconds: float, bwrap: bool
+    scratch: Path,
+    header: str,
+    data: bytes,
+    limits: ConvertLimits,
+    grace_seconds: float,
+    bwrap: bool,
+    cap: int,
 ) -> Converted:
     process = spawn_confined([sys.executable, "-m", "backend.convert.worker"], scratch, bwrap=bwrap)
     try:
-        out, err = process.communicate(
-            header.encode() + b"\n" + data, timeout=limits.time_limit_seconds + grace_seconds
+        out, err = _exchange(
+            process, header.encode() + b"\n" + data, limits.time_limit_seconds + grace_seconds, cap
         )
     except subprocess.TimeoutExpired:
-        _kill_group(process)
-        process.communicate()
         return _too_long(limits)
+    except OutputTooLarge:
+        return Converted(
+            error=f"The converted file is larger than the {cap / 1024**2:g} MB this server accepts from its "
+            "converter, so it was not staged."
+        )
     finally:
         if process.poll() is None:
             _kill_group(process)
+            process.wait()
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
     returncode = process.returncode
     if returncode > 128 and process.args[0] == BWRAP:  # bwrap reports a child killed by signal N as 128+N
         returncode = 128 - returncode
@@ -372,6 +470,60 @@ def _convert_in(
             error=f"The converter stopped unexpectedly (exit {returncode}); the file was not staged."
         )
     return from_json(out)
+
+
+class OutputTooLarge(Exception):
+    """The converter answered more than the bound; it has been killed."""
+
+
+def _exchange(process: subprocess.Popen, payload: bytes, timeout: float, cap: int) -> tuple[bytes, bytes]:
+    """`communicate()` with a bound: write `payload` to the child's stdin while reading its stdout (at most
+    `cap` bytes) and stderr (its last STDERR_KEPT_BYTES), until it has closed both and exited. Past `cap` the
+    child is killed with everything it started and OutputTooLarge raised; past `timeout` seconds likewise, with
+    subprocess.TimeoutExpired."""
+    assert process.stdin and process.stdout and process.stderr
+    deadline = time.monotonic() + timeout
+    out, err = bytearray(), bytearray()
+    view, offset = memoryview(payload), 0
+    with selectors.DefaultSelector() as selector:
+        os.set_blocking(process.stdin.fileno(), False)
+        selector.register(process.stdin, selectors.EVENT_WRITE)
+        selector.register(process.stdout, selectors.EVENT_READ)
+        selector.register(process.stderr, selectors.EVENT_READ)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                _kill_group(process)
+                raise subprocess.TimeoutExpired(process.args, timeout)
+            for key, _ in selector.select(remaining):
+                if key.fileobj is process.stdin:
+                    try:
+                        offset += os.write(key.fd, view[offset : offset + READ_CHUNK_BYTES])
+                    except BlockingIOError:
+                        continue
+                    except BrokenPipeError:  # it stopped reading: what it says decides
+                        offset = len(view)
+                    if offset >= len(view):
+                        selector.unregister(process.stdin)
+                        process.stdin.close()
+                    continue
+                chunk = os.read(key.fd, READ_CHUNK_BYTES)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                elif key.fileobj is process.stdout:
+                    out += chunk
+                    if len(out) > cap:
+                        _kill_group(process)
+                        raise OutputTooLarge
+                else:
+                    err += chunk
+                    del err[:-STDERR_KEPT_BYTES]
+    try:
+        process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise
+    return bytes(out), bytes(err)
 
 
 def _too_long(limits: ConvertLimits) -> Converted:
@@ -395,6 +547,21 @@ def from_json(raw: bytes) -> Converted:
     return Converted(**fields)
 
 
+def check(modules: list[str]) -> None:
+    """`sandbox_problem()`'s probe, inside the real sandbox: confine as for a file, then import every parser
+    (`modules`: the parent's CHECKED_MODULES) as the converter user, and say who it is, that its filter is on
+    and that it holds no capability."""
+    import importlib
+
+    enter_confinement(DEFAULT_MEMORY_BYTES)
+    for name in modules:
+        importlib.import_module(name)
+    with open("/proc/self/status") as fh:
+        status = dict(line.split(":", 1) for line in fh)
+    said = {"uid": os.getuid(), "seccomp": int(status["Seccomp"]), "capabilities": int(status["CapEff"], 16)}
+    print(json.dumps(said))
+
+
 def main() -> None:
     from backend.convert.service import convert
 
@@ -411,4 +578,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == [CHECK_ARG]:
+        check(sys.argv[2:])
+    else:
+        main()

@@ -31,7 +31,31 @@ pytestmark = pytest.mark.skipif(
     reason="the converter sandbox needs a root service and bwrap (Debian package bubblewrap)",
 )
 
-PROBE = r"""
+HANDLE_AND_MEMORY_CALLS = r"""
+# the "shocker" pair: a handle for a path, then any inode of that filesystem opened by a (guessed) handle
+handle = ctypes.create_string_buffer(8 + 128)  # struct file_handle {u32 handle_bytes; int type; ...}
+ctypes.memmove(handle, (128).to_bytes(4, "little"), 4)
+mount_id = ctypes.c_int()
+attempt("name_to_handle_at", lambda: syscall(303, -100, b".", handle, ctypes.byref(mount_id), 0))
+def open_by_handle():
+    fd = libc.syscall(304, os.open(".", os.O_RDONLY), handle, os.O_RDONLY)
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    os.close(fd)
+    return "done"
+attempt("open_by_handle_at", open_by_handle)
+class Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+source, copy = ctypes.create_string_buffer(b"memory", 6), ctypes.create_string_buffer(6)
+local = Iovec(ctypes.cast(copy, ctypes.c_void_p), 6)
+remote = Iovec(ctypes.cast(source, ctypes.c_void_p), 6)
+attempt("process_vm_readv", lambda: syscall(310, os.getpid(), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0))
+attempt("process_vm_writev", lambda: syscall(311, os.getpid(), ctypes.byref(remote), 1, ctypes.byref(local), 1, 0))
+"""
+
+PROBE = (
+    r"""
 import ctypes, errno, json, os, socket, subprocess, sys
 mode, port, targets = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 if mode == "confined":
@@ -72,6 +96,10 @@ attempt("write scratch", lambda: write("scratch.txt"))
 attempt("shadow", shadow)
 params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
 attempt("io_uring_setup", lambda: syscall(425, 8, params))
+"""
+    + HANDLE_AND_MEMORY_CALLS
+    + r"""attempt("etc", lambda: sorted(os.listdir("/etc")))
+# last: in the plain run it succeeds, and the probe has no capability on the host after it
 attempt("unshare", lambda: syscall(272, 0x10000000))  # unshare(CLONE_NEWUSER)
 def child_seccomp():  # what a program the converter starts (like pdftoppm) is under
     grep = subprocess.run(["grep", "Seccomp:", "/proc/self/status"], capture_output=True, text=True)
@@ -79,6 +107,7 @@ def child_seccomp():  # what a program the converter starts (like pdftoppm) is u
 attempt("child_seccomp", child_seccomp)
 print(json.dumps(result))
 """
+)
 
 
 @pytest.fixture
@@ -171,24 +200,105 @@ def test_positive_control_the_same_probe_unconfined_writes_there(listener, targe
 
 
 def test_a_hostile_converter_cannot_read_the_password_hashes(listener, targets) -> None:
-    assert run_confined(listener, targets)["shadow"] == "EACCES"
-
-
-def test_even_a_converter_left_running_as_root_reads_no_hashes_and_writes_nowhere(
-    listener, targets, monkeypatch
-) -> None:
-    """The fallback for a checkout only root can read (`unreadable_code()`): no drop, the sandbox remains."""
-    monkeypatch.setattr(convert_worker, "converter_identity", lambda: None)
+    """Only the few /etc files the parsers open are there: no shadow, passwd, ssh or ssl keys at all."""
     result = run_confined(listener, targets)
-    assert result["uid"] == 0
-    assert result["shadow"] == "EACCES"  # /dev/null over it, on a nodev mount: not even root opens it
-    assert result["inet"] == "EPERM"
-    assert result[f"write {targets[0]}"] in ("EROFS", "ENOENT")  # /var/tmp
-    assert not any(Path(t).exists() for t in targets)  # root may write its fresh /tmp, which dies with it
+    assert result["shadow"] == "ENOENT"
+    assert set(result["etc"]) <= set(convert_worker.ETC_KEPT), result["etc"]
+    assert "ld.so.cache" in result["etc"] and "passwd" not in result["etc"]
 
 
 def test_positive_control_the_same_probe_unconfined_reads_the_hashes(listener, targets) -> None:
-    assert run_plain(listener, targets)["shadow"] == "root"
+    result = run_plain(listener, targets)
+    assert result["shadow"] == "root"
+    assert {"passwd", "shadow", *convert_worker.ETC_KEPT} & set(result["etc"]) >= {"passwd", "shadow"}
+
+
+def test_a_hostile_converter_cannot_open_inodes_by_handle_or_touch_process_memory(listener, targets) -> None:
+    """name_to_handle_at/open_by_handle_at (any inode of a bound filesystem by a guessed handle) and
+    process_vm_readv/writev are refused by the filter, whoever the converter runs as."""
+    result = run_confined(listener, targets)
+    for call in ("name_to_handle_at", "open_by_handle_at", "process_vm_readv", "process_vm_writev"):
+        assert result[call] == "EPERM", (call, result[call])
+
+
+def test_positive_control_unconfined_the_same_handles_and_memory_calls_work(listener, targets) -> None:
+    result = run_plain(listener, targets)
+    for call in ("name_to_handle_at", "open_by_handle_at", "process_vm_readv", "process_vm_writev"):
+        assert result[call] == "done", (call, result[call])
+
+
+FILTER_PROBE = (
+    r"""
+import ctypes, errno, json, os, sys
+if sys.argv[1] == "filtered":
+    from backend.convert import seccomp
+    from backend.convert.worker import _no_new_privs
+    _no_new_privs()
+    seccomp.install()
+libc = ctypes.CDLL(None, use_errno=True)
+result = {}
+def attempt(name, fn):
+    try:
+        result[name] = fn()
+    except OSError as exc:
+        result[name] = errno.errorcode.get(exc.errno, type(exc).__name__)
+def syscall(nr, *args):
+    if libc.syscall(nr, *args) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return "done"
+"""
+    + HANDLE_AND_MEMORY_CALLS
+    + """print(json.dumps(result))
+"""
+)
+
+
+@pytest.mark.parametrize("mode", ["filtered", "plain"])
+def test_the_filter_itself_denies_handles_and_process_memory_even_to_root(mode: str) -> None:
+    """The filter alone, on a root process that keeps CAP_DAC_READ_SEARCH (what open_by_handle_at needs): the
+    four calls fail with EPERM. The positive control is the same root process without the filter."""
+    done = subprocess.run(
+        [sys.executable, "-c", FILTER_PROBE, mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tempfile.mkdtemp(prefix="cleanroom-probe-filter-"),
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    expected = "EPERM" if mode == "filtered" else "done"
+    assert result == dict.fromkeys(
+        ("name_to_handle_at", "open_by_handle_at", "process_vm_readv", "process_vm_writev"), expected
+    )
+
+
+def test_a_root_child_told_not_to_drop_refuses_to_parse(monkeypatch) -> None:
+    """Where the old code kept a root child for a checkout only root could read, the child now stops before
+    it reads a byte: nothing is parsed as root, and the conversion fails instead."""
+    monkeypatch.setattr(convert_worker, "converter_identity", lambda: None)  # the parent says "stay"
+    workdir = Path(tempfile.mkdtemp(prefix="cleanroom-probe-"))
+    try:
+        process = spawn_confined([sys.executable, "-m", "backend.convert.worker"], workdir)
+        out, err = process.communicate(b'{"filename": "t.csv", "limits": {}}\na,b\n1,2\n', timeout=120)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert process.returncode != 0 and out == b""
+    assert b"does not parse as root" in err
+    converted = convert_isolated(b"a,b\n1,2\n", "t.csv")
+    assert converted.error is not None and converted.tables == []
+
+
+def test_positive_control_a_child_told_its_user_drops_and_parses() -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="cleanroom-probe-"))
+    try:
+        process = spawn_confined([sys.executable, "-m", "backend.convert.worker"], workdir)
+        header = json.dumps({"filename": "t.csv", "limits": {}}).encode()
+        out, err = process.communicate(header + b"\na,b\n1,2\n", timeout=120)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert process.returncode == 0, err.decode()
+    assert json.loads(out)["tables"][0]["rows"] == [["1", "2"]]
 
 
 io_uring_off = Path("/proc/sys/kernel/io_uring_disabled")
@@ -235,7 +345,7 @@ def scanned_pdf() -> bytes:
 def test_pdftoppm_and_tesseract_still_work_inside_the_sandbox() -> None:
     from backend.demo.files import receipt_png
 
-    assert convert_worker.bwrap_problem() is None
+    assert convert_worker.sandbox_problem() is None
     for data, name in ((scanned_pdf(), "scan.pdf"), (receipt_png(), "receipt.png")):
         isolated, local = convert_isolated(data, name), convert(data, name)
         assert isolated.error is None, isolated.error
@@ -243,23 +353,172 @@ def test_pdftoppm_and_tesseract_still_work_inside_the_sandbox() -> None:
 
 
 @pytest.fixture
-def no_bwrap(monkeypatch) -> Iterator[None]:
-    """A host without bwrap: the program name points nowhere and the cached check is redone."""
+def spawned(monkeypatch) -> list[list[str]]:
+    """Every converter child started from here on (its command line), started for real."""
+    started: list[list[str]] = []
+    real = convert_worker._spawn
+
+    def recording(argv: list[str], workdir: Path, bwrap: bool):
+        process = real(argv, workdir, bwrap)
+        started.append(list(process.args))
+        return process
+
+    monkeypatch.setattr(convert_worker, "_spawn", recording)
+    convert_worker.sandbox_problem.cache_clear()
+    yield started
+    convert_worker.sandbox_problem.cache_clear()
+
+
+def refused(converted, reason: str) -> bool:
+    return (
+        converted.error is not None
+        and converted.error.startswith("File conversion is turned off on this server")
+        and reason in converted.error
+        and converted.tables == []
+        and converted.text is None
+    )
+
+
+def test_without_bwrap_conversion_is_refused_and_nothing_is_parsed(spawned, monkeypatch) -> None:
+    """A host without bwrap: the program name points nowhere. The old code ran the parser without namespaces;
+    now no child is started at all, the file is not staged, and `cleanroom health` says why."""
     monkeypatch.setattr(convert_worker, "BWRAP", "/nonexistent/bwrap")
-    convert_worker.bwrap_problem.cache_clear()
-    yield
-    convert_worker.bwrap_problem.cache_clear()
+    reason = "/nonexistent/bwrap is not installed (Debian package bubblewrap)"
+    assert convert_worker.converter_fallback() == [f"file conversion refused: {reason}"]
+    assert refused(convert_isolated(b"a,b\n1,2\n", "t.csv"), reason)
+    assert spawned == []
+    with pytest.raises(convert_worker.ConverterUnavailable):
+        spawn_confined([sys.executable, "-c", "print('parsed')"], Path(tempfile.gettempdir()))
+    assert spawned == []
 
 
-def test_without_bwrap_conversion_falls_back_with_the_drop_and_seccomp(no_bwrap, listener, targets) -> None:
-    assert convert_worker.converter_fallback() == [
-        "converters run without bubblewrap: /nonexistent/bwrap is not installed (Debian package bubblewrap)"
-    ]
+def test_a_bwrap_that_cannot_start_refuses_conversion(spawned, monkeypatch) -> None:
+    """bwrap is there but fails (no namespaces allowed, say): only the check's child ran, never a parser."""
+    monkeypatch.setattr(convert_worker, "BWRAP", shutil.which("false"))
+    assert refused(convert_isolated(b"a,b\n1,2\n", "t.csv"), "could not start in its")
+    assert len(spawned) == 1 and convert_worker.CHECK_ARG in spawned[0]
+
+
+def test_positive_control_with_bwrap_the_same_file_converts_inside_it(spawned) -> None:
+    assert convert_worker.converter_fallback() == []
     converted = convert_isolated(b"a,b\n1,2\n", "t.csv")
     assert converted.error is None and converted.tables[0].rows == [["1", "2"]]
-    result = run_confined(listener, targets)
-    assert result["ns"] == own_namespaces()  # no sandbox this time
-    assert result["uid"] != 0 and result["inet"] == "EPERM" and result["unshare"] == "EPERM"
+    assert [argv[0] for argv in spawned] == ["bwrap", "bwrap"]  # the check, then the conversion
+    assert spawned[-1][-3:] == [sys.executable, "-m", "backend.convert.worker"]
+
+
+def private_parser(tmp_path: Path, monkeypatch, *, readable: bool) -> None:
+    """A parser module in a folder bound into the sandbox and on the child's path, readable by its owner (root)
+    only or by everyone; the sandbox check imports it as the converter user."""
+    folder = tmp_path / "parsers"
+    folder.mkdir()
+    (folder / "cleanroom_private_parser.py").write_text("READY = True\n")
+    folder.chmod(0o755 if readable else 0o700)
+    (folder / "cleanroom_private_parser.py").chmod(0o644 if readable else 0o600)
+    folders = convert_worker.readonly_folders()
+    monkeypatch.setattr(convert_worker, "readonly_folders", lambda: [*folders, folder])
+    monkeypatch.setattr(convert_worker, "KEPT_ENV", (*convert_worker.KEPT_ENV, "PYTHONPATH"))
+    monkeypatch.setenv("PYTHONPATH", str(folder))
+    checked = (*convert_worker.CHECKED_MODULES, "cleanroom_private_parser")
+    monkeypatch.setattr(convert_worker, "CHECKED_MODULES", checked)
+
+
+def test_code_the_converter_user_cannot_read_refuses_conversion(spawned, tmp_path, monkeypatch) -> None:
+    """A checkout other users cannot read: the old code converted as root; now conversion is refused."""
+    private_parser(tmp_path, monkeypatch, readable=False)
+    converted = convert_isolated(b"a,b\n1,2\n", "t.csv")
+    assert refused(converted, "No module named 'cleanroom_private_parser'"), converted.error
+    assert "must be able to read" in converted.error
+    assert len(spawned) == 1  # the check only
+
+
+def test_positive_control_the_same_code_readable_by_others_converts(spawned, tmp_path, monkeypatch) -> None:
+    private_parser(tmp_path, monkeypatch, readable=True)
+    converted = convert_isolated(b"a,b\n1,2\n", "t.csv")
+    assert converted.error is None and converted.tables[0].rows == [["1", "2"]]
+
+
+def test_a_checkout_under_a_private_folder_is_reachable_inside_the_sandbox(tmp_path, monkeypatch) -> None:
+    """Why no root fallback is needed for a checkout under /root (0700): inside the sandbox the folders above
+    what is bound are bwrap's own (0755), so the converter user reads a passable folder under a private one.
+    Control: on the host, the same user cannot even reach it."""
+    home = tmp_path / "home"
+    code = home / "checkout"
+    code.mkdir(parents=True)
+    (code / "module.py").write_text("reachable")
+    code.chmod(0o755)
+    home.chmod(0o700)
+    folders = convert_worker.readonly_folders()
+    monkeypatch.setattr(convert_worker, "readonly_folders", lambda: [*folders, code])
+    script = (
+        "import sys; from backend.convert.worker import enter_confinement; enter_confinement(1 << 30)\n"
+        "try:\n    print(open(sys.argv[1]).read())\nexcept OSError as exc:\n    print(type(exc).__name__)"
+    )
+    answers = []
+    for bwrap in (True, False):
+        workdir = Path(tempfile.mkdtemp(prefix="cleanroom-probe-"))
+        try:
+            child = spawn_confined(
+                [sys.executable, "-c", script, str(code / "module.py")], workdir, bwrap=bwrap
+            )
+            out, err = child.communicate(timeout=120)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        assert child.returncode == 0, err.decode()
+        answers.append(out.decode().strip())
+    assert answers == ["reachable", "PermissionError"]
+
+
+@pytest.mark.skipif(shutil.which("pdftoppm") is None, reason="no pdftoppm")
+def test_pdftoppm_finds_its_fonts_with_only_the_kept_etc_files(monkeypatch) -> None:
+    """A PDF that does not embed its font: pdftoppm asks fontconfig (/etc/fonts) for a substitute. Control:
+    without /etc/fonts in the sandbox the same render complains that fontconfig has no configuration."""
+    from backend.demo.files import demo_drive_files
+
+    pdf = next(data for name, data in demo_drive_files() if name.endswith(".pdf"))
+    script = (
+        "import os, subprocess, sys; from backend.convert.worker import enter_confinement\n"
+        "enter_confinement(1 << 30); open('in.pdf', 'wb').write(sys.stdin.buffer.read())\n"
+        "done = subprocess.run(['pdftoppm', '-r', '50', '-png', 'in.pdf', 'page'], capture_output=True)\n"
+        "print(done.returncode, os.path.exists('page-1.png'), done.stderr.decode()[:200])"
+    )
+
+    def render() -> str:
+        workdir = Path(tempfile.mkdtemp(prefix="cleanroom-probe-"))
+        try:
+            child = spawn_confined([sys.executable, "-c", script], workdir)
+            out, err = child.communicate(pdf, timeout=120)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        assert child.returncode == 0, err.decode()
+        return out.decode().strip()
+
+    assert render() == "0 True"
+    kept = tuple(name for name in convert_worker.ETC_KEPT if name != "fonts")
+    monkeypatch.setattr(convert_worker, "ETC_KEPT", kept)
+    assert "Fontconfig error" in render()
+
+
+@pytest.mark.parametrize("kind", ["ods", "json", "text", "markdown"])
+def test_positive_control_the_other_kinds_convert_inside_the_sandbox(kind: str) -> None:
+    """The demo files cover csv, xlsx, pdf and images (tests/hardening/test_converter_privileges.py); these
+    are the remaining kinds, each converted in the sandbox exactly as in this process."""
+    from backend.demo.files import conversion_samples
+
+    samples = conversion_samples()
+    name, data = (
+        samples.get(kind)
+        or {
+            "json": ("t.json", '{"a": [1, 2], "b": "été"}'.encode()),
+            "text": ("notes.txt", "café au lait\n".encode("cp1252")),
+            "markdown": ("readme.md", b"# Title\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"),
+        }[kind]
+    )
+    isolated, local = convert_isolated(data, name), convert(data, name)
+    assert isolated.error is None, isolated.error
+    assert isolated.kind == local.kind == kind
+    assert [t.rows for t in isolated.tables] == [t.rows for t in local.tables]
+    assert isolated.text == local.text
 
 
 X32_PROBE = """
@@ -313,3 +572,27 @@ def test_a_service_installed_under_tmp_still_reaches_its_code_inside_the_sandbox
     finally:
         shutil.rmtree(shared, ignore_errors=True)
         beside.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("bwrap", ["/nonexistent/bwrap", "bwrap"])
+def test_cleanroom_health_says_when_conversion_is_refused(bwrap: str, spawned, monkeypatch) -> None:
+    """The operator's view: a refused converter is a problem (exit 1, with the reason); a confined one is
+    not. The health data is the real `converter_fallback()`; only the database part is left out."""
+    from typer.testing import CliRunner
+
+    from backend.cli import app
+    from backend.cli import health as health_cli
+
+    monkeypatch.setattr(convert_worker, "BWRAP", bwrap)
+    monkeypatch.setattr(
+        health_cli,
+        "run_db",
+        lambda _fn: {"virt_type": "kvm", "converter_fallback": convert_worker.converter_fallback()},
+    )
+    done = CliRunner().invoke(app, ["health"])
+    if bwrap == "bwrap":
+        assert done.exit_code == 0, done.output
+        assert "converters          confined" in done.output
+    else:
+        assert done.exit_code == 1
+        assert "file conversion refused: /nonexistent/bwrap is not installed" in done.output
