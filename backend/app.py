@@ -72,8 +72,7 @@ CONTROLLERS = [
     CODE_RUNS,
     SystemController,  # /api/health and /api/system/health: one Health shape
     mcp_endpoint,  # MCP streamable HTTP at /mcp (assistant tokens only)
-    WorkerController,  # /api/worker: fleet workers with their enrollment tokens only
-    metrics_endpoint,  # Prometheus at /metrics (the metrics token, or loopback without one)
+    metrics_endpoint,  # Prometheus at /metrics (the metrics token only; none set: off)
 ]
 
 
@@ -105,8 +104,10 @@ def create_app(
 
     handlers: dict[Any, Any] = dict(EXCEPTION_HANDLERS)
     handlers[Exception] = unexpected_handler
+    # /api/worker (fleet workers with their enrollment tokens only) exists only in a fleet
+    fleet_handlers = [WorkerController] if fleet() else []
     return Litestar(
-        route_handlers=CONTROLLERS,
+        route_handlers=[*CONTROLLERS, *fleet_handlers],
         dependencies={"dataset_names": Provide(dataset_names, sync_to_thread=False)},
         exception_handlers=handlers,
         guards=[scope_guard],  # a token reaches only what its scope opens; the rest is a person's

@@ -2,14 +2,14 @@
 the last day, and the worker hosts. Every scrape reads the database afresh into a registry of its own;
 nothing is counted in this process, so every API process answers the same.
 
-Access: with `metrics_token` set, only `Authorization: Bearer <metrics_token>`; without it, only loopback
-clients. Behind a reverse proxy on the same host every client looks local: set the token there.
+Access: only `Authorization: Bearer <metrics_token>`, from any address, loopback included (behind a reverse
+proxy on the same host every client looks local, and the queue is counted per company). Without a
+`metrics_token` set, nobody is served: metrics are off.
 """
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -170,31 +170,19 @@ async def exposition() -> bytes:
     return generate_latest(registry)
 
 
-def _loopback(host: str | None) -> bool:
-    try:
-        address = ipaddress.ip_address(host or "")
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
-    return address.is_loopback
-
-
 def check_access(request: Request) -> None:
-    """The metrics token when one is set (401 otherwise), else a loopback client (403 otherwise)."""
+    """The metrics token, whoever asks (401 otherwise); none set: metrics are off (403 for everyone)."""
     expected = get_settings().metrics_token
-    if expected:
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
-            raise NotAuthenticated("send 'Authorization: Bearer <metrics token>'")
-        return
-    if not _loopback(request.client.host if request.client else None):
-        raise Forbidden("without a metrics token, metrics are served to loopback clients only")
+    if not expected:
+        raise Forbidden("metrics are off: the operator sets CLEANROOM_METRICS_TOKEN to serve them")
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
+        raise NotAuthenticated("send 'Authorization: Bearer <metrics token>'")
 
 
 # SELF_AUTHENTICATED: the app's scope guard would read the metrics token as a personal API token (401)
 @get("/metrics", media_type=EXPOSITION_TYPE, opt=SELF_AUTHENTICATED, include_in_schema=False)
 async def metrics_endpoint(request: Request) -> Response[bytes]:
-    """Prometheus metrics (text format 0.0.4), for a scraper holding the metrics token or on loopback."""
+    """Prometheus metrics (text format 0.0.4), for a scraper holding the metrics token."""
     check_access(request)
     return Response(await exposition(), media_type=EXPOSITION_TYPE)

@@ -1,7 +1,9 @@
 """Health: one shape for every caller. `GET /api/health` is the public liveness answer (no sign-in, the
 company fields empty); `GET /api/system/health` is the same answer for a signed-in caller, with their own
-company's queue and how runs are isolated. The whole host (every company, the image path, libvirt's errors,
-the database) is the operator's: `cleanroom health`."""
+company's queue and how runs are isolated, and nothing of another company: no other company's runs, no
+queue of every company, no worker host (hosts run every company's runs). The whole host (every company,
+the worker hosts, the image path, libvirt's errors, the database) is the operator's: `cleanroom health`
+and `cleanroom workers list`."""
 
 from __future__ import annotations
 
@@ -39,10 +41,9 @@ class Health(BaseModel):
     queue_length: int | None = None  # the caller's company's runs only
     running_runs: int | None = None
     max_concurrent_vms: int | None = None
-    workers: list[WorkerState] | None = (
-        None  # fleet workers (`cleanroom worker`); empty: runs stay in the API
-    )
-    queue_depth_all: int | None = None  # queued runs of every company: how long the line is, no names
+    # the operator's only (`cleanroom health`, `cleanroom workers list`): None for a company's caller
+    workers: list[WorkerState] | None = None  # fleet workers (`cleanroom worker`)
+    queue_depth_all: int | None = None  # queued runs of every company
 
 
 class SystemController(Controller):
@@ -73,8 +74,6 @@ async def company_health(user: UserContext) -> Health:
         queue_length=await Run.count().where(mine & (Run.status == "queued")),
         running_runs=await Run.count().where(mine & (Run.status == "running")),
         max_concurrent_vms=get_settings().max_concurrent_vms,
-        workers=[WorkerState(**h) for h in await fleet.hosts()],
-        queue_depth_all=await Run.count().where(Run.status == "queued"),
     )
 
 

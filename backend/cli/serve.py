@@ -74,4 +74,6 @@ def _local_worker(settings) -> subprocess.Popen:
     env = dict(
         os.environ, CLEANROOM_WORKER_TOKEN=token, CLEANROOM_API_BASE_URL=settings.effective_api_base_url
     )
-    return subprocess.Popen([sys.executable, "-m", "backend", "worker", "--host-id", "local"], env=env)
+    # on the API's own host, which holds the API's database role anyway (a hypervisor host never does)
+    command = ["worker", "--host-id", "local", "--full-db-role"]
+    return subprocess.Popen([sys.executable, "-m", "backend", *command], env=env)

@@ -1,15 +1,42 @@
 """`cleanroom worker --host-id NAME`: a fleet worker on this hypervisor host; `cleanroom workers …`: the
-operator's enrollment tokens and the hosts' state (run on the API's host, with its DATABASE_URL)."""
+operator's enrollment tokens, the workers' database role and the hosts' state (run on the API's host, with
+its DATABASE_URL)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
+from urllib.parse import urlsplit
 
 import typer
 
 from backend.cli.support import fail, group, run_db
+
+PASSWORD_ENV = "CLEANROOM_WORKER_DB_PASSWORD"
+
+
+def api_url_problem(url: str, insecure: bool) -> str | None:
+    """Why a worker must not send its enrollment token to `url`: plain http leaves this host, unless the
+    operator says so (`--insecure`). https anywhere, and http to a loopback address, are fine."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"--api {url!r}: expected http(s)://host[:port]"
+    if parts.scheme == "https" or insecure:
+        return None
+    host = parts.hostname
+    try:
+        address = ipaddress.ip_address(host)
+        loopback = address.is_loopback or address.is_unspecified  # 0.0.0.0: this host, as serve binds it
+    except ValueError:
+        loopback = host == "localhost"
+    if loopback:
+        return None
+    return (
+        f"--api {url}: plain http to a non-loopback address would send this host's enrollment token, "
+        "its bundles and its results in clear; use https (or pass --insecure on a network you trust)"
+    )
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -20,12 +47,22 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             None, "--api", help="the API's base URL (default: settings api_base_url)", show_default=False
         ),
         capacity: int = typer.Option(None, help="VMs at once (default: settings max_concurrent_vms)"),
+        insecure: bool = typer.Option(
+            False, "--insecure", help="allow plain http to a non-loopback --api (the token travels in clear)"
+        ),
+        full_db_role: bool = typer.Option(
+            False,
+            "--full-db-role",
+            hidden=True,
+            help="a worker on the API's own host (serve --with-worker) may use the API's database role",
+        ),
         local: bool = typer.Option(
             False, "--local", hidden=True, help="the embedded default's worker (serve)"
         ),
     ) -> None:
         """Take approved runs from the job queue (PostgreSQL) and run each in a fresh VM on this host.
-        The enrollment token comes from CLEANROOM_WORKER_TOKEN (see `cleanroom workers enroll`)."""
+        The enrollment token comes from CLEANROOM_WORKER_TOKEN (see `cleanroom workers enroll`);
+        DATABASE_URL is the workers' role (`cleanroom workers db-role`), never the API's."""
         from backend.settings import get_settings, valid_host_id
 
         if local:  # started and supervised by `cleanroom serve`: the in-process loop, in its own process
@@ -39,17 +76,42 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "set CLEANROOM_WORKER_TOKEN to this host's enrollment token (`cleanroom workers enroll HOST`)"
             )
         settings = get_settings()
+        api_url = api_url or settings.effective_api_base_url
+        if problem := api_url_problem(api_url, insecure):
+            fail(problem)
         if not settings.is_postgres:
-            fail("a fleet worker needs PostgreSQL: set DATABASE_URL=postgresql://… (the API's database)")
+            fail(
+                "a fleet worker needs PostgreSQL: set DATABASE_URL=postgresql://… (the workers' role on the "
+                "API's database, `cleanroom workers db-role`)"
+            )
         if not valid_host_id(host_id):
             fail("--host-id: 1-32 lower-case letters, digits or underscores")
+        if not full_db_role:
+            _check_db_role(settings.effective_database_url)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         run_worker(
             host_id=host_id,
-            api_url=api_url or settings.effective_api_base_url,
+            api_url=api_url,
             token=token,
             capacity=capacity or settings.max_concurrent_vms,
         )
+
+    def _check_db_role(url: str) -> None:
+        """A hypervisor host holds no credential that reads or changes the product's tables."""
+        import psycopg
+
+        from backend.fleet.queue import product_tables_reachable
+
+        try:
+            reachable = product_tables_reachable(url)
+        except psycopg.Error as exc:
+            fail(f"the job queue's database is not reachable with DATABASE_URL: {exc}")
+        if reachable:
+            shown = ", ".join(reachable[:6]) + (" …" if len(reachable) > 6 else "")
+            fail(
+                f"DATABASE_URL's role may read or change the product's tables ({shown}); a worker host gets "
+                "the workers' role only: on the API's host run `cleanroom workers db-role` and use its URL"
+            )
 
     def _local_worker() -> None:
         import asyncio
@@ -77,6 +139,42 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         except AppError as exc:
             fail(str(exc.detail))
         typer.echo(token)
+
+    @workers.command("db-role")
+    def db_role(
+        role: str = typer.Argument("cleanroom_worker", help="the PostgreSQL role the workers log in as"),
+    ) -> None:
+        """Create (or reset) the workers' PostgreSQL role on the API's database: it may use procrastinate's
+        tables, sequences and functions and nothing of the product's. The password comes from
+        CLEANROOM_WORKER_DB_PASSWORD, else it is asked for; run it again after an upgrade."""
+        import asyncio
+        import re
+
+        from backend.fleet.queue import make_worker_role, product_tables_reachable, role_url
+        from backend.settings import get_settings
+
+        settings = get_settings()
+        if not settings.is_postgres:
+            fail("the workers' role is for a fleet: set DATABASE_URL=postgresql://… (the API's database)")
+        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", role):
+            fail("the role: lower-case letters, digits and underscores, at most 63")
+        password = os.environ.get(PASSWORD_ENV) or typer.prompt(
+            f"password for {role}", hide_input=True, confirmation_prompt=True
+        )
+        if len(password) < 16:
+            fail("the workers' role password: at least 16 characters")
+        url = settings.effective_database_url
+        try:
+            granted = asyncio.run(make_worker_role(url, role, password))
+        except Exception as exc:
+            fail(f"could not make the workers' role: {exc}")
+        worker_url = role_url(url, role, password)
+        reachable = product_tables_reachable(worker_url)
+        if reachable:  # a grant to PUBLIC, or default privileges: the role is not what it must be
+            fail(f"the role {role} can still reach the product's tables: {', '.join(reachable)}")
+        typer.echo(f"role {role}: procrastinate only ({len(granted)} tables, sequences and functions)")
+        shown = role_url(url, role, "PASSWORD")
+        typer.echo(f"give each worker host DATABASE_URL={shown} (PASSWORD: the one just set, URL-encoded)")
 
     @workers.command("revoke")
     def revoke(token_id: int = typer.Argument(..., help="the token's id (`cleanroom workers list`)")) -> None:

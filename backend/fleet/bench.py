@@ -1,8 +1,8 @@
 """`cleanroom bench workers`: the fleet on this machine, measured.
 
 A real API (`cleanroom serve`, CLEANROOM_WORKERS=fleet) on a fresh PostgreSQL database and real `cleanroom
-worker` processes, each with its own data directory (nothing shared with the API but HTTP and the job
-queue). Reports: 16 trivial runs approved at once, finished by one worker and by two (capacity 1 each; the
+worker` processes, each with its own data directory and the workers' database role (nothing shared with the
+API but HTTP and the job queue). Reports: 16 trivial runs approved at once, finished by one worker and by two (capacity 1 each; the
 ratio of the completion times), and approve → user code starts (p50/p95) through procrastinate against the
 in-process queue of the embedded default (both restore a saved state per run: standby guests off).
 """
@@ -10,6 +10,7 @@ in-process queue of the embedded default (both restore a saved state per run: st
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -45,10 +46,13 @@ def _admin(sql: str) -> None:
 
 
 class FleetServer:
-    """A fresh PostgreSQL database, the API in fleet mode on it, and `cleanroom worker` processes."""
+    """A fresh PostgreSQL database, the API in fleet mode on it, and `cleanroom worker` processes that reach
+    the job queue with a role of their own (`cleanroom workers db-role`), never the API's."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self.name = f"fleet_{uuid.uuid4().hex[:10]}"
+        self.role = f"{self.name}_worker"  # roles are the server's, not the database's: one per fleet
+        self.worker_database_url = ""
         base = _admin_url().rpartition("/")[0]
         self.env = {
             "DATABASE_URL": f"{base}/{self.name}",
@@ -68,8 +72,13 @@ class FleetServer:
         _admin(f'CREATE DATABASE "{self.name}"')
         try:
             self.server = ApiServer(self.env).__enter__()
+            password = secrets.token_urlsafe(24)
+            self.cli("workers", "db-role", self.role, env={"CLEANROOM_WORKER_DB_PASSWORD": password})
+            from backend.fleet.queue import role_url
+
+            self.worker_database_url = role_url(self.env["DATABASE_URL"], self.role, password)
         except BaseException:
-            _admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+            self.__exit__()
             raise
         return self
 
@@ -80,17 +89,18 @@ class FleetServer:
             if self.server is not None:
                 self.server.__exit__()
             _admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+            _admin(f'DROP ROLE IF EXISTS "{self.role}"')  # its grants went with the database
 
     @property
     def url(self) -> str:
         assert self.server is not None
         return self.server.url
 
-    def cli(self, *args: str) -> str:
+    def cli(self, *args: str, env: dict[str, str] | None = None) -> str:
         assert self.server is not None
         out = subprocess.run(
             [sys.executable, "-m", "backend", *args],
-            env=self.server.env,
+            env={**self.server.env, **(env or {})},
             cwd=REPO_ROOT,
             check=True,
             capture_output=True,
@@ -107,6 +117,7 @@ class FleetServer:
             **self.server.env,
             "CLEANROOM_DATA_DIR": str(data),  # its own: nothing shared with the API but HTTP and the queue
             "CLEANROOM_WORKER_TOKEN": self.tokens[host_id],
+            "DATABASE_URL": self.worker_database_url,  # the workers' role: procrastinate's tables only
         }
         log = open(data / "worker.log", "ab")  # noqa: SIM115 - lives as long as the process
         self.workers[host_id] = subprocess.Popen(
@@ -128,7 +139,15 @@ class FleetServer:
                 proc.kill()
         self.workers.clear()
 
-    def wait_up(self, person: httpx.Client, hosts: set[str], timeout: float = 900) -> None:
+    def hosts_up(self) -> set[str]:
+        """The hosts registered and not lost, as the operator sees them (no company's caller does)."""
+        import psycopg
+
+        with psycopg.connect(self.env["DATABASE_URL"]) as conn:
+            rows = conn.execute("SELECT host_id FROM worker_host WHERE lost_at IS NULL").fetchall()
+        return {row[0] for row in rows}
+
+    def wait_up(self, hosts: set[str], timeout: float = 900) -> None:
         """Until every host registered (a new host first boots its own warm templates)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -136,8 +155,7 @@ class FleetServer:
                 if proc.poll() is not None:
                     log = (self.dirs[host] / "worker.log").read_text(errors="replace")[-3000:]
                     raise RuntimeError(f"worker {host} exited ({proc.returncode}):\n{log}")
-            workers = person.get("/api/system/health").json().get("workers") or []
-            if hosts <= {w["host_id"] for w in workers if w["up"]}:
+            if hosts <= self.hosts_up():
                 return
             time.sleep(0.3)
         raise RuntimeError(f"workers {sorted(hosts)} did not register; logs under {self.dirs}")
@@ -166,7 +184,7 @@ def _batch(fleet: FleetServer, hosts: list[str], runs: int) -> dict[str, Any]:
     try:
         for host in hosts:
             fleet.start_worker(host, capacity=1)
-        fleet.wait_up(session.person, set(hosts))
+        fleet.wait_up(set(hosts))
         staged = [session.upload("sales.csv", sales_csv(50))]
         warm = [session.propose("warm-up", TRIVIAL, staged)["id"] for _ in hosts]  # each host's saved states
         for run_id in warm:
@@ -224,7 +242,7 @@ def run_workers_bench(runs: int = 16, samples: int = 10) -> dict[str, Any]:
 
         def one_worker(session: Any) -> None:
             fleet.start_worker("bench_a", capacity=1)
-            fleet.wait_up(session.person, {"bench_a"})
+            fleet.wait_up({"bench_a"})
 
         through_queue = _approve_to_code(fleet.server, samples, start=one_worker)
         fleet.stop_workers()

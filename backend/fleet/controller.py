@@ -193,7 +193,7 @@ class WorkerController(Controller):
                 )
                 raw = json.loads((out / transfer.RESULT_JSON).read_text())
                 result = SandboxResult.model_validate(raw)
-            except (transfer.TransferError, OSError, ValueError) as exc:
+            except (transfer.TransferError, OSError, ValueError, RecursionError) as exc:
                 raise AppError(
                     f"the result could not be read: {exc}", code="invalid", status_code=422
                 ) from exc

@@ -1,10 +1,15 @@
 """The job queue between the API and the workers: procrastinate on the product's PostgreSQL.
 
 The API decides *which* queued run goes next (companies in turn, `backend.worker.queue.queued_ids`) and
-hands a run to procrastinate only while a worker slot is free for it, so the queue never holds a long
-FIFO one company filled: a company already at its share of the slots waits while another company's runs
-wait. Procrastinate delivers each job to one worker (LISTEN/NOTIFY, so pickup is immediate) and keeps it
-across restarts of the API.
+*to which host*: it hands a run to procrastinate only while a slot of some host is free for it, into that
+host's own queue (`runs.<host id>`), and records the host on the run (`dispatched_to`); only that host's
+worker may claim it (`service.claim`). So the queue never holds a long FIFO one company filled: a company
+already at its share of the slots waits while another company's runs wait. Procrastinate delivers each job
+to its host's worker (LISTEN/NOTIFY, so pickup is immediate) and keeps it across restarts of the API.
+
+Workers reach the queue with a PostgreSQL role of their own (`make_worker_role`, `cleanroom workers
+db-role`): procrastinate's tables, sequences and functions, nothing of the product's. A hypervisor host
+runs hostile code in VMs; it holds no credential that reads or changes a company's data.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from datetime import UTC, datetime
 
 import procrastinate
 import psycopg
+from psycopg import sql
 
 from backend.fleet import service
 from backend.fleet.tables import WorkerHost
@@ -33,6 +39,14 @@ log = logging.getLogger("cleanroom.fleet")
 TASK = "cleanroom.run"
 QUEUE = "runs"
 SCHEMA_LOCK = 7_311_001  # pg advisory lock: one process applies procrastinate's schema
+PREFIX = "procrastinate_"  # procrastinate's tables, sequences and functions: all a worker's role may use
+LIKE_PREFIX = PREFIX.replace("_", "\\_") + "%"
+WORKER_ROLE = "cleanroom_worker"
+
+
+def queue_of(host_id: str) -> str:
+    """The queue only `host_id`'s worker listens on (a valid host id keeps the NOTIFY channel short)."""
+    return f"{QUEUE}.{host_id}"
 
 
 def database_url() -> str:
@@ -53,7 +67,8 @@ def make_app(url: str | None = None, *, name: str = "cleanroom-api") -> procrast
 
 
 async def ensure_schema(app: procrastinate.App, url: str | None = None) -> None:
-    """Procrastinate's tables, once per database (under an advisory lock: API and workers may race)."""
+    """Procrastinate's tables, once per database (under an advisory lock: API processes may race). The API
+    applies it; a worker's role may not create anything (`schema_ready`)."""
     url = url or database_url()
     async with await psycopg.AsyncConnection.connect(url) as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
@@ -62,6 +77,123 @@ async def ensure_schema(app: procrastinate.App, url: str | None = None) -> None:
             return
         await conn.execute(app.schema_manager.get_schema())
         log.info("procrastinate schema applied")
+
+
+async def schema_ready(url: str) -> bool:
+    """Whether procrastinate's tables are there (a worker waits for the API to make them)."""
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        row = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
+        return bool(row and row[0])
+
+
+PRODUCT_REACH = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'
+  AND c.relname NOT LIKE 'procrastinate\\_%'
+  AND has_schema_privilege(n.oid, 'USAGE')
+  AND has_table_privilege(c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
+ORDER BY c.relname
+"""
+
+
+def product_tables_reachable(url: str) -> list[str]:
+    """The tables other than procrastinate's that the role of `url` may read or change: [] for a worker's
+    role, every product table for the API's."""
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        return [row[0] for row in conn.execute(PRODUCT_REACH).fetchall()]
+
+
+async def make_worker_role(url: str, role: str, password: str) -> list[str]:
+    """Create (or bring back to exactly this) the workers' role in the database of `url` (the API's): it
+    logs in with `password` (sent as a SCRAM verifier, never in clear) and may use procrastinate's tables,
+    sequences and functions and nothing else. Idempotent; run again after an upgrade of procrastinate.
+    Returns the objects granted; raises when the role can still reach a product table (a grant to PUBLIC)."""
+    app = make_app(url)
+    await ensure_schema(app, url)
+    granted: list[str] = []
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256").decode()
+        name = sql.Identifier(role)
+        exists = await (await conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))).fetchone()
+        attributes = sql.SQL(
+            "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD {}"
+        ).format(sql.Literal(verifier))
+        verb = sql.SQL("ALTER ROLE" if exists else "CREATE ROLE")
+        await conn.execute(sql.SQL("{} {} {}").format(verb, name, attributes))
+        schema = (
+            await (
+                await conn.execute(
+                    "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE c.oid = to_regclass('procrastinate_jobs')"
+                )
+            ).fetchone()
+        )[0]
+        database = (await (await conn.execute("SELECT current_database()")).fetchone())[0]
+        async with conn.transaction():
+            nsp = sql.Identifier(schema)
+            # whatever the role was given before (a re-run after an upgrade, a hand-made grant): gone
+            for kind in ("TABLES", "SEQUENCES", "FUNCTIONS"):
+                await conn.execute(
+                    sql.SQL("REVOKE ALL ON ALL {} IN SCHEMA {} FROM {}").format(sql.SQL(kind), nsp, name)
+                )
+            await conn.execute(
+                sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(database), name)
+            )
+            await conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(nsp, name))
+            objects = await (
+                await conn.execute(
+                    "SELECT c.relkind::text, c.oid::regclass::text FROM pg_class c "
+                    "WHERE c.relnamespace = %s::regnamespace AND c.relname LIKE %s AND c.relkind IN ('r', 'S') "
+                    "UNION ALL SELECT 'f', p.oid::regprocedure::text FROM pg_proc p "
+                    "WHERE p.pronamespace = %s::regnamespace AND p.proname LIKE %s ORDER BY 1, 2",
+                    (schema, LIKE_PREFIX, schema, LIKE_PREFIX),
+                )
+            ).fetchall()
+            for kind, target in objects:
+                grant = {
+                    "r": "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {} TO {}",
+                    "S": "GRANT USAGE, SELECT ON SEQUENCE {} TO {}",
+                    "f": "GRANT EXECUTE ON FUNCTION {} TO {}",
+                }[kind]
+                await conn.execute(sql.SQL(grant).format(sql.SQL(target), name))
+                granted.append(target)
+        definers = await (
+            await conn.execute(
+                "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.proname LIKE %s AND p.prosecdef",
+                (LIKE_PREFIX,),
+            )
+        ).fetchall()
+    if definers:  # would run with their owner's rights, whatever the role was granted
+        raise RuntimeError(f"procrastinate functions run as their owner (SECURITY DEFINER): {definers}")
+    return granted
+
+
+def role_url(url: str, role: str, password: str) -> str:
+    """`url` (the API's database) with the workers' role and password instead of the API's."""
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{quote(role, safe='')}:{quote(password, safe='')}@{host}"))
+
+
+async def free_slots() -> dict[str, int]:
+    """Free run slots per host that is up and not draining: its capacity less the runs it holds and those
+    handed to it and not yet claimed."""
+    hosts = await WorkerHost.select(WorkerHost.host_id, WorkerHost.capacity).where(
+        WorkerHost.lost_at.is_null() & (WorkerHost.draining.eq(False))
+    )
+    free = {h["host_id"]: h["capacity"] for h in hosts}
+    held = await Run.select(Run.host_id, Run.dispatched_to, Run.status).where(
+        (Run.status == RunStatus.running)
+        | ((Run.status == RunStatus.queued) & Run.dispatched_at.is_not_null())
+    )
+    for run in held:
+        host = run["host_id"] if run["status"] == RunStatus.running else run["dispatched_to"]
+        if host in free:
+            free[host] -= 1
+    return free
 
 
 async def slots() -> int:
@@ -75,7 +207,9 @@ async def slots() -> int:
 async def dispatch(app: procrastinate.App) -> list[int]:
     """Hand queued runs to the job queue while slots are free: companies in turn, none above its share
     (the slots divided among companies with work) while another company's runs wait, and none above
-    `company_concurrency_cap` (0: no cap). Returns the runs handed over."""
+    `company_concurrency_cap` (0: no cap). Each goes to the host with the most free slots, into that host's
+    queue, and the run records the host. Returns the runs handed over."""
+    by_host = {host: n for host, n in (await free_slots()).items() if n > 0}
     free = await slots()
     in_flight = await Run.select(Run.id, Run.company).where(
         (Run.status == RunStatus.running)
@@ -103,18 +237,24 @@ async def dispatch(app: procrastinate.App) -> list[int]:
         others_wait = any(pending[c] > 0 for c in active if c != company)
         if (cap and held[company] >= cap) or (others_wait and held[company] >= share):
             continue
+        if not by_host:
+            break
+        host = min(by_host, key=lambda h: (-by_host[h], h))
         marked = (
-            await Run.update({Run.dispatched_at: datetime.now(UTC)})
+            await Run.update({Run.dispatched_at: datetime.now(UTC), Run.dispatched_to: host})
             .where((Run.id == run_id) & (Run.status == RunStatus.queued) & Run.dispatched_at.is_null())
             .returning(Run.id)
         )
         if not marked:
             continue  # another API process handed it over
         try:
-            await app.configure_task(TASK, queue=QUEUE).defer_async(run_id=run_id)
+            await app.configure_task(TASK, queue=queue_of(host)).defer_async(run_id=run_id)
         except Exception:
-            await Run.update({Run.dispatched_at: None}).where(Run.id == run_id)
+            await Run.update({Run.dispatched_at: None, Run.dispatched_to: None}).where(Run.id == run_id)
             raise
+        by_host[host] -= 1
+        if by_host[host] <= 0:
+            del by_host[host]
         held[company] += 1
         pending[company] -= 1
         free -= 1

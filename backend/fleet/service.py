@@ -1,8 +1,8 @@
 """The API's side of scale-out: enrollment tokens, signed URLs, worker hosts, and runs handed to workers.
 
-A run travels: approved (queued) → `dispatch` hands it to the job queue (companies in turn, at most
-`company_concurrency_cap` of one company at once) → a worker `claim`s it (queued → running, exactly once,
-with its host id) → fetches the bundle by a signed URL, re-hashes it against the approval → says its VM
+A run travels: approved (queued) → `dispatch` hands it to one host's queue (companies in turn, at most
+`company_concurrency_cap` of one company at once) and records that host → that host's worker `claim`s it
+(queued → running, exactly once; any other host is refused) → fetches the bundle by a signed URL, re-hashes it against the approval → says its VM
 starts (`vm_started`) → uploads the result by a signed URL, and the API files it exactly like the
 in-process worker does (`backend.worker.execute`). `reap` notices a host whose heartbeat stopped: a run
 whose VM had not started goes back to the queue, one whose VM had started ends `error` ("worker lost").
@@ -23,10 +23,12 @@ from typing import Any
 from backend import filemodes
 from backend.audit import service as audit
 from backend.errors import AppError, Conflict, Forbidden, NotAuthenticated, NotFound
+from backend.fleet.results import revalidate
 from backend.fleet.tables import WorkerHost, WorkerToken
 from backend.flows import progress as flows
 from backend.hashing import sha256_text
 from backend.runs.tables import Run, RunStatus
+from backend.sandbox.models import SandboxResult
 from backend.settings import get_settings, valid_host_id
 from backend.staging.service import remove_bundle
 from backend.worker.execute import end_unstarted, finish, keeps_bundle, record_result
@@ -167,6 +169,7 @@ async def register(host_id: str, *, libvirt_uri: str, virt_type: str, image_hash
     else:
         await WorkerHost.insert(WorkerHost(host_id=host_id, **{c._meta.name: v for c, v in values.items()}))
     settled = await _settle_runs_of(host_id, "the worker restarted")
+    await _undispatch(host_id)  # its queue's jobs may be gone with its last life: hand them out again
     await audit.record(
         "worker.registered",
         actor=f"worker:{host_id}",
@@ -204,6 +207,7 @@ async def leave(host_id: str) -> None:
         {WorkerHost.lost_at: _now(), WorkerHost.running: 0, WorkerHost.draining: True}
     ).where(WorkerHost.host_id == host_id)
     await _settle_runs_of(host_id, "the worker stopped")
+    await _undispatch(host_id)
     await audit.record(
         "worker.left", actor=f"worker:{host_id}", company_id=None, subject_type="worker", subject_id=host_id
     )
@@ -223,8 +227,8 @@ async def hosts() -> list[dict[str, Any]]:
 
 
 async def claim(host_id: str, run_id: int) -> dict[str, Any]:
-    """queued → running for this host, exactly once; what the worker needs to run it (no bundle path:
-    the bundle comes by the signed URL)."""
+    """queued → running for this host, exactly once, and only if the run was dispatched to this host; what
+    the worker needs to run it (no bundle path: the bundle comes by the signed URL)."""
     host = await WorkerHost.select(WorkerHost.lost_at).where(WorkerHost.host_id == host_id).first()
     if host is None or host["lost_at"] is not None:
         raise Conflict("this host is not registered (or was declared lost): register again")
@@ -233,10 +237,13 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
         await Run.update(
             {Run.status: RunStatus.running, Run.host_id: host_id, Run.started_at: now, Run.updated_at: now}
         )
-        .where((Run.id == run_id) & (Run.status == RunStatus.queued))
+        .where((Run.id == run_id) & (Run.status == RunStatus.queued) & (Run.dispatched_to == host_id))
         .returning(Run.id)
     )
     if not claimed:
+        row = await Run.select(Run.status).where(Run.id == run_id).first()
+        if row is not None and row["status"] == RunStatus.queued:
+            raise Forbidden("this run was not dispatched to this host")
         raise Conflict("this run is not waiting to start (another worker holds it, or it ended)")
     run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
     carry_url, started_after = None, None
@@ -288,9 +295,11 @@ async def refuse(host_id: str, run_id: int, problem: str) -> None:
     await end_unstarted(run, RunStatus.error, "run.refused", "refused to start", problem=problem[:500])
 
 
-async def record(host_id: str, run_id: int, result: Any, out_dir: Path) -> str:
-    """File what a worker brought back, exactly as the in-process worker does."""
+async def record(host_id: str, run_id: int, result: SandboxResult, out_dir: Path) -> str:
+    """File what a worker brought back, exactly as the in-process worker does, once it was re-checked
+    against the output policies (`results.revalidate`): a worker host is no more trusted than a guest."""
     run = await held_run(host_id, run_id)
+    result = await asyncio.to_thread(revalidate, result, out_dir, read_actions=bool(run["read_actions"]))
     status = await record_result(run, result, out_dir)
     if not keeps_bundle(status) or run["flow_id"] is not None:  # as the in-process worker does
         await asyncio.to_thread(remove_bundle, run["bundle_dir"])
@@ -322,6 +331,7 @@ async def _settle_runs_of(host_id: str, why: str, *, run_id: int | None = None) 
                         Run.host_id: None,
                         Run.started_at: None,
                         Run.dispatched_at: None,
+                        Run.dispatched_to: None,
                         Run.updated_at: _now(),
                     }
                 )
@@ -345,9 +355,25 @@ async def _settle_runs_of(host_id: str, why: str, *, run_id: int | None = None) 
     return len(held)
 
 
+async def _undispatch(host_id: str | None = None, *, before: datetime | None = None) -> list[int]:
+    """Runs handed to `host_id` (or to any host, longer ago than `before`) that no worker claimed: back to
+    the dispatcher, which hands them out again. A job for one of them that still reaches a worker later is
+    refused at its claim (the run went to another host, or was claimed from another job)."""
+    where = (Run.status == RunStatus.queued) & Run.dispatched_at.is_not_null()
+    if host_id is not None:
+        where = where & (Run.dispatched_to == host_id)
+    if before is not None:
+        where = where & (Run.dispatched_at < before)
+    rows = await Run.update({Run.dispatched_at: None, Run.dispatched_to: None}).where(where).returning(Run.id)
+    return [r["id"] for r in rows]
+
+
 async def reap() -> list[str]:
-    """Hosts whose heartbeat is older than `worker_lost_seconds` are lost; their runs are settled."""
+    """Hosts whose heartbeat is older than `worker_lost_seconds` are lost; their runs are settled. A run
+    handed to a host that did not claim it within that time (its job lost on the way) is handed out again."""
     cutoff = _now() - timedelta(seconds=get_settings().worker_lost_seconds)
+    if stale := await _undispatch(before=cutoff):
+        log.warning("runs %s were not claimed where they were sent: handing them out again", stale)
     stale = await WorkerHost.select(WorkerHost.host_id).where(
         (WorkerHost.last_heartbeat < cutoff) & WorkerHost.lost_at.is_null()
     )
@@ -363,6 +389,7 @@ async def reap() -> list[str]:
             continue
         log.warning("worker %s lost: no heartbeat for %ss", host_id, get_settings().worker_lost_seconds)
         await _settle_runs_of(host_id, "its heartbeat stopped")
+        await _undispatch(host_id)
         await audit.record(
             "worker.lost", actor="worker:reaper", company_id=None, subject_type="worker", subject_id=host_id
         )

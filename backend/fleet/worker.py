@@ -1,11 +1,13 @@
 """`cleanroom worker --host-id NAME`: one process per hypervisor host, taking run jobs from procrastinate.
 
-It needs no shared filesystem with the API: it claims a run over HTTP with its enrollment token, fetches
-the staged bundle by the signed URL it got, re-hashes code and bundle against the approval before any VM
-exists (a mismatch refuses the run), runs it in a fresh VM here, and sends the result and output files
-back by another signed URL. It registers itself at start (after removing only this host's leftover
-domains) and sends a heartbeat every `worker_heartbeat_seconds`; SIGTERM drains (running VMs finish, no
-new job is taken), then it leaves.
+It reaches the job queue with the workers' PostgreSQL role (`cleanroom workers db-role`: procrastinate's
+tables only, never the product's) and takes jobs from its own host's queue only. It needs no shared
+filesystem with the API: it claims a run over HTTP with its enrollment token (only a run dispatched to
+this host), fetches the staged bundle by the signed URL it got, re-hashes code and bundle against the
+approval before any VM exists (a mismatch refuses the run), runs it in a fresh VM here, and sends the
+result and output files back by another signed URL; the API re-validates that result as hostile input.
+It registers itself at start (after removing only this host's leftover domains) and sends a heartbeat
+every `worker_heartbeat_seconds`; SIGTERM drains (running VMs finish, no new job is taken), then it leaves.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from procrastinate.exceptions import ProcrastinateException
 
 from backend import filemodes
 from backend.fleet import transfer
-from backend.fleet.queue import QUEUE, TASK, ensure_schema, make_app
+from backend.fleet.queue import TASK, make_app, queue_of, schema_ready
 from backend.settings import get_settings
 
 log = logging.getLogger("cleanroom.fleet.worker")
@@ -107,10 +109,21 @@ class FleetWorker:
                 log.warning("heartbeat failed: %s", exc)
             await asyncio.sleep(get_settings().worker_heartbeat_seconds)
 
+    async def _wait_for_schema(self, url: str) -> None:
+        """The API makes procrastinate's tables; this host's role may not (it creates nothing)."""
+        delay = 1.0
+        while not await schema_ready(url):
+            log.warning(
+                "the job queue's tables are not there yet (the API makes them); again in %.0fs", delay
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30)
+
     async def serve(self) -> None:
-        app = make_app(name=f"cleanroom-worker-{self.host_id}")
-        await ensure_schema(app)
-        app.task(name=TASK, queue=QUEUE, pass_context=False)(self.handle)
+        url = get_settings().effective_database_url
+        app = make_app(url, name=f"cleanroom-worker-{self.host_id}")
+        await self._wait_for_schema(url)
+        app.task(name=TASK, queue=queue_of(self.host_id), pass_context=False)(self.handle)
         await self.register()
         beats = asyncio.create_task(self._heartbeats())
         loop = asyncio.get_running_loop()
@@ -134,7 +147,7 @@ class FleetWorker:
                 async with app.open_async():
                     worker = asyncio.create_task(
                         app.run_worker_async(
-                            queues=[QUEUE],
+                            queues=[queue_of(self.host_id)],  # this host's jobs only
                             concurrency=self.capacity,
                             install_signal_handlers=False,
                             wait=True,
@@ -168,7 +181,7 @@ class FleetWorker:
 
     async def handle(self, run_id: int) -> None:
         response = await self._call("POST", f"/api/worker/runs/{run_id}/claim")
-        if response.status_code == 409:
+        if response.status_code in (403, 409):  # started from another job, or handed to another host since
             log.info("run %s: not ours to start (%s)", run_id, response.json().get("detail"))
             return
         response.raise_for_status()

@@ -98,9 +98,10 @@ class Run(Table):
     actions_discarded = Boolean(default=False)
     actions_note = Text(null=True, default=None)
     action_items_count = Integer(default=0)  # written once, when its actions.json became items
-    # scale-out (backend/fleet): which host holds it, when it was handed to the job queue, when its VM began
+    # scale-out (backend/fleet): which host holds it, when and to which host it was handed, when its VM began
     host_id = Varchar(length=64, null=True, default=None, index=True)
     dispatched_at = Timestamptz(null=True, default=None)
+    dispatched_to = Varchar(length=64, null=True, default=None)  # the one host whose worker may claim it
     vm_started_at = Timestamptz(null=True, default=None)
     # flows (backend/flows): the flow and the step (1-based) this run is, the earlier steps' outputs it
     # receives ([{"step": j, "name": "summary.csv"}]), what it was handed at its start (names, hashes) and

@@ -1,4 +1,5 @@
-"""GET /metrics: what the database holds, in Prometheus' text format, for the metrics token or a loopback client.
+"""GET /metrics: what the database holds, in Prometheus' text format, for the metrics token only (a loopback
+client too: behind a same-host proxy everyone is loopback, and the queue is counted per company).
 
 Runs are proposed through the API (one approved by a person), then their statuses, times and results are set
 directly: this is about counting, no VM starts. The positive control that the numbers are read and not fixed:
@@ -44,8 +45,10 @@ async def scraper(client, address: tuple[str, int] = LOOPBACK) -> AsyncIterator[
 
 
 async def scrape(client, headers: dict[str, str] | None = None) -> Samples:
+    """A scrape with the metrics token (unless `headers` says otherwise)."""
+    headers = headers or {"Authorization": f"Bearer {METRICS_TOKEN}"}
     async with scraper(client) as http:
-        response = await http.get("/metrics", headers=headers or {})
+        response = await http.get("/metrics", headers=headers)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == MEDIA_TYPE
     return {
@@ -76,13 +79,14 @@ async def propose(client, token: dict[str, str], status: str | None = None, **va
     return run_id
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def metrics_token(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Metrics are served only with a token: every test here runs with one set (one test unsets it)."""
     monkeypatch.setenv("CLEANROOM_METRICS_TOKEN", METRICS_TOKEN)
     get_settings.cache_clear()
     assert get_settings().metrics_token == METRICS_TOKEN
     yield METRICS_TOKEN
-    monkeypatch.delenv("CLEANROOM_METRICS_TOKEN")
+    monkeypatch.delenv("CLEANROOM_METRICS_TOKEN", raising=False)
     get_settings.cache_clear()
 
 
@@ -203,15 +207,20 @@ async def test_a_worker_host_appears_with_its_capacity_and_heartbeat_age(client)
     assert 600 <= value(samples, "cleanroom_worker_heartbeat_age_seconds", host="hv-b") < 660
 
 
-async def test_without_a_metrics_token_only_loopback_clients_are_served(client) -> None:
+async def test_without_a_metrics_token_nobody_is_served_not_even_loopback(client, monkeypatch) -> None:
+    """Behind a reverse proxy on the same host every client is loopback: loopback is no credential."""
+    await scrape(client)  # positive control: with the token set and sent, served
+    monkeypatch.delenv("CLEANROOM_METRICS_TOKEN")
+    get_settings.cache_clear()
     assert get_settings().metrics_token is None
-    await scrape(client)  # 127.0.0.1
-    async with scraper(client, ("::1", 40000)) as http:
-        assert (await http.get("/metrics")).status_code == 200
-    async with scraper(client, REMOTE) as http:
-        response = await http.get("/metrics")
-    assert response.status_code == 403, response.text
-    assert response.json()["error"] == "forbidden"
+    for address in (LOOPBACK, ("::1", 40000), ("::ffff:127.0.0.1", 40000), REMOTE):
+        async with scraper(client, address) as http:
+            for headers in ({}, {"Authorization": f"Bearer {METRICS_TOKEN}"}):
+                response = await http.get("/metrics", headers=headers)
+                assert response.status_code == 403, (address, response.text)
+                assert response.json()["error"] == "forbidden"
+                assert "CLEANROOM_METRICS_TOKEN" in response.json()["detail"]
+                assert "cleanroom_queue_depth" not in response.text
     response = await client.get("/metrics")  # the test client's own address is `testclient`
     assert response.status_code == 403
 

@@ -1,6 +1,6 @@
 """The worker API, attacked as the parties who must not use it: the assistant's token, a person's session,
-another worker's token, a forged or expired signature, a revoked token. Next to each refusal, the worker
-that holds the run succeeds. Runs are claimed, requeued, lost and handed out fairly by the database
+another worker's token (a host the run was not dispatched to), a forged or expired signature, a revoked
+token. Next to each refusal, the worker that holds the run succeeds. Runs are claimed, requeued, lost and handed out fairly by the database
 (PostgreSQL: the fleet's job queue lives there); no VM starts here (tests/fleet/test_workers.py runs them)."""
 
 from __future__ import annotations
@@ -31,6 +31,14 @@ async def _queued_run(client, alice, **extra) -> dict:
     return run
 
 
+async def _dispatch() -> list[int]:
+    """What the fleet's dispatcher does on its next pass: queued runs handed to hosts with free slots."""
+    app = fleet_queue.make_app()
+    await fleet_queue.ensure_schema(app)
+    async with app.open_async():
+        return await fleet_queue.dispatch(app)
+
+
 async def _worker(client, host_id: str, capacity: int = 2) -> dict[str, str]:
     headers = {"Authorization": f"Bearer {await service.enroll(host_id, created_by='test')}"}
     response = await client.post("/api/worker/hosts", json={"capacity": capacity}, headers=headers)
@@ -48,6 +56,7 @@ async def test_only_a_worker_token_reaches_the_worker_api_and_it_reaches_nothing
     assert (await client.post(f"/api/worker/runs/{run['id']}/claim")).status_code == 401
     client.cookies.clear()
     worker = await _worker(client, "alpha")
+    assert await _dispatch() == [run["id"]]
     # a worker token is not a person's or the assistant's: the product API refuses it
     assert (await client.get("/api/runs", headers=worker)).status_code == 401
     assert (await client.get(f"/api/runs/{run['id']}", headers=worker)).status_code == 401
@@ -60,6 +69,7 @@ async def test_only_a_worker_token_reaches_the_worker_api_and_it_reaches_nothing
 async def test_a_run_is_claimed_once_and_only_its_holder_fetches_the_bundle(client, alice, acme_on) -> None:
     run = await _queued_run(client, alice, datasets=["deals"])
     alpha, beta = await _worker(client, "alpha"), await _worker(client, "beta")
+    assert await _dispatch() == [run["id"]]  # equal free slots: the first host by name, alpha
     job = (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).json()
     second = await client.post(f"/api/worker/runs/{run['id']}/claim", headers=beta)
     assert second.status_code == 409  # never started twice
@@ -102,6 +112,7 @@ async def test_a_bundle_changed_after_approval_is_refused_by_the_worker_check(
 ) -> None:
     run = await _queued_run(client, alice, datasets=["deals"])
     worker = await _worker(client, "alpha")
+    await _dispatch()
     job = (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=worker)).json()
     response = await client.get(job["bundle_url"], headers=worker)
     with tarfile.open(fileobj=io.BytesIO(response.content)) as tar:
@@ -123,6 +134,7 @@ async def test_a_lost_worker_requeues_what_it_had_not_started_and_ends_what_it_h
 ) -> None:
     waiting, started = await _queued_run(client, alice), await _queued_run(client, alice)
     worker = await _worker(client, "alpha")
+    assert sorted(await _dispatch()) == sorted([waiting["id"], started["id"]])
     for run in (waiting, started):
         assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=worker)).status_code == 200
     assert (
@@ -134,6 +146,7 @@ async def test_a_lost_worker_requeues_what_it_had_not_started_and_ends_what_it_h
     assert await service.reap() == ["alpha"]
     rows = {r["id"]: r for r in await Run.select().where(Run.id.is_in([waiting["id"], started["id"]]))}
     assert rows[waiting["id"]]["status"] == RunStatus.queued and rows[waiting["id"]]["host_id"] is None
+    assert rows[waiting["id"]]["dispatched_to"] is None  # handed out again on the dispatcher's next pass
     assert rows[started["id"]]["status"] == RunStatus.error
     assert "worker lost" in rows[started["id"]]["error_message"]
     assert rows[started["id"]]["credits_charged"] is None  # never charged for a run it did not report
@@ -182,6 +195,7 @@ async def test_the_holder_reports_a_result_once_and_it_is_filed_like_any_run(
 
     run = await _queued_run(client, alice)
     alpha, beta = await _worker(client, "alpha"), await _worker(client, "beta")
+    assert await _dispatch() == [run["id"]]
     job = (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).json()
     assert (await client.post(f"/api/worker/runs/{run['id']}/vm-started", headers=alpha)).status_code == 200
     out = tmp_path / "out"

@@ -1,16 +1,19 @@
 """A fleet on this machine: the real API (`cleanroom serve`, CLEANROOM_WORKERS=fleet) on a fresh PostgreSQL
-database and real `cleanroom worker` processes with their own data directories (no shared filesystem),
-running real VMs. Runs spread over the workers and each runs once; a worker killed with SIGKILL is noticed
-by its missing heartbeat, and no domain of it is left once it restarts."""
+database and real `cleanroom worker` processes with their own data directories (no shared filesystem) and
+the workers' database role (procrastinate's tables only: `cleanroom workers db-role`), running real VMs.
+Runs spread over the workers and each runs once; a worker killed with SIGKILL is noticed by its missing
+heartbeat, and no domain of it is left once it restarts."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
 from collections.abc import Iterator
 
 import httpx
+import psycopg
 import pytest
 
 from backend.bench import sales_csv
@@ -65,7 +68,7 @@ def test_two_workers_share_eight_runs_and_each_runs_once(fleet) -> None:
     fleet, session = fleet
     fleet.start_worker("alpha", capacity=1)
     fleet.start_worker("beta", capacity=1)
-    fleet.wait_up(session.person, {"alpha", "beta"})
+    fleet.wait_up({"alpha", "beta"})
     ids = _approved(session, "import os\nprint(os.urandom(8).hex())\n", 8)
     done = _finished(session, ids)
     assert {r["status"] for r in done.values()} == {"succeeded"}, {
@@ -78,14 +81,24 @@ def test_two_workers_share_eight_runs_and_each_runs_once(fleet) -> None:
         assert actions.count("run.started") == 1 and actions.count("run.finished") == 1, actions
         assert actions.count("credits.charged") == 1, actions
     assert len({r["result"]["stdout"] for r in done.values()}) == 8
-    workers = {w["host_id"]: w for w in session.person.get("/api/system/health").json()["workers"]}
+    # the hosts are the operator's to see (`cleanroom workers list`), not a company's
+    listed = json.loads(fleet.cli("workers", "list", "--json"))
+    workers = {w["host_id"]: w for w in listed["hosts"]}
     assert workers["alpha"]["capacity"] == 1 and workers["beta"]["up"]
+    health = session.person.get("/api/system/health").json()
+    assert health["workers"] is None and health["queue_depth_all"] is None
+    # every job went through the job queue as the workers' role, never as the API's
+    with psycopg.connect(POSTGRES_URL) as admin:
+        roles = admin.execute(
+            "SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name LIKE 'cleanroom-worker-%'"
+        ).fetchall()
+    assert roles == [(fleet.role,)], roles
 
 
 def test_a_worker_killed_mid_run_is_noticed_and_its_runs_settled(fleet) -> None:
     fleet, session = fleet
     fleet.start_worker("alpha", capacity=1)
-    fleet.wait_up(session.person, {"alpha"})
+    fleet.wait_up({"alpha"})
     slow = "import time\nprint('started', flush=True)\ntime.sleep(60)\n"
     (victim,) = _approved(session, slow, 1)
     deadline = time.monotonic() + 300
@@ -108,7 +121,7 @@ def test_a_worker_killed_mid_run_is_noticed_and_its_runs_settled(fleet) -> None:
     done = _finished(session, [waiting])[waiting]
     assert done["status"] == "succeeded" and done["host_id"] == "beta", done
     fleet.start_worker("alpha", capacity=1)  # alpha comes back: its recovery removes its leftover domain
-    fleet.wait_up(session.person, {"alpha"})
+    fleet.wait_up({"alpha"})
     with libvirt_conn.connection() as conn:
         left = [d for d in libvirt_conn.our_domains(conn) if d.startswith("cleanroom-run-alpha-")]
     assert left == [], left
@@ -116,11 +129,9 @@ def test_a_worker_killed_mid_run_is_noticed_and_its_runs_settled(fleet) -> None:
 
 
 def test_a_worker_whose_database_connections_are_cut_reconnects_and_runs_the_next_run(fleet) -> None:
-    import psycopg
-
     fleet, session = fleet
     fleet.start_worker("alpha", capacity=1)
-    fleet.wait_up(session.person, {"alpha"})
+    fleet.wait_up({"alpha"})
     (first,) = _approved(session, "print('before')\n", 1)
     assert _finished(session, [first])[first]["status"] == "succeeded"
     with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
@@ -149,7 +160,7 @@ def test_a_worker_token_and_the_api_agree_over_http(fleet) -> None:
 def test_a_flow_runs_step_by_step_on_a_worker_with_its_hand_over_fetched(fleet) -> None:
     fleet, session = fleet
     fleet.start_worker("alpha", capacity=1)
-    fleet.wait_up(session.person, {"alpha"})
+    fleet.wait_up({"alpha"})
     staged = session.upload("sales.csv", sales_csv(50))
     first = (
         "import glob, json\npath = glob.glob('/work/input/**/sales*.csv', recursive=True)[0]\n"
@@ -190,8 +201,6 @@ def test_a_flow_runs_step_by_step_on_a_worker_with_its_hand_over_fetched(fleet) 
         i: (r["status"], r["error_message"]) for i, r in done.items()
     }
     assert {done[i]["host_id"] for i in ids} == {"alpha"}
-    import json
-
     seen = json.loads(done[ids[1]]["result"]["stdout"])
     assert seen["flow"] == ["conclusion.json", "note.txt"] and seen["note"] == "from step one", seen
     assert seen["rows"] == 51 and sorted(seen["input"]) == ["README.txt", "manifest.json"], seen  # no files/
