@@ -20,10 +20,17 @@ def _shape(path: str) -> str:
 
 @pytest.fixture(scope="module")
 def schema(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The API of a fleet: every route of the embedded default, and /api/worker, which only a fleet serves."""
     from backend.app import create_app
+    from backend.settings import get_settings
 
     url = f"sqlite:///{tmp_path_factory.mktemp('openapi') / 'schema.sqlite3'}"
-    return create_app(database_url=url, run_hooks=False, pool=False).openapi_schema.to_schema()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CLEANROOM_WORKERS", "fleet")
+        get_settings.cache_clear()
+        schema = create_app(database_url=url, run_hooks=False, pool=False).openapi_schema.to_schema()
+    get_settings.cache_clear()
+    return schema
 
 
 def _documented() -> set[str]:
