@@ -12,7 +12,10 @@ its lifetime. So a QEMU escape in one guest opens no other guest's disks:
 - the data directory and the run directory are 0711: every guest uid passes through (they share no
   group), nobody but the owner lists them, and everything inside is 0700/0600;
 - each per-run directory is 0710 with its guest's group (it passes, never lists, never creates);
-- the disks and the console log are 0600 owned by the guest's uid and gid.
+- the disks and the console log are 0600 owned by the guest's uid and gid;
+- a guest uid serves one tenant after another, so no process of it outlives its holder: freeing a slot or a
+  cold-boot id SIGKILLs every process of that uid and returns once none is alive, and taking one whose last
+  holder died first sweeps it (`claim_guest_ids`, `free_guest_ids`).
 
 Nothing outside the data directory is ever chmod-ed, with one exception: libvirt makes each domain's
 private directory (master key, monitor) under /var/lib/libvirt/qemu and gives it to the guest's uid, so that
@@ -26,16 +29,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import grp
+import logging
 import os
 import pwd
 import re
 import shutil
+import signal
 import stat
 import tempfile
+import time
 from functools import lru_cache
 from pathlib import Path
 
 from backend.settings import get_settings
+
+log = logging.getLogger("cleanroom.filemodes")
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
@@ -43,6 +51,9 @@ GUEST_DIR = 0o710  # the owner; the guest's own group may only pass through
 PASSAGE_DIR = 0o711  # the owner; every guest uid may only pass through
 COLD_GUEST_IDS = 16  # ids for guests booted without a saved-state slot, after the slots' ids
 LEASE_DIR = ".guest-ids"  # in the run directory: one flock per leased cold-boot id
+# A guest id's lock file says this once its last holder swept its uid (`free_guest_ids`); empty while held.
+SWEPT = b"swept\n"
+SWEEP_SECONDS = 5.0  # how long a guest uid's processes may take to die after SIGKILL
 LIBVIRT_STATE_DIR = Path("/var/lib/libvirt/qemu")  # libvirt's domain-<id>-<name>/ directories live here
 QEMU_CONF = Path("/etc/libvirt/qemu.conf")
 QEMU_USERS = ("libvirt-qemu", "qemu")  # Debian's and Fedora's defaults, when qemu.conf names none
@@ -100,16 +111,113 @@ def _check_unused(number: int) -> None:
         )
 
 
+class GuestLeftovers(RuntimeError):
+    """Processes of a guest uid outlived every SIGKILL: that uid must not serve another guest yet."""
+
+
+def guest_processes(uid: int) -> list[int]:
+    """Live processes (zombies aside: they hold nothing and run nothing) any of whose user ids (real,
+    effective, saved, filesystem) is `uid`. Read from /proc/*/status, so neither a new session, a double fork
+    nor a process that made itself non-dumpable (its /proc files then show root) or ran a set-uid program (its
+    effective uid is root's, its real uid still the guest's) hides one."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as fh:
+                status = dict(line.split(b":", 1) for line in fh.read().splitlines() if b":" in line)
+            uids = {int(part) for part in status[b"Uid"].split()}
+            state = status[b"State"].split()[0]
+        except (OSError, KeyError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if uid in uids and state not in (b"Z", b"X"):
+            found.append(int(entry.name))
+    return found
+
+
+def sweep_guest(ids: tuple[int, int] | None, timeout: float | None = None) -> int:
+    """SIGKILL every process of this guest's uid and return once none is alive: how many there were (0 on the
+    usual path: QEMU is the guest's only process and is dead by now). Something that escaped QEMU and forked
+    away from it is not killed with QEMU's pid, and would otherwise read and forge the next tenant's disks on
+    this uid. GuestLeftovers when some survive `timeout` (default SWEEP_SECONDS). None (QEMU runs as this
+    process's own user) has nothing of its own to sweep."""
+    if ids is None:
+        return 0
+    uid, gid = ids
+    if uid < get_settings().guest_uid_base or uid in (0, os.geteuid()):
+        raise ValueError(f"uid {uid} is not a guest's")
+    found = guest_processes(uid)
+    if not found:
+        return 0
+    timeout = SWEEP_SECONDS if timeout is None else timeout
+    _kill_all_as(uid, gid)  # all at once, forks in flight included, before picking them off one by one
+    deadline = time.monotonic() + timeout
+    while left := guest_processes(uid):
+        if time.monotonic() > deadline:
+            raise GuestLeftovers(
+                f"processes {left[:10]} of guest uid {uid} survived SIGKILL for {timeout:g} s"
+            )
+        for pid in left:
+            _kill(pid)
+        time.sleep(0.01)
+    return len(found)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _kill_all_as(uid: int, gid: int) -> None:
+    """kill(-1, SIGKILL) from a child that has become `uid`: the kernel signals every process of that uid in
+    one pass under its task-list lock, so a process forking as fast as it can cannot stay ahead of it (a
+    fork in progress is abandoned). The child has no groups and no capabilities: it reaches nobody else."""
+    pid = os.fork()
+    if pid == 0:  # only system calls from here: this process may have other threads
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.waitpid(pid, 0)
+
+
+def claim_guest_ids(fd: int, ids: tuple[int, int] | None) -> None:
+    """On taking a guest id's lock (its open lock file `fd`): unless the last holder left it marked swept,
+    sweep it now (that holder died before it could); then mark it in use until `free_guest_ids`."""
+    if ids is not None and os.pread(fd, len(SWEPT), 0) != SWEPT:
+        sweep_guest(ids)
+    os.ftruncate(fd, 0)
+
+
+def free_guest_ids(fd: int, ids: tuple[int, int] | None) -> None:
+    """Before dropping a guest id's lock: sweep its uid (checked, not assumed: `sweep_guest` returns only once
+    none is alive), then mark the lock file swept for the next holder, which then need not scan again."""
+    sweep_guest(ids)
+    os.pwrite(fd, SWEPT, 0)
+
+
 class GuestIdLease:
-    """One cold-boot guest id, held with an flock (threads and processes never share one) until released."""
+    """One cold-boot guest id, held with an flock (threads and processes never share one) until released;
+    swept when taken (unless its last holder swept it) and when released."""
 
     def __init__(self, ids: tuple[int, int], fd: int) -> None:
         self.ids, self._fd = ids, fd
 
     def release(self) -> None:
         if self._fd >= 0:
-            os.close(self._fd)  # closing drops the flock
-            self._fd = -1
+            try:
+                free_guest_ids(self._fd, self.ids)
+            except GuestLeftovers as exc:  # left unmarked: its next holder sweeps again, or skips it
+                log.error("guest id %s stays unmarked: %s", self.ids[0], exc)
+            finally:
+                os.close(self._fd)  # closing drops the flock
+                self._fd = -1
 
 
 def lease_cold_identity() -> GuestIdLease | None:
@@ -126,6 +234,11 @@ def lease_cold_identity() -> GuestIdLease | None:
         fd = os.open(locks / f"{ids[0]}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            claim_guest_ids(fd, ids)
+        except GuestLeftovers as exc:
+            log.error("guest id %s skipped: %s", ids[0], exc)
+            os.close(fd)
+            continue
         except OSError:
             os.close(fd)
             continue

@@ -4,13 +4,17 @@ Restore keeps the saved domain's name and UUID, so each slot has its own saved s
 `templates.prepare_saved_states`) and serves one run at a time: its domain is always
 `cleanroom-run-slot<N>-<image8>`. A slot is held with an flock, so neither threads nor other
 processes ever share one. Its guest's QEMU runs as the slot's own uid/gid (`filemodes.guest_identity`),
-part of the configuration its saved state was made for.
+part of the configuration its saved state was made for. That uid serves one tenant after another, so no
+process of it outlives its holder: releasing a slot SIGKILLs whatever still runs as its uid and returns once
+none is alive, and taking a slot whose last holder did not release it (it died) sweeps first
+(`filemodes.claim_guest_ids`/`free_guest_ids`); a slot whose uid keeps a survivor is not handed out.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -30,6 +34,8 @@ from backend.sandbox.domain import (
 )
 from backend.sandbox.image import ImageInfo
 from backend.settings import get_settings
+
+log = logging.getLogger("cleanroom.sandbox")
 
 
 def states_dir(image: ImageInfo) -> Path:
@@ -117,6 +123,11 @@ class SlotPool:
             fd = os.open(slot.directory / f"slot{slot.index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                filemodes.claim_guest_ids(fd, slot.guest_ids)  # nothing of an earlier tenant runs on its uid
+            except filemodes.GuestLeftovers as exc:
+                log.error("slot %s is not handed out: %s", slot.index, exc)
+                os.close(fd)
+                return False
             except OSError:
                 os.close(fd)
                 return False
@@ -146,9 +157,17 @@ class SlotPool:
         return self._try_lock(slot)
 
     def release(self, slot: Slot) -> None:
+        """Free a slot once its guest is gone: no process of its uid is left alive when this returns normally
+        (a survivor leaves the lock unmarked and logged: the next holder sweeps again or passes it by)."""
         with self._lock:
             fd = self._held.pop((slot.image.image_hash, slot.index), None)
-        if fd is not None:
+        if fd is None:
+            return
+        try:
+            filemodes.free_guest_ids(fd, slot.guest_ids)
+        except filemodes.GuestLeftovers as exc:
+            log.error("slot %s released unswept: %s", slot.index, exc)
+        finally:
             os.close(fd)  # closing drops the flock
 
 
