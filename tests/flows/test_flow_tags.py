@@ -438,3 +438,51 @@ async def test_positive_controls_a_conclusion_64_deep_is_kept_and_one_300_deep_c
     assert progress.json_depth(deep) == 300 and progress.json_depth({"a": [1, {"b": 2}]}) == 3
     with pytest.raises(TypeError, match="Recursion limit"):
         await Run.update({Run.conclusion: deep}).where(Run.id == flow["steps"][0]["run"]["id"])
+
+
+# ---------------------------------------------------------------- flow outputs filed before the fix
+
+
+async def test_the_migration_retags_what_earlier_flows_filed_without_their_inputs(
+    client, hannah_under_maria, monkeypatch
+) -> None:
+    """A flow run by the code before the fix (step 2 inherits nothing) left step 2's copy untagged, in
+    maria's sight, and no stored sources. The migration that follows `run.source_datasets` re-tags it
+    from the steps' own records: gone from maria's Drive, still in hannah's. A flow over products, which
+    maria may read, is re-tagged `products` and stays visible to her (the control)."""
+    import importlib
+    import os
+
+    retag = importlib.import_module("backend.migrations.cleanroom_2026_12_02t02_11_00_000000")
+
+    async def nothing_inherited(run: dict[str, Any]) -> set[str]:
+        return set()
+
+    monkeypatch.setattr(progress, "inherited_sources", nothing_inherited)
+    old = await run_flow(client, two_steps())
+    control = await run_flow(client, two_steps("products"))
+    monkeypatch.undo()
+    monkeypatch.setattr(sandbox, "run_code", host_vm)
+    steps = [s["run"]["id"] for f in (old, control) for s in f["steps"]]
+    await Run.update({Run.source_datasets: None}).where(Run.id.is_in(steps))  # as before the column
+    leaked = (await outputs(old["steps"][1]["run"]["id"]))["pay.csv"]
+    assert leaked["source_datasets"] == []
+    assert await drive_view(client, MARIA, leaked, old["steps"][1]["run"]["id"]) == SEES_ALL
+
+    os.environ.setdefault("PICCOLO_CONF", "backend.piccolo_conf")
+    await (await retag.forwards()).run()
+
+    rows = await Run.select(Run.id, Run.source_datasets).where(Run.id.is_in(steps)).output(load_json=True)
+    assert {r["id"]: r["source_datasets"] for r in rows} == dict(
+        zip(steps, [["employees"], ["employees"], ["products"], ["products"]], strict=True)
+    )
+    for flow, tag in ((old, "employees"), (control, "products")):
+        second = flow["steps"][1]["run"]["id"]
+        files = await outputs(second)
+        assert {f["source_datasets"][0] for f in files.values()} == {tag}
+        folder = await DriveFolder.select(DriveFolder.source_datasets).where(DriveFolder.run_id == second)
+        assert drive.source_tags(folder[0]["source_datasets"]) == [tag]
+    assert await drive_view(client, MARIA, leaked, old["steps"][1]["run"]["id"]) == SEES_NOTHING
+    assert await drive_view(client, HANNAH, leaked, old["steps"][1]["run"]["id"]) == SEES_ALL
+    copy = (await outputs(control["steps"][1]["run"]["id"]))["pay.csv"]
+    assert await drive_view(client, MARIA, copy, control["steps"][1]["run"]["id"]) == SEES_ALL
