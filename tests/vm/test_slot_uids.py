@@ -135,3 +135,78 @@ def test_guests_without_a_slot_lease_ids_of_their_own() -> None:
     finally:
         first.kill()
         second.kill()
+
+
+# Becomes the slot's uid like code escaped from its QEMU, forks away from it (a session of its own) and lingers.
+LINGERER = """
+import os, sys, time
+uid, gid, ready = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+os.setgroups([])
+os.setresgid(gid, gid, gid)
+os.setresuid(uid, uid, uid)
+if os.fork():
+    os._exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+os.write(ready, str(os.getpid()).encode())
+os.close(ready)
+time.sleep(600)
+"""
+
+
+def linger(ids: tuple[int, int]) -> int:
+    read, write = os.pipe()
+    subprocess.run(
+        [sys.executable, "-c", LINGERER, str(ids[0]), str(ids[1]), str(write)],
+        check=True,
+        cwd="/",
+        pass_fds=[write],
+        timeout=60,
+    )
+    os.close(write)
+    with os.fdopen(read, "rb") as said:
+        return int(said.read())
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def test_a_process_a_guests_qemu_left_on_the_slots_uid_is_gone_before_the_next_run() -> None:
+    """A restored guest's QEMU runs as the slot's uid; a process beside it on that uid (what an escape would
+    fork) is gone once the VM is killed, and the slot's next holder finds none. Positive control: a process
+    of another uid (the converter user's) lives on."""
+    from backend.convert.worker import converter_identity
+
+    image = current_image()
+    assert image is not None
+    virt_type = resolve_virt_type(image)
+    acquired = slot_pool.acquire(image, virt_type)
+    assert acquired is not None, "no free slot with a saved state"
+    slot, saved_uuid = acquired
+    vm = GuestVM(image, virt_type, slot=slot, uuid=saved_uuid)
+    leftover = bystander = None
+    try:
+        vm.prepare()
+        vm.restore()
+        assert qemu_uid(vm) == slot.guest_ids[0]
+        leftover = linger(slot.guest_ids)
+        bystander = linger(converter_identity())
+        assert alive(leftover) and filemodes.guest_processes(slot.guest_ids[0]) != []
+    finally:
+        vm.kill()
+    try:
+        assert not alive(leftover)
+        assert filemodes.guest_processes(slot.guest_ids[0]) == []
+        assert alive(bystander)
+        assert slot_pool.hold(slot)  # the next holder: marked swept, nothing of the last tenant left
+        assert filemodes.guest_processes(slot.guest_ids[0]) == []
+        slot_pool.release(slot)
+    finally:
+        for pid in (leftover, bystander):
+            if pid is not None and alive(pid):
+                os.kill(pid, 9)
