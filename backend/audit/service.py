@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +20,10 @@ from backend.hashing import sha256_json
 
 GENESIS = "0" * 64
 _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+# inside `atomic`: the anchor lines waiting for the transaction to commit (None outside it)
+_pending: contextvars.ContextVar[list[tuple[int, str]] | None] = contextvars.ContextVar(
+    "audit_pending", default=None
+)
 
 
 def _lock() -> asyncio.Lock:
@@ -66,6 +73,27 @@ async def _company_tail(company_id: int | None) -> str | None:
     return last["hash"] if last else GENESIS
 
 
+@asynccontextmanager
+async def atomic() -> AsyncIterator[None]:
+    """A change of state and its audit entries in one transaction: both land or neither does.
+
+    The append lock is taken before the transaction begins, so no other append of this process waits on
+    this transaction's write lock while holding the lock this transaction needs. Anchor lines are written
+    once the transaction has committed (an entry rolled back is never anchored)."""
+    if _pending.get() is not None:
+        raise RuntimeError("audit.atomic() does not nest")
+    pending: list[tuple[int, str]] = []
+    async with _lock():
+        token = _pending.set(pending)
+        try:
+            async with AuditEntry._meta.db.transaction():
+                yield
+        finally:
+            _pending.reset(token)
+    for seq, entry_hash in pending:
+        await asyncio.to_thread(anchor.append, seq, entry_hash)
+
+
 async def record(
     action: str,
     *,
@@ -75,35 +103,61 @@ async def record(
     subject_id: Any = "",
     data: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    pending = _pending.get()
+    if pending is not None:  # inside `atomic`: its lock is held and its transaction open
+        return await _append(action, actor, company_id, subject_type, subject_id, data, pending)
     async with _lock():
-        for attempt in range(5):
-            last = (
-                await AuditEntry.select(AuditEntry.seq, AuditEntry.hash)
-                .order_by(AuditEntry.seq, ascending=False)
-                .first()
-            )
-            entry = {
-                "seq": (last["seq"] + 1) if last else 1,
-                "at": datetime.now(UTC),
-                "company_id": company_id,
-                "actor": actor,
-                "action": action,
-                "subject_type": subject_type,
-                "subject_id": str(subject_id),
-                "data": json.loads(json.dumps(data or {}, default=str)),
-                "prev_hash": last["hash"] if last else GENESIS,
-                "company_prev_hash": await _company_tail(company_id),
-            }
-            entry["hash"] = entry_hash(entry)
-            try:
-                await AuditEntry.insert(AuditEntry(**entry))
-            except Exception:  # another process took this seq (unique); read the new tail and retry
-                if attempt == 4:
-                    raise
-                await asyncio.sleep(0.05 * (attempt + 1))
-                continue
+        return await _append(action, actor, company_id, subject_type, subject_id, data, None)
+
+
+async def _append(
+    action: str,
+    actor: str,
+    company_id: int | None,
+    subject_type: str,
+    subject_id: Any,
+    data: dict[str, Any] | None,
+    pending: list[tuple[int, str]] | None,
+) -> dict[str, Any]:
+    """Insert the next entry, taking the next seq again when another process took it; with `pending`,
+    inside a transaction (each try in a savepoint, so a lost seq does not abort the transaction) and
+    anchored after its commit."""
+    engine = AuditEntry._meta.db
+    for attempt in range(5):
+        last = (
+            await AuditEntry.select(AuditEntry.seq, AuditEntry.hash)
+            .order_by(AuditEntry.seq, ascending=False)
+            .first()
+        )
+        entry = {
+            "seq": (last["seq"] + 1) if last else 1,
+            "at": datetime.now(UTC),
+            "company_id": company_id,
+            "actor": actor,
+            "action": action,
+            "subject_type": subject_type,
+            "subject_id": str(subject_id),
+            "data": json.loads(json.dumps(data or {}, default=str)),
+            "prev_hash": last["hash"] if last else GENESIS,
+            "company_prev_hash": await _company_tail(company_id),
+        }
+        entry["hash"] = entry_hash(entry)
+        savepoint = await engine.current_transaction.get().savepoint() if pending is not None else None
+        try:
+            await AuditEntry.insert(AuditEntry(**entry))
+        except Exception:  # another process took this seq (unique); read the new tail and retry
+            if savepoint is not None:
+                await savepoint.rollback_to()
+            if attempt == 4:
+                raise
+            await asyncio.sleep(0.05 * (attempt + 1))
+            continue
+        if pending is not None:
+            await savepoint.release()
+            pending.append((entry["seq"], entry["hash"]))
+        else:
             await asyncio.to_thread(anchor.append, entry["seq"], entry["hash"])
-            return entry
+        return entry
     raise RuntimeError("unreachable")
 
 

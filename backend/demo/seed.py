@@ -565,9 +565,9 @@ async def _drive(people: People) -> int:
     """Maria's shared sales folder; returns the id of the feedback sheet with the planted instruction."""
     from backend.demo.files import FEEDBACK_NAME, demo_drive_files
     from backend.drive import service as drive
-    from backend.tenancy.context import load_user_context
+    from backend.tenancy.context import OPERATOR, load_user_context
 
-    maria = await load_user_context(people.users["maria@acme.example"])
+    maria = await load_user_context(people.users["maria@acme.example"], auth=OPERATOR)
     folder = await drive.create_folder(maria, "Shared sales material", visibility="company")
     ids = {}
     for name, data in demo_drive_files():
@@ -619,12 +619,12 @@ print(f"proposed {len(actions)} change(s)")
 async def _waiting_run(people: People, feedback_file_id: int) -> None:
     """Acme's admin turned code execution on; maria's assistant proposed a run that waits for approval."""
     from backend.runs import service as runs
-    from backend.tenancy.context import load_user_context
+    from backend.tenancy.context import OPERATOR, load_user_context
     from backend.tenancy.service import update_company_settings
 
-    admin = await load_user_context(people.users["admin@acme.example"])
+    admin = await load_user_context(people.users["admin@acme.example"], auth=OPERATOR)
     await update_company_settings(admin, {"code_execution_enabled": True})
-    maria = await load_user_context(people.users["maria@acme.example"])
+    maria = await load_user_context(people.users["maria@acme.example"], auth=OPERATOR)
     await runs.propose(
         maria,
         conversation_id="demo-conversation-1",

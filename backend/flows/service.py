@@ -360,7 +360,7 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
     now = _now()
     # the flow and every step change together: a flow `running` with a step still awaiting approval
     # would never move on
-    async with Flow._meta.db.transaction():
+    async with audit.atomic():
         await _claim(
             flow_id,
             {
@@ -382,29 +382,29 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
                     Run.updated_at: now,
                 }
             ).where((Run.id == step["id"]) & (Run.status == RunStatus.awaiting_approval))
+        await audit.record(
+            "flow.approved",
+            actor=ctx.actor,
+            company_id=ctx.company_id,
+            subject_type="flow",
+            subject_id=flow_id,
+            data={
+                "by": ctx.email,
+                "flow_sha256": row["flow_sha256"],
+                "steps": [
+                    {
+                        "step": s["flow_step"],
+                        "run_id": s["id"],
+                        "code_sha256": sha256_text(s["code"]),
+                        "bundle_sha256": s["bundle_sha256"],
+                        "capability": capability_of(s),
+                    }
+                    for s in steps
+                ],
+                **ctx.via(),
+            },
+        )
     queued.announce()
-    await audit.record(
-        "flow.approved",
-        actor=ctx.actor,
-        company_id=ctx.company_id,
-        subject_type="flow",
-        subject_id=flow_id,
-        data={
-            "by": ctx.email,
-            "flow_sha256": row["flow_sha256"],
-            "steps": [
-                {
-                    "step": s["flow_step"],
-                    "run_id": s["id"],
-                    "code_sha256": sha256_text(s["code"]),
-                    "bundle_sha256": s["bundle_sha256"],
-                    "capability": capability_of(s),
-                }
-                for s in steps
-            ],
-            **ctx.via(),
-        },
-    )
     return await flow_detail(ctx, flow_id)
 
 
@@ -414,36 +414,39 @@ async def reject(ctx: UserContext, flow_id: int, reason: str | None) -> FlowDeta
     text = (reason or "").strip()[:2000] or None
     # claimed like an approval: of two people deciding at once, one wins and the other is told so (a
     # rejection that lost must not take the bundles of a flow already running)
-    await _claim(
-        flow_id,
-        {
-            Flow.status: FlowStatus.rejected,
-            Flow.rejected_by: ctx.email,
-            Flow.rejected_at: now,
-            Flow.rejection_reason: text,
-            Flow.finished_at: now,
-            Flow.updated_at: now,
-        },
-    )
-    for step in await step_rows(flow_id):
-        await Run.update(
+    steps = await step_rows(flow_id)
+    async with audit.atomic():
+        await _claim(
+            flow_id,
             {
-                Run.status: RunStatus.rejected,
-                Run.rejected_by: ctx.email,
-                Run.rejected_at: now,
-                Run.rejection_reason: text,
-                Run.updated_at: now,
-            }
-        ).where((Run.id == step["id"]) & (Run.status == RunStatus.awaiting_approval))
+                Flow.status: FlowStatus.rejected,
+                Flow.rejected_by: ctx.email,
+                Flow.rejected_at: now,
+                Flow.rejection_reason: text,
+                Flow.finished_at: now,
+                Flow.updated_at: now,
+            },
+        )
+        for step in steps:
+            await Run.update(
+                {
+                    Run.status: RunStatus.rejected,
+                    Run.rejected_by: ctx.email,
+                    Run.rejected_at: now,
+                    Run.rejection_reason: text,
+                    Run.updated_at: now,
+                }
+            ).where((Run.id == step["id"]) & (Run.status == RunStatus.awaiting_approval))
+        await audit.record(
+            "flow.rejected",
+            actor=ctx.actor,
+            company_id=ctx.company_id,
+            subject_type="flow",
+            subject_id=flow_id,
+            data={"reason": reason or "", **ctx.via()},
+        )
+    for step in steps:
         await asyncio.to_thread(staging.remove_bundle, step["bundle_dir"])
-    await audit.record(
-        "flow.rejected",
-        actor=ctx.actor,
-        company_id=ctx.company_id,
-        subject_type="flow",
-        subject_id=flow_id,
-        data={"reason": reason or "", **ctx.via()},
-    )
     return await flow_detail(ctx, flow_id)
 
 

@@ -238,20 +238,6 @@ async def _approve_row(
     # only a person's approval grants follow-ups (per the company setting at this moment)
     person = kind == ApprovalKind.person
     grant = followups.grant_fields(await gates.company(company_id), now) if person else {}
-    await Run.update(
-        {
-            Run.status: RunStatus.queued,
-            Run.approval_kind: kind,
-            Run.approved_by: by,
-            Run.approved_at: now,
-            Run.approved_code_sha256: sha256_text(row["code"]),
-            Run.approved_bundle_sha256: row["bundle_sha256"],
-            Run.narrowed_from: narrowed_from,
-            Run.updated_at: now,
-            **grant,
-        }
-    ).where((Run.id == run_id) & (Run.status == RunStatus.awaiting_approval))
-    queued.announce()
     data: dict[str, Any] = {
         "code_sha256": sha256_text(row["code"]),
         "bundle_sha256": row["bundle_sha256"],
@@ -267,9 +253,38 @@ async def _approve_row(
     if narrowed_from is not None:
         action = "run.followup_auto_approved"
         data["narrowed_from_run"] = narrowed_from
-    await audit.record(
-        action, actor=actor, company_id=company_id, subject_type="run", subject_id=run_id, data=data
+    async with audit.atomic():
+        await _claim(
+            run_id,
+            {
+                Run.status: RunStatus.queued,
+                Run.approval_kind: kind,
+                Run.approved_by: by,
+                Run.approved_at: now,
+                Run.approved_code_sha256: sha256_text(row["code"]),
+                Run.approved_bundle_sha256: row["bundle_sha256"],
+                Run.narrowed_from: narrowed_from,
+                Run.updated_at: now,
+                **grant,
+            },
+        )
+        await audit.record(
+            action, actor=actor, company_id=company_id, subject_type="run", subject_id=run_id, data=data
+        )
+    queued.announce()
+
+
+async def _claim(run_id: int, values: dict[Any, Any]) -> None:
+    """Decide a waiting run, conditional on it still waiting: of an approval and a rejection sent at once
+    exactly one lands; the other gets 409, changes nothing and is not audited (callers run this inside
+    `audit.atomic()` with their entry)."""
+    claimed = await (
+        Run.update(values)
+        .where((Run.id == run_id) & (Run.status == RunStatus.awaiting_approval))
+        .returning(Run.id)
     )
+    if not claimed:
+        raise Conflict(f"run {run_id} was decided by someone else meanwhile; nothing was changed")
 
 
 async def approve(ctx: UserContext, run_id: int, *, code_sha256: str, bundle_sha256: str) -> RunDetail:
@@ -318,23 +333,26 @@ async def reject(ctx: UserContext, run_id: int, reason: str | None) -> RunDetail
     if row["status"] != RunStatus.awaiting_approval:
         raise Conflict(f"run {run_id} is {row['status']}, not awaiting approval")
     now = _now()
-    await Run.update(
-        {
-            Run.status: RunStatus.rejected,
-            Run.rejected_by: ctx.email,
-            Run.rejected_at: now,
-            Run.rejection_reason: (reason or "").strip()[:2000] or None,
-            Run.updated_at: now,
-        }
-    ).where(Run.id == run_id)
-    await audit.record(
-        "run.rejected",
-        actor=ctx.email,
-        company_id=ctx.company_id,
-        subject_type="run",
-        subject_id=run_id,
-        data={"reason": reason or "", **ctx.via()},
-    )
+    async with audit.atomic():
+        await _claim(
+            run_id,
+            {
+                Run.status: RunStatus.rejected,
+                Run.rejected_by: ctx.email,
+                Run.rejected_at: now,
+                Run.rejection_reason: (reason or "").strip()[:2000] or None,
+                Run.updated_at: now,
+            },
+        )
+        await audit.record(
+            "run.rejected",
+            actor=ctx.email,
+            company_id=ctx.company_id,
+            subject_type="run",
+            subject_id=run_id,
+            data={"reason": reason or "", **ctx.via()},
+        )
+    # only the winner reaches here: a rejection that lost to an approval keeps the bundle the run needs
     await asyncio.to_thread(staging.remove_bundle, row["bundle_dir"])
     return await detail(ctx, run_id)
 

@@ -274,6 +274,8 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
     row = await Schedule.select().where(Schedule.id == schedule_id).first()
     if row is None or row["status"] != ScheduleStatus.active:
         return None
+    if not await _claim_firing(row, now):
+        return None  # another dispatcher (a second API replica) fired this one meanwhile
     if row["origin_flow"] is not None:
         origins = await flows.step_rows(row["origin_flow"])
     else:
@@ -358,17 +360,30 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
     return run.id
 
 
+async def _claim_firing(row: dict[str, Any], now: datetime) -> bool:
+    """Move the schedule to its next time, conditional on it still being at the time read: of two
+    dispatchers firing the same schedule at once exactly one gets True, before anything is staged."""
+    try:
+        upcoming = next_fire(row["cron"], row["timezone"], now)
+    except (ValueError, KeyError):  # a bad cron or time zone (KeyError: ZoneInfoNotFoundError)
+        upcoming = row["next_fire_at"]  # its cron is checked (and the schedule paused) further on
+    claimed = await (
+        Schedule.update({Schedule.next_fire_at: upcoming, Schedule.last_fired_at: now})
+        .where(
+            (Schedule.id == row["id"])
+            & (Schedule.status == ScheduleStatus.active)
+            & (Schedule.next_fire_at == row["next_fire_at"])
+        )
+        .returning(Schedule.id)
+    )
+    return bool(claimed)
+
+
 async def _fired(
     row: dict[str, Any], now: datetime, run_id: int, subject_type: str, subject_id: int, data: dict[str, Any]
 ) -> None:
-    """A firing happened: the schedule's next time, and the audit entry about what it made."""
-    await Schedule.update(
-        {
-            Schedule.last_fired_at: now,
-            Schedule.last_run_id: run_id,
-            Schedule.next_fire_at: next_fire(row["cron"], row["timezone"], now),
-        }
-    ).where(Schedule.id == row["id"])
+    """A firing happened (its time was claimed by `_claim_firing`): what it made, and the audit entry."""
+    await Schedule.update({Schedule.last_run_id: run_id}).where(Schedule.id == row["id"])
     await audit.record(
         "schedule.fired",
         actor="scheduler",

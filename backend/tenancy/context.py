@@ -10,10 +10,12 @@ from backend.tenancy.tables import PermissionSet, TeamMembership, User, UserPerm
 ACCESS_LEVELS = {"read": 1, "edit": 2}
 
 # How the caller authenticated. A signed-in person holds a session; the assistant holds an API token;
-# the host's own commands (CLI, worker, demo seed) act as the operator.
+# the host's own commands (CLI, demo seed) act as the operator and say so. A context built without saying
+# how (the worker filing a run's outputs, a schedule's owner) is nobody's: it may read, never decide.
 SESSION = "session"
 TOKEN = "token"
 OPERATOR = "operator"
+UNSTATED = "unstated"
 PERSON_METHODS = frozenset({SESSION, OPERATOR})
 
 
@@ -28,7 +30,7 @@ class UserContext:
     managed_team_ids: frozenset[int] = frozenset()
     managed_user_ids: frozenset[int] = frozenset()  # members of the teams the user manages
     permissions: dict[str, str] = field(default_factory=dict)  # dataset -> read | edit
-    auth: str = OPERATOR  # SESSION | TOKEN | OPERATOR
+    auth: str = UNSTATED  # SESSION | TOKEN | OPERATOR; UNSTATED decides nothing (never a person by default)
     session_id: int | None = None
     token_id: int | None = None
     token_scope: str | None = None
@@ -55,7 +57,7 @@ class UserContext:
             return {"auth": SESSION, "session_id": self.session_id}
         if self.auth == TOKEN:
             return {"auth": TOKEN, "token_id": self.token_id, "scope": self.token_scope}
-        return {"auth": OPERATOR}
+        return {"auth": self.auth}
 
     def require_person(self, what: str) -> None:
         """The service-level backstop of the person-only guard: no path lets a token decide."""
@@ -127,7 +129,8 @@ async def load_user_context(user_id: int, **auth: object) -> UserContext:
 
 
 async def load_user_context_by_email(email: str) -> UserContext:
+    """The host operator acting as `email` (`cleanroom ... --as EMAIL`): a person, by the operator's say."""
     user = await User.select(User.id).where(User.email == email.strip().lower()).first()
     if not user:
         raise NotAuthenticated(f"no user with email {email!r}")
-    return await load_user_context(user["id"])
+    return await load_user_context(user["id"], auth=OPERATOR)

@@ -115,3 +115,50 @@ async def test_pause_resume_delete(client, alice, alice_person, acme_on) -> None
     ] == "active"
     assert (await client.delete(f"/api/schedules/{sid}", headers=alice_person)).status_code == 204
     assert (await client.get("/api/schedules", headers=alice)).json() == []
+
+
+async def test_two_dispatchers_firing_one_schedule_at_once_make_one_run(
+    client, alice, alice_person, acme_on
+) -> None:
+    """Two API replicas see the same due schedule: both read it, both fire. The firing's time is claimed
+    conditionally before anything is staged, so exactly one makes a run; the schedule's next time moves
+    once. Control: the schedule's next firing, one interval on, is made by either dispatcher."""
+    import asyncio
+
+    run_id = await _succeeded(client, alice)
+    r = await client.post(
+        "/api/schedules", headers=alice_person, json={"run_id": run_id, "cron": "0 7 * * *"}
+    )
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    at = datetime.now(UTC) + timedelta(days=2)
+    runs_before = await Run.count()
+    first = await asyncio.gather(schedules.fire(sid, at), schedules.fire(sid, at))
+    assert len([r for r in first if r]) == 1, first
+    assert await Run.count() == runs_before + 1
+    row = await Schedule.select().where(Schedule.id == sid).first()
+    assert row["status"] == "active" and row["next_fire_at"] > at
+    later = row["next_fire_at"] + timedelta(minutes=1)
+    second = await asyncio.gather(schedules.fire(sid, later), schedules.fire(sid, later))
+    assert len([r for r in second if r]) == 1 and await Run.count() == runs_before + 2
+
+
+async def test_control_without_the_claim_the_same_race_fires_twice(
+    client, alice, alice_person, acme_on, monkeypatch
+) -> None:
+    """Control for the test above: with the conditional claim taken out, the same two dispatchers both
+    make a run (so the race is real and the test above would notice the claim's removal)."""
+    import asyncio
+
+    async def always(row, now):
+        return True
+
+    monkeypatch.setattr(schedules, "_claim_firing", always)
+    run_id = await _succeeded(client, alice)
+    r = await client.post(
+        "/api/schedules", headers=alice_person, json={"run_id": run_id, "cron": "0 7 * * *"}
+    )
+    sid = r.json()["id"]
+    at = datetime.now(UTC) + timedelta(days=2)
+    fired = await asyncio.gather(schedules.fire(sid, at), schedules.fire(sid, at))
+    assert all(fired) and fired[0] != fired[1]
