@@ -19,7 +19,7 @@ from backend.fleet import service, transfer
 from backend.flows import progress
 from backend.runs.tables import Run, RunStatus
 from tests.conftest import token_for
-from tests.flows.conftest import approve_flow_as, flow_body, step
+from tests.flows.conftest import approve_flow_as, flow_body, hannah_in_east, step  # noqa: F401 - a fixture
 from tests.flows.test_flow_tags import (  # noqa: F401 - hannah_under_maria is a fixture
     HANNAH,
     MARIA,

@@ -41,10 +41,10 @@ from backend.records.visibility import unreadable_sources
 from backend.runs.tables import Run
 from backend.sandbox.models import OutputFile, SandboxResult, Timings, VmInfo
 from backend.tenancy.context import UserContext, load_user_context_by_email
-from backend.tenancy.tables import PermissionSet, Team, TeamMembership, User, UserPermissionSet
+from backend.tenancy.tables import PermissionSet, User, UserPermissionSet
 from tests.conftest import approve_as, login, token_for
-from tests.flows.conftest import approve_flow_as, flow_body, step
-from tests.runs.conftest import enable_code, proposal
+from tests.flows.conftest import acme_id, approve_flow_as, flow_body, step
+from tests.runs.conftest import proposal
 
 HANNAH, MARIA, ADMIN = "hannah@acme.example", "maria@acme.example", "admin@acme.example"
 
@@ -111,20 +111,9 @@ def host_vm(
     )
 
 
-async def _acme() -> int:
-    return (await User.select(User.company).where(User.email == ADMIN).first())["company"]
-
-
 @pytest.fixture
-async def hannah_under_maria(demo_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """hannah (HR) also in team East, which maria (no HR) manages; the VM stand-in in place."""
-    await enable_code()
-    east = await Team.select(Team.id).where((Team.name == "East") & (Team.company == await _acme())).first()
-    hannah = await User.select(User.id).where(User.email == HANNAH).first()
-    await TeamMembership(team=east["id"], user=hannah["id"], is_manager=False).save()
-    maria, hannah_ctx = await load_user_context_by_email(MARIA), await load_user_context_by_email(HANNAH)
-    assert hannah_ctx.user_id in maria.managed_user_ids and not maria.can("employees")
-    assert hannah_ctx.can("employees") and maria.can("products") and hannah_ctx.can("products")
+async def hannah_under_maria(hannah_in_east: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hannah (HR) in team East under maria (no HR), and the VM stand-in in place."""
     monkeypatch.setattr(sandbox, "run_code", host_vm)
 
 
@@ -310,7 +299,7 @@ async def test_staging_a_flows_output_keeps_its_tags_into_a_run_and_into_another
 async def _revoke_hr(email: str) -> None:
     user = await User.select(User.id).where(User.email == email).first()
     hr = await PermissionSet.select(PermissionSet.id).where(
-        (PermissionSet.name == "HR") & (PermissionSet.company == await _acme())
+        (PermissionSet.name == "HR") & (PermissionSet.company == await acme_id())
     )
     await UserPermissionSet.delete().where(
         (UserPermissionSet.user == user["id"]) & (UserPermissionSet.permission_set == hr[0]["id"])

@@ -12,7 +12,7 @@ from backend import worker
 from backend.actions.tables import ActionItem
 from backend.audit.tables import AuditEntry
 from backend.runs.tables import Run
-from tests.conftest import decide_item_as
+from tests.conftest import decide_item_as, token_for
 from tests.flows.conftest import approve_flow_as, flow_body, step
 
 pytestmark = [pytest.mark.vm, pytest.mark.sqlite]
@@ -248,3 +248,46 @@ async def test_only_a_flow_without_proposed_changes_is_scheduled_and_its_firings
         "step-1/by_stage.csv",
         "step-1/conclusion.json",
     ]
+
+
+async def test_an_hr_flows_later_step_keeps_employees_from_a_manager_without_hr(
+    client, hannah_in_east
+) -> None:
+    """Review N-H1 in real VMs: hannah (HR) runs the two-step flow - step 1 reads employees and writes
+    pay.csv and a conclusion, step 2 stages nothing and copies the pay.csv it receives. Step 2's files are
+    tagged employees: maria, her manager without HR, cannot list, download or stage them; hannah can.
+    (tests/flows/test_flow_tags.py holds the positive controls, scheduling, and the rest without VMs.)"""
+    from tests.flows.test_flow_tags import (
+        HANNAH,
+        MARIA,
+        SEES_ALL,
+        SEES_NOTHING,
+        drive_view,
+        flow_as,
+        outputs,
+        two_steps,
+    )
+
+    token = await token_for(client, HANNAH)
+    flow = (await client.post("/api/flows", json=two_steps(), headers=token)).json()
+    assert flow.get("status") == "awaiting_approval", flow
+    assert (await approve_flow_as(client, HANNAH, flow)).status_code == 200
+    client.cookies.clear()
+    await worker.drain()
+    done = await flow_as(client, HANNAH, flow["id"])
+    assert done["status"] == "succeeded", [
+        (s["run"]["status"], s["run"]["error_message"]) for s in done["steps"]
+    ]
+    first, second = done["steps"]
+    assert first["run"]["result"]["vm"]["nics"] == 0 and second["run"]["datasets"] == []
+    assert "first row:" in first["run"]["result"]["stdout"]
+    assert second["conclusion"] == {"copied_rows": first["conclusion"]["rows"]}
+    assert second["source_datasets"] == ["employees"]
+    files = await outputs(second["run"]["id"])
+    assert {n: f["source_datasets"] for n, f in files.items()} == {
+        "pay.csv": ["employees"],
+        "conclusion.json": ["employees"],
+    }
+    for name in ("pay.csv", "conclusion.json"):
+        assert await drive_view(client, MARIA, files[name], second["run"]["id"]) == SEES_NOTHING, name
+        assert await drive_view(client, HANNAH, files[name], second["run"]["id"]) == SEES_ALL, name
