@@ -142,8 +142,14 @@ class Api:
         return response
 
     # identity
-    async def login(self, email: str, password: str) -> dict[str, Any]:
-        response = await self.raw("POST", "/api/auth/login", json={"email": email, "password": password})
+    async def login(self, email: str, password: str, client_address: str | None = None) -> dict[str, Any]:
+        """`client_address`: the browser's, forwarded signed so the API counts failed sign-ins on it, not
+        on the console's own address (backend/tenancy/forwarded.py)."""
+        from backend.tenancy import forwarded
+
+        headers = forwarded.headers(client_address) if client_address else {}
+        body = {"email": email, "password": password}
+        response = await self.raw("POST", "/api/auth/login", json=body, headers=headers)
         self.session = session_from_set_cookie(response)
         if not self.session:
             raise ApiError(response.status_code, "error", "the API signed in but set no session cookie")

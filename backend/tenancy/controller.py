@@ -7,7 +7,7 @@ from litestar.datastructures import Cookie
 from litestar.di import Provide
 
 from backend.settings import get_settings
-from backend.tenancy import service
+from backend.tenancy import forwarded, service
 from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
 from backend.tenancy.schemas import (
@@ -65,8 +65,13 @@ class AuthController(Controller):
     async def login(
         self, request: Request, data: LoginBody, dataset_names: list[str]
     ) -> Response[LoginResult]:
-        """The session secret travels only in the HttpOnly cookie, never in the body a script could read."""
-        client_ip = request.client.host if request.client else ""
+        """The session secret travels only in the HttpOnly cookie, never in the body a script could read.
+        Attempts are counted on the browser's address the console forwards (signed), else on the caller's."""
+        client_ip = forwarded.client_address(
+            request.client.host if request.client else "",
+            request.headers.get(forwarded.ADDRESS_HEADER),
+            request.headers.get(forwarded.SIGNATURE_HEADER),
+        )
         token, ctx = await service.login(data.email, data.password, ip=client_ip)
         company = await service.company_info(ctx.company_id)
         cookie = _session_cookie(token, max_age=get_settings().session_hours * 3600)

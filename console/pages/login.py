@@ -66,7 +66,7 @@ def register() -> None:
                     button.props("loading")
                     api = Api(session.config())
                     try:
-                        body = await api.login(email.value.strip(), password.value)
+                        body = await api.login(email.value.strip(), password.value, ui.context.client.ip)
                     except ApiError as exc:
                         error.text = exc.message
                         error.set_visibility(True)

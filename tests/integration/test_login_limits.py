@@ -6,11 +6,13 @@ concurrent (Litestar's test client would serialise it), and the caller's address
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -165,3 +167,138 @@ async def test_old_attempts_are_pruned(demo_db: str, monkeypatch) -> None:
     emails = {r["email"] for r in await LoginAttempt.select(LoginAttempt.email)}
     assert "old@acme.example" not in emails
     assert "recent@acme.example" in emails  # positive control: only what is past the keep time goes
+
+
+# --- counted on what the one guessing controls (N-M2): the browser's address as the console forwards it ---
+
+CONSOLE = "127.0.0.1"  # the console's own address: every sign-in through it reaches the API from here
+ELSEWHERE = "198.51.100.7"
+
+
+@asynccontextmanager
+async def console_api(demo_db: str) -> AsyncIterator[Any]:
+    """The console's own API client (console/api.py), as the login page uses it, from the console's address."""
+    from backend.app import create_app
+    from console.api import ApiConfig
+
+    app = create_app(database_url=demo_db, run_hooks=False, pool=False)
+    transport = httpx.ASGITransport(app=app, client=(CONSOLE, 40000))
+    yield ApiConfig("http://testserver.local", transport=transport, origin=console_origin())
+
+
+async def _console_sign_in(config: Any, email: str, password: str, browser: str) -> int:
+    from console.api import Api, ApiError
+
+    try:
+        await Api(config).login(email, password, client_address=browser)
+    except ApiError as exc:
+        return exc.status
+    return 200
+
+
+async def test_a_flood_through_the_console_slows_its_address_and_nobody_else(
+    demo_db: str, monkeypatch
+) -> None:
+    """200 wrong passwords in well under a minute, for maria and for made-up e-mails, from one browser
+    through the console: maria and alice still sign in from their own addresses; the flood's own address
+    is turned away even with maria's right password (positive control)."""
+    hasher = CountingHasher(monkeypatch)
+    settings = get_settings()
+    async with console_api(demo_db) as config:
+        emails = ["maria@acme.example" if i % 2 else f"nobody{i}@acme.example" for i in range(200)]
+        codes: list[int] = []
+        for start in range(0, 200, 50):
+            codes += await asyncio.gather(
+                *(
+                    _console_sign_in(config, e, f"guess{i}", ATTACKER)
+                    for i, e in enumerate(emails[start:][:50])
+                )
+            )
+        assert codes.count(401) + codes.count(429) == 200
+        assert hasher.calls == codes.count(401) <= settings.login_attempts_per_ip  # the address is slowed
+        before = hasher.calls
+        assert await _console_sign_in(config, "maria@acme.example", "demo", ATTACKER) == 429
+        assert hasher.calls == before  # turned away before any check
+        # everyone else, through the same console: their own addresses, their own counts
+        assert await _console_sign_in(config, "maria@acme.example", "demo", ELSEWHERE) == 200
+        assert await _console_sign_in(config, "alice@acme.example", "demo", "2001:db8::5") == 200
+    addresses = {r["ip"] for r in await LoginAttempt.select(LoginAttempt.ip)}
+    assert addresses == {ATTACKER, ELSEWHERE, "2001:db8::5"}  # the browsers', never the console's own
+
+
+async def test_the_same_flood_counted_on_the_consoles_address_locks_everyone_out(
+    demo_db: str, monkeypatch
+) -> None:
+    """Positive control for the test above (what the review saw): without the forwarded address, the
+    console's one address takes every failure, and maria's right password from another browser is refused."""
+    async with console_api(demo_db) as config:
+        burst = [_console_sign_in(config, f"nobody{i}@acme.example", "x", "") for i in range(25)]
+        assert (await asyncio.gather(*burst)).count(429) >= 1
+        assert await _console_sign_in(config, "maria@acme.example", "demo", "") == 429
+
+
+async def test_a_forged_forwarding_header_is_ignored(demo_db: str, monkeypatch) -> None:
+    """A caller naming a fresh address with each guess (no signature, a signature with another key, or a
+    stale one) is still counted on its own address: five checks, then 429."""
+    from backend.tenancy import forwarded
+
+    hasher = CountingHasher(monkeypatch)
+    forged = [
+        {forwarded.ADDRESS_HEADER: "192.0.2.1"},
+        {forwarded.ADDRESS_HEADER: "192.0.2.2", forwarded.SIGNATURE_HEADER: "1:00"},
+        forwarded.headers("192.0.2.3", key=b"a guessed secret"),
+        forwarded.headers("192.0.2.4", at=int(time.time()) - 3600),  # right key, an hour old: a replay
+        {**forwarded.headers("192.0.2.5"), forwarded.ADDRESS_HEADER: "192.0.2.6"},  # signed for another
+    ]
+    async with api(demo_db) as attacker:
+        codes = []
+        for i in range(10):
+            body = {"email": "maria@acme.example", "password": f"guess{i}"}
+            r = await attacker.post("/api/auth/login", json=body, headers=forged[i % len(forged)])
+            codes.append(r.status_code)
+        assert codes == [401] * 5 + [429] * 5
+        assert hasher.calls == 5
+        rows = await LoginAttempt.select(LoginAttempt.ip)
+        assert {r["ip"] for r in rows} == {ATTACKER}
+        # positive control: the console's signature, fresh, is believed (and counts on that address)
+        r = await attacker.post(
+            "/api/auth/login",
+            json={"email": "maria@acme.example", "password": "demo"},
+            headers=forwarded.headers(ELSEWHERE),
+        )
+        assert r.status_code == 200
+        assert await LoginAttempt.count().where(LoginAttempt.ip == ELSEWHERE) == 1
+
+
+def _wait_said(response: httpx.Response) -> int:
+    """The seconds a 429 tells the person to wait (a few less than the backoff: the request took time)."""
+    match = re.search(r"wait (\d+) seconds", response.json()["detail"])
+    assert match, response.text
+    return int(match.group(1))
+
+
+async def test_past_the_limit_the_wait_doubles_instead_of_a_wall(demo_db: str, monkeypatch) -> None:
+    """The pair may fail five times; then one more guess a window after the latest failure, then after two
+    windows, then four: the guessing slows down for good, and a person who mistyped waits a minute."""
+    window = get_settings().login_window_seconds
+    CountingHasher(monkeypatch)
+
+    async def age(seconds: float) -> None:  # as if `seconds` had passed
+        await LoginAttempt.update({LoginAttempt.at: LoginAttempt.at - timedelta(seconds=seconds)}, force=True)
+
+    async with api(demo_db) as client:
+        for i in range(5):
+            assert (await _sign_in(client, "maria@acme.example", f"guess{i}")).status_code == 401
+        refused = await _sign_in(client, "maria@acme.example", "demo")
+        assert refused.status_code == 429 and window - 5 <= _wait_said(refused) <= window
+        for doubled in (1, 2, 4):
+            await age(window * doubled - 15)  # a margin for the real time these requests take
+            assert (await _sign_in(client, "maria@acme.example", "guess")).status_code == 429  # not yet
+            await age(15)
+            assert (await _sign_in(client, "maria@acme.example", "guess")).status_code == 401  # one guess
+            refused = await _sign_in(client, "maria@acme.example", "demo")
+            assert refused.status_code == 429
+            assert window * doubled * 2 - 5 <= _wait_said(refused) <= window * doubled * 2
+        # the kept history passes: the right password works again
+        await age(window * get_settings().login_attempts_keep_windows)
+        assert (await _sign_in(client, "maria@acme.example", "demo")).status_code == 200
