@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 CHUNK = 1024 * 1024
 
@@ -24,6 +24,24 @@ def sha256_file(path: str | Path) -> str:
         while chunk := fh.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+class StreamTooLong(Exception):
+    """`copy_hashed` went past its limit."""
+
+
+def copy_hashed(source: BinaryIO, target: BinaryIO, limit: int) -> tuple[str, int]:
+    """Copy `source` to `target` in chunks (never whole in memory), hashing on the way: (sha256, size).
+    Raises StreamTooLong past `limit` bytes."""
+    digest = hashlib.sha256()
+    size = 0
+    while chunk := source.read(CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise StreamTooLong(size)
+        digest.update(chunk)
+        target.write(chunk)
+    return digest.hexdigest(), size
 
 
 def canonical_json(value: Any) -> bytes:

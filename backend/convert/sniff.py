@@ -9,9 +9,14 @@ opens the file for real."""
 
 from __future__ import annotations
 
+import mmap
+import os
 import zipfile
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from io import BytesIO
+from pathlib import Path
 
 from backend.convert.model import ConversionFailed
 
@@ -67,8 +72,43 @@ KIND_WORDS = {
 }
 
 
-def sniff_kind(data: bytes, filename: str) -> str:
-    """The kind from the bytes; raises ConversionFailed for content we recognise but do not convert."""
+class MappedFile(mmap.mmap):
+    """A file mapped read-only: sliced and searched like bytes, and a seekable file for zipfile, without
+    reading it into memory (an upload of up to 100 MB streamed to disk is sniffed from here)."""
+
+    def seekable(self) -> bool:
+        return True
+
+
+@contextmanager
+def mapped(path: Path) -> Iterator[bytes | MappedFile]:
+    """The file's content for `sniff_kind`: mapped, or b"" when it is empty (an empty file cannot be)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        if os.fstat(fd).st_size == 0:
+            yield b""
+            return
+        view = MappedFile(fd, 0, access=mmap.ACCESS_READ)
+        try:
+            yield view
+        finally:
+            view.close()
+    finally:
+        os.close(fd)
+
+
+def _count_upto(data: bytes | MappedFile, needle: bytes, cap: int) -> int:
+    """How many times `needle` occurs, counting no further than cap + 1."""
+    found, at = 0, data.find(needle)
+    while at != -1 and found <= cap:
+        found += 1
+        at = data.find(needle, at + len(needle))
+    return found
+
+
+def sniff_kind(data: bytes | MappedFile, filename: str) -> str:
+    """The kind from the bytes (or a mapped file); raises ConversionFailed for content we recognise but do
+    not convert."""
     head = data[:2048]
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")):
         return _zip_kind(data, filename)
@@ -86,15 +126,15 @@ def sniff_kind(data: bytes, filename: str) -> str:
     return "text-like"
 
 
-def _zip_kind(data: bytes, filename: str) -> str:
+def _zip_kind(data: bytes | MappedFile, filename: str) -> str:
     # Every record zipfile reads starts with this signature, so the count bounds the objects it would build.
-    if data.count(CENTRAL_RECORD) > MAX_ZIP_MEMBERS:
+    if _count_upto(data, CENTRAL_RECORD, MAX_ZIP_MEMBERS) > MAX_ZIP_MEMBERS:
         raise ConversionFailed(
             f"The archive holds more than {MAX_ZIP_MEMBERS:,} members, which no supported document does;"
             " it was not opened."
         )
     try:
-        archive = zipfile.ZipFile(BytesIO(data))
+        archive = zipfile.ZipFile(data if isinstance(data, MappedFile) else BytesIO(data))
         names = set(archive.namelist())
         mimetype = _mimetype(archive) if "mimetype" in names else b""
     except (
@@ -146,12 +186,15 @@ def _mimetype(archive: zipfile.ZipFile) -> bytes:
         return member.read(MIMETYPE_PREFIX).strip()
 
 
-def _ole_refusal(data: bytes) -> str:
-    if "EncryptedPackage".encode("utf-16-le") in data or "EncryptionInfo".encode("utf-16-le") in data:
+def _ole_refusal(data: bytes | MappedFile) -> str:
+    def has(word: str) -> bool:
+        return data.find(word.encode("utf-16-le")) != -1
+
+    if has("EncryptedPackage") or has("EncryptionInfo"):
         return "The file is password-protected (an encrypted Office file); remove the password and upload it again."
-    if "Workbook".encode("utf-16-le") in data or "Book".encode("utf-16-le") in data:
+    if has("Workbook") or has("Book"):
         return "Old Excel 97–2003 workbooks (.xls) are not supported; save it as .xlsx and upload again."
-    if "WordDocument".encode("utf-16-le") in data:
+    if has("WordDocument"):
         return "Old Word documents (.doc) are not supported; save it as PDF and upload again."
     return "Old Microsoft Office files (97–2003 format) are not supported; save it in a current format."
 

@@ -60,12 +60,19 @@ class DriveController(Controller):
         user: UserContext,
         data: Annotated[UploadForm, Body(media_type=RequestEncodingType.MULTI_PART)],
     ) -> DriveFileInfo:
-        content = await data.file.read()
-        return DriveFileInfo(
-            **await service.upload(
-                user, data.file.filename, content, folder_id=data.folder_id, visibility=data.visibility
+        # the multipart parser spooled the part to a temporary file; it is copied on in chunks from there
+        try:
+            return DriveFileInfo(
+                **await service.upload(
+                    user,
+                    data.file.filename,
+                    data.file.file,
+                    folder_id=data.folder_id,
+                    visibility=data.visibility,
+                )
             )
-        )
+        finally:
+            await data.file.close()
 
     @get("/files/{file_id:int}")
     async def file(self, user: UserContext, file_id: int) -> DriveFileInfo:

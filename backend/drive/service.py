@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from datetime import UTC, datetime
-from typing import Any
+import weakref
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from piccolo.columns.combination import And
+from piccolo.query.functions.aggregate import Sum
 
 from backend.audit import service as audit
 from backend.convert import TEXT_EXTENSIONS, ConversionFailed, sniff_kind
+from backend.convert.sniff import mapped
 from backend.drive import blobs
 from backend.drive.tables import DriveFile, DriveFolder
 from backend.errors import AppError, Invalid, NotFound
@@ -19,6 +23,7 @@ from backend.records.tables import VISIBILITIES
 from backend.records.visibility import owned_rows_where, visible_row
 from backend.settings import get_settings
 from backend.tenancy.context import UserContext
+from backend.tenancy.tables import Company
 
 _BAD_NAME = re.compile(r"[\x00-\x1f/\\]")
 
@@ -26,6 +31,23 @@ _BAD_NAME = re.compile(r"[\x00-\x1f/\\]")
 class TooLarge(AppError):
     status_code = 413
     code = "file_too_large"
+
+
+class QuotaExceeded(AppError):
+    status_code = 413
+    code = "drive_quota_exceeded"
+
+
+class TooManyUploads(AppError):
+    status_code = 429
+    code = "too_many_uploads"
+
+
+UPLOAD_WINDOW = timedelta(hours=1)
+MB = 1024 * 1024
+# one quota check-and-insert at a time per company in this process, so two uploads cannot both fit the
+# same room (the API is the only process that files uploads)
+_quota_locks: weakref.WeakValueDictionary[tuple[int, int], asyncio.Lock] = weakref.WeakValueDictionary()
 
 
 def _now() -> datetime:
@@ -47,7 +69,7 @@ def _check_visibility(visibility: str) -> str:
     return visibility
 
 
-def drive_kind(data: bytes, name: str) -> str:
+def drive_kind(data: Any, name: str) -> str:
     """The kind the Drive shows, from the content (the name only tells text kinds apart). A file staging
     cannot convert is still stored, as "binary"; staging reports why it was not staged."""
     try:
@@ -155,7 +177,7 @@ async def list_folders(ctx: UserContext, parent_id: int | None = None) -> list[d
 async def upload(
     ctx: UserContext,
     name: str,
-    data: bytes,
+    data: bytes | BinaryIO,
     *,
     folder_id: int | None = None,
     visibility: str = "private",
@@ -163,18 +185,88 @@ async def upload(
     audit_actor: str | None = None,
     source_datasets: list[str] | None = None,
 ) -> dict[str, Any]:
-    """`source_datasets`: for a run's output, the datasets it was computed from; only people who may read
-    every one of them (and admins) see the file."""
+    """File `data` (bytes, or a binary stream copied to disk in chunks, never whole in memory).
+
+    A person's upload (no `run_id`) counts against the company's Drive quotas and upload rate: 429 past
+    the files per hour, 413 past the bytes a person or the company may keep. A run's outputs are bounded
+    by the run's own output limits instead. `source_datasets`: for a run's output, the datasets it was
+    computed from; only people who may read every one of them (and admins) see the file."""
     limit = get_settings().max_upload_bytes
-    if len(data) > limit:
-        raise TooLarge(f"{name} is {len(data):,} bytes; the limit per file is {limit:,} bytes")
     name = _check_name(name)
     _check_visibility(visibility)
     if folder_id is not None:
         await get_folder(ctx, folder_id)
-    # hashing, writing up to max_upload_bytes and sniffing the content are blocking work: not on the event loop
-    digest = await asyncio.to_thread(blobs.put, data)
-    kind = await asyncio.to_thread(drive_kind, data, name)
+    person = run_id is None
+    if person:
+        await _check_upload_rate(ctx)
+        await _check_quota(ctx, 0)  # already full: refused before reading a byte
+    size = len(data) if isinstance(data, bytes) else _stream_size(data)
+    if size is not None and size > limit:
+        raise TooLarge(f"{name} is {size:,} bytes; the limit per file is {limit:,} bytes")
+    if isinstance(data, bytes):
+        received = await asyncio.to_thread(blobs.receive_bytes, data)
+    else:
+        try:
+            # hashing, writing up to max_upload_bytes and sniffing the content are blocking work
+            received = await asyncio.to_thread(blobs.receive, data, limit)
+        except blobs.TooLong:
+            raise TooLarge(f"{name} is over the limit per file of {limit:,} bytes") from None
+    try:
+        kind = await asyncio.to_thread(_kind_of_file, received.path, name)
+        lock = _quota_lock(ctx.company_id) if person else asyncio.Lock()
+        async with lock:
+            if person:
+                await _check_quota(ctx, received.size)
+            digest = await asyncio.to_thread(blobs.keep, received)
+            row = await _file_row(
+                ctx, name, digest, received.size, kind, folder_id, visibility, run_id, source_datasets
+            )
+    finally:
+        await asyncio.to_thread(blobs.discard, received)  # a no-op once kept
+    await audit.record(
+        "drive.uploaded",
+        actor=audit_actor or ctx.email,
+        company_id=ctx.company_id,
+        subject_type="drive_file",
+        subject_id=row.id,
+        data={
+            "name": name,
+            "size": received.size,
+            "sha256": digest,
+            "folder_id": folder_id,
+            **({"source_datasets": sorted(set(source_datasets))} if source_datasets else {}),
+        },
+    )
+    return file_payload(await DriveFile.select().where(DriveFile.id == row.id).first())
+
+
+def _stream_size(stream: BinaryIO) -> int | None:
+    """The bytes left in a seekable stream (the multipart parser's spooled file), without reading them."""
+    try:
+        here = stream.tell()
+        end = stream.seek(0, 2)
+        stream.seek(here)
+    except (OSError, AttributeError, ValueError):
+        return None
+    return end - here
+
+
+def _kind_of_file(path: Path, name: str) -> str:
+    with mapped(path) as content:
+        return drive_kind(content, name)
+
+
+async def _file_row(
+    ctx: UserContext,
+    name: str,
+    digest: str,
+    size: int,
+    kind: str,
+    folder_id: int | None,
+    visibility: str,
+    run_id: int | None,
+    source_datasets: list[str] | None,
+) -> DriveFile:
     now = _now()
     row = DriveFile(
         company=ctx.company_id,
@@ -185,28 +277,87 @@ async def upload(
         updated_at=now,
         folder=folder_id,
         name=name,
-        size=len(data),
+        size=size,
         sha256=digest,
         kind=kind,
         run_id=run_id,
         source_datasets=sorted(set(source_datasets or [])),
     )
     await row.save()
-    await audit.record(
-        "drive.uploaded",
-        actor=audit_actor or ctx.email,
-        company_id=ctx.company_id,
-        subject_type="drive_file",
-        subject_id=row.id,
-        data={
-            "name": name,
-            "size": len(data),
-            "sha256": digest,
-            "folder_id": folder_id,
-            **({"source_datasets": sorted(set(source_datasets))} if source_datasets else {}),
-        },
+    return row
+
+
+def _quota_lock(company_id: int) -> asyncio.Lock:
+    key = (id(asyncio.get_running_loop()), company_id)
+    lock = _quota_locks.get(key)
+    if lock is None:
+        lock = _quota_locks[key] = asyncio.Lock()
+    return lock
+
+
+async def _limits(company_id: int) -> dict[str, int]:
+    row = (
+        await Company.select(
+            Company.drive_quota_mb_per_user,
+            Company.drive_quota_mb_per_company,
+            Company.drive_uploads_per_hour,
+        )
+        .where(Company.id == company_id)
+        .first()
     )
-    return file_payload(await DriveFile.select().where(DriveFile.id == row.id).first())
+    assert row is not None
+    return row
+
+
+async def _used(where: Any) -> int:
+    row = await DriveFile.select(Sum(DriveFile.size)).where(where).first()
+    return int((row or {}).get("sum") or 0)
+
+
+async def _check_quota(ctx: UserContext, incoming: int) -> None:
+    """The person's files and the company's, with `incoming` added, within the company's quotas."""
+    limits = await _limits(ctx.company_id)
+    for scope, where, quota_mb in (
+        (
+            "you",
+            (DriveFile.company == ctx.company_id) & (DriveFile.owner == ctx.user_id),
+            limits["drive_quota_mb_per_user"],
+        ),
+        ("your company", DriveFile.company == ctx.company_id, limits["drive_quota_mb_per_company"]),
+    ):
+        used, quota = await _used(where), quota_mb * MB
+        if used + incoming > quota or (incoming == 0 and used >= quota):
+            raise QuotaExceeded(
+                {
+                    "message": f"{scope} keep {used / MB:,.1f} MB in Drive"
+                    + (f" and this file adds {incoming / MB:,.1f} MB" if incoming else "")
+                    + f"; the quota is {quota_mb:,} MB. Delete files you no longer need, or ask a company "
+                    "admin to raise the quota in the company settings",
+                    "scope": "user" if scope == "you" else "company",
+                    "used_bytes": used,
+                    "quota_bytes": quota,
+                }
+            )
+
+
+async def _check_upload_rate(ctx: UserContext) -> None:
+    limit = (await _limits(ctx.company_id))["drive_uploads_per_hour"]
+    since = _now() - UPLOAD_WINDOW
+    recent = await DriveFile.count().where(
+        (DriveFile.company == ctx.company_id)
+        & (DriveFile.owner == ctx.user_id)
+        & (DriveFile.run_id.is_null())
+        & (DriveFile.created_at >= since)
+    )
+    if recent >= limit:
+        raise TooManyUploads(
+            {
+                "message": f"you uploaded {recent} files in the last hour; the limit is {limit} per person "
+                "per hour. Wait before uploading more",
+                "limit": limit,
+                "window_seconds": int(UPLOAD_WINDOW.total_seconds()),
+            }
+        )
 
 
 async def get_file(ctx: UserContext, file_id: int) -> dict[str, Any]:

@@ -24,6 +24,9 @@ class SettingsBody(BaseModel):
     followup_grant_hours: int | None = Field(default=None, ge=1, le=168)
     followup_grant_max_runs: int | None = Field(default=None, ge=1, le=100)
     flow_action_cap: int | None = Field(default=None, ge=1, le=500)
+    drive_quota_mb_per_user: int | None = Field(default=None, ge=1, le=102_400)
+    drive_quota_mb_per_company: int | None = Field(default=None, ge=1, le=1_048_576)
+    drive_uploads_per_hour: int | None = Field(default=None, ge=1, le=10_000)
     credit_pool: int | None = Field(default=None, ge=0)
     plan: str | None = None
 
@@ -82,4 +85,7 @@ class CompanySettings(BaseModel):
     followup_grant_hours: int
     followup_grant_max_runs: int
     flow_action_cap: int = 20  # action items one flow may propose across its steps
+    drive_quota_mb_per_user: int = 2048  # Drive bytes one person's files may add up to, in MB
+    drive_quota_mb_per_company: int = 20480  # Drive bytes the company's files may add up to, in MB
+    drive_uploads_per_hour: int = 200  # files one person may upload in an hour
     credit_pool: int

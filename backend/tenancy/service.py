@@ -25,6 +25,9 @@ NUMBER_SETTINGS = {
     "followup_grant_hours": (1, 168),
     "followup_grant_max_runs": (1, 100),
     "flow_action_cap": (1, 500),
+    "drive_quota_mb_per_user": (1, 102_400),
+    "drive_quota_mb_per_company": (1, 1_048_576),
+    "drive_uploads_per_hour": (1, 10_000),
 }
 SESSION_COOKIE = "cleanroom_session"
 TOKEN_PREFIX = "crt_"

@@ -23,6 +23,9 @@ class Company(Table):
     followup_grant_hours = Integer(default=24)  # how long a person's approval lets follow-ups skip approval
     followup_grant_max_runs = Integer(default=10)  # how many follow-ups one approval lets through
     flow_action_cap = Integer(default=20)  # how many action items one flow's steps may propose in all
+    drive_quota_mb_per_user = Integer(default=2048)  # what one person's Drive files may add up to
+    drive_quota_mb_per_company = Integer(default=20480)  # what the whole company's Drive may add up to
+    drive_uploads_per_hour = Integer(default=200)  # files one person may upload in an hour
     created_at = Timestamptz()
 
 

@@ -23,6 +23,15 @@ FLOW_CAP_EXPLAINED = (
     "a step that would go over keeps none of its own. Every change still waits for a person to accept it. "
     "A flow keeps the cap it was proposed under."
 )
+DRIVE_LIMITS = (  # setting, label, default, highest allowed (the API checks the same ranges)
+    ("drive_quota_mb_per_user", "MB per person (1–102400)", 2048, 102_400),
+    ("drive_quota_mb_per_company", "MB for the company (1–1048576)", 20480, 1_048_576),
+    ("drive_uploads_per_hour", "Uploads per person per hour (1–10000)", 200, 10_000),
+)
+DRIVE_EXPLAINED = (
+    "Uploads past a quota are refused with 413 and past the hourly count with 429, each saying which limit; "
+    "a run's outputs are bounded by the run's own limits and count towards the quotas."
+)
 GRANT_EXPLAINED = (
     "Each approval grants this for a limited time and number of follow-ups, and the approval screen says so "
     "before anyone approves. Changes proposed by a follow-up nobody reviewed are marked as such."
@@ -138,6 +147,20 @@ class CompanySettings:
                     ).mark("flow-action-cap-save")
                 ui.label(FLOW_CAP_EXPLAINED).classes("text-sm text-grey-7")
 
+            with ui.card().classes("w-full gap-2").mark("drive-quotas"):
+                ui.label("Drive").classes("text-lg font-medium")
+                with ui.row().classes("items-end gap-4"):
+                    fields = {
+                        name: ui.number(
+                            label, value=current.get(name, default), min=1, max=high, step=1, format="%d"
+                        ).mark(name.replace("_", "-"))
+                        for name, label, default, high in DRIVE_LIMITS
+                    }
+                    ui.button(
+                        "Save Drive limits", icon="save", on_click=lambda: self.save_drive_limits(fields)
+                    ).props("flat").mark("drive-quotas-save")
+                ui.label(DRIVE_EXPLAINED).classes("text-sm text-grey-7")
+
             with ui.row().classes("gap-6 text-grey-8 text-sm"):
                 ui.label(f"Plan: {current.get('plan', '?')}")
                 ui.label(f"Credit pool: {widgets.number(current.get('credit_pool'))}")
@@ -153,6 +176,12 @@ class CompanySettings:
             ui.notify("Give the number of action items a flow may propose.", type="warning")
             return
         await self.save(flow_action_cap=int(cap.value))
+
+    async def save_drive_limits(self, fields: dict[str, ui.number]) -> None:
+        if any(field.value is None for field in fields.values()):
+            ui.notify("Give every Drive limit.", type="warning")
+            return
+        await self.save(**{name: int(field.value) for name, field in fields.items()})
 
     async def save(self, **changes: Any) -> None:
         result = await widgets.call(self.api.update_company_settings(**changes))

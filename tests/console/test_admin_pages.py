@@ -201,3 +201,16 @@ async def test_audit_shows_older_entries_on_request(user: User, assistant: Assis
             break
     else:
         pytest.fail("older entries never appeared")
+
+
+async def test_drive_quotas_are_shown_and_saved_in_the_settings(user: User, assistant: Assistant) -> None:
+    await sign_in(user, "admin@acme.example", then="/settings")
+    await user.should_see(marker="drive-quotas", retries=50)
+    await user.should_see("Uploads past a quota are refused")
+    field = user.find(marker="drive-quota-mb-per-user").elements.pop()
+    assert field.value == 2048
+    field.value = 25
+    user.find(marker="drive-quotas-save").click()
+    await user.should_see("Saved (and recorded in the audit trail).", retries=50)
+    settings = await assistant.call("admin@acme.example", "GET", "/api/company/settings")
+    assert settings["drive_quota_mb_per_user"] == 25 and settings["drive_uploads_per_hour"] == 200
