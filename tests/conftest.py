@@ -99,6 +99,23 @@ def _factories(tmp_path_factory: pytest.TempPathFactory) -> dict[str, EngineFact
     return {kind: EngineFactory(kind, root) for kind in ENGINES}
 
 
+# A hang fails one test with pytest-timeout's message (the stack of every thread) instead of eating the run:
+# generous for what boots real VMs under emulation or drives a browser, tight for the rest. scripts/test
+# also bounds the whole run.
+HEAVY_MARKS = frozenset({"vm", "browser", "slow"})
+HEAVY_TIMEOUT_SECONDS = 900
+TIMEOUT_SECONDS = 300
+
+
+@pytest.hookimpl(trylast=True)  # after the folders' own hooks have marked their tests (tests/vm/)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("timeout") is not None:
+            continue  # a test that says its own ceiling keeps it
+        heavy = any(item.get_closest_marker(mark) for mark in HEAVY_MARKS)
+        item.add_marker(pytest.mark.timeout(HEAVY_TIMEOUT_SECONDS if heavy else TIMEOUT_SECONDS))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "engine" in metafunc.fixturenames:
         marks = {m.name for m in metafunc.definition.iter_markers()}
