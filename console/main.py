@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from nicegui import app, ui
+from nicegui.storage import Storage
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from backend import filemodes
 from backend.settings import Settings, get_settings
 from backend.tenancy.origin import host_names
 from console import pages, session, theme
+from console import storage as console_storage
 from console.api import ApiConfig
 
 
@@ -37,8 +41,23 @@ def guard_hosts(fastapi_app: FastAPI, settings: Settings) -> None:
     fastapi_app.add_middleware(TrustedHostMiddleware, allowed_hosts=host_names(settings), www_redirect=False)
 
 
+def cookie_options(settings: Settings) -> dict[str, Any]:
+    """NiceGUI's per-browser cookie (it names the browser's storage, which holds the API session):
+    SameSite=Lax, not Strict: it changes nothing on its own (every change is a websocket event or the API's
+    Origin-checked POST), and under Strict a link from mail or chat would arrive without it, and the page
+    would set a fresh one in its place, signing the person out. Secure when people reach the console or the
+    API over https. HttpOnly is Starlette's own."""
+    https = settings.effective_console_url.lower().startswith("https://")
+    return {"same_site": "lax", "https_only": settings.cookies_secure or https}
+
+
 def run() -> None:
     settings = get_settings()
+    expected = console_storage.storage_path(settings).resolve()
+    if Storage.path != expected:  # imported before `console_storage.prepare` (console/__main__.py) ran
+        raise RuntimeError(
+            f"NiceGUI would keep sessions in {Storage.path}, not {expected}: start `python -m console`"
+        )
     build(ApiConfig(settings.effective_api_base_url))
     guard_hosts(app, settings)
     ui.run(
@@ -48,5 +67,9 @@ def run() -> None:
         reload=False,
         show=False,
         storage_secret=storage_secret(settings.data_dir),
+        session_middleware_kwargs=cookie_options(settings),
         favicon="🛡️",
+        # X-Forwarded-For only from the proxies the operator names: a local account must not choose the
+        # browser address the console forwards with a sign-in (backend/tenancy/forwarded.py)
+        proxy_headers=bool(os.environ.get("FORWARDED_ALLOW_IPS")),
     )

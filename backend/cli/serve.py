@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 
 import typer
+
+PRIVATE_UMASK = 0o077
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -29,6 +32,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         settings = get_settings()
         filemodes.ensure_dirs(settings.data_dir)
+        private_umask(settings)
         console_proc = worker_proc = local = None
         if with_worker:
             worker_proc = _local_worker(settings)
@@ -50,7 +54,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         typer.echo(f"database           {settings.effective_database_url}")
         try:
             app = create_app(worker_here=local is None)
-            uvicorn.run(app, host=settings.host, port=settings.api_port, log_level="info")
+            uvicorn.run(
+                app,
+                host=settings.host,
+                port=settings.api_port,
+                log_level="info",
+                # X-Forwarded-For only from the proxies the operator names (FORWARDED_ALLOW_IPS): from any
+                # loopback caller it would choose the address sign-ins are counted on
+                proxy_headers=bool(os.environ.get("FORWARDED_ALLOW_IPS")),
+            )
         finally:
             if local is not None:
                 local.stop()  # it takes nothing new and exits once its running VMs finished
@@ -61,6 +73,19 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 console_proc.wait(timeout=10)
             if worker_proc:
                 worker_proc.wait()
+
+
+def private_umask(settings) -> None:
+    """Everything `serve`, its worker and its console create is the service user's alone: umask 077 (the
+    console's sessions, logs, whatever a library writes with default modes; what must be shared gets its
+    mode explicitly, backend/filemodes.py). The folders others must pass are made first, with the default
+    modes, where they are missing: the shared image cache (the guests' QEMU uids read the image in it, other
+    checkouts on this host share it; its artifacts are made 0644/0755 when built, sandbox/image.py) and the
+    run directory's parent."""
+    for folder in (settings.image_cache_dir, settings.effective_run_dir.parent):
+        with contextlib.suppress(OSError):  # not ours to make (no root): `cleanroom image build` makes it
+            folder.mkdir(parents=True, exist_ok=True)
+    os.umask(PRIVATE_UMASK)
 
 
 def _local_worker(settings) -> subprocess.Popen:

@@ -41,6 +41,8 @@ class Servers:
     api_port: int = field(default_factory=free_port)
     console_port: int = field(default_factory=free_port)
     processes: list[subprocess.Popen] = field(default_factory=list)
+    umask: int = -1  # the servers' umask (-1: this process's)
+    console_by_serve: bool = False  # the console started by `serve` itself, as `scripts/run` does
 
     @property
     def api_url(self) -> str:
@@ -78,13 +80,17 @@ class Servers:
 
     def start(self) -> Servers:
         self.seed()
-        for name, args in (
-            ("api", [sys.executable, "-m", "backend", "serve", "--no-console"]),
-            ("console", [sys.executable, "-m", "console"]),
-        ):
+        commands = [("api", [sys.executable, "-m", "backend", "serve", "--no-console"])]
+        if self.console_by_serve:
+            commands = [("api", [sys.executable, "-m", "backend", "serve"])]
+        else:
+            commands.append(("console", [sys.executable, "-m", "console"]))
+        for name, args in commands:
             log = open(self.data_dir / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the process
             self.processes.append(
-                subprocess.Popen(args, env=self.env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+                subprocess.Popen(
+                    args, env=self.env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, umask=self.umask
+                )
             )
         try:
             wait_for(self.api_url + "/api/health")
