@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from argon2 import PasswordHasher
 
 _DATA = Path(tempfile.mkdtemp(prefix="cleanroom-test-"))
 os.environ.setdefault("CLEANROOM_DATA_DIR", str(_DATA))
@@ -28,6 +29,9 @@ from backend.settings import get_settings  # noqa: E402
 get_settings.cache_clear()
 POSTGRES_URL = os.environ.get("CLEANROOM_TEST_POSTGRES_URL")
 ENGINES = ["sqlite", "postgres"]
+
+
+CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 
 
 def _with_db(url: str, name: str) -> str:
@@ -70,7 +74,12 @@ class EngineFactory:
             else:
                 await db.create_schema()
 
-        asyncio.run(build())
+        # the demo people's password hashes use argon2's cheapest profile here: every sign-in of every test
+        # verifies one, and verifying costs what the hash's own parameters say. Production hashing is
+        # unchanged (tests/unit/test_password_hashing.py checks its parameters).
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("backend.demo.seed.hash_password", CHEAP_HASHER.hash)
+            asyncio.run(build())
         return name
 
     def fresh(self, seeded: bool) -> str:
