@@ -22,7 +22,7 @@ _MESSAGES = {
     "not_found": "Not found (it may not exist, or it is not yours).",
     "conflict": "Conflict",
     "credits_exhausted": "The company's credit pool is empty.",
-    "too_many_requests": "Too many attempts; wait a minute and try again.",
+    "too_many_requests": "Too many attempts.",  # the detail says how long to wait
     "code_execution_disabled": "Code execution is turned off for this company.",
     "attempts_exhausted": "No attempts left for this run.",
     "unreachable": "The Cleanroom API cannot be reached.",

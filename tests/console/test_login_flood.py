@@ -72,6 +72,7 @@ async def test_a_flood_through_the_form_slows_its_browser_and_nobody_else(user: 
     await submit(attacker, "maria@acme.example", "demo")
     assert await seen.answered(limit + 6) == [401] * limit + [429] * 6
     await attacker.should_see(REFUSED)
+    await attacker.should_see("seconds and try again")  # how long, from the API's answer
     await attacker.should_not_see(marker="page-title")
 
     maria = browser_at(MARIA_AT)
