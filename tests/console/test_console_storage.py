@@ -172,3 +172,35 @@ def test_a_loopback_caller_cannot_pick_its_counted_address_with_x_forwarded_for(
     with sqlite3.connect(served.data_dir / "cleanroom.sqlite3") as db:
         rows = db.execute("SELECT ip FROM login_attempt WHERE email = ?", (body["email"],)).fetchall()
     assert rows == [("127.0.0.1",)]  # the TCP peer, not the header
+
+
+def _umask_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise AssertionError(f"no Umask line for {pid}")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found += [int(child) for child in text]
+    return found
+
+
+@pytest.mark.slow
+def test_serve_and_the_processes_it_starts_run_with_umask_077(served: Servers) -> None:
+    import subprocess
+
+    plain = subprocess.Popen(["sleep", "30"], umask=LOOSE_UMASK)  # started as `serve` was
+    try:
+        assert _umask_of(plain.pid) == LOOSE_UMASK  # positive control: a process that sets none keeps 022
+    finally:
+        plain.kill()
+        plain.wait()
+    serve = served.processes[0]
+    assert _umask_of(serve.pid) == 0o077
+    children = _children(serve.pid)
+    assert children  # the console (and the embedded worker, once the API is up)
+    assert {pid: oct(_umask_of(pid)) for pid in children} == {pid: oct(0o077) for pid in children}
