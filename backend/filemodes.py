@@ -7,7 +7,12 @@ Everything there is 0700/0600 from the moment it is made (folders and their miss
 Under qemu:///system each guest's QEMU runs as its own unprivileged uid and gid (the same number,
 `guest_identity`; a static DAC seclabel in the domain XML): slot N's guest as `guest_uid_base + N`, a guest
 booted without a slot (the kvm probe's too) as one of the `COLD_GUEST_IDS` ids after the slots', leased for
-its lifetime. So a QEMU escape in one guest opens no other guest's disks:
+its lifetime. A fleet worker (settings `host_id`) keeps slots of its own, so a named host's ids lie in a
+block of their own (`HOST_STRIDE` ids, chosen by a hash of the host id) above the default host's; and
+every guest id, whatever its host, image or slot count, is held with a machine-wide flock per uid
+(`GUEST_ID_LOCKS`) while a guest may run as it: two guests that can run at once on one machine never share
+a uid, even when two host ids hash alike (the second holder takes another slot or id). So a QEMU escape in
+one guest opens no other guest's disks:
 
 - the data directory and the run directory are 0711: every guest uid passes through (they share no
   group), nobody but the owner lists them, and everything inside is 0700/0600;
@@ -29,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import grp
+import hashlib
 import logging
 import os
 import pwd
@@ -50,7 +56,14 @@ PRIVATE_FILE = 0o600
 GUEST_DIR = 0o710  # the owner; the guest's own group may only pass through
 PASSAGE_DIR = 0o711  # the owner; every guest uid may only pass through
 COLD_GUEST_IDS = 16  # ids for guests booted without a saved-state slot, after the slots' ids
-LEASE_DIR = ".guest-ids"  # in the run directory: one flock per leased cold-boot id
+# A named fleet host's guest ids: guest_uid_base + HOST_STRIDE * bucket + index, bucket 1..HOST_BUCKETS from
+# a hash of the host id (bucket 0 is the default host's, ""). With the default base the top is 99999: below
+# the /etc/subuid ranges (100000 up), whose processes a sweep must never reach.
+HOST_STRIDE = 100
+HOST_BUCKETS = 299
+# One flock per guest uid, machine-wide (every service, worker and host id on this machine; tmpfs: nothing
+# that ran as a guest uid outlives a reboot, so neither need the marks). Held while a guest may run as it.
+GUEST_ID_LOCKS = Path("/run/cleanroom-guest-ids")
 # A guest id's lock file says this once its last holder swept its uid (`free_guest_ids`); empty while held.
 SWEPT = b"swept\n"
 SWEEP_SECONDS = 5.0  # how long a guest uid's processes may take to die after SIGKILL
@@ -85,16 +98,38 @@ def _configured_qemu_user() -> str | None:
 
 
 def guest_identity(index: int) -> tuple[int, int] | None:
-    """(uid, gid) of guest id number `index` (slot N is index N; cold-boot ids follow the slots'), or None
-    when QEMU runs as this process's user. Refused when some user or group already has that number."""
+    """(uid, gid) of guest id number `index` (slot N is index N; cold-boot ids follow the slots') on this
+    host (settings `host_id`), or None when QEMU runs as this process's user: `guest_uid_base + index` for
+    the default host, in the host id's own block for a named one (`host_block`). Refused when some user or
+    group already has that number. Stable for a slot: its saved state was made as it (`Slot.config_hash`)."""
     if qemu_identity() is None:
         return None
     settings = get_settings()
-    if not 0 <= index < settings.saved_state_slots + COLD_GUEST_IDS:
+    count = settings.saved_state_slots + COLD_GUEST_IDS
+    if count > HOST_STRIDE:
+        raise ValueError(f"saved_state_slots is at most {HOST_STRIDE - COLD_GUEST_IDS} with per-guest uids")
+    if not 0 <= index < count:
         raise ValueError(f"guest id index {index} is outside the configured range")
-    number = settings.guest_uid_base + index
+    number = settings.guest_uid_base + HOST_STRIDE * host_block(settings.host_id) + index
     _check_unused(number)
     return number, number
+
+
+def host_block(host_id: str) -> int:
+    """Which block of `HOST_STRIDE` guest ids a host's guests use: 0 for the default host (""), whose ids
+    stay `guest_uid_base + index`; 1..HOST_BUCKETS from a hash of a named host's id, the same in every
+    process. Two host ids may hash alike: the machine-wide lock per uid (`take_guest_ids`) still keeps their
+    guests apart."""
+    if not host_id:
+        return 0
+    digest = hashlib.sha256(f"cleanroom-guest-ids:{host_id}".encode()).digest()
+    return 1 + int.from_bytes(digest[:8], "big") % HOST_BUCKETS
+
+
+def guest_id_span() -> range:
+    """Every uid a guest of any host may run as, with this base."""
+    base = get_settings().guest_uid_base
+    return range(base, base + HOST_STRIDE * (HOST_BUCKETS + 1))
 
 
 @lru_cache(maxsize=256)
@@ -145,7 +180,7 @@ def sweep_guest(ids: tuple[int, int] | None, timeout: float | None = None) -> in
     if ids is None:
         return 0
     uid, gid = ids
-    if uid < get_settings().guest_uid_base or uid in (0, os.geteuid()):
+    if uid not in guest_id_span() or uid in (0, os.geteuid()):
         raise ValueError(f"uid {uid} is not a guest's")
     found = guest_processes(uid)
     if not found:
@@ -202,9 +237,36 @@ def free_guest_ids(fd: int, ids: tuple[int, int] | None) -> None:
     os.pwrite(fd, SWEPT, 0)
 
 
+def guest_id_lock(uid: int) -> Path:
+    """The machine-wide lock file of guest uid `uid` (its directory made root's and 0700 if missing)."""
+    GUEST_ID_LOCKS.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+    info = GUEST_ID_LOCKS.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o077:
+        raise RuntimeError(f"{GUEST_ID_LOCKS} must be a directory of this user's, closed to others (0700)")
+    return GUEST_ID_LOCKS / f"{uid}.lock"
+
+
+def take_guest_ids(ids: tuple[int, int]) -> GuestIdLease | None:
+    """Guest uid `ids` for one guest, held with its machine-wide flock until the lease is released (swept
+    first unless its last holder swept it); None when another guest holds it (any process, any host id) or
+    a process of it outlives the sweep (logged: it is not handed out)."""
+    fd = os.open(guest_id_lock(ids[0]), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        claim_guest_ids(fd, ids)
+    except GuestLeftovers as exc:
+        log.error("guest id %s is not handed out: %s", ids[0], exc)
+        os.close(fd)
+        return None
+    except OSError:
+        os.close(fd)
+        return None
+    return GuestIdLease(ids, fd)
+
+
 class GuestIdLease:
-    """One cold-boot guest id, held with an flock (threads and processes never share one) until released;
-    swept when taken (unless its last holder swept it) and when released."""
+    """One guest id (a slot's or a cold-boot one), held with its machine-wide flock (threads and processes
+    never share one) until released; swept when taken (unless its last holder swept it) and when released."""
 
     def __init__(self, ids: tuple[int, int], fd: int) -> None:
         self.ids, self._fd = ids, fd
@@ -226,23 +288,11 @@ def lease_cold_identity() -> GuestIdLease | None:
     if qemu_identity() is None:
         return None
     settings = get_settings()
-    locks = guest_dir(settings.effective_run_dir) / LEASE_DIR
-    locks.mkdir(mode=PRIVATE_DIR, exist_ok=True)
     for offset in range(COLD_GUEST_IDS):
         ids = guest_identity(settings.saved_state_slots + offset)
         assert ids is not None
-        fd = os.open(locks / f"{ids[0]}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            claim_guest_ids(fd, ids)
-        except GuestLeftovers as exc:
-            log.error("guest id %s skipped: %s", ids[0], exc)
-            os.close(fd)
-            continue
-        except OSError:
-            os.close(fd)
-            continue
-        return GuestIdLease(ids, fd)
+        if lease := take_guest_ids(ids):
+            return lease
     raise RuntimeError(f"all {COLD_GUEST_IDS} guest ids for VMs without a slot are in use")
 
 

@@ -63,7 +63,8 @@ class Settings(BaseSettings):
     # Per-run directories give its group passage and the disks are its alone (backend/filemodes.py).
     qemu_user: str | None = None
     # Each guest's QEMU runs as its own uid and gid (the same number, no passwd entry needed) under a root
-    # service: slot N uses guest_uid_base + N, guests booted without a slot take one of the next ids
+    # service: slot N uses guest_uid_base + N, guests booted without a slot take one of the next ids; a named
+    # fleet host (host_id) uses a block of 100 of its own up to base + 29999, each uid held machine-wide
     # (backend/filemodes.py). 70000 lies where neither Debian (60000-64999, 65534), systemd's dynamic users
     # (61184-65519) nor the /etc/subuid ranges (100000 up) allocate; an id some user or group has is refused.
     guest_uid_base: int = 70000

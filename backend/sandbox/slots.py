@@ -3,11 +3,15 @@
 Restore keeps the saved domain's name and UUID, so each slot has its own saved state (made by
 `templates.prepare_saved_states`) and serves one run at a time: its domain is always
 `cleanroom-run-slot<N>-<image8>`. A slot is held with an flock, so neither threads nor other
-processes ever share one. Its guest's QEMU runs as the slot's own uid/gid (`filemodes.guest_identity`),
-part of the configuration its saved state was made for. That uid serves one tenant after another, so no
-process of it outlives its holder: releasing a slot SIGKILLs whatever still runs as its uid and returns once
-none is alive, and taking a slot whose last holder did not release it (it died) sweeps first
-(`filemodes.claim_guest_ids`/`free_guest_ids`); a slot whose uid keeps a survivor is not handed out.
+processes ever share one. Its guest's QEMU runs as the slot's own uid/gid (`filemodes.guest_identity`: a
+named fleet host's in a block of its own), part of the configuration its saved state was made for. The slot
+lock is per host and image, a uid is the machine's: so holding a slot also takes its uid's machine-wide
+lock (`filemodes.take_guest_ids`), and a uid another guest holds (another image's slot, another host id
+hashed alike, another slot count's cold-boot id) leaves the slot to the next acquire. That uid serves one
+tenant after another, so no process of it outlives its holder: releasing a slot SIGKILLs whatever still
+runs as its uid and returns once none is alive, and taking a uid whose last holder did not release it (it
+died) sweeps first (`filemodes.claim_guest_ids`/`free_guest_ids`, marked in the uid's lock file); a slot
+whose uid keeps a survivor is not handed out.
 """
 
 from __future__ import annotations
@@ -107,11 +111,12 @@ def all_slots(image: ImageInfo, virt_type: str) -> list[Slot]:
 
 
 class SlotPool:
-    """Which slots are in use: an flock per slot, so threads and other processes never share one."""
+    """Which slots are in use: an flock per slot, so threads and other processes never share one, and the
+    machine-wide flock of its guest uid, so no other guest on this machine runs as it meanwhile."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[tuple[str, int], int] = {}
+        self._held: dict[tuple[str, int], tuple[int, filemodes.GuestIdLease | None]] = {}
         self._next = 0
 
     def _try_lock(self, slot: Slot) -> bool:
@@ -123,15 +128,19 @@ class SlotPool:
             fd = os.open(slot.directory / f"slot{slot.index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                filemodes.claim_guest_ids(fd, slot.guest_ids)  # nothing of an earlier tenant runs on its uid
-            except filemodes.GuestLeftovers as exc:
-                log.error("slot %s is not handed out: %s", slot.index, exc)
-                os.close(fd)
-                return False
             except OSError:
                 os.close(fd)
                 return False
-            self._held[key] = fd
+            ids = slot.guest_ids
+            lease = None
+            if ids is not None:
+                # swept on taking (nothing of an earlier tenant runs on it); None: another guest holds it
+                lease = filemodes.take_guest_ids(ids)
+                if lease is None:
+                    log.info("slot %s waits: its guest uid %s is held or not clean", slot.index, ids[0])
+                    os.close(fd)
+                    return False
+            self._held[key] = (fd, lease)
             return True
 
     def acquire(self, image: ImageInfo, virt_type: str) -> tuple[Slot, str] | None:
@@ -160,15 +169,15 @@ class SlotPool:
         """Free a slot once its guest is gone: no process of its uid is left alive when this returns normally
         (a survivor leaves the lock unmarked and logged: the next holder sweeps again or passes it by)."""
         with self._lock:
-            fd = self._held.pop((slot.image.image_hash, slot.index), None)
-        if fd is None:
+            held = self._held.pop((slot.image.image_hash, slot.index), None)
+        if held is None:
             return
+        fd, lease = held
         try:
-            filemodes.free_guest_ids(fd, slot.guest_ids)
-        except filemodes.GuestLeftovers as exc:
-            log.error("slot %s released unswept: %s", slot.index, exc)
+            if lease is not None:
+                lease.release()  # sweeps its uid; a survivor leaves it unmarked (logged), the uid lock dropped
         finally:
-            os.close(fd)  # closing drops the flock
+            os.close(fd)  # closing drops the slot's flock
 
 
 slot_pool = SlotPool()

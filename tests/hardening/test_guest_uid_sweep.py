@@ -7,7 +7,12 @@ twice, takes a session of its own and makes itself non-dumpable (its /proc files
 sleeps. Releasing the slot (what every end of a VM does: `GuestVM.kill` → `SlotPool.release`) leaves none
 alive; so does taking a slot whose last holder died without releasing it. Positive control: the same process
 under another uid is untouched. The guest ids here come from a base no real slot uses, so the sweeps cannot
-reach a VM another test process runs on this host."""
+reach a VM another test process runs on this host.
+
+Two fleet workers on one machine (`--host-id alpha`, `--host-id beta`) each keep their own slot 0: their
+guests get uids of their own (the default host's stay `guest_uid_base + N`), and every guest uid is held
+machine-wide while a guest may run as it, so releasing one host's slot never kills the other host's guest,
+even when two host ids hash to the same block of uids or two slot counts make a cold-boot id a slot's."""
 
 from __future__ import annotations
 
@@ -54,11 +59,15 @@ time.sleep(600)
 
 
 @pytest.fixture
-def guest_base(monkeypatch) -> int:
-    """A guest uid range no slot of this host uses (and no user or group has)."""
-    base = 1_500_000_000 + secrets.randbelow(10_000) * 100
+def guest_base(monkeypatch) -> Iterator[int]:
+    """A guest uid range no slot of this host uses (and no user or group has), for the default host; the
+    machine-wide lock files of its uids are removed afterwards."""
+    base = 1_500_000_000 + secrets.randbelow(10_000) * filemodes.HOST_STRIDE * (filemodes.HOST_BUCKETS + 1)
     monkeypatch.setattr(get_settings(), "guest_uid_base", base)
-    return base
+    monkeypatch.setattr(get_settings(), "host_id", "")
+    yield base
+    for uid in range(base, base + filemodes.HOST_STRIDE * (filemodes.HOST_BUCKETS + 1)):
+        (filemodes.GUEST_ID_LOCKS / f"{uid}.lock").unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -132,7 +141,7 @@ def test_a_process_left_on_a_slots_uid_is_gone_once_the_slot_is_released(slot, l
     assert filemodes.guest_processes(ids[0]) == [pid]
     pool.release(slot)
     assert running(lingerers[0]) == [] and filemodes.guest_processes(ids[0]) == []
-    lock = slot.directory / f"slot{slot.index}.lock"
+    lock = filemodes.guest_id_lock(ids[0])  # the uid's machine-wide lock carries the mark
     assert lock.read_bytes() == filemodes.SWEPT  # the next holder need not scan again
     assert pool.hold(slot) and lock.read_bytes() == b""  # in use again
     pool.release(slot)
@@ -153,7 +162,7 @@ def test_a_slot_whose_last_holder_died_is_swept_before_it_is_handed_out(slot, li
     pool = SlotPool()
     assert pool.hold(slot)
     pool.release(slot)
-    lock = slot.directory / f"slot{slot.index}.lock"
+    lock = filemodes.guest_id_lock(slot.guest_ids[0])
     lock.write_bytes(b"")  # what a holder that died mid-run leaves (marked in use)
     linger(slot.guest_ids, lingerers)
     assert pool.hold(slot)
@@ -172,7 +181,7 @@ def test_a_slot_whose_uid_keeps_a_survivor_is_not_handed_out(slot, lingerers, mo
         without_kills.setattr(filemodes, "_kill_all_as", lambda uid, gid: None)
         without_kills.setattr(filemodes, "_kill", lambda pid: None)
         pool.release(slot)  # logged, left unmarked
-        assert (slot.directory / f"slot{slot.index}.lock").read_bytes() == b""
+        assert filemodes.guest_id_lock(slot.guest_ids[0]).read_bytes() == b""
         assert not pool.hold(slot)  # sweeps again, fails again: not handed out
         assert running(lingerers[0]) == [pid]
     assert pool.hold(slot)  # the real sweep
@@ -189,8 +198,153 @@ def test_a_cold_boot_id_is_swept_when_its_lease_ends(guest_base, lingerers) -> N
 
 
 def test_the_sweep_touches_only_guest_uids(guest_base) -> None:
-    for uid in (0, os.geteuid(), guest_base - 1):
+    top = guest_base + filemodes.HOST_STRIDE * (filemodes.HOST_BUCKETS + 1)  # past every host's block
+    for uid in (0, os.geteuid(), guest_base - 1, top):
         with pytest.raises(ValueError):
             filemodes.sweep_guest((uid, uid))
     assert filemodes.sweep_guest(None) == 0  # a session libvirt: QEMU is this user; nothing of its own
     assert filemodes.sweep_guest((guest_base + 3, guest_base + 3)) == 0  # nothing there: nothing done
+
+
+def on_host(host_id: str, slot: Slot, monkeypatch) -> tuple[Slot, tuple[int, int]]:
+    """`slot` as the fleet worker `host_id` sees it (its own states directory), and its guest ids."""
+    monkeypatch.setattr(get_settings(), "host_id", host_id)
+    ids = slot.guest_ids
+    assert ids is not None
+    return slot, ids
+
+
+def hold_as(host_id: str, pool: SlotPool, slot: Slot, monkeypatch) -> bool:
+    monkeypatch.setattr(get_settings(), "host_id", host_id)
+    return pool.hold(slot)
+
+
+def release_as(host_id: str, pool: SlotPool, slot: Slot, monkeypatch) -> None:
+    monkeypatch.setattr(get_settings(), "host_id", host_id)
+    pool.release(slot)
+
+
+def test_two_hosts_slot_0_on_one_machine_run_as_different_uids(slot, monkeypatch) -> None:
+    """What `cleanroom worker --host-id alpha` and `--host-id beta` on one machine each hold: slot 0 in a
+    states directory of its own. Their uids differ from each other's and from every id of the default host,
+    whose ids stay `guest_uid_base + N` (its saved states were made as them); each stays the same."""
+    base = get_settings().guest_uid_base
+    default = range(base, base + get_settings().saved_state_slots + filemodes.COLD_GUEST_IDS)
+    _, ids_default = on_host("", slot, monkeypatch)
+    assert ids_default == (base, base)
+    _, alpha = on_host("alpha", slot, monkeypatch)
+    _, beta = on_host("beta", slot, monkeypatch)
+    assert alpha != beta and alpha[0] not in default and beta[0] not in default
+    assert filemodes.host_block("alpha") != filemodes.host_block("beta")
+    for uid in (alpha[0], beta[0]):
+        assert uid in filemodes.guest_id_span()
+    assert on_host("alpha", slot, monkeypatch)[1] == alpha  # stable: a slot's saved state is made as it
+    monkeypatch.setattr(get_settings(), "host_id", "beta")
+    cold = filemodes.guest_identity(get_settings().saved_state_slots + filemodes.COLD_GUEST_IDS - 1)
+    assert cold is not None and cold[0] - beta[0] < filemodes.HOST_STRIDE  # beta's ids stay in its block
+    assert cold[0] not in range(alpha[0], alpha[0] + filemodes.HOST_STRIDE)
+
+
+def test_releasing_one_hosts_slot_never_kills_the_other_hosts_guest(slot, lingerers, monkeypatch) -> None:
+    """Both workers hold slot 0 at once (two pools: two processes' flocks); beta's guest runs as beta's slot
+    uid. Alpha ending its run sweeps alpha's uid only: beta's guest lives on. Positive control: alpha's own
+    leftover is gone, and beta's is once beta releases."""
+    alpha_pool, beta_pool = SlotPool(), SlotPool()
+    assert hold_as("alpha", alpha_pool, slot, monkeypatch)
+    assert hold_as("beta", beta_pool, slot, monkeypatch)  # its own slot 0, held at the same time
+    _, alpha = on_host("alpha", slot, monkeypatch)
+    _, beta = on_host("beta", slot, monkeypatch)
+    alpha_leftover = linger(alpha, lingerers)
+    beta_guest = linger(beta, lingerers)
+    release_as("alpha", alpha_pool, slot, monkeypatch)
+    assert running(lingerers[0]) == []  # the control: alpha's release does sweep alpha's uid
+    assert running(lingerers[1]) == [beta_guest] and filemodes.guest_processes(beta[0]) == [beta_guest]
+    assert alpha_leftover not in filemodes.guest_processes(alpha[0])
+    release_as("beta", beta_pool, slot, monkeypatch)
+    assert running(lingerers[1]) == []
+
+
+def colliding_host_ids() -> tuple[str, str]:
+    """Two valid host ids whose guests would use the same block of uids."""
+    seen: dict[int, str] = {}
+    for n in range(10_000):
+        name = f"h{n}"
+        block = filemodes.host_block(name)
+        if block in seen:
+            return seen[block], name
+        seen[block] = name
+    raise AssertionError("no two host ids hash alike")
+
+
+def test_two_host_ids_that_hash_alike_never_hold_one_uid_at_once(slot, lingerers, monkeypatch) -> None:
+    """The hostile case of the hash: two workers whose host ids land in one block. The second cannot take
+    slot 0 while the first holds it (it takes slot 1, a uid of its own), so the first's release cannot
+    reach the second's guest; once released, slot 0 serves the second."""
+    first, second = colliding_host_ids()
+    _, ids_first = on_host(first, slot, monkeypatch)
+    _, ids_second = on_host(second, slot, monkeypatch)
+    assert ids_first == ids_second  # same uid: only the machine-wide lock keeps them apart
+    one, two = SlotPool(), SlotPool()
+    assert hold_as(first, one, slot, monkeypatch)
+    assert not hold_as(second, two, slot, monkeypatch)  # its own slot lock is free; the uid is not
+    other = Slot(1, slot.image, "qemu")
+    assert hold_as(second, two, other, monkeypatch)  # it runs elsewhere meanwhile
+    _, ids_other = on_host(second, other, monkeypatch)
+    second_guest = linger(ids_other, lingerers)
+    release_as(first, one, slot, monkeypatch)
+    assert running(lingerers[0]) == [second_guest]
+    assert hold_as(second, two, slot, monkeypatch)  # the positive control: free again, it serves
+    release_as(second, two, slot, monkeypatch)
+    release_as(second, two, other, monkeypatch)
+    assert running(lingerers[0]) == []
+
+
+def test_a_cold_boot_id_of_another_slot_count_is_never_a_held_slots_uid(slot, lingerers, monkeypatch) -> None:
+    """Two processes of one host with different slot counts (the bench's workers use one slot): the first
+    cold-boot id of one is slot 1's uid of the other. Whoever holds that uid first keeps it; the other takes
+    another, and its release sweeps only its own."""
+    pool = SlotPool()
+    slot1 = Slot(1, slot.image, "qemu")
+    assert pool.hold(slot1)
+    ids = slot1.guest_ids
+    monkeypatch.setattr(get_settings(), "saved_state_slots", 1)
+    guest = linger(ids, lingerers)  # slot 1's guest
+    lease = filemodes.lease_cold_identity()
+    assert lease is not None
+    assert filemodes.guest_identity(1) == ids and lease.ids != ids  # base + 1 was taken: the next one
+    lease.release()
+    assert running(lingerers[0]) == [guest]
+    monkeypatch.setattr(get_settings(), "saved_state_slots", 4)
+    pool.release(slot1)
+    assert running(lingerers[0]) == []
+
+
+def test_a_named_hosts_uid_someone_has_is_refused(monkeypatch) -> None:
+    """`_check_unused` holds in a named host's block too: nobody's number (65534) as alpha's slot 0 is
+    refused; the next index, free, is not (the positive control)."""
+    monkeypatch.setattr(get_settings(), "host_id", "alpha")
+    nobody = 65534
+    base = nobody - filemodes.HOST_STRIDE * filemodes.host_block("alpha")
+    if base < 1000 or any(_taken(base + i) for i in range(1, 3)):
+        pytest.skip("no base puts alpha's slot 0 on 65534 here")
+    monkeypatch.setattr(get_settings(), "guest_uid_base", base)
+    filemodes._check_unused.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match="nobody|nogroup"):
+            filemodes.guest_identity(0)
+        assert filemodes.guest_identity(1) == (nobody + 1, nobody + 1)
+    finally:
+        filemodes._check_unused.cache_clear()
+
+
+def _taken(number: int) -> bool:
+    import grp
+    import pwd
+
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(number)
+            return True
+        except KeyError:
+            pass
+    return False

@@ -210,3 +210,49 @@ def test_a_process_a_guests_qemu_left_on_the_slots_uid_is_gone_before_the_next_r
         for pid in (leftover, bystander):
             if pid is not None and alive(pid):
                 os.kill(pid, 9)
+
+
+def test_a_running_guests_uid_is_never_leased_beside_it_nor_swept_by_another_lease(
+    monkeypatch, tmp_path
+) -> None:
+    """Every guest uid is held machine-wide while its guest runs. A restored guest of the default host keeps
+    `guest_uid_base + N` (the uids its cached saved state was made as); a process whose slot count makes
+    that uid its first cold-boot id (the bench's one-slot workers) is handed another, and releasing that
+    lease leaves the running QEMU alive and working. Positive control: once the guest is gone, its uid is
+    leased."""
+    image = current_image()
+    assert image is not None
+    virt_type = resolve_virt_type(image)
+    acquired = slot_pool.acquire(image, virt_type)
+    assert acquired is not None, "no free slot with a saved state"
+    slot, saved_uuid = acquired
+    settings = filemodes.get_settings()
+    vm = GuestVM(image, virt_type, slot=slot, uuid=saved_uuid)
+    try:
+        vm.prepare()
+        vm.restore()
+        uid = qemu_uid(vm)
+        if settings.host_id == "":
+            assert uid == settings.guest_uid_base + slot.index
+        with monkeypatch.context() as fewer:
+            fewer.setattr(settings, "saved_state_slots", slot.index)  # its first cold-boot id is this uid
+            assert filemodes.guest_identity(slot.index) == slot.guest_ids
+            lease = filemodes.lease_cold_identity()
+            assert lease is not None and lease.ids != slot.guest_ids
+            lease.release()
+        assert qemu_uid(vm) == uid and vm.qemu_pid is not None and alive(vm.qemu_pid)
+        limits = RunLimits(wall_seconds=60)
+        vm.write_job("print('still here')", limits, [])
+        result = interpret(vm.wait(limits), vm.nonce, vm.info(), tmp_path / vm.name, False)
+        assert (result.status, result.stdout) == ("succeeded", "still here\n"), result
+    finally:
+        vm.kill()
+    with monkeypatch.context() as fewer:
+        fewer.setattr(settings, "saved_state_slots", slot.index)
+        lease = None
+        try:
+            lease = filemodes.lease_cold_identity()
+            assert lease is not None and lease.ids == slot.guest_ids  # free again: the positive control
+        finally:
+            if lease is not None:
+                lease.release()
