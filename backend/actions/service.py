@@ -12,6 +12,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from backend import decisions
 from backend.actions.schemas import ActionItemInfo
 from backend.actions.tables import ActionItem, ItemStatus
 from backend.audit import service as audit
@@ -281,13 +282,14 @@ async def _decide(
     }
     for key, value in extra.items():
         values[getattr(ActionItem, key)] = value
-    decided = (
-        await ActionItem.update(values)
-        .where((ActionItem.id == item_id) & (ActionItem.status == ItemStatus.pending))
-        .returning(ActionItem.id)
+    await decisions.claim(
+        ActionItem,
+        item_id,
+        values,
+        status=ActionItem.status,
+        waiting=ItemStatus.pending,
+        lost=f"action item {item_id} was decided meanwhile; nothing was written",
     )
-    if not decided:
-        raise Conflict(f"action item {item_id} was decided meanwhile; nothing was written")
 
 
 async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from backend import decisions
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
@@ -324,13 +325,14 @@ async def _to_decide(ctx: UserContext, flow_id: int, verb: str) -> dict[str, Any
 async def _claim(flow_id: int, values: dict[Any, Any]) -> None:
     """Decide a waiting flow, conditional on it still waiting: of two decisions at once exactly one lands,
     the other gets 409 and changes nothing."""
-    claimed = await (
-        Flow.update(values)
-        .where((Flow.id == flow_id) & (Flow.status == FlowStatus.awaiting_approval))
-        .returning(Flow.id)
+    await decisions.claim(
+        Flow,
+        flow_id,
+        values,
+        status=Flow.status,
+        waiting=FlowStatus.awaiting_approval,
+        lost=f"flow {flow_id} was decided by someone else meanwhile",
     )
-    if not claimed:
-        raise Conflict(f"flow {flow_id} was decided by someone else meanwhile")
 
 
 async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> FlowDetail:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from backend import decisions
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid
@@ -275,16 +276,16 @@ async def _approve_row(
 
 
 async def _claim(run_id: int, values: dict[Any, Any]) -> None:
-    """Decide a waiting run, conditional on it still waiting: of an approval and a rejection sent at once
-    exactly one lands; the other gets 409, changes nothing and is not audited (callers run this inside
-    `audit.atomic()` with their entry)."""
-    claimed = await (
-        Run.update(values)
-        .where((Run.id == run_id) & (Run.status == RunStatus.awaiting_approval))
-        .returning(Run.id)
+    """Decide a waiting run (callers run this inside `audit.atomic()` with their entry): a lost decision
+    changes nothing and is not audited."""
+    await decisions.claim(
+        Run,
+        run_id,
+        values,
+        status=Run.status,
+        waiting=RunStatus.awaiting_approval,
+        lost=f"run {run_id} was decided by someone else meanwhile; nothing was changed",
     )
-    if not claimed:
-        raise Conflict(f"run {run_id} was decided by someone else meanwhile; nothing was changed")
 
 
 async def approve(ctx: UserContext, run_id: int, *, code_sha256: str, bundle_sha256: str) -> RunDetail:
