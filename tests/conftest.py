@@ -14,8 +14,12 @@ from pathlib import Path
 import pytest
 from argon2 import PasswordHasher
 
-_DATA = Path(tempfile.mkdtemp(prefix="cleanroom-test-"))
-os.environ.setdefault("CLEANROOM_DATA_DIR", str(_DATA))
+# Each test process has a data directory of its own: pytest-xdist's workers inherit the environment of the
+# process that started them, so a directory this file chose there is replaced, one given from outside kept.
+_DATA = Path(tempfile.mkdtemp(prefix=f"cleanroom-test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-"))
+if "CLEANROOM_DATA_DIR" not in os.environ or os.environ.get("CLEANROOM_TEST_OWN_DATA_DIR") == "1":
+    os.environ["CLEANROOM_DATA_DIR"] = str(_DATA)
+    os.environ["CLEANROOM_TEST_OWN_DATA_DIR"] = "1"
 os.environ.setdefault("CLEANROOM_LOGIN_ATTEMPTS_PER_WINDOW", "5")
 # no standby guests behind the services tests start (a subprocess inherits this); tests/runs/test_standby_service.py
 # turns them on where they are the subject
@@ -116,9 +120,58 @@ HEAVY_TIMEOUT_SECONDS = 900
 TIMEOUT_SECONDS = 300
 
 
+# With pytest-xdist (scripts/test runs two processes), what must not share the machine runs in one serial group
+# on one process: real VMs, the browser, fleet workers, services started as processes, and what counts domains,
+# kills a uid's processes or measures memory. Everything else spreads over both processes (each has its own
+# data directory, databases and ports). The group is chosen by path: the scheduler sees only test ids, and
+# under pytest 9.2 xdist's own `xdist_group` marks never reach it (xdist renames `item._nodeid`, which pytest
+# no longer reads). Collection fails for a test marked `vm` or `browser` outside these paths, so a new one
+# cannot slip into the parallel part.
+SERIAL_GROUP = "machine"
+SERIAL_PATHS = (
+    "tests/vm/",
+    "tests/fleet/",
+    "tests/console/test_browser",  # test_browser.py, test_browser_flows.py, test_browser_findings.py
+    "tests/console/test_console_storage.py",  # serve under a umask, a real browser
+    "tests/flows/test_flows_vm.py",
+    "tests/runs/test_runs_vm.py",
+    "tests/runs/test_standby_service.py",
+    "tests/runs/test_local_worker.py",
+    "tests/mcp/test_mcp_runs_vm.py",
+    "tests/mcp/test_mcp_flows_vm.py",
+    "tests/hardening/test_zip_bomb_upload.py",  # peak memory
+    "tests/hardening/test_guest_uid_sweep.py",  # kills every process of a uid
+    "tests/hardening/test_file_modes.py",  # starts the service
+    "tests/convert/test_converter_output.py",  # converters streaming for seconds on purpose
+)
+
+
+def machine_bound(nodeid: str) -> bool:
+    return nodeid.startswith(SERIAL_PATHS)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's group scheduling with the serial group decided by `machine_bound`: the group goes to one
+    process as a whole; every other test is a unit of its own."""
+    from xdist.scheduler import LoadGroupScheduling
+
+    class MachineGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return SERIAL_GROUP if machine_bound(nodeid) else nodeid
+
+    return MachineGroupScheduling(config, log)
+
+
 @pytest.hookimpl(trylast=True)  # after the folders' own hooks have marked their tests (tests/vm/)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
+def pytest_collection_finish(session: pytest.Session) -> None:
+    for item in session.items:
+        if any(item.get_closest_marker(mark) for mark in ("vm", "browser")) and not machine_bound(
+            item.nodeid
+        ):
+            raise pytest.UsageError(
+                f"{item.nodeid} uses real VMs or the browser but is outside SERIAL_PATHS (tests/conftest.py): "
+                "add its file there so that it runs in the serial group"
+            )
         if item.get_closest_marker("timeout") is not None:
             continue  # a test that says its own ceiling keeps it
         heavy = any(item.get_closest_marker(mark) for mark in HEAVY_MARKS)
