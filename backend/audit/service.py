@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from piccolo.engine.postgres import PostgresEngine
+from piccolo.engine.sqlite import SQLiteEngine, TransactionType
 
 from backend.audit import anchor
 from backend.audit.tables import AuditEntry
@@ -86,12 +87,21 @@ async def atomic() -> AsyncIterator[None]:
     async with _lock():
         token = _pending.set(pending)
         try:
-            async with AuditEntry._meta.db.transaction():
+            async with _write_transaction():
                 yield
         finally:
             _pending.reset(token)
     for seq, entry_hash in pending:
         await asyncio.to_thread(anchor.append, seq, entry_hash)
+
+
+def _write_transaction() -> Any:
+    """A transaction that writes: on SQLite it takes the write lock at BEGIN (IMMEDIATE, waiting its turn
+    with the busy timeout) instead of upgrading a read lock later, which SQLite may refuse at once."""
+    engine = AuditEntry._meta.db
+    if isinstance(engine, SQLiteEngine):
+        return engine.transaction(transaction_type=TransactionType.immediate)
+    return engine.transaction()
 
 
 async def record(
