@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from backend import filemodes
-from backend.hashing import StreamTooLong, copy_hashed, sha256_bytes
+from backend.hashing import copy_hashed
 from backend.settings import get_settings
 
 
@@ -21,15 +21,8 @@ def blob_path(digest: str) -> Path:
 
 
 def put(data: bytes) -> str:
-    digest = sha256_bytes(data)
-    path = blob_path(digest)
-    if not path.exists():
-        filemodes.private_dir(path.parent)  # blobs/ and blobs/ab/ 0700; mkstemp makes the file 0600
-        fd, tmp = tempfile.mkstemp(dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    return digest
+    """Store `data` as a blob (the same path an upload takes): its digest."""
+    return keep(receive_bytes(data))
 
 
 def get(digest: str) -> bytes:
@@ -46,11 +39,9 @@ class Received:
     size: int
 
 
-TooLong = StreamTooLong  # the stream went past its limit; nothing was kept
-
-
 def receive(stream: BinaryIO, limit: int) -> Received:
-    """Copy `stream` in chunks (never whole in memory), at most `limit` bytes."""
+    """Copy `stream` in chunks (never whole in memory), at most `limit` bytes (past it StreamTooLong,
+    and nothing is kept)."""
     root = get_settings().data_dir / "blobs"
     filemodes.private_dir(root)
     fd, tmp = tempfile.mkstemp(dir=root, prefix=".upload-")

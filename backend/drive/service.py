@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import weakref
@@ -19,6 +20,7 @@ from backend.convert.sniff import mapped
 from backend.drive import blobs
 from backend.drive.tables import DriveFile, DriveFolder
 from backend.errors import AppError, Invalid, NotFound
+from backend.hashing import StreamTooLong
 from backend.records.tables import VISIBILITIES
 from backend.records.visibility import owned_rows_where, visible_row
 from backend.settings import get_settings
@@ -209,11 +211,11 @@ async def upload(
         try:
             # hashing, writing up to max_upload_bytes and sniffing the content are blocking work
             received = await asyncio.to_thread(blobs.receive, data, limit)
-        except blobs.TooLong:
+        except StreamTooLong:
             raise TooLarge(f"{name} is over the limit per file of {limit:,} bytes") from None
     try:
         kind = await asyncio.to_thread(_kind_of_file, received.path, name)
-        lock = _quota_lock(ctx.company_id) if person else asyncio.Lock()
+        lock = _quota_lock(ctx.company_id) if person else contextlib.nullcontext()
         async with lock:
             if person:
                 await _check_quota(ctx, received.size)
