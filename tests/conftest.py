@@ -7,6 +7,7 @@ import asyncio
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -160,6 +161,50 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return SERIAL_GROUP if machine_bound(nodeid) else nodeid
 
     return MachineGroupScheduling(config, log)
+
+
+class _GroupClock:
+    """Where a run's time went, by group: the test time of the serial group and of the rest, and when each
+    process reported its last test (the run's tail). Printed at the end of every run (tests/README.md)."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.seconds = {"serial group": 0.0, "spread": 0.0}
+        self.tests = {"serial group": 0, "spread": 0}
+        self.last = {}  # process -> seconds since the start at its last report
+
+    def add(self, report: pytest.TestReport) -> None:
+        group = "serial group" if machine_bound(report.nodeid) else "spread"
+        self.seconds[group] += report.duration
+        if report.when == "call":
+            self.tests[group] += 1
+        node = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main")
+        self.last[node] = time.monotonic() - self.started
+
+    def lines(self) -> list[str]:
+        out = [
+            f"{group}: {self.tests[group]} tests, {self.seconds[group] / 60:.1f} min of test time"
+            for group in self.seconds
+        ]
+        out += [
+            f"{node} reported its last test at {at / 60:.1f} min" for node, at in sorted(self.last.items())
+        ]
+        return out
+
+
+_CLOCK = _GroupClock()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the process that sees every test's report
+        _CLOCK.add(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and _CLOCK.last:
+        terminalreporter.write_sep("=", "time by group")
+        for line in _CLOCK.lines():
+            terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(trylast=True)  # after the folders' own hooks have marked their tests (tests/vm/)
