@@ -151,6 +151,7 @@ def machine_bound(nodeid: str) -> bool:
     return nodeid.startswith(SERIAL_PATHS)
 
 
+@pytest.hookimpl(optionalhook=True)  # `-p no:xdist` runs without the plugin and its hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """xdist's group scheduling with the serial group decided by `machine_bound`: the group goes to one
     process as a whole; every other test is a unit of its own."""
