@@ -44,7 +44,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             local.start()
             queued.listen(local.poke)
         if console:
-            env = dict(os.environ, CLEANROOM_API_BASE_URL=settings.effective_api_base_url)
+            env = dict(
+                os.environ,
+                CLEANROOM_API_BASE_URL=settings.effective_api_base_url,
+                CLEANROOM_CONSOLE_PARENT=str(os.getpid()),  # it ends when `serve` is gone (console/watch.py)
+            )
             console_proc = subprocess.Popen([sys.executable, "-m", "console"], env=env)
         typer.echo(
             f"Cleanroom API      http://{settings.host}:{settings.api_port}  (OpenAPI: /schema/openapi.json)"
