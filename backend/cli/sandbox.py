@@ -112,6 +112,12 @@ def _bench() -> dict:
     return run_sandbox_bench()
 
 
+def _hangs() -> dict:
+    from backend.sandbox.hangs import run_hang_bench
+
+    return run_hang_bench()
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     app.add_typer(image_app, name="image")
     app.add_typer(sandbox_app, name="sandbox")
@@ -121,4 +127,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         "sandbox",
         _bench,
         "VM start and run times: vm_ready, trivial, pandas chart, cold boot, four concurrent.",
+    )
+    add_suite(
+        bench_app,
+        "hangs",
+        _hangs,
+        "Hundreds of trivial runs per start path (restore, standby; cold on request), two at once: how many "
+        "guests go silent after READY, with each one's evidence (CLEANROOM_BENCH_HANG_RUNS, _PARALLEL, _PATHS).",
     )

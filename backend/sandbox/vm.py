@@ -10,6 +10,7 @@ with GuestVM(image, virt_type, slot=slot, uuid=saved_uuid) as vm:
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -18,6 +19,7 @@ import uuid as uuid_module
 from pathlib import Path
 
 import libvirt
+import libvirt_qemu
 
 from backend import filemodes
 from backend.sandbox import domain, wire
@@ -33,6 +35,28 @@ COLLECT_GRACE_SECONDS = 45.0  # the agent enforces the wall limit itself; this c
 POLL_SECONDS = 0.01
 MISMATCH_BACKOFF_MAX = 2.0
 CONSOLE_TAIL_CHARS = 1500
+
+
+log = logging.getLogger(__name__)
+
+
+def _block0_magic(path: Path) -> str:
+    """The first line of the output disk's block 0 (WARM/READY record's magic), for evidence."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16).decode(errors="replace").strip("\0\n")
+    except OSError as exc:
+        return f"unreadable: {exc}"
+
+
+def _process_cpu(pid: int) -> dict[str, object]:
+    """A process's state letter and CPU seconds (user + system, every thread), or why they are unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError as exc:
+        return {"error": str(exc)}
+    ticks = os.sysconf("SC_CLK_TCK")
+    return {"state": fields[0], "cpu_seconds": (int(fields[11]) + int(fields[12])) / ticks}
 
 
 class GuestFailure(Exception):
@@ -240,10 +264,35 @@ class GuestVM:
             return guest
         console = f"; console: {tail}" if (tail := self.console_tail()) else ""
         if self.ready_at and not gone:
+            log.warning("guest %s stopped responding after READY: %s", self.name, self.hang_evidence())
             raise GuestFailure(f"the guest stopped responding after the code started{console}")
         raise GuestFailure(
             f"the guest {'powered off without a result' if gone else 'never became ready'}{console}"
         )
+
+    def hang_evidence(self) -> dict[str, object]:
+        """What a guest that went silent looks like from outside, before it is killed: libvirt's state for
+        it, its QEMU process (state, CPU seconds used, sampled twice a second apart: a spinning guest uses
+        one core, a halted one nothing), the vCPU's registers and local APIC (QEMU's monitor: where the
+        guest is and whether its timer is armed), and block 0 of its output disk. For `cleanroom bench
+        hangs` and the service's log; nothing here is shown to the person."""
+        evidence: dict[str, object] = {"block0": _block0_magic(self.out_disk)}
+        if self._dom is not None:
+            try:
+                state, reason = self._dom.state()
+                evidence["libvirt_state"] = [state, reason]
+                for command in ("info registers", "info lapic", "info cpus"):
+                    evidence[command] = libvirt_qemu.qemuMonitorCommand(
+                        self._dom, command, libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP
+                    )[:4000]
+            except libvirt.libvirtError as exc:
+                evidence["libvirt_error"] = str(exc)
+        if self.qemu_pid is not None:
+            evidence["qemu_cpu_seconds"] = samples = []
+            for _ in range(2):
+                samples.append(_process_cpu(self.qemu_pid))
+                time.sleep(1.0)
+        return evidence
 
     def console_tail(self, chars: int = CONSOLE_TAIL_CHARS) -> str:
         """The end of the serial console. Only the end is read: the guest decides how large the file is."""
