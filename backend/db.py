@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import logging
 import os
 import sqlite3
+import weakref
 from pathlib import Path
 
+from asyncpg.pool import Pool
 from piccolo.apps.migrations.commands.forwards import run_forwards
 from piccolo.apps.migrations.tables import Migration
 from piccolo.engine.base import Engine
@@ -45,7 +48,38 @@ TABLE_MODULES = [
 ]
 
 _engine: Engine | None = None
+_engine_url: str | None = None
 log = logging.getLogger("cleanroom.db")
+
+
+class LoopPostgresEngine(PostgresEngine):
+    """Piccolo's PostgreSQL engine with a pool per event loop. asyncpg connections belong to one loop: code
+    running in another (an `asyncio.run` in a thread, a test beside an app whose requests run in a loop of
+    their own) must not borrow the pool's connections ("attached to a different loop"). Each loop sees only
+    the pool started in it, and opens a connection per query where none was."""
+
+    @property  # type: ignore[override]
+    def pool(self) -> Pool | None:
+        try:
+            return self._pools().get(asyncio.get_running_loop())
+        except RuntimeError:  # no running loop
+            return None
+
+    @pool.setter
+    def pool(self, value: Pool | None) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # Piccolo's __init__ sets None outside any loop
+            return
+        if value is None:
+            self._pools().pop(loop, None)
+        else:
+            self._pools()[loop] = value
+
+    def _pools(self) -> weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool]:
+        return self.__dict__.setdefault("_loop_pools", weakref.WeakKeyDictionary())
+
+
 SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")  # SQLite gives these the database file's own mode
 
 
@@ -55,7 +89,7 @@ def all_tables() -> list[type[Table]]:
 
 def make_engine(url: str) -> Engine:
     if url.startswith(("postgres://", "postgresql://")):
-        return PostgresEngine(config={"dsn": url}, log_queries=False)
+        return LoopPostgresEngine(config={"dsn": url}, log_queries=False)
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
         private_sqlite_file(path)
@@ -96,12 +130,14 @@ def write_ahead_log(path: Path) -> None:
 def configure(url: str | None = None) -> Engine:
     """Point every table at the engine for `url` (default: the settings' database), after giving the data
     directory its modes (backend/filemodes.py)."""
-    global _engine
+    global _engine, _engine_url
     try:
         filemodes.prepare_data_dir()
     except PermissionError as exc:  # a data directory this user does not own: a read-only CLI still works
         log.warning("could not set the data directory's modes: %s", exc)
-    _engine = make_engine(url or get_settings().effective_database_url)
+    url = url or get_settings().effective_database_url
+    if _engine is None or _engine_url != url:  # the same database again keeps its engine and pools
+        _engine, _engine_url = make_engine(url), url
     for table in all_tables():
         table._meta.db = _engine
     return _engine

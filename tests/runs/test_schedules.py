@@ -117,14 +117,30 @@ async def test_pause_resume_delete(client, alice, alice_person, acme_on) -> None
     assert (await client.get("/api/schedules", headers=alice)).json() == []
 
 
+def _both_read_before_either_claims(monkeypatch) -> None:
+    """The race as two replicas meet it, every time: each firing has read the schedule before either
+    claims it (a barrier of two in front of the claim). Without it the outcome depended on which query
+    finished first: under load one firing could read, claim and finish before the other read at all."""
+    import asyncio
+
+    claim, both = schedules._claim_firing, asyncio.Barrier(2)  # a barrier is used again once both passed
+
+    async def after_both_read(row, now):
+        await both.wait()
+        return await claim(row, now)
+
+    monkeypatch.setattr(schedules, "_claim_firing", after_both_read)
+
+
 async def test_two_dispatchers_firing_one_schedule_at_once_make_one_run(
-    client, alice, alice_person, acme_on
+    client, alice, alice_person, acme_on, monkeypatch
 ) -> None:
     """Two API replicas see the same due schedule: both read it, both fire. The firing's time is claimed
     conditionally before anything is staged, so exactly one makes a run; the schedule's next time moves
     once. Control: the schedule's next firing, one interval on, is made by either dispatcher."""
     import asyncio
 
+    _both_read_before_either_claims(monkeypatch)
     run_id = await _succeeded(client, alice)
     r = await client.post(
         "/api/schedules", headers=alice_person, json={"run_id": run_id, "cron": "0 7 * * *"}
