@@ -179,7 +179,8 @@ async def drop_schema() -> None:
 async def start_pool() -> None:
     eng = engine()
     if isinstance(eng, PostgresEngine):
-        await eng.start_connection_pool(max_size=10)
+        # connections open as they are first needed (asyncpg's default opens all ten at once: ~100 ms)
+        await eng.start_connection_pool(min_size=1, max_size=10)
 
 
 async def close_pool() -> None:
