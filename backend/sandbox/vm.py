@@ -10,6 +10,7 @@ with GuestVM(image, virt_type, slot=slot, uuid=saved_uuid) as vm:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -281,11 +282,8 @@ class GuestVM:
             try:
                 state, reason = self._dom.state()
                 evidence["libvirt_state"] = [state, reason]
-                for command in ("info registers", "info lapic", "info cpus"):
-                    evidence[command] = libvirt_qemu.qemuMonitorCommand(
-                        self._dom, command, libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP
-                    )[:4000]
-            except libvirt.libvirtError as exc:
+                evidence["vcpus"] = [self._monitor_cpu(index) for index in range(self.spec.vcpus)]
+            except (libvirt.libvirtError, ValueError) as exc:
                 evidence["libvirt_error"] = str(exc)
         if self.qemu_pid is not None:
             evidence["qemu_cpu_seconds"] = samples = []
@@ -293,6 +291,23 @@ class GuestVM:
                 samples.append(_process_cpu(self.qemu_pid))
                 time.sleep(1.0)
         return evidence
+
+    def _monitor_cpu(self, index: int) -> dict[str, str]:
+        """One vCPU through QEMU's monitor: its registers (HLT=1: halted, waiting for an interrupt) and its
+        local APIC (the timer's mode, count and whether it is masked)."""
+        assert self._dom is not None
+        shown = {}
+        for command in ("info registers", "info lapic"):
+            request = {
+                "execute": "human-monitor-command",
+                "arguments": {"command-line": command, "cpu-index": index},
+            }
+            reply = json.loads(libvirt_qemu.qemuMonitorCommand(self._dom, json.dumps(request), 0))
+            text = str(reply.get("return", reply))
+            if command == "info registers":  # the general registers, RIP and HLT; not the vector state
+                text = text.split("ES =", 1)[0]
+            shown[command] = text.replace("\r", "").strip()[:2000]
+        return shown
 
     def console_tail(self, chars: int = CONSOLE_TAIL_CHARS) -> str:
         """The end of the serial console. Only the end is read: the guest decides how large the file is."""
