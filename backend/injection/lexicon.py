@@ -28,7 +28,7 @@ from functools import lru_cache
 # concept -> entries (Latin script, folded on load; "*" = prefix) and CJK entries (substrings)
 _LATIN: dict[str, str] = {
     # an AI or automated reader named as the addressee
-    "AI": """ai ia ki yz llm gpt chatgpt claude gemini copilot bot chatbot assistant* asistent* assistent* assistente*
+    "AI": """ai ia ki yz llm gpt chatgpt gemini copilot bot chatbot assistant* asistent* assistent* assistente*
         asystent* agent agente agents agenti agentes agentow ajan* model modelo modello modele modell modelu
         modelos modelli modeli language-model sprachmodell* taalmodel* jezykow* dil_modeli yapay zeka robot*
         kunstmatige intelligen* inteligencia inteligencja intelligence intelligenza inteligencja sztuczn*""",
@@ -47,7 +47,7 @@ _LATIN: dict[str, str] = {
         gelieve prosze prosimy lutfen rica snalla vanligen""",
     # sending, exporting, sharing: data leaving
     "SEND": """send* sent email* e-mail* mail* forward* upload* post export* transfer* share* leak* exfiltrat*
-        copy bcc cc schick* versend* weiterleit* hochlad* lade uberweis* teile exportier* kopier* envo* envia*
+        schick* versend* weiterleit* hochlad* lade uberweis* teile exportier* kopier* envo* envia*
         envie* transf* partag* televers* exporte* comparte* compart* reenvi* sube subir invia* inoltr* carica*
         condivid* esporta* trasferi* manda mande mandar mandem encaminh* compartilh* stuur* verstuur* doorsturen doorstuur*
         upload* deel* exporteer* overmak* wysl* przeslij* przesl* wyeksport* udostepn* gonder* ilet*
@@ -80,7 +80,7 @@ _LATIN: dict[str, str] = {
         rapporteer* vermeld* weergeven* presenteer* beoordeel* raportuj* podaj* przedstaw* okresl* zglos*
         klasyfik* raporla* bildir* goster* yaz* belirt* rapportera* ange angiv* redovisa* klassa* uppge*""",
     # the reader's task, tools and output
-    "TASK": """summary summar* summaris* summariz* answer* response* reply output* report analysis analys* analyz*
+    "TASK": """summary summar* summaris* summariz* answer* response* output* report analysis analys* analyz*
         result* task* chart* table* dashboard* tool* code script* function* conclusion* overview* recap* digest
         zusammenfass* antwort* ausgabe* bericht* analyse auswert* ergebnis* aufgabe* werkzeug* synthese resume*
         reponse* sortie* rapport* tache* outil* bilan* resumen* respuesta* salida* informe* tarea* herramienta*

@@ -17,9 +17,12 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import combinations
 from pathlib import Path
+
+from backend.injection.lexicon import concepts
 
 ARTIFACT = Path(__file__).with_name("model") / "weights.json.gz"
 SHA256 = Path(__file__).with_name("model") / "weights.sha256"
@@ -102,6 +105,52 @@ def features_of(toks: list[str]) -> set[str]:
     return feats
 
 
+_PLACEHOLDERS = frozenset({"<url>", "<email>", "<id>", "<longnum>"})
+# Concepts that point at whoever reads the text (an AI, "whoever processes this", "you", "if you are …", a
+# fake automation, its instructions): a window needs one of them for the concept block to speak.
+READER_CUES = frozenset({"AI", "READER", "YOU", "COND", "AUTO", "INSTR", "IGNORE"})
+_MARKS = {":": "#colon", "[": "#bracket", "|": "#bar", "—": "#dash", "!": "#bang", "?": "#question"}
+
+
+def concept_features(toks: list[str]) -> set[str]:
+    """Features of a window that do not depend on its language (lexicon.py): the concept tags present, every
+    pair and triple of them, the order of neighbouring concept words, the tags of the first words (an
+    imperative or an address at the start), placeholders (addresses, identifiers), a few marks (a colon early
+    on: "Note to …:") and the length. What the text does, not which words it uses. Empty unless something
+    in the window points at a reader (READER_CUES)."""
+    if not toks:
+        return set()
+    feats: set[str] = set()
+    seq: list[frozenset[str]] = []
+    tags: set[str] = set()
+    for t in toks:
+        c = concepts(t)
+        if c:
+            seq.append(c)
+            tags |= c
+        elif t in _PLACEHOLDERS:
+            feats.add(t)
+    if tags.isdisjoint(READER_CUES):
+        return set()  # nothing points at a reader: not the concept block's business (plain business requests)
+    ordered = sorted(tags)
+    feats.update(["@" + a for a in ordered])
+    feats.update(["@" + a + "+" + b for a, b in combinations(ordered, 2)])
+    if len(ordered) <= 9:
+        feats.update(["@" + a + "+" + b + "+" + d for a, b, d in combinations(ordered, 3)])
+    for x, y in zip(seq, seq[1:], strict=False):
+        feats.update([a + ">" + b for a in x for b in y])
+    for t in toks[:3]:
+        feats.update(["^@" + a for a in concepts(t)])
+    for t in toks[:8]:
+        mark = _MARKS.get(t)
+        if mark:
+            feats.add(mark + "<8")
+    n = len(toks)
+    feats.add("#n" + ("<4" if n < 4 else "<8" if n < 8 else "<16" if n < 16 else "<32" if n < 32 else "32+"))
+    feats.add("#tags" + str(min(len(ordered), 8)))
+    return feats
+
+
 def windows(text: str) -> list[tuple[int, int]]:
     """(start, end) spans to score: the whole text when short, else sentence chunks and neighbour pairs."""
     n = len(text)
@@ -141,10 +190,14 @@ class Model:
     bias: float
     threshold: float  # decision threshold on the probability
     meta: dict
+    # Weights of concept_features (language-independent), a second block of the same linear model: normalised
+    # by the square root of their own number, so that many unknown words of an unseen language do not dilute them.
+    concept_weights: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._cache: dict[tuple[str, ...], float] = {}
         self._keys = frozenset(self.weights)
+        self._concept_keys = frozenset(self.concept_weights)
 
     def logit(self, folded: str) -> float:
         """The score of one window. Texts that differ only in numbers, addresses and identifiers have the same
@@ -159,10 +212,19 @@ class Model:
                 z = self.bias + sum(map(w.__getitem__, feats & self._keys)) / math.sqrt(len(feats))
             else:
                 z = self.bias
+            if self._concept_keys:
+                z += self.concept_part(toks)
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[key] = z
         return z
+
+    def concept_part(self, toks: list[str]) -> float:
+        cf = concept_features(toks)
+        if not cf:
+            return 0.0
+        w = self.concept_weights
+        return sum(map(w.__getitem__, cf & self._concept_keys)) / math.sqrt(len(cf))
 
     def probability(self, folded: str) -> float:
         z = self.logit(folded)
@@ -196,13 +258,20 @@ class Model:
             "threshold": self.threshold,
             "meta": self.meta,
             "weights": {k: round(v, 4) for k, v in sorted(self.weights.items())},
+            "concept_weights": {k: round(v, 4) for k, v in sorted(self.concept_weights.items())},
         }
         return gzip.compress(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(), mtime=0)
 
     @classmethod
     def from_json(cls, data: bytes) -> Model:
         body = json.loads(gzip.decompress(data))
-        return cls(body["weights"], body["bias"], body["threshold"], body.get("meta", {}))
+        return cls(
+            body["weights"],
+            body["bias"],
+            body["threshold"],
+            body.get("meta", {}),
+            body.get("concept_weights", {}),
+        )
 
 
 def clear_caches() -> None:

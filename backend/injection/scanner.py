@@ -56,6 +56,8 @@ STRONG = 1.5
 WEAK_BOOST = 2.0  # logit added per unit of weak structural evidence
 HIDDEN_PROBABILITY = 0.5  # the model's bar for text that was encoded or hidden (its usual bar is higher)
 SUSPICIOUS = 0.2  # a line or cell this suspicious is read again together with its neighbours
+JOINED = 0.99  # the model's bar for cells read together
+WARM = 0.3  # a table cell this suspicious has the other cells of its record, and the rows around it, read with it
 HIGH_PROBABILITY = 0.97
 # prose (whitespace), markup and escapes, non-ASCII text, or a formula start
 LOOK_RE = re.compile(r"[\s<\[#!/%&|{$`\\\u0080-\U0010ffff]|^[=+@\-'\"]")
@@ -369,9 +371,10 @@ def scan_table(
     def flush() -> None:
         texts = [[v if type(v) is str else _as_text(v) for v in row] for row in batch]
         judged = _judge_values([v for v in dict.fromkeys(v for row in texts for v in row) if v])
-        hot = {v for v, j in judged.items() if j.hits or j.probability >= SUSPICIOUS}
+        hot = {v for v, j in judged.items() if j.hits or j.probability >= min(WARM, SUSPICIOUS)}
         if not hot:
             return  # the usual case: nothing in this batch to report or to read together
+        flagged_rows: set[int] = set()
         for r, row in enumerate(texts):
             if hot.isdisjoint(row):
                 continue
@@ -384,7 +387,15 @@ def scan_table(
                         _finding(path, sheet, first_row + r, column_name(j), hit) for hit in judgement.hits
                     )
             if not flagged:
-                findings.extend(_split_across_cells(row, judged, path, sheet, first_row + r, column_name))
+                found = _split_across_cells(row, judged, path, sheet, first_row + r, column_name)
+                found = found or _across_record(row, judged, path, sheet, first_row + r, column_name)
+                flagged = bool(found)
+                findings.extend(found)
+            if flagged:
+                flagged_rows.add(r)
+        findings.extend(
+            _down_the_column(texts, judged, flagged_rows, path, sheet, first_row, column_name)
+        )
 
     size = 0
     for row in rows:
@@ -408,10 +419,66 @@ def _split_across_cells(row, judged, path, sheet, row_number, column_name) -> li
     ]
     for j in suspicious:
         if j + 1 < len(row) and row[j + 1]:
-            hits = scan_cell(row[j] + "\n" + row[j + 1])
+            hits = _joined_hits([row[j], row[j + 1]])
             if hits:
                 return [_finding(path, sheet, row_number, column_name(j), hit) for hit in hits]
     return []
+
+
+def _warm(judged: dict[str, _Judgement], v: str) -> bool:
+    jd = judged.get(v)
+    return jd is not None and jd.probability >= WARM
+
+
+def _joined_hits(parts: list[str]) -> list[CellHit]:
+    """Findings for several cells read as one text, when the model is sure of the whole (JOINED): two ordinary
+    notes that each come close should not add up to a warning. Spans refer to the joined text, so they are
+    dropped."""
+    judgement = _judge("\n".join(parts))
+    if not judgement.hits or judgement.probability < JOINED:
+        return []
+    return [CellHit(h.severity, h.category, h.excerpt, h.reason, None) for h in judgement.hits]
+
+
+def _across_record(row, judged, path, sheet, row_number, column_name) -> list[Finding]:
+    """The cells of one record read together: an instruction split over several (not only neighbouring) cells
+    of a row, each part too weak alone. Reported at the first somewhat suspicious cell."""
+    warm = [j for j, v in enumerate(row) if v and _warm(judged, v)]
+    if len(warm) < 2:  # two parts that each read somewhat like an instruction
+        return []
+    prose = [v for v in row if v and (" " in v.strip() or CJK_RE.search(v))]
+    if len(prose) < 2:
+        return []
+    hits = _joined_hits(prose)
+    return [_finding(path, sheet, row_number, column_name(warm[0]), hit) for hit in hits]
+
+
+def _down_the_column(texts, judged, flagged_rows, path, sheet, first_row, column_name) -> list[Finding]:
+    """An instruction split over consecutive rows of one column: each somewhat suspicious cell of a row with no
+    finding is read together with the cells above and below it. Reported at the first cell of the window."""
+    out: list[Finding] = []
+    done: set[tuple[int, int]] = set()
+    for r, row in enumerate(texts):
+        if r in flagged_rows:
+            continue
+        for j, v in enumerate(row):
+            if not v or not _warm(judged, v):
+                continue
+            for lo in (r - 1, r):
+                hi = lo + 3
+                if lo < 0 or (lo, j) in done:
+                    continue
+                cells = [(k, texts[k][j]) for k in range(lo, min(hi, len(texts))) if j < len(texts[k]) and texts[k][j]]
+                if sum(_warm(judged, c) for _, c in cells) < 2 or any(k in flagged_rows for k, _ in cells):
+                    continue
+                done.add((lo, j))
+                hits = _joined_hits([c for _, c in cells])
+                if hits:
+                    start = cells[0][0]
+                    out.extend(_finding(path, sheet, first_row + start, column_name(j), hit) for hit in hits)
+                    flagged_rows.update(k for k, _ in cells)
+                    break
+    return out
 
 
 def scan_text(text: str, *, path: str, sheet: str | None = None) -> list[Finding]:

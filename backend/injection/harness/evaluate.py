@@ -293,7 +293,25 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--details", action="store_true", help="list misses and false positives")
     parser.add_argument("--json", help="write the report as JSON to this path")
+    parser.add_argument(
+        "--splits",
+        nargs="?",
+        const="lolo,loio,paraphrase",
+        help="only the intent corpus's splits (harness/splits.py): lolo, loio, paraphrase (comma-separated)",
+    )
     args = parser.parse_args(argv)
+
+    def log(s: str) -> None:
+        print(s, flush=True)
+
+    if args.splits:
+        from backend.injection.harness.splits import run as run_splits
+
+        report = run_splits(args.splits.split(","), log)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=1, ensure_ascii=False)
+        return
 
     def log(s: str) -> None:
         print(s, flush=True)

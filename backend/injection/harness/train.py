@@ -31,16 +31,21 @@ import os
 import random
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from backend.injection.harness import benign, own, sources
+from backend.injection.harness import benign, intents, own, sources
 from backend.injection.harness.planting import in_context
-from backend.injection.model import ARTIFACT, SHA256, Model, features, windows
+from backend.injection.lexicon import guess_language
+from backend.injection.model import ARTIFACT, SHA256, Model, concept_features, features, tokens, windows
 from backend.injection.text import fold
 
 C = 3.0
 POSITIVE_WEIGHT = 2.0
 MIN_DF = 2
+CORPUS_WEIGHT = 1
+# The concept block's features enter the fit scaled by this: below 1 it is regularised harder than the n-gram
+# block (its few dense features otherwise carry too much on their own); the stored weights include the scale.
+CONCEPT_SCALE = 0.7
 BENIGN_CELL_FP = 0.001
 HARD_FP = 0.015
 
@@ -80,6 +85,7 @@ def training_negatives(seed: int, n_rows: int) -> list[str]:
     texts += regression_texts()[1]
     texts += benign.contrastive_negatives(n_rows // 2, seed + 3)
     texts += benign.conversational_emails(n_rows // 4, seed + 4)
+    texts += intents.faker_sentences(n_rows // 20, seed + 5)
     texts += [t for t in benign.garak_prose() if benign.template_split(t) == "train"]
     texts += benign.stdlib_docstrings()
     return list(dict.fromkeys(texts))
@@ -96,7 +102,8 @@ def _rename(text: str, rng: random.Random, names: list[str]) -> str:
     return text
 
 
-def positive_texts(exclude: set[str], seed: int = 9) -> list[tuple[str, str]]:
+def positive_texts(exclude: set[str], seed: int = 9) -> list[tuple[str, str, str]]:
+    """(text, family, key) of every training attack."""
     rng = random.Random(seed)
     notes = [t for t in benign_texts(seed + 50, 600) if len(t) < 200]
     attacks = [a for a in sources.public_attacks() + own.own_attacks() if a.split == "train"]
@@ -124,41 +131,98 @@ def positive_texts(exclude: set[str], seed: int = 9) -> list[tuple[str, str]]:
     out = []
     for a in attacks:
         text = _rename(a.text, rng, names)
-        out.append((text, a.family))
-        out.append((in_context(_rename(a.text, rng, names), rng.choice(notes), rng), a.family))
+        out.append((text, a.family, a.key))
+        out.append((in_context(_rename(a.text, rng, names), rng.choice(notes), rng), a.family, a.key))
     return out
 
 
-def _matrix(rows: list[set[str]], vocab: dict[str, int]):
+def attack_language(text: str, family: str, key: str = "") -> str:
+    """The language of a training attack: own multilingual cases carry it in their key, others are guessed from
+    their function words (English when nothing tells)."""
+    if family == "own.multilingual" and "/" in key:
+        return key.split("/", 1)[0]
+    return guess_language(text) or "en"
+
+
+def corpus_positives(seed: int = 11) -> list[tuple[str, intents.Item]]:
+    """The intent corpus's attacks (not the encoded ones: decoding is the structural checks' job), each alone
+    and inside an ordinary note of its language; a split instruction as its cells joined."""
+    rng = random.Random(seed)
+    out = []
+    for item in intents.attacks():
+        if item.label == "encoded":
+            continue
+        text = item.joined
+        pool = [t for t in intents._ordinary_notes(item.lang, []) if "{" not in t] or ["Call back next week."]
+        out.append((text, item))
+        out.append((in_context(text, rng.choice(pool), rng), item))
+    return out
+
+
+def _matrix(rows: list[tuple[set[str], set[str]]], vocab: dict[str, int]):
     from scipy.sparse import csr_matrix
 
     indptr, indices, data = [0], [], []
-    for feats in rows:
-        cols = sorted({vocab[f] for f in feats if f in vocab})
-        scale = 1.0 / math.sqrt(len(feats)) if feats else 0.0
-        indices += cols
-        data += [scale] * len(cols)
+    for block_a, block_b in rows:
+        for feats, weight in ((block_a, 1.0), (block_b, CONCEPT_SCALE)):
+            cols = sorted({vocab[f] for f in feats if f in vocab})
+            scale = weight / math.sqrt(len(feats)) if feats else 0.0
+            indices += cols
+            data += [scale] * len(cols)
         indptr.append(len(indices))
     return csr_matrix((data, indices, indptr), shape=(len(rows), len(vocab)))
 
 
+# A training window: its features, family, language and, for the intent corpus, the item's key ("de/omit/2").
+Window = tuple[set[str], str, str, "str | None"]
+DropPositive = Callable[[set[str], str, str, "str | None"], bool]
+
+
 class TrainingData:
-    """Featurized training windows, built once; `model(exclude=...)` fits without some families (LOFO)."""
+    """Featurized training windows, built once; `model(exclude=..., drop=...)` fits without some families (LOFO)
+    or without the windows a split holds out (language, intent, paraphrase: harness/splits.py)."""
 
     def __init__(
-        self, pos: list[tuple[set[str], str]], neg: list[set[str]], cal_cells: list[str], cal_hard: list[str]
+        self,
+        pos: list[Window],
+        neg: list[set[str]],
+        cal_cells: list[str],
+        cal_hard: list[str],
+        neg_keys: list[str | None] | None = None,
     ):
         self.pos, self.neg, self.cal_cells, self.cal_hard = pos, neg, cal_cells, cal_hard
+        self.neg_keys = neg_keys or [None] * len(neg)
+        # the concept model's features of the same windows (kept beside the n-gram features, same order)
+        self.pos_concepts: list[set[str]] = []
+        self.neg_concepts: list[set[str]] = []
 
     @classmethod
     def build(cls, log: bool = True) -> TrainingData:
         t0 = time.time()
-        pos = [(features(w), fam) for text, fam in positive_texts(set()) for w in _windows_of(text, True)]
-        neg = [
-            features(w)
-            for text in training_negatives(seed=101, n_rows=12000)
-            for w in _windows_of(text, False)
-        ]
+        pos: list[Window] = []
+        pos_c: list[set[str]] = []
+        for text, fam, key in positive_texts(set()):
+            lang = attack_language(text, fam, key)
+            for w in _windows_of(text, True):
+                pos.append((features(w), fam, lang, None))
+                pos_c.append(concept_features(tokens(w)))
+        for text, item in corpus_positives():
+            for w in _windows_of(text, True):
+                pos.append((features(w), "intent." + item.label, item.lang, item.key))
+                pos_c.append(concept_features(tokens(w)))
+        neg: list[set[str]] = []
+        neg_c: list[set[str]] = []
+        neg_keys: list[str | None] = []
+        for text in training_negatives(seed=101, n_rows=12000):
+            for w in _windows_of(text, False):
+                neg.append(features(w))
+                neg_c.append(concept_features(tokens(w)))
+                neg_keys.append(None)
+        for item in intents.benign_twins():
+            for w in _windows_of(item.text, False):
+                neg.append(features(w))
+                neg_c.append(concept_features(tokens(w)))
+                neg_keys.append(item.key)
         cal_cells = benign_texts(seed=202, n_rows=3000, split="cal")
         # Calibration negatives the model never saw: hard-negative and note templates held out from training,
         # and held-out prose passages.
@@ -169,13 +233,30 @@ class TrainingData:
                 f"{len(pos)} positive and {len(neg)} negative windows ({time.time() - t0:.0f} s)",
                 file=sys.stderr,
             )
-        return cls(pos, neg, cal_cells, cal_hard)
+        data = cls(pos, neg, cal_cells, cal_hard, neg_keys)
+        data.pos_concepts, data.neg_concepts = pos_c, neg_c
+        return data
 
     def model(
-        self, exclude: set[str] | frozenset[str] = frozenset(), c: float = C, log: bool = False
+        self,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        c: float = C,
+        log: bool = False,
+        drop: DropPositive | None = None,
+        drop_negative: Callable[[str], bool] | None = None,
     ) -> Model:
-        pos = [f for f, fam in self.pos if fam not in exclude]
-        model = fit(pos, self.neg, c)
+        keep_pos = [
+            fam not in exclude and not (drop and drop(f, fam, lang, key)) for f, fam, lang, key in self.pos
+        ]
+        keep_neg = [key is None or drop_negative is None or not drop_negative(key) for key in self.neg_keys]
+        # the intent corpus counts CORPUS_WEIGHT times: a few hundred hand-written items beside ~9,000 public ones
+        reps = [CORPUS_WEIGHT if w[3] is not None else 1 for w in self.pos]
+        pos = [
+            (w[0], cf) for w, cf, k, n in zip(self.pos, self.pos_concepts, keep_pos, reps, strict=True) if k
+            for _ in range(n)
+        ]  # fmt: skip
+        neg = [(f, cf) for f, cf, k in zip(self.neg, self.neg_concepts, keep_neg, strict=True) if k]
+        model = fit(pos, neg, c)
         model.threshold = calibrate(model, self.cal_cells, self.cal_hard)
         model.meta.update(
             {
@@ -184,6 +265,7 @@ class TrainingData:
                 f"<= {HARD_FP:.1%} of {len(self.cal_hard)} hard negatives and prose passages, from templates and texts held out of training",
                 "excluded_families": sorted(exclude),
                 "sources": dict(sources.PINS),
+                "features": "n-gram block (tokens, bigrams, char 4-grams, CJK bigrams, first token, length) + concept block (lexicon.py)",
             }
         )
         if log:
@@ -191,16 +273,18 @@ class TrainingData:
         return model
 
 
-def fit(pos: list[set[str]], neg: list[set[str]], c: float = C) -> Model:
+def fit(pos: list[tuple[set[str], set[str]]], neg: list[tuple[set[str], set[str]]], c: float = C) -> Model:
+    """One logistic regression over two blocks of features, each normalised by its own size: the n-gram
+    features and the concept features (kept apart by a "C:" prefix while fitting)."""
     from sklearn.linear_model import LogisticRegression
 
-    feats = pos + neg
+    rows = [(f, {"C:" + x for x in cf}) for f, cf in pos + neg]
     df: dict[str, int] = {}
-    for fs in feats:
-        for f in fs:
-            df[f] = df.get(f, 0) + 1
+    for f, cf in rows:
+        for x in f | cf:
+            df[x] = df.get(x, 0) + 1
     vocab = {f: i for i, f in enumerate(sorted(f for f, n in df.items() if n >= MIN_DF))}
-    x = _matrix(feats, vocab)
+    x = _matrix(rows, vocab)
     y = [1] * len(pos) + [0] * len(neg)
     clf = LogisticRegression(
         C=c, solver="liblinear", class_weight={0: 1.0, 1: POSITIVE_WEIGHT}, max_iter=200, random_state=0
@@ -208,8 +292,11 @@ def fit(pos: list[set[str]], neg: list[set[str]], c: float = C) -> Model:
     clf.fit(x, y)
     names = sorted(vocab, key=vocab.__getitem__)
     weights = {names[i]: float(w) for i, w in enumerate(clf.coef_[0]) if abs(w) >= 0.01}
-    meta = {"positive_windows": len(pos), "negative_windows": len(neg), "features": len(weights), "C": c}
-    return Model(weights, float(clf.intercept_[0]), 0.5, meta)
+    concept = {k[2:]: w * CONCEPT_SCALE for k, w in weights.items() if k.startswith("C:")}
+    weights = {k: w for k, w in weights.items() if not k.startswith("C:")}
+    meta = {"positive_windows": len(pos), "negative_windows": len(neg), "features": len(weights),
+            "concept_features": len(concept), "C": c, "concept_scale": CONCEPT_SCALE}  # fmt: skip
+    return Model(weights, float(clf.intercept_[0]), 0.5, meta, concept)
 
 
 def calibrate(model: Model, cells: Iterable[str], hard: Iterable[str]) -> float:
