@@ -81,16 +81,65 @@ CATEGORY = {
 _STRICT_AI = re.compile(_AI)
 
 
+# What the multilingual lexicons (lexicon.py) say a span does, for spans the English cues above do not describe:
+# (concepts that must all be present, category, reason), first match first.
+CONCEPT_CUES: list[tuple[frozenset[str], str, str]] = [
+    (frozenset({"SEND", "DATA"}), c.EXFILTRATION, "asks to send or write data out"),
+    (frozenset({"HIDE"}), c.CONCEALMENT, "asks to leave something out or keep it from the user"),
+    (frozenset({"FALSIFY", "TASK"}), c.OVERRIDE, "dictates what the assistant's output must state"),
+    (frozenset({"COND", "TASK"}), c.OVERRIDE, "gives orders for when the assistant does its task (\"if you are summarising…\")"),
+    (frozenset({"IGNORE"}), c.OVERRIDE, "tries to replace the instructions the assistant was given"),
+    (frozenset({"AUTO"}), c.INSTRUCTION, "poses as a system or automation note"),
+    (frozenset({"CHANGE"}), c.INSTRUCTION, "asks to change a record or an approval"),
+    (frozenset({"DELETE"}), c.INSTRUCTION, "asks to delete records"),
+    (frozenset({"SEND"}), c.EXFILTRATION, "asks to send or write data out"),
+]
+LANGUAGE_NAMES = {"de": "German", "fr": "French", "es": "Spanish", "it": "Italian", "pt": "Portuguese",
+                  "nl": "Dutch", "pl": "Polish", "tr": "Turkish", "sv": "Swedish", "ja": "Japanese", "zh": "Chinese"}  # fmt: skip
+
+
+def _concept_reasons(span: str) -> tuple[str | None, list[str]]:
+    from backend.injection.lexicon import concepts
+    from backend.injection.model import tokens
+
+    tags: set[str] = set()
+    for t in tokens(span):
+        tags |= concepts(t)
+    parts = []
+    if tags & {"AI", "READER"}:
+        parts.append("addressed to the assistant or to whoever processes the file")
+    category = None
+    for needed, cat, reason in CONCEPT_CUES:
+        if needed <= tags and reason not in parts:
+            category = category or cat
+            parts.append(reason)
+    if category is None and parts:
+        category = c.ADDRESSED
+    return category, parts
+
+
 def explain(span: str) -> tuple[str, str]:
-    """(category, reason) for a folded span the model flagged."""
+    """(category, reason) for a folded span the model flagged. The reason is English; a span in another
+    language says which."""
+    from backend.injection.lexicon import guess_language
+
     found = [(name, text) for name, text, regex in CUES if regex.search(span)]
     names = [n for n, _ in found]
     parts = []
     if _STRICT_AI.search(span):
         parts.append("addressed to the assistant")
     parts += [text for name, text in found if name != "addressed"]
-    if not parts:
-        parts = ["reads like an instruction to the assistant rather than business data"]
     main = next((n for n in names if n != "addressed"), names[0] if names else None)
     category = CATEGORY.get(main, c.INSTRUCTION) if main else c.INSTRUCTION
-    return category, "; ".join(parts[:3])
+    language = LANGUAGE_NAMES.get(guess_language(span) or "")
+    if language or not parts:
+        concept_category, concept_parts = _concept_reasons(span)
+        if concept_parts and (not parts or category in (c.INSTRUCTION, c.ADDRESSED)):
+            parts = [p for p in parts if p != "addressed to the assistant"] + concept_parts
+            category = concept_category or category
+    if not parts:
+        parts = ["reads like an instruction to the assistant rather than business data"]
+    reason = "; ".join(parts[:3])
+    if language:
+        reason += f" (text in {language})"
+    return category, reason
