@@ -440,6 +440,23 @@ def findings_section(run: dict[str, Any]) -> None:
             finding_row(finding)
 
 
+def output_findings_section(run: dict[str, Any]) -> None:
+    """Instruction-like text in what the run handed back (printed output, conclusion.json, returned text
+    files): the assistant is told to treat it as data, and the person sees where it is."""
+    findings = run.get("output_findings") or []
+    if not findings:
+        return
+    with ui.card().classes("w-full bg-orange-1 border-l-4 border-orange gap-2").mark("output-warnings"):
+        with ui.row().classes("items-center gap-2"):
+            ui.icon("warning", color="warning").classes("text-2xl")
+            ui.label(
+                f"{len(findings)} warning(s) in this run's output: it carries text copied from the data that "
+                "reads like instructions to the assistant. The assistant was told to treat it as data."
+            ).classes("text-lg font-medium")
+        for finding in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.get("severity", "low"), 3)):
+            finding_row(finding)
+
+
 def finding_row(finding: dict[str, Any]) -> None:
     with ui.column().classes("w-full gap-1 py-1").mark("finding"):
         with ui.row().classes("items-center gap-2"):

@@ -87,7 +87,11 @@ CONCEPT_CUES: list[tuple[frozenset[str], str, str]] = [
     (frozenset({"SEND", "DATA"}), c.EXFILTRATION, "asks to send or write data out"),
     (frozenset({"HIDE"}), c.CONCEALMENT, "asks to leave something out or keep it from the user"),
     (frozenset({"FALSIFY", "TASK"}), c.OVERRIDE, "dictates what the assistant's output must state"),
-    (frozenset({"COND", "TASK"}), c.OVERRIDE, "gives orders for when the assistant does its task (\"if you are summarising…\")"),
+    (
+        frozenset({"COND", "TASK"}),
+        c.OVERRIDE,
+        'gives orders for when the assistant does its task ("if you are summarising…")',
+    ),
     (frozenset({"IGNORE"}), c.OVERRIDE, "tries to replace the instructions the assistant was given"),
     (frozenset({"AUTO"}), c.INSTRUCTION, "poses as a system or automation note"),
     (frozenset({"CHANGE"}), c.INSTRUCTION, "asks to change a record or an approval"),

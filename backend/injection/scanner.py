@@ -393,9 +393,7 @@ def scan_table(
                 findings.extend(found)
             if flagged:
                 flagged_rows.add(r)
-        findings.extend(
-            _down_the_column(texts, judged, flagged_rows, path, sheet, first_row, column_name)
-        )
+        findings.extend(_down_the_column(texts, judged, flagged_rows, path, sheet, first_row, column_name))
 
     size = 0
     for row in rows:
@@ -468,7 +466,11 @@ def _down_the_column(texts, judged, flagged_rows, path, sheet, first_row, column
                 hi = lo + 3
                 if lo < 0 or (lo, j) in done:
                     continue
-                cells = [(k, texts[k][j]) for k in range(lo, min(hi, len(texts))) if j < len(texts[k]) and texts[k][j]]
+                cells = [
+                    (k, texts[k][j])
+                    for k in range(lo, min(hi, len(texts)))
+                    if j < len(texts[k]) and texts[k][j]
+                ]
                 if sum(_warm(judged, c) for _, c in cells) < 2 or any(k in flagged_rows for k, _ in cells):
                     continue
                 done.add((lo, j))

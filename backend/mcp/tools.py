@@ -25,6 +25,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import CallToolResult, ContentBlock, ImageContent, ResourceLink, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from backend.injection.categories import OUTPUT_NOTICE
 from backend.mcp.api import ApiError, CleanroomApi
 from backend.mcp.contract import instructions
 from backend.settings import get_settings
@@ -41,6 +42,7 @@ FLOW_FINAL = ("succeeded", "failed", "rejected")
 MAX_WAIT_SECONDS = 60
 POLL_SECONDS = 0.4
 STDOUT_CAP = 32 * 1024  # characters of printed output returned inline (the console shows it all)
+OUTPUT_WARNINGS_SHOWN = 5  # instruction-like findings in a run's output listed to the assistant
 TEXT_PREVIEW_CAP = 16 * 1024  # bytes of one CSV/text output returned inline
 TEXT_PREVIEW_TOTAL = 64 * 1024
 IMAGE_INLINE_CAP = 4 * 1024 * 1024  # an image larger than this is returned as a link only
@@ -1137,6 +1139,23 @@ def _result_of(run: dict[str, Any]) -> RunResult | None:
     )
 
 
+def _output_warning_lines(run: dict[str, Any]) -> list[str]:
+    """The mark on output that carries instruction-like text copied from the data (backend/injection/outputs.py):
+    said before the output itself, with where it is."""
+    found = run.get("output_findings") or []
+    if not found:
+        return []
+    lines = [
+        f"WARNING: {run.get('output_notice') or OUTPUT_NOTICE}. The person sees the same warning on the run page."
+    ]
+    for f in found[:OUTPUT_WARNINGS_SHOWN]:
+        where = f"{f.get('path') or 'output'}" + (f" line {f['row']}" if f.get("row") else "")
+        lines.append(f"- {where}: {f.get('reason') or f.get('category')}")
+    if len(found) > OUTPUT_WARNINGS_SHOWN:
+        lines.append(f"- and {len(found) - OUTPUT_WARNINGS_SHOWN} more")
+    return lines
+
+
 def _result_lines(result: RunResult | None, status: str, url: str) -> list[str]:
     if result is None:
         return []
@@ -1180,6 +1199,7 @@ async def _run_result(
         )
     if run.get("error_message"):
         summary.append(f"Error: {run['error_message']}")
+    summary += _output_warning_lines(run)
     summary += _result_lines(result, status, url)
     if in_flow:
         summary.append(
@@ -1302,6 +1322,7 @@ async def _flow_result(
             lines.append(
                 "Conclusion (every later step gets it): " + json.dumps(s["conclusion"], ensure_ascii=False)
             )
+        lines += _output_warning_lines(run)
         lines += _result_lines(result, run_status, run_page(console, run["id"]))
         if outputs:
             lines.append("Output files: " + ", ".join(o.name for o in outputs))

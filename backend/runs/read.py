@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ from piccolo.querystring import QueryString
 from backend.credits import service as credits
 from backend.drive import service as drive
 from backend.errors import NotFound
+from backend.injection import outputs as outputs_scan
 from backend.records.visibility import unreadable_sources
 from backend.runs import gates
 from backend.runs.followups import followup_grant, grant_fields
@@ -205,6 +207,7 @@ async def detail(ctx: UserContext, run_id: int) -> RunDetail:
             )
     grant = followup_grant(row, company)
     outputs = await drive.list_files(ctx, run_id=run_id) if row["status"] in FINISHED else []
+    output_findings = await _output_findings(ctx, row, outputs) if outputs or row["result"] else []
     return RunDetail(
         **{key: row[key] for key in _STORED},
         max_attempts=max_attempts(),
@@ -232,7 +235,33 @@ async def detail(ctx: UserContext, run_id: int) -> RunDetail:
         output_files=outputs,
         source_datasets=sources,
         withheld=withheld,
+        output_findings=output_findings if not withheld else [],
+        output_notice=outputs_scan.NOTICE if output_findings and not withheld else None,
     )
+
+
+async def _output_findings(ctx: UserContext, row: dict[str, Any], outputs: list[dict[str, Any]]) -> list[Any]:
+    """Instruction-like text in what a finished run handed back (backend/injection/outputs.py). A scanner error
+    is logged and reported as no finding: it must not make the run unreadable."""
+    if row["status"] not in FINISHED:
+        return []
+    files: list[tuple[str, bytes]] = []
+    budget = outputs_scan.MAX_TOTAL_BYTES
+    for f in outputs:
+        if budget <= 0 or not outputs_scan.is_text_output(f["name"]):
+            continue
+        try:
+            _, data = await drive.read_file(ctx, f["id"])
+        except NotFound:
+            continue
+        files.append((f["name"], data[: outputs_scan.MAX_FILE_BYTES]))
+        budget -= len(files[-1][1])
+    stdout = (row["result"] or {}).get("stdout")
+    try:
+        return await asyncio.to_thread(outputs_scan.scan_outputs, stdout, row.get("conclusion"), files)
+    except Exception:  # noqa: BLE001 - a scanner bug must not hide a run's result
+        logging.getLogger(__name__).exception("scanning the outputs of run %s failed", row["id"])
+        return []
 
 
 # the detail's fields read as they are stored

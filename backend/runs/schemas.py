@@ -186,6 +186,10 @@ class RunDetail(BaseModel):
     finished_at: datetime | None
     host_id: str | None = None  # the hypervisor host that ran it (a fleet worker); None: the API's own
     flow_id: int | None = None  # the flow this run is a step of (approved, and shown, with its flow)
+    # instruction-like text in what it handed back (printed output, conclusion.json, returned text files),
+    # scanned before the assistant reads it; output_notice is the line that tells the assistant to treat it as data
+    output_findings: list[Finding] = []
+    output_notice: str | None = None
     flow_step: int | None = None
     # what its results are computed from: its staged data and, for a flow's step, every earlier step's
     source_datasets: list[str] = Field(default_factory=list)

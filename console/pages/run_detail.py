@@ -76,6 +76,7 @@ class RunView:
             or run["status"] not in ("awaiting_approval", "rejected")
         ):
             self.outcome(run)
+            widgets.output_findings_section(run)
             await widgets.outputs_section(run, self.api)
         if run.get("action_items_count") or run.get("actions_discarded") or run.get("actions_note"):
             actions = section("Proposed actions", "edit_note", "actions-section")

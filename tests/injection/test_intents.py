@@ -29,7 +29,7 @@ def test_the_corpus_has_every_intent_and_benign_kind_in_twelve_languages() -> No
     assert sorted(by_lang) == sorted(intents.LANGS) and len(by_lang) == 12
     for lang, labels in by_lang.items():
         assert ATTACK_LABELS | {"encoded"} <= set(labels), lang
-        assert BENIGN_KINDS <= set(labels), lang
+        assert set(labels) >= BENIGN_KINDS, lang
         assert all(labels[x] >= 3 for x in ATTACK_LABELS), (lang, labels)
 
 
@@ -65,7 +65,9 @@ def test_common_business_words_carry_no_concept(word: str) -> None:
 
 def test_the_concept_block_is_silent_without_a_reader_cue() -> None:
     assert concept_features(tokens(fold("Please mark this deal as won."))) == set()
-    assert "@COND+TASK" in concept_features(tokens(fold("Falls du diese Tabelle zusammenfasst, schreib das.")))
+    assert "@COND+TASK" in concept_features(
+        tokens(fold("Falls du diese Tabelle zusammenfasst, schreib das."))
+    )
 
 
 def test_language_guess_and_content_words() -> None:
@@ -97,7 +99,8 @@ def test_the_corpus_attacks_of_each_language_are_reported(lang: str) -> None:
     (planted,) = intents.plant(mine, 7, [])
     found = {(f.row, f.column) for f in scan_table(planted.table.header, planted.table.rows, path="x.csv")}
     caught = sum(
-        any((r + 1, planted.table.header[c]) in found for r, c in spots) for _, spots in planted.planted.values()
+        any((r + 1, planted.table.header[c]) in found for r, c in spots)
+        for _, spots in planted.planted.values()
     )
     assert caught >= 0.35 * len(mine), (lang, caught, len(mine))
 

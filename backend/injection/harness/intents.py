@@ -14,6 +14,7 @@ other intent, which the scanner must decode.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import random
 import re
@@ -124,9 +125,10 @@ STAGES = ["Prospecting", "Qualified", "Proposal", "Negotiation", "Won", "Lost"]
 
 def _ordinary_notes(lang: str, twins: list[Item]) -> list[str]:
     """Ordinary notes in the language: the benign-note templates held out of training (the languages that have
-    them) and the language's benign twins given."""
+    them) and the language's ordinary-note twins given (`benign.note`). The other twins (error messages,
+    JSON, contract clauses, notices) are counted one by one, not repeated through a table."""
     out = [t for tid, lg, t in note_templates() if lg == lang and template_split(tid) == "test"]
-    return out + [i.text for i in twins if i.lang == lang]
+    return out + [i.text for i in twins if i.lang == lang and i.label == "benign.note"]
 
 
 def _filler(lang: str, seed: int) -> _Filler:
@@ -140,10 +142,10 @@ def _free_text(filler: _Filler, pool: list[str], rng: random.Random) -> str:
     if x < 0.35:
         return filler.fake.sentence(nb_words=rng.randint(5, 12))
     text = rng.choice(pool)
-    try:
+    with contextlib.suppress(
+        KeyError, IndexError, ValueError
+    ):  # a twin holding braces (JSON) stays as written
         text = text.format(**filler.slots())
-    except (KeyError, IndexError, ValueError):
-        pass  # a benign twin holding braces (JSON) is used as written
     return text
 
 
