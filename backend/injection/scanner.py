@@ -456,8 +456,11 @@ def _down_the_column(texts, judged, flagged_rows, path, sheet, first_row, column
     finding is read together with the cells above and below it. Reported at the first cell of the window."""
     out: list[Finding] = []
     done: set[tuple[int, int]] = set()
+    warm_values = {v for v, jd in judged.items() if jd.probability >= WARM}
+    if not warm_values:
+        return out
     for r, row in enumerate(texts):
-        if r in flagged_rows:
+        if r in flagged_rows or warm_values.isdisjoint(row):
             continue
         for j, v in enumerate(row):
             if not v or not _warm(judged, v):
