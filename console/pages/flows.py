@@ -333,6 +333,7 @@ class FlowView:
             self.receives(step)
             if run["status"] not in ("awaiting_approval", "rejected"):
                 await self.step_outcome(step)
+                widgets.output_findings_section(run)
             awaiting = flow["status"] == "awaiting_approval"
             # the approval screen shows all of it; afterwards it is one click away (and on the run's page)
             review = ui.expansion("Staged data, code and warnings", icon="code", value=awaiting)
