@@ -4,6 +4,7 @@ seeded template), the demo company, and an HTTP client against the real app."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import inspect
 import os
 import re
@@ -20,11 +21,16 @@ import pytest
 from argon2 import PasswordHasher
 
 # Each test process has a data directory of its own: pytest-xdist's workers inherit the environment of the
-# process that started them, so a directory this file chose there is replaced, one given from outside kept.
-_DATA = Path(tempfile.mkdtemp(prefix=f"cleanroom-test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-"))
-if "CLEANROOM_DATA_DIR" not in os.environ or os.environ.get("CLEANROOM_TEST_OWN_DATA_DIR") == "1":
-    os.environ["CLEANROOM_DATA_DIR"] = str(_DATA)
-    os.environ["CLEANROOM_TEST_OWN_DATA_DIR"] = "1"
+# process that started them, so a directory this file chose in another process is replaced, one given from
+# outside kept, and this process's own kept when the file is imported a second time (as `conftest` by pytest
+# and as `tests.conftest` by a test's import: a new directory then would hide the seeded blobs). It is removed
+# when the process ends.
+_chosen_by = os.environ.get("CLEANROOM_TEST_OWN_DATA_DIR")
+if "CLEANROOM_DATA_DIR" not in os.environ or (_chosen_by is not None and _chosen_by != str(os.getpid())):
+    _data = tempfile.mkdtemp(prefix=f"cleanroom-test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-")
+    os.environ["CLEANROOM_DATA_DIR"] = _data
+    os.environ["CLEANROOM_TEST_OWN_DATA_DIR"] = str(os.getpid())
+    atexit.register(shutil.rmtree, _data, ignore_errors=True)
 os.environ.setdefault("CLEANROOM_LOGIN_ATTEMPTS_PER_WINDOW", "5")
 # no standby guests behind the services tests start (a subprocess inherits this); tests/runs/test_standby_service.py
 # turns them on where they are the subject
@@ -143,11 +149,16 @@ class EngineFactory:
         _blocking(lambda: _admin_sql(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
         return name
 
-    def fresh(self, seeded: bool) -> str:
+    def template(self, seeded: bool) -> str:
+        """This process's template database (built on first use): the demo companies, or the schema alone."""
         key = "seeded" if seeded else "empty"
         if key not in self._templates:
             self._templates[key] = self._build_template(seeded)
-        template = self._templates[key]
+        return self._templates[key]
+
+    def fresh(self, seeded: bool) -> str:
+        key = "seeded" if seeded else "empty"
+        template = self.template(seeded)
         if self.kind == "sqlite":
             name = f"t_{uuid.uuid4().hex[:12]}"
             shutil.copyfile(self.root / (template + ".sqlite3"), self.root / (name + ".sqlite3"))
