@@ -49,8 +49,11 @@ class FleetServer:
     """A fresh PostgreSQL database, the API in fleet mode on it, and `cleanroom worker` processes that reach
     the job queue with a role of their own (`cleanroom workers db-role`), never the API's."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, template: str | None = None) -> None:
         self.name = f"fleet_{uuid.uuid4().hex[:10]}"
+        # a database already seeded with the demo companies to clone (the test suite's template), so the API's
+        # `demo seed` finds companies and skips; without one the API seeds an empty database
+        self.template = template
         self.role = f"{self.name}_worker"  # roles are the server's, not the database's: one per fleet
         self.worker_database_url = ""
         base = _admin_url().rpartition("/")[0]
@@ -69,7 +72,7 @@ class FleetServer:
         self.tokens: dict[str, str] = {}
 
     def __enter__(self) -> FleetServer:
-        _admin(f'CREATE DATABASE "{self.name}"')
+        _admin(f'CREATE DATABASE "{self.name}"' + (f' TEMPLATE "{self.template}"' if self.template else ""))
         try:
             self.server = ApiServer(self.env).__enter__()
             password = secrets.token_urlsafe(24)

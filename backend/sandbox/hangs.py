@@ -7,7 +7,8 @@ QEMU's CPU use, the vCPU's registers and local APIC, the console's end) is kept 
 
 Settings (environment): CLEANROOM_BENCH_HANG_RUNS (per path, 200), CLEANROOM_BENCH_HANG_PARALLEL (runs at
 once, 2: what two fleet workers or a flow beside a run do), CLEANROOM_BENCH_HANG_PATHS (`restore,standby`;
-`cold` too, slowly), CLEANROOM_BENCH_HANG_WALL (the runs' wall limit in seconds, 10).
+`cold` too, slowly; `fleet`: the API on PostgreSQL and two `cleanroom worker` hosts restoring per run, as the
+fleet's tests run them, CLEANROOM_BENCH_POSTGRES_URL), CLEANROOM_BENCH_HANG_WALL (the wall limit in seconds, 10).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from backend.sandbox.templates import prepare_saved_states
 from backend.settings import get_settings
 
 TRIVIAL = "import os\nprint(os.urandom(8).hex())\n"
-PATHS = ("restore", "standby", "cold")
+PATHS = ("restore", "standby", "cold", "fleet")
 
 
 class _Evidence(logging.Handler):
@@ -122,6 +123,81 @@ def _path_figures(path: str, runs: int, parallel: int, wall: int) -> dict[str, A
     }
 
 
+def _fleet_figures(runs: int, parallel: int, wall: int) -> dict[str, Any]:
+    """The same trivial run through the API and two fleet workers (one VM each at a time), `parallel`
+    approved at once; a silent guest's evidence is in its worker's log."""
+    from backend.fleet.bench import FleetServer, wait_finished
+    from backend.runs.bench import _Session
+
+    counts = {"ok": 0, "hang": 0, "failed": 0}
+    problems: list[dict[str, Any]] = []
+    evidence: list[str] = []
+    began = time.monotonic()
+    with FleetServer({"CLEANROOM_SAVED_STATE_SLOTS": "1"}) as fleet:
+        assert fleet.server is not None
+        session = _Session(fleet.server)
+        try:
+            for host in ("hang_a", "hang_b"):
+                fleet.start_worker(host, capacity=1)
+            fleet.wait_up({"hang_a", "hang_b"})
+            done = 0
+            while done < runs:
+                batch = []
+                for _ in range(min(parallel, runs - done)):
+                    r = session.assistant.post(
+                        "/api/runs",
+                        json={
+                            "conversation_id": "hangs",
+                            "title": "trivial",
+                            "plan": "bench",
+                            "code": TRIVIAL,
+                            "limits": {"wall_seconds": wall},
+                        },
+                    )
+                    r.raise_for_status()
+                    batch.append(r.json())
+                for run in batch:
+                    session.approve(run)
+                for run_id, run in wait_finished(session.person, [r["id"] for r in batch]).items():
+                    result = run.get("result") or {}
+                    error = run.get("error_message") or result.get("error") or ""
+                    ok = run["status"] == "succeeded" and len((result.get("stdout") or "").strip()) == 16
+                    kind = "ok" if ok else "hang" if "stopped responding" in error else "failed"
+                    counts[kind] += 1
+                    if kind != "ok" and len(problems) < 20:
+                        problems.append(
+                            {
+                                "run": run_id,
+                                "status": run["status"],
+                                "host": run.get("host_id"),
+                                "error": error[-1500:],
+                            }
+                        )
+                done += len(batch)
+                print(
+                    f"[hangs] fleet: {done}/{runs} ({counts}) after {time.monotonic() - began:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        finally:
+            session.close()
+            fleet.stop_workers()
+            for host, folder in fleet.dirs.items():
+                log_text = (folder / "worker.log").read_text(errors="replace")
+                evidence += [
+                    f"{host}: {line[:6000]}" for line in log_text.splitlines() if "after READY" in line
+                ]
+    return {
+        "runs": runs,
+        "parallel": parallel,
+        "wall_limit_seconds": wall,
+        **counts,
+        "seconds": round(time.monotonic() - began, 1),
+        "problems": problems,
+        "worker_evidence": evidence[:10],
+    }
+
+
 def run_hang_bench() -> dict[str, Any]:
     runs = _env_int("CLEANROOM_BENCH_HANG_RUNS", 200)
     parallel = _env_int("CLEANROOM_BENCH_HANG_PARALLEL", 2)
@@ -135,7 +211,12 @@ def run_hang_bench() -> dict[str, Any]:
     watched = logging.getLogger("backend.sandbox.vm")
     watched.addHandler(evidence)
     try:
-        figures = {path: _path_figures(path, runs, parallel, wall) for path in paths}
+        figures = {
+            path: _fleet_figures(runs, parallel, wall)
+            if path == "fleet"
+            else _path_figures(path, runs, parallel, wall)
+            for path in paths
+        }
     finally:
         watched.removeHandler(evidence)
     return {

@@ -27,7 +27,7 @@ LOST_SECONDS = 8
 
 
 @pytest.fixture
-def fleet() -> Iterator[tuple[FleetServer, _Session]]:
+def fleet(_factories) -> Iterator[tuple[FleetServer, _Session]]:
     if not POSTGRES_URL:
         pytest.skip("PostgreSQL not configured (scripts/test sets CLEANROOM_TEST_POSTGRES_URL)")
     env = {
@@ -37,7 +37,7 @@ def fleet() -> Iterator[tuple[FleetServer, _Session]]:
         # per host (cold boots of every run take over a minute each under TCG with four at once)
         "CLEANROOM_SAVED_STATE_SLOTS": "1",
     }
-    with FleetServer(env) as fleet:
+    with FleetServer(env, template=_factories["postgres"].template(seeded=True)) as fleet:
         assert fleet.server is not None
         session = _Session(fleet.server)
         try:
