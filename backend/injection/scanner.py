@@ -528,8 +528,10 @@ def scan_text(text: str, *, path: str, sheet: str | None = None) -> list[Finding
         if lo in done or any(k in flagged for k in range(lo, hi)):
             continue
         done.add(lo)
-        window = "\n".join(lines[lo:hi])
-        hits = scan_cell(window) or scan_cell(HYPHENATED_RE.sub("", window))
+        # lines read together are held to the bar of cells read together (JOINED): two ordinary lines that
+        # each come close (a form's prompt and its title) do not add up to a warning
+        window = lines[lo:hi]
+        hits = _joined_hits(window) or _joined_hits([HYPHENATED_RE.sub("", "\n".join(window))])
         if not hits:
             continue
         start = lo

@@ -140,6 +140,9 @@ def _fleet_figures(runs: int, parallel: int, wall: int) -> dict[str, Any]:
             for host in ("hang_a", "hang_b"):
                 fleet.start_worker(host, capacity=1)
             fleet.wait_up({"hang_a", "hang_b"})
+            from backend.bench import sales_csv
+
+            staged = [session.upload("sales.csv", sales_csv(50))]
             done = 0
             while done < runs:
                 batch = []
@@ -151,10 +154,12 @@ def _fleet_figures(runs: int, parallel: int, wall: int) -> dict[str, Any]:
                             "title": "trivial",
                             "plan": "bench",
                             "code": TRIVIAL,
+                            "files": staged,
                             "limits": {"wall_seconds": wall},
                         },
                     )
-                    r.raise_for_status()
+                    if r.status_code != 201:
+                        raise RuntimeError(f"proposing failed: {r.status_code} {r.text[:500]}")
                     batch.append(r.json())
                 for run in batch:
                     session.approve(run)
