@@ -133,7 +133,11 @@ def _fleet_figures(runs: int, parallel: int, wall: int) -> dict[str, Any]:
     problems: list[dict[str, Any]] = []
     evidence: list[str] = []
     began = time.monotonic()
-    with FleetServer({"CLEANROOM_SAVED_STATE_SLOTS": "1"}) as fleet:
+    limits = {
+        "CLEANROOM_MAX_PROPOSALS_PER_USER_PER_HOUR": str(runs + 10),
+        "CLEANROOM_MAX_PROPOSALS_PER_COMPANY_PER_HOUR": str(runs + 10),
+    }
+    with FleetServer({"CLEANROOM_SAVED_STATE_SLOTS": "1", **limits}) as fleet:
         assert fleet.server is not None
         session = _Session(fleet.server)
         try:
