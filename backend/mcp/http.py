@@ -27,6 +27,7 @@ from litestar.types import Receive, Scope, Send
 from backend.settings import get_settings
 from backend.tenancy import auth
 from backend.tenancy.auth import ASSISTANT_OK, authenticate
+from backend.tenancy.origin import origin_of, trusted_origins
 
 if TYPE_CHECKING:
     from backend.mcp.api import CleanroomApi
@@ -49,7 +50,15 @@ async def _refuse(send: Send, status: int, code: str, detail: str) -> None:
 
 @asgi("/mcp", copy_scope=True, opt=ASSISTANT_OK, include_in_schema=False)
 async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
-    """The MCP streamable HTTP endpoint (POST/GET/DELETE /mcp), for a personal API token only."""
+    """The MCP streamable HTTP endpoint (POST/GET/DELETE /mcp), for a personal API token only.
+
+    A request that names an Origin must name one of ours, bearer token or not (the transport's rule against
+    DNS rebinding: a page elsewhere must not reach a local server through a browser); one without an Origin
+    (a non-browser client: the SDK's, curl) passes to the token check."""
+    origin = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"), None)
+    if origin is not None and origin_of(origin) not in trusted_origins(get_settings()):
+        await _refuse(send, 403, "forbidden_origin", f"Origin {origin!r} is not this site; /mcp refuses it")
+        return
     header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

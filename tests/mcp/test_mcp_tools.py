@@ -297,6 +297,38 @@ async def test_a_revoked_token_gets_401(api_server: ApiServer) -> None:
     assert done.returncode == 1 and "token" in done.stderr and done.stdout == ""
 
 
+async def test_a_foreign_origin_is_refused_even_with_a_valid_token(api_server: ApiServer) -> None:
+    """A page elsewhere (DNS rebinding, a hostile site) must not reach /mcp through a browser: a foreign Origin
+    is refused before the token is looked at. Controls: the same request with no Origin (the SDK's client,
+    curl) and with the console's own Origin initializes."""
+    token, _ = api_server.token(BOB)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "authorization": f"Bearer {token}",
+    }
+    evil = httpx.post(api_server.mcp_url, json=init, headers={**headers, "origin": "https://evil.example"})
+    rebound = httpx.post(
+        api_server.mcp_url, json=init, headers={**headers, "origin": "http://attacker.test:8000"}
+    )
+    plain = httpx.post(api_server.mcp_url, json=init, headers=headers)
+    ours = httpx.post(api_server.mcp_url, json=init, headers={**headers, "origin": api_server.console_url})
+    assert evil.status_code == 403 and evil.json()["error"] == "forbidden_origin", evil.text
+    assert rebound.status_code == 403
+    assert plain.status_code == 200, plain.text
+    assert ours.status_code == 200, ours.text
+
+
 async def test_a_client_that_leaves_mid_wait_loses_nothing(api_server: ApiServer) -> None:
     token, _ = api_server.token(MARIA)
     async with http_client(api_server, token) as client:
