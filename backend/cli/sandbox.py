@@ -113,9 +113,10 @@ def _bench() -> dict:
 
 
 def _hangs() -> dict:
+    from backend.fleet.bench import hang_figures
     from backend.sandbox.hangs import run_hang_bench
 
-    return run_hang_bench()
+    return run_hang_bench(fleet_figures=hang_figures)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -123,91 +124,17 @@ def _path_figures(path: str, runs: int, parallel: int, wall: int) -> dict[str, A
     }
 
 
-def _fleet_figures(runs: int, parallel: int, wall: int) -> dict[str, Any]:
-    """The same trivial run through the API and two fleet workers (one VM each at a time), `parallel`
-    approved at once; a silent guest's evidence is in its worker's log."""
-    from backend.fleet.bench import FleetServer, wait_finished
-    from backend.runs.bench import _Session
-
-    counts = {"ok": 0, "hang": 0, "failed": 0}
-    problems: list[dict[str, Any]] = []
-    evidence: list[str] = []
-    began = time.monotonic()
-    limits = {
-        "CLEANROOM_MAX_PROPOSALS_PER_USER_PER_HOUR": str(runs + 10),
-        "CLEANROOM_MAX_PROPOSALS_PER_COMPANY_PER_HOUR": str(runs + 10),
-    }
-    with FleetServer({"CLEANROOM_SAVED_STATE_SLOTS": "1", **limits}) as fleet:
-        assert fleet.server is not None
-        session = _Session(fleet.server)
-        try:
-            for host in ("hang_a", "hang_b"):
-                fleet.start_worker(host, capacity=1)
-            fleet.wait_up({"hang_a", "hang_b"})
-            from backend.bench import sales_csv
-
-            staged = [session.upload("sales.csv", sales_csv(50))]
-            done = 0
-            while done < runs:
-                batch = []
-                for _ in range(min(parallel, runs - done)):
-                    r = session.assistant.post(
-                        "/api/runs",
-                        json={
-                            "conversation_id": "hangs",
-                            "title": "trivial",
-                            "plan": "bench",
-                            "code": TRIVIAL,
-                            "files": staged,
-                            "limits": {"wall_seconds": wall},
-                        },
-                    )
-                    if r.status_code != 201:
-                        raise RuntimeError(f"proposing failed: {r.status_code} {r.text[:500]}")
-                    batch.append(r.json())
-                for run in batch:
-                    session.approve(run)
-                for run_id, run in wait_finished(session.person, [r["id"] for r in batch]).items():
-                    result = run.get("result") or {}
-                    error = run.get("error_message") or result.get("error") or ""
-                    ok = run["status"] == "succeeded" and len((result.get("stdout") or "").strip()) == 16
-                    kind = "ok" if ok else "hang" if "stopped responding" in error else "failed"
-                    counts[kind] += 1
-                    if kind != "ok" and len(problems) < 20:
-                        problems.append(
-                            {
-                                "run": run_id,
-                                "status": run["status"],
-                                "host": run.get("host_id"),
-                                "error": error[-1500:],
-                            }
-                        )
-                done += len(batch)
-                print(
-                    f"[hangs] fleet: {done}/{runs} ({counts}) after {time.monotonic() - began:.0f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-        finally:
-            session.close()
-            fleet.stop_workers()
-            for host, folder in fleet.dirs.items():
-                log_text = (folder / "worker.log").read_text(errors="replace")
-                evidence += [
-                    f"{host}: {line[:6000]}" for line in log_text.splitlines() if "after READY" in line
-                ]
-    return {
-        "runs": runs,
-        "parallel": parallel,
-        "wall_limit_seconds": wall,
-        **counts,
-        "seconds": round(time.monotonic() - began, 1),
-        "problems": problems,
-        "worker_evidence": evidence[:10],
-    }
+def _fleet(
+    figures: Callable[[int, int, int], dict[str, Any]] | None, runs: int, parallel: int, wall: int
+) -> dict[str, Any]:
+    if figures is None:
+        raise ValueError("the fleet path needs the fleet's bench (cleanroom bench hangs passes it)")
+    return figures(runs, parallel, wall)
 
 
-def run_hang_bench() -> dict[str, Any]:
+def run_hang_bench(fleet_figures: Callable[[int, int, int], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`fleet_figures(runs, parallel, wall)` is the fleet's path (backend/fleet/bench.py), handed in by the CLI:
+    the sandbox does not import the fleet."""
     runs = _env_int("CLEANROOM_BENCH_HANG_RUNS", 200)
     parallel = _env_int("CLEANROOM_BENCH_HANG_PARALLEL", 2)
     wall = _env_int("CLEANROOM_BENCH_HANG_WALL", 10)
@@ -221,7 +148,7 @@ def run_hang_bench() -> dict[str, Any]:
     watched.addHandler(evidence)
     try:
         figures = {
-            path: _fleet_figures(runs, parallel, wall)
+            path: _fleet(fleet_figures, runs, parallel, wall)
             if path == "fleet"
             else _path_figures(path, runs, parallel, wall)
             for path in paths
