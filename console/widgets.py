@@ -428,16 +428,12 @@ def findings_section(run: dict[str, Any]) -> None:
                 ui.icon("verified")
                 ui.label("No text in the staged data reads like instructions to the assistant.")
         return
-    card = ui.card().classes("w-full bg-orange-1 border-l-4 border-orange gap-2").mark("warnings")
-    with card:
-        with ui.row().classes("items-center gap-2"):
-            ui.icon("warning", color="warning").classes("text-2xl")
-            ui.label(
-                f"{len(findings)} injection warning(s): staged data contains text that reads like "
-                "instructions to the assistant. Check that the code does not follow them."
-            ).classes("text-lg font-medium")
-        for finding in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.get("severity", "low"), 3)):
-            finding_row(finding)
+    _warning_card(
+        "warnings",
+        f"{len(findings)} injection warning(s): staged data contains text that reads like "
+        "instructions to the assistant. Check that the code does not follow them.",
+        findings,
+    )
 
 
 def output_findings_section(run: dict[str, Any]) -> None:
@@ -446,13 +442,20 @@ def output_findings_section(run: dict[str, Any]) -> None:
     findings = run.get("output_findings") or []
     if not findings:
         return
-    with ui.card().classes("w-full bg-orange-1 border-l-4 border-orange gap-2").mark("output-warnings"):
+    _warning_card(
+        "output-warnings",
+        f"{len(findings)} warning(s) in this run's output: it carries text copied from the data that "
+        "reads like instructions to the assistant. The assistant was told to treat it as data.",
+        findings,
+    )
+
+
+def _warning_card(mark: str, headline: str, findings: list[dict[str, Any]]) -> None:
+    """The orange card of findings, most severe first, under one headline."""
+    with ui.card().classes("w-full bg-orange-1 border-l-4 border-orange gap-2").mark(mark):
         with ui.row().classes("items-center gap-2"):
             ui.icon("warning", color="warning").classes("text-2xl")
-            ui.label(
-                f"{len(findings)} warning(s) in this run's output: it carries text copied from the data that "
-                "reads like instructions to the assistant. The assistant was told to treat it as data."
-            ).classes("text-lg font-medium")
+            ui.label(headline).classes("text-lg font-medium")
         for finding in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.get("severity", "low"), 3)):
             finding_row(finding)
 

@@ -53,6 +53,19 @@ def _demo_run_id(server: ApiServer) -> int:
     return next(r["id"] for r in runs if r["title"] == "Open pipeline by stage")
 
 
+# a bare `initialize` request, as an MCP client opens a session
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+
+
 async def test_tools_are_listed_and_none_decides(connect) -> None:
     async with connect(BOB) as client:
         tools = (await client.list_tools()).tools
@@ -260,22 +273,14 @@ async def test_a_revoked_token_gets_401(api_server: ApiServer) -> None:
                 )
             seen["after"] = await client.call_tool("list_drive_files", {})  # the open session ends with it
     assert "before" in seen and "after" not in seen
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     revoked = httpx.post(
-        api_server.mcp_url, json=init, headers={**headers, "authorization": f"Bearer {token}"}
+        api_server.mcp_url, json=INITIALIZE, headers={**headers, "authorization": f"Bearer {token}"}
     )
-    missing = httpx.post(api_server.mcp_url, json=init, headers=headers)
-    garbage = httpx.post(api_server.mcp_url, json=init, headers={**headers, "authorization": "Bearer nope"})
+    missing = httpx.post(api_server.mcp_url, json=INITIALIZE, headers=headers)
+    garbage = httpx.post(
+        api_server.mcp_url, json=INITIALIZE, headers={**headers, "authorization": "Bearer nope"}
+    )
     assert revoked.status_code == 401 and revoked.json()["error"] == "not_authenticated"
     assert missing.status_code == 401 and garbage.status_code == 401
     assert cookie_only.status_code == 401  # a session is a person: /mcp is for assistants' tokens
@@ -302,27 +307,21 @@ async def test_a_foreign_origin_is_refused_even_with_a_valid_token(api_server: A
     is refused before the token is looked at. Controls: the same request with no Origin (the SDK's client,
     curl) and with the console's own Origin initializes."""
     token, _ = api_server.token(BOB)
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
     headers = {
         "accept": "application/json, text/event-stream",
         "content-type": "application/json",
         "authorization": f"Bearer {token}",
     }
-    evil = httpx.post(api_server.mcp_url, json=init, headers={**headers, "origin": "https://evil.example"})
-    rebound = httpx.post(
-        api_server.mcp_url, json=init, headers={**headers, "origin": "http://attacker.test:8000"}
+    evil = httpx.post(
+        api_server.mcp_url, json=INITIALIZE, headers={**headers, "origin": "https://evil.example"}
     )
-    plain = httpx.post(api_server.mcp_url, json=init, headers=headers)
-    ours = httpx.post(api_server.mcp_url, json=init, headers={**headers, "origin": api_server.console_url})
+    rebound = httpx.post(
+        api_server.mcp_url, json=INITIALIZE, headers={**headers, "origin": "http://attacker.test:8000"}
+    )
+    plain = httpx.post(api_server.mcp_url, json=INITIALIZE, headers=headers)
+    ours = httpx.post(
+        api_server.mcp_url, json=INITIALIZE, headers={**headers, "origin": api_server.console_url}
+    )
     assert evil.status_code == 403 and evil.json()["error"] == "forbidden_origin", evil.text
     assert rebound.status_code == 403
     assert plain.status_code == 200, plain.text
