@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import json
 import logging
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from piccolo.querystring import QueryString
 from backend.credits import service as credits
 from backend.drive import service as drive
 from backend.errors import NotFound
+from backend.hashing import sha256_text
 from backend.injection import outputs as outputs_scan
 from backend.records.visibility import unreadable_sources
 from backend.runs import gates
@@ -245,6 +247,28 @@ async def _output_findings(ctx: UserContext, row: dict[str, Any], outputs: list[
     is logged and reported as no finding: it must not make the run unreadable."""
     if row["status"] not in FINISHED:
         return []
+    # a finished run's outputs never change: scanned once per process for the same content (printed output,
+    # conclusion, the text files the reader may open), not at every poll of its detail (the console's page,
+    # the assistant's get_run wait). Keyed by content, so runs of other databases never share an entry.
+    key = (
+        sha256_text((row["result"] or {}).get("stdout") or ""),
+        sha256_text(json.dumps(row.get("conclusion"), sort_keys=True, default=str)),
+        tuple((f["name"], f["sha256"]) for f in outputs if outputs_scan.is_text_output(f["name"])),
+    )
+    if key in _SCANNED:
+        return _SCANNED[key]
+    found = await _scan_outputs(ctx, row, outputs)
+    _SCANNED[key] = found
+    while len(_SCANNED) > _SCANNED_KEPT:
+        _SCANNED.pop(next(iter(_SCANNED)))
+    return found
+
+
+_SCANNED: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Any]] = {}
+_SCANNED_KEPT = 512
+
+
+async def _scan_outputs(ctx: UserContext, row: dict[str, Any], outputs: list[dict[str, Any]]) -> list[Any]:
     files: list[tuple[str, bytes]] = []
     budget = outputs_scan.MAX_TOTAL_BYTES
     for f in outputs:

@@ -18,6 +18,7 @@ from backend.sandbox.models import RunLimits, SandboxResult
 from backend.sandbox.runner import run_code
 from backend.sandbox.standby import standby_pool, standby_ready, start_standby_pool, stop_standby_pool
 from backend.sandbox.templates import prepare_saved_states
+from backend.sandbox.vm import process_cpu
 
 TRIVIAL = "print(1)\n"
 PANDAS_CHART = """
@@ -113,8 +114,7 @@ def standby_idle_cpu(seconds: float) -> dict[str, Any]:
 
 def _cpu_seconds(pid: int) -> float:
     """utime + stime of a process, all its threads (the vCPU thread included), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return float(process_cpu(pid)["cpu_seconds"])
 
 
 def _check(result: SandboxResult, failures: list[str]) -> None:

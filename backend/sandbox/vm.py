@@ -50,7 +50,7 @@ def _block0_magic(path: Path) -> str:
         return f"unreadable: {exc}"
 
 
-def _process_cpu(pid: int) -> dict[str, object]:
+def process_cpu(pid: int) -> dict[str, object]:
     """A process's state letter and CPU seconds (user + system, every thread), or why they are unknown."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
@@ -288,7 +288,7 @@ class GuestVM:
         if self.qemu_pid is not None:
             evidence["qemu_cpu_seconds"] = samples = []
             for _ in range(2):
-                samples.append(_process_cpu(self.qemu_pid))
+                samples.append(process_cpu(self.qemu_pid))
                 time.sleep(1.0)
         return evidence
 
