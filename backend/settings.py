@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     max_wall_seconds: int = 120
     max_memory_mib: int = 2048
     max_vcpus: int = 2
+    # vCPUs of a guest under software emulation (TCG). One: under QEMU 7.2's multi-threaded TCG a 2-vCPU guest
+    # was caught with both vCPUs spinning in its kernel with interrupts off until the host's deadline (issue 24,
+    # `cleanroom bench hangs`); with one vCPU no cross-CPU wait exists. Under KVM a guest gets max_vcpus.
+    tcg_vcpus: int = 1
     max_concurrent_vms: int = 2
     # Scale-out (backend/fleet): "fleet" hands approved runs to `cleanroom worker` processes through the
     # procrastinate job queue on PostgreSQL; "in_process" runs them in the API process (the embedded default).

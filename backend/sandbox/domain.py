@@ -84,7 +84,7 @@ class DomainSpec:
             image_hash=image.image_hash,
             virt_type=virt_type,
             memory_mib=guest_memory_mib(),
-            vcpus=get_settings().max_vcpus,
+            vcpus=guest_vcpus(virt_type),
             kernel=image.kernel,
             initrd=image.initrd,
             root_disk=image.rootfs,
@@ -94,6 +94,12 @@ class DomainSpec:
             owner=owner,
             guest_ids=guest_ids,
         )
+
+
+def guest_vcpus(virt_type: str) -> int:
+    """The vCPUs a guest has: the operator's cap under KVM, `tcg_vcpus` (at most the cap) under TCG."""
+    s = get_settings()
+    return max(1, min(s.max_vcpus, s.tcg_vcpus)) if virt_type == "qemu" else s.max_vcpus
 
 
 def guest_memory_mib() -> int:

@@ -8,12 +8,15 @@ QEMU's CPU use, the vCPU's registers and local APIC, the console's end) is kept 
 Settings (environment): CLEANROOM_BENCH_HANG_RUNS (per path, 200), CLEANROOM_BENCH_HANG_PARALLEL (runs at
 once, 2: what two fleet workers or a flow beside a run do), CLEANROOM_BENCH_HANG_PATHS (`restore,standby`;
 `cold` too, slowly; `fleet`: the API on PostgreSQL and two `cleanroom worker` hosts restoring per run, as the
-fleet's tests run them, CLEANROOM_BENCH_POSTGRES_URL), CLEANROOM_BENCH_HANG_WALL (the wall limit in seconds, 10).
+fleet's tests run them, CLEANROOM_BENCH_POSTGRES_URL), CLEANROOM_BENCH_HANG_WALL (the wall limit in seconds, 10),
+CLEANROOM_BENCH_HANG_LOAD (host processes kept busy meanwhile, 0: what the suite's other pytest process does to
+the guests' vCPU threads), CLEANROOM_BENCH_HANG_CODE (`trivial`, or `pandas`: a frame, a sum and a chart file).
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -25,13 +28,21 @@ from pathlib import Path
 from typing import Any
 
 from backend.bench import summarize
+from backend.sandbox.domain import guest_vcpus
 from backend.sandbox.models import RunLimits, SandboxResult
 from backend.sandbox.runner import run_code
 from backend.sandbox.standby import start_standby_pool, stop_standby_pool
 from backend.sandbox.templates import prepare_saved_states
+from backend.sandbox.virt import resolve_virt_type
 from backend.settings import get_settings
 
 TRIVIAL = "import os\nprint(os.urandom(8).hex())\n"
+PANDAS = (
+    "import os, pandas as pd, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+    "frame = pd.DataFrame({'a': range(20000), 'b': [i % 7 for i in range(20000)]})\n"
+    "frame.groupby('b').sum().plot()\nplt.savefig('/work/output/chart.png')\nprint(os.urandom(8).hex())\n"
+)
+CODES = {"trivial": TRIVIAL, "pandas": PANDAS}
 PATHS = ("restore", "standby", "cold", "fleet")
 
 
@@ -50,10 +61,22 @@ def _env_int(name: str, default: int) -> int:
     return max(1, int(os.environ.get(name, str(default))))
 
 
+def _busy() -> None:
+    while True:
+        pass
+
+
+def _code() -> str:
+    name = os.environ.get("CLEANROOM_BENCH_HANG_CODE", "trivial")
+    if name not in CODES:
+        raise ValueError(f"unknown CLEANROOM_BENCH_HANG_CODE {name!r}: choose from {', '.join(CODES)}")
+    return CODES[name]
+
+
 def _one(path: str, wall: int) -> SandboxResult:
     with tempfile.TemporaryDirectory(prefix="cleanroom-bench-hang-") as out:
         return run_code(
-            TRIVIAL,
+            _code(),
             input_dir=None,
             out_dir=Path(out),
             limits=RunLimits(wall_seconds=wall),
@@ -62,7 +85,8 @@ def _one(path: str, wall: int) -> SandboxResult:
 
 
 def _classify(result: SandboxResult) -> str:
-    if result.status == "succeeded" and len(result.stdout.strip()) == 16:
+    lines = result.stdout.strip().splitlines()
+    if result.status == "succeeded" and lines and len(lines[-1]) == 16:
         return "ok"
     if "stopped responding" in (result.error or ""):
         return "hang"
@@ -142,7 +166,12 @@ def run_hang_bench(fleet_figures: Callable[[int, int, int], dict[str, Any]] | No
     unknown = [p for p in paths if p not in PATHS]
     if unknown:
         raise ValueError(f"unknown path(s) {unknown}: choose from {', '.join(PATHS)}")
+    load = int(os.environ.get("CLEANROOM_BENCH_HANG_LOAD", "0"))
+    code = _code()
     prepare_saved_states(progress=lambda _msg: None)
+    hogs = [multiprocessing.Process(target=_busy, daemon=True) for _ in range(max(0, load))]
+    for hog in hogs:
+        hog.start()
     evidence = _Evidence()
     watched = logging.getLogger("backend.sandbox.vm")
     watched.addHandler(evidence)
@@ -155,8 +184,12 @@ def run_hang_bench(fleet_figures: Callable[[int, int, int], dict[str, Any]] | No
         }
     finally:
         watched.removeHandler(evidence)
+        for hog in hogs:
+            hog.kill()
     return {
-        "code": TRIVIAL,
+        "code": code,
+        "busy_host_processes": load,
+        "guest_vcpus": guest_vcpus(resolve_virt_type(None)),  # resolved by prepare_saved_states above
         "load_at_end": os.getloadavg(),
         "use_saved_state": get_settings().use_saved_state,
         "paths": figures,
