@@ -44,7 +44,9 @@ def _load(data: Any) -> Any:
     return json.loads(data) if isinstance(data, str) else data
 
 
-def entry_hash(entry: dict[str, Any]) -> str:
+def hashed_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    """What an entry's hash covers, as JSON values (the exported lines of backend/audit/export.py are these
+    plus the hash, so an offline verifier recomputes it from the line alone)."""
     body = {
         "seq": entry["seq"],
         "at": _utc(entry["at"]),
@@ -58,7 +60,11 @@ def entry_hash(entry: dict[str, Any]) -> str:
     }
     if entry.get("company_prev_hash") is not None:  # absent on entries older than the company chains
         body["company_prev_hash"] = entry["company_prev_hash"]
-    return sha256_json(body)
+    return body
+
+
+def entry_hash(entry: dict[str, Any]) -> str:
+    return sha256_json(hashed_fields(entry))
 
 
 async def _company_tail(company_id: int | None) -> str | None:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import typer
 
-from backend.cli.support import group, run_db
+from backend.cli.support import fail, group, run_db
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -31,3 +31,58 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             err=True,
         )
         raise typer.Exit(1)
+
+    @audit_app.command("export")
+    def export_(
+        company: str = typer.Option(
+            None, "--company", help="a company's name or id: its own chain (default: the whole trail)"
+        ),
+        since: str = typer.Option(None, "--from", help="ISO date or date-time: entries at or after it"),
+        until: str = typer.Option(None, "--to", help="ISO date or date-time (a date includes that day)"),
+        out: Path = typer.Option(None, "--out", help="write here (mode 0600) instead of standard output"),
+    ) -> None:
+        """Write audit entries as JSON Lines with the chain's start, head and anchor, streamed; check the
+        file anywhere with `python3 scripts/verify_audit_export.py FILE` (no database, no install)."""
+        import json
+        import os
+        import sys
+
+        from backend.audit import export, service
+        from backend.tenancy.tables import Company
+
+        async def write() -> int:
+            company_id = None
+            if company is not None:
+                match = Company.id == int(company) if company.isdigit() else Company.name == company
+                row = await Company.select(Company.id).where(match).first()
+                if row is None:
+                    fail(f"no company {company!r}")
+                company_id = row["id"]
+            plan = await export.plan(
+                company_id, export.parse_bound(since, end=False), export.parse_bound(until, end=True)
+            )
+            await service.record(
+                "audit.exported",
+                actor="operator",
+                company_id=company_id,
+                subject_type="audit",
+                data={"from": since, "to": until, "first_seq": plan.first_seq, "last_seq": plan.last_seq},
+            )
+            if out is None:
+                target = sys.stdout.buffer
+            else:
+                fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+                target = os.fdopen(fd, "wb")
+            line = b"{}"
+            try:
+                async for line in export.lines(plan):
+                    target.write(line)
+            finally:
+                target.flush()
+                if out is not None:
+                    target.close()
+            return json.loads(line).get("count", 0)  # the footer's
+
+        count = run_db(write)
+        if out is not None:
+            typer.echo(f"wrote {count} audit entries to {out}", err=True)

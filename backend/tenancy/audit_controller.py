@@ -7,8 +7,9 @@ from __future__ import annotations
 from litestar import Controller, get, post
 from litestar.di import Provide
 from litestar.params import Parameter
+from litestar.response import Stream
 
-from backend.audit import service
+from backend.audit import export, service
 from backend.audit.schemas import AuditEntryInfo, AuditVerification
 from backend.errors import Forbidden
 from backend.tenancy.auth import provide_user
@@ -57,4 +58,32 @@ class AuditController(Controller):
             first_bad_seq=result.first_bad_seq,
             reason=result.reason,
             head_hash=result.head_hash,
+        )
+
+    @get("/export", media_type=export.MEDIA_TYPE)
+    async def export_entries(
+        self,
+        user: UserContext,
+        since: str | None = Parameter(query="from", default=None),
+        until: str | None = Parameter(query="to", default=None),
+    ) -> Stream:
+        """The company's entries as JSON Lines with the chain's start, head and anchor, streamed; `from` and
+        `to` are ISO dates or date-times (a date as `to` includes that day). Checked offline, with no database,
+        by scripts/verify_audit_export.py. The export itself is audited (after the last exported entry)."""
+        if not user.is_admin:
+            raise Forbidden("only a company admin can export the audit trail")
+        plan = await export.plan(
+            user.company_id, export.parse_bound(since, end=False), export.parse_bound(until, end=True)
+        )
+        await service.record(
+            "audit.exported",
+            actor=user.actor,
+            company_id=user.company_id,
+            subject_type="audit",
+            data={"from": since, "to": until, "first_seq": plan.first_seq, "last_seq": plan.last_seq},
+        )
+        return Stream(
+            export.lines(plan),
+            media_type=export.MEDIA_TYPE,
+            headers={"Content-Disposition": f'attachment; filename="{export.filename(plan)}"'},
         )

@@ -1,0 +1,315 @@
+"""The audit export verifies offline, with the stand-alone verifier (scripts/verify_audit_export.py, stdlib
+only), and any edit to it is refused naming the line. The entries are made through the real API on a real
+database; the verifier runs as its own process with no site-packages, copied away from the repository, so it
+cannot lean on the backend. The hostile parties: whoever edits an export file, a member who is not an admin,
+and another company's admin."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from backend.audit import export
+from backend.audit import service as audit
+from backend.audit.tables import AuditEntry
+from backend.tenancy.tables import Company
+from tests.conftest import login, token_for
+
+VERIFIER = Path(__file__).resolve().parents[2] / "scripts" / "verify_audit_export.py"
+
+
+def _verifier_module() -> Any:
+    spec = importlib.util.spec_from_file_location("verify_audit_export", VERIFIER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _verify(tmp_path: Path, lines: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The verifier as a user runs it: its own copy, its own directory, no site-packages (-I -S)."""
+    alone = tmp_path / "alone"
+    alone.mkdir(exist_ok=True)
+    shutil.copy(VERIFIER, alone / VERIFIER.name)
+    target = alone / "export.jsonl"
+    target.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    env = {"PATH": os.environ.get("PATH", "")}
+    return subprocess.run(
+        [sys.executable, "-I", "-S", VERIFIER.name, target.name, *args],
+        cwd=alone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def _company_id(name: str) -> int:
+    return (await Company.select(Company.id).where(Company.name == name).first())["id"]
+
+
+async def _activity(client) -> None:
+    """Entries of both companies, interleaved, through the API; and one whose data is awkward to hash
+    (non-ASCII, floats, nesting, a quote), recorded by the service every package writes through."""
+    await login(client, "admin@acme.example")
+    response = await client.patch("/api/company/settings", json={"followup_grant_hours": 12})
+    assert response.status_code == 200, response.text
+    client.cookies.clear()
+    await login(client, "admin@globex.example")
+    client.cookies.clear()
+    await token_for(client, "alice@acme.example")  # a login and a token.created of Acme's
+    await audit.record(
+        "test.awkward",
+        actor="admin@acme.example",
+        company_id=await _company_id("Acme Analytics"),
+        subject_type="run",
+        subject_id=7,
+        data={
+            "name": 'Zoë\'s "Q1" – 売上',
+            "ratio": 0.1,
+            "big": 2**53 + 1,
+            "nested": {"b": [1, 2.5], "a": None},
+        },
+    )
+    await login(client, "admin@globex.example")
+    client.cookies.clear()
+
+
+async def _export(client, email: str = "admin@acme.example", **params: str) -> list[str]:
+    client.cookies.clear()
+    await login(client, email)
+    response = await client.get("/api/audit/export", params=params)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("application/jsonl")
+    assert "attachment" in response.headers["content-disposition"]
+    return response.text.splitlines()
+
+
+async def test_an_export_verifies_offline_and_the_verifier_agrees_with_the_backend(client, tmp_path) -> None:
+    await _activity(client)
+    acme = await _company_id("Acme Analytics")
+    lines = await _export(client)
+    before = (
+        await AuditEntry.select()
+        .where(AuditEntry.company_id == acme)
+        .where(AuditEntry.action != "audit.exported")
+        .order_by(AuditEntry.seq)
+    )
+    result = _verify(tmp_path, lines)
+    assert result.returncode == 0, result.stderr  # positive control: the untouched export verifies
+    assert "audit export OK" in result.stdout and f"company {acme}" in result.stdout
+
+    header, entries, footer = (
+        json.loads(lines[0]),
+        [json.loads(x) for x in lines[1:-1]],
+        json.loads(lines[-1]),
+    )
+    assert header["kind"] == "header" and header["scope"] == "company" and header["company_id"] == acme
+    assert header["start"] == {"seq": None, "hash": audit.GENESIS}
+    # every entry of the company up to the export, in order, and nothing else
+    assert [e["seq"] for e in entries] == [r["seq"] for r in before]
+    verifier = _verifier_module()
+    for entry, row in zip(entries, before, strict=True):
+        # the verifier's hash of the exported line, the backend's of the database row, and the stored hash
+        assert verifier.entry_hash(entry) == audit.entry_hash(row) == row["hash"] == entry["hash"]
+    assert any(e["action"] == "test.awkward" for e in entries)
+    assert any(e["action"] == "settings.changed" for e in entries)
+    assert footer["count"] == len(before)
+    assert footer["head"] == {"seq": before[-1]["seq"], "hash": before[-1]["hash"]}
+    assert footer["anchor"] == footer["head"]  # the anchor file outside the database agrees
+    # the verifier's head is the one the company's own verification reports (before the export's own entry)
+    verified = (await client.post("/api/audit/verify")).json()
+    assert verified["ok"]
+    exported = (
+        await AuditEntry.select()
+        .where(AuditEntry.seq > before[-1]["seq"])
+        .where(AuditEntry.company_id == acme)
+    )
+    assert [e["action"] for e in exported] == [
+        "audit.exported"
+    ]  # the export is on the record, after its range
+    assert exported[0]["company_prev_hash"] == footer["head"]["hash"]
+    assert _verify(tmp_path, lines, "--head", footer["head"]["hash"]).returncode == 0
+    wrong = _verify(tmp_path, lines, "--head", "f" * 64)
+    assert wrong.returncode == 1 and "not the expected" in wrong.stderr
+    # a later, longer export still passes through this one's head; a made-up hash is not in it
+    later = await _export(client)
+    assert _verify(tmp_path, later, "--includes", footer["head"]["hash"]).returncode == 0
+    absent = _verify(tmp_path, later, "--includes", "f" * 64)
+    assert absent.returncode == 1 and "does not pass through" in absent.stderr
+
+
+def _tampered(lines: list[str]) -> dict[str, tuple[list[str], str]]:
+    """Each way of editing an export: (the edited lines, the line number the verifier must name)."""
+    n = len(lines)  # header, entries, footer; entries are lines 2 .. n-1 (1-based)
+    assert n >= 6
+
+    def edit(i: int, change) -> list[str]:
+        out = list(lines)
+        value = json.loads(out[i])
+        change(value)
+        out[i] = json.dumps(value)
+        return out
+
+    def without(i: int) -> list[str]:
+        return lines[:i] + lines[i + 1 :]
+
+    swapped = list(lines)
+    swapped[2], swapped[3] = swapped[3], swapped[2]
+    anchor = lines[-1]
+    rehashed = edit(n - 2, lambda v: v.update(actor="mallory@acme.example"))
+    forged = json.loads(rehashed[n - 2])
+    forged["hash"] = _verifier_module().entry_hash(forged)  # anyone can recompute an entry's hash …
+    rehashed[n - 2] = json.dumps(forged)
+    footer = json.loads(anchor)
+    footer["head"]["hash"] = forged["hash"]  # … and the footer's head, but not the server's anchor
+    rehashed[-1] = json.dumps(footer)
+    return {
+        "edit a field": (edit(2, lambda v: v.update(actor="mallory@acme.example")), "line 3"),
+        "edit the data": (edit(3, lambda v: v["data"].update(injected=True)), "line 4"),
+        "delete a line": (without(2), "line 3"),
+        "swap two lines": (swapped, "line 3"),
+        "insert a line": (lines[:3] + [lines[2]] + lines[3:], "line 4"),
+        "truncate the end": (lines[: n - 2], "truncated"),
+        "drop the footer": (lines[:-1], "truncated"),
+        "change the head": (edit(n - 1, lambda v: v["head"].update(hash="e" * 64)), f"line {n}"),
+        "change the start": (edit(0, lambda v: v["start"].update(hash="e" * 64)), "line 2"),
+        "rehash an entry and the head": (rehashed, f"line {n}"),
+        "change the anchor": (edit(n - 1, lambda v: v["anchor"].update(hash="e" * 64)), f"line {n}"),
+    }
+
+
+async def test_every_edit_of_an_export_is_refused_naming_the_line(client, tmp_path) -> None:
+    await _activity(client)
+    lines = await _export(client)
+    assert _verify(tmp_path, lines).returncode == 0  # positive control
+    for how, (tampered, where) in _tampered(lines).items():
+        result = _verify(tmp_path, tampered)
+        assert result.returncode == 1, f"{how}: {result.stdout}"
+        assert "REFUSED" in result.stderr and where in result.stderr, f"{how}: {result.stderr}"
+
+
+async def test_a_range_links_to_the_entry_before_it_and_verifies(client, tmp_path) -> None:
+    await _activity(client)
+    acme = await _company_id("Acme Analytics")
+    rows = await AuditEntry.select().where(AuditEntry.company_id == acme).order_by(AuditEntry.seq)
+    assert len(rows) >= 5
+    first, last = rows[2], rows[-2]
+    at = lambda row: row["at"].isoformat()  # noqa: E731
+    lines = await _export(client, **{"from": at(first), "to": at(last)})
+    assert _verify(tmp_path, lines).returncode == 0
+    header, entries = json.loads(lines[0]), [json.loads(x) for x in lines[1:-1]]
+    assert [e["seq"] for e in entries] == [r["seq"] for r in rows[2:-1]]
+    assert header["start"] == {"seq": rows[1]["seq"], "hash": rows[1]["hash"]}  # the entry before the range
+    # the export of what comes before ends where this range starts: consecutive exports chain
+    earlier = await _export(client, to=at(rows[1]))
+    assert json.loads(earlier[-1])["head"] == header["start"]
+    assert _verify(tmp_path, earlier).returncode == 0
+    # a range's first line no longer links to GENESIS: starting it from the beginning is refused
+    cut = [json.dumps({**header, "start": {"seq": None, "hash": audit.GENESIS}}), *lines[1:]]
+    refused = _verify(tmp_path, cut)
+    assert refused.returncode == 1 and "line 2" in refused.stderr
+    # a date as `to` includes that whole day; a range with nothing in it verifies, empty
+    day = rows[-1]["at"].date().isoformat()
+    assert json.loads((await _export(client, to=day))[-1])["count"] >= len(rows)
+    empty = await _export(client, **{"from": "2000-01-01", "to": "2000-01-02"})
+    assert json.loads(empty[-1])["count"] == 0 and _verify(tmp_path, empty).returncode == 0
+    bad = await client.get("/api/audit/export", params={"from": "yesterday"})
+    assert bad.status_code == 422 and "ISO 8601" in bad.text
+
+
+async def test_a_non_admin_is_refused_and_another_company_never_appears(client) -> None:
+    await _activity(client)
+    acme, globex = await _company_id("Acme Analytics"), await _company_id("Globex")
+    for email in ("alice@acme.example", "maria@acme.example"):
+        client.cookies.clear()
+        await login(client, email)
+        refused = await client.get("/api/audit/export")
+        assert refused.status_code == 403, email
+    token = await token_for(client, "admin@acme.example")  # the assistant holding an admin's token
+    assert (await client.get("/api/audit/export", headers=token)).status_code == 403
+    client.cookies.clear()
+    # positive control: Acme's admin gets Acme's entries, among them the awkward one
+    acme_lines = await _export(client, "admin@acme.example")
+    assert "test.awkward" in "\n".join(acme_lines)
+    globex_lines = await _export(client, "admin@globex.example")
+    globex_entries = [json.loads(x) for x in globex_lines[1:-1]]
+    assert globex_entries and {e["company_id"] for e in globex_entries} == {globex}
+    text = "\n".join(globex_lines)
+    assert "test.awkward" not in text and "acme.example" not in text and f'"company_id":{acme}' not in text
+    # a header claiming another company with Acme's lines is refused on the first of them
+    header = json.loads(globex_lines[0])
+    assert header["company_id"] == globex
+
+
+async def test_the_export_streams_in_batches(client, tmp_path, monkeypatch) -> None:
+    await _activity(client)
+    monkeypatch.setattr(export, "BATCH", 2)  # every boundary between batches is crossed
+    lines = await _export(client)
+    assert len(lines) > 2 + 2 * 2
+    assert _verify(tmp_path, lines).returncode == 0
+
+
+async def test_an_export_of_a_tampered_database_does_not_verify(client, tmp_path) -> None:
+    """The export is checked against the chain, not trusted: rows edited in the database show offline."""
+    await _activity(client)
+    acme = await _company_id("Acme Analytics")
+    rows = await AuditEntry.select().where(AuditEntry.company_id == acme).order_by(AuditEntry.seq)
+    await AuditEntry.update({AuditEntry.actor: "mallory@acme.example"}).where(AuditEntry.id == rows[1]["id"])
+    result = _verify(tmp_path, await _export(client))
+    assert result.returncode == 1 and "line 3" in result.stderr and "edited" in result.stderr
+    # rewritten and rehashed in the database (the in-table chain accepts it): the anchor refuses the head
+    await AuditEntry.update({AuditEntry.actor: rows[1]["actor"]}).where(AuditEntry.id == rows[1]["id"])
+    last = (
+        await AuditEntry.select()
+        .where(AuditEntry.company_id == acme)
+        .order_by(AuditEntry.seq, ascending=False)
+        .first()
+    )
+    forged = {**last, "actor": "mallory@acme.example"}
+    forged["hash"] = audit.entry_hash(forged)
+    await AuditEntry.update({AuditEntry.actor: forged["actor"], AuditEntry.hash: forged["hash"]}).where(
+        AuditEntry.id == last["id"]
+    )
+    assert (await audit.verify_company(acme)).ok
+    result = _verify(
+        tmp_path, await _export(client, to=last["at"].isoformat())
+    )  # the forged entry is the head
+    assert result.returncode == 1 and "not the anchored hash" in result.stderr, result.stderr
+
+
+def test_the_cli_exports_a_company_and_the_whole_trail(demo_db: str, engine: str, tmp_path) -> None:
+    env = dict(os.environ, DATABASE_URL=demo_db)
+    cli = [sys.executable, "-m", "backend", "audit", "export"]
+    out = tmp_path / "acme.jsonl"
+    made = subprocess.run(
+        [*cli, "--company", "Acme Analytics", "--out", str(out)], env=env, capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr
+    assert oct(out.stat().st_mode & 0o777) == "0o600"
+    lines = out.read_text().splitlines()
+    assert json.loads(lines[0])["scope"] == "company"
+    assert _verify(tmp_path, lines).returncode == 0
+    whole = subprocess.run(cli, env=env, capture_output=True, text=True)  # standard output, the whole trail
+    assert whole.returncode == 0, whole.stderr
+    lines = whole.stdout.splitlines()
+    result = _verify(tmp_path, lines)
+    assert result.returncode == 0 and "the whole trail" in result.stdout, result.stderr
+    # in the whole trail a removed line breaks the consecutive seqs and the prev_hash links
+    refused = _verify(tmp_path, lines[:2] + lines[3:])
+    assert refused.returncode == 1 and "line 3" in refused.stderr
+    missing = subprocess.run([*cli, "--company", "Initech"], env=env, capture_output=True, text=True)
+    assert missing.returncode == 1 and "no company" in missing.stderr
+
+
+def test_the_verifier_imports_the_standard_library_only() -> None:
+    tree = ast.parse(VERIFIER.read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert names and names <= set(sys.stdlib_module_names) | {"__future__"}, names
