@@ -16,6 +16,7 @@ from backend.audit import throttle as audit_throttle
 from backend.credits.controller import CreditsController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
+from backend.evidence.controller import EvidenceController
 from backend.fleet.controller import WorkerController
 from backend.fleet.queue import DISPATCHER
 from backend.flows.controller import FlowsController
@@ -48,6 +49,7 @@ CODE_RUNS = Router(
     guards=[feature_guard],
     route_handlers=[
         RunsController,
+        EvidenceController,
         FlowsController,
         ActionItemsController,
         CreditsController,

@@ -1,0 +1,142 @@
+"""A run's evidence pack: its story (code, revisions, manifest, warnings, approval with its session,
+isolation, output hashes, items and who decided them) and the audit entries that prove it, whose hashes are
+the lines of an audit export. Never record or output contents; only for people who may see the run."""
+
+from __future__ import annotations
+
+import json
+
+from backend.actions.tables import ActionItem
+from backend.audit import service as audit
+from backend.runs.tables import Run
+from backend.tenancy.tables import Company
+from tests.conftest import approve_as, login, token_for
+from tests.runs.conftest import enable_code, proposal
+
+SECRET_STDOUT = "SECRET-STDOUT-Dagobert-salary-91234"
+SECRET_VALUE = "SECRET-VALUE-new-amount-777"
+SECRET_EXCERPT = "SECRET-EXCERPT-ignore-previous-instructions"
+
+
+async def _run(client) -> dict:
+    """Alice's assistant proposes, revises once (after the first attempt failed), Alice approves in her session; then the run is given what a
+    finished run holds (set directly: this is about what the pack shows, not about running it)."""
+    await enable_code()
+    acme = (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
+    token = await token_for(client, "alice@acme.example")
+    run = await client.post("/api/runs", json=proposal(code="print('v1')"), headers=token)
+    assert run.status_code == 201, run.text
+    await Run.update({Run.status: "failed"}).where(
+        Run.id == run.json()["id"]
+    )  # only a failed attempt is revised
+    revised = await client.post(
+        f"/api/runs/{run.json()['id']}/revisions", json={"code": "print('v2')"}, headers=token
+    )
+    assert revised.status_code == 201, revised.text
+    run = revised.json()
+    approved = await approve_as(client, "alice@acme.example", run)
+    assert approved.status_code == 200, approved.text
+    finding = {
+        "path": "deals.csv",
+        "row": 3,
+        "column": "notes",
+        "severity": "high",
+        "category": "override",
+        "excerpt": SECRET_EXCERPT,
+        "reason": "instruction-like text",
+        "span": [0, 10],
+    }
+    result = {
+        "status": "succeeded",
+        "exit_code": 0,
+        "stdout": SECRET_STDOUT,
+        "stderr": "",
+        "stdout_truncated": False,
+        "files": [{"name": "chart.png", "size": 123, "sha256": "ab" * 32}],
+        "rejected_files": [],
+        "actions": None,
+        "timings_ms": {"start": 1, "execute": 2, "collect": 3, "total": 6},
+        "vm": {"virt_type": "kvm", "nics": 0},
+    }
+    await Run.update(
+        {Run.status: "succeeded", Run.result: result, Run.findings: [finding], Run.host_id: "host-a"}
+    ).where(Run.id == run["id"])
+    item = ActionItem(
+        company=acme,
+        run=run["id"],
+        index=0,
+        op="update",
+        dataset="deals",
+        record_id=5,
+        changes={"amount": SECRET_VALUE},
+        status="accepted",
+        decided_by="alice@acme.example",
+    )
+    await item.save()
+    await audit.record(
+        "action.accepted",
+        actor="alice@acme.example",
+        company_id=acme,
+        subject_type="action_item",
+        subject_id=item.id,
+        data={"run_id": run["id"], "dataset": "deals", "changes": {"amount": SECRET_VALUE}},
+    )
+    client.cookies.clear()
+    return {**run, "item_id": item.id}
+
+
+async def test_the_pack_tells_the_story_without_contents_and_its_hashes_are_the_exports(client) -> None:
+    run = await _run(client)
+    await login(client, "alice@acme.example")
+    response = await client.get(f"/api/runs/{run['id']}/evidence")
+    assert response.status_code == 200, response.text
+    pack = response.json()
+    assert pack["run"]["code"] == "print('v2')"
+    assert [r["code"] for r in pack["revisions"]] == ["print('v1')", "print('v2')"]
+    assert pack["revisions"][1]["diff"] and "+print('v2')" in pack["revisions"][1]["diff"]
+    assert pack["manifest"]["bundle_sha256"] == run["bundle_sha256"] and pack["manifest"]["files"]
+    assert pack["warnings_at_approval"][0]["severity"] == "high"
+    approval = pack["approval"]
+    assert approval["by"] == "alice@acme.example" and approval["code_sha256"] == run["code_sha256"]
+    assert approval["recorded"]["auth"] == "session" and approval["recorded"]["session_id"]
+    assert (
+        pack["isolation"]["vm"] == {"virt_type": "kvm", "nics": 0}
+        and pack["isolation"]["host_id"] == "host-a"
+    )
+    assert pack["outputs"] == [{"name": "chart.png", "size": 123, "sha256": "ab" * 32}]
+    assert pack["action_items"][0]["decided_by"] == "alice@acme.example"
+    actions = [e["action"] for e in pack["audit_entries"]]
+    assert "run.approved" in actions and "action.accepted" in actions
+    accepted = next(e for e in pack["audit_entries"] if e["action"] == "action.accepted")
+    assert accepted["data_withheld"] == ["changes"]
+    # no record contents, no output contents, no staged excerpt: in the JSON nor in the page
+    page = await client.get(f"/api/runs/{run['id']}/evidence/html")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert (
+        "<script" not in page.text and "Evidence pack" in page.text and "print(&#x27;v2&#x27;)" in page.text
+    )
+    for text in (response.text, page.text):
+        for secret in (SECRET_STDOUT, SECRET_VALUE, SECRET_EXCERPT):
+            assert secret not in text
+    # the pack's entry hashes are lines of the company's audit export
+    client.cookies.clear()
+    await login(client, "admin@acme.example")
+    exported = await client.get("/api/audit/export")
+    lines = {json.loads(x).get("seq"): json.loads(x) for x in exported.text.splitlines()[1:-1]}
+    for entry in pack["audit_entries"]:
+        assert lines[entry["seq"]]["hash"] == entry["hash"]
+    assert (await client.get(f"/api/runs/{run['id']}/evidence")).status_code == 200  # an admin sees it
+
+
+async def test_only_people_who_may_see_the_run_get_its_pack(client) -> None:
+    run = await _run(client)
+    for email in ("bob@acme.example", "admin@globex.example"):
+        client.cookies.clear()
+        await login(client, email)
+        for suffix in ("evidence", "evidence/html"):
+            refused = await client.get(f"/api/runs/{run['id']}/{suffix}")
+            assert refused.status_code == 404, (email, suffix, refused.text)
+            assert SECRET_STDOUT not in refused.text
+    client.cookies.clear()
+    await login(client, "alice@acme.example")  # positive control: the requester gets it
+    assert (await client.get(f"/api/runs/{run['id']}/evidence/html")).status_code == 200
