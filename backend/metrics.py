@@ -1,6 +1,12 @@
-"""Prometheus metrics at `GET /metrics`: runs by status, the queue per company, VM start and run duration over
-the last day, and the worker hosts. Every scrape reads the database afresh into a registry of its own;
-nothing is counted in this process, so every API process answers the same.
+"""Prometheus metrics at `GET /metrics`: runs by status, the queue per company and the worker hosts (gauges,
+read afresh from the database at every scrape), and VM start and run duration (histograms).
+
+The histograms are cumulative, as Prometheus expects of histograms and counters: they count every finished run the
+database holds, and runs are never deleted nor their times changed once finished, so no scrape sees a bucket go
+down, and every API process converges on the same numbers (a scraper behind a load balancer may meet any of
+them). Each process reads a finished run once: its first scrape reads them all (in pages), later scrapes only
+those finished since the one before, less a margin (SETTLE) for a finish committed late; the ids in that margin
+are remembered so that none is counted twice.
 
 Access: only `Authorization: Bearer <metrics_token>`, from any address, loopback included (behind a reverse
 proxy on the same host every client looks local, and the queue is counted per company). Without a
@@ -9,9 +15,10 @@ proxy on the same host every client looks local, and the queue is counted per co
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,8 +40,8 @@ from backend.tenancy.tables import Company
 EXPOSITION_TYPE = "text/plain; version=0.0.4"  # Litestar appends "; charset=utf-8" to a text/ type
 MEDIA_TYPE = f"{EXPOSITION_TYPE}; charset=utf-8"  # what a scraper receives
 BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)  # seconds
-WINDOW = timedelta(hours=24)  # the histograms cover runs that finished this recently
-MAX_FINISHED_ROWS = 10_000  # at most this many of them, newest first
+SETTLE = timedelta(minutes=10)  # a finish committed up to this long after its finished_at is still counted
+PAGE = 5_000  # finished runs read per query
 
 
 @dataclass(frozen=True)
@@ -43,8 +50,6 @@ class Snapshot:
 
     runs_by_status: dict[str, int]
     queued_by_company: dict[int, int]
-    vm_start_seconds: list[float]
-    run_seconds: list[float]
     workers: list[dict[str, Any]]
     now: datetime
 
@@ -67,7 +72,7 @@ def _vm_start_seconds(timings: Any) -> float | None:
 
 
 async def read_snapshot(now: datetime | None = None) -> Snapshot:
-    """Counts are aggregated by the database; the histograms read a bounded window of finished runs."""
+    """The gauges' figures, aggregated by the database."""
     now = now or datetime.now(UTC)
     by_status = {status.value: 0 for status in RunStatus}
     for row in await Run.select(Run.status, Count()).group_by(Run.status):
@@ -79,26 +84,6 @@ async def read_snapshot(now: datetime | None = None) -> Snapshot:
     ):
         queued[row["company"]] = row["count"]
 
-    # only the result's timings leave the database, never its printed output
-    finished = (
-        await Run.select(
-            Run.started_at,
-            Run.finished_at,
-            Run.result.arrow("timings_ms").as_alias("timings_ms"),
-        )
-        .where(Run.status.is_in(list(FINISHED)) & (Run.finished_at >= now - WINDOW))
-        .order_by(Run.finished_at, ascending=False)
-        .limit(MAX_FINISHED_ROWS)
-        .output(load_json=True)
-    )
-    vm_start, durations = [], []
-    for row in finished:
-        seconds = _vm_start_seconds(row["timings_ms"])
-        if seconds is not None:
-            vm_start.append(seconds)
-        if row["started_at"] and row["finished_at"]:
-            durations.append(_seconds_between(row["started_at"], row["finished_at"]))
-
     workers = await WorkerHost.select(
         WorkerHost.host_id,
         WorkerHost.capacity,
@@ -106,21 +91,86 @@ async def read_snapshot(now: datetime | None = None) -> Snapshot:
         WorkerHost.last_heartbeat,
         WorkerHost.lost_at,
     ).order_by(WorkerHost.host_id)
-    return Snapshot(by_status, queued, vm_start, durations, workers, now)
+    return Snapshot(by_status, queued, workers, now)
 
 
-def _histogram(name: str, documentation: str, values: Sequence[float]) -> HistogramMetricFamily:
-    ordered = sorted(values)
-    buckets = [(floatToGoString(bound), bisect_right(ordered, bound)) for bound in BUCKETS]
-    buckets.append(("+Inf", len(ordered)))
-    return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=sum(ordered))
+class Histogram:
+    """Cumulative counts per bucket of BUCKETS (the last one +Inf), and the sum of what was observed."""
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(BUCKETS) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(BUCKETS, value)] += 1  # the first bucket whose bound is >= value
+        self.sum += value
+
+    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
+        buckets, total = [], 0
+        for bound, count in zip((*map(floatToGoString, BUCKETS), "+Inf"), self.counts, strict=True):
+            total += count
+            buckets.append((bound, total))
+        return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=self.sum)
+
+
+class FinishedRuns:
+    """VM start and run duration of every finished run in the database, each run counted once."""
+
+    def __init__(self) -> None:
+        self.vm_start = Histogram()
+        self.duration = Histogram()
+        self.read_until: datetime | None = None  # the last catch-up saw every finish committed before this
+        self.recent: dict[int, datetime] = {}  # counted runs that finished within SETTLE of read_until
+        self.lock = asyncio.Lock()  # concurrent scrapes: one reads, the next finds it done
+
+    async def catch_up(self, now: datetime | None = None) -> None:
+        async with self.lock:
+            now = now or datetime.now(UTC)
+            where = Run.status.is_in(list(FINISHED)) & Run.finished_at.is_not_null()
+            if self.read_until is not None:
+                where &= Run.finished_at >= self.read_until - SETTLE
+            after = 0
+            while True:
+                # only the result's timings leave the database, never its printed output
+                rows = (
+                    await Run.select(
+                        Run.id,
+                        Run.started_at,
+                        Run.finished_at,
+                        Run.result.arrow("timings_ms").as_alias("timings_ms"),
+                    )
+                    .where(where & (Run.id > after))
+                    .order_by(Run.id)
+                    .limit(PAGE)
+                    .output(load_json=True)
+                )
+                for row in rows:
+                    self._count(row, now)
+                if len(rows) < PAGE:
+                    break
+                after = rows[-1]["id"]
+            self.recent = {run: at for run, at in self.recent.items() if at >= now - SETTLE}
+            self.read_until = now
+
+    def _count(self, row: dict[str, Any], now: datetime) -> None:
+        if row["id"] in self.recent:
+            return
+        finished = _aware(row["finished_at"])
+        if finished >= now - SETTLE:
+            self.recent[row["id"]] = finished
+        seconds = _vm_start_seconds(row["timings_ms"])
+        if seconds is not None:
+            self.vm_start.observe(seconds)
+        if row["started_at"]:
+            self.duration.observe(_seconds_between(row["started_at"], finished))
 
 
 class SnapshotCollector(Collector):
     """Turns a Snapshot into metric families; it reads nothing itself."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, finished: FinishedRuns) -> None:
         self.snapshot = snapshot
+        self.finished = finished
 
     def collect(self) -> Iterator[Metric]:
         s = self.snapshot
@@ -134,15 +184,11 @@ class SnapshotCollector(Collector):
             queue.add_metric([str(company)], count)
         yield queue
 
-        yield _histogram(
-            "cleanroom_vm_start_seconds",
-            "VM launch to guest ready (timings_ms.start) of runs finished in the last 24 h.",
-            s.vm_start_seconds,
+        yield self.finished.vm_start.family(
+            "cleanroom_vm_start_seconds", "VM launch to guest ready (timings_ms.start) of finished runs."
         )
-        yield _histogram(
-            "cleanroom_run_duration_seconds",
-            "finished_at - started_at of runs finished in the last 24 h.",
-            s.run_seconds,
+        yield self.finished.duration.family(
+            "cleanroom_run_duration_seconds", "finished_at - started_at of finished runs."
         )
 
         labels = ["host"]
@@ -163,11 +209,21 @@ class SnapshotCollector(Collector):
         yield from (capacity, running, age, up)
 
 
-async def exposition() -> bytes:
-    """The Prometheus text format of what the database holds now."""
+async def exposition(finished: FinishedRuns) -> bytes:
+    """The Prometheus text format of what the database holds now (`finished`: this process's tally)."""
+    snapshot = await read_snapshot()
+    await finished.catch_up(snapshot.now)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(await read_snapshot()))
+    registry.register(SnapshotCollector(snapshot, finished))
     return generate_latest(registry)
+
+
+def finished_runs_of(request: Request) -> FinishedRuns:
+    """The app's tally, made at its first scrape (one per app: a test's app starts from its own database)."""
+    state = request.app.state
+    if not isinstance(getattr(state, "metrics_finished_runs", None), FinishedRuns):
+        state.metrics_finished_runs = FinishedRuns()
+    return state.metrics_finished_runs
 
 
 def check_access(request: Request) -> None:
@@ -185,4 +241,4 @@ def check_access(request: Request) -> None:
 async def metrics_endpoint(request: Request) -> Response[bytes]:
     """Prometheus metrics (text format 0.0.4), for a scraper holding the metrics token."""
     check_access(request)
-    return Response(await exposition(), media_type=EXPOSITION_TYPE)
+    return Response(await exposition(finished_runs_of(request)), media_type=EXPOSITION_TYPE)

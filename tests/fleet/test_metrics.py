@@ -3,7 +3,9 @@ client too: behind a same-host proxy everyone is loopback, and the queue is coun
 
 Runs are proposed through the API (one approved by a person), then their statuses, times and results are set
 directly: this is about counting, no VM starts. The positive control that the numbers are read and not fixed:
-a run moved from queued to succeeded changes both the status gauge and its company's queue depth.
+a run moved from queued to succeeded changes both the status gauge and its company's queue depth. The histograms
+are cumulative: scrapes around a run's end (`finish`, as the worker ends a run) never see a bucket go down, and
+`went_down`, which checks that, is itself checked on hand-made scrapes.
 
 Requests go through httpx's ASGI transport, where the client's address can be chosen (Litestar's test client
 always calls itself `testclient`, which is not a loopback address).
@@ -20,12 +22,14 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from backend import metrics
 from backend.fleet.tables import WorkerHost
 from backend.metrics import MEDIA_TYPE
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult, Timings
 from backend.settings import get_settings
 from backend.tenancy.tables import Company
+from backend.worker.execute import finish
 from tests.conftest import approve_as, token_for
 from tests.runs.conftest import enable_code, proposal
 
@@ -44,18 +48,40 @@ async def scraper(client, address: tuple[str, int] = LOOPBACK) -> AsyncIterator[
         yield http
 
 
-async def scrape(client, headers: dict[str, str] | None = None) -> Samples:
-    """A scrape with the metrics token (unless `headers` says otherwise)."""
+async def scrape_text(client, headers: dict[str, str] | None = None) -> str:
+    """A scrape with the metrics token (unless `headers` says otherwise), as the scraper receives it."""
     headers = headers or {"Authorization": f"Bearer {METRICS_TOKEN}"}
     async with scraper(client) as http:
         response = await http.get("/metrics", headers=headers)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == MEDIA_TYPE
+    return response.text
+
+
+def samples_of(text: str, types: tuple[str, ...] | None = None) -> Samples:
+    """The samples of a scrape, only those of families of `types` if given."""
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(response.text)
+        for family in text_string_to_metric_families(text)
+        if types is None or family.type in types
         for sample in family.samples
     }
+
+
+async def scrape(client, headers: dict[str, str] | None = None) -> Samples:
+    return samples_of(await scrape_text(client, headers))
+
+
+def went_down(earlier: str, later: str) -> list[str]:
+    """Every counter or histogram sample (bucket, count, sum) of `earlier` that `later` lowers or lacks: what
+    Prometheus would take for a restart of the process."""
+    before = samples_of(earlier, ("counter", "histogram"))
+    after = samples_of(later, ("counter", "histogram"))
+    return [
+        f"{name}{dict(labels)}: {value} -> {after.get((name, labels))}"
+        for (name, labels), value in sorted(before.items())
+        if after.get((name, labels), float("-inf")) < value
+    ]
 
 
 def value(samples: Samples, name: str, **labels: str) -> float | None:
@@ -141,12 +167,10 @@ def _result(start_ms: float | None) -> dict[str, Any] | None:
     return result.model_dump(mode="json", exclude={"actions"})
 
 
-async def test_the_histograms_count_runs_finished_in_the_last_day_in_their_bucket(client) -> None:
+async def test_the_histograms_count_every_finished_run_in_its_bucket(client, monkeypatch) -> None:
+    monkeypatch.setattr(metrics, "PAGE", 2)  # the first scrape reads the finished runs in more than one page
     await enable_code()
     alice = await token_for(client, "alice@acme.example")
-    empty = await scrape(client)  # the demo seed has no finished run: both histograms start empty
-    assert value(empty, "cleanroom_vm_start_seconds_count") == 0
-    assert value(empty, "cleanroom_run_duration_seconds_bucket", le="+Inf") == 0
     now = datetime.now(UTC)
 
     async def finished(status: str, ago: timedelta, seconds: float | None, start_ms: float | None) -> None:
@@ -157,23 +181,87 @@ async def test_the_histograms_count_runs_finished_in_the_last_day_in_their_bucke
     await finished("succeeded", timedelta(minutes=5), 3.0, 800.0)  # 3 s in le=5; VM 0.8 s in le=1
     await finished("failed", timedelta(hours=23), 45.0, 2500.0)  # 45 s in le=60; VM 2.5 s in le=5
     await finished("cancelled", timedelta(minutes=1), None, None)  # never started: in neither
-    await finished("succeeded", timedelta(hours=30), 1.0, 100.0)  # older than a day: left out
+    await finished("succeeded", timedelta(days=30), 1.0, 100.0)  # long ago: counted all the same
     await propose(client, alice, RunStatus.running, started_at=now - timedelta(seconds=20))  # not finished
 
-    samples = await scrape(client)
+    samples = await scrape(client)  # the demo seed has no finished run
     vm = "cleanroom_vm_start_seconds"
-    assert value(samples, f"{vm}_count") == 2
-    assert value(samples, f"{vm}_sum") == pytest.approx(3.3)
-    expected_vm = {"0.1": 0, "0.5": 0, "1.0": 1, "2.0": 1, "5.0": 2, "300.0": 2, "+Inf": 2}
+    assert value(samples, f"{vm}_count") == 3
+    assert value(samples, f"{vm}_sum") == pytest.approx(3.4)
+    expected_vm = {"0.1": 1, "0.25": 1, "0.5": 1, "1.0": 2, "2.0": 2, "5.0": 3, "300.0": 3, "+Inf": 3}
     for le, count in expected_vm.items():
         assert value(samples, f"{vm}_bucket", le=le) == count, le
 
     run = "cleanroom_run_duration_seconds"
-    assert value(samples, f"{run}_count") == 2
-    assert value(samples, f"{run}_sum") == pytest.approx(48.0)
-    expected_run = {"1.0": 0, "2.0": 0, "5.0": 1, "10.0": 1, "30.0": 1, "60.0": 2, "+Inf": 2}
+    assert value(samples, f"{run}_count") == 3
+    assert value(samples, f"{run}_sum") == pytest.approx(49.0)
+    expected_run = {"0.5": 0, "1.0": 1, "2.0": 1, "5.0": 2, "10.0": 2, "30.0": 2, "60.0": 3, "+Inf": 3}
     for le, count in expected_run.items():
         assert value(samples, f"{run}_bucket", le=le) == count, le
+
+    assert await scrape(client) == samples  # nothing finished since: each run counted once, not per scrape
+
+
+async def test_counters_and_histograms_never_go_down_across_a_run(client) -> None:
+    """Two scrapes around a run's end: every bucket, count and sum is at least what it was, and the run is in."""
+    await enable_code()
+    alice = await token_for(client, "alice@acme.example")
+    now = datetime.now(UTC)
+    await propose(client, alice, "succeeded", started_at=now - timedelta(days=2, seconds=4),
+                  finished_at=now - timedelta(days=2), result=_result(300.0))  # fmt: skip
+    first = await scrape_text(client)
+    assert not went_down(first, first)
+
+    run_id = await propose(
+        client, alice, RunStatus.running, started_at=datetime.now(UTC) - timedelta(seconds=7)
+    )
+    await finish(run_id, RunStatus.succeeded, result=_result(1500.0))  # how every run after approval ends
+    second = await scrape_text(client)
+    assert not went_down(first, second)
+    before, after = samples_of(first), samples_of(second)
+    for name in ("cleanroom_vm_start_seconds_count", "cleanroom_run_duration_seconds_count"):
+        assert value(after, name) == value(before, name) + 1, name
+    assert value(after, "cleanroom_vm_start_seconds_bucket", le="2.0") == 2
+    assert value(after, "cleanroom_run_duration_seconds_bucket", le="10.0") == 2
+
+    # a finish committed late (its finished_at before the last scrape) still counts, once
+    late = await propose(client, alice, "failed", started_at=now - timedelta(seconds=90),
+                         finished_at=now - timedelta(seconds=30), result=_result(50.0))  # fmt: skip
+    third = await scrape_text(client)
+    assert not went_down(second, third)
+    assert value(samples_of(third), "cleanroom_vm_start_seconds_bucket", le="0.1") == 1
+    assert value(samples_of(third), "cleanroom_run_duration_seconds_count") == 3
+    assert late and samples_of(await scrape_text(client)) == samples_of(third)
+
+
+def test_the_monotonicity_check_sees_a_bucket_go_down() -> None:
+    """Positive control of `went_down` on hand-made scrapes: a lowered bucket, a missing sample and a lowered
+    counter are found; a gauge going down is not a fault."""
+    earlier = """# HELP cleanroom_runs Runs by status.
+# TYPE cleanroom_runs gauge
+cleanroom_runs{status="queued"} 5.0
+# HELP jobs_total Jobs.
+# TYPE jobs_total counter
+jobs_total 4.0
+# HELP d Durations.
+# TYPE d histogram
+d_bucket{le="1.0"} 2.0
+d_bucket{le="5.0"} 3.0
+d_bucket{le="+Inf"} 3.0
+d_count 3.0
+d_sum 4.5
+"""
+    assert went_down(earlier, earlier) == []
+    grown = earlier.replace('d_bucket{le="+Inf"} 3.0', 'd_bucket{le="+Inf"} 4.0').replace(
+        "d_count 3.0", "d_count 4.0"
+    )
+    assert went_down(earlier, grown.replace('status="queued"} 5.0', 'status="queued"} 1.0')) == []
+    lowered = earlier.replace('d_bucket{le="1.0"} 2.0', 'd_bucket{le="1.0"} 1.0')
+    assert went_down(earlier, lowered) == ["d_bucket{'le': '1.0'}: 2.0 -> 1.0"]
+    assert went_down(earlier, earlier.replace("d_sum 4.5\n", "")) == ["d_sum{}: 4.5 -> None"]
+    assert went_down(earlier, earlier.replace("jobs_total 4.0", "jobs_total 0.0")) == [
+        "jobs_total{}: 4.0 -> 0.0"
+    ]
 
 
 async def test_a_worker_host_appears_with_its_capacity_and_heartbeat_age(client) -> None:
