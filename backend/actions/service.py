@@ -17,7 +17,8 @@ from backend.actions.schemas import ActionItemInfo
 from backend.actions.tables import ActionItem, ItemStatus
 from backend.audit import service as audit
 from backend.errors import Conflict, Forbidden, NotFound
-from backend.records.datasets import DATASETS, REFERENCES, Dataset
+from backend.records.columns import ColumnKind
+from backend.records.datasets import DATASETS, REFERENCES, Dataset, kind_of
 from backend.records.visibility import visible_row
 from backend.runs.read import get_run_row
 from backend.runs.tables import Run
@@ -35,14 +36,16 @@ def _now() -> dt.datetime:
 
 def coerce(dataset: Dataset, field: str, value: Any) -> Any:
     """A proposed value as the column's Python type; ItemProblem with a readable reason otherwise."""
+    if field not in dataset.writable_fields:  # ids, owners, teams, versions: never a proposal's
+        raise ItemProblem(f"{field} cannot be changed by a proposal")
     column = getattr(dataset.table, field)
-    kind = type(column).__name__
+    kind = kind_of(column)
     if value is None:
         if column._meta.null:
             return None
         raise ItemProblem(f"{field} cannot be empty")
     try:
-        if kind in ("Varchar", "Text"):
+        if kind is ColumnKind.string:
             if not isinstance(value, str):
                 raise ItemProblem(f"{field} must be text")
             length = getattr(column, "length", None)
@@ -52,28 +55,28 @@ def coerce(dataset: Dataset, field: str, value: Any) -> Any:
             if allowed and value not in allowed:
                 raise ItemProblem(f"{field} must be one of {list(allowed)}")
             return value
-        if kind in ("Integer", "BigInt"):
+        if kind is ColumnKind.integer:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ItemProblem(f"{field} must be a whole number")
             return value
-        if kind in ("Numeric", "Real"):
+        if kind is ColumnKind.number:
             if isinstance(value, bool) or not isinstance(value, int | float | str):
                 raise ItemProblem(f"{field} must be a number")
             number = Decimal(str(value))
             if not number.is_finite():
                 raise ItemProblem(f"{field} must be a finite number")
             return number
-        if kind == "Boolean":
+        if kind is ColumnKind.boolean:
             if not isinstance(value, bool):
                 raise ItemProblem(f"{field} must be true or false")
             return value
-        if kind == "Date":
+        if kind is ColumnKind.date:
             return dt.date.fromisoformat(str(value))
-        if kind == "Timestamptz":
+        if kind is ColumnKind.datetime:
             parsed = dt.datetime.fromisoformat(str(value))
             return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
     except (ValueError, InvalidOperation) as exc:
-        raise ItemProblem(f"{field}: {value!r} is not a valid {kind.lower()}") from exc
+        raise ItemProblem(f"{field}: {value!r} is not a valid {kind}") from exc
     raise ItemProblem(f"{field} cannot be changed by a proposal")
 
 

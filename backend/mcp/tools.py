@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 from backend.injection.categories import OUTPUT_NOTICE
 from backend.mcp.api import ApiError, CleanroomApi
 from backend.mcp.contract import instructions
+from backend.records.columns import ColumnKind
 from backend.settings import get_settings
 
 log = logging.getLogger("cleanroom.mcp")
@@ -69,34 +70,14 @@ MIME_BY_SUFFIX = {
     ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
 }
 
-COLUMN_TYPES = {
-    "Serial": "integer",
-    "Integer": "integer",
-    "BigInt": "integer",
-    "SmallInt": "integer",
-    "ForeignKey": "integer",
-    "Numeric": "number",
-    "Decimal": "number",
-    "Real": "number",
-    "DoublePrecision": "number",
-    "Float": "number",
-    "Varchar": "string",
-    "Text": "string",
-    "Boolean": "boolean",
-    "Date": "date",
-    "Timestamp": "datetime",
-    "Timestamptz": "datetime",
-    "JSON": "json",
-    "JSONB": "json",
-}
-
-
 # ---------------------------------------------------------------------------------------------- outputs
 
 
 class Column(BaseModel):
     name: str
-    type: str = Field(description="integer, number, string, boolean, date (YYYY-MM-DD), datetime (ISO 8601)")
+    type: ColumnKind = Field(
+        description="integer, number, string, boolean, date (YYYY-MM-DD), datetime (ISO 8601)"
+    )
 
 
 class DatasetInfo(BaseModel):
@@ -734,7 +715,7 @@ def build_server(connect: Connector, *, console_url: str | None = None, name: st
                         label=d.get("label") or d["name"],
                         access=d["access"],
                         columns=[
-                            Column(name=c, type=COLUMN_TYPES.get(types.get(c, ""), types.get(c) or "string"))
+                            Column(name=c, type=types.get(c) or ColumnKind.string)
                             for c in d.get("fields") or []
                         ],
                         visible_rows=total,

@@ -4,9 +4,49 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from piccolo.columns import (
+    Boolean,
+    Column,
+    Date,
+    ForeignKey,
+    Integer,
+    Numeric,
+    Real,
+    Serial,
+    Text,
+    Timestamp,
+    Timestamptz,
+    Varchar,
+)
 from piccolo.table import Table
 
 from backend.records import tables as t
+from backend.records.columns import ColumnKind
+
+# Piccolo's column classes → the kind of value; subclasses follow their base (SmallInt and BigInt are
+# Integers, Decimal is a Numeric, DoublePrecision and Float are Reals).
+KINDS: dict[type[Column], ColumnKind] = {
+    Varchar: ColumnKind.string,
+    Text: ColumnKind.string,
+    Serial: ColumnKind.integer,
+    Integer: ColumnKind.integer,
+    ForeignKey: ColumnKind.integer,  # the referenced row's id
+    Numeric: ColumnKind.number,
+    Real: ColumnKind.number,
+    Boolean: ColumnKind.boolean,
+    Date: ColumnKind.date,
+    Timestamp: ColumnKind.datetime,
+    Timestamptz: ColumnKind.datetime,
+}
+
+
+def kind_of(column: Column) -> ColumnKind:
+    """The kind of value `column` holds; TypeError for a column class no kind names (add it to KINDS)."""
+    for cls in type(column).__mro__:
+        if cls in KINDS:
+            return KINDS[cls]
+    raise TypeError(f"no ColumnKind for Piccolo's {type(column).__name__} columns")
+
 
 SYSTEM_FIELDS = ("id", "company", "owner", "team", "visibility", "created_at", "updated_at", "version")
 
@@ -41,14 +81,16 @@ class Dataset:
         ]
 
     @property
-    def column_types(self) -> dict[str, str]:
-        return {c._meta.name: type(c).__name__ for c in self.table._meta.columns}
+    def column_types(self) -> dict[str, ColumnKind]:
+        return {c._meta.name: kind_of(c) for c in self.table._meta.columns}
 
     @property
-    def export_types(self) -> dict[str, str]:
-        """Column type (Piccolo's name) of each export column; `owner_id`/`team_id` are their foreign keys."""
+    def export_types(self) -> dict[str, ColumnKind]:
+        """The kind of each export column; `owner_id`/`team_id` are their foreign keys (integers)."""
         types = self.column_types
-        return {c: types.get(c, types.get(c.removesuffix("_id"), "Varchar")) for c in self.export_columns}
+        return {
+            c: types.get(c, types.get(c.removesuffix("_id"), ColumnKind.string)) for c in self.export_columns
+        }
 
 
 DATASETS: dict[str, Dataset] = {

@@ -16,12 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.records.columns import ColumnKind
 from backend.records.datasets import Dataset
 from backend.records.service import select_columns
 from backend.records.visibility import require_dataset, visible_where
 from backend.tenancy.context import UserContext
-
-_DATETIME_TYPES = {"Timestamptz", "Timestamp"}
 
 
 @dataclass
@@ -64,7 +63,7 @@ def build_export(
     values: list[Sequence[Any]] = []
     for name in columns:
         column = [row[name] for row in rows]
-        if types[name] in _DATETIME_TYPES:
+        if types[name] is ColumnKind.datetime:
             column = [None if v is None else v.isoformat() for v in column]
         values.append(column)
     versions = dict(zip(values[0], values[columns.index("version")], strict=True)) if rows else {}

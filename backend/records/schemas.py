@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from backend.records.columns import ColumnKind
+
 RecordValue = str | int | Decimal | bool | date | datetime | None  # Decimal (money) is sent as a string
 Record = dict[str, RecordValue]
 
@@ -18,7 +20,7 @@ class DatasetInfo(BaseModel):
     label: str
     access: Literal["read", "edit"] | None  # the caller's; None: no permission (the dataset is listed anyway)
     fields: list[str]  # in the order of the API rows and the CSV exports
-    types: dict[str, str]  # field -> Piccolo column type (Varchar, Numeric, Timestamptz, ForeignKey, …)
+    types: dict[str, ColumnKind]  # field -> the kind of value it holds (string, integer, number, date, …)
 
 
 class RecordPage(BaseModel):

@@ -11,6 +11,7 @@ from typing import Any
 from piccolo.columns.combination import And
 
 from backend.errors import Invalid, NotFound
+from backend.records.columns import ColumnKind
 from backend.records.datasets import Dataset
 from backend.records.visibility import require_dataset, visible_row, visible_where
 from backend.tenancy.context import UserContext
@@ -34,19 +35,19 @@ def select_columns(dataset: Dataset) -> list[Any]:
 
 
 def _parse_value(dataset: Dataset, field: str, raw: str) -> Any:
-    kind = dataset.column_types.get(field)
+    kind = dataset.export_types.get(field)
     try:
-        if kind in ("Integer", "BigInt", "Serial", "ForeignKey") or field in ("owner_id", "team_id"):
+        if kind is ColumnKind.integer:
             return int(raw)
-        if kind == "Boolean":
+        if kind is ColumnKind.boolean:
             if raw.lower() not in ("true", "false", "1", "0"):
                 raise ValueError
             return raw.lower() in ("true", "1")
-        if kind == "Numeric":
+        if kind is ColumnKind.number:
             return Decimal(raw)
-        if kind == "Date":
+        if kind is ColumnKind.date:
             return dt.date.fromisoformat(raw)
-        if kind == "Timestamptz":
+        if kind is ColumnKind.datetime:
             return dt.datetime.fromisoformat(raw)
     except (ValueError, InvalidOperation) as exc:
         raise Invalid(

@@ -7,18 +7,15 @@ and a finding of a value is reported at every row and column that holds it.
 from __future__ import annotations
 
 from backend.injection import Finding, scan_cells, scan_table
+from backend.records.columns import ColumnKind
 from backend.records.datasets import Dataset
 from backend.records.export import DatasetExport
 
-# Column types whose values can hold no prose; everything else is scanned.
-_NOT_TEXT = {"Integer", "BigInt", "SmallInt", "Serial", "ForeignKey", "Numeric", "Decimal", "Real",
-             "DoublePrecision", "Boolean", "Date", "Timestamp", "Timestamptz", "Time", "Interval", "UUID"}  # fmt: skip
-
 
 def text_columns(dataset: Dataset) -> list[int]:
-    """Indexes of the export columns that can hold prose."""
+    """Indexes of the export columns that can hold prose (text; numbers, dates and the like cannot)."""
     types = dataset.export_types
-    return [j for j, name in enumerate(dataset.export_columns) if types[name] not in _NOT_TEXT]
+    return [j for j, name in enumerate(dataset.export_columns) if types[name] is ColumnKind.string]
 
 
 def scan_export(export: DatasetExport, *, path: str) -> list[Finding]:
