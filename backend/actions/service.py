@@ -12,7 +12,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from backend import decisions
+from backend import clock, decisions
 from backend.actions.schemas import ActionItemInfo
 from backend.actions.tables import ActionItem, ItemStatus
 from backend.audit import service as audit
@@ -28,10 +28,6 @@ from backend.tenancy.context import UserContext
 
 class ItemProblem(Exception):
     pass
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def coerce(dataset: Dataset, field: str, value: Any) -> Any:
@@ -280,7 +276,7 @@ async def _decide(
     values = {
         ActionItem.status: status,
         ActionItem.decided_by: ctx.email,
-        ActionItem.decided_at: _now(),
+        ActionItem.decided_at: clock.now(),
         ActionItem.problem: problem,
     }
     for key, value in extra.items():
@@ -320,7 +316,7 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
         )
         raise Forbidden(f"not applied: {exc}") from exc
     values = {getattr(dataset.table, f): coerce(dataset, f, v) for f, v in row["changes"].items()}
-    now = _now()
+    now = clock.now()
     table = dataset.table
     if row["op"] == "update":
         async with ActionItem._meta.db.transaction():

@@ -7,13 +7,14 @@ import contextlib
 import json
 import re
 import weakref
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from piccolo.columns.combination import And
 from piccolo.query.functions.aggregate import Sum
 
+from backend import clock
 from backend.audit import service as audit
 from backend.convert import TEXT_EXTENSIONS, ConversionFailed, sniff_kind
 from backend.convert.sniff import mapped
@@ -50,10 +51,6 @@ MB = 1024 * 1024
 # one quota check-and-insert at a time per company in this process, so two uploads cannot both fit the
 # same room (the API is the only process that files uploads)
 _quota_locks: weakref.WeakValueDictionary[tuple[int, int], asyncio.Lock] = weakref.WeakValueDictionary()
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _check_name(name: str) -> str:
@@ -127,7 +124,7 @@ async def create_folder(
     name = _check_name(name)
     if parent_id is not None:
         await get_folder(ctx, parent_id)
-    now = _now()
+    now = clock.now()
     folder = DriveFolder(
         company=ctx.company_id,
         owner=ctx.user_id,
@@ -269,7 +266,7 @@ async def _file_row(
     run_id: int | None,
     source_datasets: list[str] | None,
 ) -> DriveFile:
-    now = _now()
+    now = clock.now()
     row = DriveFile(
         company=ctx.company_id,
         owner=ctx.user_id,
@@ -344,7 +341,7 @@ async def _check_quota(ctx: UserContext, incoming: int) -> None:
 
 async def _check_upload_rate(ctx: UserContext) -> None:
     limit = (await _limits(ctx.company_id))["drive_uploads_per_hour"]
-    since = _now() - UPLOAD_WINDOW
+    since = clock.now() - UPLOAD_WINDOW
     recent = await DriveFile.count().where(
         (DriveFile.company == ctx.company_id)
         & (DriveFile.owner == ctx.user_id)

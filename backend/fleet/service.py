@@ -16,11 +16,11 @@ import logging
 import secrets
 import shutil
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from backend import filemodes
+from backend import clock, filemodes
 from backend.audit import service as audit
 from backend.errors import AppError, Conflict, Forbidden, NotAuthenticated, NotFound
 from backend.fleet.results import revalidate
@@ -39,10 +39,6 @@ PURPOSES = ("bundle", "result", "carry")  # carry: what earlier steps of a flow 
 WORKER_LOST = "worker lost"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 # --- enrollment tokens --------------------------------------------------------------------------------
 
 
@@ -55,7 +51,7 @@ async def enroll(host_id: str, created_by: str) -> str:
             host_id=host_id,
             prefix=token[:10],
             token_hash=sha256_text(token),
-            created_at=_now(),
+            created_at=clock.now(),
             created_by=created_by,
         )
     )
@@ -104,7 +100,7 @@ async def host_for_token(header: str) -> str:
     row = await WorkerToken.select().where(WorkerToken.token_hash == sha256_text(token)).first()
     if row is None or row["revoked"]:
         raise NotAuthenticated("this worker token is not valid (revoked or never issued)")
-    await WorkerToken.update({WorkerToken.last_used_at: _now()}).where(WorkerToken.id == row["id"])
+    await WorkerToken.update({WorkerToken.last_used_at: clock.now()}).where(WorkerToken.id == row["id"])
     return row["host_id"]
 
 
@@ -152,7 +148,7 @@ def check_signature(run_id: int, host_id: str, purpose: str, expires: int, sig: 
 async def register(host_id: str, *, libvirt_uri: str, virt_type: str, image_hash: str, capacity: int) -> int:
     """A worker (re)starts. Runs this host held before are from a previous life of it: those whose VM had
     not started go back to the queue, the others end `worker lost`. Returns how many were settled."""
-    now = _now()
+    now = clock.now()
     values = {
         WorkerHost.libvirt_uri: libvirt_uri[:200],
         WorkerHost.virt_type: virt_type[:10],
@@ -190,7 +186,7 @@ async def heartbeat(host_id: str, *, running: int, draining: bool) -> None:
     updated = (
         await WorkerHost.update(
             {
-                WorkerHost.last_heartbeat: _now(),
+                WorkerHost.last_heartbeat: clock.now(),
                 WorkerHost.running: max(0, running),
                 WorkerHost.draining: draining,
             }
@@ -204,7 +200,7 @@ async def heartbeat(host_id: str, *, running: int, draining: bool) -> None:
 
 async def leave(host_id: str) -> None:
     await WorkerHost.update(
-        {WorkerHost.lost_at: _now(), WorkerHost.running: 0, WorkerHost.draining: True}
+        {WorkerHost.lost_at: clock.now(), WorkerHost.running: 0, WorkerHost.draining: True}
     ).where(WorkerHost.host_id == host_id)
     await _settle_runs_of(host_id, "the worker stopped")
     await _undispatch(host_id)
@@ -215,7 +211,7 @@ async def leave(host_id: str) -> None:
 
 async def hosts() -> list[dict[str, Any]]:
     """Every worker host with its heartbeat age and how many runs wait for a slot."""
-    now = _now()
+    now = clock.now()
     rows = await WorkerHost.select().order_by(WorkerHost.host_id)
     for row in rows:
         row["heartbeat_age_seconds"] = round((now - row["last_heartbeat"]).total_seconds(), 1)
@@ -232,7 +228,7 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
     host = await WorkerHost.select(WorkerHost.lost_at).where(WorkerHost.host_id == host_id).first()
     if host is None or host["lost_at"] is not None:
         raise Conflict("this host is not registered (or was declared lost): register again")
-    now = _now()
+    now = clock.now()
     claimed = (
         await Run.update(
             {Run.status: RunStatus.running, Run.host_id: host_id, Run.started_at: now, Run.updated_at: now}
@@ -278,7 +274,7 @@ async def held_run(host_id: str, run_id: int) -> dict[str, Any]:
 async def vm_started(host_id: str, run_id: int) -> None:
     """From here on the run is never started again: a lost worker means `error`, not a retry."""
     await held_run(host_id, run_id)
-    await Run.update({Run.vm_started_at: _now()}).where((Run.id == run_id) & Run.vm_started_at.is_null())
+    await Run.update({Run.vm_started_at: clock.now()}).where((Run.id == run_id) & Run.vm_started_at.is_null())
     await audit.record(
         "run.started",
         actor=f"worker:{host_id}",
@@ -332,7 +328,7 @@ async def _settle_runs_of(host_id: str, why: str, *, run_id: int | None = None) 
                         Run.started_at: None,
                         Run.dispatched_at: None,
                         Run.dispatched_to: None,
-                        Run.updated_at: _now(),
+                        Run.updated_at: clock.now(),
                     }
                 )
                 .where((Run.id == row["id"]) & (Run.status == RunStatus.running) & (Run.host_id == host_id))
@@ -371,7 +367,7 @@ async def _undispatch(host_id: str | None = None, *, before: datetime | None = N
 async def reap() -> list[str]:
     """Hosts whose heartbeat is older than `worker_lost_seconds` are lost; their runs are settled. A run
     handed to a host that did not claim it within that time (its job lost on the way) is handed out again."""
-    cutoff = _now() - timedelta(seconds=get_settings().worker_lost_seconds)
+    cutoff = clock.now() - timedelta(seconds=get_settings().worker_lost_seconds)
     if stale := await _undispatch(before=cutoff):
         log.warning("runs %s were not claimed where they were sent: handing them out again", stale)
     stale = await WorkerHost.select(WorkerHost.host_id).where(
@@ -381,7 +377,7 @@ async def reap() -> list[str]:
     for row in stale:
         host_id = row["host_id"]
         marked = (
-            await WorkerHost.update({WorkerHost.lost_at: _now()})
+            await WorkerHost.update({WorkerHost.lost_at: clock.now()})
             .where((WorkerHost.host_id == host_id) & WorkerHost.lost_at.is_null())
             .returning(WorkerHost.id)
         )

@@ -18,11 +18,10 @@ import asyncio
 import json
 import logging
 import shutil
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from backend import filemodes
+from backend import clock, filemodes
 from backend.audit import service as audit
 from backend.flows.tables import Flow, FlowStatus
 from backend.hashing import sha256_file
@@ -38,10 +37,6 @@ CONCLUSION = "conclusion.json"
 # nesting a conclusion may have: past about 250 levels it could not be shown (the JSON encoders stop), past
 # about 1000 not even parsed (Python's recursion limit); a conclusion is a summary, not a tree
 CONCLUSION_MAX_DEPTH = 64
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def store(flow_id: int) -> Path:
@@ -240,12 +235,12 @@ async def step_ended(run_id: int, status: str) -> None:
     )
     if status == RunStatus.succeeded and steps:
         nxt = steps[0]
-        await Run.update({Run.status: RunStatus.queued, Run.updated_at: _now()}).where(
+        await Run.update({Run.status: RunStatus.queued, Run.updated_at: clock.now()}).where(
             (Run.id == nxt["id"]) & (Run.status == RunStatus.waiting)
         )
         queued.announce()
         return
-    now = _now()
+    now = clock.now()
     for step in steps:  # a step that did not succeed: the later ones never run
         done = await (
             Run.update(

@@ -9,10 +9,9 @@ import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from backend import decisions
+from backend import clock, decisions
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
@@ -46,10 +45,6 @@ from backend.tenancy.tables import Company, User
 
 # an output a step hands on: a plain file name in /work/output (no folders), as the sandbox collects them
 _OUTPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,199}$")
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 @contextlib.contextmanager
@@ -200,7 +195,7 @@ async def save_flow(
     firing (approved by the schedule, every step `read`, step 1 queued at once). The flow and all its steps
     are written in one transaction: a firing's step 1 cannot end before its later steps exist (the flow
     would count as done with them left waiting), and a failure keeps nothing, its bundles included."""
-    now = _now()
+    now = clock.now()
     code_found = [await asyncio.to_thread(runs.code_findings, step.code) for step in steps]
     try:
         async with Flow._meta.db.transaction():
@@ -359,7 +354,7 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
                 "it again",
                 code="hash_mismatch",
             )
-    now = _now()
+    now = clock.now()
     # the flow and every step change together: a flow `running` with a step still awaiting approval
     # would never move on
     async with audit.atomic():
@@ -412,7 +407,7 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
 
 async def reject(ctx: UserContext, flow_id: int, reason: str | None) -> FlowDetail:
     await _to_decide(ctx, flow_id, "reject")
-    now = _now()
+    now = clock.now()
     text = (reason or "").strip()[:2000] or None
     # claimed like an approval: of two people deciding at once, one wins and the other is told so (a
     # rejection that lost must not take the bundles of a flow already running)

@@ -3,15 +3,12 @@ inside a scope, a time and a count fixed at that approval (per the company setti
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from backend import clock
 from backend.runs.tables import ApprovalKind, Run
 from backend.tenancy.context import UserContext
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _covers(
@@ -29,7 +26,7 @@ def grant_fields(company: dict[str, Any], now: datetime | None = None) -> dict[A
     the setting is off; else an expiry (now + followup_grant_hours) and a cap (followup_grant_max_runs)."""
     if not company["followup_without_reapproval"]:
         return {Run.followup_grant_expires_at: None, Run.followup_grant_max_runs: 0}
-    now = now or _now()
+    now = now or clock.now()
     return {
         Run.followup_grant_expires_at: now + timedelta(hours=company["followup_grant_hours"]),
         Run.followup_grant_max_runs: company["followup_grant_max_runs"],
@@ -42,7 +39,7 @@ def followup_grant(row: dict[str, Any], company: dict[str, Any] | None = None) -
         return None
     expires = row["followup_grant_expires_at"]
     used = row["followup_grant_used"] or 0
-    active = expires > _now() and used < row["followup_grant_max_runs"]
+    active = expires > clock.now() and used < row["followup_grant_max_runs"]
     if company is not None:
         active = active and bool(company["followup_without_reapproval"])
     return {
@@ -81,7 +78,7 @@ async def refusal(ctx: UserContext, company: dict[str, Any], followup_of: int, a
         return f"run {followup_of} was not approved by a person, so it grants no follow-ups"
     if parent["followup_grant_expires_at"] is None or not parent["followup_grant_max_runs"]:
         return f"the approval of run {followup_of} granted no follow-ups (the setting was off then)"
-    if parent["followup_grant_expires_at"] <= _now():
+    if parent["followup_grant_expires_at"] <= clock.now():
         return f"the follow-up grant of run {followup_of} expired at {parent['followup_grant_expires_at'].isoformat()}"
     if (parent["followup_grant_used"] or 0) >= parent["followup_grant_max_runs"]:
         return (
@@ -107,7 +104,7 @@ async def claim(parent_id: int) -> bool:
         .where(
             (Run.id == parent_id)
             & (Run.followup_grant_used < Run.followup_grant_max_runs)
-            & (Run.followup_grant_expires_at > _now())
+            & (Run.followup_grant_expires_at > clock.now())
         )
         .returning(Run.id)
     )

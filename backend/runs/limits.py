@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from backend import clock
 from backend.errors import AppError
 from backend.runs.tables import RETRYABLE, Run, RunStatus
 from backend.settings import get_settings
@@ -39,17 +40,13 @@ class TooMuchStagedData(AppError):
     code = "too_much_staged_data"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 async def check_rate(ctx: UserContext, runs: int = 1, now: datetime | None = None) -> None:
     """At most `max_proposals_per_user_per_hour` runs proposed by this user, and
     `max_proposals_per_company_per_hour` by the whole company, in the last hour, the `runs` this proposal
     makes (a flow's steps) included. Revisions and follow-ups are proposals; a schedule's firings are
     bounded by the schedule caps instead."""
     s = get_settings()
-    since = (now or _now()) - WINDOW
+    since = (now or clock.now()) - WINDOW
     recent = (Run.company == ctx.company_id) & (Run.created_at >= since) & (Run.schedule_id.is_null())
     mine = await Run.count().where(recent & (Run.requested_by == ctx.user_id))
     if mine + runs > s.max_proposals_per_user_per_hour:
@@ -99,7 +96,7 @@ async def staged_in_flight(company_id: int, user_id: int | None = None) -> int:
     if s.failed_bundle_retention_days <= 0:
         return held
     # kept ones: inside the retention, and the sweep's period on top (the sweep deletes them that late)
-    since = _now() - timedelta(days=s.failed_bundle_retention_days, minutes=s.bundle_sweep_minutes)
+    since = clock.now() - timedelta(days=s.failed_bundle_retention_days, minutes=s.bundle_sweep_minutes)
     kept = (
         await Run.select(Run.bundle_dir, Run.manifest)
         .where(

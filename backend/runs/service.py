@@ -5,11 +5,10 @@ from __future__ import annotations
 import ast
 import asyncio
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from backend import decisions
+from backend import clock, decisions
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid
@@ -49,10 +48,6 @@ async def check_pending(ctx: UserContext, runs: int = 1) -> None:
             f"{waiting} of your runs are already waiting for approval{adds} (the limit is {cap}); "
             "approve or reject some of them before proposing more"
         )
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def refuse_flow_step(row: dict[str, Any], doing: str) -> None:
@@ -235,7 +230,7 @@ async def _approve_row(
 ) -> None:
     row = await Run.select().where(Run.id == run_id).output(load_json=True).first()
     assert row is not None
-    now = _now()
+    now = clock.now()
     # only a person's approval grants follow-ups (per the company setting at this moment)
     person = kind == ApprovalKind.person
     grant = followups.grant_fields(await gates.company(company_id), now) if person else {}
@@ -333,7 +328,7 @@ async def reject(ctx: UserContext, run_id: int, reason: str | None) -> RunDetail
         raise Forbidden("only the person who asked for this run or a company admin can reject it")
     if row["status"] != RunStatus.awaiting_approval:
         raise Conflict(f"run {run_id} is {row['status']}, not awaiting approval")
-    now = _now()
+    now = clock.now()
     async with audit.atomic():
         await _claim(
             run_id,

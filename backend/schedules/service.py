@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
+from backend import clock
 from backend.actions.tables import ActionItem
 from backend.audit import service as audit
 from backend.credits import service as credits
@@ -30,10 +31,6 @@ from backend.settings import get_settings
 from backend.staging import service as staging
 from backend.tenancy.context import UserContext, load_user_context
 from backend.tenancy.tables import User
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def next_fire(cron: str, timezone: str, after: datetime) -> datetime:
@@ -163,7 +160,7 @@ async def create(
             f"the company already has {cap} schedules, the most it may hold; delete one first",
             code="schedule_limit",
         )
-    now = _now()
+    now = clock.now()
     row = Schedule(
         company=ctx.company_id,
         owner=run["requested_by"],
@@ -229,7 +226,7 @@ async def set_status(ctx: UserContext, schedule_id: int, status: ScheduleStatus)
         Schedule.paused_reason: None if status == ScheduleStatus.active else "paused by " + ctx.email,
     }
     if status == ScheduleStatus.active:
-        values[Schedule.next_fire_at] = next_fire(row["cron"], row["timezone"], _now())
+        values[Schedule.next_fire_at] = next_fire(row["cron"], row["timezone"], clock.now())
     await Schedule.update(values).where(Schedule.id == schedule_id)
     await audit.record(
         f"schedule.{'resumed' if status == ScheduleStatus.active else 'paused'}",
@@ -270,7 +267,7 @@ async def _pause(row: dict[str, Any], reason: str) -> None:
 
 async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
     """One firing. Returns the queued run's id, or None when a check failed (the schedule is then paused)."""
-    now = now or _now()
+    now = now or clock.now()
     row = await Schedule.select().where(Schedule.id == schedule_id).first()
     if row is None or row["status"] != ScheduleStatus.active:
         return None
@@ -432,7 +429,7 @@ async def _fire_flow(
 
 
 async def fire_due(now: datetime | None = None) -> list[int]:
-    now = now or _now()
+    now = now or clock.now()
     due = await Schedule.select(Schedule.id).where(
         (Schedule.status == ScheduleStatus.active) & (Schedule.next_fire_at <= now)
     )

@@ -28,11 +28,12 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
+from backend import clock
 from backend.errors import TooManyRequests
 from backend.settings import Settings, get_settings
 from backend.tenancy.tables import LoginAttempt
@@ -52,10 +53,6 @@ class _LoopState:
 _state: dict[int, _LoopState] = {}  # one entry: the current loop and gate size
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def _failures_since(since: datetime):
     return (LoginAttempt.at >= since) & (LoginAttempt.succeeded == False)  # noqa: E712
 
@@ -68,7 +65,7 @@ async def admit(email: str, ip: str) -> int:
     await _prune(settings)
     ip = ip[:64]
     async with _loop_state(settings).admit:
-        attempt = LoginAttempt(email=email, ip=ip, at=_now(), succeeded=False)
+        attempt = LoginAttempt(email=email, ip=ip, at=clock.now(), succeeded=False)
         await attempt.save()
         pair = (LoginAttempt.email == email) & (LoginAttempt.ip == ip)
         wait = max(
@@ -85,7 +82,7 @@ async def _wait(settings: Settings, who, attempt_id: int, allowed: int) -> float
     """Seconds `who` must still wait: none while it has fewer than `allowed` failures in the kept history;
     then a window after its latest failure, doubled for each failure beyond `allowed` (other attempts only:
     this one is not counted against itself)."""
-    now = _now()
+    now = clock.now()
     others = who & _failures_since(now - _history(settings)) & (LoginAttempt.id != attempt_id)
     failures = await LoginAttempt.count().where(others)
     if failures < allowed:
@@ -150,4 +147,4 @@ async def _prune(settings: Settings) -> None:
     if time.monotonic() - _last_prune < settings.login_window_seconds:
         return
     _last_prune = time.monotonic()
-    await LoginAttempt.delete().where(LoginAttempt.at < _now() - _history(settings))
+    await LoginAttempt.delete().where(LoginAttempt.at < clock.now() - _history(settings))

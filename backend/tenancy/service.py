@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from argon2 import PasswordHasher
 
+from backend import clock
 from backend.audit import service as audit
 from backend.errors import Forbidden, Invalid, NotAuthenticated, TooManyRequests
 from backend.hashing import sha256_text
@@ -38,10 +39,6 @@ def hash_password(password: str) -> str:
     return _hasher.hash(password)
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserContext]:
     """Returns (session token, user). Wrong email and wrong password fail identically. The attempt is
     counted before the password is checked (login_limits), and the check runs off the event loop."""
@@ -64,8 +61,8 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
         Session(
             token_hash=sha256_text(token),
             user=user["id"],
-            created_at=_now(),
-            expires_at=_now() + timedelta(hours=settings.session_hours),
+            created_at=clock.now(),
+            expires_at=clock.now() + timedelta(hours=settings.session_hours),
         )
     )
     ctx = await load_user_context(user["id"])
@@ -81,7 +78,7 @@ async def logout(token: str) -> None:
 
 async def user_for_session(token: str) -> UserContext:
     row = await Session.select().where(Session.token_hash == sha256_text(token)).first()
-    if not row or row["expires_at"] < _now():
+    if not row or row["expires_at"] < clock.now():
         raise NotAuthenticated("your session has expired; sign in again")
     return await load_user_context(row["user"], auth=SESSION, session_id=row["id"])
 
@@ -90,7 +87,7 @@ async def user_for_api_token(token: str) -> UserContext:
     row = await ApiToken.select().where(ApiToken.token_hash == sha256_text(token)).first()
     if not row or row["revoked"]:
         raise NotAuthenticated("this API token is not valid (revoked or never issued)")
-    await ApiToken.update({ApiToken.last_used_at: _now()}).where(ApiToken.id == row["id"])
+    await ApiToken.update({ApiToken.last_used_at: clock.now()}).where(ApiToken.id == row["id"])
     return await load_user_context(row["user"], auth=TOKEN, token_id=row["id"], token_scope=row["scope"])
 
 
@@ -105,7 +102,7 @@ async def create_api_token(ctx: UserContext, name: str) -> dict[str, Any]:
         name=name.strip()[:100],
         prefix=token[:10],
         token_hash=sha256_text(token),
-        created_at=_now(),
+        created_at=clock.now(),
         scope=ASSISTANT_SCOPE,
     )
     await row.save()

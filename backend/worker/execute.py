@@ -12,11 +12,10 @@ import json
 import logging
 import shutil
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from backend import sandbox
+from backend import clock, sandbox
 from backend.actions import service as actions
 from backend.actions.tables import ActionItem
 from backend.audit import service as audit
@@ -36,13 +35,9 @@ from backend.tenancy.context import load_user_context
 log = logging.getLogger("cleanroom.worker")
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 async def finish(run_id: int, status: str, **values: Any) -> None:
     """Every end of a run after its approval goes through here; a flow's step moves its flow on."""
-    update = {Run.status: status, Run.finished_at: _now(), Run.updated_at: _now()}
+    update = {Run.status: status, Run.finished_at: clock.now(), Run.updated_at: clock.now()}
     for key, value in values.items():
         update[getattr(Run, key)] = value
     await Run.update(update).where(Run.id == run_id)
@@ -72,9 +67,9 @@ def hash_problem(run: dict[str, Any]) -> str | None:
 
 async def execute(run_id: int) -> str:
     """Run one queued run to its end. Returns the final status."""
-    await Run.update({Run.status: RunStatus.running, Run.started_at: _now(), Run.updated_at: _now()}).where(
-        (Run.id == run_id) & (Run.status == RunStatus.queued)
-    )
+    await Run.update(
+        {Run.status: RunStatus.running, Run.started_at: clock.now(), Run.updated_at: clock.now()}
+    ).where((Run.id == run_id) & (Run.status == RunStatus.queued))
     run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
     if run is None or run["status"] != RunStatus.running:
         return run["status"] if run else "missing"
@@ -188,7 +183,7 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
         flow_id=run.get("flow_id"),
         flow_title=await flows.flow_title(run.get("flow_id")),
     )
-    await Run.update({Run.credits_charged: charged, Run.updated_at: _now()}).where(Run.id == run_id)
+    await Run.update({Run.credits_charged: charged, Run.updated_at: clock.now()}).where(Run.id == run_id)
     if run.get("flow_id") is not None:  # its conclusion and what later steps receive, or the step fails
         await flows.collect(run, result, out_dir)
     status, error = result.status, result.error

@@ -78,9 +78,11 @@ async def test_member_creates_a_token_and_sees_it_once_with_both_configs(
     await sign_in(user, "alice@acme.example")  # a member, from the runs page, through the navigation
     await user.should_see(marker="nav-assistant-access", retries=50)
     user.find(marker="nav-assistant-access").click()
-    await user.should_see("Assistant access", retries=50)
-    await user.should_see(marker="empty", retries=50)
-    await user.should_see("No tokens yet")
+    # "Assistant access" and an empty state are on the runs page too (the nav link, no runs yet): wait for
+    # what only the access page has, then for its token list to have loaded
+    await user.should_see(marker="create-token", retries=50)
+    await user.should_see("No tokens yet", retries=50)
+    await user.should_see(marker="empty")
     # before any token: the configurations carry a placeholder, and say so
     await user.should_see(marker="configs-placeholder")
     assert PLACEHOLDER in text_of(user, "config-desktop-text")
