@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
+import gc
 import inspect
 import os
 import re
 import shutil
+import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -307,6 +311,42 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             continue  # a test that says its own ceiling keeps it
         heavy = any(item.get_closest_marker(mark) for mark in HEAVY_MARKS)
         item.add_marker(pytest.mark.timeout(HEAVY_TIMEOUT_SECONDS if heavy else TIMEOUT_SECONDS))
+
+
+TASK_DUMP_LEAD_SECONDS = 20
+
+
+def _dump_asyncio_tasks(test: str) -> None:
+    """pytest-timeout shows every thread's stack, but an async test stuck in an `await` shows only its event
+    loop idling in select(): print what each task of each running loop awaits, from inside that loop."""
+
+    def dump() -> None:
+        print(
+            f"--- asyncio tasks of {test}, {TASK_DUMP_LEAD_SECONDS} s before its timeout ---", file=sys.stderr
+        )
+        for task in asyncio.all_tasks():
+            task.print_stack(limit=12, file=sys.stderr)
+
+    for obj in gc.get_objects():
+        if isinstance(obj, asyncio.AbstractEventLoop) and obj.is_running():
+            with contextlib.suppress(RuntimeError):
+                obj.call_soon_threadsafe(dump)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    marker = item.get_closest_marker("timeout")
+    seconds = float(marker.args[0]) if marker is not None and marker.args else 0.0
+    timer = None
+    if seconds > TASK_DUMP_LEAD_SECONDS:
+        timer = threading.Timer(seconds - TASK_DUMP_LEAD_SECONDS, _dump_asyncio_tasks, (item.nodeid,))
+        timer.daemon = True
+        timer.start()
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
