@@ -31,3 +31,4 @@ class ActionItemInfo(BaseModel):
     decided_at: datetime | None
     created_record_id: int | None
     unreviewed_run: bool  # the run that proposed it ran as a follow-up no person reviewed
+    values_withheld: bool = False  # an auditor who may not read the record sees no values (changes, before)

@@ -243,7 +243,25 @@ async def list_items(ctx: UserContext, run_id: int) -> list[ActionItemInfo]:
         .order_by(ActionItem.index)
         .output(load_json=True)
     )
-    return [item_payload(r, run) for r in rows]
+    return [await shown_to(ctx, run, item_payload(r, run)) for r in rows]
+
+
+VALUES_WITHHELD = "withheld: an auditor sees this change's values only when they may read the record"
+
+
+async def shown_to(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) -> ActionItemInfo:
+    """An item of someone else's run as an auditor sees it: what, where, its status and who decided it, and its
+    values (proposed changes, the record before, the raw entry, the reason) only when the auditor may read
+    the record itself, by the one visibility rule (records.visibility), as any member would."""
+    if not ctx.is_auditor or run["requested_by"] == ctx.user_id:
+        return item
+    record_id = item.record_id if item.op == "update" else item.created_record_id
+    dataset = DATASETS.get(item.dataset or "")
+    table = dataset.table if dataset is not None and ctx.can(dataset.name) else None
+    if table is not None and record_id is not None and await visible_row(ctx, table, record_id, table.id):
+        return item
+    withheld = {"changes": {}, "before": None, "raw": None, "reason": VALUES_WITHHELD}
+    return item.model_copy(update={**withheld, "values_withheld": True})
 
 
 async def _visible_item(ctx: UserContext, item_id: int) -> dict[str, Any]:
@@ -404,5 +422,9 @@ async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> A
 
 async def get_item(ctx: UserContext, item_id: int) -> ActionItemInfo:
     row = await _visible_item(ctx, item_id)
-    run = await Run.select(Run.narrowed_from, Run.flow_id, Run.flow_step).where(Run.id == row["run"]).first()
-    return item_payload(row, run)
+    run = (
+        await Run.select(Run.narrowed_from, Run.flow_id, Run.flow_step, Run.requested_by)
+        .where(Run.id == row["run"])
+        .first()
+    )
+    return await shown_to(ctx, run, item_payload(row, run))

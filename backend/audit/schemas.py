@@ -21,6 +21,23 @@ class AuditEntryInfo(BaseModel):
     prev_hash: str
     company_prev_hash: str | None  # the company's previous entry's hash: the company's own chain
     hash: str
+    data_withheld: list[str] = []  # keys of `data` holding record or output contents not shown (an auditor's)
+
+    @classmethod
+    def of(cls, row: dict[str, Any], *, contents: bool = True) -> AuditEntryInfo:
+        """An entry as browsed; without `contents` (an auditor) the values a run or a proposed change carried
+        are left out and named in `data_withheld` (the hash still covers them: the export holds them all)."""
+        if contents or not isinstance(row.get("data"), dict):
+            return cls(**row)
+        data = row["data"]
+        withheld = sorted(k for k in data if k in CONTENT_KEYS)
+        return cls(
+            **{**row, "data": {k: v for k, v in data.items() if k not in CONTENT_KEYS}},
+            data_withheld=withheld,
+        )
+
+
+CONTENT_KEYS = ("changes", "before", "stdout", "stderr", "excerpt", "raw")  # values, not facts about them
 
 
 class AuditVerification(BaseModel):

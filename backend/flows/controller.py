@@ -49,4 +49,5 @@ class FlowsController(Controller):
     async def flow_audit(self, user: UserContext, flow_id: int) -> list[AuditEntryInfo]:
         await service.get_flow_row(user, flow_id)
         entries = await audit.search(user.company_id, subject_type="flow", subject_id=str(flow_id), limit=500)
-        return sorted((AuditEntryInfo(**e) for e in entries), key=lambda e: e.seq)
+        shown = (AuditEntryInfo.of(e, contents=not user.is_auditor) for e in entries)
+        return sorted(shown, key=lambda e: e.seq)

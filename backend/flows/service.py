@@ -35,7 +35,7 @@ from backend.runs import gates, queued
 from backend.runs import service as runs
 from backend.runs.factory import create_run
 from backend.runs.limits import bundle_bytes
-from backend.runs.read import can_decide, detail, withheld_reason
+from backend.runs.read import auditor_withholds, can_decide, detail, withheld_reason
 from backend.runs.schemas import PersonRef, Rejection
 from backend.runs.sources import run_sources
 from backend.runs.tables import ApprovalKind, Run, RunStatus
@@ -284,9 +284,9 @@ async def save_flow(
 
 async def get_flow_row(ctx: UserContext, flow_id: int) -> dict[str, Any]:
     """A flow the caller may see, by the rule for runs: the requester's own, or any of the company's for an
-    admin. Else 404."""
+    admin or an auditor. Else 404."""
     row = await Flow.select().where((Flow.id == flow_id) & (Flow.company == ctx.company_id)).first()
-    if row is None or not (ctx.is_admin or row["requested_by"] == ctx.user_id):
+    if row is None or not (ctx.sees_company_history or row["requested_by"] == ctx.user_id):
         raise NotFound(f"no flow {flow_id}")
     return row
 
@@ -469,7 +469,7 @@ async def flow_detail(ctx: UserContext, flow_id: int) -> FlowDetail:
             else await progress.step_sources(step)
         )
         unreadable = unreadable_sources(ctx, sources)  # the rule Drive applies to its outputs
-        withheld = withheld_reason(unreadable) if unreadable else None
+        withheld = withheld_reason(unreadable) if unreadable else auditor_withholds(ctx, row)
         out_steps.append(
             FlowStep(
                 step=step["flow_step"],
@@ -513,7 +513,7 @@ async def list_flows(
     ctx: UserContext, *, status: str | None = None, limit: int = 50, offset: int = 0
 ) -> FlowPage:
     where: list[Any] = [Flow.company == ctx.company_id]
-    if not ctx.is_admin:
+    if not ctx.sees_company_history:
         where.append(Flow.requested_by == ctx.user_id)
     if status:
         where.append(Flow.status == status)

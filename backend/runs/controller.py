@@ -86,4 +86,5 @@ class RunsController(Controller):
     async def run_audit(self, user: UserContext, run_id: int) -> list[AuditEntryInfo]:
         await read.get_run_row(user, run_id)
         entries = await audit.search(user.company_id, subject_type="run", subject_id=str(run_id), limit=500)
-        return sorted((AuditEntryInfo(**e) for e in entries), key=lambda e: e.seq)
+        shown = (AuditEntryInfo.of(e, contents=not user.is_auditor) for e in entries)
+        return sorted(shown, key=lambda e: e.seq)

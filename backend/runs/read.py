@@ -45,21 +45,36 @@ def max_attempts() -> int:
 
 
 async def get_run_row(ctx: UserContext, run_id: int) -> dict[str, Any]:
-    """A run the caller may see: the requester's own, or any of the company's for an admin. Else 404.
-    (Whether runs exist at all for the company is the controllers' guard, gates.feature_guard.)"""
+    """A run the caller may see: the requester's own, or any of the company's for an admin or an auditor (who
+    see its contents only as `detail` shows them). Else 404. (Whether runs exist at all for the company is
+    the controllers' guard, gates.feature_guard.)"""
     row = (
         await Run.select()
         .where((Run.id == run_id) & (Run.company == ctx.company_id))
         .output(load_json=True)
         .first()
     )
-    if row is None or not (ctx.is_admin or row["requested_by"] == ctx.user_id):
+    if row is None or not (ctx.sees_company_history or row["requested_by"] == ctx.user_id):
         raise NotFound(f"no run {run_id}")
     return row
 
 
 def can_decide(ctx: UserContext, row: dict[str, Any]) -> bool:
-    return ctx.is_person and (ctx.is_admin or row["requested_by"] == ctx.user_id)
+    return ctx.decides and (ctx.is_admin or row["requested_by"] == ctx.user_id)
+
+
+AUDITOR_WITHHELD = (
+    "withheld: an auditor sees this run's history, not what it printed or concluded (that is its "
+    "requester's); its output files show as your own permissions allow"
+)
+
+
+def auditor_withholds(ctx: UserContext, row: dict[str, Any]) -> str | None:
+    """Why an auditor does not see what someone else's run (or flow) printed or concluded: output contents
+    carry no record visibility of their own. Its Drive outputs go through the one visibility rule as usual."""
+    if ctx.is_auditor and row["requested_by"] != ctx.user_id:
+        return AUDITOR_WITHHELD
+    return None
 
 
 def code_diff(before: str, after: str) -> str:
@@ -121,7 +136,7 @@ async def list_runs(
 ) -> RunPage:
     """One page of the runs the caller may see, newest first, filtered and counted by the database."""
     where: list[Any] = [Run.company == ctx.company_id]
-    if not ctx.is_admin:
+    if not ctx.sees_company_history:
         where.append(Run.requested_by == ctx.user_id)
     if user:
         where.append(Run.requested_by.email == user.strip().lower())
@@ -177,9 +192,10 @@ def withhold(row: dict[str, Any], reason: str) -> dict[str, Any]:
 async def detail(ctx: UserContext, run_id: int) -> RunDetail:
     row = await get_run_row(ctx, run_id)
     sources = await run_sources(row)
-    withheld = None
+    withheld = auditor_withholds(ctx, row)
     if unreadable := unreadable_sources(ctx, sources):  # the rule Drive applies to the run's outputs
         withheld = withheld_reason(unreadable)
+    if withheld:
         row = withhold(row, withheld)
     requester = (
         await User.select(User.id, User.email, User.name).where(User.id == row["requested_by"]).first()

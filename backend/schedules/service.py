@@ -196,7 +196,7 @@ async def _row(ctx: UserContext, schedule_id: int) -> dict[str, Any]:
         .where((Schedule.id == schedule_id) & (Schedule.company == ctx.company_id))
         .first()
     )
-    if row is None or not (ctx.is_admin or row["owner"] == ctx.user_id):
+    if row is None or not (ctx.sees_company_history or row["owner"] == ctx.user_id):
         raise NotFound(f"no schedule {schedule_id}")
     return row
 
@@ -213,7 +213,7 @@ async def get(ctx: UserContext, schedule_id: int) -> ScheduleInfo:
 
 async def list_schedules(ctx: UserContext) -> list[ScheduleInfo]:
     query = Schedule.select().where(Schedule.company == ctx.company_id)
-    if not ctx.is_admin:
+    if not ctx.sees_company_history:  # an auditor reads every schedule and what it reads
         query = query.where(Schedule.owner == ctx.user_id)
     return [await get(ctx, r["id"]) for r in await query.order_by(Schedule.id)]
 

@@ -1,6 +1,6 @@
-"""The company admin's view of the audit trail: browse and verify their own company's entries. It sits with
-the company's other admin handlers (tenancy), not in `audit`, which every package writes to: the log must
-not depend on who reads it over HTTP."""
+"""The company admin's and auditor's view of the audit trail: browse, verify and export their own company's
+entries. It sits with the company's other admin handlers (tenancy), not in `audit`, which every package
+writes to: the log must not depend on who reads it over HTTP."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from litestar.response import Stream
 from backend.audit import export, service
 from backend.audit.schemas import AuditEntryInfo, AuditVerification
 from backend.errors import Forbidden
-from backend.tenancy.auth import provide_user
+from backend.tenancy.auth import AUDITOR_OK, provide_user
 from backend.tenancy.context import UserContext
 
 
@@ -32,8 +32,8 @@ class AuditController(Controller):
         limit: int = Parameter(default=200, ge=1, le=1000),
         offset: int = Parameter(default=0, ge=0),
     ) -> list[AuditEntryInfo]:
-        if not user.is_admin:
-            raise Forbidden("only a company admin can browse the audit trail")
+        if not user.sees_company_history:
+            raise Forbidden("only a company admin or an auditor can browse the audit trail")
         rows = await service.search(
             user.company_id,
             q=q,
@@ -43,14 +43,14 @@ class AuditController(Controller):
             limit=limit,
             offset=offset,
         )
-        return [AuditEntryInfo(**row) for row in rows]
+        return [AuditEntryInfo.of(row, contents=not user.is_auditor) for row in rows]
 
-    @post("/verify", status_code=200)
+    @post("/verify", status_code=200, opt=AUDITOR_OK)
     async def verify(self, user: UserContext) -> AuditVerification:
         """The caller's company's own chain only: no global count or head, no reading other companies'
         entries. The whole chain and its anchor are the operator's check: `cleanroom audit verify`."""
-        if not user.is_admin:
-            raise Forbidden("only a company admin can verify the audit chain")
+        if not user.sees_company_history:
+            raise Forbidden("only a company admin or an auditor can verify the audit chain")
         result = await service.verify_company(user.company_id)
         return AuditVerification(
             ok=result.ok,
@@ -70,8 +70,8 @@ class AuditController(Controller):
         """The company's entries as JSON Lines with the chain's start, head and anchor, streamed; `from` and
         `to` are ISO dates or date-times (a date as `to` includes that day). Checked offline, with no database,
         by scripts/verify_audit_export.py. The export itself is audited (after the last exported entry)."""
-        if not user.is_admin:
-            raise Forbidden("only a company admin can export the audit trail")
+        if not user.sees_company_history:
+            raise Forbidden("only a company admin or an auditor can export the audit trail")
         plan = await export.plan(
             user.company_id, export.parse_bound(since, end=False), export.parse_bound(until, end=True)
         )

@@ -18,6 +18,13 @@ OPERATOR = "operator"
 UNSTATED = "unstated"
 PERSON_METHODS = frozenset({SESSION, OPERATOR})
 
+# A person's role in their company. An admin runs it; a member works in it; an auditor (made one by an admin)
+# reads the company's audit trail and the history of every run and flow, sees records and outputs only as
+# their own permissions allow, and decides nothing: no approval, no item, no schedule, no setting, no token.
+ADMIN, MEMBER, AUDITOR = "admin", "member", "auditor"
+ROLES = (ADMIN, MEMBER, AUDITOR)
+AUDITOR_REFUSED = "auditor_decides_nothing"
+
 
 @dataclass(frozen=True)
 class UserContext:
@@ -37,7 +44,22 @@ class UserContext:
 
     @property
     def is_admin(self) -> bool:
-        return self.role == "admin"
+        return self.role == ADMIN
+
+    @property
+    def is_auditor(self) -> bool:
+        return self.role == AUDITOR
+
+    @property
+    def sees_company_history(self) -> bool:
+        """Every run, flow, schedule and audit entry of the company (not their records' or outputs' contents):
+        an admin, or an auditor."""
+        return self.is_admin or self.is_auditor
+
+    @property
+    def decides(self) -> bool:
+        """May make a decision at all: a person (never a token), and not an auditor."""
+        return self.is_person and not self.is_auditor
 
     @property
     def is_person(self) -> bool:
@@ -60,7 +82,7 @@ class UserContext:
         return {"auth": self.auth}
 
     def require_person(self, what: str) -> None:
-        """The service-level backstop of the person-only guard: no path lets a token decide."""
+        """The service-level backstop of the guards (tenancy/auth.py): no path lets a token or an auditor decide."""
         if not self.is_person:
             raise Forbidden(
                 {
@@ -70,6 +92,8 @@ class UserContext:
                 },
                 code="person_required",
             )
+        if self.is_auditor:
+            raise auditor_refused(what)
 
     def access(self, dataset: str) -> str | None:
         if self.is_admin:
@@ -79,6 +103,14 @@ class UserContext:
     def can(self, dataset: str, level: str = "read") -> bool:
         granted = self.access(dataset)
         return granted is not None and ACCESS_LEVELS[granted] >= ACCESS_LEVELS[level]
+
+
+def auditor_refused(what: str) -> Forbidden:
+    return Forbidden(
+        f"{what} is a decision, and an auditor decides nothing: an auditor reads the trail and the runs' "
+        "history; a company admin can take the auditor role away",
+        code=AUDITOR_REFUSED,
+    )
 
 
 async def load_user_context(user_id: int, **auth: object) -> UserContext:

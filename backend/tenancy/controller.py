@@ -8,7 +8,7 @@ from litestar.di import Provide
 
 from backend.settings import get_settings
 from backend.tenancy import forwarded, service
-from backend.tenancy.auth import ASSISTANT_OK, provide_user
+from backend.tenancy.auth import ASSISTANT_OK, AUDITOR_OK, provide_user
 from backend.tenancy.context import UserContext
 from backend.tenancy.schemas import (
     ApiToken,
@@ -18,6 +18,8 @@ from backend.tenancy.schemas import (
     LoginResult,
     Me,
     NewApiToken,
+    Person,
+    RoleBody,
     SettingsBody,
     SignedOut,
     TokenBody,
@@ -61,7 +63,7 @@ class AuthController(Controller):
     path = "/api/auth"
     tags = ["auth"]
 
-    @post("/login", status_code=200)
+    @post("/login", status_code=200, opt=AUDITOR_OK)
     async def login(
         self, request: Request, data: LoginBody, dataset_names: list[str]
     ) -> Response[LoginResult]:
@@ -77,7 +79,7 @@ class AuthController(Controller):
         cookie = _session_cookie(token, max_age=get_settings().session_hours * 3600)
         return Response(LoginResult(user=me_payload(ctx, company, dataset_names)), cookies=[cookie])
 
-    @post("/logout", status_code=200, dependencies={"user": Provide(provide_user)})
+    @post("/logout", status_code=200, dependencies={"user": Provide(provide_user)}, opt=AUDITOR_OK)
     async def logout(self, request: Request, user: UserContext) -> Response[SignedOut]:
         cookie = request.cookies.get(service.SESSION_COOKIE)
         if cookie:
@@ -121,3 +123,13 @@ class CompanyController(Controller):
     async def update_settings(self, user: UserContext, data: SettingsBody) -> CompanySettings:
         changes = data.model_dump(exclude_none=True)
         return company_settings_payload(await service.update_company_settings(user, changes))
+
+    @get("/people")
+    async def people(self, user: UserContext) -> list[Person]:
+        """The company's people and their roles (admins and auditors)."""
+        return [Person(**row) for row in await service.list_people(user)]
+
+    @patch("/people/{user_id:int}")
+    async def set_role(self, user: UserContext, user_id: int, data: RoleBody) -> Person:
+        """A company admin makes a person an auditor (`auditor`) or takes it away (`member`); audited."""
+        return Person(**await service.set_role(user, user_id, data.role))

@@ -31,6 +31,19 @@ class SettingsBody(BaseModel):
     plan: str | None = None
 
 
+class RoleBody(BaseModel):
+    role: Literal["member", "auditor"]  # an auditor reads the trail and every run's history, decides nothing
+
+
+class Person(BaseModel):
+    id: int
+    email: str
+    name: str
+    title: str
+    role: str  # admin | member | auditor
+    active: bool
+
+
 class CompanyRef(BaseModel):
     id: int
     name: str

@@ -11,11 +11,11 @@ from argon2 import PasswordHasher
 
 from backend import clock
 from backend.audit import service as audit
-from backend.errors import Forbidden, Invalid, NotAuthenticated, TooManyRequests
+from backend.errors import Forbidden, Invalid, NotAuthenticated, NotFound, TooManyRequests
 from backend.hashing import sha256_text
 from backend.settings import get_settings
 from backend.tenancy import login_limits
-from backend.tenancy.context import SESSION, TOKEN, UserContext, load_user_context
+from backend.tenancy.context import AUDITOR, MEMBER, SESSION, TOKEN, UserContext, load_user_context
 from backend.tenancy.tables import PLANS, ApiToken, Company, Session, User
 
 _hasher = PasswordHasher()
@@ -197,6 +197,47 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
         )
     await _cancel_queued_runs(ctx, before, after)
     return after
+
+
+PERSON_COLUMNS = (User.id, User.email, User.name, User.title, User.role, User.active)
+ASSIGNABLE_ROLES = (MEMBER, AUDITOR)  # what an admin sets here; making an admin is the operator's (seed, CLI)
+
+
+async def list_people(ctx: UserContext) -> list[dict[str, Any]]:
+    """The company's people and their roles: for its admins (who assign roles) and auditors."""
+    if not ctx.sees_company_history:
+        raise Forbidden("only a company admin or an auditor can list the company's people")
+    return await User.select(*PERSON_COLUMNS).where(User.company == ctx.company_id).order_by(User.email)
+
+
+async def set_role(ctx: UserContext, user_id: int, role: str) -> dict[str, Any]:
+    """An admin makes a person of their company an auditor, or a member again (taking it away); audited.
+    An admin's own role and other admins' are not changed here, and nobody is made an admin here."""
+    ctx.require_person("changing a person's role")
+    if not ctx.is_admin:
+        raise Forbidden("only a company admin can change a person's role")
+    if role not in ASSIGNABLE_ROLES:
+        raise Invalid(f"role must be one of {list(ASSIGNABLE_ROLES)}; an admin is made by the operator")
+    person = (
+        await User.select(*PERSON_COLUMNS)
+        .where((User.id == user_id) & (User.company == ctx.company_id))
+        .first()
+    )
+    if person is None:
+        raise NotFound(f"no person {user_id} in this company")
+    if person["role"] not in ASSIGNABLE_ROLES:
+        raise Forbidden(f"{person['email']} is a company admin: their role is not changed here")
+    if person["role"] != role:
+        await User.update({User.role: role}).where(User.id == user_id)
+        await audit.record(
+            "user.role_changed",
+            actor=ctx.email,
+            company_id=ctx.company_id,
+            subject_type="user",
+            subject_id=user_id,
+            data={"email": person["email"], "from": person["role"], "to": role, **ctx.via()},
+        )
+    return {**person, "role": role}
 
 
 # What else happens when a switch is turned off. The runs package registers here the cancellation of the

@@ -35,7 +35,7 @@ class User(Table, tablename="app_user"):
     name = Varchar(length=200)
     title = Varchar(length=200, default="")
     password_hash = Varchar(length=200, secret=True)
-    role = Varchar(length=10, default="member")  # admin | member
+    role = Varchar(length=10, default="member")  # admin | member | auditor (tenancy/context.py ROLES)
     active = Boolean(default=True)
     created_at = Timestamptz()
 
