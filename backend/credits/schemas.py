@@ -45,7 +45,8 @@ class CreditUsage(BaseModel):
 
     pool: int
     used: float
-    remaining: float
+    reserved: float = 0.0  # the maximum cost of approved runs not yet finished, held until each ends
+    remaining: float  # the pool less what was used and what is reserved
     period_start: datetime
     minimum_charge: float
     rates: Rates

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from datetime import UTC, date, datetime
 from typing import Any
+
+from piccolo.engine.postgres import PostgresEngine
 
 from backend.audit import service as audit
 from backend.credits.schemas import CreditUsage, DayUsage, FlowCharge, PersonUsage, Rates, RunCharge
@@ -17,6 +20,11 @@ from backend.tenancy.tables import Company, User
 BASE_CHARGE = 1.0  # per run, also the minimum a pool must cover before a run is proposed or approved
 PER_VCPU_SECOND = 0.02
 PER_GIB_SECOND = 0.01
+
+# What approved runs not yet finished hold against the pool (their maximum cost), per company: the runs
+# package registers the reader (backend/runs/holds.py); credits knows nothing of runs.
+Holder = Callable[[int], Awaitable[float]]
+_holders: list[Holder] = []
 
 
 def period_start(now: datetime | None = None) -> datetime:
@@ -44,15 +52,61 @@ async def pool(company_id: int) -> int:
     return row["credit_pool"] if row else 0
 
 
-async def blocked_reason(company_id: int) -> str | None:
+def max_cost(limits: dict[str, Any]) -> float:
+    """The most a run may cost: its whole wall time at its vCPUs and memory (what its approval reserves)."""
+    return price(limits["vcpus"], limits["memory_mib"], limits["wall_seconds"])[0]
+
+
+def holder(reader: Holder) -> Holder:
+    """Register what reads the credits a company's approved, unfinished runs hold (one reader, the runs')."""
+    _holders.append(reader)
+    return reader
+
+
+async def reserved(company_id: int) -> float:
+    return round(sum([await reader(company_id) for reader in _holders]), 2)
+
+
+async def balance(company_id: int, *, holds: bool = True) -> tuple[int, float, float]:
+    """(pool, held, left): left is the pool less this period's charges and, with `holds`, less what
+    approved runs not yet finished hold."""
     total = await pool(company_id)
-    left = round(total - await used(company_id), 2)
+    held = await reserved(company_id) if holds else 0.0
+    return total, held, round(total - await used(company_id) - held, 2)
+
+
+async def blocked_reason(company_id: int, *, holds: bool = True) -> str | None:
+    """Why no run may be proposed or approved now (less than one base charge left), or None. Without
+    `holds` (a run about to start, which holds its own reservation) only what was charged counts."""
+    total, held, left = await balance(company_id, holds=holds)
     if left < BASE_CHARGE:
+        also = f", {held:.2f} of them held by approved runs not yet finished" if held else ""
         return (
-            f"the company's credit pool is used up ({left:.2f} of {total} credits left; a run needs at "
+            f"the company's credit pool is used up ({left:.2f} of {total} credits left{also}; a run needs at "
             f"least {BASE_CHARGE:.2f}); an admin can raise the pool"
         )
     return None
+
+
+async def reserve(company_id: int, cost: float, *, what: str = "this run") -> None:
+    """Hold `cost` against what is left, or PaymentRequired saying what is left. Only inside the write
+    transaction that then stores the holding runs (`audit.atomic()`): on PostgreSQL the company's row is
+    locked first, so every reservation of a company reads the holds of those before it (committed) and
+    none after it; on SQLite that transaction holds the database's write lock from its BEGIN IMMEDIATE.
+    Either way two approvals never both spend the same credits."""
+    engine = Company._meta.db
+    if engine.current_transaction.get() is None:
+        raise RuntimeError("credits.reserve runs inside the transaction that stores the reservation")
+    if isinstance(engine, PostgresEngine):
+        await Company.select(Company.id).where(Company.id == company_id).lock_rows()
+    total, held, left = await balance(company_id)
+    if cost > left:
+        also = f", {held:.2f} held by approved runs not yet finished" if held else ""
+        raise PaymentRequired(
+            f"the company's credit pool cannot cover the maximum cost of {what}, {cost:.2f} credits: "
+            f"{max(left, 0):.2f} of {total} credits are left{also}; lower its limits, or an admin can "
+            "raise the pool"
+        )
 
 
 async def require_minimum(company_id: int) -> None:
@@ -73,8 +127,15 @@ async def charge(
     actor: str,
     flow_id: int | None = None,
     flow_title: str = "",
+    reserved_credits: float | None = None,
 ) -> float:
+    """Charge a run what it used; never more than its approval reserved (`reserved_credits`, the maximum
+    the approver was shown), so a run that overran its wall time by the host's margin cannot overdraw."""
     credits, vcpu_s, gib_s = price(vcpus, memory_mib, seconds)
+    data: dict[str, Any] = {}
+    cap = round(reserved_credits or 0, 2)  # stored as REAL: single precision on PostgreSQL
+    if cap and credits > cap:
+        credits, data["capped_at_reservation"] = cap, cap
     await CreditCharge.insert(
         CreditCharge(
             company=company_id,
@@ -95,7 +156,13 @@ async def charge(
         company_id=company_id,
         subject_type="run",
         subject_id=run_id,
-        data={"credits": credits, "vcpu_seconds": vcpu_s, "gib_seconds": gib_s, "seconds": round(seconds, 3)},
+        data={
+            "credits": credits,
+            "vcpu_seconds": vcpu_s,
+            "gib_seconds": gib_s,
+            "seconds": round(seconds, 3),
+            **data,
+        },
     )
     return credits
 
@@ -127,6 +194,7 @@ async def usage(ctx: UserContext) -> CreditUsage:
     top = sorted(per_run.items(), key=lambda kv: kv[1], reverse=True)[:10]
     total_pool = await pool(company_id)
     total_used = round(sum(by_day.values()), 2)
+    held = await reserved(company_id)
     by_user_rows = [
         PersonUsage(email=e, credits=round(c, 2)) for e, c in sorted(by_user.items(), key=lambda kv: -kv[1])
     ]
@@ -156,7 +224,8 @@ async def usage(ctx: UserContext) -> CreditUsage:
     return CreditUsage(
         pool=total_pool,
         used=total_used,
-        remaining=round(total_pool - total_used, 2),
+        reserved=held,
+        remaining=round(total_pool - total_used - held, 2),
         period_start=start,
         minimum_charge=BASE_CHARGE,
         rates=Rates(base=BASE_CHARGE, per_vcpu_second=PER_VCPU_SECOND, per_gib_second=PER_GIB_SECOND),

@@ -31,7 +31,7 @@ from backend.flows.schemas import (
 from backend.flows.tables import Capability, Flow, FlowStatus
 from backend.hashing import sha256_json, sha256_text
 from backend.records.visibility import unreadable_sources
-from backend.runs import gates, queued
+from backend.runs import gates, holds, queued
 from backend.runs import service as runs
 from backend.runs.factory import create_run
 from backend.runs.limits import bundle_bytes
@@ -334,7 +334,6 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
     """A person approves every step at once, each exactly as shown: its code and its staged data."""
     row = await _to_decide(ctx, flow_id, "approve")
     await gates.require_code_execution(ctx.company_id)
-    await credits.require_minimum(ctx.company_id)
     steps = await step_rows(flow_id)
     if len(hashes) != len(steps):
         raise Invalid(
@@ -357,7 +356,8 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
     now = clock.now()
     # the flow and every step change together: a flow `running` with a step still awaiting approval
     # would never move on
-    async with audit.atomic():
+    async with audit.atomic():  # every step's maximum cost held at once, or 402 and nothing changes
+        costs = await holds.reserve(ctx.company_id, steps, what=f"this flow ({len(steps)} steps)")
         await _claim(
             flow_id,
             {
@@ -367,10 +367,11 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
                 Flow.updated_at: now,
             },
         )
-        for step in steps:
+        for step, cost in zip(steps, costs, strict=True):
             await Run.update(
                 {
                     Run.status: RunStatus.queued if step["flow_step"] == 1 else RunStatus.waiting,
+                    Run.credits_reserved: cost,
                     Run.approval_kind: ApprovalKind.person,
                     Run.approved_by: ctx.email,
                     Run.approved_at: now,
@@ -388,6 +389,7 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
             data={
                 "by": ctx.email,
                 "flow_sha256": row["flow_sha256"],
+                "credits_reserved": round(sum(costs), 2),
                 "steps": [
                     {
                         "step": s["flow_step"],

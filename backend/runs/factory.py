@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from backend.credits.service import max_cost
 from backend.hashing import sha256_text
 from backend.runs import queued
 from backend.runs.tables import ApprovalKind, Run, RunStatus
@@ -35,7 +36,8 @@ async def create_run(
     receives: list[dict[str, Any]] | None = None,
 ) -> Run:
     """Save a new run over a staged bundle. It waits for approval, except a schedule's firing: the
-    schedule approved it (the code and the fresh bundle as staged now), and it never reads an actions.json.
+    schedule approved it (the code and the fresh bundle as staged now, its maximum cost reserved by the
+    caller in this transaction), and it never reads an actions.json.
     A first attempt is the root of its own attempts. A flow's step (`flow_id`, `flow_step`) waits for its
     flow's approval; `read_actions` False is its `read` capability."""
     now = now or datetime.now(UTC)
@@ -75,6 +77,7 @@ async def create_run(
         run.approved_at = now
         run.approved_code_sha256 = code_sha256
         run.approved_bundle_sha256 = bundle.bundle_sha256
+        run.credits_reserved = max_cost(limits)  # its firing reserved it (backend/runs/holds.py)
     await run.save()
     if root_run_id is None:
         run.root_run_id = run.id

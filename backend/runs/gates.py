@@ -56,13 +56,15 @@ async def require_code_execution(company_id: int) -> dict[str, Any]:
 
 
 async def gate_problem(company_id: int) -> str | None:
-    """Why no VM may start for this company now, or None: the gates a run passed at approval, again."""
+    """Why no VM may start for this company now, or None: the gates a run passed at approval, again. Its
+    credits were reserved at approval, so what approved runs hold does not count here; a pool used up by
+    what was charged (or lowered since) still stops it."""
     row = await company(company_id)
     if not row["assistant_write_enabled"]:
         return ASSISTANT_WRITE_OFF
     if not row["code_execution_enabled"]:
         return CODE_EXECUTION_OFF
-    return await credits.blocked_reason(company_id)
+    return await credits.blocked_reason(company_id, holds=False)
 
 
 async def cancel_queued(company_id: int, reason: str, *, actor: str) -> list[int]:

@@ -11,10 +11,10 @@ from typing import Any
 from backend import clock, decisions
 from backend.audit import service as audit
 from backend.credits import service as credits
-from backend.errors import AppError, Conflict, Forbidden, Invalid
+from backend.errors import AppError, Conflict, Forbidden, Invalid, PaymentRequired
 from backend.hashing import sha256_text
 from backend.injection import scan_text
-from backend.runs import followups, gates, limits, queued
+from backend.runs import followups, gates, holds, limits, queued
 from backend.runs.factory import create_run
 from backend.runs.read import can_decide, detail, get_run_row, max_attempts
 from backend.runs.schemas import RunDetail
@@ -197,24 +197,27 @@ async def _followup(ctx: UserContext, company: dict[str, Any], run: Run, followu
     user, same conversation, unexpired, runs left, scope a subset); otherwise it waits, saying why."""
     run_id = run.id
     note = await followups.admit(ctx, company, followup_of, run)
-    if note is not None:
-        await Run.update({Run.followup_note: note}).where(Run.id == run_id)
-        await audit.record(
-            "run.followup_needs_approval",
-            actor="system",
-            company_id=ctx.company_id,
-            subject_type="run",
-            subject_id=run_id,
-            data={"followup_of": followup_of, "reason": note},
-        )
-        return
-    await _approve_row(
-        run_id,
-        kind=ApprovalKind.followup,
-        by=f"followup:{followup_of}",
-        company_id=ctx.company_id,
-        narrowed_from=followup_of,
+    if note is None:
+        try:
+            await _approve_row(
+                run_id,
+                kind=ApprovalKind.followup,
+                by=f"followup:{followup_of}",
+                company_id=ctx.company_id,
+                narrowed_from=followup_of,
+                actor="system",
+            )
+            return
+        except PaymentRequired as exc:  # inside its grant, but the pool cannot hold its maximum cost
+            note = str(exc.detail)
+    await Run.update({Run.followup_note: note}).where(Run.id == run_id)
+    await audit.record(
+        "run.followup_needs_approval",
         actor="system",
+        company_id=ctx.company_id,
+        subject_type="run",
+        subject_id=run_id,
+        data={"followup_of": followup_of, "reason": note},
     )
 
 
@@ -249,11 +252,13 @@ async def _approve_row(
     if narrowed_from is not None:
         action = "run.followup_auto_approved"
         data["narrowed_from_run"] = narrowed_from
-    async with audit.atomic():
+    async with audit.atomic():  # its maximum cost held against the pool, or 402 and nothing changes
+        (data["credits_reserved"],) = await holds.reserve(company_id, [row])
         await _claim(
             run_id,
             {
                 Run.status: RunStatus.queued,
+                Run.credits_reserved: data["credits_reserved"],
                 Run.approval_kind: kind,
                 Run.approved_by: by,
                 Run.approved_at: now,
@@ -300,7 +305,6 @@ async def approve(ctx: UserContext, run_id: int, *, code_sha256: str, bundle_sha
     if row["status"] != RunStatus.awaiting_approval:
         raise Conflict(f"run {run_id} is {row['status']}, not awaiting approval")
     await gates.require_code_execution(ctx.company_id)
-    await credits.require_minimum(ctx.company_id)
     if code_sha256 != sha256_text(row["code"]):
         raise Conflict(
             "the code changed since you looked at it; reload and review it again", code="hash_mismatch"

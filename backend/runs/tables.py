@@ -95,6 +95,9 @@ class Run(Table):
     error_message = Text(null=True, default=None)
     output_folder_id = Integer(null=True, default=None)
     credits_charged = Real(null=True, default=None)
+    # its maximum cost, held against the company's pool from its approval until it is charged or ends
+    # unstarted (backend/runs/holds.py); 0 for a run approved before reservations
+    credits_reserved = Real(default=0.0)
     actions_discarded = Boolean(default=False)
     actions_note = Text(null=True, default=None)
     action_items_count = Integer(default=0)  # written once, when its actions.json became items

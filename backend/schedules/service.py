@@ -16,11 +16,11 @@ from backend import clock
 from backend.actions.tables import ActionItem
 from backend.audit import service as audit
 from backend.credits import service as credits
-from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
+from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound, PaymentRequired
 from backend.flows import service as flows
 from backend.flows.tables import Flow, FlowStatus
 from backend.hashing import sha256_text
-from backend.runs import gates
+from backend.runs import gates, holds, queued
 from backend.runs.factory import create_run
 from backend.runs.read import get_run_row
 from backend.runs.service import bundle_root
@@ -323,9 +323,31 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
             staging.remove_bundle(staged.directory)
         await _pause(row, f"staging failed: {exc.detail}")
         return None
-    if row["origin_flow"] is not None:
-        return await _fire_flow(row, origins, bundles, now)
-    (origin,), (bundle,) = origins, bundles
+    what = (
+        "this scheduled run" if row["origin_flow"] is None else f"this scheduled flow ({len(origins)} steps)"
+    )
+    try:
+        async with (
+            audit.atomic()
+        ):  # its maximum cost held as it is queued, or the schedule pauses, saying why
+            await holds.reserve(row["company"], origins, what=what)
+            if row["origin_flow"] is not None:
+                run_id = await _fire_flow(row, origins, bundles, now)
+            else:
+                run_id = await _fire_run(row, origins[0], bundles[0], now)
+    except PaymentRequired as exc:
+        for staged in bundles:
+            staging.remove_bundle(staged.directory)
+        await _pause(row, str(exc.detail))
+        return None
+    queued.announce()  # now that it is committed
+    return run_id
+
+
+async def _fire_run(
+    row: dict[str, Any], origin: dict[str, Any], bundle: staging.StagedBundle, now: datetime
+) -> int:
+    """A run's firing: a new run, approved by the schedule, queued at once."""
     run = await create_run(
         company_id=row["company"],
         requested_by=row["owner"],

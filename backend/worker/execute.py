@@ -182,6 +182,7 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
         actor=actor,
         flow_id=run.get("flow_id"),
         flow_title=await flows.flow_title(run.get("flow_id")),
+        reserved_credits=run.get("credits_reserved"),
     )
     await Run.update({Run.credits_charged: charged, Run.updated_at: clock.now()}).where(Run.id == run_id)
     if run.get("flow_id") is not None:  # its conclusion and what later steps receive, or the step fails

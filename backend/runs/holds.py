@@ -1,0 +1,40 @@
+"""No overdraft: approving a run reserves its maximum cost (its limits priced at their whole wall time)
+against what is left of the company's pool, in the transaction that approves it.
+
+A run holds its reservation (`Run.credits_reserved`) while it is queued, running or waiting (a flow's
+later step) and not yet charged. Nothing releases it by hand: charging it (the real cost, never above the
+reservation) and every way it ends without a VM - cancelled, refused, skipped, lost before it started -
+move it out of those states, so a reservation cannot be left behind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend.credits import service as credits
+from backend.runs.tables import Run, RunStatus
+
+HOLDING = (RunStatus.queued, RunStatus.running, RunStatus.waiting)
+
+
+@credits.holder
+async def held(company_id: int) -> float:
+    rows = await Run.select(Run.credits_reserved).where(
+        (Run.company == company_id)
+        & Run.status.is_in(list(HOLDING))
+        & Run.credits_charged.is_null()
+        & (Run.credits_reserved > 0)
+    )
+    return round(sum(r["credits_reserved"] for r in rows), 2)
+
+
+def max_cost(limits: dict[str, Any]) -> float:
+    return credits.max_cost(limits)
+
+
+async def reserve(company_id: int, steps: list[dict[str, Any]], *, what: str = "this run") -> list[float]:
+    """Reserve the maximum cost of every run in `steps` (their limits) at once, or PaymentRequired. Call it
+    inside the `audit.atomic()` that then writes each run's `credits_reserved` (the costs returned)."""
+    costs = [max_cost(step["limits"]) for step in steps]
+    await credits.reserve(company_id, round(sum(costs), 2), what=what)
+    return costs
