@@ -36,6 +36,11 @@ def is_admin() -> bool:
     return (me() or {}).get("role") == "admin"
 
 
+def sees_company_history() -> bool:
+    """An admin or an auditor: every run and flow of the company, and the audit trail (the API decides)."""
+    return (me() or {}).get("role") in ("admin", "auditor")
+
+
 def sign_in(session_token: str, me_payload: dict[str, Any]) -> None:
     app.storage.user["session"] = session_token
     app.storage.user["me"] = me_payload
@@ -59,10 +64,13 @@ def sign_out() -> None:
     storage.pop("me", None)
 
 
-def redirect_if_signed_out(path: str, *, admin: bool = False) -> RedirectResponse | None:
-    """The response to return from a page when nobody (or no admin, for admin pages) is signed in."""
+def redirect_if_signed_out(
+    path: str, *, admin: bool = False, auditor: bool = False
+) -> RedirectResponse | None:
+    """The response to return from a page when nobody (or no admin, for admin pages; `auditor`: an auditor
+    may read it too) is signed in."""
     if not app.storage.user.get("session") or not me():
         return RedirectResponse(f"/login?next={path}")
-    if admin and not is_admin():
+    if admin and not (is_admin() or (auditor and sees_company_history())):
         return RedirectResponse("/runs")
     return None

@@ -30,6 +30,11 @@ MEMBER_NAV = [
     ("Flows", "/flows", "account_tree"),
     ("Assistant access", "/access", "smart_toy"),
 ]
+AUDITOR_NAV = [  # reads the trail and every run and flow; decides nothing (no settings, credits, tokens)
+    ("Runs", "/runs", "play_circle"),
+    ("Flows", "/flows", "account_tree"),
+    ("Audit", "/audit", "fact_check"),
+]
 ADMIN_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
@@ -64,7 +69,8 @@ def frame(title: str) -> Iterator[None]:
                 ui.separator()
                 ui.menu_item("Sign out", on_click=session.end_session).mark("sign-out")  # a POST, never a GET
     with ui.left_drawer(value=True, bordered=True).props("width=200").classes("bg-grey-1 px-0"):
-        for label, path, icon in ADMIN_NAV if me.get("role") == "admin" else MEMBER_NAV:
+        nav = {"admin": ADMIN_NAV, "auditor": AUDITOR_NAV}.get(me.get("role", ""), MEMBER_NAV)
+        for label, path, icon in nav:
             marker = "nav-" + label.lower().replace(" ", "-")  # one marker per entry ("nav-assistant-access")
             link = ui.link(target=path).classes("w-full no-underline text-grey-9").mark(marker)
             with link, ui.row().classes("items-center gap-3 px-4 py-2 hover:bg-grey-3 w-full"):

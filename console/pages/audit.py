@@ -1,4 +1,4 @@
-"""Audit (admin): search the hash-chained trail and verify the chain."""
+"""Audit (admin, auditor): search the hash-chained trail and verify the chain."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ SUBJECTS = [
 def register() -> None:
     @ui.page("/audit")
     async def audit_page() -> RedirectResponse | None:
-        if redirect := session.redirect_if_signed_out("/audit", admin=True):
+        if redirect := session.redirect_if_signed_out("/audit", admin=True, auditor=True):
             return redirect
         api = session.api()
         with theme.frame("Audit trail"):

@@ -45,7 +45,7 @@ def register() -> None:
     async def flows_page(status: str | None = None) -> RedirectResponse | None:
         if redirect := session.redirect_if_signed_out("/flows"):
             return redirect
-        admin = session.is_admin()
+        admin = session.sees_company_history()  # an admin's or an auditor's view: every flow of the company
         with theme.frame("Flows" if admin else "My flows"):
             with ui.row().classes("items-end gap-3 w-full").mark("filters"):
                 status_select = (

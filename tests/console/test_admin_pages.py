@@ -214,3 +214,31 @@ async def test_drive_quotas_are_shown_and_saved_in_the_settings(user: User, assi
     await user.should_see("Saved (and recorded in the audit trail).", retries=50)
     settings = await assistant.call("admin@acme.example", "GET", "/api/company/settings")
     assert settings["drive_quota_mb_per_user"] == 25 and settings["drive_uploads_per_hour"] == 200
+
+
+async def test_an_auditor_reads_the_trail_and_every_run_and_has_no_settings(
+    user: User, assistant: Assistant
+) -> None:
+    await assistant.enable_code_execution()
+    await assistant.propose("bob@acme.example", with_feedback=False, title="Bob's pipeline")
+    frank = next(
+        p["id"]
+        for p in await assistant.call("admin@acme.example", "GET", "/api/company/people")
+        if p["email"] == "frank@acme.example"
+    )
+    await assistant.call(
+        "admin@acme.example", "PATCH", f"/api/company/people/{frank}", json={"role": "auditor"}
+    )
+    await sign_in(user, "frank@acme.example", then="/audit")
+    await user.should_see(marker="audit-table", retries=50)  # the trail, as an admin's page shows it
+    await user.should_see(marker="nav-audit")
+    await user.should_not_see(marker="nav-settings")
+    await user.should_not_see(marker="nav-credits")
+    user.find(marker="verify-button").click()
+    await user.should_see(marker="chain-ok", retries=50)
+    await user.open("/runs")
+    await user.should_see(marker="runs-table", retries=50)
+    rows = user.find(marker="runs-table").elements.pop().rows
+    assert "bob@acme.example" in {r["requested_by"] for r in rows}  # every run of the company
+    await user.open("/settings")  # an admin's page: back to the runs
+    await user.should_see(marker="runs-table", retries=50)
