@@ -86,6 +86,10 @@ class Settings(BaseSettings):
     host_id: str = Field(default="", pattern=HOST_ID_PATTERN)
     worker_heartbeat_seconds: float = 5.0
     worker_lost_seconds: float = 30.0  # a worker silent this long is lost: its runs are retried or ended
+    # a run handed to a host and not claimed this long (its job lost, its worker killed before claiming, the
+    # claim failing past its retries) goes back to the dispatcher and is handed out again; the claim stays
+    # conditional, so a late job of its first hand-over is refused and the run starts once
+    worker_claim_seconds: float = 60.0
     company_concurrency_cap: int = 2  # runs of one company handed to workers at once while others wait
     worker_url_seconds: int = 900  # how long a signed bundle or result URL stays valid
     use_saved_state: bool = True

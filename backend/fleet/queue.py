@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 
 import procrastinate
 import psycopg
+from procrastinate.exceptions import AlreadyEnqueued, ProcrastinateException
+from procrastinate.jobs import Status
 from psycopg import sql
 
 from backend.fleet import service
@@ -47,6 +49,15 @@ WORKER_ROLE = "cleanroom_worker"
 def queue_of(host_id: str) -> str:
     """The queue only `host_id`'s worker listens on (a valid host id keeps the NOTIFY channel short)."""
     return f"{QUEUE}.{host_id}"
+
+
+def host_of(queue: str) -> str:
+    return queue.removeprefix(f"{QUEUE}.")
+
+
+def lock_of(run_id: int) -> str:
+    """The run's queueing lock: procrastinate refuses a second job of it while one waits (`todo`)."""
+    return f"run-{run_id}"
 
 
 def database_url() -> str:
@@ -239,6 +250,8 @@ async def dispatch(app: procrastinate.App) -> list[int]:
             continue
         if not by_host:
             break
+        if not await _retire_jobs(app, run_id):
+            continue  # a job of an earlier hand-over is still being worked on: once it ended
         host = min(by_host, key=lambda h: (-by_host[h], h))
         marked = (
             await Run.update({Run.dispatched_at: datetime.now(UTC), Run.dispatched_to: host})
@@ -248,7 +261,12 @@ async def dispatch(app: procrastinate.App) -> list[int]:
         if not marked:
             continue  # another API process handed it over
         try:
-            await app.configure_task(TASK, queue=queue_of(host)).defer_async(run_id=run_id)
+            await app.configure_task(TASK, queue=queue_of(host), queueing_lock=lock_of(run_id)).defer_async(
+                run_id=run_id
+            )
+        except AlreadyEnqueued:  # a job of it appeared since `_retire_jobs`: the next pass looks again
+            await Run.update({Run.dispatched_at: None, Run.dispatched_to: None}).where(Run.id == run_id)
+            continue
         except Exception:
             await Run.update({Run.dispatched_at: None, Run.dispatched_to: None}).where(Run.id == run_id)
             raise
@@ -260,6 +278,56 @@ async def dispatch(app: procrastinate.App) -> list[int]:
         free -= 1
         handed.append(run_id)
     return handed
+
+
+async def _retire_jobs(app: procrastinate.App, run_id: int) -> bool:
+    """Before a run is handed out (again): jobs of an earlier hand-over still waiting (`todo`: never taken,
+    or waiting for a retry of their claim) are cancelled; False while one is being worked on (`doing`), so a
+    run never has two live jobs. The run is not dispatched now, so no such job can claim it meanwhile."""
+    clear = True
+    for job in await app.job_manager.list_jobs_async(task=TASK, queueing_lock=lock_of(run_id)):
+        if job.status == "todo" and job.id is not None:
+            if not await app.job_manager.cancel_job_by_id_async(job.id):
+                clear = False  # taken just now
+        elif job.status == "doing":
+            clear = False
+    return clear
+
+
+async def recover_stalled(app: procrastinate.App) -> list[int]:
+    """Jobs left `doing` by a procrastinate worker whose heartbeat stopped (killed, or its database
+    connection gone for `worker_lost_seconds`): procrastinate's stalled-job detection finds them. One whose
+    run still waits for that job's host goes back to `todo` (`retry_job`: the host's worker, back, claims it
+    once); one whose run ended, was handed elsewhere or was never claimed ends `failed`. A run a host holds
+    (`running`) keeps its job: the host's own heartbeat settles that run (`service.reap`). Returns the jobs."""
+    stalled = await app.job_manager.get_stalled_jobs(
+        task_name=TASK, seconds_since_heartbeat=get_settings().worker_lost_seconds
+    )
+    recovered = []
+    for job in stalled:
+        run_id = job.task_kwargs.get("run_id")
+        run = await Run.select(Run.status, Run.dispatched_to).where(Run.id == run_id).first()
+        if run is not None and run["status"] == RunStatus.running:
+            continue
+        waits = (
+            run is not None
+            and run["status"] == RunStatus.queued
+            and run["dispatched_to"] == host_of(job.queue)
+        )
+        assert job.id is not None
+        try:
+            if waits:
+                await app.job_manager.retry_job(job)
+            else:
+                await app.job_manager.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
+        except ProcrastinateException as exc:  # moved meanwhile (its worker came back): theirs
+            log.info("stalled job %s of run %s not recovered: %s", job.id, run_id, exc)
+            continue
+        log.warning(
+            "job %s of run %s: its worker stopped; %s", job.id, run_id, "retried" if waits else "ended"
+        )
+        recovered.append(job.id)
+    return recovered
 
 
 class Dispatcher:
@@ -298,6 +366,7 @@ class Dispatcher:
         while True:
             try:
                 await service.reap()
+                await recover_stalled(self.app)
                 if (
                     loop.time() - self._last_schedules > 15
                 ):  # due schedules queue runs, as the embedded worker

@@ -241,6 +241,26 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
         if row is not None and row["status"] == RunStatus.queued:
             raise Forbidden("this run was not dispatched to this host")
         raise Conflict("this run is not waiting to start (another worker holds it, or it ended)")
+    try:
+        return await _job(host_id, run_id)
+    except Exception:  # the worker gets a 5xx and tries the claim again: the run must still be claimable
+        await Run.update(
+            {
+                Run.status: RunStatus.queued,
+                Run.host_id: None,
+                Run.started_at: None,
+                Run.updated_at: clock.now(),
+            }
+        ).where(
+            (Run.id == run_id)
+            & (Run.status == RunStatus.running)
+            & (Run.host_id == host_id)
+            & Run.vm_started_at.is_null()
+        )
+        raise
+
+
+async def _job(host_id: str, run_id: int) -> dict[str, Any]:
     run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
     carry_url, started_after = None, None
     if run["flow_id"] is not None:  # a flow's step: what earlier steps handed on, fetched by its own URL
@@ -366,9 +386,11 @@ async def _undispatch(host_id: str | None = None, *, before: datetime | None = N
 
 async def reap() -> list[str]:
     """Hosts whose heartbeat is older than `worker_lost_seconds` are lost; their runs are settled. A run
-    handed to a host that did not claim it within that time (its job lost on the way) is handed out again."""
-    cutoff = clock.now() - timedelta(seconds=get_settings().worker_lost_seconds)
-    if stale := await _undispatch(before=cutoff):
+    handed to a host that did not claim it within `worker_claim_seconds` (its job lost on the way, its worker
+    killed between taking the job and claiming, the claim failing past its retries) is handed out again."""
+    settings = get_settings()
+    cutoff = clock.now() - timedelta(seconds=settings.worker_lost_seconds)
+    if stale := await _undispatch(before=clock.now() - timedelta(seconds=settings.worker_claim_seconds)):
         log.warning("runs %s were not claimed where they were sent: handing them out again", stale)
     stale = await WorkerHost.select(WorkerHost.host_id).where(
         (WorkerHost.last_heartbeat < cutoff) & WorkerHost.lost_at.is_null()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import procrastinate
 import psycopg
 from procrastinate.exceptions import ProcrastinateException
 
@@ -37,6 +38,19 @@ BUNDLE_MAX_MEMBERS = 100_000
 
 class ApiUnavailable(RuntimeError):
     pass
+
+
+class ClaimFailed(RuntimeError):
+    """The API answered the claim with a server error: nothing was claimed, the job is tried again."""
+
+
+# A claim that failed (the API unreachable past RETRIES, a 5xx) is procrastinate's to retry: the job goes back
+# to `todo` and is taken again in 2, 4, 8, 16 s. Only the claim: once a run is claimed, `_run` settles every
+# failure over HTTP itself and the job ends; the claim is conditional, so a retry never starts a run twice.
+# Past these attempts the job ends `failed` and the API hands the run out again (`worker_claim_seconds`).
+CLAIM_RETRY = procrastinate.RetryStrategy(
+    max_attempts=4, exponential_wait=2, retry_exceptions={ApiUnavailable, ClaimFailed}
+)
 
 
 class FleetWorker:
@@ -123,7 +137,7 @@ class FleetWorker:
         url = get_settings().effective_database_url
         app = make_app(url, name=f"cleanroom-worker-{self.host_id}")
         await self._wait_for_schema(url)
-        app.task(name=TASK, queue=queue_of(self.host_id), pass_context=False)(self.handle)
+        self.register_task(app)
         await self.register()
         beats = asyncio.create_task(self._heartbeats())
         loop = asyncio.get_running_loop()
@@ -137,6 +151,9 @@ class FleetWorker:
                 await self.api.post("/api/worker/leave")
             await self.api.aclose()
             log.info("worker %s stopped", self.host_id)
+
+    def register_task(self, app: procrastinate.App) -> None:
+        app.task(name=TASK, queue=queue_of(self.host_id), pass_context=False, retry=CLAIM_RETRY)(self.handle)
 
     async def _take_jobs(self, app: Any) -> None:
         """Procrastinate's worker until SIGTERM; a lost database connection is retried with backoff (a job
@@ -153,6 +170,10 @@ class FleetWorker:
                             wait=True,
                             shutdown_graceful_timeout=None,  # running VMs finish
                             delete_jobs="successful",
+                            # procrastinate's own heartbeat, on the same clock as the API's: the jobs of a
+                            # worker silent for worker_lost_seconds are stalled (`queue.recover_stalled`)
+                            update_heartbeat_interval=get_settings().worker_heartbeat_seconds,
+                            stalled_worker_timeout=get_settings().worker_lost_seconds,
                         )
                     )
                     stop = asyncio.create_task(self._stop.wait())
@@ -184,6 +205,8 @@ class FleetWorker:
         if response.status_code in (403, 409):  # started from another job, or handed to another host since
             log.info("run %s: not ours to start (%s)", run_id, response.json().get("detail"))
             return
+        if response.status_code >= 500:
+            raise ClaimFailed(f"claim of run {run_id}: {response.status_code} {response.text[:300]}")
         response.raise_for_status()
         job = response.json()
         self.running += 1

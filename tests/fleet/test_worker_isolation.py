@@ -194,18 +194,18 @@ async def test_a_run_not_claimed_where_it_was_sent_is_sent_again_and_the_old_job
     assert row == {"dispatched_at": None, "dispatched_to": None}
     beta = await _worker(client, "beta", capacity=1)
     assert await _dispatch() == [run["id"]]
-    alpha = await _worker(client, "alpha", capacity=1)  # back, its old job for the run still queued
+    alpha = await _worker(client, "alpha", capacity=1)  # back: its old job cancelled, a late claim refused
     assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).status_code == 403
     assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=beta)).status_code == 200
 
-    # a job lost on the way (the host is up but never claims): handed out again after worker_lost_seconds
+    # a job lost on the way (the host is up but never claims): handed out again after worker_claim_seconds
     late = await _queued_run(client, alice)
     await WorkerHost.update({WorkerHost.capacity: 2}).where(WorkerHost.host_id == "beta")
     handed = await _dispatch()
     assert handed == [late["id"]]
     assert await service.reap() == []  # positive control: a fresh dispatch stays where it was sent
     assert (await Run.select(Run.dispatched_at).where(Run.id == late["id"]).first())["dispatched_at"]
-    old = datetime.now(UTC) - timedelta(seconds=get_settings().worker_lost_seconds + 5)
+    old = datetime.now(UTC) - timedelta(seconds=get_settings().worker_claim_seconds + 5)
     await Run.update({Run.dispatched_at: old}).where(Run.id == late["id"])
     await service.reap()
     row = await Run.select(Run.dispatched_at, Run.dispatched_to).where(Run.id == late["id"]).first()

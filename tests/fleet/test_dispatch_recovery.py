@@ -1,0 +1,298 @@
+"""The dispatch path when a worker fails between taking a job and claiming its run (issue 27, item 3): a
+real API (in process), real PostgreSQL and procrastinate, and the real `FleetWorker` taking its jobs; only
+the VM is replaced (`sandbox.run_code`), so each run's execution is counted. A run handed to a worker that
+never claims it is handed out again after `worker_claim_seconds` (not before) and runs once; a job a killed
+worker left `doing` is recovered; two claims of one run never both succeed; a claim that failed with a 5xx
+is tried again by procrastinate; the worker's job-queue loop reconnects after its connections are cut."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+from backend.fleet import queue as fleet_queue
+from backend.fleet import service
+from backend.fleet.tables import WorkerHost
+from backend.fleet.worker import FleetWorker
+from backend.runs.tables import Run, RunStatus
+from backend.sandbox.models import SandboxResult
+from tests.fleet.test_worker_api import _queued_run
+
+pytestmark = pytest.mark.postgres
+LONG_AGO = timedelta(minutes=10)
+
+
+@pytest.fixture
+def executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every execution of a run's code (the VM is not started here)."""
+    from backend import sandbox
+
+    seen: list[str] = []
+
+    def run_code(code: str, *, out_dir: Path, **_: object) -> SandboxResult:
+        seen.append(code)
+        return SandboxResult(status="succeeded", exit_code=0, stdout="ran\n")
+
+    monkeypatch.setattr(sandbox, "run_code", run_code)
+    return seen
+
+
+async def _host(client, host_id: str, capacity: int = 2) -> tuple[FleetWorker, dict[str, str]]:
+    """A registered host and the real worker of it, talking to the in-process API."""
+    token = await service.enroll(host_id, created_by="test")
+    headers = {"Authorization": f"Bearer {token}"}
+    response = await client.post("/api/worker/hosts", json={"capacity": capacity}, headers=headers)
+    assert response.status_code == 200, response.text
+    base = str(client.base_url)
+    worker = FleetWorker(host_id=host_id, api_url=base, token=token, capacity=capacity)
+    await worker.api.aclose()
+    worker.api = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=client.app), base_url=base, headers=headers
+    )
+    return worker, headers
+
+
+@contextlib.asynccontextmanager
+async def _queue():
+    app = fleet_queue.make_app()
+    await fleet_queue.ensure_schema(app)
+    async with app.open_async():
+        yield app
+
+
+async def _pass(app) -> list[int]:
+    """One pass of the API's dispatcher (`Dispatcher._loop`): reap, recover stalled jobs, hand out."""
+    await service.reap()
+    await fleet_queue.recover_stalled(app)
+    return await fleet_queue.dispatch(app)
+
+
+async def _work(worker: FleetWorker) -> None:
+    """The worker takes every job of its queue that is due, then stops (as `_take_jobs`, not waiting)."""
+    app = fleet_queue.make_app(name=f"cleanroom-worker-{worker.host_id}")
+    worker.register_task(app)
+    async with app.open_async():
+        await app.run_worker_async(
+            queues=[fleet_queue.queue_of(worker.host_id)],
+            wait=False,
+            install_signal_handlers=False,
+            delete_jobs="successful",
+        )
+
+
+async def _jobs(app, run_id: int) -> list[tuple[str, str]]:
+    jobs = await app.job_manager.list_jobs_async(queueing_lock=fleet_queue.lock_of(run_id))
+    return [(j.queue, j.status) for j in sorted(jobs, key=lambda j: j.id)]
+
+
+async def _take_and_die(app, host_id: str) -> int:
+    """A worker of `host_id` takes the next job (now `doing`, with it) and dies before claiming the run."""
+    worker_id = await app.job_manager.register_worker()
+    job = await app.job_manager.fetch_job([fleet_queue.queue_of(host_id)], worker_id)
+    assert job is not None
+    return worker_id
+
+
+async def _stop_heartbeat(worker_id: int) -> None:
+    """What time does to a killed procrastinate worker: its heartbeat grows old."""
+    with psycopg.connect(fleet_queue.database_url(), autocommit=True) as conn:
+        conn.execute(
+            "UPDATE procrastinate_workers SET last_heartbeat = now() - interval '10 minutes' WHERE id = %s",
+            (worker_id,),
+        )
+
+
+async def _audit(client, alice, run_id: int) -> list[str]:
+    return [e["action"] for e in (await client.get(f"/api/runs/{run_id}/audit", headers=alice)).json()]
+
+
+async def _once(client, alice, run_id: int) -> None:
+    detail = (await client.get(f"/api/runs/{run_id}", headers=alice)).json()
+    assert detail["status"] == "succeeded", detail
+    actions = await _audit(client, alice, run_id)
+    assert actions.count("run.started") == 1 and actions.count("run.finished") == 1, actions
+    assert actions.count("credits.charged") == 1, actions
+
+
+async def test_a_run_whose_worker_died_before_claiming_is_handed_out_again_after_the_bound_and_runs_once(
+    client, alice, acme_on, executions
+) -> None:
+    run = await _queued_run(client, alice)
+    worker, _ = await _host(client, "alpha")
+    async with _queue() as app:
+        assert await _pass(app) == [run["id"]]
+        first = await Run.select(Run.dispatched_at).where(Run.id == run["id"]).first()
+        dead = await _take_and_die(app, "alpha")
+        # positive control: before the bound nothing is handed out again (its worker may yet claim it)
+        assert await _pass(app) == []
+        row = await Run.select(Run.dispatched_at, Run.status).where(Run.id == run["id"]).first()
+        assert row == {"dispatched_at": first["dispatched_at"], "status": RunStatus.queued}
+        assert await _jobs(app, run["id"]) == [("runs.alpha", "doing")]
+        # past the bound (and the dead worker's heartbeat old): the run is handed out again, once
+        await _stop_heartbeat(dead)
+        await Run.update({Run.dispatched_at: datetime.now(UTC) - LONG_AGO}).where(Run.id == run["id"])
+        assert await _pass(app) == [run["id"]]
+        assert await _jobs(app, run["id"]) == [("runs.alpha", "failed"), ("runs.alpha", "todo")]
+        await _work(worker)
+        await _once(client, alice, run["id"])
+        assert len(executions) == 1
+        # the dead worker's job, woken late, claims nothing and runs nothing
+        await worker.handle(run["id"])
+        assert len(executions) == 1
+        assert await _pass(app) == []  # nothing left to hand out
+        assert "doing" not in {status for _, status in await _jobs(app, run["id"])}
+
+
+async def test_a_job_left_doing_by_a_killed_worker_is_recovered_once_its_run_is_settled(
+    client, alice, acme_on, executions
+) -> None:
+    run = await _queued_run(client, alice)
+    _, alpha = await _host(client, "alpha")
+    async with _queue() as app:
+        assert await _pass(app) == [run["id"]]
+        dead = await _take_and_die(app, "alpha")
+        # the worker had claimed the run and started its VM when it was killed
+        assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).status_code == 200
+        assert (
+            await client.post(f"/api/worker/runs/{run['id']}/vm-started", headers=alpha)
+        ).status_code == 200
+        await _stop_heartbeat(dead)
+        # control: the run is held by a host whose own heartbeat is fresh: its job is left alone
+        assert await fleet_queue.recover_stalled(app) == []
+        assert await _jobs(app, run["id"]) == [("runs.alpha", "doing")]
+        # the host's heartbeat stops too: the run ends (worker lost) and procrastinate holds no `doing` job
+        old = datetime.now(UTC) - LONG_AGO
+        await WorkerHost.update({WorkerHost.last_heartbeat: old}).where(WorkerHost.host_id == "alpha")
+        assert await _pass(app) == []
+        row = await Run.select(Run.status, Run.credits_charged).where(Run.id == run["id"]).first()
+        assert row == {"status": RunStatus.error, "credits_charged": None}
+        assert await _jobs(app, run["id"]) == [("runs.alpha", "failed")]
+    assert executions == []
+
+
+async def test_a_stalled_job_whose_run_still_waits_is_retried_and_its_run_runs_once(
+    client, alice, acme_on, executions
+) -> None:
+    run = await _queued_run(client, alice)
+    worker, _ = await _host(client, "alpha")
+    async with _queue() as app:
+        assert await _pass(app) == [run["id"]]
+        dead = await _take_and_die(app, "alpha")
+        await _stop_heartbeat(dead)  # procrastinate's worker died; the run's bound has not passed
+        assert await _pass(app) == []
+        assert await _jobs(app, run["id"]) == [("runs.alpha", "todo")]  # the same job, back in its queue
+        await _work(worker)
+        await _once(client, alice, run["id"])
+        assert len(executions) == 1
+        assert await _jobs(app, run["id"]) == []  # done and deleted
+
+
+async def test_two_hand_overs_of_one_run_and_only_one_claim_succeeds(client, alice, acme_on) -> None:
+    run = await _queued_run(client, alice)
+    _, alpha = await _host(client, "alpha", capacity=2)
+    _, beta = await _host(client, "beta", capacity=3)
+    await WorkerHost.update({WorkerHost.draining: True}).where(WorkerHost.host_id == "beta")
+    async with _queue() as app:
+        assert await _pass(app) == [run["id"]]  # to alpha (beta drains)
+        await WorkerHost.update({WorkerHost.draining: False}).where(WorkerHost.host_id == "beta")
+        await Run.update({Run.dispatched_at: datetime.now(UTC) - LONG_AGO}).where(Run.id == run["id"])
+        assert await _pass(app) == [run["id"]]  # alpha never claimed it: to beta, the most free slots
+        # alpha's job was never taken: cancelled, so only beta's job is live (one live job per run)
+        assert await _jobs(app, run["id"]) == [("runs.alpha", "cancelled"), ("runs.beta", "todo")]
+    # alpha (adversary: its job of the first hand-over woke late) and beta claim at once
+    late, holder = await asyncio.gather(
+        client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha),
+        client.post(f"/api/worker/runs/{run['id']}/claim", headers=beta),
+    )
+    assert late.status_code == 403, late.text
+    assert holder.status_code == 200, holder.text  # control: the host it was handed to claims it
+    again = await client.post(f"/api/worker/runs/{run['id']}/claim", headers=beta)
+    assert again.status_code == 409  # and only once
+    row = await Run.select(Run.status, Run.host_id).where(Run.id == run["id"]).first()
+    assert row == {"status": RunStatus.running, "host_id": "beta"}
+
+
+async def test_a_claim_that_failed_with_a_server_error_is_retried_by_procrastinate_and_runs_once(
+    client, alice, acme_on, executions, monkeypatch
+) -> None:
+    run = await _queued_run(client, alice)
+    worker, _ = await _host(client, "alpha")
+    real, failures = service.signed_path, []
+
+    def signed_path(*args):
+        if not failures:  # the first claim fails after the run was marked running: a 5xx
+            failures.append(args)
+            raise RuntimeError("signing failed")
+        return real(*args)
+
+    monkeypatch.setattr(service, "signed_path", signed_path)
+    async with _queue() as app:
+        assert await _pass(app) == [run["id"]]
+        await _work(worker)
+        assert failures and executions == []
+        # the claim was undone (still for alpha) and the job waits for procrastinate's retry
+        row = await Run.select(Run.status, Run.dispatched_to).where(Run.id == run["id"]).first()
+        assert row == {"status": RunStatus.queued, "dispatched_to": "alpha"}
+        [(queue, status)] = await _jobs(app, run["id"])
+        assert (queue, status) == ("runs.alpha", "todo")
+        jobs = await app.job_manager.list_jobs_async(queueing_lock=fleet_queue.lock_of(run["id"]))
+        assert jobs[0].attempts == 1
+        with psycopg.connect(fleet_queue.database_url(), autocommit=True) as conn:  # its wait, over
+            conn.execute("UPDATE procrastinate_jobs SET scheduled_at = now() WHERE id = %s", (jobs[0].id,))
+        await _work(worker)
+        await _once(client, alice, run["id"])
+        assert len(executions) == 1
+
+
+async def test_the_workers_job_queue_loop_reconnects_after_its_connections_are_cut(
+    client, alice, acme_on, executions, caplog
+) -> None:
+    """`FleetWorker._take_jobs`: procrastinate's worker loses its database connections; the loop opens
+    them again and the next run is taken by the same worker (no restart)."""
+    first, second = await _queued_run(client, alice), await _queued_run(client, alice)
+    worker, _ = await _host(client, "alpha", capacity=1)
+    app = fleet_queue.make_app(name="cleanroom-worker-alpha")
+    worker.register_task(app)
+    caplog.set_level(logging.WARNING, logger="cleanroom.fleet.worker")
+    taking = asyncio.create_task(worker._take_jobs(app))
+    try:
+        async with _queue() as api:
+            assert await _pass(api) == [first["id"]]  # one slot: the second waits
+            for _ in range(200):
+                if (await Run.select(Run.status).where(Run.id == first["id"]).first())[
+                    "status"
+                ] == "succeeded":
+                    break
+                await asyncio.sleep(0.1)
+            await _once(client, alice, first["id"])
+            with psycopg.connect(fleet_queue.database_url(), autocommit=True) as admin:
+                cut = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+                    ("cleanroom-worker-alpha",),
+                ).fetchone()[0]
+            assert cut >= 1
+            for _ in range(200):
+                if "job queue unreachable" in caplog.text:
+                    break
+                await asyncio.sleep(0.1)
+            assert "job queue unreachable" in caplog.text  # the loop, not procrastinate, took it up
+            assert not taking.done()
+            assert await _pass(api) == [second["id"]]
+            for _ in range(300):
+                if (await Run.select(Run.status).where(Run.id == second["id"]).first())[
+                    "status"
+                ] == "succeeded":
+                    break
+                await asyncio.sleep(0.1)
+            await _once(client, alice, second["id"])
+        assert len(executions) == 2
+    finally:
+        worker._drain()
+        await asyncio.wait_for(taking, 30)
