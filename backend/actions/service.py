@@ -326,7 +326,7 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
     except ItemProblem as exc:
         await audit.record(
             "action.refused",
-            actor=ctx.email,
+            actor=ctx.actor,
             company_id=ctx.company_id,
             subject_type="action_item",
             subject_id=item_id,
@@ -361,7 +361,7 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
         if conflict:
             await audit.record(
                 "action.conflict",
-                actor=ctx.email,
+                actor=ctx.actor,
                 company_id=ctx.company_id,
                 subject_type="action_item",
                 subject_id=item_id,
@@ -390,7 +390,7 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
             await ActionItem.update({ActionItem.created_record_id: created}).where(ActionItem.id == item_id)
     await audit.record(
         "action.accepted",
-        actor=ctx.email,
+        actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="action_item",
         subject_id=item_id,
@@ -411,7 +411,7 @@ async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> A
     await _decide(item_id, ItemStatus.rejected, ctx, (reason or "").strip()[:2000] or None)
     await audit.record(
         "action.rejected",
-        actor=ctx.email,
+        actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="action_item",
         subject_id=item_id,

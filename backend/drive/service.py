@@ -224,7 +224,7 @@ async def upload(
         await asyncio.to_thread(blobs.discard, received)  # a no-op once kept
     await audit.record(
         "drive.uploaded",
-        actor=audit_actor or ctx.email,
+        actor=audit_actor or ctx.actor,
         company_id=ctx.company_id,
         subject_type="drive_file",
         subject_id=row.id,

@@ -159,7 +159,7 @@ async def propose(ctx: UserContext, body: FlowBody, *, actor: str | None = None)
         steps=steps,
         bundles=bundles,
         action_cap=company["flow_action_cap"] if company else 20,
-        actor=actor or f"assistant:{ctx.email}",
+        actor=actor or ctx.actor,
     )
     return await flow_detail(ctx, flow_id)
 

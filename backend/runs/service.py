@@ -168,7 +168,7 @@ async def propose(
         bundle=bundle,
         findings=findings,
     )
-    actor = actor or f"assistant:{ctx.email}"
+    actor = actor or ctx.actor
     await audit.record(
         "run.proposed",
         actor=actor,
@@ -346,7 +346,7 @@ async def reject(ctx: UserContext, run_id: int, reason: str | None) -> RunDetail
         )
         await audit.record(
             "run.rejected",
-            actor=ctx.email,
+            actor=ctx.actor,
             company_id=ctx.company_id,
             subject_type="run",
             subject_id=run_id,
@@ -404,7 +404,7 @@ async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None =
     )
     await audit.record(
         "run.revised",
-        actor=f"assistant:{ctx.email}",
+        actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="run",
         subject_id=new.id,

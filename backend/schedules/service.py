@@ -175,7 +175,7 @@ async def create(
     await row.save()
     await audit.record(
         "schedule.created",
-        actor=ctx.email,
+        actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="schedule",
         subject_id=row.id,
@@ -230,7 +230,7 @@ async def set_status(ctx: UserContext, schedule_id: int, status: ScheduleStatus)
     await Schedule.update(values).where(Schedule.id == schedule_id)
     await audit.record(
         f"schedule.{'resumed' if status == ScheduleStatus.active else 'paused'}",
-        actor=ctx.email,
+        actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="schedule",
         subject_id=schedule_id,
@@ -244,7 +244,7 @@ async def delete(ctx: UserContext, schedule_id: int) -> None:
     await Schedule.delete().where(Schedule.id == schedule_id)
     await audit.record(
         "schedule.deleted",
-        actor=ctx.email,
+        actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="schedule",
         subject_id=schedule_id,

@@ -67,7 +67,7 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
     )
     ctx = await load_user_context(user["id"])
     await audit.record(
-        "auth.login", actor=ctx.email, company_id=ctx.company_id, subject_type="user", subject_id=ctx.user_id
+        "auth.login", actor=ctx.actor, company_id=ctx.company_id, subject_type="user", subject_id=ctx.user_id
     )
     return token, ctx
 
@@ -108,7 +108,7 @@ async def create_api_token(ctx: UserContext, name: str) -> dict[str, Any]:
     await row.save()
     await audit.record(
         "token.created",
-        actor=ctx.email,
+        actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="api_token",
         subject_id=row.id,
@@ -136,7 +136,7 @@ async def revoke_api_token(ctx: UserContext, token_id: int) -> None:
     )
     await audit.record(
         "token.revoked",
-        actor=ctx.email,
+        actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="api_token",
         subject_id=token_id,
@@ -189,7 +189,7 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
     if diff:
         await audit.record(
             "settings.changed",
-            actor=ctx.email,
+            actor=ctx.actor,
             company_id=ctx.company_id,
             subject_type="company",
             subject_id=ctx.company_id,
@@ -231,7 +231,7 @@ async def set_role(ctx: UserContext, user_id: int, role: str) -> dict[str, Any]:
         await User.update({User.role: role}).where(User.id == user_id)
         await audit.record(
             "user.role_changed",
-            actor=ctx.email,
+            actor=ctx.actor,
             company_id=ctx.company_id,
             subject_type="user",
             subject_id=user_id,
@@ -256,5 +256,5 @@ async def _cancel_queued_runs(ctx: UserContext, before: dict[str, Any], after: d
     for setting in ("assistant_write_enabled", "code_execution_enabled"):
         if before[setting] and not after[setting]:
             for listener in _GATE_CLOSED:
-                await listener(ctx.company_id, setting, ctx.email)
+                await listener(ctx.company_id, setting, ctx.actor)
             return
