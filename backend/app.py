@@ -19,6 +19,7 @@ from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
 from backend.evidence.controller import EvidenceController
 from backend.fleet.controller import WorkerController
 from backend.fleet.queue import DISPATCHER
+from backend.flows import progress as flows_progress
 from backend.flows.controller import FlowsController
 from backend.mcp.http import mcp_endpoint, mcp_lifespan
 from backend.metrics import metrics_endpoint
@@ -85,6 +86,7 @@ def create_app(
     db.configure(database_url)
 
     async def on_startup() -> None:
+        flows_progress.wire()  # a run ending in this process (a gate, a fleet result, the worker) moves its flow on
         if pool:
             await db.start_pool()
         await db.create_schema()

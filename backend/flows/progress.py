@@ -6,8 +6,9 @@
   what it hands on are tagged with) are its own and every earlier step's, stored on its run with the carry.
 * `collect`: when a step's VM is gone, its conclusion (JSON, within its cap) and the outputs later steps
   named go into the flow's store; a conclusion over its cap or a named output missing fails the step.
-* `step_ended`: called by every path that ends a run: a success queues the next step, anything else skips
-  the rest; the flow ends with its last step. Nothing of a step that did not succeed reaches a later one.
+* `step_ended`: called by every path that ends a run (`wire()` hooks it into `runs.ended` at start-up): a
+  success queues the next step, anything else skips the rest; the flow ends with its last step. Nothing of
+  a step that did not succeed reaches a later one.
 
 The store (data_dir/flows/<flow>/) holds only what was handed on and is removed when the flow ends.
 """
@@ -221,7 +222,12 @@ async def action_cap_problem(run: dict[str, Any], proposed: int) -> str | None:
     return None
 
 
-@ended.on_end
+def wire() -> None:
+    """Flows follow their steps' ends: hooks `step_ended` into `runs.ended`. Called at start-up wherever runs
+    end (`create_app`, the worker's start, `drain`); calling it again changes nothing."""
+    ended.on_end(step_ended)
+
+
 async def step_ended(run_id: int, status: str) -> None:
     """The flow moves on after one of its steps ended with `status` (no-op for a run outside a flow)."""
     run = await Run.select(Run.id, Run.company, Run.flow_id, Run.flow_step).where(Run.id == run_id).first()

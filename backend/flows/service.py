@@ -15,7 +15,7 @@ from backend import clock, decisions
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
-from backend.flows import progress  # registers how a flow follows its steps' ends
+from backend.flows import progress
 from backend.flows.schemas import (
     MAX_STEPS,
     CarriedFile,

@@ -1,6 +1,6 @@
 """A run ended after its approval (it finished, or a gate cancelled it before it started): whatever must
-follow hears it. Flows register here (backend/flows/progress.py starts the next step or skips the rest);
-runs know nothing of flows."""
+follow hears it. Flows hook in here (`backend.flows.progress.wire`, called at start-up by the API and by
+every worker: it starts the next step or skips the rest); runs know nothing of flows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ _hooks: list[Hook] = []
 
 
 def on_end(hook: Hook) -> Hook:
-    _hooks.append(hook)
+    """Call `hook(run_id, status)` whenever a run ends; a hook added twice is called once."""
+    if hook not in _hooks:
+        _hooks.append(hook)
     return hook
 
 

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from backend.flows import progress as flows
 from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.standby import service_standby_count, start_standby_pool, stop_standby_pool
@@ -41,6 +42,7 @@ async def queued_ids() -> list[int]:
 
 async def drain() -> None:
     """Run everything queued now, up to the VM cap at once (tests and the CLI use this)."""
+    flows.wire()
     limit = asyncio.Semaphore(max(1, get_settings().max_concurrent_vms))
 
     async def one(run_id: int) -> None:
@@ -70,6 +72,7 @@ class Worker:
         return len(self.active)
 
     async def start(self) -> None:
+        flows.wire()  # before recovery: a flow left between two steps moves on from there
         await recover()
         await self._sweep()  # bundles whose retention ran out while the service was down
         if standby := service_standby_count():  # after recovery: it removes leftover guests
