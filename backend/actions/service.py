@@ -5,11 +5,9 @@ Nothing from a run's output reaches the records except through `accept`.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import json
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from typing import Any
 
 from backend import clock, decisions
@@ -23,6 +21,7 @@ from backend.records.visibility import visible_row
 from backend.runs.read import get_run_row
 from backend.runs.tables import Run
 from backend.sandbox import actions_cap
+from backend.staging.service import staged_versions
 from backend.tenancy.context import UserContext
 
 
@@ -122,14 +121,6 @@ def parse_entry(entry: Any) -> dict[str, Any]:
     }
 
 
-def _staged_versions(bundle_dir: str, dataset: str) -> dict[int, int]:
-    path = Path(bundle_dir) / "datasets" / f"{dataset}.csv"
-    if not path.is_file():
-        return {}
-    with path.open(newline="") as fh:
-        return {int(r["id"]): int(r["version"]) for r in csv.DictReader(fh)}
-
-
 async def _check_permission(ctx: UserContext, parsed: dict[str, Any]) -> dict[str, Any] | None:
     """What the user may change: edit permission on the dataset, and for updates a record they can see."""
     dataset = DATASETS[parsed["dataset"]]
@@ -195,7 +186,7 @@ async def ingest(run: dict[str, Any], entries: list[Any], requester: UserContext
             if record is not None:
                 item["before"] = {f: _json_value(record.get(f)) for f in parsed["changes"]}
                 staged = versions.setdefault(
-                    parsed["dataset"], _staged_versions(run["bundle_dir"], parsed["dataset"])
+                    parsed["dataset"], staged_versions(run["bundle_dir"], parsed["dataset"])
                 )
                 item["staged_version"] = staged.get(parsed["record_id"], record["version"])
         except ItemProblem as exc:

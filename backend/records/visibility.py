@@ -101,7 +101,3 @@ async def visible_row(
     it: another company's row, an unshared row and a missing row look the same. Records, proposed changes
     and Drive look single rows up here; there is no second, in-Python copy of the rule."""
     return await table.select(*columns).where(And(owned_rows_where(ctx, table), table.id == row_id)).first()
-
-
-async def is_visible(ctx: UserContext, dataset: Dataset, record_id: int) -> bool:
-    return await visible_row(ctx, dataset.table, record_id, dataset.table.id) is not None
