@@ -127,6 +127,19 @@ def _in_process(app: Litestar) -> Any:
     return asgi
 
 
+def _in_process_call(record: logging.LogRecord) -> bool:
+    """False for httpx's line about an in-process call: its URL is the base with no port, then the path."""
+    return f" {IN_PROCESS_BASE}/" not in record.getMessage()
+
+
+def _quiet_in_process_calls() -> None:
+    """httpx logs every request; a tool's in-process call to the API would be logged twice (by httpx and by
+    the API). Only those are dropped: the level of httpx's logger, which other clients share, is left alone."""
+    httpx_log = logging.getLogger("httpx")
+    if _in_process_call not in httpx_log.filters:
+        httpx_log.addFilter(_in_process_call)
+
+
 @asynccontextmanager
 async def mcp_lifespan(app: Litestar) -> AsyncIterator[None]:
     """Runs the SDK's session manager for as long as the API serves. Without the `mcp` package the API still
@@ -139,7 +152,7 @@ async def mcp_lifespan(app: Litestar) -> AsyncIterator[None]:
         log.warning("MCP server disabled: %s", exc)
         yield
         return
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # each in-process call would be logged twice
+    _quiet_in_process_calls()
     client = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=_in_process(app)),
         base_url=IN_PROCESS_BASE,

@@ -111,8 +111,3 @@ def resolve_virt_type(image: ImageInfo | None, *, progress=None) -> str:
                 if progress:
                     progress(f"virt type: {_virt_resolved} ({why})")
         return _virt_resolved
-
-
-def resolved_virt_type() -> str | None:
-    setting = get_settings().virt_type
-    return setting if setting != "auto" else _virt_resolved

@@ -274,7 +274,8 @@ async def test_the_workers_job_queue_loop_reconnects_after_its_connections_are_c
             await _once(client, alice, first["id"])
             with psycopg.connect(fleet_queue.database_url(), autocommit=True) as admin:
                 cut = admin.execute(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE application_name = %s AND datname = current_database()",  # not another suite's
                     ("cleanroom-worker-alpha",),
                 ).fetchone()[0]
             assert cut >= 1

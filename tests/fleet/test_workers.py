@@ -89,8 +89,10 @@ def test_two_workers_share_eight_runs_and_each_runs_once(fleet) -> None:
     assert health["workers"] is None and health["queue_depth_all"] is None
     # every job went through the job queue as the workers' role, never as the API's
     with psycopg.connect(POSTGRES_URL) as admin:
-        roles = admin.execute(
-            "SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name LIKE 'cleanroom-worker-%'"
+        roles = admin.execute(  # this fleet's database only: another run of the suite may share the server
+            "SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name LIKE 'cleanroom-worker-%%' "
+            "AND datname = %s",
+            (fleet.name,),
         ).fetchall()
     assert roles == [(fleet.role,)], roles
 
@@ -136,8 +138,9 @@ def test_a_worker_whose_database_connections_are_cut_reconnects_and_runs_the_nex
     assert _finished(session, [first])[first]["status"] == "succeeded"
     with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
         cut = admin.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
-            ("cleanroom-worker-alpha",),
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s AND datname = %s",  # not another suite's alpha on the same server
+            ("cleanroom-worker-alpha", fleet.name),
         ).fetchone()[0]
     assert cut >= 1  # the worker's job-queue connections are gone
     (second,) = _approved(session, "print('after')\n", 1)
