@@ -100,7 +100,8 @@ async def host_for_token(header: str) -> str:
     row = await WorkerToken.select().where(WorkerToken.token_hash == sha256_text(token)).first()
     if row is None or row["revoked"]:
         raise NotAuthenticated("this worker token is not valid (revoked or never issued)")
-    await WorkerToken.update({WorkerToken.last_used_at: clock.now()}).where(WorkerToken.id == row["id"])
+    if clock.last_used_is_stale(row["last_used_at"]):
+        await WorkerToken.update({WorkerToken.last_used_at: clock.now()}).where(WorkerToken.id == row["id"])
     return row["host_id"]
 
 

@@ -87,7 +87,8 @@ async def user_for_api_token(token: str) -> UserContext:
     row = await ApiToken.select().where(ApiToken.token_hash == sha256_text(token)).first()
     if not row or row["revoked"]:
         raise NotAuthenticated("this API token is not valid (revoked or never issued)")
-    await ApiToken.update({ApiToken.last_used_at: clock.now()}).where(ApiToken.id == row["id"])
+    if clock.last_used_is_stale(row["last_used_at"]):
+        await ApiToken.update({ApiToken.last_used_at: clock.now()}).where(ApiToken.id == row["id"])
     return await load_user_context(row["user"], auth=TOKEN, token_id=row["id"], token_scope=row["scope"])
 
 
