@@ -30,7 +30,7 @@ async def test_member_asking_for_the_audit_trail_gets_a_readable_refusal(api_app
     assert refused.value.status == 403
     assert (
         refused.value.message
-        == "You are not allowed to do that. Only a company admin can browse the audit trail"
+        == "You are not allowed to do that. Only a company admin or an auditor can browse the audit trail"
     )
 
 
