@@ -229,15 +229,16 @@ async def set_role(ctx: UserContext, user_id: int, role: str) -> dict[str, Any]:
     if person["role"] not in ASSIGNABLE_ROLES:
         raise Forbidden(f"{person['email']} is a company admin: their role is not changed here")
     if person["role"] != role:
-        await User.update({User.role: role}).where(User.id == user_id)
-        await audit.record(
-            "user.role_changed",
-            actor=ctx.actor,
-            company_id=ctx.company_id,
-            subject_type="user",
-            subject_id=user_id,
-            data={"email": person["email"], "from": person["role"], "to": role, **ctx.via()},
-        )
+        async with audit.atomic():  # the change and its entry land together or not at all
+            await User.update({User.role: role}).where(User.id == user_id)
+            await audit.record(
+                "user.role_changed",
+                actor=ctx.actor,
+                company_id=ctx.company_id,
+                subject_type="user",
+                subject_id=user_id,
+                data={"email": person["email"], "from": person["role"], "to": role, **ctx.via()},
+            )
     return {**person, "role": role}
 
 
