@@ -2,7 +2,8 @@
 
 Built on the official `mcp` SDK and implemented once as a client of Cleanroom's own HTTP API with the caller's
 personal API token (the assistant scope), so every permission, visibility and gate is the API's:
-- `tools.py`    the tools and the run-file resources (`cleanroom://runs/{id}/files/{name}`);
+- `tools/`      the tools (one module per group, each registering its own), their models (the API's schemas), the
+                one renderer, and the run-file resources (`cleanroom://runs/{id}/files/{name}`);
 - `contract.py` the sandbox contract, sent as the server's instructions;
 - `api.py`      the small httpx client the tools use, and how API refusals become tool errors;
 - `http.py`     streamable HTTP at `/mcp` on the API server (the caller's bearer token, in-process calls);

@@ -152,7 +152,7 @@ async def _bench(server: ApiServer, samples: int, latency_samples: int) -> dict[
 
     await plain.aclose()
     await person.aclose()
-    from backend.mcp.tools import POLL_SECONDS
+    from backend.mcp.tools.waiting import POLL_SECONDS
 
     p50 = {name: summarize(values)["p50"] for name, values in timings.items()}
     return {

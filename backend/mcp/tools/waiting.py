@@ -1,0 +1,95 @@
+"""get_run's and get_flow's wait: poll until what they show ends or moves on, with progress notifications."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from mcp.server.mcpserver import Context
+
+from backend.mcp.api import CleanroomApi
+from backend.mcp.tools.common import FINAL, FLOW_FINAL, stopped
+
+POLL_SECONDS = 0.4
+# anything final is stage 3; `waiting`: a flow's step, approved with its flow, waiting for the steps before it
+STAGES = {"awaiting_approval": 0, "waiting": 1, "queued": 1, "running": 2}
+
+
+class Seen(NamedTuple):
+    """One look at what a wait follows: its statuses by label, how far along it is and whether it ended."""
+
+    statuses: dict[str, str]  # {"": status} for a run; {"step 1": …, …, "flow": …} for a flow
+    progress: float
+    total: float
+    message: str
+    finished: bool
+
+
+def _stage(status: str) -> int:
+    return STAGES.get(status, 3)
+
+
+def seen_run(run: dict[str, Any]) -> Seen:
+    status = run["status"]
+    return Seen({"": status}, _stage(status), 3, f"run {run['id']}: {status}", status in FINAL)
+
+
+def seen_flow(flow: dict[str, Any]) -> Seen:
+    """A flow's progress counts every step's stage (and the flow's own end), so it only ever grows."""
+    steps = flow["steps"]
+    finished = flow["status"] in FLOW_FINAL
+    statuses = {f"step {s['step']}": s["run"]["status"] for s in steps} | {"flow": flow["status"]}
+    progress = sum(_stage(s["run"]["status"]) for s in steps) + (1 if finished else 0)
+    return Seen(statuses, progress, 3 * len(steps) + 1, _flow_progress(flow), finished)
+
+
+def _flow_progress(flow: dict[str, Any]) -> str:
+    """e.g. "flow 4: step 2/3 running"; the step that stopped a failed flow; how a finished one ended."""
+    steps, head = flow["steps"], f"flow {flow['id']}"
+    n = len(steps)
+    if flow["status"] == "awaiting_approval":
+        return f"{head}: awaiting approval ({n} step{'s' if n != 1 else ''})"
+    current = next((s for s in steps if s["run"]["status"] not in FINAL), None)
+    if flow["status"] == "running" and current is not None:
+        return f"{head}: step {current['step']}/{n} {current['run']['status']}"
+    stop = stopped(flow)
+    if flow["status"] == "failed" and stop is not None:
+        return f"{head}: failed at step {stop['step']}/{n} ({stop['run']['status']})"
+    return f"{head}: {flow['status']}"
+
+
+async def wait(
+    ctx: Context,
+    api: CleanroomApi,
+    path: str,
+    current: dict[str, Any],
+    seen: Callable[[dict[str, Any]], Seen],
+    seconds: int,
+    until: str,
+) -> tuple[dict[str, Any], list[str]]:
+    """Poll `path` until what it shows ends (or changes status), noting each change and sending a progress
+    notification whenever it moved on. A client that goes away only cancels this wait: the run or flow
+    itself goes on."""
+    deadline = time.monotonic() + seconds
+    last = seen(current)
+    changes: list[str] = []
+    await ctx.report_progress(last.progress, last.total, last.message)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+        current = await api.get(path)
+        now = seen(current)
+        moved = [
+            (f"{label}: " if label else "") + f"{last.statuses.get(label)} → {status}"
+            for label, status in now.statuses.items()
+            if last.statuses.get(label) != status
+        ]
+        if moved:
+            changes += moved
+            if now.progress > last.progress:  # progress only grows (a step's waiting → queued is no stage)
+                await ctx.report_progress(now.progress, now.total, now.message)
+            last = now
+            if until == "change" or now.finished:
+                break
+    return current, changes
