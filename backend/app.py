@@ -13,7 +13,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from backend import db
 from backend.actions.controller import ActionItemsController
 from backend.audit import throttle as audit_throttle
-from backend.credits.controller import CreditsController
+from backend.credits.controller import CreditsController, PlatformController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
 from backend.evidence.controller import EvidenceController
@@ -74,6 +74,7 @@ CONTROLLERS = [
     DriveController,
     CODE_RUNS,
     SystemController,  # /api/health and /api/system/health: one Health shape
+    PlatformController,  # /api/platform: the assistant platform's charges (its own credential only)
     mcp_endpoint,  # MCP streamable HTTP at /mcp (assistant tokens only)
     metrics_endpoint,  # Prometheus at /metrics (the metrics token only; none set: off)
 ]

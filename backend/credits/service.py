@@ -11,19 +11,29 @@ from typing import Any
 from piccolo.engine.postgres import PostgresEngine
 
 from backend.audit import service as audit
-from backend.credits.schemas import CreditUsage, DayUsage, FlowCharge, PersonUsage, Rates, RunCharge
-from backend.credits.tables import CreditCharge
+from backend.credits.schemas import (
+    CreditUsage,
+    DayUsage,
+    FlowCharge,
+    KindUsage,
+    PersonUsage,
+    Rates,
+    RunCharge,
+)
+from backend.credits.tables import CreditCharge, CreditTopUp, PlatformCharge
 from backend.errors import PaymentRequired
 from backend.tenancy.context import UserContext
 from backend.tenancy.tables import Company, User
 
+RUN = "run"  # the kind of a run's charge; the assistant platform's charges name their own (CHAT_TURN, ...)
+CHAT_TURN = "chat_turn"
 BASE_CHARGE = 1.0  # per run, also the minimum a pool must cover before a run is proposed or approved
 PER_VCPU_SECOND = 0.02
 PER_GIB_SECOND = 0.01
 
 # What approved runs not yet finished hold against the pool (their maximum cost), per company: the runs
 # package registers the reader (backend/runs/holds.py); credits knows nothing of runs.
-Holder = Callable[[int], Awaitable[float]]
+Holder = Callable[..., Awaitable[float]]  # (company_id, user_id=None): one person's runs' holds, or all
 _holders: list[Holder] = []
 
 
@@ -40,16 +50,64 @@ def price(vcpus: int, memory_mib: int, seconds: float) -> tuple[float, float, fl
     return math.ceil(credits * 100) / 100, round(vcpu_seconds, 3), round(gib_seconds, 3)
 
 
+def kind_label(kind: str) -> str:
+    """How a reason names a kind of charge: "runs", "chat turns", else the kind's own words."""
+    return {RUN: "runs", CHAT_TURN: "chat turns"}.get(kind, kind.replace("_", " "))
+
+
+async def charges(company_id: int, since: datetime, user_id: int | None = None) -> list[dict[str, Any]]:
+    """Every charge of the company since `since` (optionally one person's), runs' and the platform's alike:
+    {kind, user, credits, at, run_id, run_title, flow_id, flow_title}."""
+    run_where = (CreditCharge.company == company_id) & (CreditCharge.at >= since)
+    platform_where = (PlatformCharge.company == company_id) & (PlatformCharge.at >= since)
+    if user_id is not None:
+        run_where &= CreditCharge.user == user_id
+        platform_where &= PlatformCharge.user == user_id
+    rows = [{**r, "kind": RUN} for r in await CreditCharge.select().where(run_where)]
+    for r in await PlatformCharge.select(
+        PlatformCharge.kind, PlatformCharge.user, PlatformCharge.credits, PlatformCharge.at
+    ).where(platform_where):
+        rows.append({**r, "run_id": None, "run_title": "", "flow_id": None, "flow_title": ""})
+    return rows
+
+
+async def used_by_kind(company_id: int, since: datetime | None = None) -> dict[str, float]:
+    """This period's charges per kind ("run", "chat_turn", ...)."""
+    totals: dict[str, float] = defaultdict(float)
+    for r in await charges(company_id, since or period_start()):
+        totals[r["kind"]] += r["credits"]
+    return {kind: round(c, 2) for kind, c in totals.items()}
+
+
 async def used(company_id: int) -> float:
-    rows = await CreditCharge.select(CreditCharge.credits).where(
-        (CreditCharge.company == company_id) & (CreditCharge.at >= period_start())
+    """What this period's charges add up to: runs and the assistant platform's (chat turns, ...)."""
+    return round(sum((await used_by_kind(company_id)).values()), 2)
+
+
+async def top_ups(company_id: int) -> int:
+    """What the operator added to this period's pool (a top-up lasts until the period ends)."""
+    rows = await CreditTopUp.select(CreditTopUp.credits).where(
+        (CreditTopUp.company == company_id) & (CreditTopUp.at >= period_start())
     )
-    return round(sum(r["credits"] for r in rows), 2)
+    return sum(r["credits"] for r in rows)
 
 
 async def pool(company_id: int) -> int:
+    """The company's pool this period: its plan's monthly credits (`Company.credit_pool`, set by the operator)
+    and the operator's top-ups made this period."""
     row = await Company.select(Company.credit_pool).where(Company.id == company_id).first()
-    return row["credit_pool"] if row else 0
+    return (row["credit_pool"] + await top_ups(company_id)) if row else 0
+
+
+async def spent_by(company_id: int) -> str:
+    """What used the pool this period, by kind, for a reason: "; chat turns used it up (chat turns 96.00,
+    runs 4.00 credits)" when other kinds than runs were charged, else ""."""
+    by_kind = {k: c for k, c in (await used_by_kind(company_id)).items() if c}
+    if set(by_kind) <= {RUN}:
+        return ""
+    top = max(by_kind, key=lambda k: by_kind[k])
+    parts = ", ".join(f"{kind_label(k)} {c:.2f}" for k, c in sorted(by_kind.items(), key=lambda kv: -kv[1]))
+    return f"; {kind_label(top)} used it up ({parts} credits this period)"
 
 
 def max_cost(limits: dict[str, Any]) -> float:
@@ -63,8 +121,39 @@ def holder(reader: Holder) -> Holder:
     return reader
 
 
-async def reserved(company_id: int) -> float:
-    return round(sum([await reader(company_id) for reader in _holders]), 2)
+async def reserved(company_id: int, user_id: int | None = None) -> float:
+    return round(sum([await reader(company_id, user_id=user_id) for reader in _holders]), 2)
+
+
+async def limit_reason(company_id: int, user_id: int, cost: float) -> str | None:
+    """Why `cost` more for this person would break a company admin's limit within the pool (per person a
+    period, per company a day: what was charged, what approved runs hold, and `cost`), or None."""
+    company = (
+        await Company.select(Company.credit_limit_per_person, Company.credit_limit_per_day)
+        .where(Company.id == company_id)
+        .first()
+    )
+    if company is None:
+        return None
+    per_person, per_day = company["credit_limit_per_person"], company["credit_limit_per_day"]
+    if per_person:
+        mine = sum(r["credits"] for r in await charges(company_id, period_start(), user_id))
+        mine = round(mine + await reserved(company_id, user_id), 2)
+        if mine + cost > per_person:
+            return (
+                f"this would take the person past the company's limit of {per_person} credits a person this "
+                f"period: {mine:.2f} used or held, {cost:.2f} more asked; a company admin sets the limit"
+            )
+    if per_day:
+        today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        day = sum(r["credits"] for r in await charges(company_id, today))
+        day = round(day + await reserved(company_id), 2)
+        if day + cost > per_day:
+            return (
+                f"this would take the company past its limit of {per_day} credits a day: {day:.2f} used or "
+                f"held today, {cost:.2f} more asked; a company admin sets the limit"
+            )
+    return None
 
 
 async def balance(company_id: int, *, holds: bool = True) -> tuple[int, float, float]:
@@ -82,13 +171,16 @@ async def blocked_reason(company_id: int, *, holds: bool = True) -> str | None:
     if left < BASE_CHARGE:
         also = f", {held:.2f} of them held by approved runs not yet finished" if held else ""
         return (
-            f"the company's credit pool is used up ({left:.2f} of {total} credits left{also}; a run needs at "
-            f"least {BASE_CHARGE:.2f}); an admin can raise the pool"
+            f"the company's credit pool is used up ({max(left, 0):.2f} of {total} credits left{also}; a run "
+            f"needs at least {BASE_CHARGE:.2f}){await spent_by(company_id)}; it fills again when the next "
+            "period starts, or the operator can top it up"
         )
     return None
 
 
-async def reserve(company_id: int, cost: float, *, what: str = "this run") -> None:
+async def reserve(
+    company_id: int, cost: float, *, what: str = "this run", user_id: int | None = None
+) -> None:
     """Hold `cost` against what is left, or PaymentRequired saying what is left. Only inside the write
     transaction that then stores the holding runs (`audit.atomic()`): on PostgreSQL the company's row is
     locked first, so every reservation of a company reads the holds of those before it (committed) and
@@ -104,9 +196,11 @@ async def reserve(company_id: int, cost: float, *, what: str = "this run") -> No
         also = f", {held:.2f} held by approved runs not yet finished" if held else ""
         raise PaymentRequired(
             f"the company's credit pool cannot cover the maximum cost of {what}, {cost:.2f} credits: "
-            f"{max(left, 0):.2f} of {total} credits are left{also}; lower its limits, or an admin can "
-            "raise the pool"
+            f"{max(left, 0):.2f} of {total} credits are left{also}{await spent_by(company_id)}; lower its "
+            "limits, or the operator can top the pool up"
         )
+    if user_id is not None and (reason := await limit_reason(company_id, user_id, cost)):
+        raise PaymentRequired(reason, code="credit_limit")
 
 
 async def require_minimum(company_id: int) -> None:
@@ -168,35 +262,43 @@ async def charge(
 
 
 async def usage(ctx: UserContext) -> CreditUsage:
-    """The company's use this month; a member sees the pool, not who spent it (only their own rows)."""
+    """The company's use this period, runs and the platform's charges side by side (per kind, per person,
+    per day); a member sees the pool, not who spent it (only their own people and runs rows)."""
     company_id = ctx.company_id
     start = period_start()
-    rows = await CreditCharge.select().where(
-        (CreditCharge.company == company_id) & (CreditCharge.at >= start)
-    )
+    rows = await charges(company_id, start)
     emails = {
         u["id"]: u["email"] for u in await User.select(User.id, User.email).where(User.company == company_id)
     }
-    by_day: dict[date, float] = defaultdict(float)
-    by_user: dict[str, float] = defaultdict(float)
+    by_day: dict[date, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    by_user: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    by_kind: dict[str, float] = defaultdict(float)
     per_run: dict[int, float] = defaultdict(float)
     per_flow: dict[int, list[float]] = defaultdict(list)  # each charged step of a flow
     charged: dict[int, dict[str, Any]] = {}  # a run's charge row: its title and the person who asked for it
     flows: dict[int, dict[str, Any]] = {}
     for r in rows:
-        by_day[r["at"].astimezone(UTC).date()] += r["credits"]
-        by_user[emails.get(r["user"], str(r["user"]))] += r["credits"]
+        kind = r["kind"]
+        by_day[r["at"].astimezone(UTC).date()][kind] += r["credits"]
+        by_user[emails.get(r["user"], str(r["user"]))][kind] += r["credits"]
+        by_kind[kind] += r["credits"]
+        if kind != RUN:
+            continue
         per_run[r["run_id"]] += r["credits"]
         charged[r["run_id"]] = r
         if r["flow_id"] is not None:
             per_flow[r["flow_id"]].append(r["credits"])
             flows[r["flow_id"]] = r
     top = sorted(per_run.items(), key=lambda kv: kv[1], reverse=True)[:10]
-    total_pool = await pool(company_id)
-    total_used = round(sum(by_day.values()), 2)
+    company = await Company.select().where(Company.id == company_id).first()
+    assert company is not None
+    added = await top_ups(company_id)
+    total_pool = company["credit_pool"] + added
+    total_used = round(sum(by_kind.values()), 2)
     held = await reserved(company_id)
     by_user_rows = [
-        PersonUsage(email=e, credits=round(c, 2)) for e, c in sorted(by_user.items(), key=lambda kv: -kv[1])
+        PersonUsage(email=e, credits=round(sum(k.values()), 2), by_kind=_rounded(k))
+        for e, k in sorted(by_user.items(), key=lambda kv: -sum(kv[1].values()))
     ]
     runs = [
         RunCharge(
@@ -229,8 +331,24 @@ async def usage(ctx: UserContext) -> CreditUsage:
         period_start=start,
         minimum_charge=BASE_CHARGE,
         rates=Rates(base=BASE_CHARGE, per_vcpu_second=PER_VCPU_SECOND, per_gib_second=PER_GIB_SECOND),
-        usage_by_day=[DayUsage(day=d, credits=round(c, 2)) for d, c in sorted(by_day.items())],
+        usage_by_day=[
+            DayUsage(day=d, credits=round(sum(k.values()), 2), by_kind=_rounded(k))
+            for d, k in sorted(by_day.items())
+        ],
         usage_by_user=by_user_rows,
         costliest_runs=runs,
         costliest_flows=flow_rows,
+        usage_by_kind=[
+            KindUsage(kind=k, label=kind_label(k), credits=round(c, 2))
+            for k, c in sorted(by_kind.items(), key=lambda kv: -kv[1])
+        ],
+        plan=company["plan"],
+        plan_credits=company["credit_pool"],
+        top_ups=added,
+        limit_per_person=company["credit_limit_per_person"],
+        limit_per_day=company["credit_limit_per_day"],
     )
+
+
+def _rounded(by_kind: dict[str, float]) -> dict[str, float]:
+    return {k: round(c, 2) for k, c in sorted(by_kind.items())}

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from piccolo.columns import ForeignKey, Integer, Real, Timestamptz, Varchar
+from piccolo.columns import Boolean, ForeignKey, Integer, Real, Timestamptz, Varchar
 from piccolo.table import Table
 
 from backend.tenancy.tables import Company, User
@@ -22,4 +22,49 @@ class CreditCharge(Table):
     at = Timestamptz()
 
 
-TABLES = [CreditCharge]
+class PlatformCharge(Table):
+    """What the assistant platform charged to a company's pool for something that already happened (a chat
+    turn, or another named kind), filed once per idempotency key with a platform credential."""
+
+    company = ForeignKey(references=Company, null=False, index=True)
+    user = ForeignKey(references=User, null=False)
+    kind = Varchar(length=32)
+    credits = Real()
+    idempotency_key = Varchar(length=200, unique=True, index=True)
+    token_id = Integer(default=0)  # the platform credential that filed it
+    left_after = Real(default=0.0)  # what was left of the pool right after it (the answer a replay gets)
+    at = Timestamptz()
+
+
+class PlatformToken(Table):
+    """An operator-issued credential of the assistant platform: only its hash is kept; it reaches the
+    platform routes (/api/platform/...) and nothing else. Not a person, not an assistant."""
+
+    name = Varchar(length=100)
+    prefix = Varchar(length=16)
+    token_hash = Varchar(length=64, unique=True, index=True)
+    created_at = Timestamptz()
+    created_by = Varchar(length=254, default="")
+    last_used_at = Timestamptz(null=True, default=None)
+    revoked = Boolean(default=False)
+
+
+class CreditPlan(Table):
+    """A plan the operator defined: its name and the credits its companies' pool holds each month."""
+
+    name = Varchar(length=20, unique=True)
+    monthly_credits = Integer()
+    updated_at = Timestamptz()
+
+
+class CreditTopUp(Table):
+    """Credits the operator added to a company's pool for the period it was made in."""
+
+    company = ForeignKey(references=Company, null=False, index=True)
+    credits = Integer()
+    reason = Varchar(length=500, default="")
+    actor = Varchar(length=254, default="")
+    at = Timestamptz()
+
+
+TABLES = [CreditCharge, PlatformCharge, PlatformToken, CreditPlan, CreditTopUp]

@@ -18,13 +18,17 @@ HOLDING = (RunStatus.queued, RunStatus.running, RunStatus.waiting)
 
 
 @credits.holder
-async def held(company_id: int) -> float:
-    rows = await Run.select(Run.credits_reserved).where(
+async def held(company_id: int, user_id: int | None = None) -> float:
+    """What the company's (or one person's) approved, unfinished runs hold."""
+    where = (
         (Run.company == company_id)
         & Run.status.is_in(list(HOLDING))
         & Run.credits_charged.is_null()
         & (Run.credits_reserved > 0)
     )
+    if user_id is not None:
+        where &= Run.requested_by == user_id
+    rows = await Run.select(Run.credits_reserved).where(where)
     return round(sum(r["credits_reserved"] for r in rows), 2)
 
 
@@ -36,5 +40,6 @@ async def reserve(company_id: int, steps: list[dict[str, Any]], *, what: str = "
     """Reserve the maximum cost of every run in `steps` (their limits) at once, or PaymentRequired. Call it
     inside the `audit.atomic()` that then writes each run's `credits_reserved` (the costs returned)."""
     costs = [max_cost(step["limits"]) for step in steps]
-    await credits.reserve(company_id, round(sum(costs), 2), what=what)
+    asker = steps[0].get("requested_by") if steps else None  # held to the admin's per-person limit too
+    await credits.reserve(company_id, round(sum(costs), 2), what=what, user_id=asker)
     return costs

@@ -42,7 +42,14 @@ def me_payload(ctx: UserContext, company: dict[str, Any], dataset_names: list[st
 
 
 def company_settings_payload(company: dict[str, Any]) -> CompanySettings:
-    names = (*service.SETTING_NAMES, *service.NUMBER_SETTINGS, "credit_pool", "plan", "name")
+    names = (
+        *service.SETTING_NAMES,
+        *service.NUMBER_SETTINGS,
+        *service.LIMIT_SETTINGS,
+        "credit_pool",
+        "plan",
+        "name",
+    )
     return CompanySettings(**{name: company[name] for name in names})
 
 

@@ -27,8 +27,10 @@ class SettingsBody(BaseModel):
     drive_quota_mb_per_user: int | None = Field(default=None, ge=1, le=102_400)
     drive_quota_mb_per_company: int | None = Field(default=None, ge=1, le=1_048_576)
     drive_uploads_per_hour: int | None = Field(default=None, ge=1, le=10_000)
-    credit_pool: int | None = Field(default=None, ge=0)
-    plan: str | None = None
+    credit_limit_per_person: int | None = Field(default=None, ge=0)  # within the pool; 0: no limit
+    credit_limit_per_day: int | None = Field(default=None, ge=0)
+    credit_pool: int | None = None  # the operator's: a company admin asking to change it gets 403 (audited)
+    plan: str | None = None  # the operator's, likewise
 
 
 class RoleBody(BaseModel):
@@ -101,4 +103,6 @@ class CompanySettings(BaseModel):
     drive_quota_mb_per_user: int = 2048  # Drive bytes one person's files may add up to, in MB
     drive_quota_mb_per_company: int = 20480  # Drive bytes the company's files may add up to, in MB
     drive_uploads_per_hour: int = 200  # files one person may upload in an hour
-    credit_pool: int
+    credit_pool: int  # the plan's monthly credits (the operator's; top-ups show in GET /api/credits)
+    credit_limit_per_person: int = 0  # the admin's limits within the pool; 0: none
+    credit_limit_per_day: int = 0

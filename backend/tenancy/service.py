@@ -16,7 +16,7 @@ from backend.hashing import sha256_text
 from backend.settings import get_settings
 from backend.tenancy import login_limits
 from backend.tenancy.context import AUDITOR, MEMBER, SESSION, TOKEN, UserContext, load_user_context
-from backend.tenancy.tables import PLANS, ApiToken, Company, Session, User
+from backend.tenancy.tables import ApiToken, Company, Session, User
 
 _hasher = PasswordHasher()
 _DUMMY_HASH = _hasher.hash("not-a-real-password")
@@ -30,6 +30,10 @@ NUMBER_SETTINGS = {
     "drive_quota_mb_per_company": (1, 1_048_576),
     "drive_uploads_per_hour": (1, 10_000),
 }
+# The pool is the operator's (`cleanroom plans assign`, `cleanroom credits top-up`): an admin changing it is
+# refused (403, audited). An admin's limits within it (0: none): per person a period, for the company a day.
+OPERATOR_SETTINGS = ("credit_pool", "plan")
+LIMIT_SETTINGS = ("credit_limit_per_person", "credit_limit_per_day")
 SESSION_COOKIE = "cleanroom_session"
 TOKEN_PREFIX = "crt_"
 ASSISTANT_SCOPE = "assistant"  # the one scope issued today: read, upload, propose, revise, follow up
@@ -155,13 +159,14 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
     ctx.require_person("changing company settings")
     if not ctx.is_admin:
         raise Forbidden("only a company admin can change company settings")
-    unknown = set(changes) - set(SETTING_NAMES) - set(NUMBER_SETTINGS) - {"credit_pool", "plan"}
-    if unknown:
+    unknown = set(changes) - set(SETTING_NAMES) - set(NUMBER_SETTINGS) - set(LIMIT_SETTINGS)
+    if unknown - set(OPERATOR_SETTINGS):
         raise Invalid(
-            f"unknown settings: {sorted(unknown)}; "
-            f"valid: {[*SETTING_NAMES, *NUMBER_SETTINGS, 'credit_pool', 'plan']}"
+            f"unknown settings: {sorted(unknown)}; valid: {[*SETTING_NAMES, *NUMBER_SETTINGS, *LIMIT_SETTINGS]}"
         )
     before = await company_info(ctx.company_id)
+    if unknown:
+        await _refuse_pool_change(ctx, {k: changes[k] for k in sorted(unknown)}, before)
     update: dict[Any, Any] = {}
     for name, value in changes.items():
         if name in SETTING_NAMES:
@@ -171,20 +176,17 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
             low, high = NUMBER_SETTINGS[name]
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
                 raise Invalid(f"{name} must be a whole number from {low} to {high}")
-        elif name == "credit_pool":
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise Invalid("credit_pool must be a non-negative whole number of credits")
-        elif name == "plan" and value not in PLANS:
-            raise Invalid(f"plan must be one of {sorted(PLANS)}")
+        elif name in LIMIT_SETTINGS:  # within the pool: never more than it
+            pool = before["credit_pool"]
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= pool:
+                raise Invalid(f"{name} must be a whole number from 0 (no limit) to the pool, {pool}")
         update[getattr(Company, name)] = value
-    if "plan" in changes and "credit_pool" not in changes:
-        update[Company.credit_pool] = PLANS[changes["plan"]]
     if update:
         await Company.update(update).where(Company.id == ctx.company_id)
     after = await company_info(ctx.company_id)
     diff = {
         k: {"from": before[k], "to": after[k]}
-        for k in (*SETTING_NAMES, *NUMBER_SETTINGS, "credit_pool", "plan")
+        for k in (*SETTING_NAMES, *NUMBER_SETTINGS, *LIMIT_SETTINGS)
         if before[k] != after[k]
     }
     if diff:
@@ -198,6 +200,29 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
         )
     await _cancel_queued_runs(ctx, before, after)
     return after
+
+
+async def _refuse_pool_change(ctx: UserContext, asked: dict[str, Any], before: dict[str, Any]) -> None:
+    """An admin asking to change the pool or the plan: 403, and an audit entry of the refusal."""
+    await audit.record(
+        "settings.refused",
+        actor=ctx.actor,
+        company_id=ctx.company_id,
+        subject_type="company",
+        subject_id=ctx.company_id,
+        data={
+            "asked": asked,
+            "current": {k: before[k] for k in OPERATOR_SETTINGS},
+            "reason": "the pool and the plan are the operator's",
+            **ctx.via(),
+        },
+    )
+    raise Forbidden(
+        f"the credit pool and the plan are the operator's (asked: {sorted(asked)}): the operator puts the "
+        "company on a plan and tops its pool up; a company admin may set limits within the pool "
+        f"({', '.join(LIMIT_SETTINGS)})",
+        code="operator_only",
+    )
 
 
 PERSON_COLUMNS = (User.id, User.email, User.name, User.title, User.role, User.active)

@@ -10,13 +10,17 @@ from piccolo.columns import (
 )
 from piccolo.table import Table
 
-PLANS = {"starter": 2_000, "team": 10_000, "business": 50_000}  # default monthly credit pools
+PLANS = {"starter": 2_000, "team": 10_000, "business": 50_000}  # the plans before the operator defines any
 
 
 class Company(Table):
     name = Varchar(length=200, unique=True)
     plan = Varchar(length=20, default="team")
-    credit_pool = Integer(default=PLANS["team"])  # monthly pool; plans set the default, admins may change it
+    credit_pool = Integer(default=PLANS["team"])  # monthly pool: its plan's, set by the operator (cli: plans)
+    # a company admin's limits within the pool, 0 for none: what one person's runs and chat turns may use in a
+    # period, and what the whole company may use in a day
+    credit_limit_per_person = Integer(default=0)
+    credit_limit_per_day = Integer(default=0)
     code_execution_enabled = Boolean(default=False)
     assistant_write_enabled = Boolean(default=True)
     followup_without_reapproval = Boolean(default=False)

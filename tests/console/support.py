@@ -72,6 +72,12 @@ class Assistant:
             "admin@acme.example", "PATCH", "/api/company/settings", json={"code_execution_enabled": True}
         )
 
+    async def empty_pool(self, company: str = "Acme Analytics") -> None:
+        """The operator's plan with no credits (a company admin cannot change the pool): straight to the table."""
+        from backend.tenancy.tables import Company
+
+        await Company.update({Company.credit_pool: 0}).where(Company.name == company)
+
     async def feedback_file_id(self, email: str = "alice@acme.example") -> int:
         files = await self.call(email, "GET", "/api/drive/files", params={"all": "true"})
         return next(f["id"] for f in files if f["name"] == "Customer feedback.xlsx")

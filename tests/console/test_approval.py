@@ -90,7 +90,7 @@ async def test_approve_is_disabled_with_the_reason_when_credits_are_gone(
 ) -> None:
     await assistant.enable_code_execution()
     run = await assistant.propose()
-    await assistant.call("admin@acme.example", "PATCH", "/api/company/settings", json={"credit_pool": 0})
+    await assistant.empty_pool()
     await sign_in(user, "alice@acme.example", then=f"/runs/{run['id']}")
     await user.should_see(marker="approve-blocked", retries=50)
     button = user.find(marker="approve").elements.pop()

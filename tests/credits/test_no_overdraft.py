@@ -114,7 +114,7 @@ async def test_control_the_point_read_of_before_lets_the_same_race_overdraw(clie
     nothing held), the same twenty approvals all land and their maximum cost is more than the pool holds:
     the test above would notice."""
 
-    async def point_read(company_id: int, cost: float, *, what: str = "") -> None:
+    async def point_read(company_id: int, cost: float, *, what: str = "", **_: Any) -> None:
         if reason := await credits.blocked_reason(company_id, holds=False):
             raise PaymentRequired(reason)
 

@@ -214,7 +214,7 @@ async def test_a_token_cannot_mint_list_or_revoke_tokens(client) -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"code_execution_enabled": True}, {"followup_without_reapproval": True}, {"credit_pool": 1_000_000}],
+    [{"code_execution_enabled": True}, {"followup_without_reapproval": True}, {"credit_limit_per_day": 100}],
 )
 async def test_an_admins_token_cannot_change_company_settings(client, change: dict[str, Any]) -> None:
     token, token_id = await _token(client, ADMIN)

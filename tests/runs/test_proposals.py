@@ -284,7 +284,9 @@ async def test_credit_usage_is_queryable(client, alice, acme_on) -> None:
     await as_user(client, "admin@acme.example")
     usage = (await client.get("/api/credits")).json()
     assert usage["used"] == charged and usage["remaining"] == usage["pool"] - charged
-    assert usage["usage_by_user"] == [{"email": "alice@acme.example", "credits": charged}]
+    assert usage["usage_by_user"] == [
+        {"email": "alice@acme.example", "credits": charged, "by_kind": {"run": charged}}
+    ]
     assert usage["usage_by_day"][0]["day"] == datetime.now(UTC).date().isoformat()
     assert usage["costliest_runs"] == [
         {"id": run["id"], "title": run["title"], "email": "alice@acme.example", "credits": charged}
