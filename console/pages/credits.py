@@ -1,4 +1,5 @@
-"""Credits (admin): the company pool, what was used, per day and per person, and the costliest runs."""
+"""Credits (admin): the company pool (the operator's plan and top-ups), what was used by kind - runs and the
+assistant platform's chat turns side by side - per day and per person, and the costliest runs."""
 
 from __future__ import annotations
 
@@ -53,10 +54,30 @@ def render(credits: dict[str, Any] | None) -> None:
         notes.append(f"since {widgets.when(credits['period_start'])}")
     if credits.get("minimum_charge") is not None:
         notes.append(f"minimum charge per run: {widgets.number(credits['minimum_charge'])}")
+    if credits.get("plan"):
+        plan = f"plan {credits['plan']}: {widgets.number(credits.get('plan_credits'))} a month"
+        if credits.get("top_ups"):
+            plan += f", topped up by {widgets.number(credits['top_ups'])} this period"
+        notes.append(plan)
+    for key, what in (("limit_per_person", "a person"), ("limit_per_day", "a day")):
+        if credits.get(key):
+            notes.append(f"limit {widgets.number(credits[key])} {what}")
     if notes:
         ui.label(" · ".join(notes)).classes("text-sm text-grey-7")
-    if remaining <= 0:
-        widgets.error_box("The pool is empty: new runs are refused until an admin adds credits.")
+    if remaining < (credits.get("minimum_charge") or 0) or remaining <= 0:
+        widgets.error_box(
+            "The pool is used up: new runs are refused until the next period starts or the operator tops it up."
+        )
+    by_kind = credits.get("usage_by_kind") or []
+    if by_kind:  # runs and chat turns side by side
+        with ui.row().classes("gap-4").mark("by-kind"):
+            for kind in by_kind:
+                stat(
+                    f"Used by {kind.get('label') or charts.kind_label(kind['kind'])}",
+                    kind.get("credits"),
+                    f"kind-{kind['kind']}",
+                    "text-grey-9",
+                )
     with ui.row().classes("w-full gap-4 no-wrap"):
         with ui.card().classes("w-1/2"):
             ui.plotly(charts.usage_by_day(credits.get("usage_by_day") or [])).classes("w-full").mark(

@@ -1,0 +1,46 @@
+"""The credits page shows runs and the assistant platform's chat turns side by side: a card per kind, and
+both charts stacked by kind. Control: without any chat turn, no chat-turn card."""
+
+from __future__ import annotations
+
+import pytest
+from nicegui.testing.user import User
+
+from backend.credits import platform
+from backend.credits.tables import PlatformToken
+from tests.console.conftest import sign_in
+from tests.console.support import Assistant, execute_with_stand_in_vm
+
+
+async def test_runs_and_chat_turns_side_by_side(
+    user: User, assistant: Assistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await assistant.enable_code_execution()
+    run = await assistant.propose()
+    await assistant.approve("alice@acme.example", run)
+    await execute_with_stand_in_vm(run["id"], monkeypatch)
+    made = await platform.create_token("chat", created_by="cli:test")
+    token = await PlatformToken.select().where(PlatformToken.id == made["id"]).first()
+    for key, who in (("t1", "alice@acme.example"), ("t2", "bob@acme.example")):
+        await platform.charge(token, company="Acme Analytics", user=who, kind="chat_turn", amount=3, key=key)
+    await sign_in(user, "admin@acme.example", then="/credits")
+    await user.should_see(marker="by-kind", retries=50)
+    await user.should_see(marker="kind-chat_turn")
+    await user.should_see(marker="kind-run")
+    await user.should_see("Used by chat turns")
+    day = user.find(marker="chart-day").elements.pop()
+    assert [trace.name for trace in day.figure.data] == ["runs", "chat turns"]
+    people = user.find(marker="chart-user").elements.pop()
+    assert {"alice@acme.example", "bob@acme.example"} <= set(people.figure.data[1].y)
+
+
+async def test_control_no_chat_turns_no_chat_turn_card(
+    user: User, assistant: Assistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await assistant.enable_code_execution()
+    run = await assistant.propose()
+    await assistant.approve("alice@acme.example", run)
+    await execute_with_stand_in_vm(run["id"], monkeypatch)
+    await sign_in(user, "admin@acme.example", then="/credits")
+    await user.should_see(marker="kind-run", retries=50)
+    await user.should_not_see(marker="kind-chat_turn")
