@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -155,17 +155,28 @@ async def test_last_periods_charges_and_top_ups_do_not_count(client) -> None:
     assert await credits.pool(acme["id"]) == acme["credit_pool"] + 300
 
 
-async def test_an_admins_limits_are_within_the_pool_and_hold_runs_to_them(client) -> None:
+@pytest.mark.parametrize(
+    ("setting", "says"),
+    [("credit_limit_per_person", "credits a person"), ("credit_limit_per_day", "credits a day")],
+)
+async def test_an_admins_limits_are_within_the_pool_and_hold_runs_to_them(
+    client, setting: str, says: str
+) -> None:
     await enable_code()
     acme = await _acme()
     await login(client, "admin@acme.example")
-    r = await client.patch("/api/company/settings", json={"credit_limit_per_person": acme["credit_pool"] + 1})
+    r = await client.patch("/api/company/settings", json={setting: acme["credit_pool"] + 1})
     assert r.status_code == 422, r.text  # above the pool: refused
     bob = await User.select(User.id).where(User.email == "bob@acme.example").first()
-    mine = sum(c["credits"] for c in await credits.charges(acme["id"], credits.period_start(), bob["id"]))
-    limit = math.ceil(mine + MAX_COST * 1.5)  # one run's maximum fits, not two
-    r = await client.patch("/api/company/settings", json={"credit_limit_per_person": limit})
-    assert r.status_code == 200 and r.json()["credit_limit_per_person"] == limit
+    if setting == "credit_limit_per_person":
+        spent = await credits.charges(acme["id"], credits.period_start(), bob["id"])
+    else:
+        spent = await credits.charges(
+            acme["id"], datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        )
+    limit = math.ceil(sum(c["credits"] for c in spent) + MAX_COST * 1.5)  # one run's maximum fits, not two
+    r = await client.patch("/api/company/settings", json={setting: limit})
+    assert r.status_code == 200 and r.json()[setting] == limit
     client.cookies.clear()
     bob_token = await token_for(client, "bob@acme.example")
     runs = []
@@ -184,4 +195,4 @@ async def test_an_admins_limits_are_within_the_pool_and_hold_runs_to_them(client
     assert answers[0].status_code == 200, answers[0].text  # control: within the limit
     assert answers[1].status_code == 402, answers[1].text
     assert answers[1].json()["error"] == "credit_limit"
-    assert f"limit of {limit} credits a person" in answers[1].json()["detail"]
+    assert f"limit of {limit} {says}" in answers[1].json()["detail"]
