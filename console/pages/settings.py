@@ -32,6 +32,14 @@ DRIVE_EXPLAINED = (
     "Uploads past a quota are refused with 413 and past the hourly count with 429, each saying which limit; "
     "a run's outputs are bounded by the run's own limits and count towards the quotas."
 )
+CREDIT_LIMITS = (  # setting, label (0: no limit; never above the pool: the API checks the same)
+    ("credit_limit_per_person", "Credits per person this month (0: none)"),
+    ("credit_limit_per_day", "Credits for the company per day (0: none)"),
+)
+CREDITS_EXPLAINED = (
+    "Limits within the pool: an approval past one is refused, saying which. The pool itself and the plan are "
+    "the operator's (plans and top-ups on the host); runs and the assistant platform's chat turns draw on it."
+)
 GRANT_EXPLAINED = (
     "Each approval grants this for a limited time and number of follow-ups, and the approval screen says so "
     "before anyone approves. Changes proposed by a follow-up nobody reviewed are marked as such."
@@ -161,9 +169,25 @@ class CompanySettings:
                     ).props("flat").mark("drive-quotas-save")
                 ui.label(DRIVE_EXPLAINED).classes("text-sm text-grey-7")
 
-            with ui.row().classes("gap-6 text-grey-8 text-sm"):
-                ui.label(f"Plan: {current.get('plan', '?')}")
-                ui.label(f"Credit pool: {widgets.number(current.get('credit_pool'))}")
+            with ui.card().classes("w-full gap-2").mark("credit-limits"):
+                ui.label("Credits").classes("text-lg font-medium")
+                with ui.row().classes("gap-6 text-grey-8 text-sm"):
+                    ui.label(f"Plan: {current.get('plan', '?')}").mark("plan")
+                    ui.label(f"Credit pool: {widgets.number(current.get('credit_pool'))} a month").mark(
+                        "credit-pool"
+                    )
+                pool = int(current.get("credit_pool") or 0)
+                with ui.row().classes("items-end gap-4"):
+                    limits = {
+                        name: ui.number(
+                            label, value=current.get(name, 0), min=0, max=pool, step=1, format="%d"
+                        ).mark(name.replace("_", "-"))
+                        for name, label in CREDIT_LIMITS
+                    }
+                    ui.button(
+                        "Save credit limits", icon="save", on_click=lambda: self.save_credit_limits(limits)
+                    ).props("flat").mark("credit-limits-save")
+                ui.label(CREDITS_EXPLAINED).classes("text-sm text-grey-7")
 
     async def save_grant(self, hours: ui.number, runs: ui.number) -> None:
         if hours.value is None or runs.value is None:
@@ -180,6 +204,12 @@ class CompanySettings:
     async def save_drive_limits(self, fields: dict[str, ui.number]) -> None:
         if any(field.value is None for field in fields.values()):
             ui.notify("Give every Drive limit.", type="warning")
+            return
+        await self.save(**{name: int(field.value) for name, field in fields.items()})
+
+    async def save_credit_limits(self, fields: dict[str, ui.number]) -> None:
+        if any(field.value is None for field in fields.values()):
+            ui.notify("Give both credit limits (0 for none).", type="warning")
             return
         await self.save(**{name: int(field.value) for name, field in fields.items()})
 

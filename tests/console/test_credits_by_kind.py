@@ -44,3 +44,19 @@ async def test_control_no_chat_turns_no_chat_turn_card(
     await sign_in(user, "admin@acme.example", then="/credits")
     await user.should_see(marker="kind-run", retries=50)
     await user.should_not_see(marker="kind-chat_turn")
+
+
+async def test_an_admin_sets_credit_limits_within_the_pool_in_the_settings(
+    user: User, assistant: Assistant
+) -> None:
+    await sign_in(user, "admin@acme.example", then="/settings")
+    await user.should_see(marker="credit-limits", retries=50)
+    await user.should_see("Plan: team")
+    field = user.find(marker="credit-limit-per-person").elements.pop()
+    assert field.value == 0 and field.props.get("max") == 10_000  # the pool: no higher
+    field.value = 250
+    user.find(marker="credit-limits-save").click()
+    await user.should_see("Saved (and recorded in the audit trail).", retries=50)
+    settings = await assistant.call("admin@acme.example", "GET", "/api/company/settings")
+    assert settings["credit_limit_per_person"] == 250 and settings["credit_limit_per_day"] == 0
+    assert settings["credit_pool"] == 10_000  # the pool itself is not the admin's to change
