@@ -194,9 +194,13 @@ async def test_audit_shows_older_entries_on_request(user: User, assistant: Assis
     await user.should_see(marker="audit-table", retries=50)
     assert len(user.find(marker="audit-table").elements.pop().rows) == 200
     user.find(marker="audit-more").click()
-    for _ in range(50):
+    # while the older entries load, a spinner stands where the table was (find() raises when it is absent)
+    for _ in range(300):
         await asyncio.sleep(0.1)
-        tables = user.find(marker="audit-table").elements
+        try:
+            tables = user.find(marker="audit-table").elements
+        except AssertionError:
+            continue
         if tables and len(tables.pop().rows) > 200:
             break
     else:
