@@ -5,17 +5,21 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from piccolo.engine.postgres import PostgresEngine
 
+from backend import clock
 from backend.audit import service as audit
+from backend.credits import forecast as forecasting
 from backend.credits.schemas import (
+    ApprovalCost,
     CreditUsage,
     DayUsage,
     FlowCharge,
     KindUsage,
+    LimitLeft,
     PersonUsage,
     Rates,
     RunCharge,
@@ -38,8 +42,8 @@ _holders: list[Holder] = []
 
 
 def period_start(now: datetime | None = None) -> datetime:
-    now = now or datetime.now(UTC)
-    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    """The start of this period (the calendar month, UTC) or of the one `now` falls in."""
+    return forecasting.period_start(now or clock.now())
 
 
 def price(vcpus: int, memory_mib: int, seconds: float) -> tuple[float, float, float]:
@@ -125,35 +129,70 @@ async def reserved(company_id: int, user_id: int | None = None) -> float:
     return round(sum([await reader(company_id, user_id=user_id) for reader in _holders]), 2)
 
 
-async def limit_reason(company_id: int, user_id: int, cost: float) -> str | None:
-    """Why `cost` more for this person would break a company admin's limit within the pool (per person a
-    period, per company a day: what was charged, what approved runs hold, and `cost`), or None."""
+async def limits_left(company_id: int, user_id: int) -> list[LimitLeft]:
+    """The company admin's limits within the pool as they stand for this person now: per person this period
+    (what their charges and their approved runs' holds took) and per company a day (every charge today and
+    every hold). Only the limits that are set; [] for none."""
     company = (
         await Company.select(Company.credit_limit_per_person, Company.credit_limit_per_day)
         .where(Company.id == company_id)
         .first()
     )
     if company is None:
-        return None
+        return []
     per_person, per_day = company["credit_limit_per_person"], company["credit_limit_per_day"]
+    found = []
     if per_person:
         mine = sum(r["credits"] for r in await charges(company_id, period_start(), user_id))
         mine = round(mine + await reserved(company_id, user_id), 2)
-        if mine + cost > per_person:
-            return (
-                f"this would take the person past the company's limit of {per_person} credits a person this "
-                f"period: {mine:.2f} used or held, {cost:.2f} more asked; a company admin sets the limit"
-            )
+        found.append(
+            LimitLeft(kind="per_person", limit=per_person, taken=mine, left=round(per_person - mine, 2))
+        )
     if per_day:
-        today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        today = clock.now().replace(hour=0, minute=0, second=0, microsecond=0)
         day = sum(r["credits"] for r in await charges(company_id, today))
         day = round(day + await reserved(company_id), 2)
-        if day + cost > per_day:
+        found.append(LimitLeft(kind="per_day", limit=per_day, taken=day, left=round(per_day - day, 2)))
+    return found
+
+
+async def limit_reason(company_id: int, user_id: int, cost: float) -> str | None:
+    """Why `cost` more for this person would break a company admin's limit within the pool (per person a
+    period, per company a day: what was charged, what approved runs hold, and `cost`), or None."""
+    for limit in await limits_left(company_id, user_id):
+        if limit.taken + cost <= limit.limit:
+            continue
+        if limit.kind == "per_person":
             return (
-                f"this would take the company past its limit of {per_day} credits a day: {day:.2f} used or "
-                f"held today, {cost:.2f} more asked; a company admin sets the limit"
+                f"this would take the person past the company's limit of {limit.limit} credits a person this "
+                f"period: {limit.taken:.2f} used or held, {cost:.2f} more asked; a company admin sets the limit"
             )
+        return (
+            f"this would take the company past its limit of {limit.limit} credits a day: {limit.taken:.2f} used "
+            f"or held today, {cost:.2f} more asked; a company admin sets the limit"
+        )
     return None
+
+
+async def approval_cost(company_id: int, user_id: int, cost: float) -> ApprovalCost:
+    """What approving a run of maximum cost `cost` asked by `user_id` would hold, beside what is left: of the
+    pool (less this period's charges and every hold) and, when it leaves less, of an admin's limit. The same
+    figures `reserve` checks."""
+    total, held, pool_left = await balance(company_id)
+    tighter = None
+    for limit in await limits_left(company_id, user_id):
+        if limit.left < pool_left and (tighter is None or limit.left < tighter.left):
+            tighter = limit
+    left = tighter.left if tighter is not None else pool_left
+    return ApprovalCost(
+        max_cost=cost,
+        pool=total,
+        reserved=held,
+        pool_left=pool_left,
+        limit=tighter,
+        left=left,
+        covered=cost <= left,
+    )
 
 
 async def balance(company_id: int, *, holds: bool = True) -> tuple[int, float, float]:
@@ -265,8 +304,14 @@ async def usage(ctx: UserContext) -> CreditUsage:
     """The company's use this period, runs and the platform's charges side by side (per kind, per person,
     per day); a member sees the pool, not who spent it (only their own people and runs rows)."""
     company_id = ctx.company_id
-    start = period_start()
+    now = clock.now()
+    start = period_start(now)
     rows = await charges(company_id, start)
+    this_week: dict[str, float] = defaultdict(
+        float
+    )  # the forecast's window runs back across the period's start
+    for r in await charges(company_id, now - timedelta(days=forecasting.WINDOW_DAYS)):
+        this_week[r["kind"]] += r["credits"]
     emails = {
         u["id"]: u["email"] for u in await User.select(User.id, User.email).where(User.company == company_id)
     }
@@ -347,6 +392,15 @@ async def usage(ctx: UserContext) -> CreditUsage:
         top_ups=added,
         limit_per_person=company["credit_limit_per_person"],
         limit_per_day=company["credit_limit_per_day"],
+        period_end=forecasting.period_end(now),
+        forecast=forecasting.forecast(
+            pool=total_pool,
+            used=total_used,
+            reserved=held,
+            charged_this_week=this_week,
+            now=now,
+            minimum=BASE_CHARGE,
+        ),
     )
 
 

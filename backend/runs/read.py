@@ -18,7 +18,7 @@ from backend.errors import NotFound
 from backend.hashing import sha256_text
 from backend.injection import outputs as outputs_scan
 from backend.records.visibility import unreadable_sources
-from backend.runs import gates
+from backend.runs import gates, holds
 from backend.runs.followups import followup_grant, grant_fields
 from backend.runs.schemas import (
     Approval,
@@ -208,8 +208,13 @@ async def detail(ctx: UserContext, run_id: int) -> RunDetail:
     blocked = None
     company = await gates.company(ctx.company_id)
     offer = None
+    cost = None
     if row["status"] == RunStatus.awaiting_approval:
         blocked = await credits.blocked_reason(ctx.company_id)
+        if not row["flow_id"]:  # a flow reserves for all its steps at once, on its own page
+            cost = await credits.approval_cost(
+                ctx.company_id, row["requested_by"], holds.max_cost(row["limits"])
+            )
         if not company["code_execution_enabled"]:
             blocked = "code execution is turned off for this company"
         if company["followup_without_reapproval"]:  # what approving this run would grant, said before
@@ -255,6 +260,7 @@ async def detail(ctx: UserContext, run_id: int) -> RunDetail:
         withheld=withheld,
         output_findings=output_findings if not withheld else [],
         output_notice=outputs_scan.NOTICE if output_findings and not withheld else None,
+        approval_cost=cost,
     )
 
 

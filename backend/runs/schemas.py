@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from backend.credits.schemas import ApprovalCost
 from backend.drive.schemas import DriveFileInfo
 from backend.injection import Finding
 from backend.runs.tables import ApprovalKind, RunStatus
@@ -195,3 +196,6 @@ class RunDetail(BaseModel):
     source_datasets: list[str] = Field(default_factory=list)
     # why its printed output and staged excerpts are not shown: the caller may no longer read a source
     withheld: str | None = None
+    # while it awaits approval (a run, not a flow's step): its maximum cost, what its approval would reserve,
+    # beside what is left of the pool and of an admin's limit when that is tighter
+    approval_cost: ApprovalCost | None = None
