@@ -46,6 +46,10 @@ ADMIN_NAV = [
 ]
 
 
+# Quasar's drawer breakpoint is 1023 px: from "md" (1024 px) up the drawer stands beside the page
+DRAWER_BREAKPOINT = "md"
+
+
 def colors() -> None:
     ui.colors(primary="#1f4e79", secondary="#5b7083", accent="#0f766e")
 
@@ -55,20 +59,28 @@ def frame(title: str) -> Iterator[None]:
     me = session.me() or {}
     ui.page_title(f"{title} · Cleanroom")
     colors()
-    with ui.header(elevated=True).classes("items-center justify-between bg-primary px-4 py-2"):
-        with ui.row().classes("items-center gap-3"):
+    drawer: ui.left_drawer | None = None
+    with ui.header(elevated=True).classes("items-center justify-between no-wrap bg-primary px-4 py-2"):
+        with ui.row().classes("items-center no-wrap gap-3 min-w-0"):
+            # below the drawer's breakpoint the drawer starts closed (the page comes first); this opens it
+            ui.button(icon="menu", on_click=lambda: drawer and drawer.toggle()).props(
+                "flat round dense color=white aria-label=Navigation"
+            ).classes(f"cr-nav-toggle lt-{DRAWER_BREAKPOINT}").mark("nav-toggle")
             ui.icon("shield").classes("text-2xl")
             ui.link("Cleanroom", "/runs").classes("text-lg font-semibold text-white no-underline")
-            ui.label((me.get("company") or {}).get("name", "")).classes("text-sm opacity-80")
+            ui.label((me.get("company") or {}).get("name", "")).classes("text-sm opacity-80 gt-xs")
         with ui.button(icon="account_circle").props("flat color=white no-caps").mark("user-menu"):
-            ui.label(me.get("name") or me.get("email", "")).classes("ml-1")
+            ui.label(me.get("name") or me.get("email", "")).classes("ml-1 gt-xs")
             with ui.menu():
                 with ui.column().classes("px-4 py-2 gap-0"):
                     ui.label(me.get("email", "")).classes("font-medium")
                     ui.label(f"role: {me.get('role', '?')}").classes("text-xs text-grey-7")
                 ui.separator()
                 ui.menu_item("Sign out", on_click=session.end_session).mark("sign-out")  # a POST, never a GET
-    with ui.left_drawer(value=True, bordered=True).props("width=200").classes("bg-grey-1 px-0"):
+    # value=None: Quasar opens the drawer beside the page at desktop width and keeps it closed (an overlay
+    # opened from the header's menu button) below its breakpoint, so on a phone the page is what shows first
+    drawer = ui.left_drawer(value=None, bordered=True).props("width=200").classes("cr-nav bg-grey-1 px-0")
+    with drawer.mark("nav-drawer"):
         nav = {"admin": ADMIN_NAV, "auditor": AUDITOR_NAV}.get(me.get("role", ""), MEMBER_NAV)
         for label, path, icon in nav:
             marker = "nav-" + label.lower().replace(" ", "-")  # one marker per entry ("nav-assistant-access")
@@ -76,6 +88,10 @@ def frame(title: str) -> Iterator[None]:
             with link, ui.row().classes("items-center gap-3 px-4 py-2 hover:bg-grey-3 w-full"):
                 ui.icon(icon).classes("text-primary")
                 ui.label(label)
-    with ui.column().classes("w-full max-w-screen-xl mx-auto p-4 gap-4"):
+    with (
+        ui.column()
+        .classes("cr-page w-full max-w-screen-xl mx-auto p-2 sm:p-4 gap-4 min-w-0")
+        .mark("page-content")
+    ):
         ui.label(title).classes("text-2xl font-semibold").mark("page-title")
         yield

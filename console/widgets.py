@@ -397,7 +397,9 @@ def manifest_section(run: dict[str, Any], title: str = "Data staged for this run
                 f"{len(truncated)} input(s) were cut at the row cap: the code sees only the first rows."
             ).classes("text-warning font-medium").mark("truncation-note")
         if bundle := bundle_hash(run):
-            ui.label(f"bundle sha256 {bundle}").classes("text-xs text-grey-7 font-mono").mark("bundle-hash")
+            ui.label(f"bundle sha256 {bundle}").classes("text-xs text-grey-7 font-mono break-all").mark(
+                "bundle-hash"
+            )
 
 
 def code_section(run: dict[str, Any]) -> None:
@@ -411,9 +413,9 @@ def code_section(run: dict[str, Any]) -> None:
             )
         code_block(code)
         if run.get("code_sha256"):
-            ui.label(f"code sha256 {run['code_sha256']}").classes("text-xs text-grey-7 font-mono").mark(
-                "code-hash"
-            )
+            ui.label(f"code sha256 {run['code_sha256']}").classes(
+                "text-xs text-grey-7 font-mono break-all"
+            ).mark("code-hash")
 
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}

@@ -221,7 +221,7 @@ SERIAL_GROUP = "machine"
 SERIAL_PATHS = (
     "tests/vm/",
     "tests/fleet/",
-    "tests/console/test_browser",  # test_browser.py, test_browser_flows.py, test_browser_findings.py
+    "tests/console/test_browser",  # test_browser.py, _flows, _findings, _phone, _review
     "tests/console/test_console_storage.py",  # serve under a umask, a real browser
     "tests/flows/test_flows_vm.py",
     "tests/runs/test_runs_vm.py",

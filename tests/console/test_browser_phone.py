@@ -1,0 +1,153 @@
+"""The approval page on a phone (390x844) and on a desktop (1280x800), in real headless Chromium: on the
+phone the navigation drawer starts closed and the run is what shows, nothing makes the page wider than the
+screen (the code scrolls sideways inside its own box), and Approve can be scrolled to and pressed; on the
+desktop the drawer stands open beside the page. Needs no VM: the demo run only waits for approval."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.console.servers import Servers
+from tests.console.test_browser import api_as, browser, sign_in, wait_for_text
+
+__all__ = ["browser"]  # the headless Chromium fixture of the other browser tests, used here too
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 3, "mobile": True}
+DESKTOP = {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False}
+APPROVE = "//button[contains(normalize-space(.), 'Approve and run')]"
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    running = Servers(tmp_path_factory.mktemp("browser-phone")).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def screen(browser) -> Iterator[object]:
+    """The browser with its viewport set per test, put back afterwards."""
+    yield browser
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def open_waiting_run(driver, servers: Servers, metrics: dict) -> int:
+    with api_as(servers, "maria@acme.example") as api:
+        run_id = api.get("/api/runs", params={"status": "awaiting_approval"}).json()["items"][0]["id"]
+    sign_in(
+        driver, servers, "maria@acme.example"
+    )  # at the browser's own size: it waits for the drawer's "Runs"
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    driver.get(f"{servers.console_url}/runs/{run_id}")
+    wait_for_text(driver, "injection warning")
+    wait_for_text(driver, "Approving binds to this exact code")  # the line under the two buttons
+    return run_id
+
+
+def rect(driver, element) -> dict:
+    return driver.execute_script(
+        "const r = arguments[0].getBoundingClientRect();"
+        "return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width};",
+        element,
+    )
+
+
+def drawer_rect(driver) -> dict:
+    from selenium.webdriver.common.by import By
+
+    return rect(driver, driver.find_element(By.CSS_SELECTOR, "aside.q-drawer"))
+
+
+def topmost_is_inside(driver, x: float, y: float, selector: str) -> bool:
+    """Whether what a finger at (x, y) would touch belongs to `selector` (nothing lies over it)."""
+    return driver.execute_script(
+        "const hit = document.elementFromPoint(arguments[0], arguments[1]);"
+        "return !!(hit && hit.closest(arguments[2]));",
+        x,
+        y,
+        selector,
+    )
+
+
+def test_on_a_phone_the_run_shows_first_and_approve_is_within_reach(servers: Servers, screen) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = screen
+    open_waiting_run(driver, servers, PHONE)
+    width = driver.execute_script("return window.innerWidth")
+    assert width == 390
+
+    assert drawer_rect(driver)["right"] <= 0  # closed: slid out to the left
+    page = driver.find_element(By.CSS_SELECTOR, ".cr-page")
+    box = rect(driver, page)
+    assert box["left"] >= 0 and box["right"] <= width
+    assert topmost_is_inside(driver, width / 2, 300, ".cr-page")  # the run, not the drawer or its shade
+    title = driver.find_element(
+        By.XPATH, "//*[contains(@class, 'q-card')]//*[contains(text(), 'Open pipeline')]"
+    )
+    assert 0 <= rect(driver, title)["top"] < 844  # the run's name on the first screen
+
+    # nothing makes the page wider than the phone: the long code lines scroll inside the code box
+    assert driver.execute_script("return document.documentElement.scrollWidth") <= width
+    code = driver.find_element(By.CSS_SELECTOR, ".cr-code")
+    assert rect(driver, code)["right"] <= width
+    assert driver.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth", code)
+
+    # the run's story in reading order: plan, staged data, code, warnings, then the two buttons
+    order = [
+        "//*[normalize-space(text())='Plan']",
+        "//*[normalize-space(text())='Data staged for this run']",
+        "//*[starts-with(normalize-space(text()), 'The code, in full')]",
+        "//*[contains(text(), 'staged data contains text that reads like instructions')]",
+        APPROVE,
+    ]
+    tops = [rect(driver, driver.find_element(By.XPATH, xpath))["top"] for xpath in order]
+    assert tops == sorted(tops)
+
+    for label in (APPROVE, "//button[contains(normalize-space(.), 'Reject')]"):
+        button = driver.find_element(By.XPATH, label)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+        box = rect(driver, button)
+        assert box["left"] >= 0 and box["right"] <= width and box["top"] >= 0 and box["bottom"] <= 844
+        middle = ((box["left"] + box["right"]) / 2, (box["top"] + box["bottom"]) / 2)
+        assert driver.execute_script(
+            "const hit = document.elementFromPoint(arguments[0], arguments[1]);"
+            "return !!(hit && arguments[2].contains(hit));",
+            *middle,
+            button,
+        ), f"something lies over {label}"
+    assert driver.execute_script("return document.documentElement.scrollWidth") <= width
+
+    # positive control: the drawer is there, closed; the header's menu button opens it over the page
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.find_element(By.CSS_SELECTOR, ".cr-nav-toggle").click()
+    WebDriverWait(driver, 10).until(lambda d: drawer_rect(d)["left"] >= 0, message="the drawer did not open")
+    WebDriverWait(driver, 10).until(lambda d: topmost_is_inside(d, 100, 300, "aside.q-drawer"))
+    assert "Runs" in driver.find_element(By.CSS_SELECTOR, "aside.q-drawer").text.split("\n")
+
+
+def test_on_a_desktop_the_drawer_stands_open_beside_the_run(servers: Servers, screen) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver = screen
+    open_waiting_run(driver, servers, DESKTOP)
+    width = driver.execute_script("return window.innerWidth")
+    assert width == 1280
+
+    drawer = drawer_rect(driver)
+    assert drawer["left"] == 0 and drawer["width"] >= 150  # open, at the left edge
+    assert topmost_is_inside(driver, 50, 300, "aside.q-drawer")
+    page = rect(driver, driver.find_element(By.CSS_SELECTOR, ".cr-page"))
+    assert page["left"] >= drawer["right"]  # beside the run, not over it
+    assert not driver.find_element(By.CSS_SELECTOR, ".cr-nav-toggle").is_displayed()
+    assert driver.execute_script("return document.documentElement.scrollWidth") <= width
+    approve = driver.find_element(By.XPATH, APPROVE)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", approve)
+    box = rect(driver, approve)
+    assert box["left"] >= drawer["right"] and box["top"] >= 0 and box["bottom"] <= 800
