@@ -122,9 +122,10 @@ def qemu_process(name: str) -> tuple[int | None, float | None]:
     return pid, time.time() - (uptime - int(ticks) / os.sysconf("SC_CLK_TCK"))
 
 
-def owner_token() -> str:
-    """Identifies this process (pid + start time, so a reused pid does not match)."""
-    return f"{os.getpid()}:{_start_time(os.getpid())}"
+def owner_token(pid: int | None = None) -> str:
+    """Identifies this process, or the process `pid` (pid + start time, so a reused pid does not match)."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_start_time(pid)}"
 
 
 def owner_alive(token: str | None) -> bool:

@@ -95,8 +95,8 @@ async def test_the_service_runs_on_standby_guests_and_leaves_none_behind(
 
         # a changed configuration (here: the memory limit) retires the waiting guest instead of using it
         waiting = standby_pool.waiting()
-        with libvirt_conn.connection() as conn:
-            before = libvirt_conn.our_domains(conn)
+        with libvirt_conn.connection() as conn:  # this process's guests (another checkout may run its own)
+            before = libvirt_conn.domains_owned_by(conn, libvirt_conn.owner_token())
         assert any(vm.name in before for vm in waiting)
         current = get_settings().max_memory_mib
         get_settings().max_memory_mib = current + 256
@@ -123,5 +123,5 @@ async def test_the_service_runs_on_standby_guests_and_leaves_none_behind(
         await worker.stop()
     assert not standby_pool.active and standby_ready() == 0
     with libvirt_conn.connection() as conn:
-        left = [d for d in libvirt_conn.our_domains(conn) if "slot" in d]
+        left = [d for d in libvirt_conn.domains_owned_by(conn, libvirt_conn.owner_token()) if "slot" in d]
     assert left == [], left

@@ -291,11 +291,24 @@ def test_cold_boot_path_when_no_saved_state(run) -> None:
 
 
 def test_health_reports_virt_type_image_and_saved_states() -> None:
-    info = health()
+    from backend.sandbox.libvirt_conn import owner_token
+    from backend.sandbox.recovery import running_domains
+
+    # the count is the machine's: another checkout's suite may start and stop guests meanwhile, so it is
+    # compared with libvirt's list taken just before and after (until the two agree)
+    for _ in range(50):
+        before = running_domains()
+        info = health()
+        if running_domains() == before:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("libvirt's list of guests never held still for one health() call")
     assert info["virt_type"] in ("kvm", "qemu")
     assert info["image"]["hash"]
     assert info["saved_state"]["ready"] == info["saved_state"]["slots"] > 0
-    assert info["running_vms"] == 0
+    assert info["running_vms"] == len(before)
+    assert running_domains(owner=owner_token()) == []  # none of this suite's guests outlived its test
 
 
 def test_recover_leftovers_destroys_stray_domains_and_files_of_dead_owners() -> None:
