@@ -34,10 +34,12 @@ async def fetch(api: Api) -> dict[str, Any] | None:
         raise
 
 
-def stat(label: str, value: Any, marker: str, color: str = "text-primary") -> None:
+def stat(label: str, value: Any, marker: str, color: str = "text-primary", note: str = "") -> None:
     with ui.card().classes("min-w-48").mark(marker):
         ui.label(label).classes("text-grey-7 text-sm")
         ui.label(widgets.number(value)).classes(f"text-3xl font-semibold {color}")
+        if note:
+            ui.label(note).classes("text-grey-7 text-sm").mark(f"{marker}-note")
 
 
 def render(credits: dict[str, Any] | None) -> None:
@@ -48,7 +50,10 @@ def render(credits: dict[str, Any] | None) -> None:
     with ui.row().classes("gap-4"):
         stat("Pool", credits.get("pool"), "pool")
         stat("Used", credits.get("used"), "used")
+        if credits.get("reserved"):
+            stat("Held by approved runs", credits.get("reserved"), "reserved", "text-grey-9")
         stat("Remaining", remaining, "remaining", "text-negative" if remaining <= 0 else "text-positive")
+    forecast_card(credits.get("forecast"))
     notes = []
     if credits.get("period_start"):
         notes.append(f"since {widgets.when(credits['period_start'])}")
@@ -69,7 +74,8 @@ def render(credits: dict[str, Any] | None) -> None:
             "The pool is used up: new runs are refused until the next period starts or the operator tops it up."
         )
     by_kind = credits.get("usage_by_kind") or []
-    if by_kind:  # runs and chat turns side by side
+    week = (credits.get("forecast") or {}).get("rate_per_day_by_kind") or {}
+    if by_kind:  # runs and chat turns side by side: this period's burn, and each kind's rate this week
         with ui.row().classes("gap-4").mark("by-kind"):
             for kind in by_kind:
                 stat(
@@ -77,6 +83,7 @@ def render(credits: dict[str, Any] | None) -> None:
                     kind.get("credits"),
                     f"kind-{kind['kind']}",
                     "text-grey-9",
+                    f"{widgets.number(week.get(kind['kind'], 0.0))} a day this week",
                 )
     with ui.row().classes("w-full gap-4 no-wrap"):
         with ui.card().classes("w-1/2"):
@@ -112,3 +119,24 @@ def render(credits: dict[str, Any] | None) -> None:
                     ui.label(flow.get("email", "")).classes("text-grey-7")
                     ui.label(f"{flow.get('steps_charged', 0)} steps charged").classes("text-grey-7")
                     ui.label(f"{widgets.number(flow.get('credits'))} credits").classes("font-medium")
+
+
+FORECAST_COLORS = {"used_up": "text-negative", "runs_out": "text-warning", "lasts": "text-positive"}
+
+
+def forecast_card(forecast: dict[str, Any] | None) -> None:
+    """The backend's forecast (GET /api/credits `forecast`), said as it says it, with what the rate is."""
+    if not forecast:
+        return
+    with ui.card().classes("w-full gap-1").mark("forecast"):
+        with ui.row().classes("items-center gap-2"):
+            ui.icon("trending_down", color="primary")
+            ui.label("Forecast").classes("text-lg font-medium")
+        ui.label(forecast.get("summary", "")).classes(
+            f"font-medium {FORECAST_COLORS.get(forecast.get('status', ''), 'text-grey-9')}"
+        ).mark(f"forecast-{forecast.get('status')}")
+        days = forecast.get("window_days", 7)
+        ui.label(
+            f"This week's rate is what was charged in the last {days} days (runs, chat turns and every other "
+            f"kind), divided by {days}. What approved runs not yet finished hold counts as already spent."
+        ).classes("text-sm text-grey-7").mark("forecast-definition")

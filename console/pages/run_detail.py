@@ -42,6 +42,42 @@ def grant_scope(grant: dict[str, Any]) -> str:
     return ", ".join(widgets.reveal_invisible(p) for p in parts) or "no data at all"
 
 
+LIMIT_WORDS = {"per_person": "a person this period", "per_day": "a day for the company"}
+
+
+def approval_cost(cost: dict[str, Any] | None) -> None:
+    """The run's maximum cost (what approving it reserves, as the API prices it) beside what is left of the
+    pool and, when it is tighter, of a company admin's limit."""
+    if not cost:
+        return
+    covered = cost.get("covered", True)
+    with ui.row().classes("items-center gap-2").mark("approval-cost"):
+        ui.icon("toll", color="primary" if covered else "negative")
+        ui.label(
+            f"Maximum cost {widgets.number(cost.get('max_cost'))} credits (its limits at their whole wall "
+            "time; approving it reserves that much until it ends, and it is charged what it uses)"
+        ).mark("max-cost")
+        held = f", {widgets.number(cost['reserved'])} held by approved runs" if cost.get("reserved") else ""
+        ui.label(
+            f"· {widgets.number(cost.get('pool_left'))} of {widgets.number(cost.get('pool'))} credits left in "
+            f"the pool{held}"
+        ).classes("text-grey-8").mark("pool-left")
+        limit = cost.get("limit")
+        if limit:
+            words = LIMIT_WORDS.get(limit.get("kind", ""), limit.get("kind", ""))
+            ui.label(
+                f"· {widgets.number(limit.get('left'))} left of the limit of {widgets.number(limit.get('limit'))} "
+                f"credits {words}, the tighter"
+            ).classes("text-grey-8").mark("limit-left")
+    if not covered:
+        with ui.row().classes("items-center gap-2 text-negative").mark("cost-not-covered"):
+            ui.icon("block")
+            ui.label(
+                f"That is more than the {widgets.number(cost.get('left'))} credits left: approving it will be "
+                "refused. Ask for lower limits, or ask an admin or the operator for more credits."
+            )
+
+
 class RunView:
     def __init__(self, run_id: int, body: ui.column, api: Api) -> None:
         self.run_id = run_id
@@ -180,6 +216,7 @@ class RunView:
                         )
                         ui.link("every step at once, on the flow's page.", f"/flows/{run['flow_id']}")
                     return
+                approval_cost(run.get("approval_cost"))
                 if not run.get("can_decide"):
                     ui.label(
                         "Waiting for the person who asked for this run to approve or reject it."
