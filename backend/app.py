@@ -25,6 +25,7 @@ from backend.mcp.http import mcp_endpoint, mcp_lifespan
 from backend.metrics import metrics_endpoint
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
+from backend.review.controller import ReviewController
 from backend.runs.controller import RunsController
 from backend.runs.gates import feature_guard
 from backend.schedules.controller import SchedulesController
@@ -71,6 +72,7 @@ CONTROLLERS = [
     CompanyController,
     RecordsController,
     AuditController,
+    ReviewController,  # GET /api/audit (filtered), a run's timeline, the reports
     DriveController,
     CODE_RUNS,
     SystemController,  # /api/health and /api/system/health: one Health shape

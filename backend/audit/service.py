@@ -258,10 +258,37 @@ async def search(
     action: str | None = None,
     subject_type: str | None = None,
     subject_id: str | None = None,
+    actors: list[str] | None = None,
+    subjects: dict[str, set[str]] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
     limit: int = 200,
     offset: int = 0,
 ) -> list[dict[str, Any]]:
+    """The company's entries, newest first. `actors`: only entries by these (exact names, as `actor`);
+    `subjects`: only entries about these subjects (a type and its ids; none at all when empty);
+    `since`/`until`: inclusive bounds on `at`."""
     query = AuditEntry.select().where(AuditEntry.company_id == company_id)
+    if subjects is not None:
+        about = [
+            (AuditEntry.subject_type == kind) & AuditEntry.subject_id.is_in(sorted(ids))
+            for kind, ids in subjects.items()
+            if ids
+        ]
+        if not about:
+            return []
+        either = about[0]
+        for clause in about[1:]:
+            either = either | clause
+        query = query.where(either)
+    if actors is not None:
+        if not actors:
+            return []
+        query = query.where(AuditEntry.actor.is_in(actors))
+    if since is not None:
+        query = query.where(AuditEntry.at >= since)
+    if until is not None:
+        query = query.where(AuditEntry.at <= until)
     if action:
         query = query.where(AuditEntry.action == action)
     if subject_type:

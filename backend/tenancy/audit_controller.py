@@ -1,6 +1,6 @@
-"""The company admin's and auditor's view of the audit trail: browse, verify and export their own company's
-entries. It sits with the company's other admin handlers (tenancy), not in `audit`, which every package
-writes to: the log must not depend on who reads it over HTTP."""
+"""The company admin's and auditor's view of the audit trail: verify and export their own company's entries
+(browsing them, filtered, is backend/review's). It sits with the company's other admin handlers (tenancy),
+not in `audit`, which every package writes to: the log must not depend on who reads it over HTTP."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from litestar.params import Parameter
 from litestar.response import Stream
 
 from backend.audit import export, service
-from backend.audit.schemas import AuditEntryInfo, AuditVerification
+from backend.audit.schemas import AuditVerification
 from backend.errors import Forbidden
 from backend.tenancy.auth import AUDITOR_OK, provide_user
 from backend.tenancy.context import UserContext
@@ -20,30 +20,6 @@ class AuditController(Controller):
     path = "/api/audit"
     tags = ["audit"]
     dependencies = {"user": Provide(provide_user)}
-
-    @get("/")
-    async def list_entries(
-        self,
-        user: UserContext,
-        q: str | None = None,
-        action: str | None = None,
-        subject_type: str | None = None,
-        subject_id: str | None = None,
-        limit: int = Parameter(default=200, ge=1, le=1000),
-        offset: int = Parameter(default=0, ge=0),
-    ) -> list[AuditEntryInfo]:
-        if not user.sees_company_history:
-            raise Forbidden("only a company admin or an auditor can browse the audit trail")
-        rows = await service.search(
-            user.company_id,
-            q=q,
-            action=action,
-            subject_type=subject_type,
-            subject_id=subject_id,
-            limit=limit,
-            offset=offset,
-        )
-        return [AuditEntryInfo.of(row, contents=not user.is_auditor) for row in rows]
 
     @post("/verify", status_code=200, opt=AUDITOR_OK)
     async def verify(self, user: UserContext) -> AuditVerification:

@@ -1,0 +1,104 @@
+"""GET /api/audit (the trail, filtered), /api/audit/runs/{id}/timeline and /api/audit/reports/...: for a
+company admin or an auditor, their own company's only. Reads: an auditor's session and tokens reach them."""
+
+from __future__ import annotations
+
+from litestar import Controller, get
+from litestar.di import Provide
+from litestar.params import Parameter
+
+from backend.audit.export import parse_bound
+from backend.audit.schemas import AuditEntryInfo
+from backend.review import service
+from backend.review.schemas import (
+    AcceptedPerPerson,
+    ApprovedDespiteWarning,
+    RejectionRate,
+    RunTimeline,
+    UnreviewedFollowup,
+)
+from backend.tenancy.auth import provide_user
+from backend.tenancy.context import UserContext
+
+SINCE = Parameter(query="from", default=None, description="ISO date or date-time (UTC when no zone)")
+UNTIL = Parameter(query="to", default=None, description="ISO date (through that day) or date-time")
+
+
+class ReviewController(Controller):
+    path = "/api/audit"
+    tags = ["audit"]
+    dependencies = {"user": Provide(provide_user)}
+
+    @get("/")
+    async def list_entries(
+        self,
+        user: UserContext,
+        q: str | None = None,
+        action: str | None = None,
+        subject_type: str | None = None,
+        subject_id: str | None = None,
+        person: str | None = Parameter(
+            default=None, description="a person's email: in a session or by token"
+        ),
+        run: int | None = Parameter(default=None, description="a run: its entries and its action items'"),
+        flow: int | None = Parameter(
+            default=None, description="a flow: its own, its steps' and their items'"
+        ),
+        dataset: str | None = Parameter(
+            default=None, description="runs that staged it, changes to its records"
+        ),
+        since: str | None = SINCE,
+        until: str | None = UNTIL,
+        limit: int = Parameter(default=200, ge=1, le=1000),
+        offset: int = Parameter(default=0, ge=0),
+    ) -> list[AuditEntryInfo]:
+        rows = await service.entries(
+            user,
+            q=q,
+            action=action,
+            subject_type=subject_type,
+            subject_id=subject_id,
+            person=person,
+            run_id=run,
+            flow_id=flow,
+            dataset=dataset,
+            since=parse_bound(since, end=False),
+            until=parse_bound(until, end=True),
+            limit=limit,
+            offset=offset,
+        )
+        return [AuditEntryInfo.of(row, contents=not user.is_auditor) for row in rows]
+
+    @get("/runs/{run_id:int}/timeline")
+    async def run_timeline(self, user: UserContext, run_id: int) -> RunTimeline:
+        return await service.timeline(user, run_id)
+
+    @get("/reports/approved-despite-warning")
+    async def approved_despite_warning(
+        self, user: UserContext, since: str | None = SINCE, until: str | None = UNTIL
+    ) -> list[ApprovedDespiteWarning]:
+        return await service.approved_despite_warning(
+            user, parse_bound(since, end=False), parse_bound(until, end=True)
+        )
+
+    @get("/reports/unreviewed-followups")
+    async def unreviewed_followups(
+        self, user: UserContext, since: str | None = SINCE, until: str | None = UNTIL
+    ) -> list[UnreviewedFollowup]:
+        return await service.unreviewed_followups(
+            user, parse_bound(since, end=False), parse_bound(until, end=True)
+        )
+
+    @get("/reports/accepted-per-person")
+    async def accepted_per_person(
+        self, user: UserContext, since: str | None = SINCE, until: str | None = UNTIL
+    ) -> list[AcceptedPerPerson]:
+        return await service.accepted_per_person(
+            user, parse_bound(since, end=False), parse_bound(until, end=True)
+        )
+
+    @get("/reports/rejection-rate")
+    async def rejection_rate(
+        self, user: UserContext, since: str | None = SINCE, until: str | None = UNTIL
+    ) -> list[RejectionRate]:
+        return await service.rejection_rate(user, parse_bound(since, end=False), parse_bound(until, end=True))

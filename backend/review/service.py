@@ -1,0 +1,422 @@
+"""The review: which entries a filter names, one run's timeline read from its audit entries, and one function
+per report. Every function takes the caller's context and answers for their company only; the caller must
+see the company's history (an admin or an auditor). Reports name runs, people, datasets and files, never
+record or output contents."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from backend.actions.tables import ActionItem, ItemStatus
+from backend.audit import service as audit
+from backend.audit.tables import AuditEntry
+from backend.errors import Forbidden, NotFound
+from backend.review.schemas import (
+    AcceptedPerPerson,
+    ApprovedDespiteWarning,
+    RejectionRate,
+    RunTimeline,
+    TimelineStep,
+    UnreviewedFollowup,
+)
+from backend.runs.tables import ApprovalKind, Run
+from backend.tenancy.context import UserContext
+from backend.tenancy.tables import ApiToken, User
+
+APPROVALS = ("run.approved", "run.followup_auto_approved", "run.schedule_approved", "flow.approved")
+REJECTIONS = ("run.rejected", "flow.rejected")
+WARNING_LEVELS = ("high", "medium")
+
+
+def require_reviewer(ctx: UserContext) -> None:
+    if not ctx.sees_company_history:
+        raise Forbidden("only a company admin or an auditor can review the audit trail")
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+# ---- filters ---------------------------------------------------------------------------------------------
+
+
+async def actors_of(ctx: UserContext, email: str) -> list[str]:
+    """How the trail names what a person of the company did: in their session, and through each of their
+    assistant's tokens. Nobody (an empty list) for an email that is not one of the company's people."""
+    user = (
+        await User.select(User.id, User.email)
+        .where((User.company == ctx.company_id) & (User.email == email.strip().lower()))
+        .first()
+    )
+    if user is None:
+        return []
+    tokens = await ApiToken.select(ApiToken.id).where(ApiToken.user == user["id"])
+    return [user["email"], *(f"assistant:{user['email']} (token {t['id']})" for t in tokens)]
+
+
+async def _runs_where(ctx: UserContext, *clauses: Any) -> list[dict[str, Any]]:
+    query = Run.select(Run.id, Run.flow_id, Run.datasets).where(Run.company == ctx.company_id)
+    for clause in clauses:
+        query = query.where(clause)
+    return await query
+
+
+async def _items_of(ctx: UserContext, run_ids: set[int]) -> set[str]:
+    if not run_ids:
+        return set()
+    rows = await ActionItem.select(ActionItem.id).where(
+        (ActionItem.company == ctx.company_id) & ActionItem.run.is_in(sorted(run_ids))
+    )
+    return {str(r["id"]) for r in rows}
+
+
+async def _covering(ctx: UserContext, runs: list[dict[str, Any]], flows: set[int]) -> dict[str, set[str]]:
+    """The subjects whose entries tell these runs' and flows' story: the runs, their action items, the flows."""
+    run_ids = {r["id"] for r in runs}
+    return {
+        "run": {str(i) for i in run_ids},
+        "action_item": await _items_of(ctx, run_ids),
+        "flow": {str(f) for f in flows},
+    }
+
+
+def _intersect(a: dict[str, set[str]] | None, b: dict[str, set[str]]) -> dict[str, set[str]]:
+    if a is None:
+        return b
+    return {kind: a.get(kind, set()) & b.get(kind, set()) for kind in set(a) | set(b)}
+
+
+async def subjects_for(
+    ctx: UserContext, *, run_id: int | None, flow_id: int | None, dataset: str | None
+) -> dict[str, set[str]] | None:
+    """The subjects a run, flow or dataset filter names (all given filters at once); None without one.
+    A run: its entries and its action items'. A flow: its own, its steps' and their items'. A dataset: the
+    runs that staged it (with their items and flows) and the proposed changes to its records."""
+    chosen: dict[str, set[str]] | None = None
+    if run_id is not None:
+        chosen = _intersect(chosen, await _covering(ctx, await _runs_where(ctx, Run.id == run_id), set()))
+    if flow_id is not None:
+        steps = await _runs_where(ctx, Run.flow_id == flow_id)
+        flows = {flow_id} if steps else set()  # every flow has steps: one of the company's is the company's
+        chosen = _intersect(chosen, await _covering(ctx, steps, flows))
+    if dataset is not None:
+        name = dataset.strip()
+        staged = [r for r in await _runs_where(ctx) if name in (_json(r["datasets"]) or [])]
+        covered = await _covering(ctx, staged, {r["flow_id"] for r in staged if r["flow_id"] is not None})
+        changes = await ActionItem.select(ActionItem.id).where(
+            (ActionItem.company == ctx.company_id) & (ActionItem.dataset == name)
+        )
+        covered["action_item"] |= {str(r["id"]) for r in changes}
+        chosen = _intersect(chosen, covered)
+    return chosen
+
+
+async def entries(
+    ctx: UserContext,
+    *,
+    q: str | None = None,
+    action: str | None = None,
+    subject_type: str | None = None,
+    subject_id: str | None = None,
+    person: str | None = None,
+    run_id: int | None = None,
+    flow_id: int | None = None,
+    dataset: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 200,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    require_reviewer(ctx)
+    return await audit.search(
+        ctx.company_id,
+        q=q,
+        action=action,
+        subject_type=subject_type,
+        subject_id=subject_id,
+        actors=await actors_of(ctx, person) if person else None,
+        subjects=await subjects_for(ctx, run_id=run_id, flow_id=flow_id, dataset=dataset),
+        since=since,
+        until=until,
+        limit=limit,
+        offset=offset,
+    )
+
+
+# ---- one run's timeline ----------------------------------------------------------------------------------
+
+
+def _steps_of(entry: dict[str, Any]) -> list[TimelineStep]:
+    action, data = entry["action"], _json(entry["data"]) or {}
+
+    def step(stage: str, summary: str) -> TimelineStep:
+        return TimelineStep(
+            stage=stage,  # type: ignore[arg-type]
+            at=entry["at"],
+            actor=entry["actor"],
+            action=action,
+            summary=summary,
+            seq=entry["seq"],
+            hash=entry["hash"],
+        )
+
+    if action in ("run.proposed", "run.revised", "flow.proposed"):
+        what = "revised" if action == "run.revised" else "proposed"
+        datasets = ", ".join(data.get("datasets") or []) or "no dataset"
+        files = len(data.get("file_ids") or [])
+        out = [
+            step("proposed", f"{what}: {datasets}, {files} file(s), code {str(data.get('code_sha256'))[:12]}")
+        ]
+        if "findings" in data:
+            out.append(step("scanned", f"staged data scanned: {data['findings']} warning(s)"))
+        return out
+    if action in APPROVALS:
+        by = data.get("by") or entry["actor"]
+        if action == "run.followup_auto_approved":
+            return [
+                step("approved", f"let through without review under run #{data.get('narrowed_from_run')}")
+            ]
+        how = data.get("auth")
+        return [step("approved", f"approved by {by}" + (f" ({how})" if how else ""))]
+    if action in REJECTIONS:
+        reason = f": {data['reason']}" if data.get("reason") else ""
+        return [step("rejected", f"rejected by {entry['actor']}{reason}")]
+    if action == "run.started":
+        return [step("vm", "a fresh VM started with the approved code and data")]
+    if action == "run.finished":
+        vm = data.get("vm") or {}
+        out = [
+            step(
+                "vm",
+                f"finished: {data.get('status')}, exit code {data.get('exit_code')}, "
+                f"{vm.get('nics', '?')} network interface(s)",
+            )
+        ]
+        outputs = data.get("outputs") or []
+        names = ", ".join(str(o.get("name")) for o in outputs if isinstance(o, dict)) or "none"
+        out.append(step("outputs", f"{len(outputs)} output file(s): {names}"))
+        if data.get("actions") is not None:
+            out.append(step("items", f"{data['actions']} change(s) proposed"))
+        return out
+    if action.startswith("run.") and action not in ("run.followup_needs_approval",):
+        return [step("vm", action.removeprefix("run.").replace("_", " "))]
+    if action.startswith("action."):
+        verb = action.removeprefix("action.")
+        return [step("items", f"item #{entry['subject_id']} {verb} by {entry['actor']}")]
+    return [step("other", action)]
+
+
+async def timeline(ctx: UserContext, run_id: int) -> RunTimeline:
+    """A run's story as the trail tells it: proposed → scanned → approved or rejected → VM → outputs → items
+    decided, each step with the entry (seq and hash) it was read from. A flow's step includes its flow's."""
+    require_reviewer(ctx)
+    run = (
+        await Run.select(Run.id, Run.title, Run.status, Run.flow_id)
+        .where((Run.id == run_id) & (Run.company == ctx.company_id))
+        .first()
+    )
+    if run is None:
+        raise NotFound(f"run {run_id} not found")
+    subjects = await _covering(ctx, [run], {run["flow_id"]} if run["flow_id"] is not None else set())
+    about = [
+        (AuditEntry.subject_type == kind) & AuditEntry.subject_id.is_in(sorted(ids))
+        for kind, ids in subjects.items()
+        if ids
+    ]
+    either = about[0]
+    for clause in about[1:]:
+        either = either | clause
+    rows = (
+        await AuditEntry.select()
+        .where((AuditEntry.company_id == ctx.company_id) & either)
+        .order_by(AuditEntry.seq)
+    )
+    steps = [s for row in rows for s in _steps_of(row)]
+    return RunTimeline(
+        run_id=run["id"], title=run["title"], status=run["status"], flow_id=run["flow_id"], steps=steps
+    )
+
+
+# ---- reports ---------------------------------------------------------------------------------------------
+
+
+async def _emails(user_ids: set[int]) -> dict[int, str]:
+    if not user_ids:
+        return {}
+    rows = await User.select(User.id, User.email).where(User.id.is_in(sorted(user_ids)))
+    return {r["id"]: r["email"] for r in rows}
+
+
+def _between(query: Any, column: Any, since: datetime | None, until: datetime | None) -> Any:
+    if since is not None:
+        query = query.where(column >= since)
+    if until is not None:
+        query = query.where(column <= until)
+    return query
+
+
+async def approved_despite_warning(
+    ctx: UserContext, since: datetime | None = None, until: datetime | None = None
+) -> list[ApprovedDespiteWarning]:
+    """Runs let run although the approval screen showed a high or medium warning (instruction-like text in
+    the staged data, or invisible characters in the code), newest approval first."""
+    require_reviewer(ctx)
+    query = Run.select(
+        Run.id,
+        Run.title,
+        Run.status,
+        Run.requested_by,
+        Run.approved_by,
+        Run.approval_kind,
+        Run.approved_at,
+        Run.findings,
+        Run.flow_id,
+    ).where((Run.company == ctx.company_id) & Run.approved_at.is_not_null())
+    rows = await _between(query, Run.approved_at, since, until).order_by(Run.approved_at, ascending=False)
+    flagged = []
+    for row in rows:
+        levels = [f.get("severity") for f in _json(row["findings"]) or [] if isinstance(f, dict)]
+        if any(level in WARNING_LEVELS for level in levels):
+            flagged.append((row, levels))
+    emails = await _emails({row["requested_by"] for row, _ in flagged})
+    seqs = await _approval_seqs(ctx, [row["id"] for row, _ in flagged])
+    return [
+        ApprovedDespiteWarning(
+            run_id=row["id"],
+            title=row["title"],
+            status=row["status"],
+            requested_by=emails.get(row["requested_by"], "?"),
+            approved_by=row["approved_by"] or "?",
+            approval_kind=row["approval_kind"] or ApprovalKind.person,
+            approved_at=row["approved_at"],
+            worst="high" if "high" in levels else "medium",
+            high=levels.count("high"),
+            medium=levels.count("medium"),
+            warnings=len(levels),
+            approval_seq=seqs.get(str(row["id"])),
+        )
+        for row, levels in flagged
+    ]
+
+
+async def _approval_seqs(ctx: UserContext, run_ids: list[int]) -> dict[str, int]:
+    if not run_ids:
+        return {}
+    rows = await AuditEntry.select(AuditEntry.subject_id, AuditEntry.seq).where(
+        (AuditEntry.company_id == ctx.company_id)
+        & (AuditEntry.subject_type == "run")
+        & AuditEntry.subject_id.is_in([str(i) for i in run_ids])
+        & AuditEntry.action.is_in(list(APPROVALS))
+    )
+    return {r["subject_id"]: r["seq"] for r in rows}
+
+
+async def unreviewed_followups(
+    ctx: UserContext, since: datetime | None = None, until: datetime | None = None
+) -> list[UnreviewedFollowup]:
+    """Follow-ups that ran without a second approval (under the grant of a run a person approved), with what
+    they read: datasets, Drive files by name, rows staged. Newest first."""
+    require_reviewer(ctx)
+    query = Run.select(
+        Run.id,
+        Run.title,
+        Run.status,
+        Run.requested_by,
+        Run.narrowed_from,
+        Run.approved_at,
+        Run.datasets,
+        Run.manifest,
+    ).where(
+        (Run.company == ctx.company_id)
+        & (Run.approval_kind == ApprovalKind.followup)
+        & Run.narrowed_from.is_not_null()
+    )
+    rows = await _between(query, Run.approved_at, since, until).order_by(Run.approved_at, ascending=False)
+    emails = await _emails({r["requested_by"] for r in rows})
+    out = []
+    for row in rows:
+        entries = (_json(row["manifest"]) or {}).get("files") or []
+        files = sorted(
+            {
+                str((e.get("source") or {}).get("name"))
+                for e in entries
+                if (e.get("source") or {}).get("type") == "drive_file"
+            }
+        )
+        out.append(
+            UnreviewedFollowup(
+                run_id=row["id"],
+                title=row["title"],
+                status=row["status"],
+                requested_by=emails.get(row["requested_by"], "?"),
+                narrowed_from=row["narrowed_from"],
+                approved_at=row["approved_at"],
+                datasets=list(_json(row["datasets"]) or []),
+                files=files,
+                rows=sum(int(e.get("rows") or 0) for e in entries),
+            )
+        )
+    return out
+
+
+async def accepted_per_person(
+    ctx: UserContext, since: datetime | None = None, until: datetime | None = None
+) -> list[AcceptedPerPerson]:
+    """How many proposed changes each person accepted, and on which runs; most first."""
+    require_reviewer(ctx)
+    query = ActionItem.select(ActionItem.decided_by, ActionItem.run, ActionItem.decided_at).where(
+        (ActionItem.company == ctx.company_id) & (ActionItem.status == ItemStatus.accepted)
+    )
+    rows = await _between(query, ActionItem.decided_at, since, until).order_by(
+        ActionItem.decided_at, ascending=False
+    )
+    people: dict[str, AcceptedPerPerson] = {}
+    for row in rows:
+        person = row["decided_by"] or "?"
+        entry = people.setdefault(person, AcceptedPerPerson(person=person, accepted=0, run_ids=[]))
+        entry.accepted += 1
+        if row["run"] not in entry.run_ids:
+            entry.run_ids.append(row["run"])
+    return sorted(people.values(), key=lambda p: (-p.accepted, p.person))
+
+
+async def rejection_rate(
+    ctx: UserContext, since: datetime | None = None, until: datetime | None = None
+) -> list[RejectionRate]:
+    """Per person who decided runs: how many they approved and rejected, and the share rejected. Only a
+    person's own decisions count (not follow-ups let through by a grant, not schedules)."""
+    require_reviewer(ctx)
+    approved = _between(
+        Run.select(Run.id, Run.approved_by).where(
+            (Run.company == ctx.company_id) & (Run.approval_kind == ApprovalKind.person)
+        ),
+        Run.approved_at,
+        since,
+        until,
+    )
+    rejected = _between(
+        Run.select(Run.id, Run.rejected_by).where(
+            (Run.company == ctx.company_id) & Run.rejected_by.is_not_null()
+        ),
+        Run.rejected_at,
+        since,
+        until,
+    ).order_by(Run.rejected_at, ascending=False)
+    people: dict[str, RejectionRate] = {}
+
+    def of(person: str) -> RejectionRate:
+        return people.setdefault(
+            person, RejectionRate(person=person, approved=0, rejected=0, rate=0.0, rejected_run_ids=[])
+        )
+
+    for row in await approved:
+        of(row["approved_by"] or "?").approved += 1
+    for row in await rejected:
+        entry = of(row["rejected_by"])
+        entry.rejected += 1
+        entry.rejected_run_ids.append(row["id"])
+    for entry in people.values():
+        entry.rate = round(entry.rejected / (entry.approved + entry.rejected), 4)
+    return sorted(people.values(), key=lambda p: (-p.rate, -p.rejected, p.person))
