@@ -53,7 +53,7 @@ async def serve_local(poll_seconds: float = 0.5) -> None:
     loop.add_signal_handler(signal.SIGUSR1, worker.wake)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    parent = os.getppid()
+    parent = _parent()
     await worker.start()  # recovery first: runs left `running` by a crashed worker end as interrupted
     path = pidfile()
     filemodes.private_file(path).write_text(owner_token())
@@ -71,6 +71,17 @@ async def serve_local(poll_seconds: float = 0.5) -> None:
             if path.read_text().strip() == owner_token():
                 path.unlink()
         log.info("local worker %d stopped", os.getpid())
+
+
+PARENT_ENV = "CLEANROOM_WORKER_PARENT"
+
+
+def _parent() -> int:
+    """The `serve` that started this worker: named in the environment, because a parent killed while this
+    process was still importing has already been replaced by init when it could first ask getppid() (the
+    worker then took init for its API and never ended)."""
+    named = os.environ.get(PARENT_ENV, "")
+    return int(named) if named.isdigit() else os.getppid()
 
 
 class LocalWorker:
@@ -110,9 +121,8 @@ class LocalWorker:
                 self._stop.wait(1.0)
                 continue
             began = time.monotonic()
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "backend", "worker", "--local"], env=self.env, cwd=REPO_ROOT
-            )
+            env = {**(self.env if self.env is not None else os.environ), PARENT_ENV: str(os.getpid())}
+            self.proc = subprocess.Popen([sys.executable, "-m", "backend", "worker", "--local"], env=env, cwd=REPO_ROOT)
             code = self.proc.wait()
             if self._stop.is_set():
                 return

@@ -93,3 +93,52 @@ def test_the_api_going_away_does_not_kill_a_running_vm() -> None:
     finally:
         session.close()
         server.__exit__()
+
+
+def _local_worker(root: Path, parent: int) -> tuple[dict[str, str], "subprocess.Popen[bytes]"]:
+    import subprocess
+    import sys
+
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CLEANROOM_DATABASE_URL")},
+        "CLEANROOM_DATA_DIR": str(root),
+        "DATABASE_URL": f"sqlite:///{root / 'cleanroom.sqlite3'}",
+        "CLEANROOM_STANDBY_IN_SERVICE": "off",
+        "CLEANROOM_WORKER_PARENT": str(parent),
+    }
+    subprocess.run([sys.executable, "-m", "backend", "demo", "seed"], env=env, check=True, capture_output=True)
+    log = open(root / "worker.log", "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen([sys.executable, "-m", "backend", "worker", "--local"], env=env, stdout=log, stderr=log)
+    return env, proc
+
+
+def test_a_worker_whose_api_died_while_it_started_still_ends(tmp_path: Path) -> None:
+    """Found by the soak: `serve` killed while its new worker was still importing left a worker that took
+    init for its API and never ended (and the next `serve` waited for it for ever). The worker now knows its
+    API by the pid `serve` names, not by asking getppid() once it is up."""
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid whose process no longer exists: the API that died during the worker's start-up
+    for name, parent in (("control", os.getpid()), ("orphan", gone.pid)):
+        root = tmp_path / name
+        root.mkdir()
+        _, proc = _local_worker(root, parent)
+        try:
+            pid = proc.pid
+            deadline = time.monotonic() + 120
+            if name == "control":  # its API is alive: it starts, is ready, and stays
+                while not (root / "worker.pid").exists():
+                    assert proc.poll() is None and time.monotonic() < deadline, (root / "worker.log").read_text()
+                    time.sleep(0.2)
+                time.sleep(3)
+                assert proc.poll() is None, (root / "worker.log").read_text()
+            else:  # its API is gone: it drains (nothing running) and exits by itself
+                while proc.poll() is None:
+                    assert time.monotonic() < deadline, f"worker {pid} outlived its API"
+                    time.sleep(0.2)
+                assert "the API that started this worker is gone" in (root / "worker.log").read_text()
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=120)
