@@ -251,7 +251,22 @@ class Api:
         return await self.request("GET", "/api/system/health")
 
     async def audit(self, **filters: Any) -> list[dict[str, Any]]:
-        return await self.request("GET", "/api/audit", params=filters)
+        """The company's entries; a filter left as None is not sent (an empty `run=` would not be a number)."""
+        return await self.request(
+            "GET", "/api/audit", params={k: v for k, v in filters.items() if v is not None}
+        )
+
+    async def audit_timeline(self, run_id: int) -> dict[str, Any]:
+        return await self.request("GET", f"/api/audit/runs/{run_id}/timeline")
+
+    async def audit_report(self, name: str, **period: Any) -> list[dict[str, Any]]:
+        """One of the review's reports (`approved-despite-warning`, ...), over `from`/`to` when given."""
+        return await self.request(
+            "GET", f"/api/audit/reports/{name}", params={k: v for k, v in period.items() if v}
+        )
+
+    async def people(self) -> list[dict[str, Any]]:
+        return await self.request("GET", "/api/company/people")
 
     async def verify_audit(self) -> dict[str, Any]:
         return await self.request("POST", "/api/audit/verify")

@@ -98,3 +98,115 @@ def usage_by_user(rows: list[dict[str, Any]]) -> go.Figure:
         margin={"l": 160, "r": 20, "t": 50, "b": 50},
     )
     return figure
+
+
+SEVERITY_COLORS = {"high": "#b91c1c", "medium": "#d97706"}
+
+
+def _per_person_height(count: int) -> int:
+    return max(240, 60 + 32 * count)
+
+
+def warned_approvals(rows: list[dict[str, Any]]) -> go.Figure:
+    """Runs approved despite a warning, per approver, stacked by the worst warning shown (high, medium)."""
+    title = "Runs approved despite a warning, per approver"
+    if not rows:
+        return _empty(title, "No run was approved despite a high or medium warning")
+    approvers = sorted({str(r.get("approved_by") or "?") for r in rows})
+    bars = [
+        go.Bar(
+            name=level,
+            x=[
+                sum(1 for r in rows if r.get("approved_by") == a and r.get("worst") == level)
+                for a in approvers
+            ],
+            y=approvers,
+            orientation="h",
+            marker_color=SEVERITY_COLORS[level],
+            hovertemplate=f"%{{y}}: %{{x}} run(s), worst warning {level}<extra></extra>",
+        )
+        for level in ("high", "medium")
+    ]
+    figure = go.Figure(bars)
+    figure.update_layout(
+        title=title,
+        barmode="stack",
+        xaxis={"title": "runs", "rangemode": "tozero", "dtick": 1},
+        height=_per_person_height(len(approvers)),
+        margin={"l": 160, "r": 20, "t": 50, "b": 50},
+    )
+    return figure
+
+
+def followups_per_person(rows: list[dict[str, Any]]) -> go.Figure:
+    """Follow-ups that ran without a second approval, per person who asked for them."""
+    title = "Follow-ups run without review, per person"
+    if not rows:
+        return _empty(title, "No follow-up ran without review")
+    people = sorted({str(r.get("requested_by") or "?") for r in rows})
+    counts = [sum(1 for r in rows if r.get("requested_by") == p) for p in people]
+    figure = go.Figure(
+        go.Bar(
+            x=counts,
+            y=people,
+            orientation="h",
+            marker_color=ACCENT,
+            hovertemplate="%{y}: %{x} follow-up(s)<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title=title,
+        xaxis={"title": "follow-ups", "rangemode": "tozero", "dtick": 1},
+        height=_per_person_height(len(people)),
+        margin={"l": 160, "r": 20, "t": 50, "b": 50},
+    )
+    return figure
+
+
+def accepted_per_person(rows: list[dict[str, Any]]) -> go.Figure:
+    """Proposed changes each person accepted, most on top."""
+    title = "Proposed changes accepted, per person"
+    rows = sorted(rows, key=lambda r: int(r.get("accepted") or 0))
+    if not rows:
+        return _empty(title, "Nobody has accepted a proposed change")
+    figure = go.Figure(
+        go.Bar(
+            x=[int(r.get("accepted") or 0) for r in rows],
+            y=[str(r.get("person") or "?") for r in rows],
+            orientation="h",
+            marker_color=PRIMARY,
+            hovertemplate="%{y}: %{x} accepted<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title=title,
+        xaxis={"title": "changes accepted", "rangemode": "tozero"},
+        height=_per_person_height(len(rows)),
+        margin={"l": 160, "r": 20, "t": 50, "b": 50},
+    )
+    return figure
+
+
+def rejection_rate(rows: list[dict[str, Any]]) -> go.Figure:
+    """The share of their run decisions each person rejected, in percent, with the counts on hover."""
+    title = "Runs rejected, share of each person's decisions"
+    rows = sorted(rows, key=lambda r: float(r.get("rate") or 0))
+    if not rows:
+        return _empty(title, "Nobody has decided a run yet")
+    figure = go.Figure(
+        go.Bar(
+            x=[round(100 * float(r.get("rate") or 0), 1) for r in rows],
+            y=[str(r.get("person") or "?") for r in rows],
+            orientation="h",
+            marker_color="#be123c",
+            customdata=[[r.get("rejected", 0), r.get("approved", 0)] for r in rows],
+            hovertemplate="%{y}: %{x}% (%{customdata[0]} rejected, %{customdata[1]} approved)<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title=title,
+        xaxis={"title": "% rejected", "range": [0, 100]},
+        height=_per_person_height(len(rows)),
+        margin={"l": 160, "r": 20, "t": 50, "b": 50},
+    )
+    return figure

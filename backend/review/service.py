@@ -32,7 +32,7 @@ WARNING_LEVELS = ("high", "medium")
 
 def require_reviewer(ctx: UserContext) -> None:
     if not ctx.sees_company_history:
-        raise Forbidden("only a company admin or an auditor can review the audit trail")
+        raise Forbidden("only a company admin or an auditor can browse the audit trail")
 
 
 def _json(value: Any) -> Any:

@@ -1,14 +1,19 @@
-"""Audit (admin, auditor): search the hash-chained trail and verify the chain."""
+"""Audit (admin, auditor): verify the chain; the trail filtered by person, run, flow, dataset, action and date;
+a run's timeline; and the review's reports with charts, each row linking to its run. The numbers are the
+API's (backend/review); this page only shows them."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
-from console import session, theme, widgets
-from console.widgets import FAILED
+from backend.records.datasets import DATASET_NAMES
+from console import charts, session, theme, widgets
+from console.api import Api
+from console.widgets import FAILED, section
 
 PAGE = 200
 MAX_SHOWN = 1000  # the API's largest page
@@ -25,11 +30,35 @@ SUBJECTS = [
     "session",
     "api_token",
 ]
+STAGE_ICONS = {
+    "proposed": ("edit_note", "primary"),
+    "scanned": ("policy", "orange"),
+    "approved": ("task_alt", "positive"),
+    "rejected": ("block", "negative"),
+    "vm": ("memory", "secondary"),
+    "outputs": ("inventory_2", "accent"),
+    "items": ("rule", "primary"),
+    "other": ("info", "grey"),
+}
+RUN_SLOT = r"""
+<q-td :props="props">
+  <a :href="'/runs/' + props.row.run_id" class="text-primary">#{{ props.row.run_id }} {{ props.row.title }}</a>
+</q-td>
+"""
+RUNS_SLOT = r"""
+<q-td :props="props">
+  <a v-for="id in props.value" :key="id" :href="'/runs/' + id" class="text-primary q-mr-sm">#{{ id }}</a>
+</q-td>
+"""
+
+
+def _column(name: str, label: str, align: str = "left") -> dict[str, Any]:
+    return {"name": name, "label": label, "field": name, "align": align}
 
 
 def register() -> None:
     @ui.page("/audit")
-    async def audit_page() -> RedirectResponse | None:
+    async def audit_page(run: int | None = None) -> RedirectResponse | None:
         if redirect := session.redirect_if_signed_out("/audit", admin=True, auditor=True):
             return redirect
         api = session.api()
@@ -43,31 +72,82 @@ def register() -> None:
                         "Recomputes every entry's hash and its link to the one before; any edit or gap shows."
                     ).classes("text-sm text-grey-7")
                 verdict = ui.column().classes("w-full")
-            with ui.row().classes("items-end gap-3 w-full"):
+            with ui.row().classes("items-end gap-3 w-full").mark("audit-filters"):
                 query = (
                     ui.input("Search (who, what, subject id)")
                     .props("dense outlined clearable")
                     .classes("w-72")
                 )
                 query.mark("audit-q")
-                action = ui.input("Action (exact)").props("dense outlined clearable").classes("w-48")
+                person = (
+                    ui.select({"": "anyone"}, value="", label="Person")
+                    .props("dense outlined")
+                    .classes("w-56")
+                    .mark("f-person")
+                )
+                action = (
+                    ui.input("Action (exact)")
+                    .props("dense outlined clearable")
+                    .classes("w-48")
+                    .mark("f-action")
+                )
                 subject = (
                     ui.select({s: s or "any subject" for s in SUBJECTS}, value="", label="Subject")
                     .props("dense outlined")
                     .classes("w-44")
                 )
+                run_no = (
+                    ui.number("Run #", value=run, min=1, format="%d")
+                    .props("dense outlined clearable")
+                    .classes("w-28")
+                    .mark("f-run")
+                )
+                flow_no = (
+                    ui.number("Flow #", min=1, format="%d")
+                    .props("dense outlined clearable")
+                    .classes("w-28")
+                    .mark("f-flow")
+                )
+                dataset = (
+                    ui.select({"": "any dataset", **{d: d for d in DATASET_NAMES}}, value="", label="Dataset")
+                    .props("dense outlined")
+                    .classes("w-44")
+                    .mark("f-dataset")
+                )
+                since = ui.input("From (YYYY-MM-DD)").props("dense outlined clearable").classes("w-40")
+                since.mark("f-from")
+                until = ui.input("To (YYYY-MM-DD)").props("dense outlined clearable").classes("w-40")
+                until.mark("f-to")
                 query.on("keydown.enter", lambda: search())
                 ui.button("Search", icon="search", on_click=lambda: search()).mark("audit-search")
+            timeline_box = ui.column().classes("w-full")
             results = ui.column().classes("w-full")
+            with section("Reports", "insights", "reports"):
+                ui.label(
+                    "Over the dates above when given; each row links to its run, and its timeline is one "
+                    "search away (Run #)."
+                ).classes("text-sm text-grey-7")
+                reports = ui.column().classes("w-full gap-4")
         shown = {"limit": PAGE}
+
+        def number(value: Any) -> int | None:
+            return int(value) if value not in (None, "") else None
 
         async def fetch() -> list[dict[str, Any]]:
             return await api.audit(
                 q=(query.value or "").strip() or None,
                 action=(action.value or "").strip() or None,
                 subject_type=subject.value or None,
+                person=person.value or None,
+                run=number(run_no.value),
+                flow=number(flow_no.value),
+                dataset=dataset.value or None,
+                **period(),
                 limit=shown["limit"],
             )
+
+        def period() -> dict[str, str | None]:
+            return {"from": (since.value or "").strip() or None, "to": (until.value or "").strip() or None}
 
         def render(entries: list[dict[str, Any]]) -> None:
             widgets.audit_table(entries)
@@ -82,7 +162,20 @@ def register() -> None:
 
         async def search() -> None:
             shown["limit"] = PAGE
+            run_id = number(run_no.value)
+            timeline_box.clear()
+            results.clear()  # the entries of the search before are gone at once, not after the timeline
+            with results:
+                widgets.loading("Searching the audit trail…")
+            if run_id is not None:
+                await widgets.load_into(
+                    timeline_box,
+                    lambda: api.audit_timeline(run_id),
+                    show_timeline,
+                    "Reading the run's story…",
+                )
             await widgets.load_into(results, fetch, render, "Searching the audit trail…")
+            await load_reports(api, reports, period())
 
         async def verify() -> None:
             verdict.clear()
@@ -96,8 +189,169 @@ def register() -> None:
                 show_verdict(result)  # type: ignore[arg-type]
 
         await ui.context.client.connected()
+        try:
+            people = await api.people()
+        except Exception:  # noqa: BLE001 - the filter still works by typing nothing; the trail loads below
+            people = []
+        person.set_options({"": "anyone", **{p["email"]: p["email"] for p in people}}, value="")
         await search()
         return None
+
+
+def show_timeline(timeline: dict[str, Any]) -> None:
+    run_id = timeline["run_id"]
+    with section(f"Timeline of run #{run_id}: {timeline.get('title', '')}", "timeline", "timeline"):
+        with ui.row().classes("items-center gap-4 text-sm"):
+            widgets.status_badge(timeline.get("status", ""))
+            ui.link("open the run", f"/runs/{run_id}").mark("timeline-run-link")
+        steps = timeline.get("steps") or []
+        if not steps:
+            widgets.empty_state("The trail holds no entry about this run.")
+            return
+        with ui.timeline(side="right", layout="dense").classes("w-full"):
+            for step in steps:
+                icon, color = STAGE_ICONS.get(step.get("stage", "other"), STAGE_ICONS["other"])
+                ui.timeline_entry(
+                    step.get("summary", ""),
+                    title=step.get("stage", ""),
+                    subtitle=f"{widgets.when(step.get('at'))} · {step.get('actor', '')} · entry #{step.get('seq')}",
+                    icon=icon,
+                    color=color,
+                )
+
+
+async def load_reports(api: Api, container: ui.element, period: dict[str, str | None]) -> None:
+    container.clear()
+    with container:
+        boxes = [(ui.column().classes("w-full"), name, render) for name, render in REPORT_VIEWS]
+    for box, name, render in boxes:
+        await widgets.load_into(box, _fetcher(api, name, period), render, "Computing the report…")
+
+
+def _fetcher(api: Api, name: str, period: dict[str, str | None]) -> Callable[[], Awaitable[Any]]:
+    return lambda: api.audit_report(name, **period)
+
+
+def _report_table(
+    rows: list[dict[str, Any]], columns: list[dict[str, Any]], marker: str, key: str
+) -> ui.table:
+    table = ui.table(rows=rows, columns=columns, row_key=key).props("dense flat bordered wrap-cells")
+    table.classes("w-full").mark(marker)
+    return table
+
+
+def warned_report(rows: list[dict[str, Any]]) -> None:
+    with section("Runs approved despite a high or medium warning", "warning", "report-warned"):
+        ui.plotly(charts.warned_approvals(rows)).classes("w-full").mark("chart-warned")
+        if not rows:
+            return
+        shown = [
+            {
+                **r,
+                "approved_at": widgets.when(r.get("approved_at")),
+                "warnings_text": f"{r['worst']}: {r['high']} high, {r['medium']} medium, {r['warnings']} in all",
+            }
+            for r in rows
+        ]
+        table = _report_table(
+            shown,
+            [
+                _column("run_id", "Run"),
+                _column("requested_by", "Asked by"),
+                _column("approved_by", "Approved by"),
+                _column("approval_kind", "How"),
+                _column("approved_at", "When"),
+                _column("warnings_text", "Warnings shown"),
+                _column("approval_seq", "Entry #", "right"),
+            ],
+            "warned-table",
+            "run_id",
+        )
+        table.add_slot("body-cell-run_id", RUN_SLOT)
+
+
+def followups_report(rows: list[dict[str, Any]]) -> None:
+    with section("Follow-ups run without review, and what they read", "visibility_off", "report-followups"):
+        ui.plotly(charts.followups_per_person(rows)).classes("w-full").mark("chart-followups")
+        if not rows:
+            return
+        shown = [
+            {
+                **r,
+                "approved_at": widgets.when(r.get("approved_at")),
+                "read": ", ".join(
+                    [
+                        *(f"dataset {d}" for d in r.get("datasets") or []),
+                        *(f"file {f}" for f in r.get("files") or []),
+                    ]
+                )
+                or "nothing",
+                "under": [r["narrowed_from"]],
+            }
+            for r in rows
+        ]
+        table = _report_table(
+            shown,
+            [
+                _column("run_id", "Run"),
+                _column("requested_by", "Asked by"),
+                _column("under", "Under the approval of"),
+                _column("approved_at", "Let through"),
+                _column("read", "Read"),
+                _column("rows", "Rows", "right"),
+            ],
+            "followups-table",
+            "run_id",
+        )
+        table.add_slot("body-cell-run_id", RUN_SLOT)
+        table.add_slot("body-cell-under", RUNS_SLOT)
+
+
+def accepted_report(rows: list[dict[str, Any]]) -> None:
+    with section("Proposed changes accepted, per person", "rule", "report-accepted"):
+        ui.plotly(charts.accepted_per_person(rows)).classes("w-full").mark("chart-accepted")
+        if not rows:
+            return
+        table = _report_table(
+            rows,
+            [
+                _column("person", "Person"),
+                _column("accepted", "Accepted", "right"),
+                _column("run_ids", "Runs"),
+            ],
+            "accepted-table",
+            "person",
+        )
+        table.add_slot("body-cell-run_ids", RUNS_SLOT)
+
+
+def rejections_report(rows: list[dict[str, Any]]) -> None:
+    with section("Rejection rate per person", "block", "report-rejections"):
+        ui.plotly(charts.rejection_rate(rows)).classes("w-full").mark("chart-rejections")
+        if not rows:
+            return
+        shown = [{**r, "rate_text": f"{round(100 * float(r.get('rate') or 0))} %"} for r in rows]
+        table = _report_table(
+            shown,
+            [
+                _column("person", "Person"),
+                _column("approved", "Approved", "right"),
+                _column("rejected", "Rejected", "right"),
+                _column("rate_text", "Rejected share", "right"),
+                _column("rejected_run_ids", "Rejected runs"),
+            ],
+            "rejections-table",
+            "person",
+        )
+        table.add_slot("body-cell-rejected_run_ids", RUNS_SLOT)
+
+
+REPORT_VIEWS: list[tuple[str, Callable[[list[dict[str, Any]]], None]]] = [
+    ("approved-despite-warning", warned_report),
+    ("unreviewed-followups", followups_report),
+    ("accepted-per-person", accepted_report),
+    ("rejection-rate", rejections_report),
+]
 
 
 def show_verdict(result: dict[str, Any]) -> None:

@@ -1,0 +1,104 @@
+"""The review page in real headless Chromium: an auditor signs in, finds the demo's run that maria approved
+despite its planted instruction in the "approved despite a warning" report (with its chart), and not a run
+approved with no warning; the row's link opens the run; the run's timeline tells its story from the trail.
+Needs no VM: what happens to the runs after their approval does not matter here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.console.servers import Servers
+from tests.console.test_browser import api_as, body_text, browser, sign_in, wait_for_text
+
+__all__ = ["browser"]  # the headless Chromium fixture of the other browser tests, used here too
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+WARNED_REPORT = "Runs approved despite a high or medium warning"
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    running = Servers(tmp_path_factory.mktemp("browser-review")).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def approve(api, run_id: int) -> None:
+    run = api.get(f"/api/runs/{run_id}").json()
+    hashes = {"code_sha256": run["code_sha256"], "bundle_sha256": run["bundle_sha256"]}
+    r = api.post(f"/api/runs/{run_id}/approve", json=hashes)
+    assert r.status_code == 200, r.text
+
+
+def card(driver, title: str):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(
+        By.XPATH, f"//div[contains(@class, 'q-card')][.//div[normalize-space(text())='{title}']]"
+    )
+
+
+def test_an_auditor_finds_the_demo_run_approved_despite_its_warning(servers: Servers, browser) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with api_as(servers, "maria@acme.example") as maria:
+        demo = maria.get("/api/runs", params={"status": "awaiting_approval"}).json()["items"][0]
+        findings = maria.get(f"/api/runs/{demo['id']}").json()["findings"]
+        assert {f["severity"] for f in findings} & {"high", "medium"}  # the planted instruction
+        approve(maria, demo["id"])
+    with api_as(servers, "alice@acme.example") as alice:
+        clean = alice.post(
+            "/api/runs",
+            json={
+                "conversation_id": "c",
+                "title": "Quiet count",
+                "plan": "",
+                "code": "print(1)\n",
+                "datasets": ["deals"],
+            },
+        ).json()
+        assert clean["findings"] == []
+        approve(alice, clean["id"])
+    with api_as(servers, "admin@acme.example") as admin:
+        frank = next(
+            p["id"] for p in admin.get("/api/company/people").json() if p["email"] == "frank@acme.example"
+        )
+        assert admin.patch(f"/api/company/people/{frank}", json={"role": "auditor"}).status_code == 200
+
+    driver = browser
+    sign_in(driver, servers, "frank@acme.example")
+    driver.get(servers.console_url + "/audit")
+    wait_for_text(driver, WARNED_REPORT)
+    link_path = f"//a[@href='/runs/{demo['id']}']"
+    WebDriverWait(driver, 60).until(
+        lambda d: card(d, WARNED_REPORT).find_elements(By.XPATH, "." + link_path), message="no report row"
+    )
+    report = card(driver, WARNED_REPORT)
+    assert "Open pipeline by stage" in report.text and "maria@acme.example" in report.text
+    assert "Quiet count" not in report.text  # approved, but shown no warning
+    WebDriverWait(driver, 30).until(
+        lambda d: card(d, WARNED_REPORT).find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg"),
+        message="no chart",
+    )
+    assert (
+        "maria@acme.example"
+        in card(driver, WARNED_REPORT).find_element(By.CSS_SELECTOR, ".js-plotly-plot").text
+    )
+
+    link = report.find_element(By.XPATH, "." + link_path)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    link.click()
+    WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith(f"/runs/{demo['id']}"))
+    wait_for_text(driver, f"Run #{demo['id']}")
+    wait_for_text(driver, "Approved by maria@acme.example")
+
+    driver.get(f"{servers.console_url}/audit?run={demo['id']}")
+    wait_for_text(driver, f"Timeline of run #{demo['id']}")
+    wait_for_text(driver, "approved by maria@acme.example (session)")
+    text = body_text(driver)
+    assert text.index("staged data scanned") < text.index("approved by maria@acme.example (session)")
