@@ -70,6 +70,21 @@ async def step_sources(run: dict[str, Any]) -> list[str]:
     return sorted(await staged_sources(run) | await inherited_sources(run))
 
 
+async def flow_sources(runs: list[dict[str, Any]]) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """For every run of one flow (all of them, read once): its own sources (`run_sources`), and what its
+    results are computed from (stored when it was handed its carry; before that `step_sources`: its own
+    staged data and every earlier step's sources, from the same rows)."""
+    own = {run["id"]: await run_sources(run) for run in runs}
+    inherits = {}
+    for run in runs:
+        if run["source_datasets"] is not None:
+            inherits[run["id"]] = own[run["id"]]
+            continue
+        earlier = (set(own[e["id"]]) for e in runs if e["flow_step"] < run["flow_step"])
+        inherits[run["id"]] = sorted(set(own[run["id"]]).union(*earlier))
+    return own, inherits
+
+
 async def carry_in(run: dict[str, Any]) -> tuple[Path, float | None]:
     """Build step k's /work/flow: step-<j>/conclusion.json of every earlier step that wrote one, and
     step-<j>/<name> for each output it receives. Recorded on the run, with the sources it inherits, and in

@@ -5,16 +5,11 @@ staged and hashed on its own when proposed, approved with its flow, and run by t
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import re
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from backend import clock, decisions
 from backend.audit import service as audit
-from backend.credits import service as credits
-from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
+from backend.errors import Conflict, Forbidden, Invalid, NotFound
 from backend.flows import progress
 from backend.flows.schemas import (
     MAX_STEPS,
@@ -31,57 +26,15 @@ from backend.flows.schemas import (
 from backend.flows.tables import Capability, Flow, FlowStatus
 from backend.hashing import sha256_json, sha256_text
 from backend.records.visibility import unreadable_sources
-from backend.runs import gates, holds, queued
-from backend.runs import service as runs
+from backend.runs import gates, holds, proposal, queued
 from backend.runs.factory import create_run
-from backend.runs.limits import bundle_bytes
-from backend.runs.read import auditor_withholds, can_decide, detail, withheld_reason
+from backend.runs.proposal import Made, PlannedStep, Proposal, Proposer, StepSpec
+from backend.runs.read import Known, auditor_withholds, can_decide, present, withheld_reason
 from backend.runs.schemas import PersonRef, Rejection
-from backend.runs.sources import run_sources
 from backend.runs.tables import ApprovalKind, Run, RunStatus
 from backend.staging import service as staging
 from backend.tenancy.context import UserContext
-from backend.tenancy.tables import Company, User
-
-# an output a step hands on: a plain file name in /work/output (no folders), as the sandbox collects them
-_OUTPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,199}$")
-
-
-@contextlib.contextmanager
-def for_step(k: int, title: str) -> Iterator[None]:
-    """A refusal raised while checking or staging step k says which step it was about."""
-    try:
-        yield
-    except AppError as exc:
-        detail = exc.detail
-        prefix = f"step {k} ({title}): "
-        if isinstance(detail, dict) and "message" in detail:
-            detail = {**detail, "message": prefix + str(detail["message"]), "step": k}
-        elif isinstance(detail, str):
-            detail = prefix + detail
-        raise type(exc)(detail, code=exc.code, status_code=exc.status_code) from exc
-
-
-def check_receives(k: int, receives: list[Any]) -> list[dict[str, Any]]:
-    """What step k receives: outputs of earlier steps only, named as plain file names, each once."""
-    out: list[dict[str, Any]] = []
-    for item in receives:
-        if item.step >= k:
-            which = "itself" if item.step == k else f"step {item.step}, which runs after it"
-            raise Invalid(
-                f"it names the output {item.name!r} of {which}; a step can only receive outputs of the "
-                "steps before it",
-                code="receives_later_step",
-            )
-        if not _OUTPUT_NAME.match(item.name) or item.name in ("conclusion.json", "actions.json"):
-            raise Invalid(
-                f"{item.name!r} is not an output a step can hand on: a plain file name from /work/output "
-                "(conclusion.json is handed on to every later step anyway; actions.json never is)"
-            )
-        entry = {"step": item.step, "name": item.name}
-        if entry not in out:
-            out.append(entry)
-    return out
+from backend.tenancy.tables import User
 
 
 def flow_hash(steps: list[dict[str, Any]]) -> str:
@@ -106,105 +59,58 @@ def capability_of(run: dict[str, Any]) -> Capability:
 
 
 async def propose(ctx: UserContext, body: FlowBody, *, actor: str | None = None) -> FlowDetail:
-    """Check every step, then stage each step's bundle on its own; nothing is kept if any step is refused."""
-    await gates.require_code_execution(ctx.company_id)
-    if not body.steps:
-        raise Invalid("a flow needs at least one step", code="no_steps")
-    if len(body.steps) > MAX_STEPS:
-        raise Invalid(
-            f"a flow has at most {MAX_STEPS} steps; this one has {len(body.steps)}", code="too_many_steps"
-        )
-    checked = []
-    for k, step in enumerate(body.steps, start=1):
-        with for_step(k, step.title):
-            await asyncio.to_thread(runs.check_code, step.code)
-            limits = runs.check_limits(step.limits.model_dump(exclude_none=True) if step.limits else None)
-            staging.check_datasets(ctx, step.datasets)
-            receives = check_receives(k, step.receives)
-        checked.append((k, step, limits, receives))
-    await credits.require_minimum(ctx.company_id)
-    await runs.check_bounds(ctx, runs=len(checked))  # each step is a run: a flow counts them all
-    company = await Company.select(Company.flow_action_cap).where(Company.id == ctx.company_id).first()
-    bundles: list[staging.StagedBundle] = []
-    try:
-        for k, step, _limits, _receives in checked:
-            with for_step(k, step.title):
-                staged = sum(bundle_bytes(b.manifest) for b in bundles)  # not saved yet: not counted
-                bundles.append(
-                    await runs.stage_bundle(ctx, step.datasets, step.files, allow_empty=k > 1, staged=staged)
+    """The assistant proposes a flow (backend/runs/proposal.py): every step checked, then each step's bundle
+    staged on its own; nothing is kept if any step is refused."""
+    made = await proposal.propose(
+        Proposal(
+            by=Proposer.flow,
+            ctx=ctx,
+            conversation_id=body.conversation_id,
+            title=body.title,
+            plan=body.plan,
+            steps=[
+                StepSpec(
+                    title=step.title,
+                    code=step.code,
+                    datasets=step.datasets,
+                    file_ids=step.files,
+                    limits=step.limits.model_dump(exclude_none=True) if step.limits else None,
+                    receives=step.receives,
+                    read_actions=step.capability == Capability.propose_writes,
                 )
-    except BaseException:
-        for bundle in bundles:
-            await asyncio.to_thread(staging.remove_bundle, bundle.directory)
-        raise
-    steps = [
-        PlannedStep(
-            k=k,
-            title=step.title,
-            code=step.code,
-            datasets=list(dict.fromkeys(d.strip() for d in step.datasets if d.strip())),
-            file_ids=list(dict.fromkeys(step.files)),
-            limits=limits,
-            receives=receives,
-            read_actions=step.capability == Capability.propose_writes,
-        )
-        for (k, step, limits, receives) in checked
-    ]
-    flow_id = await save_flow(
-        company_id=ctx.company_id,
-        requested_by=ctx.user_id,
-        conversation_id=body.conversation_id,
-        title=body.title,
-        plan=body.plan,
-        steps=steps,
-        bundles=bundles,
-        action_cap=company["flow_action_cap"] if company else 20,
-        actor=actor or ctx.actor,
+                for step in body.steps
+            ],
+            actor=actor or ctx.actor,
+            max_steps=MAX_STEPS,
+        ),
+        FLOW,
     )
-    return await flow_detail(ctx, flow_id)
+    assert made.flow_id is not None
+    return await flow_detail(ctx, made.flow_id)
 
 
-@dataclass
-class PlannedStep:
-    """A step checked and ready to be saved over its staged bundle."""
-
-    k: int
-    title: str
-    code: str
-    datasets: list[str]
-    file_ids: list[int]
-    limits: dict[str, int]
-    receives: list[dict[str, Any]]
-    read_actions: bool
-
-
-async def save_flow(
-    *,
-    company_id: int,
-    requested_by: int,
-    conversation_id: str,
-    title: str,
-    plan: str,
-    steps: list[PlannedStep],
-    bundles: list[staging.StagedBundle],
-    action_cap: int,
-    actor: str,
-    schedule_id: int | None = None,
-) -> int:
+class FlowMaker:
     """The one place a flow and its step runs are made: a proposal (waiting for a person), or a schedule's
     firing (approved by the schedule, every step `read`, step 1 queued at once). The flow and all its steps
     are written in one transaction: a firing's step 1 cannot end before its later steps exist (the flow
-    would count as done with them left waiting), and a failure keeps nothing, its bundles included."""
-    now = clock.now()
-    code_found = [await asyncio.to_thread(runs.code_findings, step.code) for step in steps]
-    try:
+    would count as done with them left waiting), and a failure keeps nothing (the proposal removes the
+    bundles)."""
+
+    noun = "flow"
+
+    async def create(
+        self, p: Proposal, steps: list[PlannedStep], bundles: list[staging.StagedBundle], made: Made
+    ) -> None:
+        now = p.now or clock.now()
+        schedule_id = p.schedule_id
+        action_cap = made.extra.get("action_cap", made.company["flow_action_cap"])
         async with Flow._meta.db.transaction():
             flow = Flow(
-                company=company_id,
-                requested_by=requested_by,
-                conversation_id=conversation_id,
-                title=title,
-                plan=plan,
+                company=p.ctx.company_id,
+                requested_by=p.ctx.user_id,
+                conversation_id=p.conversation_id,
+                title=p.title,
+                plan=p.plan,
                 status=FlowStatus.awaiting_approval if schedule_id is None else FlowStatus.running,
                 step_count=len(steps),
                 flow_sha256="",
@@ -217,19 +123,19 @@ async def save_flow(
             )
             await flow.save()
             rows = []
-            for step, bundle, found in zip(steps, bundles, code_found, strict=True):
+            for step, bundle in zip(steps, bundles, strict=True):
                 run = await create_run(
-                    company_id=company_id,
-                    requested_by=requested_by,
-                    conversation_id=conversation_id,
+                    company_id=p.ctx.company_id,
+                    requested_by=p.ctx.user_id,
+                    conversation_id=p.conversation_id,
                     title=step.title,
-                    plan=plan,
+                    plan=p.plan,
                     code=step.code,
                     datasets=step.datasets,
                     file_ids=step.file_ids,
                     limits=step.limits,
                     bundle=bundle,
-                    findings=[f.model_dump() for f in bundle.findings] + found,
+                    findings=[f.model_dump() for f in bundle.findings] + step.code_findings,
                     now=now,
                     schedule_id=schedule_id,
                     flow_id=flow.id,
@@ -237,6 +143,7 @@ async def save_flow(
                     read_actions=step.read_actions and schedule_id is None,
                     receives=step.receives,
                 )
+                made.runs.append(run)
                 rows.append(
                     {
                         "id": run.id,
@@ -249,37 +156,37 @@ async def save_flow(
                 )
             digest = flow_hash(rows)
             await Flow.update({Flow.flow_sha256: digest}).where(Flow.id == flow.id)
-    except BaseException:
-        for bundle in bundles:
-            await asyncio.to_thread(staging.remove_bundle, bundle.directory)
-        raise
-    if schedule_id is not None:
-        queued.announce()  # step 1 is queued now that it is committed
-    await audit.record(
-        "flow.proposed" if schedule_id is None else "flow.scheduled_firing",
-        actor=actor,
-        company_id=company_id,
-        subject_type="flow",
-        subject_id=flow.id,
-        data={
-            "title": title,
-            "conversation_id": conversation_id,
-            "flow_sha256": digest,
-            "schedule_id": schedule_id,
-            "steps": [
-                {
-                    "step": r["flow_step"],
-                    "run_id": r["id"],
-                    "code_sha256": r["code_sha256"],
-                    "bundle_sha256": r["bundle_sha256"],
-                    "capability": capability_of(r),
-                    "receives": r["receives"],
-                }
-                for r in rows
-            ],
-        },
-    )
-    return flow.id
+        made.flow_id = flow.id
+        made.extra.update(rows=rows, flow_sha256=digest)
+
+    async def audit(self, p: Proposal, made: Made) -> None:
+        await audit.record(
+            "flow.proposed" if p.schedule_id is None else "flow.scheduled_firing",
+            actor=p.actor,
+            company_id=p.ctx.company_id,
+            subject_type="flow",
+            subject_id=made.flow_id,
+            data={
+                "title": p.title,
+                "conversation_id": p.conversation_id,
+                "flow_sha256": made.extra["flow_sha256"],
+                "schedule_id": p.schedule_id,
+                "steps": [
+                    {
+                        "step": r["flow_step"],
+                        "run_id": r["id"],
+                        "code_sha256": r["code_sha256"],
+                        "bundle_sha256": r["bundle_sha256"],
+                        "capability": capability_of(r),
+                        "receives": r["receives"],
+                    }
+                    for r in made.extra["rows"]
+                ],
+            },
+        )
+
+
+FLOW = FlowMaker()
 
 
 async def get_flow_row(ctx: UserContext, flow_id: int) -> dict[str, Any]:
@@ -291,19 +198,28 @@ async def get_flow_row(ctx: UserContext, flow_id: int) -> dict[str, Any]:
     return row
 
 
-async def step_rows(flow_id: int) -> list[dict[str, Any]]:
-    """The flow's steps in order: for each step its latest run."""
-    rows = await (
+async def flow_runs(flow_id: int) -> list[dict[str, Any]]:
+    """Every run of the flow, by step, then oldest first."""
+    return await (
         Run.select()
         .where(Run.flow_id == flow_id)
         .order_by(Run.flow_step)
         .order_by(Run.id)
         .output(load_json=True)
     )
-    latest: dict[int, dict[str, Any]] = {}
+
+
+def latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The flow's steps in order: for each step its latest run."""
+    last: dict[int, dict[str, Any]] = {}
     for row in rows:
-        latest[row["flow_step"]] = row
-    return [latest[k] for k in sorted(latest)]
+        last[row["flow_step"]] = row
+    return [last[k] for k in sorted(last)]
+
+
+async def step_rows(flow_id: int) -> list[dict[str, Any]]:
+    """The flow's steps in order: for each step its latest run."""
+    return latest(await flow_runs(flow_id))
 
 
 async def _to_decide(ctx: UserContext, flow_id: int, verb: str) -> dict[str, Any]:
@@ -449,27 +365,21 @@ async def reject(ctx: UserContext, flow_id: int, reason: str | None) -> FlowDeta
     return await flow_detail(ctx, flow_id)
 
 
-async def _requester(user_id: int) -> PersonRef:
-    person = await User.select(User.id, User.email, User.name).where(User.id == user_id).first()
-    return PersonRef(**person)
-
-
 async def flow_detail(ctx: UserContext, flow_id: int) -> FlowDetail:
+    """A flow and its steps. What its steps share (the company, the requester, whether an approval is
+    blocked now, the flow's runs and what each is computed from) is read once for the flow, not per step."""
     row = await get_flow_row(ctx, flow_id)
-    steps = await step_rows(flow_id)
-    blocked = None
-    if row["status"] == FlowStatus.awaiting_approval:
-        blocked = await credits.blocked_reason(ctx.company_id)
-        if not (await gates.company(ctx.company_id))["code_execution_enabled"]:
-            blocked = "code execution is turned off for this company"
+    runs = await flow_runs(flow_id)
+    steps = latest(runs)
+    company = await gates.company(ctx.company_id)
+    blocked = await gates.approve_blocked(company) if row["status"] == FlowStatus.awaiting_approval else None
+    person = await User.select(User.id, User.email, User.name).where(User.id == row["requested_by"]).first()
+    known = Known(company=company, requester=PersonRef(**person), blocked=blocked)
+    # stored when it was handed its carry; before that, what it will inherit, as the approver sees it
+    own, inherits = await progress.flow_sources(runs)
     out_steps = []
     for step in steps:
-        # stored when it was handed its carry; before that, what it will inherit, as the approver sees it
-        sources = (
-            await run_sources(step)
-            if step["source_datasets"] is not None
-            else await progress.step_sources(step)
-        )
+        sources = inherits[step["id"]]
         unreadable = unreadable_sources(ctx, sources)  # the rule Drive applies to its outputs
         withheld = withheld_reason(unreadable) if unreadable else auditor_withholds(ctx, row)
         out_steps.append(
@@ -484,7 +394,7 @@ async def flow_detail(ctx: UserContext, flow_id: int) -> FlowDetail:
                 else None,
                 source_datasets=sources,
                 withheld=withheld,
-                run=await detail(ctx, step["id"]),
+                run=await present(ctx, step, known=known, sources=own[step["id"]]),
             )
         )
     return FlowDetail(
@@ -493,7 +403,7 @@ async def flow_detail(ctx: UserContext, flow_id: int) -> FlowDetail:
         plan=row["plan"],
         conversation_id=row["conversation_id"],
         status=row["status"],
-        requested_by=await _requester(row["requested_by"]),
+        requested_by=known.requester,
         created_at=row["created_at"],
         finished_at=row["finished_at"],
         flow_sha256=row["flow_sha256"],

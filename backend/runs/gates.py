@@ -33,7 +33,10 @@ async def company(company_id: int) -> dict[str, Any]:
 
 async def require_feature(company_id: int) -> dict[str, Any]:
     """With the assistant's ability to write turned off, code runs do not exist for this company."""
-    row = await company(company_id)
+    return feature(await company(company_id))
+
+
+def feature(row: dict[str, Any]) -> dict[str, Any]:
     if not row["assistant_write_enabled"]:
         raise NotFound("not found", code="not_found")
     return row
@@ -46,13 +49,29 @@ async def feature_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseR
 
 
 async def require_code_execution(company_id: int) -> dict[str, Any]:
-    row = await require_feature(company_id)
-    if not row["code_execution_enabled"]:
+    return check_code_execution(await company(company_id))
+
+
+def check_code_execution(row: dict[str, Any]) -> dict[str, Any]:
+    """The company's row when runs may be proposed and approved: 404 while the feature is absent, 403 while
+    code execution is off."""
+    if not feature(row)["code_execution_enabled"]:
         raise Forbidden(
             "code execution is turned off for this company (it ships off); a company admin can turn it on in Settings",
             code="code_execution_disabled",
         )
     return row
+
+
+APPROVE_BLOCKED_OFF = "code execution is turned off for this company"
+
+
+async def approve_blocked(row: dict[str, Any]) -> str | None:
+    """Why a person cannot approve a waiting run or flow of this company now (said beside its Approve
+    button), or None: the one wording of it, for runs and flows alike."""
+    if not row["code_execution_enabled"]:
+        return APPROVE_BLOCKED_OFF
+    return await credits.blocked_reason(row["id"])
 
 
 async def gate_problem(company_id: int) -> str | None:

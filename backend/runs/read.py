@@ -6,6 +6,7 @@ import asyncio
 import difflib
 import json
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -189,34 +190,46 @@ def withhold(row: dict[str, Any], reason: str) -> dict[str, Any]:
     return {**row, "result": result, "findings": findings}
 
 
+@dataclass(frozen=True)
+class Known:
+    """What a caller read already for the runs it shows (a proposal that just made one, a flow's page for
+    each of its steps): the company's row, the requester, why an approval is blocked now."""
+
+    company: dict[str, Any]
+    requester: PersonRef
+    blocked: str | None
+
+
 async def detail(ctx: UserContext, run_id: int) -> RunDetail:
-    row = await get_run_row(ctx, run_id)
-    sources = await run_sources(row)
+    return await present(ctx, await get_run_row(ctx, run_id))
+
+
+async def present(
+    ctx: UserContext, row: dict[str, Any], *, known: Known | None = None, sources: list[str] | None = None
+) -> RunDetail:
+    """A run the caller may see (`row` as get_run_row reads it), as its detail shows it."""
+    sources = await run_sources(row) if sources is None else sources
     withheld = auditor_withholds(ctx, row)
     if unreadable := unreadable_sources(ctx, sources):  # the rule Drive applies to the run's outputs
         withheld = withheld_reason(unreadable)
     if withheld:
         row = withhold(row, withheld)
-    requester = (
-        await User.select(User.id, User.email, User.name).where(User.id == row["requested_by"]).first()
-    )
+    requester = known.requester if known else PersonRef(**await _person(row["requested_by"]))
     diff = None
     if row["previous_attempt_id"]:
         prev = await Run.select(Run.code).where(Run.id == row["previous_attempt_id"]).first()
         # two codes of up to max_code_bytes each: difflib is CPU work, off the event loop
         diff = await asyncio.to_thread(code_diff, prev["code"], row["code"]) if prev else None
     blocked = None
-    company = await gates.company(ctx.company_id)
+    company = known.company if known else await gates.company(ctx.company_id)
     offer = None
     cost = None
     if row["status"] == RunStatus.awaiting_approval:
-        blocked = await credits.blocked_reason(ctx.company_id)
+        blocked = known.blocked if known else await gates.approve_blocked(company)
         if not row["flow_id"]:  # a flow reserves for all its steps at once, on its own page
             cost = await credits.approval_cost(
                 ctx.company_id, row["requested_by"], holds.max_cost(row["limits"])
             )
-        if not company["code_execution_enabled"]:
-            blocked = "code execution is turned off for this company"
         if company["followup_without_reapproval"]:  # what approving this run would grant, said before
             fields = grant_fields(company)
             offer = GrantOffer(
@@ -229,13 +242,13 @@ async def detail(ctx: UserContext, run_id: int) -> RunDetail:
                 files=_staged_files(row),
             )
     grant = followup_grant(row, company)
-    outputs = await drive.list_files(ctx, run_id=run_id) if row["status"] in FINISHED else []
+    outputs = await drive.list_files(ctx, run_id=row["id"]) if row["status"] in FINISHED else []
     output_findings = await _output_findings(ctx, row, outputs) if outputs or row["result"] else []
     return RunDetail(
         **{key: row[key] for key in _STORED},
         max_attempts=max_attempts(),
         diff=diff,
-        requested_by=PersonRef(**requester),
+        requested_by=requester,
         approval=Approval(
             kind=row["approval_kind"],
             by=row["approved_by"],
@@ -262,6 +275,10 @@ async def detail(ctx: UserContext, run_id: int) -> RunDetail:
         output_notice=outputs_scan.NOTICE if output_findings and not withheld else None,
         approval_cost=cost,
     )
+
+
+async def _person(user_id: int) -> dict[str, Any]:
+    return await User.select(User.id, User.email, User.name).where(User.id == user_id).first()
 
 
 async def _output_findings(ctx: UserContext, row: dict[str, Any], outputs: list[dict[str, Any]]) -> list[Any]:

@@ -2,52 +2,31 @@
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import uuid
-from pathlib import Path
 from typing import Any
 
 from backend import clock, decisions
 from backend.audit import service as audit
 from backend.credits import service as credits
-from backend.errors import AppError, Conflict, Forbidden, Invalid, PaymentRequired
+from backend.errors import Conflict, Forbidden, Invalid, PaymentRequired
 from backend.hashing import sha256_text
-from backend.injection import scan_text
-from backend.runs import followups, gates, holds, limits, queued
+from backend.runs import followups, gates, holds, proposal, queued
 from backend.runs.factory import create_run
-from backend.runs.read import can_decide, detail, get_run_row, max_attempts
-from backend.runs.schemas import RunDetail
+from backend.runs.proposal import (
+    Proposal,
+    Proposer,
+    StepSpec,
+    bundle_root,  # noqa: F401 - where bundles are staged, named here as before
+    check_bounds,
+    check_code,
+    code_findings,
+    stage_bundle,
+)
+from backend.runs.read import Known, can_decide, detail, get_run_row, max_attempts, present
+from backend.runs.schemas import PersonRef, RunDetail
 from backend.runs.tables import RETRYABLE, ApprovalKind, Run, RunStatus
-from backend.settings import get_settings
 from backend.staging import service as staging
 from backend.tenancy.context import UserContext
-
-
-class CodeTooLarge(AppError):
-    status_code = 413
-    code = "code_too_large"
-
-
-class TooManyPending(AppError):
-    status_code = 429
-    code = "too_many_pending_runs"
-
-
-async def check_pending(ctx: UserContext, runs: int = 1) -> None:
-    """A cap on proposals awaiting a decision, per user: each holds staged company data on disk and cost a
-    conversion of every file it names, so an assistant in a loop must not pile them up. A proposal adds
-    `runs` (a flow, one per step)."""
-    cap = get_settings().max_pending_runs_per_user
-    waiting = await Run.count().where(
-        (Run.requested_by == ctx.user_id) & (Run.status == RunStatus.awaiting_approval)
-    )
-    if waiting + runs > cap:
-        adds = f" and this flow's {runs} steps would make {waiting + runs}" if runs > 1 else ""
-        raise TooManyPending(
-            f"{waiting} of your runs are already waiting for approval{adds} (the limit is {cap}); "
-            "approve or reject some of them before proposing more"
-        )
 
 
 def refuse_flow_step(row: dict[str, Any], doing: str) -> None:
@@ -57,79 +36,6 @@ def refuse_flow_step(row: dict[str, Any], doing: str) -> None:
             f"run {row['id']} is step {row['flow_step']} of flow {row['flow_id']}; {doing}",
             code="flow_step",
         )
-
-
-def check_code(code: str) -> None:
-    limit = get_settings().max_code_bytes
-    size = len(code.encode("utf-8"))
-    if size > limit:
-        raise CodeTooLarge(f"the code is {size:,} bytes; the limit is {limit:,} bytes")
-    if not code.strip():
-        raise Invalid("the code is empty")
-    try:
-        ast.parse(code, filename="run.py")
-    except SyntaxError as exc:
-        raise Invalid(
-            {
-                "message": f"syntax error: {exc.msg} (line {exc.lineno})",
-                "line": exc.lineno,
-                "offset": exc.offset,
-            },
-            code="syntax_error",
-        ) from exc
-
-
-def code_findings(code: str) -> list[dict[str, Any]]:
-    """Invisible or bidi-control characters in the code itself: what the approver reads is not what runs."""
-    return [f.model_dump() for f in scan_text(code, path="run.py") if f.category == "invisible_characters"]
-
-
-def check_limits(limits: dict[str, Any] | None) -> dict[str, int]:
-    s = get_settings()
-    caps = {"wall_seconds": s.max_wall_seconds, "memory_mib": s.max_memory_mib, "vcpus": s.max_vcpus}
-    out = dict(caps)
-    for key, value in (limits or {}).items():
-        if key not in caps:
-            raise Invalid(f"unknown limit {key!r}; valid: {sorted(caps)}")
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise Invalid(f"limit {key} must be a positive whole number")
-        if value > caps[key]:
-            raise Invalid(
-                f"limit {key}={value} is above the operator cap of {caps[key]}; a run may only lower limits"
-            )
-        out[key] = value
-    if out["memory_mib"] < 256:
-        raise Invalid("memory_mib must be at least 256")
-    return out
-
-
-def bundle_root() -> Path:
-    return get_settings().data_dir / "bundles"
-
-
-async def stage_bundle(
-    ctx: UserContext, datasets: list[str], file_ids: list[int], *, allow_empty: bool = False, staged: int = 0
-) -> staging.StagedBundle:
-    """Stage a proposal's bundle within the user's and the company's limits on staged bytes on disk: refused
-    before staging when either is at its limit already (with the `staged` bytes of a flow's earlier steps,
-    not saved yet), and the new bundle deleted again when it goes over."""
-    await limits.check_staged(ctx, staged)
-    directory = bundle_root() / uuid.uuid4().hex
-    bundle = await staging.stage(ctx, datasets, file_ids, directory, allow_empty=allow_empty)
-    try:
-        await limits.check_staged(ctx, staged, bundle=max(1, limits.bundle_bytes(bundle.manifest)))
-    except BaseException:
-        await asyncio.to_thread(staging.remove_bundle, bundle.directory)
-        raise
-    return bundle
-
-
-async def check_bounds(ctx: UserContext, runs: int = 1) -> None:
-    """What every proposal (and revision) passes before anything is staged: the per-user cap on runs
-    waiting for a decision, and the per-user and per-company proposals per hour, counting the `runs` it
-    is about to make (a flow's steps are runs)."""
-    await check_pending(ctx, runs)
-    await limits.check_rate(ctx, runs)
 
 
 async def propose(
@@ -145,61 +51,42 @@ async def propose(
     actor: str | None = None,
     followup_of: int | None = None,
 ) -> RunDetail:
-    company = await gates.require_code_execution(ctx.company_id)
-    await asyncio.to_thread(check_code, code)  # parses up to max_code_bytes: off the event loop
-    run_limits = check_limits(limits)
-    staging.check_datasets(ctx, datasets)
-    await credits.require_minimum(ctx.company_id)
-    await check_bounds(ctx)
-    bundle = await stage_bundle(ctx, datasets, file_ids)
-    findings = [f.model_dump() for f in bundle.findings] + await asyncio.to_thread(code_findings, code)
-    datasets = list(dict.fromkeys(d.strip() for d in datasets if d.strip()))
-    file_ids = list(dict.fromkeys(file_ids))
-    run = await create_run(
-        company_id=ctx.company_id,
-        requested_by=ctx.user_id,
-        conversation_id=conversation_id,
-        title=title,
-        plan=plan,
-        code=code,
-        datasets=datasets,
-        file_ids=file_ids,
-        limits=run_limits,
-        bundle=bundle,
-        findings=findings,
+    """The assistant proposes one run (backend/runs/proposal.py); a follow-up may then skip approval. The
+    answer is built from what was just made and read, not read again."""
+    made = await proposal.propose(
+        Proposal(
+            by=Proposer.assistant,
+            ctx=ctx,
+            conversation_id=conversation_id,
+            title=title,
+            plan=plan,
+            steps=[StepSpec(title=title, code=code, datasets=datasets, file_ids=file_ids, limits=limits)],
+            actor=actor or ctx.actor,
+            followup_of=followup_of,
+        )
     )
-    actor = actor or ctx.actor
-    await audit.record(
-        "run.proposed",
-        actor=actor,
-        company_id=ctx.company_id,
-        subject_type="run",
-        subject_id=run.id,
-        data={
-            "title": title,
-            "conversation_id": conversation_id,
-            "code_sha256": run.code_sha256,
-            "bundle_sha256": run.bundle_sha256,
-            "datasets": datasets,
-            "file_ids": file_ids,
-            "limits": run_limits,
-            "findings": len(bundle.findings),
-            "followup_of": followup_of,
-        },
-    )
+    (run,) = made.runs
+    row = run.to_dict()
     if followup_of is not None:
-        await _followup(ctx, company, run, followup_of)
-    return await detail(ctx, run.id)
+        row.update(await _followup(ctx, made.company, run, followup_of))
+    # its gate just passed: code execution is on and the pool holds a run, so nothing blocks an approval
+    known = Known(
+        company=made.company,
+        requester=PersonRef(id=ctx.user_id, email=ctx.email, name=ctx.name),
+        blocked=None,
+    )
+    return await present(ctx, row, known=known)
 
 
-async def _followup(ctx: UserContext, company: dict[str, Any], run: Run, followup_of: int) -> None:
+async def _followup(ctx: UserContext, company: dict[str, Any], run: Run, followup_of: int) -> dict[str, Any]:
     """A follow-up skips approval only inside the grant a person's approval of `followup_of` gave (same
-    user, same conversation, unexpired, runs left, scope a subset); otherwise it waits, saying why."""
+    user, same conversation, unexpired, runs left, scope a subset); otherwise it waits, saying why. Returns
+    what changed on its row."""
     run_id = run.id
     note = await followups.admit(ctx, company, followup_of, run)
     if note is None:
         try:
-            await _approve_row(
+            return await _approve_row(
                 run_id,
                 kind=ApprovalKind.followup,
                 by=f"followup:{followup_of}",
@@ -207,7 +94,6 @@ async def _followup(ctx: UserContext, company: dict[str, Any], run: Run, followu
                 narrowed_from=followup_of,
                 actor="system",
             )
-            return
         except PaymentRequired as exc:  # inside its grant, but the pool cannot hold its maximum cost
             note = str(exc.detail)
     await Run.update({Run.followup_note: note}).where(Run.id == run_id)
@@ -219,6 +105,7 @@ async def _followup(ctx: UserContext, company: dict[str, Any], run: Run, followu
         subject_id=run_id,
         data={"followup_of": followup_of, "reason": note},
     )
+    return {"followup_note": note}
 
 
 async def _approve_row(
@@ -230,7 +117,8 @@ async def _approve_row(
     narrowed_from: int | None = None,
     actor: str,
     via: dict[str, Any] | None = None,
-) -> None:
+) -> dict[str, Any]:
+    """Approve a waiting run; returns what changed on its row."""
     row = await Run.select().where(Run.id == run_id).output(load_json=True).first()
     assert row is not None
     now = clock.now()
@@ -254,25 +142,24 @@ async def _approve_row(
         data["narrowed_from_run"] = narrowed_from
     async with audit.atomic():  # its maximum cost held against the pool, or 402 and nothing changes
         (data["credits_reserved"],) = await holds.reserve(company_id, [row])
-        await _claim(
-            run_id,
-            {
-                Run.status: RunStatus.queued,
-                Run.credits_reserved: data["credits_reserved"],
-                Run.approval_kind: kind,
-                Run.approved_by: by,
-                Run.approved_at: now,
-                Run.approved_code_sha256: sha256_text(row["code"]),
-                Run.approved_bundle_sha256: row["bundle_sha256"],
-                Run.narrowed_from: narrowed_from,
-                Run.updated_at: now,
-                **grant,
-            },
-        )
+        values = {
+            Run.status: RunStatus.queued,
+            Run.credits_reserved: data["credits_reserved"],
+            Run.approval_kind: kind,
+            Run.approved_by: by,
+            Run.approved_at: now,
+            Run.approved_code_sha256: sha256_text(row["code"]),
+            Run.approved_bundle_sha256: row["bundle_sha256"],
+            Run.narrowed_from: narrowed_from,
+            Run.updated_at: now,
+            **grant,
+        }
+        await _claim(run_id, values)
         await audit.record(
             action, actor=actor, company_id=company_id, subject_type="run", subject_id=run_id, data=data
         )
     queued.announce()
+    return {column._meta.name: value for column, value in values.items()}
 
 
 async def _claim(run_id: int, values: dict[Any, Any]) -> None:

@@ -5,7 +5,6 @@ A company holds at most `max_schedules_per_company` schedules, none firing more 
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -15,15 +14,12 @@ from croniter import croniter
 from backend import clock
 from backend.actions.tables import ActionItem
 from backend.audit import service as audit
-from backend.credits import service as credits
-from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound, PaymentRequired
+from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
 from backend.flows import service as flows
 from backend.flows.tables import Flow, FlowStatus
-from backend.hashing import sha256_text
-from backend.runs import gates, holds, queued
-from backend.runs.factory import create_run
+from backend.runs import gates, proposal
+from backend.runs.proposal import Made, Proposal, Proposer, Refused, StepSpec
 from backend.runs.read import get_run_row
-from backend.runs.service import bundle_root
 from backend.runs.tables import Run, RunStatus
 from backend.schedules.schemas import ScheduleInfo
 from backend.schedules.tables import Schedule, ScheduleStatus
@@ -285,14 +281,6 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
         if await _proposed_actions(origin) or origin["actions_note"]:
             await _pause(row, "the origin run proposed changes; a scheduled run may not write")
             return None
-    company = await gates.company(row["company"])
-    if not company["assistant_write_enabled"] or not company["code_execution_enabled"]:
-        await _pause(row, "code execution is turned off for the company")
-        return None
-    blocked = await credits.blocked_reason(row["company"])
-    if blocked:
-        await _pause(row, blocked)
-        return None
     try:  # a schedule created before the minimum interval existed
         _validate(row["cron"], row["timezone"])
     except AppError as exc:
@@ -300,83 +288,86 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
         return None
     try:
         owner = await load_user_context(row["owner"])
-        for origin in origins:
-            staging.check_datasets(owner, origin["datasets"])
     except AppError as exc:
         await _pause(row, f"the owner no longer holds every permission this run needs: {exc.detail}")
         return None
-    if any(sha256_text(origin["code"]) != origin["code_sha256"] for origin in origins):
-        await _pause(row, "the origin run's code no longer matches its hash")
-        return None
-    bundles: list[staging.StagedBundle] = []
+    is_flow = row["origin_flow"] is not None
+    origin_flow = await Flow.select().where(Flow.id == row["origin_flow"]).first() if is_flow else None
+    head = origin_flow or origins[0]
+    firing = Firing(row, origins, flows.FLOW if is_flow else proposal.RUN, origin_flow)
     try:
-        for origin in origins:
-            directory = bundle_root() / uuid.uuid4().hex
-            later = (origin["flow_step"] or 1) > 1  # a flow's later step may stage nothing
-            bundles.append(
-                await staging.stage(
-                    owner, origin["datasets"], origin["file_ids"], directory, allow_empty=later
-                )
-            )
-    except AppError as exc:
-        for staged in bundles:
-            staging.remove_bundle(staged.directory)
-        await _pause(row, f"staging failed: {exc.detail}")
+        made = await proposal.propose(
+            Proposal(
+                by=Proposer.schedule,
+                ctx=owner,
+                conversation_id=head["conversation_id"],
+                title=f"{head['title']} (scheduled)"[:200] if is_flow else f"{head['title']} (scheduled)",
+                plan=head["plan"],
+                steps=[
+                    StepSpec(
+                        title=o["title"],
+                        code=o["code"],
+                        datasets=o["datasets"],
+                        file_ids=o["file_ids"],
+                        limits=o["limits"],
+                        receives=(o["receives"] or []) if is_flow else [],
+                        read_actions=False,
+                        frozen_sha256=o["code_sha256"],
+                    )
+                    for o in origins
+                ],
+                actor="scheduler",
+                schedule_id=row["id"],
+                origin_id=row["origin_flow"] if is_flow else row["origin_run"],
+                now=now,
+            ),
+            firing,
+        )
+    except Refused as exc:
+        await _pause(row, exc.reason)
         return None
-    what = (
-        "this scheduled run" if row["origin_flow"] is None else f"this scheduled flow ({len(origins)} steps)"
-    )
-    try:
-        async with (
-            audit.atomic()
-        ):  # its maximum cost held as it is queued, or the schedule pauses, saying why
-            await holds.reserve(row["company"], origins, what=what)
-            if row["origin_flow"] is not None:
-                run_id = await _fire_flow(row, origins, bundles, now)
-            else:
-                run_id = await _fire_run(row, origins[0], bundles[0], now)
-    except PaymentRequired as exc:
-        for staged in bundles:
-            staging.remove_bundle(staged.directory)
-        await _pause(row, str(exc.detail))
-        return None
-    queued.announce()  # now that it is committed
-    return run_id
+    return made.runs[0].id
 
 
-async def _fire_run(
-    row: dict[str, Any], origin: dict[str, Any], bundle: staging.StagedBundle, now: datetime
-) -> int:
-    """A run's firing: a new run, approved by the schedule, queued at once."""
-    run = await create_run(
-        company_id=row["company"],
-        requested_by=row["owner"],
-        conversation_id=origin["conversation_id"],
-        title=f"{origin['title']} (scheduled)",
-        plan=origin["plan"],
-        code=origin["code"],
-        datasets=origin["datasets"],
-        file_ids=origin["file_ids"],
-        limits=origin["limits"],
-        bundle=bundle,
-        findings=[f.model_dump() for f in bundle.findings],
-        schedule_id=row["id"],
-        now=now,
-    )
-    await _fired(
-        row,
-        now,
-        run.id,
-        "run",
-        run.id,
-        {
-            "schedule_id": row["id"],
-            "origin_run": origin["id"],
-            "code_sha256": origin["code_sha256"],
-            "bundle_sha256": bundle.bundle_sha256,
-        },
-    )
-    return run.id
+class Firing:
+    """A schedule's firing made by the run's or the flow's maker, and put on the record as its firing too:
+    the schedule's last run and `schedule.fired`."""
+
+    def __init__(
+        self,
+        row: dict[str, Any],
+        origins: list[dict[str, Any]],
+        maker: proposal.Maker,
+        origin_flow: dict[str, Any] | None,
+    ) -> None:
+        self.row, self.origins, self.maker, self.origin_flow = row, origins, maker, origin_flow
+        self.noun = maker.noun
+
+    async def create(
+        self, p: Proposal, steps: list[proposal.PlannedStep], bundles: list[staging.StagedBundle], made: Made
+    ) -> None:
+        if self.origin_flow is not None:  # a firing keeps its origin flow's cap on action items
+            made.extra["action_cap"] = self.origin_flow["action_cap"]
+        await self.maker.create(p, steps, bundles, made)
+
+    async def audit(self, p: Proposal, made: Made) -> None:
+        await self.maker.audit(p, made)
+        first = made.runs[0]
+        if made.flow_id is None:
+            data = {
+                "schedule_id": self.row["id"],
+                "origin_run": self.origins[0]["id"],
+                "code_sha256": self.origins[0]["code_sha256"],
+                "bundle_sha256": first.bundle_sha256,
+            }
+            await _fired(self.row, first.id, "run", first.id, data)
+        else:
+            data = {
+                "schedule_id": self.row["id"],
+                "origin_flow": self.row["origin_flow"],
+                "first_run": first.id,
+            }
+            await _fired(self.row, first.id, "flow", made.flow_id, data)
 
 
 async def _claim_firing(row: dict[str, Any], now: datetime) -> bool:
@@ -399,7 +390,7 @@ async def _claim_firing(row: dict[str, Any], now: datetime) -> bool:
 
 
 async def _fired(
-    row: dict[str, Any], now: datetime, run_id: int, subject_type: str, subject_id: int, data: dict[str, Any]
+    row: dict[str, Any], run_id: int, subject_type: str, subject_id: int, data: dict[str, Any]
 ) -> None:
     """A firing happened (its time was claimed by `_claim_firing`): what it made, and the audit entry."""
     await Schedule.update({Schedule.last_run_id: run_id}).where(Schedule.id == row["id"])
@@ -411,43 +402,6 @@ async def _fired(
         subject_id=subject_id,
         data=data,
     )
-
-
-async def _fire_flow(
-    row: dict[str, Any], steps: list[dict[str, Any]], bundles: list[staging.StagedBundle], now: datetime
-) -> int:
-    """A flow's firing: a new flow, approved by the schedule, every step `read`, step 1 queued."""
-    origin = await Flow.select().where(Flow.id == row["origin_flow"]).first()
-    assert origin is not None
-    flow_id = await flows.save_flow(
-        company_id=row["company"],
-        requested_by=row["owner"],
-        conversation_id=origin["conversation_id"],
-        title=f"{origin['title']} (scheduled)"[:200],
-        plan=origin["plan"],
-        steps=[
-            flows.PlannedStep(
-                k=s["flow_step"],
-                title=s["title"],
-                code=s["code"],
-                datasets=s["datasets"],
-                file_ids=s["file_ids"],
-                limits=s["limits"],
-                receives=s["receives"] or [],
-                read_actions=False,
-            )
-            for s in steps
-        ],
-        bundles=bundles,
-        action_cap=origin["action_cap"],
-        actor="scheduler",
-        schedule_id=row["id"],
-    )
-    first = await Run.select(Run.id).where((Run.flow_id == flow_id) & (Run.flow_step == 1)).first()
-    assert first is not None
-    data = {"schedule_id": row["id"], "origin_flow": row["origin_flow"], "first_run": first["id"]}
-    await _fired(row, now, first["id"], "flow", flow_id, data)
-    return first["id"]
 
 
 async def fire_due(now: datetime | None = None) -> list[int]:

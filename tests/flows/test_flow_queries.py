@@ -1,0 +1,66 @@
+"""How many SQL queries one load of a flow's page costs (GET /api/flows/{id}, what the console polls every
+2 s): the flow's shared data (its company, credits, requester) is read once per flow, so a flow of five
+steps costs what a flow of two does, give or take nothing. Counted by wrapping the engine's one entry for
+every query (`run_querystring`), authentication included."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from piccolo.engine.base import Engine
+
+from backend.tenancy.tables import Company
+from tests.conftest import login
+from tests.flows.conftest import flow_body, step
+
+pytestmark = pytest.mark.usefixtures("acme_on")
+
+
+@contextlib.contextmanager
+def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every query any engine runs inside the block, as SQL text (the app's and the test's alike)."""
+    seen: list[str] = []
+    engine_type = type(Company._meta.db)
+    real = engine_type.run_querystring
+
+    async def counting(self: Engine, querystring: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(str(querystring))
+        return await real(self, querystring, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(engine_type, "run_querystring", counting)
+        yield seen
+
+
+async def _page_load(client: Any, alice: dict[str, str], monkeypatch: pytest.MonkeyPatch, steps: int) -> int:
+    """Propose a flow of `steps` steps as alice's assistant; count one load of its page by alice."""
+    body = flow_body(*[step(title=f"Step {k}") for k in range(1, steps + 1)])
+    client.cookies.clear()
+    proposed = await client.post("/api/flows", json=body, headers=alice)
+    assert proposed.status_code == 201, proposed.text
+    flow_id = proposed.json()["id"]
+    await login(client, "alice@acme.example")
+    with counted(monkeypatch) as queries:
+        r = await client.get(f"/api/flows/{flow_id}")
+    assert r.status_code == 200 and len(r.json()["steps"]) == steps, r.text
+    return len(queries)
+
+
+async def test_a_flow_page_reads_shared_data_once_per_flow_not_once_per_step(
+    client, alice, monkeypatch
+) -> None:
+    two = await _page_load(client, alice, monkeypatch, 2)
+    five = await _page_load(client, alice, monkeypatch, 5)
+    print(f"queries of one flow page load: 2 steps {two}, 5 steps {five}")
+    assert five == two, (two, five)
+
+
+async def test_the_counter_counts_a_query(client, monkeypatch) -> None:
+    """Positive control: a query run inside the block is counted, one outside is not."""
+    with counted(monkeypatch) as queries:
+        await Company.count()
+    await Company.count()
+    assert len(queries) == 1
