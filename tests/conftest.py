@@ -227,6 +227,7 @@ SERIAL_PATHS = (
     "tests/runs/test_runs_vm.py",
     "tests/runs/test_standby_service.py",
     "tests/runs/test_local_worker.py",
+    "tests/soak/test_short_soak.py",  # serve killed and restarted, real VMs, a tmpfs mounted
     "tests/mcp/test_mcp_runs_vm.py",
     "tests/mcp/test_mcp_flows_vm.py",
     "tests/hardening/test_zip_bomb_upload.py",  # peak memory

@@ -3,7 +3,20 @@ this is the one list of them, in help order."""
 
 from __future__ import annotations
 
-from backend.cli import audit, bench, credits, demo, drive, health, records, sandbox, serve, staging, worker
+from backend.cli import (
+    audit,
+    bench,
+    credits,
+    demo,
+    drive,
+    health,
+    records,
+    sandbox,
+    serve,
+    soak,
+    staging,
+    worker,
+)
 from backend.cli.support import group
 from backend.mcp import cli as mcp
 
@@ -11,7 +24,7 @@ app = group("Cleanroom: approved code on private data.", add_completion=False)
 bench_app = group("Benchmarks (medians; --json for machines).", no_args_is_help=False)
 app.add_typer(bench_app, name="bench")
 
-for _module in (bench, serve, worker, health, demo, records, audit, credits, drive, staging, sandbox, mcp):
+for _module in (bench, serve, worker, health, demo, records, audit, credits, drive, staging, sandbox, soak, mcp):
     _module.register(app, bench_app)
 
 
