@@ -122,7 +122,9 @@ class LocalWorker:
                 continue
             began = time.monotonic()
             env = {**(self.env if self.env is not None else os.environ), PARENT_ENV: str(os.getpid())}
-            self.proc = subprocess.Popen([sys.executable, "-m", "backend", "worker", "--local"], env=env, cwd=REPO_ROOT)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "backend", "worker", "--local"], env=env, cwd=REPO_ROOT
+            )
             code = self.proc.wait()
             if self._stop.is_set():
                 return

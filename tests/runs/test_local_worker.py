@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -95,10 +97,7 @@ def test_the_api_going_away_does_not_kill_a_running_vm() -> None:
         server.__exit__()
 
 
-def _local_worker(root: Path, parent: int) -> tuple[dict[str, str], "subprocess.Popen[bytes]"]:
-    import subprocess
-    import sys
-
+def _local_worker(root: Path, parent: int) -> tuple[dict[str, str], subprocess.Popen[bytes]]:
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CLEANROOM_DATABASE_URL")},
         "CLEANROOM_DATA_DIR": str(root),
@@ -106,9 +105,13 @@ def _local_worker(root: Path, parent: int) -> tuple[dict[str, str], "subprocess.
         "CLEANROOM_STANDBY_IN_SERVICE": "off",
         "CLEANROOM_WORKER_PARENT": str(parent),
     }
-    subprocess.run([sys.executable, "-m", "backend", "demo", "seed"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "backend", "demo", "seed"], env=env, check=True, capture_output=True
+    )
     log = open(root / "worker.log", "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([sys.executable, "-m", "backend", "worker", "--local"], env=env, stdout=log, stderr=log)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backend", "worker", "--local"], env=env, stdout=log, stderr=log
+    )
     return env, proc
 
 
@@ -116,8 +119,6 @@ def test_a_worker_whose_api_died_while_it_started_still_ends(tmp_path: Path) -> 
     """Found by the soak: `serve` killed while its new worker was still importing left a worker that took
     init for its API and never ended (and the next `serve` waited for it for ever). The worker now knows its
     API by the pid `serve` names, not by asking getppid() once it is up."""
-    import subprocess
-
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid whose process no longer exists: the API that died during the worker's start-up
     for name, parent in (("control", os.getpid()), ("orphan", gone.pid)):
@@ -129,7 +130,9 @@ def test_a_worker_whose_api_died_while_it_started_still_ends(tmp_path: Path) -> 
             deadline = time.monotonic() + 120
             if name == "control":  # its API is alive: it starts, is ready, and stays
                 while not (root / "worker.pid").exists():
-                    assert proc.poll() is None and time.monotonic() < deadline, (root / "worker.log").read_text()
+                    assert proc.poll() is None and time.monotonic() < deadline, (
+                        root / "worker.log"
+                    ).read_text()
                     time.sleep(0.2)
                 time.sleep(3)
                 assert proc.poll() is None, (root / "worker.log").read_text()
