@@ -15,6 +15,7 @@ from backend.review.schemas import (
     ApprovedDespiteWarning,
     RejectionRate,
     RunTimeline,
+    ScheduleReads,
     UnreviewedFollowup,
 )
 from backend.tenancy.auth import provide_user
@@ -102,3 +103,7 @@ class ReviewController(Controller):
         self, user: UserContext, since: str | None = SINCE, until: str | None = UNTIL
     ) -> list[RejectionRate]:
         return await service.rejection_rate(user, parse_bound(since, end=False), parse_bound(until, end=True))
+
+    @get("/reports/schedules")
+    async def schedules(self, user: UserContext) -> list[ScheduleReads]:
+        return await service.schedule_reads(user)

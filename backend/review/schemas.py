@@ -67,3 +67,17 @@ class RejectionRate(BaseModel):
     rejected: int
     rate: float  # rejected / (approved + rejected)
     rejected_run_ids: list[int]  # newest first
+
+
+class ScheduleReads(BaseModel):
+    schedule_id: int
+    owner: str
+    cron: str
+    timezone: str
+    status: str  # active, paused
+    run_id: int  # the approved run it fires again (a flow's: its first step)
+    flow_id: int | None
+    datasets: list[str]  # every dataset a firing reads (a flow's: all its steps')
+    files: list[str]  # the Drive files a firing reads, by name
+    fired: int  # runs it started so far
+    last_run_id: int | None

@@ -18,10 +18,12 @@ from backend.review.schemas import (
     ApprovedDespiteWarning,
     RejectionRate,
     RunTimeline,
+    ScheduleReads,
     TimelineStep,
     UnreviewedFollowup,
 )
 from backend.runs.tables import ApprovalKind, Run
+from backend.schedules.tables import Schedule
 from backend.tenancy.context import UserContext
 from backend.tenancy.tables import ApiToken, User
 
@@ -202,6 +204,8 @@ def _steps_of(entry: dict[str, Any]) -> list[TimelineStep]:
         return out
     if action.startswith("run.") and action not in ("run.followup_needs_approval",):
         return [step("vm", action.removeprefix("run.").replace("_", " "))]
+    if action == "credits.charged":
+        return [step("vm", f"charged {data.get('credits', '?')} credits")]
     if action.startswith("action."):
         verb = action.removeprefix("action.")
         return [step("items", f"item #{entry['subject_id']} {verb} by {entry['actor']}")]
@@ -338,13 +342,7 @@ async def unreviewed_followups(
     out = []
     for row in rows:
         entries = (_json(row["manifest"]) or {}).get("files") or []
-        files = sorted(
-            {
-                str((e.get("source") or {}).get("name"))
-                for e in entries
-                if (e.get("source") or {}).get("type") == "drive_file"
-            }
-        )
+        files = sorted(_drive_files(row["manifest"]))
         out.append(
             UnreviewedFollowup(
                 run_id=row["id"],
@@ -420,3 +418,61 @@ async def rejection_rate(
     for entry in people.values():
         entry.rate = round(entry.rejected / (entry.approved + entry.rejected), 4)
     return sorted(people.values(), key=lambda p: (-p.rate, -p.rejected, p.person))
+
+
+def _drive_files(manifest: Any) -> set[str]:
+    entries = (_json(manifest) or {}).get("files") or []
+    return {
+        str((e.get("source") or {}).get("name"))
+        for e in entries
+        if isinstance(e, dict) and (e.get("source") or {}).get("type") == "drive_file"
+    }
+
+
+async def schedule_reads(ctx: UserContext) -> list[ScheduleReads]:
+    """Every schedule of the company and what each firing reads (its approved run's, or flow's, datasets and
+    Drive files), with how often it fired; newest schedule first."""
+    require_reviewer(ctx)
+    schedules = (
+        await Schedule.select()
+        .where(Schedule.company == ctx.company_id)
+        .order_by(Schedule.id, ascending=False)
+    )
+    if not schedules:
+        return []
+    origins = {s["origin_run"] for s in schedules}
+    flows = {s["origin_flow"] for s in schedules if s["origin_flow"] is not None}
+    clause = Run.id.is_in(sorted(origins))
+    if flows:
+        clause = clause | Run.flow_id.is_in(sorted(flows))
+    runs = await Run.select(Run.id, Run.flow_id, Run.datasets, Run.manifest).where(
+        (Run.company == ctx.company_id) & clause
+    )
+    fired = await Run.select(Run.schedule_id).where(
+        (Run.company == ctx.company_id) & Run.schedule_id.is_in([s["id"] for s in schedules])
+    )
+    emails = await _emails({s["owner"] for s in schedules})
+    out = []
+    for s in schedules:
+        read = [
+            r
+            for r in runs
+            if r["id"] == s["origin_run"]
+            or (s["origin_flow"] is not None and r["flow_id"] == s["origin_flow"])
+        ]
+        out.append(
+            ScheduleReads(
+                schedule_id=s["id"],
+                owner=emails.get(s["owner"], "?"),
+                cron=s["cron"],
+                timezone=s["timezone"],
+                status=s["status"],
+                run_id=s["origin_run"],
+                flow_id=s["origin_flow"],
+                datasets=sorted({d for r in read for d in _json(r["datasets"]) or []}),
+                files=sorted(set().union(*(_drive_files(r["manifest"]) for r in read))),
+                fired=sum(1 for f in fired if f["schedule_id"] == s["id"]),
+                last_run_id=s["last_run_id"],
+            )
+        )
+    return out

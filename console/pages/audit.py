@@ -346,11 +346,49 @@ def rejections_report(rows: list[dict[str, Any]]) -> None:
         table.add_slot("body-cell-rejected_run_ids", RUNS_SLOT)
 
 
+def schedules_report(rows: list[dict[str, Any]]) -> None:
+    with section("Schedules and what they read", "event_repeat", "report-schedules"):
+        if not rows:
+            widgets.empty_state("No schedules.", "event_busy")
+            return
+        shown = [
+            {
+                **r,
+                "when": f"{r['cron']} ({r['timezone']})",
+                "read": ", ".join(
+                    [
+                        *(f"dataset {d}" for d in r.get("datasets") or []),
+                        *(f"file {f}" for f in r.get("files") or []),
+                    ]
+                )
+                or "nothing",
+                "runs": [r["run_id"], *([r["last_run_id"]] if r.get("last_run_id") else [])],
+            }
+            for r in rows
+        ]
+        table = _report_table(
+            shown,
+            [
+                _column("schedule_id", "#", "right"),
+                _column("owner", "Owner"),
+                _column("when", "Fires"),
+                _column("status", "Status"),
+                _column("read", "Reads"),
+                _column("fired", "Fired", "right"),
+                _column("runs", "Approved run, last firing"),
+            ],
+            "schedules-table",
+            "schedule_id",
+        )
+        table.add_slot("body-cell-runs", RUNS_SLOT)
+
+
 REPORT_VIEWS: list[tuple[str, Callable[[list[dict[str, Any]]], None]]] = [
     ("approved-despite-warning", warned_report),
     ("unreviewed-followups", followups_report),
     ("accepted-per-person", accepted_report),
     ("rejection-rate", rejections_report),
+    ("schedules", schedules_report),
 ]
 
 

@@ -162,6 +162,7 @@ async def test_a_member_is_refused_every_review_route_an_admin_gets(client) -> N
         "/api/audit/reports/unreviewed-followups",
         "/api/audit/reports/accepted-per-person",
         "/api/audit/reports/rejection-rate",
+        "/api/audit/reports/schedules",
     ]
     await login(client, "admin@acme.example")
     assert [(await client.get(path)).status_code for path in routes] == [200] * len(routes)
@@ -269,3 +270,21 @@ async def test_reports_of_followups_accepted_items_and_rejections(client) -> Non
             "rejected_run_ids": [runs["rejected"]["id"]],
         }
     ]  # Globex's admin's approval is not among them
+
+
+async def test_the_schedules_report_says_what_each_schedule_reads(client) -> None:
+    runs = await story(client)
+    tasks = runs["tasks"]["id"]
+    assert (await approve_as(client, ALICE, tasks)).status_code == 200
+    await Run.update({Run.status: "succeeded"}).where(Run.id == tasks)  # a run that proposed nothing
+    created = await client.post("/api/schedules", json={"run_id": tasks, "cron": "0 7 * * 1"})
+    assert created.status_code == 201, created.text
+    client.cookies.clear()
+    await as_auditor(client)
+    rows = (await client.get("/api/audit/reports/schedules")).json()
+    assert [
+        (r["schedule_id"], r["owner"], r["run_id"], r["datasets"], r["files"], r["fired"]) for r in rows
+    ] == [(created.json()["id"], ALICE, tasks, ["tasks"], [], 0)]
+    client.cookies.clear()
+    await login(client, "admin@globex.example")
+    assert (await client.get("/api/audit/reports/schedules")).json() == []

@@ -63,6 +63,8 @@ async def test_an_auditor_finds_the_warned_approval_and_its_timeline(
     await user.should_see(marker="rejections-table", retries=50)
     people = {r["person"] for r in user.find(marker="rejections-table").elements.pop().rows}
     assert people == {"maria@acme.example", "alice@acme.example"}
+    await user.should_see(marker="report-schedules", retries=50)
+    await user.should_see("No schedules.")
 
     user.find(marker="f-run").type(str(demo["id"]))
     user.find(marker="audit-search").click()
