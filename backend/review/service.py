@@ -202,7 +202,16 @@ def _steps_of(entry: dict[str, Any]) -> list[TimelineStep]:
         if data.get("actions") is not None:
             out.append(step("items", f"{data['actions']} change(s) proposed"))
         return out
-    if action.startswith("run.") and action not in ("run.followup_needs_approval",):
+    if action == "run.followup_needs_approval":
+        return [step("proposed", f"asked as a follow-up, needs a person's approval: {data.get('reason')}")]
+    if action == "flow.step_handed":
+        return [
+            step(
+                "vm",
+                f"step {data.get('step')} (run #{data.get('run_id')}) handed what the steps before it made",
+            )
+        ]
+    if action.startswith("run."):
         return [step("vm", action.removeprefix("run.").replace("_", " "))]
     if action == "credits.charged":
         return [step("vm", f"charged {data.get('credits', '?')} credits")]

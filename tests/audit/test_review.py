@@ -229,6 +229,10 @@ async def test_the_flow_filter_finds_a_flows_entries_and_not_another_companys(cl
     found = (await client.get("/api/audit", params={"flow": flow["id"]})).json()
     assert "flow.proposed" in {e["action"] for e in found}
     assert all(e["subject_type"] in ("flow", "run", "action_item") for e in found)
+    first_step = flow["steps"][0]["run"]["id"]
+    timeline = (await client.get(f"/api/audit/runs/{first_step}/timeline")).json()
+    assert timeline["flow_id"] == flow["id"]
+    assert [s["stage"] for s in timeline["steps"] if s["action"] == "flow.proposed"][:1] == ["proposed"]
     client.cookies.clear()
     await login(client, "admin@globex.example")
     assert (await client.get("/api/audit", params={"flow": flow["id"]})).json() == []
