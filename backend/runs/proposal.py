@@ -79,7 +79,6 @@ class Proposal:
     actor: str
     followup_of: int | None = None  # a run's follow-up of an approved run (runs/service.py decides it)
     schedule_id: int | None = None
-    origin_id: int | None = None  # a firing's origin run or flow
     max_steps: int = 1
     now: datetime | None = None
 

@@ -318,7 +318,6 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
                 ],
                 actor="scheduler",
                 schedule_id=row["id"],
-                origin_id=row["origin_flow"] if is_flow else row["origin_run"],
                 now=now,
             ),
             firing,
