@@ -24,7 +24,7 @@ from backend.review.schemas import (
 )
 from backend.runs.tables import ApprovalKind, Run
 from backend.schedules.tables import Schedule
-from backend.tenancy.context import UserContext
+from backend.tenancy.context import UserContext, token_actor
 from backend.tenancy.tables import ApiToken, User
 
 APPROVALS = ("run.approved", "run.followup_auto_approved", "run.schedule_approved", "flow.approved")
@@ -55,7 +55,7 @@ async def actors_of(ctx: UserContext, email: str) -> list[str]:
     if user is None:
         return []
     tokens = await ApiToken.select(ApiToken.id).where(ApiToken.user == user["id"])
-    return [user["email"], *(f"assistant:{user['email']} (token {t['id']})" for t in tokens)]
+    return [user["email"], *(token_actor(user["email"], t["id"]) for t in tokens)]
 
 
 async def _runs_where(ctx: UserContext, *clauses: Any) -> list[dict[str, Any]]:

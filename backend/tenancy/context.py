@@ -70,7 +70,7 @@ class UserContext:
     def actor(self) -> str:
         """How the audit trail names this caller: who, and through what."""
         if self.auth == TOKEN:
-            return f"assistant:{self.email} (token {self.token_id})"
+            return token_actor(self.email, self.token_id)
         return self.email
 
     def via(self) -> dict[str, object]:
@@ -166,3 +166,9 @@ async def load_user_context_by_email(email: str) -> UserContext:
     if not user:
         raise NotAuthenticated(f"no user with email {email!r}")
     return await load_user_context(user["id"], auth=OPERATOR)
+
+
+def token_actor(email: str, token_id: int | None) -> str:
+    """How the audit trail names what a person's assistant did through one of their tokens (the one spelling:
+    `UserContext.actor` and the review's search by person both use it)."""
+    return f"assistant:{email} (token {token_id})"
