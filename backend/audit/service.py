@@ -27,6 +27,16 @@ _pending: contextvars.ContextVar[list[tuple[int, str]] | None] = contextvars.Con
 )
 
 
+def run_actor(run_id: int) -> str:
+    """How the trail names what a worker did for one run (started it, finished it, charged it)."""
+    return f"worker:run-{run_id}"
+
+
+def host_actor(host_id: str) -> str:
+    """How the trail names a fleet host's own doings (registered, left, lost a run)."""
+    return f"worker:{host_id}"
+
+
 def _lock() -> asyncio.Lock:
     """One append at a time per event loop (an asyncio.Lock belongs to the loop it first waited on)."""
     loop = asyncio.get_running_loop()

@@ -169,7 +169,7 @@ async def register(host_id: str, *, libvirt_uri: str, virt_type: str, image_hash
     await _undispatch(host_id)  # its queue's jobs may be gone with its last life: hand them out again
     await audit.record(
         "worker.registered",
-        actor=f"worker:{host_id}",
+        actor=audit.host_actor(host_id),
         company_id=None,
         subject_type="worker",
         subject_id=host_id,
@@ -206,7 +206,11 @@ async def leave(host_id: str) -> None:
     await _settle_runs_of(host_id, "the worker stopped")
     await _undispatch(host_id)
     await audit.record(
-        "worker.left", actor=f"worker:{host_id}", company_id=None, subject_type="worker", subject_id=host_id
+        "worker.left",
+        actor=audit.host_actor(host_id),
+        company_id=None,
+        subject_type="worker",
+        subject_id=host_id,
     )
 
 
@@ -298,7 +302,7 @@ async def vm_started(host_id: str, run_id: int) -> None:
     await Run.update({Run.vm_started_at: clock.now()}).where((Run.id == run_id) & Run.vm_started_at.is_null())
     await audit.record(
         "run.started",
-        actor=f"worker:{host_id}",
+        actor=audit.host_actor(host_id),
         company_id=(await Run.select(Run.company).where(Run.id == run_id).first())["company"],
         subject_type="run",
         subject_id=run_id,

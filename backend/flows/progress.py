@@ -118,7 +118,7 @@ async def carry_in(run: dict[str, Any]) -> tuple[Path, float | None]:
     await Run.update({Run.carried: carried, Run.source_datasets: sources}).where(Run.id == run["id"])
     await audit.record(
         "flow.step_handed",
-        actor=f"worker:run-{run['id']}",
+        actor=audit.run_actor(run["id"]),
         company_id=run["company"],
         subject_type="flow",
         subject_id=flow_id,
@@ -295,7 +295,7 @@ async def step_ended(run_id: int, status: str) -> None:
     if ended:
         await audit.record(
             "flow.finished",
-            actor=f"worker:run-{run_id}",
+            actor=audit.run_actor(run_id),
             company_id=run["company"],
             subject_type="flow",
             subject_id=flow_id,

@@ -98,7 +98,7 @@ async def end_unstarted(run: dict[str, Any], status: RunStatus, action: str, why
     await finish(run["id"], status, error_message=f"{why}: {detail}")
     await audit.record(
         action,
-        actor=f"worker:run-{run['id']}",
+        actor=audit.run_actor(run["id"]),
         company_id=run["company"],
         subject_type="run",
         subject_id=run["id"],
@@ -109,7 +109,7 @@ async def end_unstarted(run: dict[str, Any], status: RunStatus, action: str, why
 
 async def _execute(run: dict[str, Any]) -> str:
     run_id, company_id = run["id"], run["company"]
-    actor = f"worker:run-{run_id}"
+    actor = audit.run_actor(run_id)
     problem = await asyncio.to_thread(hash_problem, run)  # re-hashes the whole bundle: off the event loop
     if problem:
         return await end_unstarted(run, RunStatus.error, "run.refused", "refused to start", problem=problem)
@@ -169,7 +169,7 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
     can end a run uncharged. Storing outputs and turning actions into items cannot raise past here: a
     file Drive refuses becomes a rejected file, an actions.json that cannot become items becomes none."""
     run_id, company_id = run["id"], run["company"]
-    actor = f"worker:run-{run_id}"
+    actor = audit.run_actor(run_id)
     seconds = max(0.0, (result.timings_ms.total or 0) / 1000)
     charged = await credits.charge(
         company_id=company_id,

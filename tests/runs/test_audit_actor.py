@@ -11,8 +11,10 @@ from backend.runs.tables import Run
 from tests.runs.conftest import as_user, proposal
 
 BACKEND = Path(__file__).resolve().parents[2] / "backend"
-# an audit actor spelled by hand from the caller's e-mail (ctx.actor is the one spelling)
-HAND_SPELLED = re.compile(r"""actor=[^,\n]*\bctx\.email\b|["']assistant:\{""")
+# an audit actor spelled by hand from the caller's e-mail (ctx.actor is the one spelling), or a worker's
+# (audit.run_actor and audit.host_actor are)
+HAND_SPELLED = re.compile(r"""actor=[^,\n]*\bctx\.email\b|["'](assistant|worker):\{|["']worker:run-\{""")
+WHERE_SPELLED = {"tenancy/context.py", "audit/service.py"}
 
 
 async def _actors(run_ids: list[int]) -> dict[str, str]:
@@ -40,7 +42,7 @@ def test_no_audit_actor_is_spelled_by_hand() -> None:
     found = [
         f"{path.relative_to(BACKEND.parent)}:{n}"
         for path in sorted(BACKEND.rglob("*.py"))
-        if path != BACKEND / "tenancy" / "context.py"  # where ctx.actor is defined
+        if str(path.relative_to(BACKEND)) not in WHERE_SPELLED  # where the spellings are defined
         for n, line in enumerate(path.read_text().splitlines(), start=1)
         if HAND_SPELLED.search(line)
     ]
@@ -49,4 +51,7 @@ def test_no_audit_actor_is_spelled_by_hand() -> None:
     assert HAND_SPELLED.search("        actor=ctx.email,")
     assert HAND_SPELLED.search('    actor = actor or f"assistant:{ctx.email}"')
     assert HAND_SPELLED.search("        actor=audit_actor or ctx.email,")
+    assert HAND_SPELLED.search("""        actor=f"worker:run-{run['id']}",""")
+    assert HAND_SPELLED.search('        actor=f"worker:{host_id}",')
     assert not HAND_SPELLED.search("        actor=ctx.actor,")
+    assert not HAND_SPELLED.search('        actor=audit.run_actor(run["id"]),')
