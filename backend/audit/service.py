@@ -27,6 +27,12 @@ _pending: contextvars.ContextVar[list[tuple[int, str]] | None] = contextvars.Con
 )
 
 
+# the entries that let a run start: a person's approval, the follow-up rule letting one through, or its
+# schedule firing it (the schedule a person made stands for the approval). Readers of the trail (the review,
+# evidence packs, the soak's invariants) ask this, not their own list.
+RUN_APPROVALS = ("run.approved", "run.followup_auto_approved", "schedule.fired")
+
+
 def run_actor(run_id: int) -> str:
     """How the trail names what a worker did for one run (started it, finished it, charged it)."""
     return f"worker:run-{run_id}"

@@ -92,7 +92,7 @@ async def _audit_entries(company_id: int, run_id: int, item_ids: list[int]) -> l
 def _approval_session(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The approval as the trail recorded it: which session (or grant, or schedule), when, with which hashes."""
     for entry in entries:
-        if entry["action"] in ("run.approved", "run.followup_auto_approved", "run.schedule_approved"):
+        if entry["action"] in audit.RUN_APPROVALS:
             return {"action": entry["action"], "seq": entry["seq"], "hash": entry["hash"], **entry["data"]}
     return None
 

@@ -27,7 +27,7 @@ from backend.schedules.tables import Schedule
 from backend.tenancy.context import UserContext, token_actor
 from backend.tenancy.tables import ApiToken, User
 
-APPROVALS = ("run.approved", "run.followup_auto_approved", "run.schedule_approved", "flow.approved")
+APPROVALS = (*audit.RUN_APPROVALS, "flow.approved")
 REJECTIONS = ("run.rejected", "flow.rejected")
 WARNING_LEVELS = ("high", "medium")
 
@@ -176,6 +176,8 @@ def _steps_of(entry: dict[str, Any]) -> list[TimelineStep]:
         return out
     if action in APPROVALS:
         by = data.get("by") or entry["actor"]
+        if action == "schedule.fired":
+            return [step("approved", f"fired by schedule #{data.get('schedule_id')}")]
         if action == "run.followup_auto_approved":
             return [
                 step("approved", f"let through without review under run #{data.get('narrowed_from_run')}")

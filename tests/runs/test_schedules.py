@@ -178,3 +178,24 @@ async def test_control_without_the_claim_the_same_race_fires_twice(
     at = datetime.now(UTC) + timedelta(days=2)
     fired = await asyncio.gather(schedules.fire(sid, at), schedules.fire(sid, at))
     assert all(fired) and fired[0] != fired[1]
+
+
+async def test_a_fired_runs_approval_is_its_schedule_in_its_evidence_pack(
+    client, alice, alice_person, acme_on
+) -> None:
+    """The trail records a firing as `schedule.fired` (there is no other approval entry for it): the evidence
+    pack names it as the approval. Found by the soak's approval invariant, which listed a
+    `run.schedule_approved` that nothing writes; so did the evidence pack and the review."""
+    run_id = await _succeeded(client, alice)
+    r = await client.post(
+        "/api/schedules", headers=alice_person, json={"run_id": run_id, "cron": "0 7 * * *"}
+    )
+    assert r.status_code == 201, r.text
+    (fired,) = await schedules.fire_due(datetime.now(UTC) + timedelta(days=2))
+    pack = (await client.get(f"/api/runs/{fired}/evidence", headers=alice_person)).json()
+    recorded = pack["approval"]["recorded"]
+    assert recorded is not None and recorded["action"] == "schedule.fired", pack["approval"]
+    assert recorded["schedule_id"] == r.json()["id"]
+    # control: the person-approved run it fires is recorded as a person's approval
+    origin = (await client.get(f"/api/runs/{run_id}/evidence", headers=alice_person)).json()
+    assert origin["approval"]["recorded"]["action"] == "run.approved"
