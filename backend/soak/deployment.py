@@ -10,18 +10,24 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
+import secrets
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from backend.bench import _free_port
-from backend.sandbox.libvirt_conn import owner_alive
+from backend.sandbox.libvirt_conn import owner_alive, owner_token
 from backend.settings import REPO_ROOT
 
 DATA_DISK_MIB = 1024
@@ -47,24 +53,63 @@ class Deployment:
             # the soak proposes more in an hour than a person would
             "CLEANROOM_MAX_PROPOSALS_PER_USER_PER_HOUR": "100000",
             "CLEANROOM_MAX_PROPOSALS_PER_COMPANY_PER_HOUR": "100000",
+            "CLEANROOM_MIN_SCHEDULE_INTERVAL_MINUTES": "1",  # its schedule fires every minute
             **(extra_env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.seen: set[str] = set()  # every worker that may have owned a guest (the leftover check's list)
+        self.exits: list[str] = []  # fleet hosts that ended on their own, and why (their log's last line)
+
+    mode = "embedded"
 
     @property
     def database(self) -> Path:
         return self.data / "cleanroom.sqlite3"
 
+    def connect(self) -> Any:
+        """A DB-API connection to the product's database for the invariants: read-only, tuple rows."""
+        return sqlite3.connect(f"file:{self.database}?mode=ro", uri=True)
+
+    def run_dirs(self) -> list[Path]:
+        """Where its workers keep their runs' folders and disks (data/runs: the folder's parents let the
+        guests' QEMU uids pass)."""
+        return [self.data / "runs"]
+
+    def owner_tokens(self) -> set[str]:
+        """Who may own this deployment's guests now: its live worker (the pid file names it)."""
+        try:
+            token = (self.data / "worker.pid").read_text().strip()
+        except OSError:
+            return set()
+        live = {token} if token else set()
+        self.seen |= live
+        return live
+
+    def supervise(self) -> list[str]:
+        """What an init system would do for the deployment's processes; `serve` supervises its own worker."""
+        return []
+
+    def kill_worker(self, rng: random.Random) -> str:
+        self.owner_tokens()
+        pid = self.worker_pid()
+        if pid is None:
+            return "no worker running (skipped)"
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        return f"worker {pid} killed (serve starts a new one)"
+
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        done = subprocess.run(
             [sys.executable, "-m", "backend", *args],
             env=self.env,
             cwd=REPO_ROOT,
-            check=check,
             capture_output=True,
             text=True,
         )
+        if check and done.returncode:
+            raise RuntimeError(f"cleanroom {' '.join(args)} failed: {(done.stderr or done.stdout)[-1500:]}")
+        return done
 
     def seed(self) -> None:
         self.cli("demo", "seed")
@@ -146,3 +191,148 @@ def _mount_tmpfs(path: Path) -> bool:
         capture_output=True,
     )
     return done.returncode == 0
+
+
+class FleetDeployment(Deployment):
+    """A fleet on this machine: the API in fleet mode (`CLEANROOM_WORKERS=fleet`) on a PostgreSQL database of
+    its own, and two `cleanroom worker` hosts, each with its own data directory and the workers' database role
+    (procrastinate's tables only). A killed host is started again after a pause, as its supervisor would."""
+
+    mode = "fleet"
+    # fixed, and the fleet tests' own: their warm saved states are made once per image on this machine (a
+    # new host id boots its own templates first, a minute or more under TCG)
+    HOSTS = ("alpha", "beta")
+
+    def __init__(self) -> None:
+        from backend.fleet.bench import _admin, _admin_url
+
+        self.name = f"soak_{uuid.uuid4().hex[:10]}"
+        self.role = f"{self.name}_worker"
+        _admin(f'CREATE DATABASE "{self.name}"')
+        super().__init__(
+            {
+                "DATABASE_URL": f"{_admin_url().rpartition('/')[0]}/{self.name}",
+                "CLEANROOM_WORKERS": "fleet",
+                "CLEANROOM_STANDBY_IN_SERVICE": "off",
+                "CLEANROOM_SAVED_STATE_SLOTS": "1",
+                "CLEANROOM_WORKER_HEARTBEAT_SECONDS": "2",
+                "CLEANROOM_WORKER_LOST_SECONDS": "20",
+            }
+        )
+        self.worker_url = ""
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.tokens: dict[str, str] = {}
+        self.lock = threading.Lock()  # the nemesis and the supervisor both start hosts
+        self.held_down: set[str] = set()  # killed by the nemesis, started again by it after a pause
+
+    def connect(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(self.env["DATABASE_URL"], autocommit=True)
+
+    def seed(self) -> None:
+        super().seed()
+        password = secrets.token_urlsafe(24)
+        from backend.fleet.queue import role_url
+
+        subprocess.run(
+            [sys.executable, "-m", "backend", "workers", "db-role", self.role],
+            env={**self.env, "CLEANROOM_WORKER_DB_PASSWORD": password},
+            cwd=REPO_ROOT,
+            check=True,
+            capture_output=True,
+        )
+        self.worker_url = role_url(self.env["DATABASE_URL"], self.role, password)
+
+    def start(self, timeout: float = 120.0) -> None:
+        super().start(timeout)
+        with self.lock:
+            for host in self.HOSTS:
+                if host not in self.workers:
+                    self.start_worker(host)
+
+    def start_worker(self, host: str) -> None:
+        if host not in self.tokens:
+            self.tokens[host] = self.cli("workers", "enroll", host).stdout.strip().splitlines()[-1]
+        data = self.root / f"worker-{host}"
+        data.mkdir(exist_ok=True)
+        env = {
+            **self.env,
+            "CLEANROOM_DATA_DIR": str(data),  # its own: nothing shared with the API but HTTP and the queue
+            "CLEANROOM_WORKER_TOKEN": self.tokens[host],
+            "DATABASE_URL": self.worker_url,
+        }
+        log = open(data / "worker.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.workers[host] = subprocess.Popen(
+            [sys.executable, "-m", "backend", "worker", "--host-id", host, "--capacity", "1"],
+            env=env,
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def run_dirs(self) -> list[Path]:
+        return [self.root / f"worker-{host}" / "runs" for host in self.HOSTS]
+
+    def owner_tokens(self) -> set[str]:
+        live = {owner_token(p.pid) for p in self.workers.values() if p.poll() is None}
+        self.seen |= live
+        return live
+
+    def supervise(self) -> list[str]:
+        """A host that ended on its own is started again, as its init system would (`Restart=always`)."""
+        restarted = []
+        with self.lock:
+            for host, proc in list(self.workers.items()):
+                if host in self.held_down or proc.poll() is None:
+                    continue
+                log = (self.root / f"worker-{host}" / "worker.log").read_text(errors="replace").strip()
+                self.exits.append(
+                    f"{host} exited {proc.returncode}: {log.splitlines()[-1][-200:] if log else ''}"
+                )
+                self.start_worker(host)
+                restarted.append(host)
+        return restarted
+
+    def kill_worker(self, rng: random.Random) -> str:
+        host = rng.choice(self.HOSTS)
+        with self.lock:
+            proc = self.workers.get(host)
+            if proc is None or proc.poll() is not None:
+                return f"host {host} not running (skipped)"
+            self.owner_tokens()
+            self.held_down.add(host)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        time.sleep(rng.uniform(1.0, 10.0))
+        with self.lock:
+            self.start_worker(host)  # its recovery removes what the killed one left
+            self.held_down.discard(host)
+        return f"host {host} ({proc.pid}) killed; started again"
+
+    def worker_pid(self) -> int | None:
+        return None  # the API starts no worker of its own in a fleet
+
+    def stop(self, timeout: float = 300.0) -> int | None:
+        super().stop(timeout)
+        stuck = None
+        for proc in self.workers.values():
+            if proc.poll() is None:
+                proc.terminate()  # drains: its running VMs finish
+        for proc in self.workers.values():
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                stuck = proc.pid
+                proc.kill()
+        return stuck
+
+    def remove(self) -> None:
+        from backend.fleet.bench import _admin
+
+        for proc in self.workers.values():
+            if proc.poll() is None:
+                proc.kill()
+        super().remove()
+        _admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        _admin(f'DROP ROLE IF EXISTS "{self.role}"')

@@ -6,26 +6,24 @@ folder. Each check returns violations, each naming the run (or item) and what br
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from backend.audit.service import RUN_APPROVALS as APPROVALS
 from backend.soak.deployment import Deployment
 
-APPROVALS = ("run.approved", "run.followup_auto_approved", "run.schedule_approved")
 UNSETTLED = ("queued", "running", "waiting")
 NOT_APPROVED = ("awaiting_approval", "rejected")
 
 
-def check_all(dep: Deployment, owners: set[str]) -> list[dict[str, Any]]:
-    db = sqlite3.connect(f"file:{dep.database}?mode=ro", uri=True)
-    db.row_factory = sqlite3.Row
+def check_all(dep: Deployment) -> list[dict[str, Any]]:
+    db = dep.connect()
     try:
-        audit = [dict(row) for row in db.execute("SELECT * FROM audit_entry ORDER BY seq")]
+        audit = rows(db, "SELECT * FROM audit_entry ORDER BY seq")
         for entry in audit:
-            entry["data"] = json.loads(entry["data"] or "{}")
-        runs = [dict(row) for row in db.execute("SELECT * FROM run")]
+            entry["data"] = _json(entry["data"])
+        runs = rows(db, "SELECT * FROM run")
         found = (
             settled(runs)
             + started_and_charged_once(runs, audit, db)
@@ -33,9 +31,23 @@ def check_all(dep: Deployment, owners: set[str]) -> list[dict[str, Any]]:
             + items_applied_once(audit, db)
             + credits_match_the_trail(audit, db)
         )
+        if dep.mode == "fleet":
+            found += no_job_left_doing(db)
     finally:
         db.close()
-    return found + trail_verifies(dep) + nothing_left_behind(dep, owners)
+    return found + trail_verifies(dep) + nothing_left_behind(dep, dep.seen)
+
+
+def rows(db: Any, sql: str) -> list[dict[str, Any]]:
+    """Rows as dicts from sqlite3 or psycopg alike."""
+    cursor = db.execute(sql)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _json(value: Any) -> Any:
+    """A JSON column: text from SQLite, already decoded from PostgreSQL."""
+    return json.loads(value or "{}") if isinstance(value, str | bytes) or value is None else value
 
 
 def _by_run(audit: list[dict[str, Any]], action: str) -> Counter[int]:
@@ -108,7 +120,7 @@ def items_applied_once(audit: list[dict[str, Any]], db) -> list[dict[str, Any]]:
     tasks = Counter(row[0] for row in db.execute("SELECT title FROM task"))
     found = []
     for item_id, status, changes in db.execute("SELECT id, status, changes FROM action_item"):
-        title = json.loads(changes or "{}").get("title")
+        title = _json(changes).get("title")
         made = tasks[title] if title else 0
         want = 1 if status == "accepted" else 0
         if made != want or accepted[str(item_id)] != want:
@@ -144,6 +156,14 @@ def credits_match_the_trail(audit: list[dict[str, Any]], db) -> list[dict[str, A
     ]
 
 
+def no_job_left_doing(db: Any) -> list[dict[str, Any]]:
+    """Once everything settled and the hosts stopped, procrastinate holds no job as `doing`."""
+    return [
+        {"invariant": "no job left doing", "job": job["id"], "run": _json(job["args"]).get("run_id")}
+        for job in rows(db, "SELECT id, args FROM procrastinate_jobs WHERE status = 'doing'")
+    ]
+
+
 def trail_verifies(dep: Deployment) -> list[dict[str, Any]]:
     done = dep.cli("audit", "verify", check=False)
     if done.returncode == 0:
@@ -153,7 +173,7 @@ def trail_verifies(dep: Deployment) -> list[dict[str, Any]]:
 
 def nothing_left_behind(dep: Deployment, owners: set[str]) -> list[dict[str, Any]]:
     """No guest of the soak's workers outlives them: no libvirt domain they own, no QEMU process using a
-    disk in the run folder, no job folder left in it."""
+    disk in a run folder of the deployment, no job folder left in one."""
     from backend.sandbox.libvirt_conn import connection, domains_owned_by
 
     found = []
@@ -161,7 +181,7 @@ def nothing_left_behind(dep: Deployment, owners: set[str]) -> list[dict[str, Any
         for owner in sorted(owners):
             for name in domains_owned_by(conn, owner):
                 found.append({"invariant": "no leftover domain", "domain": name, "owner": owner})
-    run_dir = dep.data / "runs"
+    run_dirs = [str(folder) for folder in dep.run_dirs()]
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -169,9 +189,10 @@ def nothing_left_behind(dep: Deployment, owners: set[str]) -> list[dict[str, Any
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "qemu-system" in cmdline and str(run_dir) in cmdline:
+        if "qemu-system" in cmdline and any(folder in cmdline for folder in run_dirs):
             found.append({"invariant": "no leftover QEMU", "pid": int(proc.name)})
-    if run_dir.exists():
-        for left in sorted(run_dir.iterdir()):
-            found.append({"invariant": "no leftover job folder or disk", "path": str(left)})
+    for folder in dep.run_dirs():
+        if folder.exists():
+            for left in sorted(folder.iterdir()):
+                found.append({"invariant": "no leftover job folder or disk", "path": str(left)})
     return found

@@ -2,8 +2,9 @@
 given what it needs to come back (a killed API is started again after a pause; a killed worker is started
 again by `serve` itself; a filled disk is freed after a while).
 
-`FAULTS` names them; `cleanroom soak --faults` chooses. `restart_libvirtd` restarts the machine's libvirtd,
-which every checkout on the machine shares: the short soak in the suite leaves it out.
+`FAULTS` names them, `BY_MODE` says which a mode takes, `cleanroom soak --faults` chooses. `restart_libvirtd`
+and `restart_postgres` restart what every checkout on the machine shares: the short soaks in the suite leave
+them out (`cut_database` ends only the deployment's own database connections).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from backend.soak.deployment import Deployment
+from backend.soak.deployment import Deployment, FleetDeployment
 
 FILL_LEAVES_MIB = 4  # what a filled disk keeps free
 
@@ -30,12 +31,32 @@ def kill_api(dep: Deployment, rng: random.Random) -> str:
 
 
 def kill_worker(dep: Deployment, rng: random.Random) -> str:
-    pid = dep.worker_pid()
-    if pid is None:
-        return "no worker running (skipped)"
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    return f"worker {pid} killed (serve starts a new one)"
+    return dep.kill_worker(rng)
+
+
+def cut_database(dep: Deployment, rng: random.Random) -> str:
+    """Every connection to the deployment's PostgreSQL database ended at once (a network cut, a failover):
+    the API and the hosts must reconnect. Only this deployment's database: safe beside other suites."""
+    from backend.fleet.bench import _admin
+
+    if not isinstance(dep, FleetDeployment):
+        return "no database server here (skipped)"
+    _admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{dep.name}'")
+    return f"connections to {dep.name} cut"
+
+
+def restart_postgres(dep: Deployment, rng: random.Random) -> str:
+    """The machine's PostgreSQL restarted (every database on it: not in the suite)."""
+    versions = sorted(
+        Path("/usr/lib/postgresql").iterdir(), key=lambda p: [int(x) for x in p.name.split(".")]
+    )
+    done = subprocess.run(
+        ["pg_ctlcluster", versions[-1].name, "main", "restart", "-m", "fast"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    return f"PostgreSQL restarted ({done.returncode}{': ' + done.stderr.strip()[-200:] if done.returncode else ''})"
 
 
 def restart_libvirtd(dep: Deployment, rng: random.Random) -> str:
@@ -68,5 +89,10 @@ FAULTS: dict[str, Callable[[Deployment, random.Random], str]] = {
     "kill_worker": kill_worker,
     "restart_libvirtd": restart_libvirtd,
     "fill_disk": fill_disk,
+    "cut_database": cut_database,
+    "restart_postgres": restart_postgres,
 }
-SHARED_MACHINE_FAULTS = ("restart_libvirtd",)
+BY_MODE = {
+    "embedded": ("kill_api", "kill_worker", "restart_libvirtd", "fill_disk"),
+    "fleet": ("kill_api", "kill_worker", "restart_libvirtd", "fill_disk", "cut_database", "restart_postgres"),
+}

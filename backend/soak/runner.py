@@ -8,6 +8,7 @@ order, not at the same instants.
 
 from __future__ import annotations
 
+import json
 import random
 import statistics
 import threading
@@ -16,11 +17,11 @@ from collections import Counter
 from typing import Any
 
 from backend.soak import invariants
-from backend.soak.deployment import Deployment
-from backend.soak.nemesis import FAULTS
+from backend.soak.deployment import Deployment, FleetDeployment
+from backend.soak.nemesis import BY_MODE, FAULTS
 from backend.soak.workload import History, Workload
 
-MODES = ("embedded",)
+MODES = {"embedded": Deployment, "fleet": FleetDeployment}
 
 
 class Nemesis(threading.Thread):
@@ -58,13 +59,12 @@ def soak(
 ) -> dict[str, Any]:
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not built yet; modes: {', '.join(MODES)}")
-    faults = faults or sorted(FAULTS)
-    unknown = sorted(set(faults) - set(FAULTS))
+    faults = faults or list(BY_MODE[mode])
+    unknown = sorted(set(faults) - set(BY_MODE[mode]))
     if unknown:
-        raise ValueError(f"unknown fault(s) {', '.join(unknown)}; faults: {', '.join(sorted(FAULTS))}")
-    dep = Deployment()
+        raise ValueError(f"fault(s) {', '.join(unknown)} not in mode {mode}: {', '.join(BY_MODE[mode])}")
+    dep = MODES[mode]()
     history = History()
-    owners: set[str] = set()
     try:
         progress(f"soak: seeding a demo company in {dep.root} (data disk of its own: {dep.tmpfs})")
         dep.seed()
@@ -77,7 +77,9 @@ def soak(
         while time.monotonic() - began < seconds:
             work.step()
             steps += 1
-            _note_owner(dep, owners)
+            dep.owner_tokens()
+            for host in dep.supervise():
+                history.add("host_restarted", host=host)
             if steps % 50 == 0:
                 progress(
                     f"soak: {time.monotonic() - began:.0f}/{seconds:.0f} s, {len(work.runs)} runs, "
@@ -96,13 +98,14 @@ def soak(
         settle_began = time.monotonic()
         while work.unsettled() and time.monotonic() - settle_began < settle_seconds:
             work.refresh()
-            _note_owner(dep, owners)
+            dep.owner_tokens()
+            dep.supervise()
             time.sleep(1.0)
         settled_in = time.monotonic() - settle_began
         since_last_fault = time.monotonic() - (nemesis.last_fault_end or settle_began)
         unsettled = work.unsettled()
         stuck = dep.stop()
-        violations = invariants.check_all(dep, owners)
+        violations = invariants.check_all(dep)
         if stuck is not None:
             violations.append({"invariant": "the worker ends once its API is gone", "worker": stuck})
         for run_id in unsettled:
@@ -132,24 +135,19 @@ def soak(
             "settled_after_workload_s": round(settled_in, 1),
             "settled_after_last_fault_s": round(since_last_fault, 1),
             "api_starts": dep.starts,
+            "hosts_that_ended_on_their_own": dep.exits,
             "violations": violations,
             "ok": not violations,
             "data": str(dep.root) if keep else None,
         }
+        if keep:  # the whole history beside the deployment's folder, for a look afterwards
+            with open(dep.root / "history.jsonl", "w") as out:
+                out.writelines(json.dumps(e, default=str) + "\n" for e in history.events)
         return summary
     finally:
         dep.kill_api()  # after an error too (after a clean stop, nothing is left to kill)
         if not keep:
             dep.remove()
-
-
-def _note_owner(dep: Deployment, owners: set[str]) -> None:
-    try:
-        token = (dep.data / "worker.pid").read_text().strip()
-        if token:
-            owners.add(token)
-    except OSError:
-        pass
 
 
 def _refusals(history: History) -> list[dict[str, Any]]:

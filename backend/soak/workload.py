@@ -140,7 +140,8 @@ class Workload:
             "title": title,
             "plan": "soak",
             "code": code,
-            "datasets": ["deals"],
+            # a change may only touch what the run staged: the actions runs stage the tasks they add to
+            "datasets": ["deals", "tasks"] if kind == "actions" else ["deals"],
         }
         if kind in LIMITS:
             body["limits"] = LIMITS[kind]
@@ -173,6 +174,14 @@ class Workload:
     def _decide_run(self) -> None:
         waiting = [r for r in self.runs.values() if r["status"] == "awaiting_approval"]
         run = self.rng.choice(waiting)
+        if not run["hashes"].get(
+            "code_sha256"
+        ):  # a run the soak found listed: what the approval screen shows
+            r = self._call("person", "GET", f"/api/runs/{run['id']}")
+            if r is None or r.status_code != 200:
+                return
+            detail = r.json()
+            run["hashes"] = {"code_sha256": detail["code_sha256"], "bundle_sha256": detail["bundle_sha256"]}
         if self.rng.random() < 0.85:
             r = self._call("person", "POST", f"/api/runs/{run['id']}/approve", json=run["hashes"])
             verdict = "approve"
@@ -249,10 +258,13 @@ class Workload:
             return
         body = {"run_id": done[0]["id"], "cron": "* * * * *"}
         r = self._call("person", "POST", "/api/schedules", json=body)
-        if r is not None:
-            self.history.add("schedule", run=done[0]["id"], status=r.status_code, body=r.text[:300])
-            if r.status_code == 201:
-                self.schedule_id = r.json()["id"]
+        if r is None:
+            return
+        if r.status_code != 201:
+            self.history.add("refused", request="schedule", status=r.status_code, body=r.text[:300])
+            return
+        self.schedule_id = r.json()["id"]
+        self.history.add("schedule", run=done[0]["id"], schedule=self.schedule_id)
 
     def end_schedule(self) -> None:
         if self.schedule_id is not None:

@@ -56,7 +56,7 @@ def test_a_run_started_or_charged_twice_or_charged_unstarted_is_found() -> None:
 
 
 def test_half_an_approval_is_found() -> None:
-    audit = [_entry("run.approved", 1), _entry("run.followup_auto_approved", 5)]
+    audit = [_entry("run.approved", 1), _entry("run.followup_auto_approved", 5), _entry("schedule.fired", 7)]
     runs = [
         _run(1),  # whole: row and trail agree
         _run(2),  # approved in its row, nothing in the trail
@@ -64,10 +64,11 @@ def test_half_an_approval_is_found() -> None:
         _run(4, "rejected", approved=True),  # rejected yet approved
         _run(5),  # a follow-up the rule let through: whole
         _run(6, "waiting", flow_id=9),  # a flow's step: approved with its flow
+        _run(7),  # a schedule's firing: whole
     ]
     found = invariants.approvals_whole(runs, audit)
     assert sorted({v["run"] for v in found}) == [2, 4]
-    assert invariants.approvals_whole([_run(1), _run(5)], audit) == []  # control
+    assert invariants.approvals_whole([_run(1), _run(5), _run(7)], audit) == []  # control
 
 
 def test_a_change_applied_twice_or_after_rejection_is_found() -> None:

@@ -1,7 +1,8 @@
-"""The fault soak, short, in the suite: a fixed seed, the embedded deployment, about two minutes. The API
-and its worker are killed and the data disk filled while the workload runs; every invariant must hold
-(`backend/soak/invariants.py`; their failing cases are in test_invariants.py). libvirtd is left alone here:
-it is the machine's, and another checkout's suite may be using it (`cleanroom soak` restarts it)."""
+"""The fault soak, short, in the suite: a fixed seed, about two minutes in each mode. The API and its
+worker (the fleet's hosts) are killed, the data disk filled and, in the fleet, the database's connections
+cut while the workload runs; every invariant must hold (`backend/soak/invariants.py`; their failing cases are
+in test_invariants.py). libvirtd and PostgreSQL are left running here: they are the machine's, and another
+checkout's suite may be using them (`cleanroom soak` restarts them)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import pytest
 
 from backend.soak.runner import soak
+from tests.conftest import POSTGRES_URL
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(900)]
 
@@ -23,6 +25,27 @@ def test_a_short_soak_keeps_every_invariant() -> None:
         settle_seconds=420,
         progress=lambda line: None,
     )
+    _kept(summary)
+
+
+@pytest.mark.postgres
+def test_a_short_fleet_soak_keeps_every_invariant(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not POSTGRES_URL:
+        pytest.skip("PostgreSQL not configured (scripts/test sets CLEANROOM_TEST_POSTGRES_URL)")
+    monkeypatch.setenv("CLEANROOM_BENCH_POSTGRES_URL", POSTGRES_URL)
+    summary = soak(
+        seconds=75,
+        seed=7,
+        mode="fleet",
+        faults=["kill_api", "kill_worker", "cut_database", "fill_disk"],
+        fault_every=15,
+        settle_seconds=420,
+        progress=lambda line: None,
+    )
+    _kept(summary)
+
+
+def _kept(summary: dict) -> None:
     shown = json.dumps(summary, indent=1, default=str)[:6000]
     assert summary["violations"] == [], shown
     assert summary["faults_total"] >= 2, shown  # the nemesis struck
