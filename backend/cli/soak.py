@@ -12,11 +12,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     def soak(
         seconds: float = typer.Option(120.0, "--seconds", help="how long the workload and the nemesis run"),
         seed: int = typer.Option(1, "--seed", help="draws the workload's choices and the fault moments"),
-        mode: str = typer.Option("embedded", "--mode", help="embedded (SQLite, `cleanroom serve`)"),
+        mode: str = typer.Option(
+            "embedded",
+            "--mode",
+            help="embedded (SQLite, `cleanroom serve`) or fleet (PostgreSQL at CLEANROOM_BENCH_POSTGRES_URL, two hosts)",
+        ),
         faults: str = typer.Option(
             "",
             "--faults",
-            help="comma-separated: kill_api, kill_worker, restart_libvirtd, fill_disk (default all)",
+            help="comma-separated: kill_api, kill_worker, restart_libvirtd, fill_disk; in a fleet also cut_database, "
+            "restart_postgres (default: all of the mode's)",
         ),
         fault_every: float = typer.Option(20.0, "--fault-every", help="mean seconds between faults"),
         settle: float = typer.Option(

@@ -18,10 +18,10 @@ pytestmark = [pytest.mark.vm, pytest.mark.timeout(900)]
 
 def test_a_short_soak_keeps_every_invariant() -> None:
     summary = soak(
-        seconds=75,
+        seconds=40,
         seed=7,
         faults=["kill_api", "kill_worker", "fill_disk"],
-        fault_every=15,
+        fault_every=10,
         settle_seconds=420,
         progress=lambda line: None,
     )
@@ -34,11 +34,11 @@ def test_a_short_fleet_soak_keeps_every_invariant(monkeypatch: pytest.MonkeyPatc
         pytest.skip("PostgreSQL not configured (scripts/test sets CLEANROOM_TEST_POSTGRES_URL)")
     monkeypatch.setenv("CLEANROOM_BENCH_POSTGRES_URL", POSTGRES_URL)
     summary = soak(
-        seconds=75,
+        seconds=40,
         seed=7,
         mode="fleet",
         faults=["kill_api", "kill_worker", "cut_database", "fill_disk"],
-        fault_every=15,
+        fault_every=10,
         settle_seconds=420,
         progress=lambda line: None,
     )
