@@ -27,7 +27,6 @@ from backend.flows.tables import Capability, Flow, FlowStatus
 from backend.hashing import sha256_json, sha256_text
 from backend.records.visibility import unreadable_sources
 from backend.runs import gates, holds, proposal, queued
-from backend.runs.factory import create_run
 from backend.runs.proposal import Made, PlannedStep, Proposal, Proposer, StepSpec
 from backend.runs.read import Known, auditor_withholds, can_decide, present, withheld_reason
 from backend.runs.schemas import PersonRef, Rejection
@@ -124,20 +123,12 @@ class FlowMaker:
             await flow.save()
             rows = []
             for step, bundle in zip(steps, bundles, strict=True):
-                run = await create_run(
-                    company_id=p.ctx.company_id,
-                    requested_by=p.ctx.user_id,
-                    conversation_id=p.conversation_id,
+                run = await proposal.create_step_run(
+                    p,
+                    step,
+                    bundle,
                     title=step.title,
-                    plan=p.plan,
-                    code=step.code,
-                    datasets=step.datasets,
-                    file_ids=step.file_ids,
-                    limits=step.limits,
-                    bundle=bundle,
-                    findings=[f.model_dump() for f in bundle.findings] + step.code_findings,
                     now=now,
-                    schedule_id=schedule_id,
                     flow_id=flow.id,
                     flow_step=step.k,
                     read_actions=step.read_actions and schedule_id is None,

@@ -378,6 +378,35 @@ async def stage(p: Proposal, planned: list[PlannedStep]) -> list[staging.StagedB
 # ---- 4. create and 5. audit -------------------------------------------------------------------------------
 
 
+async def create_step_run(
+    p: Proposal,
+    step: PlannedStep,
+    bundle: staging.StagedBundle,
+    *,
+    title: str,
+    now: datetime | None,
+    **flow_columns: Any,
+) -> Run:
+    """A step's run as every proposal makes it, from the proposal and its staged bundle; a flow adds its own
+    columns (`flow_id`, `flow_step`, `read_actions`, `receives`)."""
+    return await create_run(
+        company_id=p.ctx.company_id,
+        requested_by=p.ctx.user_id,
+        conversation_id=p.conversation_id,
+        title=title,
+        plan=p.plan,
+        code=step.code,
+        datasets=step.datasets,
+        file_ids=step.file_ids,
+        limits=step.limits,
+        bundle=bundle,
+        findings=[f.model_dump() for f in bundle.findings] + step.code_findings,
+        schedule_id=p.schedule_id,
+        now=now,
+        **flow_columns,
+    )
+
+
 class RunMaker:
     """A proposal of one run: its Run row and `run.proposed` (a firing's entry is its schedule's)."""
 

@@ -203,22 +203,22 @@ async def test_a_flow_whose_saving_fails_midway_keeps_no_row_and_no_bundle(
     """The flow and its steps are written together: a failure while saving step 2 leaves no flow, no step 1
     (a schedule's firing would have queued it with nothing after it) and no staged bundle. Control: the
     same proposal with the database answering is saved whole."""
-    from backend.flows import service as flows
+    from backend.runs import proposal  # where every proposal's runs are made (flows' steps too)
     from backend.settings import get_settings
 
     before = _bundles(get_settings().data_dir)
-    real = flows.create_run
+    real = proposal.create_run
 
     async def failing_on_step_two(**kwargs):
         if kwargs["flow_step"] == 2:
             raise RuntimeError("the database went away")
         return await real(**kwargs)
 
-    monkeypatch.setattr(flows, "create_run", failing_on_step_two)
+    monkeypatch.setattr(proposal, "create_run", failing_on_step_two)
     r = await _propose(client, alice, step(), step())
     assert r.status_code == 500, r.text
     assert await Flow.count() == 0 and await Run.count().where(Run.flow_id.is_not_null()) == 0
     assert _bundles(get_settings().data_dir) == before
-    monkeypatch.setattr(flows, "create_run", real)
+    monkeypatch.setattr(proposal, "create_run", real)
     r = await _propose(client, alice, step(), step())
     assert r.status_code == 201 and await Run.count().where(Run.flow_id == r.json()["id"]) == 2
