@@ -70,7 +70,10 @@ def attempt(name, fn):
     except OSError as exc:
         result[name] = errno.errorcode.get(exc.errno, type(exc).__name__)
 def syscall(nr, *args):
-    if libc.syscall(nr, *args) < 0:
+    # syscall(2) is variadic and reads longs: a Python int goes as a 4-byte int, and a 7th argument (on the
+    # stack) then carries whatever the upper 4 bytes held (process_vm_readv's flags: EINVAL now and then)
+    args = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    if libc.syscall(ctypes.c_long(nr), *args) < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
     return "done"
@@ -243,7 +246,10 @@ def attempt(name, fn):
     except OSError as exc:
         result[name] = errno.errorcode.get(exc.errno, type(exc).__name__)
 def syscall(nr, *args):
-    if libc.syscall(nr, *args) < 0:
+    # syscall(2) is variadic and reads longs: a Python int goes as a 4-byte int, and a 7th argument (on the
+    # stack) then carries whatever the upper 4 bytes held (process_vm_readv's flags: EINVAL now and then)
+    args = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    if libc.syscall(ctypes.c_long(nr), *args) < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
     return "done"
