@@ -416,23 +416,7 @@ class RunMaker:
         self, p: Proposal, steps: list[PlannedStep], bundles: list[staging.StagedBundle], made: Made
     ) -> None:
         (step,), (bundle,) = steps, bundles
-        made.runs.append(
-            await create_run(
-                company_id=p.ctx.company_id,
-                requested_by=p.ctx.user_id,
-                conversation_id=p.conversation_id,
-                title=p.title,
-                plan=p.plan,
-                code=step.code,
-                datasets=step.datasets,
-                file_ids=step.file_ids,
-                limits=step.limits,
-                bundle=bundle,
-                findings=[f.model_dump() for f in bundle.findings] + step.code_findings,
-                schedule_id=p.schedule_id,
-                now=p.now,
-            )
-        )
+        made.runs.append(await create_step_run(p, step, bundle, title=p.title, now=p.now))
 
     async def audit(self, p: Proposal, made: Made) -> None:
         if p.by is Proposer.schedule:
