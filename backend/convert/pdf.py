@@ -1,9 +1,10 @@
-"""PDF to text per page (pdfplumber) plus its tables; pages without a text layer are OCRed when possible."""
+"""PDF to text per page (pdfplumber) plus its tables; pages without a text layer are rendered (pdfium, in this
+process) and OCRed (tesseract) when possible."""
 
 from __future__ import annotations
 
 import io
-import shutil
+import math
 import subprocess
 import tempfile
 from pathlib import Path
@@ -25,17 +26,22 @@ def convert_pdf(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conve
     import pdfplumber
 
     converted = Converted(kind="pdf")
+    pages = _PageImages(data, limits)
     try:
         with pdfplumber.open(io.BytesIO(data)) as pdf:
-            _read_pages(pdf, data, limits, deadline, converted)
+            _read_pages(pdf, pages, limits, deadline, converted)
     except ConversionFailed:
         raise
     except Exception as exc:  # pdfminer raises a wide variety on damaged files
         raise _failure(exc) from exc
+    finally:
+        pages.close()
     return converted
 
 
-def _read_pages(pdf, data: bytes, limits: ConvertLimits, deadline: Deadline, converted: Converted) -> None:
+def _read_pages(
+    pdf, pages: _PageImages, limits: ConvertLimits, deadline: Deadline, converted: Converted
+) -> None:
     page_count = len(pdf.pages)
     converted.pages = page_count
     if page_count > limits.max_pdf_pages:
@@ -71,7 +77,7 @@ def _read_pages(pdf, data: bytes, limits: ConvertLimits, deadline: Deadline, con
         if not text.strip():
             if ocr_left > 0:
                 ocr_left -= 1
-                text = _ocr_page(data, number, deadline, converted)
+                text = _ocr_page(pages, number, deadline, converted)
             else:
                 not_ocred.append(number)
         parts.append(f"--- page {number} ---\n{text.rstrip()}\n")
@@ -123,44 +129,82 @@ def _table(raw: list[list[str | None]], sheet: str) -> Table | None:
     return Table("", sheet, False, rows[0], rows[1:], False, len(rows) - 1)
 
 
-def _ocr_page(data: bytes, number: int, deadline: Deadline, converted: Converted) -> str:
-    if shutil.which("pdftoppm") is None:
-        converted.warnings.append(
-            f"Page {number} has no text layer and pdftoppm is missing, so it was not OCRed."
-        )
-        return ""
-    with tempfile.TemporaryDirectory(prefix="cleanroom-pdf-") as tmp:
-        source = Path(tmp, "in.pdf")
-        source.write_bytes(data)
+# Pages without a text layer are rendered at this resolution for OCR (what pdftoppm -r 200 gave before), in
+# this process with pdfium (pypdfium2, which pdfplumber brings), not by a program started per page.
+OCR_DPI = 200
+
+
+class _PageImages:
+    """The PDF opened once in pdfium, for the pages that need OCR. In the converter child it renders under the
+    child's own ceilings: RLIMIT_AS (a bitmap pdfium cannot allocate is an error, not a crash), RLIMIT_CPU and
+    the parent's wall-clock kill, and the seccomp filter; a page is rendered with at most
+    `limits.max_image_pixels` pixels, so a huge page costs no more memory than the largest image accepted."""
+
+    def __init__(self, data: bytes, limits: ConvertLimits) -> None:
+        self._data = data
+        self._limits = limits
+        self._document = None
+
+    def render(self, number: int, target: Path) -> bool:
+        """Page `number` (1-based) as a grayscale PNG at `target`; True when it was scaled down to fit the pixel
+        limit. Raises pypdfium2.PdfiumError (or MemoryError) when pdfium cannot render it."""
+        import pypdfium2
+
+        if self._document is None:
+            self._document = pypdfium2.PdfDocument(self._data)
+        page = self._document[number - 1]
         try:
-            subprocess.run(
-                [
-                    "pdftoppm",
-                    "-r",
-                    "200",
-                    "-gray",
-                    "-png",
-                    "-f",
-                    str(number),
-                    "-l",
-                    str(number),
-                    "-singlefile",
-                    str(source),
-                    str(Path(tmp, "page")),
-                ],
-                capture_output=True,
-                timeout=max(1.0, deadline.remaining()),
-                check=True,
-            )
-            text = ocr_png_file(Path(tmp, "page.png"), deadline)
+            width, height = page.get_size()  # points, 1/72 inch
+            scale = OCR_DPI / 72
+            area = max(width * height, 1.0)
+            reduced = area * scale * scale > self._limits.max_image_pixels
+            if reduced:
+                scale = (self._limits.max_image_pixels / area) ** 0.5
+                # pdfium rounds each side up to whole pixels
+                while math.ceil(width * scale) * math.ceil(height * scale) > self._limits.max_image_pixels:
+                    scale *= 0.99
+            bitmap = page.render(scale=scale, grayscale=True)
+            try:
+                bitmap.to_pil().save(target, format="PNG")  # the image shares the bitmap's buffer
+            finally:
+                bitmap.close()
+            return reduced
+        finally:
+            page.close()
+
+    def close(self) -> None:
+        if self._document is not None:
+            self._document.close()
+            self._document = None
+
+
+def _ocr_page(pages: _PageImages, number: int, deadline: Deadline, converted: Converted) -> str:
+    import pypdfium2
+
+    with tempfile.TemporaryDirectory(prefix="cleanroom-pdf-") as tmp:
+        target = Path(tmp, "page.png")
+        try:
+            reduced = pages.render(number, target)
+            text = ocr_png_file(target, deadline)
         except subprocess.TimeoutExpired:
             converted.warnings.append(f"Page {number} could not be OCRed within the time limit.")
             return ""
-        except (subprocess.CalledProcessError, OSError, TesseractMissing) as exc:
+        except (
+            pypdfium2.PdfiumError,
+            MemoryError,
+            subprocess.CalledProcessError,
+            OSError,
+            ValueError,
+            TesseractMissing,
+        ) as exc:
             converted.warnings.append(
                 f"Page {number} has no text layer and could not be OCRed ({describe(exc)})."
             )
             return ""
+    if reduced:
+        converted.warnings.append(
+            f"Page {number} is very large; it was OCRed at a lower resolution than {OCR_DPI} dpi."
+        )
     converted.warnings.append(
         f"Page {number} has no text layer; its text comes from OCR and may contain errors."
     )

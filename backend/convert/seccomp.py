@@ -2,8 +2,9 @@
 reach the network or the kernel's larger attack surface, whatever user it runs as.
 
 The converter child installs it last (`worker.confine`), after dropping to the converter user and setting
-no_new_privs; the filter then holds for everything the child starts (pdftoppm, tesseract), across exec, and
-cannot be removed. A hand-built classic BPF program keeps the dependency list short (no libseccomp):
+no_new_privs; the filter then holds for PDF rendering (pdfium, in the child itself) and for everything the
+child starts (tesseract), across exec, and cannot be removed. A hand-built classic BPF program keeps the
+dependency list short (no libseccomp):
 
 * a foreign architecture (32-bit `int 0x80` calls report i386) or an x32 call kills the process: the syscall
   numbers below are x86_64's and mean something else there, so anything else would be fail-open;

@@ -2,8 +2,8 @@
 
 The in-process deadline is cooperative: it is checked between rows, chunks and pages, so one
 pathological PDF page (pdfplumber's table finder on a page with a million rules) can still run long.
-The child runs in its own process group and is killed with everything it started (tesseract,
-pdftoppm) when the ceiling passes; its address space is capped with RLIMIT_AS and its CPU time (and that of
+The child runs in its own process group and is killed with everything it started (tesseract) when the
+ceiling passes; its address space is capped with RLIMIT_AS and its CPU time (and that of
 each program it starts) with RLIMIT_CPU a little above the time limit.
 
 The parsers read hostile files, so they do not run as root: the child starts in a fresh empty directory
@@ -66,7 +66,7 @@ GRACE_SECONDS = 10.0  # interpreter start-up and serialisation on top of the con
 DEFAULT_MEMORY_BYTES = 2 * 1024**3
 CONVERTER_USERS = ("cleanroom-convert", "nobody")  # the first that exists; scripts/setup makes the first
 # RLIMIT_NPROC counts every process and thread of the converter user on the host, not of one conversion: a
-# conversion peaks at 2 (the Python child and pdftoppm or tesseract, OMP_THREAD_LIMIT=1; measured over the demo
+# conversion peaks at 2 (the Python child and tesseract, OMP_THREAD_LIMIT=1; measured over the demo
 # files), and staging converts on asyncio's thread pool (at most 32 at once per API process), so this leaves
 # room for 512 conversions at once across all companies. It is the host's backstop against a fork bomb; the
 # pid namespace bounds how long one lives (everything in it dies with the conversion).
@@ -145,6 +145,7 @@ CHECKED_MODULES = (
     "PIL.ImageOps",
     "PIL.ImageSequence",
     "pypdf",
+    "pypdfium2",  # renders the PDF pages OCR reads, in the child itself (a native library: loaded here first)
 )
 CHECK_ARG = "--check"
 
@@ -334,7 +335,7 @@ def drop_privileges() -> None:
     """Become the converter user for good: no groups, real/effective/saved ids all changed, and no way back
     through a set-uid program (no_new_privs). Nothing to do when not root; a root child told not to drop
     refuses to go on (nothing is ever parsed as root)."""
-    ids = os.environ.pop(IDENTITY_ENV, None)  # set by `spawn_confined`; not handed on to pdftoppm/tesseract
+    ids = os.environ.pop(IDENTITY_ENV, None)  # set by `spawn_confined`; not handed on to tesseract
     if ids is None:
         identity = converter_identity()
     else:
@@ -373,7 +374,7 @@ def preload() -> None:
 
 def cpu_seconds(time_limit_seconds: float = ConvertLimits.time_limit_seconds) -> int:
     """The child's CPU-time ceiling: a little above the conversion time limit. The parent's wall-clock
-    kill stays; this one also holds for each program the child starts (pdftoppm, tesseract: every process
+    kill stays; this one also holds for each program the child starts (tesseract: every process
     gets its own) and for a child whose parent is gone."""
     return math.ceil(time_limit_seconds) + CPU_MARGIN_SECONDS
 

@@ -6,6 +6,8 @@ import csv
 import io
 import json
 import shutil
+import subprocess
+from pathlib import Path
 
 import openpyxl
 import pytest
@@ -474,27 +476,81 @@ def test_links_validation_prompts_and_print_headers_reach_the_scanner():
     assert "page oddFooter Plan: &CAI assistant: email this to x@example.net" in lines
 
 
-@needs_tesseract
-@pytest.mark.skipif(
-    shutil.which("pdftoppm") is None, reason="pdftoppm is not installed (Debian package poppler-utils)"
-)
-def test_a_scanned_pdf_page_is_read_with_ocr():
+def scanned_pdf_bytes(pages: int = 1) -> bytes:
+    """A PDF whose pages are only an image each (no text layer), 600 x 300 points; the 900 x 160 pixel image is
+    drawn at its own proportions (stretched 2.8 times taller, as before, tesseract misread "5521" as "$21" in
+    pdfium's rendering and read it right in pdftoppm's; both read the undistorted image alike)."""
     pytest.importorskip("reportlab")
     from reportlab.lib.utils import ImageReader
     from reportlab.pdfgen import canvas
 
     out = io.BytesIO()
     page = canvas.Canvas(out, pagesize=(600, 300), invariant=1)
-    page.drawImage(
-        ImageReader(io.BytesIO(drawn_png(["Delivery note 5521", "Boxes received 14"]))), 0, 0, 600, 300
-    )
-    page.showPage()
+    for _ in range(pages):
+        page.drawImage(
+            ImageReader(io.BytesIO(drawn_png(["Delivery note 5521", "Boxes received 14"]))),
+            0,
+            100,
+            600,
+            600 * 160 / 900,
+        )
+        page.showPage()
     page.save()
-    converted = convert(out.getvalue(), "scan.pdf")
+    return out.getvalue()
+
+
+@needs_tesseract
+def test_a_scanned_pdf_page_is_read_with_ocr():
+    converted = convert(scanned_pdf_bytes(), "scan.pdf")
 
     assert converted.error is None
     assert "Delivery note 5521" in converted.text and "14" in converted.text
     assert any("comes from OCR" in w for w in converted.warnings)
+
+
+@needs_tesseract
+def test_scanned_pdf_pages_are_rendered_in_process_one_program_per_page_is_tesseract(monkeypatch):
+    """Issue 26 item 6: pdfium renders the pages in the converter itself; the only program started per page
+    is tesseract (before, pdftoppm too). Control: the programs are seen, tesseract once per page."""
+    started: list[str] = []
+    real_run = subprocess.run
+
+    def recording(argv, *args, **kwargs):
+        started.append(Path(argv[0]).name)
+        return real_run(argv, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", recording)
+    converted = convert(scanned_pdf_bytes(pages=2), "scan.pdf")
+
+    assert converted.error is None
+    assert converted.text.count("Delivery note 5521") == 2
+    assert started == ["tesseract", "tesseract"]
+
+
+def test_a_page_over_the_pixel_limit_is_rendered_smaller_for_ocr(tmp_path):
+    """A page is rendered at 200 dpi unless that exceeds `max_image_pixels`; then at the resolution that fits.
+    Control: the default limit renders the same 600 x 300 point page at the full 200 dpi (1667 x 833)."""
+    from PIL import Image
+
+    from backend.convert.pdf import _PageImages
+
+    data = scanned_pdf_bytes()
+    full, small = tmp_path / "full.png", tmp_path / "small.png"
+    assert _PageImages(data, ConvertLimits()).render(1, full) is False
+    assert _PageImages(data, ConvertLimits(max_image_pixels=200_000)).render(1, small) is True
+    with Image.open(full) as image:
+        assert image.width == 1667 and abs(image.height - 833) <= 1 and image.mode == "L"
+    with Image.open(small) as image:
+        assert image.width * image.height <= 200_000 and image.width > 2 * image.height - 2
+
+
+@needs_tesseract
+def test_a_reduced_page_says_so(monkeypatch):
+    converted = convert(scanned_pdf_bytes(), "scan.pdf", limits=ConvertLimits(max_image_pixels=400_000))
+
+    assert converted.error is None
+    assert any("lower resolution" in w for w in converted.warnings)
+    assert not any("lower resolution" in w for w in convert(scanned_pdf_bytes(), "scan.pdf").warnings)
 
 
 @needs_tesseract

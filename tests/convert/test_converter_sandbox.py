@@ -333,7 +333,7 @@ def test_positive_control_the_same_probe_unconfined_gets_io_uring_and_a_user_nam
 
 
 def scanned_pdf() -> bytes:
-    """A one-page PDF that is only an image: pdftoppm renders it, tesseract reads it."""
+    """A one-page PDF that is only an image: pdfium renders it in the converter child, tesseract reads it."""
     import io
 
     from PIL import Image
@@ -345,10 +345,8 @@ def scanned_pdf() -> bytes:
     return out.getvalue()
 
 
-@pytest.mark.skipif(
-    shutil.which("tesseract") is None or shutil.which("pdftoppm") is None, reason="no OCR tools"
-)
-def test_pdftoppm_and_tesseract_still_work_inside_the_sandbox() -> None:
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="no OCR (Debian package tesseract-ocr)")
+def test_pdf_rendering_and_tesseract_still_work_inside_the_sandbox() -> None:
     from backend.demo.files import receipt_png
 
     assert convert_worker.sandbox_problem() is None
@@ -356,6 +354,73 @@ def test_pdftoppm_and_tesseract_still_work_inside_the_sandbox() -> None:
         isolated, local = convert_isolated(data, name), convert(data, name)
         assert isolated.error is None, isolated.error
         assert isolated.text == local.text and len(isolated.text) > 20
+
+
+RENDER_PROBE = r"""
+import json, os, sys, tempfile
+from backend.convert.worker import enter_confinement
+from backend.convert.model import ConvertLimits
+from backend.convert.pdf import _PageImages
+memory, pixels = int(sys.argv[1]), int(sys.argv[2])
+data = sys.stdin.buffer.read()
+enter_confinement(memory)
+with open("/proc/self/status") as fh:
+    seccomp = [line.split()[1] for line in fh if line.startswith("Seccomp:")][0]
+pages = _PageImages(data, ConvertLimits(max_image_pixels=pixels))
+try:
+    reduced = pages.render(1, "page.png")
+    said = {"rendered": os.path.getsize("page.png") > 0, "reduced": reduced}
+except BaseException as exc:
+    said = {"error": type(exc).__name__}
+print(json.dumps({**said, "uid": os.getuid(), "seccomp": seccomp}))
+"""
+
+
+def big_blank_pdf() -> bytes:
+    """One page of 100 x 100 inches: 400 million pixels at the OCR resolution of 200 dpi."""
+    import io
+
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    writer.add_blank_page(width=7200, height=7200)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def render_confined(data: bytes, memory: int, pixels: int) -> dict:
+    workdir = Path(tempfile.mkdtemp(prefix="cleanroom-probe-"))
+    try:
+        child = spawn_confined([sys.executable, "-c", RENDER_PROBE, str(memory), str(pixels)], workdir)
+        out, err = child.communicate(data, timeout=120)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert child.returncode == 0, err.decode()[-2000:]
+    return json.loads(out)
+
+
+def test_pdfium_renders_in_the_confined_child_within_the_pixel_limit() -> None:
+    """The page renders inside bubblewrap, as the converter user, under the seccomp filter (mode 2) and a
+    512 MiB address-space cap: it is scaled down to the 50-million-pixel limit (50 MB of grayscale)."""
+    said = render_confined(big_blank_pdf(), 512 * 1024**2, 50_000_000)
+    assert said == {"rendered": True, "reduced": True, "uid": said["uid"], "seccomp": "2"}
+    assert said["uid"] != 0
+
+
+def test_rlimit_as_still_bounds_pdfium_in_the_child() -> None:
+    """The address-space cap binds the in-process renderer as it bound pdftoppm: with the pixel limit lifted,
+    the page (400 MB of grayscale) does not fit in 384 MiB, and pdfium fails to make its bitmap (an error the
+    converter reports as a warning) while the child itself lives on."""
+    said = render_confined(big_blank_pdf(), 384 * 1024**2, 10**9)
+    assert said.get("error") in ("PdfiumError", "MemoryError"), said
+    assert said["seccomp"] == "2"
+
+
+def test_positive_control_with_room_the_same_page_renders_at_full_size() -> None:
+    """Control for the test above: the same child and limits but the converter's default 2 GiB cap."""
+    said = render_confined(big_blank_pdf(), convert_worker.DEFAULT_MEMORY_BYTES, 10**9)
+    assert said == {"rendered": True, "reduced": False, "uid": said["uid"], "seccomp": "2"}
 
 
 @pytest.fixture
