@@ -4,8 +4,9 @@ client too: behind a same-host proxy everyone is loopback, and the queue is coun
 Runs are proposed through the API (one approved by a person), then their statuses, times and results are set
 directly: this is about counting, no VM starts. The positive control that the numbers are read and not fixed:
 a run moved from queued to succeeded changes both the status gauge and its company's queue depth. The histograms
-are cumulative: scrapes around a run's end (`finish`, as the worker ends a run) never see a bucket go down, and
-`went_down`, which checks that, is itself checked on hand-made scrapes.
+are cumulative: scrapes around a run's end (`finish`, as the worker ends a run) never see a bucket go down, a
+process started later scrapes the same numbers, and `went_down`, which checks that, is itself checked on hand-made
+scrapes and on a real one after a finished run is taken out of the database.
 
 Requests go through httpx's ASGI transport, where the client's address can be chosen (Litestar's test client
 always calls itself `testclient`, which is not a loopback address).
@@ -232,6 +233,39 @@ async def test_counters_and_histograms_never_go_down_across_a_run(client) -> Non
     assert value(samples_of(third), "cleanroom_vm_start_seconds_bucket", le="0.1") == 1
     assert value(samples_of(third), "cleanroom_run_duration_seconds_count") == 3
     assert late and samples_of(await scrape_text(client)) == samples_of(third)
+
+
+async def test_another_api_process_scrapes_the_same_cumulative_numbers(client) -> None:
+    """A scraper behind a load balancer may meet a process that started after the runs finished: its first
+    scrape reads the database from the beginning and gives the same buckets, so alternating between processes
+    sees nothing go down. Positive control, on real scrapes: were a finished run to leave the database (the
+    product never deletes one), the next new process would count it no more, and `went_down` names exactly that
+    run's buckets, counts and sums."""
+    await enable_code()
+    alice = await token_for(client, "alice@acme.example")
+    now = datetime.now(UTC)
+    await propose(client, alice, "succeeded", started_at=now - timedelta(days=3, seconds=4),
+                  finished_at=now - timedelta(days=3), result=_result(300.0))  # fmt: skip
+    gone = await propose(client, alice, "failed", started_at=now - timedelta(minutes=2, seconds=40),
+                         finished_at=now - timedelta(minutes=2), result=_result(3000.0))  # fmt: skip
+    first = await scrape_text(client)
+    assert value(samples_of(first), "cleanroom_run_duration_seconds_count") == 2
+
+    client.app.state.metrics_finished_runs = metrics.FinishedRuns()  # what a process started now holds
+    fresh = await scrape_text(client)
+    assert not went_down(first, fresh) and not went_down(fresh, first)
+    assert samples_of(fresh, ("histogram",)) == samples_of(first, ("histogram",))
+
+    await Run.delete().where(Run.id == gone)
+    client.app.state.metrics_finished_runs = metrics.FinishedRuns()
+    lowered = went_down(fresh, await scrape_text(client))
+    dropped = {line.split("{")[0] for line in lowered}
+    assert dropped == {
+        f"{name}_{part}" for name in ("cleanroom_vm_start_seconds", "cleanroom_run_duration_seconds")
+        for part in ("bucket", "count", "sum")
+    }  # fmt: skip
+    assert "cleanroom_vm_start_seconds_bucket{'le': '5.0'}: 2.0 -> 1.0" in lowered  # 3 s: from le=5 up
+    assert not any("'le': '2.0'" in line and "vm_start" in line for line in lowered)  # 0.3 s stays
 
 
 def test_the_monotonicity_check_sees_a_bucket_go_down() -> None:
