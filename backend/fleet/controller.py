@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from litestar import Controller, Request, get, post
-from litestar.background_tasks import BackgroundTask
-from litestar.response import File
+from litestar.response import Stream
 from pydantic import BaseModel, Field
 
 from backend.errors import AppError
@@ -36,6 +35,8 @@ class HostBody(BaseModel):
 class HeartbeatBody(BaseModel):
     running: int = Field(default=0, ge=0)
     draining: bool = False
+    # the runs the worker is working on; one it holds by the database and not by this list is settled
+    holding: list[int] | None = Field(default=None, max_length=10_000)
 
 
 class RefuseBody(BaseModel):
@@ -47,18 +48,14 @@ class Registered(BaseModel):
     settled_runs: int
 
 
-async def _tar_of(directory: Path, name: str, what: str) -> File:
-    """`directory` as a tar file response, made in a scratch folder removed once it was sent."""
+def _tar_of(directory: Path, name: str, what: str) -> Stream:
+    """`directory` as a tar, made while it is sent (no archive on disk or in memory)."""
     if not directory.is_dir():
         raise AppError(f"{what} is gone", code="gone", status_code=410)
-    scratch = Path(tempfile.mkdtemp(prefix="cleanroom-send-", dir=get_settings().data_dir))
-    archive = scratch / name
-    await asyncio.to_thread(transfer.pack, directory, archive)
-    return File(
-        path=archive,
-        filename=archive.name,
+    return Stream(
+        transfer.tar_chunks(transfer.directory_entries(directory)),
         media_type="application/x-tar",
-        background=BackgroundTask(shutil.rmtree, scratch, ignore_errors=True),
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
     )
 
 
@@ -110,8 +107,10 @@ class WorkerController(Controller):
 
     @post("/heartbeat", status_code=200)
     async def heartbeat(self, request: Request, data: HeartbeatBody) -> Done:
-        """Alive, with how many runs it has and whether it is draining."""
-        await service.heartbeat(await _host(request), running=data.running, draining=data.draining)
+        """Alive, with the runs it is working on and whether it is draining."""
+        await service.heartbeat(
+            await _host(request), running=data.running, draining=data.draining, holding=data.holding
+        )
         return Done()
 
     @post("/leave", status_code=200)
@@ -126,24 +125,24 @@ class WorkerController(Controller):
         return Job(**await service.claim(await _host(request), run_id))
 
     @get("/runs/{run_id:int}/bundle", media_type="application/x-tar")
-    async def bundle(self, request: Request, run_id: int, expires: int, sig: str) -> File:
+    async def bundle(self, request: Request, run_id: int, expires: int, sig: str) -> Stream:
         """The staged bundle as a tar stream, to the host holding the run, with its signed URL."""
         host_id = await _host(request)
         service.check_signature(run_id, host_id, "bundle", expires, sig)
         run = await service.held_run(host_id, run_id)
         if not run["bundle_dir"]:
             raise AppError("this run's staged bundle is gone", code="gone", status_code=410)
-        return await _tar_of(Path(run["bundle_dir"]), f"run-{run_id}.tar", "this run's staged bundle")
+        return _tar_of(Path(run["bundle_dir"]), f"run-{run_id}.tar", "this run's staged bundle")
 
     @get("/runs/{run_id:int}/carry", media_type="application/x-tar")
-    async def carry(self, request: Request, run_id: int, expires: int, sig: str) -> File:
+    async def carry(self, request: Request, run_id: int, expires: int, sig: str) -> Stream:
         """A flow step's /work/flow (earlier steps' conclusions and the outputs it receives) as a tar."""
         host_id = await _host(request)
         service.check_signature(run_id, host_id, "carry", expires, sig)
         run = await service.held_run(host_id, run_id)
         if run["flow_id"] is None:
             raise AppError("this run is not a flow's step", code="gone", status_code=410)
-        return await _tar_of(flows.carry_dir(run), f"run-{run_id}-flow.tar", "what earlier steps handed on")
+        return _tar_of(flows.carry_dir(run), f"run-{run_id}-flow.tar", "what earlier steps handed on")
 
     @post("/runs/{run_id:int}/vm-started", status_code=200)
     async def vm_started(self, request: Request, run_id: int) -> Done:
@@ -172,27 +171,17 @@ class WorkerController(Controller):
         await service.held_run(host_id, run_id)
         scratch = Path(tempfile.mkdtemp(prefix="cleanroom-recv-", dir=get_settings().data_dir))
         try:
-            archive = scratch / "result.tar"
-            size = 0
-            with archive.open("wb") as fh:
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > RESULT_MAX_BYTES:
-                        raise AppError(
-                            "the result is larger than a run may produce", code="too_large", status_code=413
-                        )
-                    fh.write(chunk)
             out = scratch / "out"
             try:
-                await asyncio.to_thread(
-                    transfer.unpack,
-                    archive,
-                    out,
-                    max_members=MAX_OUTPUT_FILES + 8,
-                    max_bytes=RESULT_MAX_BYTES,
+                await transfer.unpack_async(
+                    request.stream(), out, max_members=MAX_OUTPUT_FILES + 8, max_bytes=RESULT_MAX_BYTES
                 )
                 raw = json.loads((out / transfer.RESULT_JSON).read_text())
                 result = SandboxResult.model_validate(raw)
+            except transfer.TooLarge as exc:
+                raise AppError(
+                    f"the result is larger than a run may produce: {exc}", code="too_large", status_code=413
+                ) from exc
             except (transfer.TransferError, OSError, ValueError, RecursionError) as exc:
                 raise AppError(
                     f"the result could not be read: {exc}", code="invalid", status_code=422

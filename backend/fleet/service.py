@@ -183,7 +183,7 @@ async def register(host_id: str, *, libvirt_uri: str, virt_type: str, image_hash
     return settled
 
 
-async def heartbeat(host_id: str, *, running: int, draining: bool) -> None:
+async def heartbeat(host_id: str, *, running: int, draining: bool, holding: list[int] | None = None) -> None:
     updated = (
         await WorkerHost.update(
             {
@@ -197,6 +197,22 @@ async def heartbeat(host_id: str, *, running: int, draining: bool) -> None:
     )
     if not updated:
         raise Conflict("this host is not registered (or was declared lost): register again")
+    if holding is not None:
+        await _settle_unheld(host_id, set(holding))
+
+
+async def _settle_unheld(host_id: str, holding: set[int]) -> None:
+    """Runs this host holds by the database and no longer by its own word (a claim whose answer never
+    reached it, a run whose result it gave up sending), claimed longer than `worker_claim_seconds` ago: back
+    to the queue if their VM never started, else ended as lost. The bound spares a claim still on its way."""
+    before = clock.now() - timedelta(seconds=get_settings().worker_claim_seconds)
+    rows = await Run.select(Run.id).where(
+        (Run.host_id == host_id) & (Run.status == RunStatus.running) & (Run.started_at < before)
+    )
+    for row in rows:
+        if row["id"] not in holding:
+            log.warning("run %s: %s no longer holds it", row["id"], host_id)
+            await _settle_runs_of(host_id, "the worker no longer holds it", run_id=row["id"])
 
 
 async def leave(host_id: str) -> None:
@@ -242,9 +258,14 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
         .returning(Run.id)
     )
     if not claimed:
-        row = await Run.select(Run.status).where(Run.id == run_id).first()
+        row = await Run.select(Run.status, Run.host_id, Run.vm_started_at).where(Run.id == run_id).first()
         if row is not None and row["status"] == RunStatus.queued:
             raise Forbidden("this run was not dispatched to this host")
+        ours = row is not None and row["status"] == RunStatus.running and row["host_id"] == host_id
+        if ours and row["vm_started_at"] is None:
+            # this host claimed it and the answer never reached it (the connection dropped after the
+            # update): the job again. Only one of this host's attempts passes `vm_started`.
+            return await _job(host_id, run_id)
         raise Conflict("this run is not waiting to start (another worker holds it, or it ended)")
     try:
         return await _job(host_id, run_id)
@@ -297,9 +318,16 @@ async def held_run(host_id: str, run_id: int) -> dict[str, Any]:
 
 
 async def vm_started(host_id: str, run_id: int) -> None:
-    """From here on the run is never started again: a lost worker means `error`, not a retry."""
+    """From here on the run is never started again: a lost worker means `error`, not a retry. Once: a
+    second attempt of the same host (a claim answered twice) is refused, so one VM runs the run."""
     await held_run(host_id, run_id)
-    await Run.update({Run.vm_started_at: clock.now()}).where((Run.id == run_id) & Run.vm_started_at.is_null())
+    started = (
+        await Run.update({Run.vm_started_at: clock.now()})
+        .where((Run.id == run_id) & (Run.host_id == host_id) & Run.vm_started_at.is_null())
+        .returning(Run.id)
+    )
+    if not started:
+        raise Conflict("this run's VM was started already")
     await audit.record(
         "run.started",
         actor=audit.host_actor(host_id),

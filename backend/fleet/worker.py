@@ -18,6 +18,7 @@ import logging
 import shutil
 import signal
 import tempfile
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,16 +61,22 @@ class FleetWorker:
             base_url=api_url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=120.0
         )
         self.running = 0
+        self.holding: set[int] = set()  # runs with a job in this process, from the claim to the result sent
         self.draining = False
         self._stop = asyncio.Event()
         self._warm = False
 
     # --- the API, retried while it is unreachable -------------------------------------------------
 
-    async def _call(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    async def _call(
+        self, method: str, url: str, *, body: Callable[[], AsyncIterator[bytes]] | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        """`body`, if given, makes the request's streamed content afresh for each attempt."""
         delay = 0.5
         for attempt in range(RETRIES):
             try:
+                if body is not None:
+                    kwargs["content"] = body()
                 return await self.api.request(method, url, **kwargs)
             except httpx.TransportError as exc:
                 if attempt == RETRIES - 1:
@@ -115,7 +122,12 @@ class FleetWorker:
         while True:
             try:
                 response = await self.api.post(
-                    "/api/worker/heartbeat", json={"running": self.running, "draining": self.draining}
+                    "/api/worker/heartbeat",
+                    json={
+                        "running": self.running,
+                        "draining": self.draining,
+                        "holding": sorted(self.holding),
+                    },
                 )
                 if response.status_code == 409:  # declared lost while we were away: start over
                     await self.register()
@@ -201,6 +213,16 @@ class FleetWorker:
     # --- one job -------------------------------------------------------------------------------------
 
     async def handle(self, run_id: int) -> None:
+        if run_id in self.holding:  # a second job of a run this process is working on: the first goes on
+            log.info("run %s: already being worked on here", run_id)
+            return
+        self.holding.add(run_id)
+        try:
+            await self._handle(run_id)
+        finally:
+            self.holding.discard(run_id)
+
+    async def _handle(self, run_id: int) -> None:
         response = await self._call("POST", f"/api/worker/runs/{run_id}/claim")
         if response.status_code in (403, 409):  # started from another job, or handed to another host since
             log.info("run %s: not ours to start (%s)", run_id, response.json().get("detail"))
@@ -230,23 +252,17 @@ class FleetWorker:
                 )
 
     async def _fetch(self, url: str, target: Path, what: str) -> None:
-        """A tar from a signed URL, unpacked into `target` within the bundle limits."""
-        archive = target.with_suffix(".tar")
+        """A tar from a signed URL, unpacked into `target` within the bundle limits while it arrives."""
         async with self.api.stream("GET", url) as response:
             if response.status_code != 200:
                 await response.aread()
                 raise transfer.TransferError(f"{what} refused: {response.status_code} {response.text[:300]}")
-            with archive.open("wb") as fh:
-                async for chunk in response.aiter_bytes():
-                    fh.write(chunk)
-        await asyncio.to_thread(
-            transfer.unpack,
-            archive,
-            target,
-            max_members=BUNDLE_MAX_MEMBERS,
-            max_bytes=get_settings().max_staged_bytes_per_company,
-        )
-        archive.unlink()
+            await transfer.unpack_async(
+                response.aiter_bytes(),
+                target,
+                max_members=BUNDLE_MAX_MEMBERS,
+                max_bytes=get_settings().max_staged_bytes_per_company,
+            )
 
     async def _attempt(self, run_id: int, job: dict[str, Any], scratch: Path) -> None:
         from backend import sandbox
@@ -266,7 +282,11 @@ class FleetWorker:
             log.warning("run %s refused: %s", run_id, problem)
             await self._call("POST", f"/api/worker/runs/{run_id}/refuse", json={"problem": problem})
             return
-        (await self._call("POST", f"/api/worker/runs/{run_id}/vm-started")).raise_for_status()
+        started = await self._call("POST", f"/api/worker/runs/{run_id}/vm-started")
+        if started.status_code == 409:  # another attempt of this host started it (a claim answered twice)
+            log.info("run %s: started by another attempt (%s)", run_id, started.json().get("detail"))
+            return
+        started.raise_for_status()
         out_dir = scratch / "out"
         filemodes.private_dir(out_dir)
         try:
@@ -283,18 +303,13 @@ class FleetWorker:
         except Exception as exc:  # the sandbox promises a result; anything else is ours
             log.exception("sandbox failed for run %s", run_id)
             result = sandbox.SandboxResult(status="error", error=f"{type(exc).__name__}: {exc}")
-        packed = scratch / "result.tar"
-        await asyncio.to_thread(
-            transfer.pack_result,
-            result.model_dump_json().encode(),
-            out_dir,
-            [f.name for f in result.files],
-            packed,
+        entries = transfer.result_entries(
+            result.model_dump_json().encode(), out_dir, [f.name for f in result.files]
         )
-        response = await self._call(
+        response = await self._call(  # the tar made while it is sent, again for each attempt
             "POST",
             job["result_url"],
-            content=packed.read_bytes(),
+            body=lambda: transfer.async_chunks(transfer.tar_chunks(entries)),
             headers={"Content-Type": "application/x-tar"},
         )
         response.raise_for_status()

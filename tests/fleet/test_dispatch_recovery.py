@@ -213,8 +213,15 @@ async def test_two_hand_overs_of_one_run_and_only_one_claim_succeeds(client, ali
     )
     assert late.status_code == 403, late.text
     assert holder.status_code == 200, holder.text  # control: the host it was handed to claims it
+    # beta asking again (its first answer lost on the way) gets the same job; its VM starts only once
     again = await client.post(f"/api/worker/runs/{run['id']}/claim", headers=beta)
-    assert again.status_code == 409  # and only once
+    assert again.status_code == 200 and again.json()["code_sha256"] == holder.json()["code_sha256"]
+    started = [await client.post(f"/api/worker/runs/{run['id']}/vm-started", headers=h) for h in (beta, beta)]
+    assert [r.status_code for r in started] == [200, 409]
+    assert (await client.post(f"/api/worker/runs/{run['id']}/vm-started", headers=alpha)).status_code == 403
+    # once its VM started, the run is never handed out by a claim again, not even to its holder
+    assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=beta)).status_code == 409
+    assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).status_code == 409
     row = await Run.select(Run.status, Run.host_id).where(Run.id == run["id"]).first()
     assert row == {"status": RunStatus.running, "host_id": "beta"}
 
@@ -297,3 +304,100 @@ async def test_the_workers_job_queue_loop_reconnects_after_its_connections_are_c
     finally:
         worker._drain()
         await asyncio.wait_for(taking, 30)
+
+
+class _LoseOneAnswer(httpx.AsyncBaseTransport):
+    """The API in process, except that the answer to the first request to `path` is lost on the way back:
+    the request reached the API and did its work, the worker sees a dropped connection."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, path: str) -> None:
+        self.inner, self.path, self.lost = inner, path, 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.url.path == self.path and not self.lost:
+            self.lost += 1
+            await response.aread()
+            raise httpx.ReadError("connection reset by peer", request=request)
+        return response
+
+
+async def test_a_claim_whose_answer_was_lost_is_answered_again_and_the_run_runs_once(
+    client, alice, acme_on, executions
+) -> None:
+    """The claim marked the run `running` for this host and its answer never arrived: the worker asks again
+    and gets the same job (before, the run stayed `running` on a live host for ever)."""
+    run = await _queued_run(client, alice)
+    worker, headers = await _host(client, "alpha")
+    lossy = _LoseOneAnswer(httpx.ASGITransport(app=client.app), f"/api/worker/runs/{run['id']}/claim")
+    await worker.api.aclose()
+    worker.api = httpx.AsyncClient(transport=lossy, base_url=str(client.base_url), headers=headers)
+    async with _queue() as app:
+        assert await _pass(app) == [run["id"]]
+        await _work(worker)
+    assert lossy.lost == 1  # the fault happened: the first claim did its work and its answer was lost
+    await _once(client, alice, run["id"])
+    assert len(executions) == 1
+
+
+async def test_a_second_job_of_a_run_in_the_same_worker_does_not_run_it_again(
+    client, alice, acme_on, executions
+) -> None:
+    run = await _queued_run(client, alice)
+    worker, _ = await _host(client, "alpha")
+    async with _queue() as app:
+        assert await _pass(app) == [run["id"]]
+    worker.holding.add(run["id"])  # a job of this run is being worked on in this process
+    await worker.handle(run["id"])
+    row = await Run.select(Run.status).where(Run.id == run["id"]).first()
+    assert row["status"] == RunStatus.queued and executions == []  # not even claimed
+    worker.holding.discard(run["id"])
+    await worker.handle(run["id"])  # control: the only job of it runs it
+    await _once(client, alice, run["id"])
+    assert len(executions) == 1 and worker.holding == set()
+
+
+async def test_a_run_its_host_no_longer_holds_is_settled_by_the_hosts_heartbeat(
+    client, alice, acme_on, executions
+) -> None:
+    """A host claimed a run and then let go of it without a word (its claim's answer lost past every retry,
+    its result never sent): its heartbeat says what it holds, and the rest is settled, requeued when its VM
+    never started, ended as lost when it did."""
+    waiting, started = await _queued_run(client, alice), await _queued_run(client, alice)
+    worker, alpha = await _host(client, "alpha")
+    async with _queue() as app:
+        assert sorted(await _pass(app)) == sorted([waiting["id"], started["id"]])
+    for run in (waiting, started):
+        assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).status_code == 200
+    assert (
+        await client.post(f"/api/worker/runs/{started['id']}/vm-started", headers=alpha)
+    ).status_code == 200
+    ids = [waiting["id"], started["id"]]
+
+    async def beat(holding) -> None:
+        body = {"running": 0, "draining": False} | ({"holding": holding} if holding is not None else {})
+        assert (await client.post("/api/worker/heartbeat", json=body, headers=alpha)).status_code == 200
+
+    async def statuses() -> list[str]:
+        rows = await Run.select(Run.id, Run.status).where(Run.id.is_in(ids))
+        return [r["status"] for r in sorted(rows, key=lambda r: r["id"])]
+
+    # controls: a claim younger than the bound is spared (its answer may be on its way), a worker that does
+    # not say what it holds settles nothing, and what the host says it holds is kept
+    await beat([])
+    assert await statuses() == [RunStatus.running, RunStatus.running]
+    await Run.update({Run.started_at: datetime.now(UTC) - LONG_AGO}).where(Run.id.is_in(ids))
+    await beat(None)
+    await beat(ids)
+    assert await statuses() == [RunStatus.running, RunStatus.running]
+    # the host holds neither any more: the unstarted one goes back to the queue, the started one is lost
+    await beat([])
+    assert await statuses() == [RunStatus.queued, RunStatus.error]
+    assert "run.requeued" in await _audit(client, alice, waiting["id"])
+    assert "run.worker_lost" in await _audit(client, alice, started["id"])
+    # and the requeued one is handed out again and runs once
+    async with _queue() as app:
+        assert await _pass(app) == [waiting["id"]]
+        await _work(worker)
+    await _once(client, alice, waiting["id"])
+    assert len(executions) == 1
