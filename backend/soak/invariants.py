@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,29 @@ def check_all(dep: Deployment) -> list[dict[str, Any]]:
     finally:
         db.close()
     return found + trail_verifies(dep) + nothing_left_behind(dep, dep.seen)
+
+
+def times_to_settle(dep: Deployment, since: float) -> list[float]:
+    """For every run that ended after `since` (unix seconds: the end of the last fault), how long after it
+    it ended: what the runs in flight at the last fault took to settle."""
+    db = dep.connect()
+    try:
+        ended = [
+            r["finished_at"] for r in rows(db, "SELECT finished_at FROM run WHERE finished_at IS NOT NULL")
+        ]
+    finally:
+        db.close()
+    seconds = [_unix(t) - since for t in ended]
+    return sorted(s for s in seconds if s >= 0)
+
+
+def _unix(value: Any) -> float:
+    """A timestamp column: ISO text from SQLite, a datetime from PostgreSQL."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
 
 
 def rows(db: Any, sql: str) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ class Nemesis(threading.Thread):
         self.stopping = threading.Event()
         self.injected: list[dict[str, Any]] = []
         self.last_fault_end: float | None = None
+        self.last_fault_end_wall = 0.0  # the same moment, in unix seconds (to compare with the database)
 
     def run(self) -> None:
         while not self.stopping.wait(self.rng.expovariate(1 / self.every)):
@@ -41,7 +42,7 @@ class Nemesis(threading.Thread):
                 outcome = FAULTS[name](self.dep, self.rng)
             except Exception as exc:  # noqa: BLE001 - a fault that cannot be undone is itself a finding
                 outcome = f"{type(exc).__name__}: {exc}"
-            self.last_fault_end = time.monotonic()
+            self.last_fault_end, self.last_fault_end_wall = time.monotonic(), time.time()
             record = {"fault": name, "outcome": outcome, "seconds": round(self.last_fault_end - began, 1)}
             self.injected.append(record)
             self.history.add("fault", **record)
@@ -104,6 +105,9 @@ def soak(
         settled_in = time.monotonic() - settle_began
         since_last_fault = time.monotonic() - (nemesis.last_fault_end or settle_began)
         unsettled = work.unsettled()
+        settle_times = (
+            invariants.times_to_settle(dep, nemesis.last_fault_end_wall) if nemesis.injected else []
+        )
         stuck = dep.stop()
         violations = invariants.check_all(dep)
         if stuck is not None:
@@ -134,6 +138,10 @@ def soak(
             "requests_unanswered": sum(1 for e in history.events if e["event"] == "no_answer"),
             "settled_after_workload_s": round(settled_in, 1),
             "settled_after_last_fault_s": round(since_last_fault, 1),
+            # each run that ended after the last fault: how long after it (p50 and the slowest)
+            "runs_settled_after_last_fault": len(settle_times),
+            "settle_after_last_fault_p50_s": _p50(settle_times),
+            "settle_after_last_fault_max_s": round(max(settle_times), 1) if settle_times else None,
             "api_starts": dep.starts,
             "hosts_that_ended_on_their_own": dep.exits,
             "violations": violations,

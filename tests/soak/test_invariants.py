@@ -93,3 +93,28 @@ def test_credits_used_must_equal_the_charges_in_the_trail() -> None:
 def test_an_unsettled_run_is_found() -> None:
     runs = [_run(1), _run(2, "queued"), _run(3, "running"), _run(4, "awaiting_approval", approved=False)]
     assert [v["run"] for v in invariants.settled(runs)] == [2, 3]
+
+
+def test_the_time_to_settle_counts_each_run_that_ended_after_the_last_fault() -> None:
+    """SQLite's ISO text and PostgreSQL's datetimes alike; a run that ended before the fault is not counted."""
+    from datetime import UTC, datetime
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE run (id INTEGER, finished_at TEXT)")
+    fault = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC).timestamp()
+    db.executemany(
+        "INSERT INTO run VALUES (?, ?)",
+        [
+            (1, "2026-12-02T11:59:50+00:00"),  # before the fault: not counted
+            (2, "2026-12-02T12:00:04+00:00"),
+            (3, "2026-12-02 12:00:30"),  # without a zone: UTC, as the product writes it
+            (4, None),  # still running
+        ],
+    )
+
+    class Dep:
+        def connect(self):
+            return db
+
+    assert invariants.times_to_settle(Dep(), fault) == [4.0, 30.0]
+    assert invariants._unix(datetime(2026, 12, 2, 12, 0, 4, tzinfo=UTC)) == fault + 4
