@@ -24,6 +24,7 @@ from backend.actions import tables as actions_tables
 from backend.audit import tables as audit_tables
 from backend.credits import tables as credits_tables
 from backend.drive import tables as drive_tables
+from backend.evidence import tables as evidence_tables
 from backend.fleet import tables as fleet_tables
 from backend.flows import tables as flows_tables
 from backend.records import tables as records_tables
@@ -45,6 +46,7 @@ TABLE_MODULES = [
     schedules_tables,
     fleet_tables,
     flows_tables,
+    evidence_tables,
 ]
 
 _engine: Engine | None = None

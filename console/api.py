@@ -197,6 +197,14 @@ class Api:
     async def reject(self, run_id: int, reason: str) -> dict[str, Any]:
         return await self.request("POST", f"/api/runs/{run_id}/reject", json={"reason": reason or None})
 
+    async def reruns(self, run_id: int) -> dict[str, Any]:
+        """A run's re-runs for evidence and whether its bundle is kept (a company admin or an auditor)."""
+        return await self.request("GET", f"/api/runs/{run_id}/reruns")
+
+    async def request_rerun(self, run_id: int) -> dict[str, Any]:
+        """Re-run the exact approved code over the exact kept bundle (actions discarded, not charged)."""
+        return await self.request("POST", f"/api/runs/{run_id}/reruns")
+
     async def run_audit(self, run_id: int) -> list[dict[str, Any]]:
         return await self.request("GET", f"/api/runs/{run_id}/audit")
 

@@ -225,6 +225,7 @@ SERIAL_PATHS = (
     "tests/console/test_console_storage.py",  # serve under a umask, a real browser
     "tests/flows/test_flows_vm.py",
     "tests/runs/test_runs_vm.py",
+    "tests/runs/test_rerun_vm.py",
     "tests/runs/test_standby_service.py",
     "tests/runs/test_local_worker.py",
     "tests/soak/test_short_soak.py",  # serve killed and restarted, real VMs, a tmpfs mounted

@@ -150,6 +150,27 @@ async def entries(
 # ---- one run's timeline ----------------------------------------------------------------------------------
 
 
+def _rerun_summary(action: str, data: dict[str, Any], actor: str) -> str:
+    """A re-run for evidence (backend/evidence/rerun.py) in one line: who asked, or what matched."""
+    if action == "run.rerun_requested":
+        return (
+            f"re-run #{data.get('rerun_id')} for evidence asked by {actor} (actions discarded, not charged)"
+        )
+    if action == "run.rerun_refused":
+        return f"re-run for evidence refused to {actor}: {data.get('reason')}"
+    if data.get("status") != "finished":
+        return (
+            f"re-run #{data.get('rerun_id')} {data.get('status')}: {data.get('problem') or data.get('error')}"
+        )
+    files = [f for f in data.get("files") or [] if isinstance(f, dict)]
+    matched = sum(1 for f in files if f.get("match"))
+    printed = "matched" if data.get("printed_output_match") else "differed"
+    return (
+        f"re-run #{data.get('rerun_id')} in a fresh VM: printed output {printed}, "
+        f"{matched} of {len(files)} output file(s) matched"
+    )
+
+
 def _steps_of(entry: dict[str, Any]) -> list[TimelineStep]:
     action, data = entry["action"], _json(entry["data"]) or {}
 
@@ -213,6 +234,8 @@ def _steps_of(entry: dict[str, Any]) -> list[TimelineStep]:
                 f"step {data.get('step')} (run #{data.get('run_id')}) handed what the steps before it made",
             )
         ]
+    if action in ("run.rerun_requested", "run.rerun_refused", "run.rerun_finished"):
+        return [step("vm", _rerun_summary(action, data, entry["actor"]))]
     if action.startswith("run."):
         return [step("vm", action.removeprefix("run.").replace("_", " "))]
     if action == "credits.charged":

@@ -27,6 +27,7 @@ class SettingsBody(BaseModel):
     drive_quota_mb_per_user: int | None = Field(default=None, ge=1, le=102_400)
     drive_quota_mb_per_company: int | None = Field(default=None, ge=1, le=1_048_576)
     drive_uploads_per_hour: int | None = Field(default=None, ge=1, le=10_000)
+    evidence_retention_days: int | None = Field(default=None, ge=0, le=365)
     credit_limit_per_person: int | None = Field(default=None, ge=0)  # within the pool; 0: no limit
     credit_limit_per_day: int | None = Field(default=None, ge=0)
     credit_pool: int | None = None  # the operator's: a company admin asking to change it gets 403 (audited)
@@ -103,6 +104,9 @@ class CompanySettings(BaseModel):
     drive_quota_mb_per_user: int = 2048  # Drive bytes one person's files may add up to, in MB
     drive_quota_mb_per_company: int = 20480  # Drive bytes the company's files may add up to, in MB
     drive_uploads_per_hour: int = 200  # files one person may upload in an hour
+    # data retention: days a run's approved bundle is kept after it ran, so that an admin or auditor can re-run
+    # it for evidence; 0 (the default): bundles go when their run ends
+    evidence_retention_days: int = 0
     credit_pool: int  # the plan's monthly credits (the operator's; top-ups show in GET /api/credits)
     credit_limit_per_person: int = 0  # the admin's limits within the pool; 0: none
     credit_limit_per_day: int = 0

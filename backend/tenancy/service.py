@@ -29,6 +29,8 @@ NUMBER_SETTINGS = {
     "drive_quota_mb_per_user": (1, 102_400),
     "drive_quota_mb_per_company": (1, 1_048_576),
     "drive_uploads_per_hour": (1, 10_000),
+    # data retention: days a run's approved bundle is kept after it ran, for a re-run as evidence; 0: none
+    "evidence_retention_days": (0, 365),
 }
 # The pool is the operator's (`cleanroom plans assign`, `cleanroom credits top-up`): an admin changing it is
 # refused (403, audited). An admin's limits within it (0: none): per person a period, for the company a day.

@@ -30,6 +30,9 @@ class Company(Table):
     drive_quota_mb_per_user = Integer(default=2048)  # what one person's Drive files may add up to
     drive_quota_mb_per_company = Integer(default=20480)  # what the whole company's Drive may add up to
     drive_uploads_per_hour = Integer(default=200)  # files one person may upload in an hour
+    # days a run's approved bundle is kept after it ran, so that an admin or auditor can re-run it for
+    # evidence (backend/evidence/rerun.py); 0, the default: not kept
+    evidence_retention_days = Integer(default=0)
     created_at = Timestamptz()
 
 

@@ -22,6 +22,7 @@ from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.drive import service as drive
 from backend.errors import AppError
+from backend.evidence import rerun as rerun_policy
 from backend.flows import progress as flows
 from backend.hashing import sha256_json, sha256_text
 from backend.runs import ended, gates
@@ -35,12 +36,19 @@ from backend.tenancy.context import load_user_context
 log = logging.getLogger("cleanroom.worker")
 
 
-async def finish(run_id: int, status: str, **values: Any) -> None:
-    """Every end of a run after its approval goes through here; a flow's step moves its flow on."""
+async def finish(run_id: int, status: str, *, entry: dict[str, Any] | None = None, **values: Any) -> None:
+    """Every end of a run after its approval goes through here, and with it `entry` (the arguments of
+    `audit.record`) in the same transaction: nobody reads a run ended without the entry that says so, and a
+    crash between the two cannot leave one without the other. Then a flow's step moves its flow on."""
     update = {Run.status: status, Run.finished_at: clock.now(), Run.updated_at: clock.now()}
     for key, value in values.items():
         update[getattr(Run, key)] = value
-    await Run.update(update).where(Run.id == run_id)
+    if entry is None:
+        await Run.update(update).where(Run.id == run_id)
+    else:
+        async with audit.atomic():
+            await Run.update(update).where(Run.id == run_id)
+            await audit.record(**entry)
     await ended.announce(run_id, status)
 
 
@@ -78,8 +86,19 @@ async def execute(run_id: int) -> str:
         status = await _execute(run)
         return status
     finally:  # the staged copy of company data goes when the run ends; the manifest stays in the row
-        if not keeps_bundle(status) or run["flow_id"] is not None:  # a flow's step is never revised
+        if not await keeps_bundle_after(run, status):
             await asyncio.to_thread(remove_bundle, run["bundle_dir"])
+
+
+async def keeps_bundle_after(run: dict[str, Any], status: str | None) -> bool:
+    """Whether a run that ended with `status` keeps its bundle: for a revision (`keeps_bundle`; a flow's step
+    is never revised), or for a re-run as evidence while its company keeps approved bundles
+    (`evidence_retention_days`, backend/evidence/rerun.py)."""
+    if run["flow_id"] is not None:
+        return False
+    if keeps_bundle(status):
+        return True
+    return rerun_policy.kept_for_evidence(status, None, await rerun_policy.evidence_days(run["company"]))
 
 
 def keeps_bundle(status: str | None) -> bool:
@@ -95,16 +114,21 @@ async def end_unstarted(run: dict[str, Any], status: RunStatus, action: str, why
     Its bundle is deleted now: nothing ran on it, and whatever refused it (a changed bundle) is not kept."""
     (detail,) = data.values()
     await asyncio.to_thread(remove_bundle, run["bundle_dir"])
-    await finish(run["id"], status, error_message=f"{why}: {detail}")
-    await audit.record(
-        action,
-        actor=audit.run_actor(run["id"]),
-        company_id=run["company"],
-        subject_type="run",
-        subject_id=run["id"],
-        data=data,
-    )
+    entry = end_entry(action, audit.run_actor(run["id"]), run, data)
+    await finish(run["id"], status, entry=entry, error_message=f"{why}: {detail}")
     return status
+
+
+def end_entry(action: str, actor: str, run: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """The audit entry of a run's end, for `finish`."""
+    return {
+        "action": action,
+        "actor": actor,
+        "company_id": run["company"],
+        "subject_type": "run",
+        "subject_id": run["id"],
+        "data": data,
+    }
 
 
 async def _execute(run: dict[str, Any]) -> str:
@@ -204,23 +228,11 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
             f"its outputs could not be stored ({type(exc).__name__}); see the server log",
         )
     stored = result.model_dump(mode="json", exclude={"actions"})  # printed output already capped and marked
-    await finish(
-        run_id,
-        status,
-        result=stored,
-        error_message=error,
-        output_folder_id=folder_id,
-        credits_charged=charged,
-        actions_discarded=bool(result.actions_discarded),
-        actions_note=note,
-    )
-    await audit.record(
+    finished = end_entry(
         "run.finished",
-        actor=actor,
-        company_id=company_id,
-        subject_type="run",
-        subject_id=run_id,
-        data={
+        actor,
+        run,
+        {
             "status": status,
             "exit_code": result.exit_code,
             "outputs": outputs,
@@ -231,6 +243,17 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
             "credits": charged,
             "source_datasets": run.get("source_datasets"),
         },
+    )
+    await finish(
+        run_id,
+        status,
+        entry=finished,
+        result=stored,
+        error_message=error,
+        output_folder_id=folder_id,
+        credits_charged=charged,
+        actions_discarded=bool(result.actions_discarded),
+        actions_note=note,
     )
     return status
 
@@ -302,23 +325,20 @@ async def _ingest_actions(run: dict[str, Any], result: Any, requester: Any) -> s
 
 
 async def recover() -> int:
-    """At start: a run left `running` by a dead service becomes `error`, and no VM of ours survives."""
+    """At start: a run (or a re-run for evidence) left `running` by a dead service becomes `error`, and no VM
+    of ours survives."""
     stuck = await Run.select(Run.id, Run.company, Run.bundle_dir).where(Run.status == RunStatus.running)
     for row in stuck:
         await asyncio.to_thread(remove_bundle, row["bundle_dir"])
         await finish(
             row["id"],
             RunStatus.error,
+            entry=end_entry("run.recovered", "system", row, {"status": RunStatus.error}),
             error_message="the service stopped while this run was running; no output was kept",
         )
-        await audit.record(
-            "run.recovered",
-            actor="system",
-            company_id=row["company"],
-            subject_type="run",
-            subject_id=row["id"],
-            data={"status": RunStatus.error},
-        )
+    from backend.worker.rerun import recover_reruns  # here: worker/rerun.py imports this module
+
+    await recover_reruns()  # a re-run for evidence left running ends `error` too
     if moved := await flows.resume_stalled():
         log.warning("flows left between two steps moved on: %s", moved)
     try:

@@ -15,6 +15,7 @@ from backend.sandbox.standby import service_standby_count, start_standby_pool, s
 from backend.schedules import service as schedules
 from backend.settings import get_settings
 from backend.worker.execute import execute, finish, recover
+from backend.worker.rerun import execute_rerun, queued_reruns
 from backend.worker.retention import sweep_bundles
 
 log = logging.getLogger("cleanroom.worker")
@@ -49,8 +50,15 @@ async def drain() -> None:
         async with limit:
             await execute(run_id)
 
-    while ids := await queued_ids():
-        await asyncio.gather(*(one(i) for i in ids))
+    async def rerun(rerun_id: int) -> None:
+        async with limit:
+            await execute_rerun(rerun_id)
+
+    while (ids := await queued_ids()) or (reruns := await queued_reruns()):
+        if ids:
+            await asyncio.gather(*(one(i) for i in ids))
+        else:
+            await asyncio.gather(*(rerun(i) for i in reruns))
 
 
 class Worker:
@@ -60,6 +68,7 @@ class Worker:
     def __init__(self, poll_seconds: float = 0.5) -> None:
         self.poll_seconds = poll_seconds
         self.active: set[int] = set()
+        self.active_reruns: set[int] = set()  # re-runs for evidence (worker/rerun.py)
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_schedule_check = 0.0
@@ -118,7 +127,8 @@ class Worker:
                     await schedules.fire_due()
                 if loop.time() - self._last_sweep > 60 * get_settings().bundle_sweep_minutes:
                     await self._sweep()
-                capacity = max(1, get_settings().max_concurrent_vms) - len(self.active)
+                vms = max(1, get_settings().max_concurrent_vms)
+                capacity = vms - len(self.active) - len(self.active_reruns)
                 for run_id in (await queued_ids())[: max(0, capacity)]:
                     if run_id in self.active:
                         continue
@@ -126,11 +136,33 @@ class Worker:
                     task = asyncio.create_task(self._run(run_id))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
+                await self._start_reruns()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("worker loop error")
             await self._idle()
+
+    async def _start_reruns(self) -> None:
+        """Re-runs for evidence take the VM slots runs leave free (runs are the companies' work)."""
+        capacity = max(1, get_settings().max_concurrent_vms) - len(self.active) - len(self.active_reruns)
+        if capacity <= 0:
+            return
+        for rerun_id in (await queued_reruns())[:capacity]:
+            if rerun_id in self.active_reruns:
+                continue
+            self.active_reruns.add(rerun_id)
+            task = asyncio.create_task(self._rerun(rerun_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _rerun(self, rerun_id: int) -> None:
+        try:
+            await execute_rerun(rerun_id)  # ends the re-run itself, whatever happens inside
+        finally:
+            self.active_reruns.discard(rerun_id)
+            if self._wake is not None:
+                self._wake.set()
 
     async def _idle(self) -> None:
         """Until the next poll, or sooner when woken."""

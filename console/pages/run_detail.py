@@ -117,6 +117,9 @@ class RunView:
         if run.get("action_items_count") or run.get("actions_discarded") or run.get("actions_note"):
             actions = section("Proposed actions", "edit_note", "actions-section")
             await ActionItems(self.run_id, actions, self.api).load()
+        if session.sees_company_history() and run["status"] not in ("awaiting_approval", "rejected"):
+            reruns = section("Re-run for evidence", "replay", "reruns-section")
+            await Reruns(self.run_id, reruns, self.api).load()
         audit = section("Audit entries for this run", "fact_check", "run-audit")
         with audit:
             entries = ui.column().classes("w-full")
@@ -347,6 +350,135 @@ class RunView:
                 )
             if run.get("actions_note"):
                 ui.label(str(run["actions_note"])).classes("text-grey-8")
+
+
+RERUN_EXPLAINED = (
+    "Runs the exact approved code over the exact staged bundle again, in a fresh VM with no network, while the "
+    "company keeps the bundle (Settings › Data retention). Its proposed changes are discarded unread, nothing is "
+    "filed and no credits are charged. Code that uses the time, random numbers or os.urandom prints and writes "
+    "something else each time: a mismatch there is expected."
+)
+
+
+def yes_no(value: Any) -> str:
+    return "yes" if value else "no"
+
+
+class Reruns:
+    """A company admin or an auditor re-runs a kept run and sees whether its printed output and each output
+    file's sha256 match the original's."""
+
+    def __init__(self, run_id: int, container: ui.element, api: Api) -> None:
+        self.run_id = run_id
+        self.api = api
+        with container:
+            ui.label(RERUN_EXPLAINED).classes("text-sm text-grey-7")
+            self.list = ui.column().classes("w-full gap-3")
+            ui.timer(3.0, self.poll)  # beside the list, so reloading the list never deletes it
+        self.in_flight = False
+        self.loading = False
+
+    async def load(self) -> None:
+        self.loading = True
+        try:
+            await widgets.load_into(
+                self.list, lambda: self.api.reruns(self.run_id), self.render, "Loading re-runs…"
+            )
+        finally:
+            self.loading = False
+
+    async def poll(self) -> None:
+        """While a re-run is queued or running, reload until it ends."""
+        if self.in_flight and not self.loading:
+            await self.load()
+
+    def render(self, overview: dict[str, Any]) -> None:
+        self.in_flight = any(i.get("status") in ("queued", "running") for i in overview.get("items") or [])
+        with ui.row().classes("items-center gap-3"):
+            button = ui.button("Re-run for evidence", icon="replay", on_click=lambda: self.start(button))
+            button.props("outline").mark("rerun")
+            if overview.get("available"):
+                ui.label(f"bundle kept until {widgets.when(overview.get('kept_until'))} UTC").classes(
+                    "text-sm text-grey-8"
+                ).mark("rerun-kept-until")
+            else:
+                button.disable()
+                with ui.row().classes("items-center gap-1 text-grey-8").mark("rerun-unavailable"):
+                    ui.icon("lock")
+                    ui.label(str(overview.get("unavailable_reason") or "not available"))
+            if self.in_flight:
+                ui.button("Refresh", icon="refresh", on_click=self.load).props("flat dense").mark(
+                    "rerun-refresh"
+                )
+        for item in overview.get("items") or []:
+            self.item(item)
+
+    def item(self, item: dict[str, Any]) -> None:
+        with ui.card().classes("w-full gap-2").props("flat bordered").mark(f"rerun rerun-{item['id']}"):
+            with ui.row().classes("items-center gap-3"):
+                ui.label(f"Re-run #{item['id']}").classes("font-medium")
+                widgets.status_badge(item["status"])
+                ui.label(
+                    f"asked by {item.get('requested_by')} at {widgets.when(item.get('requested_at'))} · "
+                    "not charged"
+                ).classes("text-xs text-grey-7")
+            if item.get("error_message"):
+                widgets.error_box(str(item["error_message"]))
+            comparison = item.get("comparison")
+            if not comparison:
+                return
+            outcome = item.get("outcome") or {}
+            ok = comparison.get("all_match")
+            with ui.row().classes("items-center gap-2 " + ("text-positive" if ok else "text-warning")):
+                ui.icon("verified" if ok else "difference")
+                ui.label(
+                    "Everything matched the original run."
+                    if ok
+                    else "Not everything matched the original run (see below)."
+                ).mark("rerun-verdict")
+            with ui.grid(columns=2).classes("gap-x-6 gap-y-1 text-sm"):
+                ui.label("printed output matches")
+                ui.label(yes_no(comparison.get("printed_output_match"))).mark("rerun-printed-match")
+                ui.label("status and exit code match")
+                ui.label(yes_no(comparison.get("status_match") and comparison.get("exit_code_match"))).mark(
+                    "rerun-status-match"
+                )
+                ui.label("its proposed changes")
+                ui.label("discarded unread" if outcome.get("actions_discarded") else "none written")
+                ui.label("network interfaces in the VM definition")
+                ui.label(str((outcome.get("vm") or {}).get("nics", "?")))
+            rows = [
+                {
+                    "name": widgets.reveal_invisible(f["name"]),
+                    "original": (f.get("original_sha256") or "— (not written)")[:16],
+                    "rerun": (f.get("rerun_sha256") or "— (not written)")[:16],
+                    "match": yes_no(f.get("match")),
+                }
+                for f in comparison.get("files") or []
+            ]
+            if rows:
+                ui.table(
+                    rows=rows,
+                    columns=[
+                        {"name": "name", "label": "Output file", "field": "name", "align": "left"},
+                        {
+                            "name": "original",
+                            "label": "Original sha256",
+                            "field": "original",
+                            "align": "left",
+                        },
+                        {"name": "rerun", "label": "Re-run sha256", "field": "rerun", "align": "left"},
+                        {"name": "match", "label": "Match", "field": "match", "align": "left"},
+                    ],
+                    row_key="name",
+                ).props("dense flat bordered").classes("w-full").mark("rerun-files")
+
+    async def start(self, button: ui.button) -> None:
+        button.disable()
+        result = await widgets.call(self.api.request_rerun(self.run_id))
+        if result is not FAILED:
+            ui.notify("Re-run queued: it runs in a fresh VM; refresh to see the comparison.", type="positive")
+        await self.load()
 
 
 class ActionItems:

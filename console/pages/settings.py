@@ -1,5 +1,5 @@
-"""Company settings (admin): the code-execution switch, the follow-up rule, the flows' action cap, and
-schedules."""
+"""Company settings (admin): the code-execution switch, the follow-up rule, the flows' action cap, data
+retention (bundles kept for re-runs as evidence), and schedules."""
 
 from __future__ import annotations
 
@@ -39,6 +39,14 @@ CREDIT_LIMITS = (  # setting, label (0: no limit; never above the pool: the API 
 CREDITS_EXPLAINED = (
     "Limits within the pool: an approval past one is refused, saying which. The pool itself and the plan are "
     "the operator's (plans and top-ups on the host); runs and the assistant platform's chat turns draw on it."
+)
+RETENTION_EXPLAINED = (
+    "A data-retention choice, off by default (0 days): a run's staged bundle, the copy of company data it was "
+    "approved with, is deleted when the run ends. Keep approved bundles for N days and, while one is kept, a "
+    "company admin or an auditor can re-run the exact approved code over it in a fresh VM (its proposed "
+    "changes discarded, not charged) and see whether the printed output and each output file match. Kept "
+    "bundles are copies of company data on the server for that long; turning this down or off deletes them "
+    "at the next sweep."
 )
 GRANT_EXPLAINED = (
     "Each approval grants this for a limited time and number of follow-ups, and the approval screen says so "
@@ -169,6 +177,22 @@ class CompanySettings:
                     ).props("flat").mark("drive-quotas-save")
                 ui.label(DRIVE_EXPLAINED).classes("text-sm text-grey-7")
 
+            with ui.card().classes("w-full gap-2").mark("data-retention"):
+                ui.label("Data retention").classes("text-lg font-medium")
+                with ui.row().classes("items-end gap-4"):
+                    days = ui.number(
+                        "Keep approved bundles for re-runs, days (0: off, up to 365)",
+                        value=current.get("evidence_retention_days", 0),
+                        min=0,
+                        max=365,
+                        step=1,
+                        format="%d",
+                    ).mark("evidence-retention-days")
+                    ui.button(
+                        "Save data retention", icon="save", on_click=lambda: self.save_retention(days)
+                    ).props("flat").mark("evidence-retention-save")
+                ui.label(RETENTION_EXPLAINED).classes("text-sm text-grey-7")
+
             with ui.card().classes("w-full gap-2").mark("credit-limits"):
                 ui.label("Credits").classes("text-lg font-medium")
                 with ui.row().classes("gap-6 text-grey-8 text-sm"):
@@ -200,6 +224,12 @@ class CompanySettings:
             ui.notify("Give the number of action items a flow may propose.", type="warning")
             return
         await self.save(flow_action_cap=int(cap.value))
+
+    async def save_retention(self, days: ui.number) -> None:
+        if days.value is None:
+            ui.notify("Give the number of days (0 keeps no bundles).", type="warning")
+            return
+        await self.save(evidence_retention_days=int(days.value))
 
     async def save_drive_limits(self, fields: dict[str, ui.number]) -> None:
         if any(field.value is None for field in fields.values()):

@@ -34,6 +34,7 @@ AUDITOR_ROUTES = {
     ("POST", "/api/auth/login"),
     ("POST", "/api/auth/logout"),
     ("POST", "/api/audit/verify"),
+    ("POST", "/api/runs/{run_id:int}/reruns"),  # a re-run for evidence: actions discarded, nothing charged
 }
 
 
