@@ -31,7 +31,7 @@ from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult
 from backend.settings import get_settings, valid_host_id
 from backend.staging.service import remove_bundle
-from backend.worker.execute import end_unstarted, finish, keeps_bundle, record_result
+from backend.worker.execute import end_entry, end_unstarted, finish, keeps_bundle, record_result
 
 log = logging.getLogger("cleanroom.fleet")
 TOKEN_PREFIX = "cwt_"
@@ -387,20 +387,21 @@ async def _settle_runs_of(host_id: str, why: str, *, run_id: int | None = None) 
                 .where((Run.id == row["id"]) & (Run.status == RunStatus.running) & (Run.host_id == host_id))
                 .returning(Run.id)
             )
-            action, data = "run.requeued", {"host_id": host_id, "reason": why}
             if not requeued:
                 continue
+            await audit.record(
+                "run.requeued",
+                actor="worker:reaper",
+                company_id=row["company"],
+                subject_type="run",
+                subject_id=row["id"],
+                data={"host_id": host_id, "reason": why},
+            )
         else:
-            await finish(row["id"], RunStatus.error, error_message=f"{WORKER_LOST}: {why} ({host_id})")
-            action, data = "run.worker_lost", {"host_id": host_id, "reason": why}
-        await audit.record(
-            action,
-            actor="worker:reaper",
-            company_id=row["company"],
-            subject_type="run",
-            subject_id=row["id"],
-            data=data,
-        )
+            lost = end_entry("run.worker_lost", "worker:reaper", row, {"host_id": host_id, "reason": why})
+            await finish(
+                row["id"], RunStatus.error, entry=lost, error_message=f"{WORKER_LOST}: {why} ({host_id})"
+            )
     return len(held)
 
 
