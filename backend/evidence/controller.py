@@ -31,6 +31,7 @@ class EvidencePack(BaseModel):
     actions_discarded: bool
     credits_charged: float | None
     audit_entries: list[dict[str, Any]]
+    reruns: list[dict[str, Any]] = []  # re-runs for evidence: who asked, and what matched (never charged)
 
 
 class RerunFile(BaseModel):

@@ -84,6 +84,11 @@ def render(pack: dict[str, Any]) -> str:
             pack["action_items"],
             ["id", "index", "op", "dataset", "record_id", "status", "decided_by", "decided_at"],
         ),
+        "<h2>Re-runs for evidence</h2>",
+        _table(
+            pack.get("reruns") or [],
+            ["id", "status", "requested_by", "requested_at", "printed_output_match", "all_match", "files"],
+        ),
         "<h2>Audit entries</h2>",
         "<p>Each entry's hash names its line in an audit export (scripts/verify_audit_export.py verifies the export).</p>",
         _table(

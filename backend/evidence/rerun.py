@@ -272,3 +272,31 @@ async def overview(ctx: UserContext, run_id: int) -> dict[str, Any]:
         "unavailable_reason": why[1] if why else None,
         "items": [_public(r) for r in rows],
     }
+
+
+async def for_pack(run_id: int, company_id: int) -> list[dict[str, Any]]:
+    """The run's re-runs for its evidence pack, oldest first: who asked, when, and what matched."""
+    rows = (
+        await EvidenceRerun.select()
+        .where((EvidenceRerun.run == run_id) & (EvidenceRerun.company == company_id))
+        .order_by(EvidenceRerun.id)
+        .output(load_json=True)
+    )
+    out = []
+    for row in rows:
+        public, comparison = _public(row), row["comparison"] or {}
+        out.append(
+            {
+                "id": public["id"],
+                "status": public["status"],
+                "requested_by": public["requested_by"],
+                "requested_at": public["requested_at"],
+                "finished_at": public["finished_at"],
+                "printed_output_match": comparison.get("printed_output_match"),
+                "files": comparison.get("files") or [],
+                "all_match": comparison.get("all_match"),
+                "error_message": public["error_message"],
+                **NOT_CHARGED,
+            }
+        )
+    return out

@@ -14,6 +14,7 @@ from typing import Any
 from backend.actions.tables import ActionItem
 from backend.audit import service as audit
 from backend.audit.tables import AuditEntry
+from backend.evidence import rerun
 from backend.runs import read
 from backend.runs.tables import Run
 from backend.tenancy.context import UserContext
@@ -181,4 +182,5 @@ async def pack(ctx: UserContext, run_id: int) -> dict[str, Any]:
         "actions_discarded": row["actions_discarded"],
         "credits_charged": row["credits_charged"],
         "audit_entries": entries,
+        "reruns": await rerun.for_pack(row["id"], row["company"]),
     }

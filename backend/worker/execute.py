@@ -98,7 +98,14 @@ async def keeps_bundle_after(run: dict[str, Any], status: str | None) -> bool:
         return False
     if keeps_bundle(status):
         return True
-    return rerun_policy.kept_for_evidence(status, None, await rerun_policy.evidence_days(run["company"]))
+    if status not in rerun_policy.KEPT_STATUSES:
+        return False
+    try:
+        days = await rerun_policy.evidence_days(run["company"])
+    except Exception:  # the run has ended as it ended: unable to read the setting, keep nothing
+        log.exception("run %s: could not read the company's evidence retention; its bundle goes", run["id"])
+        return False
+    return rerun_policy.kept_for_evidence(status, None, days)
 
 
 def keeps_bundle(status: str | None) -> bool:

@@ -156,6 +156,10 @@ async def test_only_an_admin_or_auditor_in_a_session_may_rerun(client, monkeypat
     assert await CreditCharge.count() == charges_before
     after = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
     assert after == run
+    (packed,) = (await client.get(f"/api/runs/{run['id']}/evidence")).json()["reruns"]
+    assert packed["id"] == rerun["id"] and packed["all_match"] is True and packed["charged"] is False
+    page = (await client.get(f"/api/runs/{run['id']}/evidence/html")).text
+    assert "Re-runs for evidence" in page and "deals_per_stage.png" in page
     timeline = (await client.get(f"/api/audit/runs/{run['id']}/timeline")).json()["steps"]
     summaries = [s["summary"] for s in timeline]
     assert any("for evidence asked by admin@acme.example" in s for s in summaries), summaries
