@@ -25,6 +25,9 @@ from backend.hashing import sha256_bytes, sha256_file, sha256_json
 from backend.settings import REPO_ROOT, get_settings
 
 RECIPE_DIR = REPO_ROOT / "vm_templates" / "image"
+# Files of ours copied beside the agent (/usr/local/sbin), part of the recipe like the folder's own: the seccomp
+# generator the host's file converter uses too (standard library only; the agent loads it by path).
+AGENT_FILES = {"seccomp_filter.py": REPO_ROOT / "backend" / "seccomp_filter.py"}
 # Bump when the build steps below change in a way that changes the image.
 BUILDER_VERSION = 2
 Progress = Callable[[str], None]
@@ -63,6 +66,9 @@ def load_recipe() -> dict:
 
 def recipe_hash() -> str:
     files = {p.name: sha256_bytes(p.read_bytes()) for p in sorted(RECIPE_DIR.iterdir()) if p.is_file()}
+    files.update(
+        {f"beside the agent/{name}": sha256_bytes(path.read_bytes()) for name, path in AGENT_FILES.items()}
+    )
     return sha256_json({"builder": BUILDER_VERSION, "files": files})
 
 
@@ -215,10 +221,7 @@ def _customize_root(recipe: dict, root: Path, progress: Progress) -> None:
         fh.write(f"runner:x:{uid}:\n")
     with open(root / "etc/shadow", "a") as fh:
         fh.write("runner:!:19000:0:99999:7:::\n")
-    agent = root / "usr/local/sbin/cleanroom-agent"
-    agent.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(RECIPE_DIR / "cleanroom-agent", agent)
-    agent.chmod(0o700)
+    install_agent(root / "usr/local/sbin")
     for directory in ("work", "var/cache/cleanroom-mpl"):
         (root / directory).mkdir(parents=True, exist_ok=True)
     (root / "etc/hostname").write_text("cleanroom\n")
@@ -246,6 +249,18 @@ def _customize_root(recipe: dict, root: Path, progress: Progress) -> None:
         if target.is_dir():
             shutil.rmtree(target)
             target.mkdir()
+
+
+def install_agent(folder: Path) -> Path:
+    """The agent into `folder` (the image's /usr/local/sbin), with AGENT_FILES beside it; its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    agent = folder / "cleanroom-agent"
+    shutil.copyfile(RECIPE_DIR / "cleanroom-agent", agent)
+    agent.chmod(0o700)
+    for name, source in AGENT_FILES.items():
+        shutil.copyfile(source, folder / name)
+        (folder / name).chmod(0o600)  # read by the agent (root) before any user code
+    return agent
 
 
 def _fetch_kernel(recipe: dict, work: Path, progress: Progress) -> str:
