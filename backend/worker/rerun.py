@@ -41,22 +41,27 @@ async def queued_reruns() -> list[int]:
     return [r["id"] for r in rows]
 
 
-async def _end(rerun: dict[str, Any], status: str, **values: Any) -> None:
+async def _end(rerun: dict[str, Any], status: str, data: dict[str, Any], **values: Any) -> None:
+    """A re-run's end and the audit entry that says so (`run.rerun_finished`), in one transaction."""
     update = {EvidenceRerun.status: status, EvidenceRerun.finished_at: clock.now()}
     for key, value in values.items():
         update[getattr(EvidenceRerun, key)] = value
-    await EvidenceRerun.update(update).where(EvidenceRerun.id == rerun["id"])
-
-
-async def _audit_result(rerun: dict[str, Any], data: dict[str, Any]) -> None:
-    await audit.record(
-        "run.rerun_finished",
-        actor=rerun_actor(rerun["id"]),
-        company_id=rerun["company"],
-        subject_type="run",
-        subject_id=rerun["run"],
-        data={"rerun_id": rerun["id"], "requested_by": rerun["actor"], **data, **policy.NOT_CHARGED},
-    )
+    async with audit.atomic():
+        await EvidenceRerun.update(update).where(EvidenceRerun.id == rerun["id"])
+        await audit.record(
+            "run.rerun_finished",
+            actor=rerun_actor(rerun["id"]),
+            company_id=rerun["company"],
+            subject_type="run",
+            subject_id=rerun["run"],
+            data={
+                "rerun_id": rerun["id"],
+                "requested_by": rerun["actor"],
+                "status": status,
+                **data,
+                **policy.NOT_CHARGED,
+            },
+        )
 
 
 async def execute_rerun(rerun_id: int) -> str:
@@ -72,8 +77,7 @@ async def execute_rerun(rerun_id: int) -> str:
     except Exception as exc:
         log.exception("re-run %s failed in the worker", rerun_id)
         message = f"internal error in the worker ({type(exc).__name__}); see the server log"
-        await _end(rerun, RerunStatus.error, error_message=message)
-        await _audit_result(rerun, {"status": RerunStatus.error, "error": message})
+        await _end(rerun, RerunStatus.error, {"error": message}, error_message=message)
         return RerunStatus.error
 
 
@@ -84,8 +88,8 @@ async def _execute(rerun: dict[str, Any]) -> str:
     why = policy.unavailable(run, int(company["evidence_retention_days"] or 0), company)
     problem = why[1] if why else await asyncio.to_thread(hash_problem, run)  # the runner's own check
     if problem:
-        await _end(rerun, RerunStatus.refused, error_message=f"refused to start: {problem}")
-        await _audit_result(rerun, {"status": RerunStatus.refused, "problem": problem})
+        message = f"refused to start: {problem}"
+        await _end(rerun, RerunStatus.refused, {"problem": problem}, error_message=message)
         return RerunStatus.refused
     out_dir = Path(tempfile.mkdtemp(prefix=f"cleanroom-rerun-{rerun['id']}-", dir=get_settings().data_dir))
     try:
@@ -105,11 +109,10 @@ async def _execute(rerun: dict[str, Any]) -> str:
         await asyncio.to_thread(shutil.rmtree, out_dir, ignore_errors=True)
     outcome = policy.outcome_of(result)
     comparison = policy.compare(run["result"], outcome)
-    await _end(rerun, RerunStatus.finished, outcome=outcome, comparison=comparison)
-    await _audit_result(
+    await _end(
         rerun,
+        RerunStatus.finished,
         {
-            "status": RerunStatus.finished,
             "vm_status": result.status,
             "exit_code": result.exit_code,
             "code_sha256": run["approved_code_sha256"],
@@ -123,6 +126,8 @@ async def _execute(rerun: dict[str, Any]) -> str:
             "actions_discarded": outcome["actions_discarded"],
             "vm": outcome["vm"],
         },
+        outcome=outcome,
+        comparison=comparison,
     )
     return RerunStatus.finished
 
@@ -132,6 +137,5 @@ async def recover_reruns() -> int:
     stuck = await EvidenceRerun.select().where(EvidenceRerun.status == RerunStatus.running)
     for rerun in stuck:
         message = "the service stopped while this re-run was running"
-        await _end(rerun, RerunStatus.error, error_message=message)
-        await _audit_result(rerun, {"status": RerunStatus.error, "error": message})
+        await _end(rerun, RerunStatus.error, {"error": message}, error_message=message)
     return len(stuck)
