@@ -26,6 +26,7 @@ from backend.metrics import metrics_endpoint
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
 from backend.review.controller import ReviewController
+from backend.runs import gates
 from backend.runs.controller import RunsController
 from backend.runs.gates import feature_guard
 from backend.schedules.controller import SchedulesController
@@ -90,6 +91,7 @@ def create_app(
 
     async def on_startup() -> None:
         flows_progress.wire()  # a run ending in this process (a gate, a fleet result, the worker) moves its flow on
+        gates.wire()  # a gate turned off here cancels the runs already waiting
         if pool:
             await db.start_pool()
         await db.create_schema()

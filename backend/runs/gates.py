@@ -124,7 +124,12 @@ async def cancel_queued(company_id: int, reason: str, *, actor: str) -> list[int
     return cancelled
 
 
-@tenancy_service.on_gate_closed
+def wire() -> None:
+    """A gate turned off cancels the runs already waiting: hooks `_cancel_when_closed` into tenancy's
+    settings change. Called at start-up by the API (`create_app`), where settings change; again: no change."""
+    tenancy_service.on_gate_closed(_cancel_when_closed)
+
+
 async def _cancel_when_closed(company_id: int, setting: str, actor: str) -> None:
     reason = ASSISTANT_WRITE_OFF if setting == "assistant_write_enabled" else CODE_EXECUTION_OFF
     await cancel_queued(company_id, reason, actor=actor)

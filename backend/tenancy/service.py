@@ -276,7 +276,9 @@ _GATE_CLOSED: list[GateClosed] = []
 
 
 def on_gate_closed(listener: GateClosed) -> GateClosed:
-    _GATE_CLOSED.append(listener)
+    """Call `listener` whenever a gate is turned off; one added twice is called once."""
+    if listener not in _GATE_CLOSED:
+        _GATE_CLOSED.append(listener)
     return listener
 
 

@@ -198,3 +198,20 @@ async def test_printed_output_is_kept_as_the_sandbox_capped_it(client, monkeypat
     result = (await client.get(f"/api/runs/{run_id}")).json()["result"]
     assert result["stdout"] == "x" * cap + STDOUT_MARKER.format(cap=cap)
     assert result["stdout_truncated"] is True
+
+
+def test_the_gates_hook_is_wired_at_start_up_not_by_importing_it() -> None:
+    """`gates.wire()` (called by `create_app`) hooks the cancellation into tenancy; importing the module does
+    nothing by itself, and wiring twice hooks once. In a fresh interpreter: this one's app already wired."""
+    import subprocess
+    import sys
+
+    script = (
+        "from backend.runs import gates\n"
+        "from backend.tenancy import service\n"
+        "print(len(service._GATE_CLOSED))\n"
+        "gates.wire(); gates.wire()\n"
+        "print(service._GATE_CLOSED == [gates._cancel_when_closed])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["0", "True"]
