@@ -74,12 +74,18 @@ def hash_problem(run: dict[str, Any]) -> str | None:
 
 
 async def execute(run_id: int) -> str:
-    """Run one queued run to its end. Returns the final status."""
-    await Run.update(
-        {Run.status: RunStatus.running, Run.started_at: clock.now(), Run.updated_at: clock.now()}
-    ).where((Run.id == run_id) & (Run.status == RunStatus.queued))
+    """Run one queued run to its end. Returns the final status. Only the caller whose update took the run
+    from `queued` runs it: two workers that found it queued at once (one starting while another had not yet
+    noticed its API was gone) never both do."""
+    claimed = (
+        await Run.update(
+            {Run.status: RunStatus.running, Run.started_at: clock.now(), Run.updated_at: clock.now()}
+        )
+        .where((Run.id == run_id) & (Run.status == RunStatus.queued))
+        .returning(Run.id)
+    )
     run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
-    if run is None or run["status"] != RunStatus.running:
+    if not claimed or run is None or run["status"] != RunStatus.running:
         return run["status"] if run else "missing"
     status: str | None = None
     try:

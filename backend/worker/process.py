@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import signal
@@ -54,6 +55,7 @@ async def serve_local(poll_seconds: float = 0.5) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     parent = _parent()
+    lock = await _hold_the_data_dir()  # before recovery: never beside another worker of this data directory
     await worker.start()  # recovery first: runs left `running` by a crashed worker end as interrupted
     path = pidfile()
     filemodes.private_file(path).write_text(owner_token())
@@ -70,7 +72,25 @@ async def serve_local(poll_seconds: float = 0.5) -> None:
         with contextlib.suppress(OSError):
             if path.read_text().strip() == owner_token():
                 path.unlink()
+        os.close(lock)
         log.info("local worker %d stopped", os.getpid())
+
+
+LOCKFILE = "worker.lock"
+
+
+async def _hold_the_data_dir() -> int:
+    """An exclusive lock on the data directory's worker lock, held until this process ends (the kernel lets
+    go of it when the process dies, even by SIGKILL). A worker started while the previous one still lives
+    (an API killed before that worker had written its pid file) waits here, before its recovery could end
+    the other's running runs and before it takes a run the other may take too."""
+    fd = os.open(get_settings().data_dir / LOCKFILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log.info("another worker of this data directory is still finishing its runs: waiting for it")
+        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+    return fd
 
 
 PARENT_ENV = "CLEANROOM_WORKER_PARENT"

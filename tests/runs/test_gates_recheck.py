@@ -215,3 +215,91 @@ def test_the_gates_hook_is_wired_at_start_up_not_by_importing_it() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["0", "True"]
+
+
+async def test_two_workers_that_find_a_run_queued_at_once_run_it_once(client, acme_on, monkeypatch) -> None:
+    """The embedded soak found runs started and charged twice: a worker started while the previous one (its
+    API killed before that worker wrote its pid file) still took runs. Both found the run queued; the second's
+    update changed nothing, its re-read saw `running` and it ran the run too. Now only the caller whose update
+    moved the run from `queued` runs it."""
+    import asyncio
+    import threading
+
+    from backend.worker.execute import execute
+
+    inside, release, started = threading.Event(), threading.Event(), []
+
+    def run_code(code: str, **_: Any) -> SandboxResult:
+        started.append(code)
+        inside.set()
+        release.wait(10)  # the first VM runs while the second worker looks at the same run
+        return SandboxResult(status="succeeded", exit_code=0, stdout="ok\n", timings_ms=Timings(total=500))
+
+    monkeypatch.setattr(sandbox, "run_code", run_code)
+    run_id = await _queued(client)
+    first = asyncio.create_task(execute(run_id))
+    await asyncio.to_thread(inside.wait, 10)
+    assert await execute(run_id) == "running"  # the second finds it taken and leaves it alone
+    release.set()
+    assert await first == "succeeded"
+    assert len(started) == 1
+    starts = await AuditEntry.count().where(
+        (AuditEntry.action == "run.started") & (AuditEntry.subject_id == str(run_id))
+    )
+    charged = await AuditEntry.count().where(
+        (AuditEntry.action == "credits.charged") & (AuditEntry.subject_id == str(run_id))
+    )
+    assert (starts, charged) == (1, 1)
+    # control: a queued run is run by the one worker that takes it
+    other = await _queued(client)
+    release.set()
+    assert await execute(other) == "succeeded" and len(started) == 2
+
+
+def test_a_second_local_worker_waits_for_the_first_to_end_before_anything(tmp_path, monkeypatch) -> None:
+    """`process._hold_the_data_dir`: the lock is the data directory's, held for the worker's life and let go
+    when it dies (SIGKILL too). A second holder waits; once the first is gone it goes on."""
+    import asyncio
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from backend.settings import get_settings
+    from backend.worker import process
+
+    monkeypatch.setattr(get_settings(), "data_dir", tmp_path)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(tmp_path / process.LOCKFILE)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+
+        async def second() -> float:
+            began = time.monotonic()
+            fd = await process._hold_the_data_dir()
+            os.close(fd)
+            return time.monotonic() - began
+
+        async def both() -> float:
+            waiting = asyncio.create_task(second())
+            await asyncio.sleep(1.0)
+            assert not waiting.done()  # the first worker lives: the second waits
+            holder.send_signal(signal.SIGKILL)  # killed outright: the kernel lets go of its lock
+            return await asyncio.wait_for(waiting, 10)
+
+        assert asyncio.run(both()) >= 1.0
+    finally:
+        holder.kill()
+        holder.wait()
+    # control: with nobody holding it, the lock is taken at once
+    os.close(asyncio.run(process._hold_the_data_dir()))
