@@ -390,6 +390,11 @@ async def test_a_run_its_host_no_longer_holds_is_settled_by_the_hosts_heartbeat(
     await beat(None)
     await beat(ids)
     assert await statuses() == [RunStatus.running, RunStatus.running]
+    # adversary: another host saying it holds nothing settles none of alpha's runs
+    _, beta = await _host(client, "beta")
+    empty = {"running": 0, "draining": False, "holding": []}
+    assert (await client.post("/api/worker/heartbeat", json=empty, headers=beta)).status_code == 200
+    assert await statuses() == [RunStatus.running, RunStatus.running]
     # the host holds neither any more: the unstarted one goes back to the queue, the started one is lost
     await beat([])
     assert await statuses() == [RunStatus.queued, RunStatus.error]
