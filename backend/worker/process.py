@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from backend import filemodes
@@ -55,7 +56,12 @@ async def serve_local(poll_seconds: float = 0.5) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     parent = _parent()
-    lock = await _hold_the_data_dir()  # before recovery: never beside another worker of this data directory
+    # before recovery: never beside another worker of this data directory; told to stop while it waits, or
+    # its API gone, it ends without having done anything
+    lock = await _hold_the_data_dir(lambda: stop.is_set() or os.getppid() != parent)
+    if lock is None:
+        log.info("local worker %d stopped before it began", os.getpid())
+        return
     await worker.start()  # recovery first: runs left `running` by a crashed worker end as interrupted
     path = pidfile()
     filemodes.private_file(path).write_text(owner_token())
@@ -79,18 +85,31 @@ async def serve_local(poll_seconds: float = 0.5) -> None:
 LOCKFILE = "worker.lock"
 
 
-async def _hold_the_data_dir() -> int:
+LOCK_POLL_SECONDS = 0.25
+
+
+async def _hold_the_data_dir(give_up: Callable[[], bool] = lambda: False) -> int | None:
     """An exclusive lock on the data directory's worker lock, held until this process ends (the kernel lets
     go of it when the process dies, even by SIGKILL). A worker started while the previous one still lives
     (an API killed before that worker had written its pid file) waits here, before its recovery could end
-    the other's running runs and before it takes a run the other may take too."""
+    the other's running runs and before it takes a run the other may take too. The wait asks the lock again
+    every LOCK_POLL_SECONDS rather than blocking in flock(), so that `give_up()` (SIGTERM, or the API that
+    started this worker gone) ends it: None, the lock not taken. A worker blocked in flock() ignored both and
+    outlived its API for as long as the other worker lived."""
     fd = os.open(get_settings().data_dir / LOCKFILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        log.info("another worker of this data directory is still finishing its runs: waiting for it")
-        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
-    return fd
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if not told:
+                log.info("another worker of this data directory is still finishing its runs: waiting for it")
+                told = True
+        if give_up():
+            os.close(fd)
+            return None
+        await asyncio.sleep(LOCK_POLL_SECONDS)
 
 
 PARENT_ENV = "CLEANROOM_WORKER_PARENT"

@@ -303,3 +303,35 @@ def test_a_second_local_worker_waits_for_the_first_to_end_before_anything(tmp_pa
         holder.wait()
     # control: with nobody holding it, the lock is taken at once
     os.close(asyncio.run(process._hold_the_data_dir()))
+
+
+def test_a_worker_waiting_for_the_lock_gives_up_when_told_to(tmp_path, monkeypatch) -> None:
+    """A worker waiting for the previous one must still hear SIGTERM and notice its API gone: blocked in
+    flock() it heard neither, and a `serve` stopped while its worker waited left that worker behind for as
+    long as the other one lived. Told to give up, it returns None without the lock and without waiting on."""
+    import asyncio
+    import fcntl
+    import os
+    import time
+
+    from backend.settings import get_settings
+    from backend.worker import process
+
+    monkeypatch.setattr(get_settings(), "data_dir", tmp_path)
+    held = os.open(tmp_path / process.LOCKFILE, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another open file description: flock() refuses the second one
+    try:
+
+        async def told_after(seconds: float) -> tuple[int | None, float]:
+            began = time.monotonic()
+            result = await process._hold_the_data_dir(lambda: time.monotonic() - began > seconds)
+            return result, time.monotonic() - began
+
+        lock, waited = asyncio.run(told_after(0.6))
+        assert lock is None and 0.6 <= waited < 5
+    finally:
+        os.close(held)
+    # control: the lock free, the same call takes it even though it would give up at once
+    lock, _ = asyncio.run(told_after(0.0))
+    assert lock is not None
+    os.close(lock)
