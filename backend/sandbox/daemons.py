@@ -17,6 +17,7 @@ from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
 PIDFILES = {"virtlogd": "/run/virtlogd.pid", "libvirtd": "/run/libvirtd.pid"}
+QEMU_STATE_DIR = Path("/run/libvirt/qemu")  # the system driver's record of each domain it runs
 
 
 def _running(pidfile: str) -> bool:
@@ -56,11 +57,43 @@ def _reaper(commands: list[list[str]]) -> None:
     os._exit(0)
 
 
+def _is_qemu(pid: int) -> bool:
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+    except OSError:
+        return False
+    return b"qemu" in os.path.basename(argv0)
+
+
+def forget_dead_guests(state_dir: Path = QEMU_STATE_DIR) -> list[str]:
+    """Before libvirtd starts: drop its records of our guests whose QEMU is gone. libvirtd killed while it ran
+    a guest (the soak restarts it) can leave a record naming a dead QEMU; the next libvirtd then holds that
+    domain `paused` for ever, refuses to destroy it ("cannot acquire state change lock"), and since a slot's
+    restore always takes the slot's domain name, that slot's runs fail until someone cleans by hand. Only
+    `cleanroom-run-*` records go, and only those whose pid is no live QEMU. Returns the domains forgotten."""
+    from backend.sandbox.domain import DOMAIN_PREFIX
+
+    forgotten = []
+    for record in sorted(state_dir.glob(f"{DOMAIN_PREFIX}*.xml")):
+        pidfile = record.with_suffix(".pid")
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (OSError, ValueError):
+            pid = 0
+        if pid > 0 and _is_qemu(pid):
+            continue
+        record.unlink(missing_ok=True)
+        pidfile.unlink(missing_ok=True)
+        forgotten.append(record.stem)
+    return forgotten
+
+
 def start_daemons(timeout: float = 20.0) -> str:
     """Start whichever of virtlogd/libvirtd is not running (as root). Returns what was done."""
     missing = [name for name, pidfile in PIDFILES.items() if not _running(pidfile)]
     if not missing:
         return "virtlogd and libvirtd already running"
+    forgotten = forget_dead_guests() if "libvirtd" in missing else []
     commands = []
     for name in missing:
         binary = shutil.which(name) or f"/usr/sbin/{name}"
@@ -75,6 +108,9 @@ def start_daemons(timeout: float = 20.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if daemons_running() and os.path.exists("/run/libvirt/libvirt-sock"):
-            return f"started {', '.join(missing)} under a reaping supervisor"
+            done = f"started {', '.join(missing)} under a reaping supervisor"
+            return done + (
+                f"; forgot guests whose QEMU was gone: {', '.join(forgotten)}" if forgotten else ""
+            )
         time.sleep(0.2)
     raise RuntimeError(f"{', '.join(missing)} did not start within {timeout:.0f} s")
