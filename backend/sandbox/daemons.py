@@ -17,7 +17,6 @@ from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
 PIDFILES = {"virtlogd": "/run/virtlogd.pid", "libvirtd": "/run/libvirtd.pid"}
-QEMU_STATE_DIR = Path("/run/libvirt/qemu")  # the system driver's record of each domain it runs
 
 
 def _running(pidfile: str) -> bool:
@@ -57,33 +56,23 @@ def _reaper(commands: list[list[str]]) -> None:
     os._exit(0)
 
 
-def _is_qemu(pid: int) -> bool:
-    try:
-        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
-    except OSError:
-        return False
-    return b"qemu" in os.path.basename(argv0)
-
-
-def forget_dead_guests(state_dir: Path = QEMU_STATE_DIR) -> list[str]:
+def forget_dead_guests(state_dir: Path | None = None) -> list[str]:
     """Before libvirtd starts: drop its records of our guests whose QEMU is gone. libvirtd killed while it ran
     a guest (the soak restarts it) can leave a record naming a dead QEMU; the next libvirtd then holds that
     domain `paused` for ever, refuses to destroy it ("cannot acquire state change lock"), and since a slot's
     restore always takes the slot's domain name, that slot's runs fail until someone cleans by hand. Only
-    `cleanroom-run-*` records go, and only those whose pid is no live QEMU. Returns the domains forgotten."""
+    `cleanroom-run-*` records go, and only those whose pid is no live QEMU of that guest
+    (`libvirt_conn.domain_qemu_pid`, the check `kill_quickly` makes). Returns the domains forgotten."""
     from backend.sandbox.domain import DOMAIN_PREFIX
+    from backend.sandbox.libvirt_conn import QEMU_STATE_DIR, domain_qemu_pid
 
+    state_dir = state_dir or QEMU_STATE_DIR
     forgotten = []
     for record in sorted(state_dir.glob(f"{DOMAIN_PREFIX}*.xml")):
-        pidfile = record.with_suffix(".pid")
-        try:
-            pid = int(pidfile.read_text().strip())
-        except (OSError, ValueError):
-            pid = 0
-        if pid > 0 and _is_qemu(pid):
-            continue
+        if domain_qemu_pid(record.stem, state_dir) is not None:
+            continue  # its QEMU lives: libvirtd reconnects to it
         record.unlink(missing_ok=True)
-        pidfile.unlink(missing_ok=True)
+        record.with_suffix(".pid").unlink(missing_ok=True)
         forgotten.append(record.stem)
     return forgotten
 

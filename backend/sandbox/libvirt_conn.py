@@ -48,6 +48,24 @@ def destroy_quietly(conn: libvirt.virConnect, name: str) -> bool:
     return True
 
 
+QEMU_STATE_DIR = Path(
+    "/run/libvirt/qemu"
+)  # the system driver's record (<name>.xml, <name>.pid) of each domain
+
+
+def domain_qemu_pid(name: str, state_dir: Path = QEMU_STATE_DIR) -> int | None:
+    """The pid of the live QEMU that runs domain `name` (its pid file names it and that process's command
+    line is QEMU's for this guest), or None: no record, or its pid gone or taken by another process."""
+    try:
+        pid = int((state_dir / f"{name}.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if b"qemu" not in cmdline or f"guest={name},".encode() not in cmdline:
+        return None
+    return pid
+
+
 def kill_quickly(conn: libvirt.virConnect, name: str, timeout: float = 2.0) -> bool:
     """SIGKILL the domain's QEMU and return once the process is dead.
 
@@ -55,13 +73,8 @@ def kill_quickly(conn: libvirt.virConnect, name: str, timeout: float = 2.0) -> b
     so we kill it directly and let libvirt finish its bookkeeping (it forgets the domain within
     ~200 ms; `wait_name_free` covers reuse of a slot name). Falls back to a normal destroy.
     """
-    pidfile = Path("/run/libvirt/qemu") / f"{name}.pid"
-    try:
-        pid = int(pidfile.read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (OSError, ValueError):
-        return destroy_quietly(conn, name)
-    if b"qemu" not in cmdline or f"guest={name},".encode() not in cmdline:
+    pid = domain_qemu_pid(name)
+    if pid is None:
         return destroy_quietly(conn, name)
     with suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)

@@ -5,6 +5,7 @@ whose QEMU lives, and any other domain's record, stay."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,18 +22,33 @@ def _record(state: Path, name: str, pid: int) -> None:
 def test_records_of_our_guests_whose_qemu_is_gone_are_forgotten_and_live_ones_kept(tmp_path: Path) -> None:
     finished = subprocess.Popen(["true"])
     finished.wait()  # a pid no process has any more
-    live_qemu = subprocess.Popen(["bash", "-c", "exec -a qemu-system-x86_64 sleep 60"])
+    live_qemu = subprocess.Popen(  # a QEMU as libvirt starts one: its guest's name on its command line
+        [
+            "bash",
+            "-c",
+            f'exec -a qemu-system-x86_64 {sys.executable} -c "import time; time.sleep(60)" -name guest=cleanroom-run-slot1-d6ee159e,debug-threads=on',
+        ]
+    )
+    other_guest = subprocess.Popen(  # the dead guest's pid reused by another guest's QEMU
+        [
+            "bash",
+            "-c",
+            f'exec -a qemu-system-x86_64 {sys.executable} -c "import time; time.sleep(60)" -name guest=cleanroom-run-slot7-d6ee159e,debug-threads=on',
+        ]
+    )
     not_qemu = subprocess.Popen(["sleep", "60"])  # the dead QEMU's pid taken by another program
     try:
         deadline = time.monotonic() + 10
-        while (
-            not Path(f"/proc/{live_qemu.pid}/cmdline").read_bytes().startswith(b"qemu")
-            and time.monotonic() < deadline
-        ):
-            time.sleep(0.01)  # bash has not exec'd yet
+        for proc in (live_qemu, other_guest):
+            while (
+                not Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"qemu")
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.01)  # bash has not exec'd yet
         _record(tmp_path, "cleanroom-run-slot0-d6ee159e", finished.pid)
         _record(tmp_path, "cleanroom-run-slot1-d6ee159e", live_qemu.pid)
         _record(tmp_path, "cleanroom-run-slot2-d6ee159e", not_qemu.pid)
+        _record(tmp_path, "cleanroom-run-slot4-d6ee159e", other_guest.pid)
         _record(tmp_path, "someone-elses-vm", finished.pid)
         (tmp_path / "cleanroom-run-slot3-d6ee159e.xml").write_text("<domstatus/>")  # no pid file at all
         forgotten = forget_dead_guests(tmp_path)
@@ -40,6 +56,7 @@ def test_records_of_our_guests_whose_qemu_is_gone_are_forgotten_and_live_ones_ke
             "cleanroom-run-slot0-d6ee159e",
             "cleanroom-run-slot2-d6ee159e",
             "cleanroom-run-slot3-d6ee159e",
+            "cleanroom-run-slot4-d6ee159e",
         ]
         left = sorted(p.name for p in tmp_path.iterdir())
         assert left == [
@@ -49,7 +66,7 @@ def test_records_of_our_guests_whose_qemu_is_gone_are_forgotten_and_live_ones_ke
             "someone-elses-vm.xml",  # not ours: never touched
         ]
     finally:
-        for proc in (live_qemu, not_qemu):
+        for proc in (live_qemu, other_guest, not_qemu):
             proc.kill()
             proc.wait()
     # once that QEMU is gone too, its record goes on the next pass, and only it
