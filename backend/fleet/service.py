@@ -367,40 +367,43 @@ async def release(host_id: str, run_id: int, problem: str) -> str:
 
 async def _settle_runs_of(host_id: str, why: str, *, run_id: int | None = None) -> int:
     """Runs this host held: back to the queue if their VM never started, else `error` (worker lost)."""
-    where = (Run.host_id == host_id) & (Run.status == RunStatus.running)
-    if run_id is not None:
-        where = where & (Run.id == run_id)
+    still_held = (Run.host_id == host_id) & (Run.status == RunStatus.running)
+    where = still_held if run_id is None else still_held & (Run.id == run_id)
     held = await Run.select(Run.id, Run.company, Run.vm_started_at, Run.bundle_dir).where(where)
     for row in held:
         if row["vm_started_at"] is None:
-            requeued = (
-                await Run.update(
-                    {
-                        Run.status: RunStatus.queued,
-                        Run.host_id: None,
-                        Run.started_at: None,
-                        Run.dispatched_at: None,
-                        Run.dispatched_to: None,
-                        Run.updated_at: clock.now(),
-                    }
+            async with audit.atomic():  # back in the queue and its entry: both or neither
+                requeued = (
+                    await Run.update(
+                        {
+                            Run.status: RunStatus.queued,
+                            Run.host_id: None,
+                            Run.started_at: None,
+                            Run.dispatched_at: None,
+                            Run.dispatched_to: None,
+                            Run.updated_at: clock.now(),
+                        }
+                    )
+                    .where(still_held & (Run.id == row["id"]) & Run.vm_started_at.is_null())
+                    .returning(Run.id)
                 )
-                .where((Run.id == row["id"]) & (Run.status == RunStatus.running) & (Run.host_id == host_id))
-                .returning(Run.id)
-            )
-            if not requeued:
-                continue
-            await audit.record(
-                "run.requeued",
-                actor="worker:reaper",
-                company_id=row["company"],
-                subject_type="run",
-                subject_id=row["id"],
-                data={"host_id": host_id, "reason": why},
-            )
+                if requeued:
+                    await audit.record(
+                        "run.requeued",
+                        actor="worker:reaper",
+                        company_id=row["company"],
+                        subject_type="run",
+                        subject_id=row["id"],
+                        data={"host_id": host_id, "reason": why},
+                    )
         else:
             lost = end_entry("run.worker_lost", "worker:reaper", row, {"host_id": host_id, "reason": why})
-            await finish(
-                row["id"], RunStatus.error, entry=lost, error_message=f"{WORKER_LOST}: {why} ({host_id})"
+            await finish(  # only if still held: a result that landed meanwhile is not overwritten
+                row["id"],
+                RunStatus.error,
+                entry=lost,
+                only_if=still_held,
+                error_message=f"{WORKER_LOST}: {why} ({host_id})",
             )
     return len(held)
 

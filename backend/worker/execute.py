@@ -36,20 +36,31 @@ from backend.tenancy.context import load_user_context
 log = logging.getLogger("cleanroom.worker")
 
 
-async def finish(run_id: int, status: str, *, entry: dict[str, Any] | None = None, **values: Any) -> None:
+async def finish(
+    run_id: int, status: str, *, entry: dict[str, Any] | None = None, only_if: Any = None, **values: Any
+) -> bool:
     """Every end of a run after its approval goes through here, and with it `entry` (the arguments of
     `audit.record`) in the same transaction: nobody reads a run ended without the entry that says so, and a
-    crash between the two cannot leave one without the other. Then a flow's step moves its flow on."""
+    crash between the two cannot leave one without the other. Then a flow's step moves its flow on.
+
+    `only_if` (a condition on the run's row) makes the end conditional: when the row no longer matches (a
+    result that landed first), nothing is written, neither the end nor its entry, and it returns False."""
     update = {Run.status: status, Run.finished_at: clock.now(), Run.updated_at: clock.now()}
     for key, value in values.items():
         update[getattr(Run, key)] = value
-    if entry is None:
-        await Run.update(update).where(Run.id == run_id)
+    where = Run.id == run_id if only_if is None else (Run.id == run_id) & only_if
+    if entry is None and only_if is None:
+        await Run.update(update).where(where)
     else:
         async with audit.atomic():
-            await Run.update(update).where(Run.id == run_id)
-            await audit.record(**entry)
+            if only_if is None:
+                await Run.update(update).where(where)
+            elif not await Run.update(update).where(where).returning(Run.id):
+                return False
+            if entry is not None:
+                await audit.record(**entry)
     await ended.announce(run_id, status)
+    return True
 
 
 def hash_problem(run: dict[str, Any]) -> str | None:

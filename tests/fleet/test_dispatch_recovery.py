@@ -406,3 +406,71 @@ async def test_a_run_its_host_no_longer_holds_is_settled_by_the_hosts_heartbeat(
         await _work(worker)
     await _once(client, alice, waiting["id"])
     assert len(executions) == 1
+
+
+async def test_the_reaper_settles_only_what_is_still_held_and_writes_each_settling_with_its_entry(
+    client, alice, acme_on, executions, monkeypatch
+) -> None:
+    """`_settle_runs_of` reads the runs a host holds, then settles each. Between the two the host may still
+    act: a result lands (the run ended `succeeded`), or its VM starts. The reaper must not overwrite the
+    result with `error`, nor put back in the queue a run whose VM has started (it would run twice). And a
+    requeue is one write with its `run.requeued` entry, as a run's end is."""
+    from backend.audit import service as audit
+
+    waiting, started = await _queued_run(client, alice), await _queued_run(client, alice)
+    _, alpha = await _host(client, "alpha")
+    async with _queue() as app:
+        assert sorted(await _pass(app)) == sorted([waiting["id"], started["id"]])
+    for run in (waiting, started):
+        assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).status_code == 200
+    assert (
+        await client.post(f"/api/worker/runs/{started['id']}/vm-started", headers=alpha)
+    ).status_code == 200
+    ids = sorted([waiting["id"], started["id"]])
+
+    async def state() -> list[tuple[str, bool]]:
+        rows = await Run.select(Run.id, Run.status, Run.vm_started_at).where(Run.id.is_in(ids))
+        return [(r["status"], r["vm_started_at"] is not None) for r in sorted(rows, key=lambda r: r["id"])]
+
+    async def entries(action: str) -> int:
+        return sum([(await _audit(client, alice, run_id)).count(action) for run_id in ids])
+
+    # a requeue whose entry cannot be written does not happen either
+    real_append = audit._append
+
+    async def failing_append(*args, **kwargs):
+        raise RuntimeError("the trail could not be written")
+
+    monkeypatch.setattr(audit, "_append", failing_append)
+    with pytest.raises(RuntimeError):
+        await service._settle_runs_of("alpha", "test", run_id=waiting["id"])
+    monkeypatch.setattr(audit, "_append", real_append)
+    assert (await state())[ids.index(waiting["id"])] == (RunStatus.running, False)
+    assert await entries("run.requeued") == 0
+
+    # the host acts between the reaper's read and its writes: the started run's result lands, the waiting
+    # run's VM starts
+    real_atomic, raced = audit.atomic, []
+
+    @contextlib.asynccontextmanager
+    async def racing():
+        if not raced:
+            raced.append(True)
+            await Run.update({Run.status: RunStatus.succeeded}).where(Run.id == started["id"])
+            await Run.update({Run.vm_started_at: datetime.now(UTC)}).where(Run.id == waiting["id"])
+        async with real_atomic():
+            yield
+
+    monkeypatch.setattr(audit, "atomic", racing)
+    await service._settle_runs_of("alpha", "test")
+    monkeypatch.setattr(audit, "atomic", real_atomic)
+    by_id = dict(zip(ids, await state(), strict=True))
+    assert by_id[started["id"]] == (RunStatus.succeeded, True)  # the result stands
+    assert by_id[waiting["id"]] == (RunStatus.running, True)  # its VM runs: not queued again
+    assert await entries("run.worker_lost") == 0 and await entries("run.requeued") == 0
+    # control: on the next pass the run still held, its VM started, is ended as lost, with its entry
+    await service._settle_runs_of("alpha", "test")
+    by_id = dict(zip(ids, await state(), strict=True))
+    assert by_id[waiting["id"]] == (RunStatus.error, True)
+    assert await entries("run.worker_lost") == 1
+    assert len(executions) == 0

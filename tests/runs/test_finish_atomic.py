@@ -51,3 +51,27 @@ async def test_a_runs_end_and_its_entry_land_together_or_not_at_all(
     status = (await Run.select(Run.status).where(Run.id == run["id"]).first())["status"]
     assert status == RunStatus.succeeded and await _finished_entries(run["id"]) == 1
     assert (await audit.verify()).ok  # the rolled-back entry left no gap in the chain
+
+
+async def test_a_conditional_end_writes_nothing_when_the_run_moved_on(client, alice, acme_on) -> None:
+    """`finish(only_if=…)`: the reaper ends a run it believes still held; a result that landed between its
+    read and its write must not be overwritten, and no entry may say the run was lost."""
+    run = await _queued(client, alice)
+    row = {
+        "id": run["id"],
+        "company": (await Run.select(Run.company).where(Run.id == run["id"]).first())["company"],
+    }
+    lost = end_entry("run.worker_lost", "worker:reaper", row, {"reason": "test"})
+    still_running = Run.status == RunStatus.running
+    await finish(run["id"], RunStatus.succeeded)  # the result lands first
+    assert await finish(run["id"], RunStatus.error, entry=lost, only_if=still_running) is False
+    status = (await Run.select(Run.status).where(Run.id == run["id"]).first())["status"]
+    assert status == RunStatus.succeeded
+    assert await AuditEntry.count().where(AuditEntry.action == "run.worker_lost") == 0
+    # control: a run still running is ended, with its entry
+    other = await _queued(client, alice)
+    lost["subject_id"] = other["id"]
+    assert await finish(other["id"], RunStatus.error, entry=lost, only_if=still_running) is True
+    status = (await Run.select(Run.status).where(Run.id == other["id"]).first())["status"]
+    assert status == RunStatus.error
+    assert await AuditEntry.count().where(AuditEntry.action == "run.worker_lost") == 1
