@@ -37,6 +37,9 @@ RETRIES = 6  # an unreachable API: tried again with backoff (0.5 s … 16 s) bef
 BUNDLE_MAX_MEMBERS = 100_000
 
 
+REGISTER_BACKOFF_FIRST_SECONDS, REGISTER_BACKOFF_MAX_SECONDS = 1.0, 30.0
+
+
 class ApiUnavailable(RuntimeError):
     pass
 
@@ -130,10 +133,31 @@ class FleetWorker:
                     },
                 )
                 if response.status_code == 409:  # declared lost while we were away: start over
-                    await self.register()
+                    await self.register_until_done()
             except httpx.HTTPError as exc:
                 log.warning("heartbeat failed: %s", exc)
+            except Exception:  # the heartbeat outlives any one failure: a host that stops beating is lost
+                log.exception("heartbeat failed")
             await asyncio.sleep(get_settings().worker_heartbeat_seconds)
+
+    async def register_until_done(self) -> None:
+        """`register` again, with backoff, until it succeeds or this host is told to stop. libvirtd being
+        restarted (the warm states cannot be made) or the API away past the retries is a moment, not a reason
+        to end the host: before, the first ended the process and the second, after a heartbeat's 409, ended
+        the heartbeat task while the host went on taking jobs, lost for good."""
+        delay = REGISTER_BACKOFF_FIRST_SECONDS
+        while True:
+            try:
+                await self.register()
+                return
+            except Exception as exc:
+                refused = isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code < 500
+                if refused or self._stop.is_set():
+                    raise  # the API said no (a revoked token, a bad request): trying again will not help
+                log.warning("registration of host %s failed (%s); again in %.0fs", self.host_id, exc, delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+                delay = min(delay * 2, REGISTER_BACKOFF_MAX_SECONDS)
 
     async def _wait_for_schema(self, url: str) -> None:
         """The API makes procrastinate's tables; this host's role may not (it creates nothing)."""
@@ -150,7 +174,7 @@ class FleetWorker:
         app = make_app(url, name=f"cleanroom-worker-{self.host_id}")
         await self._wait_for_schema(url)
         self.register_task(app)
-        await self.register()
+        await self.register_until_done()
         beats = asyncio.create_task(self._heartbeats())
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
