@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import typer
+
+from backend.localhost import free_port
 
 SUITES: dict[str, Callable[[], dict[str, Any]]] = {}
 
@@ -72,12 +73,6 @@ def ratio(value: float, baseline: float) -> float | None:
     return round(value / baseline, 2) if baseline > 0 else None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class ApiServer:
     """The real API (`cleanroom serve --no-console`, with its in-process worker running real VMs) on a freshly
     seeded demo SQLite database in a temporary folder, on a free port. `env` adds or overrides settings."""
@@ -87,7 +82,7 @@ class ApiServer:
 
         self.repo = REPO_ROOT
         self.root = Path(tempfile.mkdtemp(prefix="cleanroom-bench-api-"))
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
             **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CLEANROOM_DATABASE_URL")},

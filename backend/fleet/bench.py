@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from backend.bench import ApiServer, ratio, sales_csv, summarize
+from backend.localhost import start_fleet_host
 from backend.settings import REPO_ROOT
 
 TRIVIAL = "import time\nprint(time.time_ns(), flush=True)\n"
@@ -116,19 +117,13 @@ class FleetServer:
         if host_id not in self.tokens:
             self.tokens[host_id] = self.cli("workers", "enroll", host_id).splitlines()[-1]
         data = self.dirs.setdefault(host_id, Path(tempfile.mkdtemp(prefix=f"cleanroom-worker-{host_id}-")))
-        env = {
-            **self.server.env,
-            "CLEANROOM_DATA_DIR": str(data),  # its own: nothing shared with the API but HTTP and the queue
-            "CLEANROOM_WORKER_TOKEN": self.tokens[host_id],
-            "DATABASE_URL": self.worker_database_url,  # the workers' role: procrastinate's tables only
-        }
-        log = open(data / "worker.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.workers[host_id] = subprocess.Popen(
-            [sys.executable, "-m", "backend", "worker", "--host-id", host_id, "--capacity", str(capacity)],
-            env=env,
-            cwd=REPO_ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+        self.workers[host_id] = start_fleet_host(
+            host_id,
+            capacity=capacity,
+            env=self.server.env,
+            token=self.tokens[host_id],
+            database_url=self.worker_database_url,
+            data_dir=data,
         )
 
     def stop_workers(self, timeout: float = 120) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from backend.bench import _free_port
+from backend.localhost import free_port, start_fleet_host
 from backend.sandbox.libvirt_conn import owner_alive, owner_token
 from backend.settings import REPO_ROOT
 
@@ -41,7 +41,7 @@ class Deployment:
         self.data.mkdir()
         self.tmpfs = _mount_tmpfs(self.data)
         self.data.chmod(0o755)
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
             **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CLEANROOM_DATABASE_URL")},
@@ -256,19 +256,13 @@ class FleetDeployment(Deployment):
             self.tokens[host] = self.cli("workers", "enroll", host).stdout.strip().splitlines()[-1]
         data = self.root / f"worker-{host}"
         data.mkdir(exist_ok=True)
-        env = {
-            **self.env,
-            "CLEANROOM_DATA_DIR": str(data),  # its own: nothing shared with the API but HTTP and the queue
-            "CLEANROOM_WORKER_TOKEN": self.tokens[host],
-            "DATABASE_URL": self.worker_url,
-        }
-        log = open(data / "worker.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.workers[host] = subprocess.Popen(
-            [sys.executable, "-m", "backend", "worker", "--host-id", host, "--capacity", "1"],
-            env=env,
-            cwd=REPO_ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+        self.workers[host] = start_fleet_host(
+            host,
+            capacity=1,
+            env=self.env,
+            token=self.tokens[host],
+            database_url=self.worker_url,
+            data_dir=data,
         )
 
     def run_dirs(self) -> list[Path]:
