@@ -45,6 +45,12 @@ def _workers_suite() -> dict:
     return run_workers_bench()
 
 
+def _control_plane_suite() -> dict:
+    from backend.fleet.control_plane_bench import run_control_plane_bench
+
+    return run_control_plane_bench()
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.callback(invoke_without_command=True)
     def bench_all(ctx: typer.Context, json_out: bool = typer.Option(False, "--json")) -> None:
@@ -85,4 +91,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         _workers_suite,
         "The fleet on PostgreSQL: 16 trivial runs by one worker and by two (ratio), and approve → user code "
         "through procrastinate against the in-process queue (CLEANROOM_BENCH_POSTGRES_URL).",
+    )
+    bench.add_suite(
+        bench_app,
+        "control-plane",
+        _control_plane_suite,
+        "One API process (fleet mode, PostgreSQL) under simulated assistants (HTTP and MCP) and simulated "
+        "hosts, no VM: p50/p95/p99 per route, dispatch rate, the API's RSS, CPU, descriptors and database "
+        "connections (CLEANROOM_BENCH_CP_ASSISTANTS, _HOSTS, _SECONDS, _MCP_SHARE; CLEANROOM_BENCH_POSTGRES_URL).",
     )

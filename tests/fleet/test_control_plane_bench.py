@@ -1,0 +1,35 @@
+"""`cleanroom bench control-plane` at a size the suite can afford: it must keep working (its figures are the
+README's, read from a real run of the bench, never asserted here). What it must show at any size: runs are
+proposed, approved by people, dispatched to simulated hosts and claimed by exactly one; no request fails with
+a server error; the API process is measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend import sandbox
+from backend.fleet.control_plane_bench import run_control_plane_bench
+from tests.conftest import POSTGRES_URL
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+def test_the_control_plane_bench_runs_end_to_end_and_claims_each_run_once(_factories, monkeypatch) -> None:
+    if not POSTGRES_URL:
+        pytest.skip("PostgreSQL not configured (scripts/test sets CLEANROOM_TEST_POSTGRES_URL)")
+    monkeypatch.setenv("CLEANROOM_BENCH_POSTGRES_URL", POSTGRES_URL)
+    monkeypatch.setenv("CLEANROOM_BENCH_CP_MCP_SHARE", "0.5")
+    real_run_code = sandbox.run_code
+    report = run_control_plane_bench(
+        assistants=4, hosts=3, seconds=30, template=_factories["postgres"].template(seeded=True)
+    )
+    assert sandbox.run_code is real_run_code  # the canned VM was this bench's only
+    assert report["client_failures"] == [], report
+    assert all("5xx" not in route for route in report["routes_ms"].values()), report["routes_ms"]
+    assert report["mcp_assistants"] == 2 and "MCP get_run(wait_seconds=30)" in report["routes_ms"], report
+    assert report["counts"].get("proposed", 0) >= 4 and report["counts"].get("approved", 0) >= 1, report
+    assert report["runs_claimed"] >= 1 and report["runs_with_more_than_one_job"] == 0, report
+    assert report["routes_ms"]["POST /api/worker/runs/{id}/result"]["n"] >= 1, (
+        report
+    )  # a canned result landed
+    assert report["api"]["rss_mib_max"] > 0 and report["api"]["db_connections_max"] > 0, report
