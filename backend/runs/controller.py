@@ -18,8 +18,11 @@ from backend.runs.schemas import (
     RunPage,
 )
 from backend.runs.tables import RunStatus
+from backend.runs.watch import watch
 from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
+
+MAX_WAIT_SECONDS = 25  # a long wait is asked again: the caller's token is checked at each ask
 
 
 class RunsController(Controller):
@@ -65,7 +68,21 @@ class RunsController(Controller):
         )
 
     @get("/{run_id:int}", opt=ASSISTANT_OK)
-    async def detail(self, user: UserContext, run_id: int) -> RunDetail:
+    async def detail(
+        self,
+        user: UserContext,
+        run_id: int,
+        wait_seconds: int = Parameter(default=0, ge=0, le=MAX_WAIT_SECONDS),
+        seen_status: RunStatus | None = None,
+    ) -> RunDetail:
+        """With `wait_seconds`, answers once the run's status is no longer `seen_status` (by default, its
+        status now) or when the time is up, whichever comes first: a waiting client costs one shared status
+        query a tick (`runs.watch`), not a read of the whole run."""
+        if wait_seconds:
+            row = await read.get_run_row(user, run_id)  # a run the caller may not see is refused at once
+            seen = seen_status or row["status"]
+            if row["status"] == seen:
+                await watch().wait(run_id, seen, wait_seconds)
         return await read.detail(user, run_id)
 
     @post("/{run_id:int}/approve", status_code=200)

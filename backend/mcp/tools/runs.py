@@ -149,7 +149,9 @@ def register(mcp: MCPServer, setup: Setup) -> None:
             changes: list[str] = []
             if wait_seconds and run["status"] not in FINAL:
                 api = api.fresh()  # a wait outlives this request: every poll checks the token again
-                run, changes = await wait(ctx, api, f"/api/runs/{run_id}", run, seen_run, wait_seconds, until)
+                run, changes = await wait(
+                    ctx, api, f"/api/runs/{run_id}", run, seen_run, wait_seconds, until, long_poll=True
+                )
             waited = time.monotonic() - started
             return await _run_result(api, run, console, changes, waited, include_outputs)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -13,6 +14,7 @@ from backend.mcp.api import CleanroomApi
 from backend.mcp.tools.common import FINAL, FLOW_FINAL, stopped
 
 POLL_SECONDS = 0.4
+LONG_POLL_SECONDS = 25  # the API's most (runs.controller.MAX_WAIT_SECONDS): the token is checked at each ask
 # anything final is stage 3; `waiting`: a flow's step, approved with its flow, waiting for the steps before it
 STAGES = {"awaiting_approval": 0, "waiting": 1, "queued": 1, "running": 2}
 
@@ -68,17 +70,26 @@ async def wait(
     seen: Callable[[dict[str, Any]], Seen],
     seconds: int,
     until: str,
+    *,
+    long_poll: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """Poll `path` until what it shows ends (or changes status), noting each change and sending a progress
     notification whenever it moved on. A client that goes away only cancels this wait: the run or flow
-    itself goes on."""
+    itself goes on. `long_poll` (a run): the API itself holds each ask until the status moves
+    (`GET /api/runs/{id}?wait_seconds=…&seen_status=…`, one shared status query a tick for all waiters)
+    instead of this loop reading the whole run every POLL_SECONDS."""
     deadline = time.monotonic() + seconds
     last = seen(current)
     changes: list[str] = []
     await ctx.report_progress(last.progress, last.total, last.message)
     while time.monotonic() < deadline:
-        await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-        current = await api.get(path)
+        left = max(0.0, deadline - time.monotonic())
+        if long_poll:
+            ask = max(1, min(LONG_POLL_SECONDS, math.ceil(left)))
+            current = await api.get(path, wait_seconds=ask, seen_status=current["status"])
+        else:
+            await asyncio.sleep(min(POLL_SECONDS, left))
+            current = await api.get(path)
         now = seen(current)
         moved = [
             (f"{label}: " if label else "") + f"{last.statuses.get(label)} → {status}"
