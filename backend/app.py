@@ -26,7 +26,7 @@ from backend.metrics import metrics_endpoint
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
 from backend.review.controller import ReviewController
-from backend.runs import gates
+from backend.runs import gates, queued
 from backend.runs.controller import RunsController
 from backend.runs.gates import feature_guard
 from backend.schedules.controller import SchedulesController
@@ -81,6 +81,24 @@ CONTROLLERS = [
     mcp_endpoint,  # MCP streamable HTTP at /mcp (assistant tokens only)
     metrics_endpoint,  # Prometheus at /metrics (the metrics token only; none set: off)
 ]
+
+
+SERVE_WORKER_HERE = "CLEANROOM_SERVE_WORKER_HERE"  # "0": `serve` runs a local worker process of its own
+
+
+def served_app() -> Litestar:
+    """One of the API processes of `cleanroom serve --processes N` (uvicorn's factory, called in each). In a
+    fleet each may dispatch (one does at a time: `fleet.queue.Dispatcher`); embedded, `serve`'s own local
+    worker runs the runs and each process wakes it when it queues one."""
+    import os
+
+    from backend.worker.process import poke_running_worker
+
+    worker_here = os.environ.get(SERVE_WORKER_HERE, "1") != "0"
+    app = create_app(worker_here=worker_here)
+    if not worker_here and not fleet():
+        queued.listen(poke_running_worker)
+    return app
 
 
 def create_app(

@@ -75,9 +75,10 @@ def ratio(value: float, baseline: float) -> float | None:
 
 class ApiServer:
     """The real API (`cleanroom serve --no-console`, with its in-process worker running real VMs) on a freshly
-    seeded demo SQLite database in a temporary folder, on a free port. `env` adds or overrides settings."""
+    seeded demo SQLite database in a temporary folder, on a free port. `env` adds or overrides settings;
+    `processes` above 1 serves with that many API processes (`serve --processes`, PostgreSQL only)."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, processes: int = 1) -> None:
         from backend.settings import REPO_ROOT
 
         self.repo = REPO_ROOT
@@ -93,6 +94,7 @@ class ApiServer:
             "PYTHONUNBUFFERED": "1",
             **(env or {}),
         }
+        self.processes = processes
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> ApiServer:
@@ -104,7 +106,11 @@ class ApiServer:
         )
         log = open(self.root / "api.log", "wb")  # noqa: SIM115 - lives as long as the process
         self.process = subprocess.Popen(
-            [*cmd, "serve", "--no-console"], env=self.env, cwd=self.repo, stdout=log, stderr=subprocess.STDOUT
+            [*cmd, "serve", "--no-console", "--processes", str(self.processes)],
+            env=self.env,
+            cwd=self.repo,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

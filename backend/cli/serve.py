@@ -21,16 +21,31 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "--with-worker",
             help="in a fleet (CLEANROOM_WORKERS=fleet): also start a worker on this host",
         ),
+        processes: int = typer.Option(
+            1,
+            "--processes",
+            min=1,
+            max=64,
+            help="API processes on the one port (PostgreSQL only); what must happen once still does",
+        ),
     ) -> None:
         """Serve the API, worker and console with the embedded defaults; prints the URLs. In a fleet
         (CLEANROOM_WORKERS=fleet, PostgreSQL) runs go to `cleanroom worker` processes instead."""
         import uvicorn
 
         from backend import filemodes
-        from backend.app import create_app
+        from backend.app import SERVE_WORKER_HERE, create_app
         from backend.settings import get_settings
 
         settings = get_settings()
+        if processes > 1 and not settings.effective_database_url.startswith(("postgres://", "postgresql://")):
+            typer.secho(
+                "--processes above 1 needs PostgreSQL (DATABASE_URL=postgresql://…): SQLite takes one writer "
+                "at a time, so more API processes would only wait on each other",
+                fg=typer.colors.RED,
+                err=True,
+            )
+            raise typer.Exit(2)
         filemodes.ensure_dirs(settings.data_dir)
         private_umask(settings)
         console_proc = worker_proc = local = None
@@ -56,10 +71,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if console:
             typer.echo(f"Cleanroom console  http://{settings.host}:{settings.console_port}")
         typer.echo(f"database           {settings.effective_database_url}")
+        if processes > 1:
+            typer.echo(f"API processes      {processes}")
         try:
-            app = create_app(worker_here=local is None)
+            # one process: the app made here; several: uvicorn's supervisor starts each, and each makes its own
+            # (`served_app`): the worker of `serve` runs once, in its own process, and every API process wakes it
+            os.environ[SERVE_WORKER_HERE] = "1" if local is None else "0"
             uvicorn.run(
-                app,
+                create_app(worker_here=local is None) if processes == 1 else "backend.app:served_app",
+                factory=processes > 1,
+                workers=processes if processes > 1 else None,
                 host=settings.host,
                 port=settings.api_port,
                 log_level="info",

@@ -50,7 +50,10 @@ class FleetServer:
     """A fresh PostgreSQL database, the API in fleet mode on it, and `cleanroom worker` processes that reach
     the job queue with a role of their own (`cleanroom workers db-role`), never the API's."""
 
-    def __init__(self, env: dict[str, str] | None = None, template: str | None = None) -> None:
+    def __init__(
+        self, env: dict[str, str] | None = None, template: str | None = None, processes: int = 1
+    ) -> None:
+        self.processes = processes  # API processes (`serve --processes`)
         self.name = f"fleet_{uuid.uuid4().hex[:10]}"
         # a database already seeded with the demo companies to clone (the test suite's template), so the API's
         # `demo seed` finds companies and skips; without one the API seeds an empty database
@@ -75,7 +78,7 @@ class FleetServer:
     def __enter__(self) -> FleetServer:
         _admin(f'CREATE DATABASE "{self.name}"' + (f' TEMPLATE "{self.template}"' if self.template else ""))
         try:
-            self.server = ApiServer(self.env).__enter__()
+            self.server = ApiServer(self.env, processes=self.processes).__enter__()
             password = secrets.token_urlsafe(24)
             self.cli("workers", "db-role", self.role, env={"CLEANROOM_WORKER_DB_PASSWORD": password})
             from backend.fleet.queue import role_url

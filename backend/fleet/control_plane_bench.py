@@ -1,6 +1,7 @@
 """`cleanroom bench control-plane`: one API process under many waiting assistants and many hosts, no VM.
 
-A real `cleanroom serve --no-console` in fleet mode on a fresh PostgreSQL database (`FleetServer`), on loopback.
+A real `cleanroom serve --no-console` in fleet mode on a fresh PostgreSQL database (`FleetServer`), on loopback,
+with `CLEANROOM_BENCH_CP_PROCESSES` API processes (1; `serve --processes`, measured together).
 In this process, on one event loop:
 - **hosts** (`CLEANROOM_BENCH_CP_HOSTS`, 50): each registers with its own enrollment token and heartbeats every
   `CLEANROOM_BENCH_CP_HEARTBEAT_SECONDS` (5) through the real worker API; one procrastinate worker (the workers'
@@ -81,24 +82,48 @@ class Latencies:
         return out
 
 
-class ProcessSampler:
-    """The API process from /proc: RSS, CPU seconds, open descriptors; and the database's connections."""
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process under it (`serve --processes N`: the supervisor and its API processes)."""
+    found, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        found.append(here)
+        with contextlib.suppress(OSError):
+            todo += [int(c) for c in Path(f"/proc/{here}/task/{here}/children").read_text().split()]
+    return found
 
-    def __init__(self, pid: int, database: str, admin_url: str) -> None:
-        self.pid, self.database, self.admin_url = pid, database, admin_url
+
+class ProcessSampler:
+    """The API's processes from /proc (summed over `serve` and its children): RSS, CPU seconds, open
+    descriptors; and the database's connections."""
+
+    def __init__(self, pid: int, database: str, admin_url: str, *, tree: bool = True) -> None:
+        self.pid, self.database, self.admin_url, self.tree = pid, database, admin_url, tree
         self.rss_mib: list[float] = []
         self.fds: list[int] = []
         self.connections: list[int] = []
 
-    def cpu_seconds(self, pid: int | None = None) -> float:
-        fields = Path(f"/proc/{pid or self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    def _pids(self) -> list[int]:
+        return _tree(self.pid) if self.tree else [self.pid]
+
+    def cpu_seconds(self) -> float:
+        total = 0.0
+        for pid in self._pids():
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
     def sample(self) -> None:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                self.rss_mib.append(int(line.split()[1]) / 1024)
-        self.fds.append(len(os.listdir(f"/proc/{self.pid}/fd")))
+        rss, fds = 0.0, 0
+        for pid in self._pids():
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        rss += int(line.split()[1]) / 1024
+                fds += len(os.listdir(f"/proc/{pid}/fd"))
+        self.rss_mib.append(rss)
+        self.fds.append(fds)
         import psycopg
 
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
@@ -282,7 +307,7 @@ async def _bench(
     url = fleet.url
     latencies, counts = Latencies(), defaultdict(int)
     sampler = ProcessSampler(fleet.server.process.pid, fleet.name, _admin_url())
-    own = ProcessSampler(os.getpid(), fleet.name, _admin_url())
+    own = ProcessSampler(os.getpid(), fleet.name, _admin_url(), tree=False)
 
     async with httpx.AsyncClient(base_url=url, headers={"Origin": url}, timeout=120) as person:
         (
@@ -361,6 +386,7 @@ async def _bench(
 
     claimed = {run_id: who for run_id, who in claims.items()}
     return {
+        "api_processes": fleet.processes,
         "assistants": assistants,
         "mcp_assistants": mcp_n,
         "hosts": hosts_n,
@@ -387,8 +413,10 @@ def run_control_plane_bench(
     hosts: int | None = None,
     seconds: float | None = None,
     template: str | None = None,
+    processes: int | None = None,
 ) -> dict[str, Any]:
-    """`template`: a seeded database to clone (the test suite's) instead of seeding a new one."""
+    """`template`: a seeded database to clone (the test suite's) instead of seeding a new one; `processes`:
+    API processes (`serve --processes`)."""
     from backend import sandbox
     from backend.fleet.bench import FleetServer
 
@@ -396,6 +424,7 @@ def run_control_plane_bench(
     hosts = hosts if hosts is not None else _env_int("CLEANROOM_BENCH_CP_HOSTS", 50)
     seconds = seconds if seconds is not None else float(os.environ.get("CLEANROOM_BENCH_CP_SECONDS", 60))
     mcp_share = float(os.environ.get("CLEANROOM_BENCH_CP_MCP_SHARE", 0.25))
+    processes = processes if processes is not None else _env_int("CLEANROOM_BENCH_CP_PROCESSES", 1)
     beat = os.environ.get("CLEANROOM_BENCH_CP_HEARTBEAT_SECONDS", "5")
     limits = {
         "CLEANROOM_MAX_PENDING_RUNS_PER_USER": str(10 * assistants + 100),
@@ -407,7 +436,7 @@ def run_control_plane_bench(
     kept_beat = settings.worker_heartbeat_seconds
     settings.worker_heartbeat_seconds = float(beat)  # the simulated hosts' own beat
     try:
-        with FleetServer(limits, template=template) as fleet:
+        with FleetServer(limits, template=template, processes=processes) as fleet:
             fleet.cli("credits", "top-up", "Acme Analytics", "1000000", "--reason", "control-plane bench")
             report = asyncio.run(_bench(fleet, assistants, hosts, seconds, mcp_share))
     finally:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -41,6 +42,8 @@ log = logging.getLogger("cleanroom.fleet")
 TASK = "cleanroom.run"
 QUEUE = "runs"
 SCHEMA_LOCK = 7_311_001  # pg advisory lock: one process applies procrastinate's schema
+LEADER_LOCK = 7_311_002  # pg advisory lock, held for a session: the API process of a fleet that dispatches
+WAKE_CHANNEL = "cleanroom_dispatch"  # NOTIFY: a run queued in another API process wakes the dispatching one
 PREFIX = "procrastinate_"  # procrastinate's tables, sequences and functions: all a worker's role may use
 LIKE_PREFIX = PREFIX.replace("_", "\\_") + "%"
 WORKER_ROLE = "cleanroom_worker"
@@ -331,8 +334,15 @@ async def recover_stalled(app: procrastinate.App) -> list[int]:
 
 
 class Dispatcher:
-    """In the API process of a fleet: dispatch on every approval and every `worker_heartbeat_seconds`,
-    reap workers whose heartbeat stopped, fire due schedules and sweep retained bundles."""
+    """In the API processes of a fleet: dispatch on every approval and every `worker_heartbeat_seconds`,
+    reap workers whose heartbeat stopped, fire due schedules and sweep retained bundles.
+
+    With several API processes (`cleanroom serve --processes N`), one of them does it: the one holding the
+    session advisory lock `LEADER_LOCK` on a connection of its own. The others try again every heartbeat, so
+    when the leader dies (its connection closes, PostgreSQL lets the lock go) another takes over within one.
+    A run queued in a process that does not lead wakes the leader with a NOTIFY. What the loop does is also
+    safe twice (conditional claims and ends, `_claim_firing`, procrastinate's queueing lock): a leader that
+    lost its connection mid-pass finishes that pass beside its successor without doing anything twice."""
 
     def __init__(self) -> None:
         self.app: procrastinate.App | None = None
@@ -340,14 +350,17 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._unlisten: Callable[[], None] | None = None
         self._last_schedules = -math.inf
+        self._conn: psycopg.AsyncConnection | None = None
+        self._notes: set[asyncio.Task[None]] = set()
+        self.leading = False
 
     async def start(self) -> None:
         self.app = make_app()
         await ensure_schema(self.app)
         await self.app.open_async()
         loop = asyncio.get_running_loop()
-        self._unlisten = queued.listen(lambda: loop.call_soon_threadsafe(self._wake.set))
-        self._task = asyncio.create_task(self._loop())
+        self._unlisten = queued.listen(lambda: loop.call_soon_threadsafe(self._queued))
+        self._task = asyncio.create_task(self._lead())
 
     async def stop(self) -> None:
         if self._unlisten:
@@ -358,6 +371,67 @@ class Dispatcher:
                 await self._task
         if self.app is not None:
             await self.app.close_async()
+
+    def _queued(self) -> None:
+        """A run was queued in this process: wake the loop here, or the leading process."""
+        self._wake.set()
+        if not self.leading and self._conn is not None:
+            task = asyncio.get_running_loop().create_task(self._notify(self._conn))
+            self._notes.add(task)
+            task.add_done_callback(self._notes.discard)
+
+    @staticmethod
+    async def _notify(conn: psycopg.AsyncConnection) -> None:
+        try:
+            await conn.execute(sql.SQL("NOTIFY {}").format(sql.Identifier(WAKE_CHANNEL)))
+        except psycopg.Error:  # the leader's own pass, every heartbeat, finds the run anyway
+            log.info("could not wake the dispatching API process", exc_info=True)
+
+    async def _lead(self) -> None:
+        """Wait for the leader lock, then dispatch for as long as the connection holding it lives."""
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    database_url(), autocommit=True, application_name="cleanroom-api-dispatcher"
+                ) as conn:
+                    self._conn = conn
+                    while not await self._take_lead(conn):
+                        await asyncio.sleep(get_settings().worker_heartbeat_seconds)
+                    log.info("this API process (pid %d) dispatches the fleet's runs", os.getpid())
+                    self.leading = True
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(WAKE_CHANNEL)))
+                    await self._dispatch_while_held(conn)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the dispatcher's connection failed; taking the lead again when it can")
+            finally:
+                self.leading, self._conn = False, None
+            await asyncio.sleep(1.0)
+
+    @staticmethod
+    async def _take_lead(conn: psycopg.AsyncConnection) -> bool:
+        row = await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (LEADER_LOCK,))).fetchone()
+        return bool(row and row[0])
+
+    async def _dispatch_while_held(self, conn: psycopg.AsyncConnection) -> None:
+        """The loop, and the lock's connection heard (its NOTIFYs wake the loop); when the connection ends,
+        so does the loop: the lock is gone and another process may lead."""
+
+        async def hear() -> None:
+            async for _ in conn.notifies():
+                self._wake.set()
+
+        tasks = [asyncio.create_task(self._loop()), asyncio.create_task(hear())]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for task in done:
+            task.result()  # the connection's error, if that is what ended it
+        raise RuntimeError("the leader lock's connection closed")
 
     async def _loop(self) -> None:
         assert self.app is not None

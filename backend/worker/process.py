@@ -47,6 +47,15 @@ def running_worker() -> int | None:
     return int(token.split(":", 1)[0])
 
 
+def poke_running_worker() -> None:
+    """SIGUSR1 to this data directory's live local worker, if one runs: an API process `serve` did not start
+    the worker from (`serve --processes N`) wakes it on a queued run this way."""
+    pid = running_worker()
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGUSR1)
+
+
 async def serve_local(poll_seconds: float = 0.5) -> None:
     """The worker loop until SIGTERM/SIGINT or until the API that started it is gone; then drain."""
     loop = asyncio.get_running_loop()

@@ -1,7 +1,8 @@
 """`cleanroom bench control-plane` at a size the suite can afford: it must keep working (its figures are the
 README's, read from a real run of the bench, never asserted here). What it must show at any size: runs are
 proposed, approved by people, dispatched to simulated hosts and claimed by exactly one; no request fails with
-a server error; the API process is measured."""
+a server error; the API process is measured. It runs with two API processes (`serve --processes 2`): runs
+proposed and approved in either are dispatched by the one that leads, each claimed once."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ def test_the_control_plane_bench_runs_end_to_end_and_claims_each_run_once(_facto
     monkeypatch.setenv("CLEANROOM_BENCH_CP_MCP_SHARE", "0.5")
     real_run_code = sandbox.run_code
     report = run_control_plane_bench(
-        assistants=4, hosts=3, seconds=30, template=_factories["postgres"].template(seeded=True)
+        assistants=4, hosts=3, seconds=30, template=_factories["postgres"].template(seeded=True), processes=2
     )
+    assert report["api_processes"] == 2  # the one-process path is every other fleet test's
     assert sandbox.run_code is real_run_code  # the canned VM was this bench's only
     assert report["client_failures"] == [], report
     assert all("5xx" not in route for route in report["routes_ms"].values()), report["routes_ms"]
