@@ -9,8 +9,9 @@ In this process, on one event loop:
   its bundle from the signed URL, checks it, says its VM started and posts a canned result (the real
   `FleetWorker` job path with `sandbox.run_code` answering at once);
 - **assistants** (`CLEANROOM_BENCH_CP_ASSISTANTS`, 200): each proposes a trivial run and waits for its end, a share
-  (`CLEANROOM_BENCH_CP_MCP_SHARE`, 0.25) with MCP `get_run(wait_seconds=30)` over streamable HTTP, the others by
-  polling `GET /api/runs/{id}` every second; then proposes the next, until `CLEANROOM_BENCH_CP_SECONDS` (60);
+  (`CLEANROOM_BENCH_CP_MCP_SHARE`, 0.25) with MCP `get_run(wait_seconds=30)` over streamable HTTP, the others with
+  `GET /api/runs/{id}?wait_seconds=25` (or, `CLEANROOM_BENCH_CP_LONG_POLL=0`, polling it every second, as a
+  client did before the API could hold a wait); then proposes the next, until `CLEANROOM_BENCH_CP_SECONDS` (60);
 - **people** (two sessions): approve what waits, with the hashes the approval screen shows.
 
 First the hosts alone heartbeat for a while (the API's CPU spent on heartbeats), then everything runs. Reported
@@ -221,6 +222,7 @@ async def _assistant(
     stop: asyncio.Event,
     latencies: Latencies,
     counts: dict[str, int],
+    long_poll: bool,
 ) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(
@@ -252,7 +254,7 @@ async def _assistant(
                     await asyncio.sleep(1.0)
                     continue
                 counts["proposed"] += 1
-                run_id = proposed.json()["id"]
+                run_id, status = proposed.json()["id"], None
                 while not stop.is_set():
                     if session is not None:
                         began = time.perf_counter()
@@ -261,12 +263,15 @@ async def _assistant(
                             (time.perf_counter() - began) * 1000
                         )
                         status = (result.structured_content or {}).get("status")
+                    elif long_poll:  # held by the API until the status moves (one shared query a tick)
+                        asked = {"wait_seconds": 25, "seen_status": status or "awaiting_approval"}
+                        status = (await http.get(f"/api/runs/{run_id}", params=asked)).json().get("status")
                     else:
                         status = (await http.get(f"/api/runs/{run_id}")).json().get("status")
                     if status in FINISHED:
                         counts[f"ended_{status}"] += 1
                         break
-                    if session is None:
+                    if session is None and not long_poll:
                         await asyncio.sleep(1.0)
         finally:
             if session is not None:
@@ -296,7 +301,7 @@ async def _person(
 
 
 async def _bench(
-    fleet: Any, assistants: int, hosts_n: int, seconds: float, mcp_share: float
+    fleet: Any, assistants: int, hosts_n: int, seconds: float, mcp_share: float, long_poll: bool
 ) -> dict[str, Any]:
     import procrastinate
 
@@ -360,7 +365,9 @@ async def _bench(
         mcp_n = round(assistants * mcp_share)
         clients = [
             asyncio.create_task(
-                _assistant(i, url, tokens[i % len(tokens)], files, i < mcp_n, stop, latencies, counts)
+                _assistant(
+                    i, url, tokens[i % len(tokens)], files, i < mcp_n, stop, latencies, counts, long_poll
+                )
             )
             for i in range(assistants)
         ]
@@ -387,6 +394,7 @@ async def _bench(
     claimed = {run_id: who for run_id, who in claims.items()}
     return {
         "api_processes": fleet.processes,
+        "http_assistants_wait": "long poll (wait_seconds=25)" if long_poll else "poll every 1 s",
         "assistants": assistants,
         "mcp_assistants": mcp_n,
         "hosts": hosts_n,
@@ -425,6 +433,7 @@ def run_control_plane_bench(
     seconds = seconds if seconds is not None else float(os.environ.get("CLEANROOM_BENCH_CP_SECONDS", 60))
     mcp_share = float(os.environ.get("CLEANROOM_BENCH_CP_MCP_SHARE", 0.25))
     processes = processes if processes is not None else _env_int("CLEANROOM_BENCH_CP_PROCESSES", 1)
+    long_poll = os.environ.get("CLEANROOM_BENCH_CP_LONG_POLL", "1") != "0"
     beat = os.environ.get("CLEANROOM_BENCH_CP_HEARTBEAT_SECONDS", "5")
     limits = {
         "CLEANROOM_MAX_PENDING_RUNS_PER_USER": str(10 * assistants + 100),
@@ -438,7 +447,7 @@ def run_control_plane_bench(
     try:
         with FleetServer(limits, template=template, processes=processes) as fleet:
             fleet.cli("credits", "top-up", "Acme Analytics", "1000000", "--reason", "control-plane bench")
-            report = asyncio.run(_bench(fleet, assistants, hosts, seconds, mcp_share))
+            report = asyncio.run(_bench(fleet, assistants, hosts, seconds, mcp_share, long_poll))
     finally:
         settings.worker_heartbeat_seconds, sandbox.run_code = kept_beat, run_code
     report["goals"] = {
