@@ -147,6 +147,26 @@ class ProcessSampler:
         }
 
 
+def _database_counters(admin_url: str, database: str) -> dict[str, int]:
+    """What PostgreSQL counted for the database (pg_stat_database) and the server's WAL position (bytes; the
+    whole server's, so read it with nothing else writing)."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT xact_commit, tup_returned, tup_fetched, tup_inserted, tup_updated, tup_deleted, "
+            "pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint FROM pg_stat_database WHERE datname = %s",
+            (database,),
+        ).fetchone()
+    names = ("transactions", "rows_returned", "rows_fetched", "rows_inserted", "rows_updated", "rows_deleted")
+    assert row is not None
+    return {**dict(zip(names, (int(v) for v in row[:6]), strict=True)), "wal_bytes": int(row[6])}
+
+
+def _per_run(before: dict[str, int], after: dict[str, int], runs: int) -> dict[str, float]:
+    return {name: round((after[name] - before[name]) / runs, 1) for name in before} if runs else {}
+
+
 def _enroll(env: dict[str, str], hosts: list[str]) -> dict[str, str]:
     """One enrollment token per host, made in one process (the CLI would start one per host)."""
     script = (
@@ -372,11 +392,13 @@ async def _bench(
             for i in range(assistants)
         ]
         people = [asyncio.create_task(_person(url, p, stop, latencies, counts)) for p in PEOPLE]
+        db0 = await asyncio.to_thread(_database_counters, _admin_url(), fleet.name)
         cpu1, own1, t1 = sampler.cpu_seconds(), own.cpu_seconds(), time.monotonic()
         await asyncio.sleep(seconds)
         elapsed = time.monotonic() - t1
         api_cpu = (sampler.cpu_seconds() - cpu1) / elapsed
         bench_cpu = (own.cpu_seconds() - own1) / elapsed
+        db1 = await asyncio.to_thread(_database_counters, _admin_url(), fleet.name)
         stop.set()
         done = await asyncio.wait(clients + people, timeout=60)
         for task in done[1]:
@@ -410,6 +432,11 @@ async def _bench(
             "cpu_share_per_waiting_assistant": round(api_cpu / assistants, 5) if assistants else None,
             "cpu_share_hosts_only_heartbeating": round(heartbeat_share, 3),
         },
+        # PostgreSQL's counters over the measured phase, per run that ended (everything the phase did: the
+        # proposals, approvals, waits, heartbeats, dispatch and results, divided by the runs that ended)
+        "database_per_ended_run": _per_run(
+            db0, db1, sum(v for k, v in counts.items() if k.startswith("ended_"))
+        ),
         "bench_process_cpu_share_of_one_core": round(bench_cpu, 3),
         "load_average_1min_at_end": round(os.getloadavg()[0], 2),
         "client_failures": failures[:10],
