@@ -10,10 +10,10 @@ In this process, on one event loop:
   `FleetWorker` job path with `sandbox.run_code` answering at once);
 - **assistants** (`CLEANROOM_BENCH_CP_ASSISTANTS`, 200): each proposes a trivial run and waits for its end, a share
   (`CLEANROOM_BENCH_CP_MCP_SHARE`, 0.25) with MCP `get_run(wait_seconds=30)` over streamable HTTP, the others over
-  plain HTTP: half of them with `GET /api/runs/{id}?wait_seconds=25` (its own line in the report: the time
-  includes the wait), half polling `GET /api/runs/{id}` every second (all of them poll with
-  `CLEANROOM_BENCH_CP_LONG_POLL=0`, as clients did before the API could hold a wait); then each proposes the
-  next, until `CLEANROOM_BENCH_CP_SECONDS` (60);
+  plain HTTP: a share (`CLEANROOM_BENCH_CP_POLL_SHARE`, 0.5; 1 is how every client waited before the API could
+  hold a wait) polls `GET /api/runs/{id}` every second, the others wait with `GET /api/runs/{id}?wait_seconds=25`
+  (its own line in the report: its time includes the wait); then each proposes the next, until
+  `CLEANROOM_BENCH_CP_SECONDS` (60);
 - **people** (two sessions): approve what waits, with the hashes the approval screen shows.
 
 First the hosts alone heartbeat for a while (the API's CPU spent on heartbeats), then everything runs. Reported
@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -246,9 +247,10 @@ async def _assistant(
     stop: asyncio.Event,
     latencies: Latencies,
     counts: dict[str, int],
-    long_poll: bool,
+    poll_share: float,
 ) -> None:
     headers = {"Authorization": f"Bearer {token}"}
+    polls = random.Random(index).random() < poll_share  # reads the run every second instead of waiting
     async with httpx.AsyncClient(
         base_url=url, headers=headers, timeout=120, event_hooks=latencies.hooks()
     ) as http:
@@ -287,7 +289,7 @@ async def _assistant(
                             (time.perf_counter() - began) * 1000
                         )
                         status = (result.structured_content or {}).get("status")
-                    elif long_poll and index % 2 == 0:  # held until the status moves (one query a tick)
+                    elif not polls:  # held by the API until the status moves (one shared query a tick)
                         asked = {"wait_seconds": 25, "seen_status": status or "awaiting_approval"}
                         status = (await http.get(f"/api/runs/{run_id}", params=asked)).json().get("status")
                     else:
@@ -295,7 +297,7 @@ async def _assistant(
                     if status in FINISHED:
                         counts[f"ended_{status}"] += 1
                         break
-                    if session is None and not (long_poll and index % 2 == 0):
+                    if session is None and polls:
                         await asyncio.sleep(1.0)
         finally:
             if session is not None:
@@ -325,7 +327,7 @@ async def _person(
 
 
 async def _bench(
-    fleet: Any, assistants: int, hosts_n: int, seconds: float, mcp_share: float, long_poll: bool
+    fleet: Any, assistants: int, hosts_n: int, seconds: float, mcp_share: float, poll_share: float
 ) -> dict[str, Any]:
     import procrastinate
 
@@ -390,7 +392,7 @@ async def _bench(
         clients = [
             asyncio.create_task(
                 _assistant(
-                    i, url, tokens[i % len(tokens)], files, i < mcp_n, stop, latencies, counts, long_poll
+                    i, url, tokens[i % len(tokens)], files, i < mcp_n, stop, latencies, counts, poll_share
                 )
             )
             for i in range(assistants)
@@ -420,9 +422,7 @@ async def _bench(
     claimed = {run_id: who for run_id, who in claims.items()}
     return {
         "api_processes": fleet.processes,
-        "http_assistants_wait": "half long-poll (wait_seconds=25), half poll every 1 s"
-        if long_poll
-        else "all poll every 1 s",
+        "http_assistants_polling_every_second": poll_share,
         "assistants": assistants,
         "mcp_assistants": mcp_n,
         "hosts": hosts_n,
@@ -466,7 +466,7 @@ def run_control_plane_bench(
     seconds = seconds if seconds is not None else float(os.environ.get("CLEANROOM_BENCH_CP_SECONDS", 60))
     mcp_share = float(os.environ.get("CLEANROOM_BENCH_CP_MCP_SHARE", 0.25))
     processes = processes if processes is not None else _env_int("CLEANROOM_BENCH_CP_PROCESSES", 1)
-    long_poll = os.environ.get("CLEANROOM_BENCH_CP_LONG_POLL", "1") != "0"
+    poll_share = float(os.environ.get("CLEANROOM_BENCH_CP_POLL_SHARE", 0.5))
     beat = os.environ.get("CLEANROOM_BENCH_CP_HEARTBEAT_SECONDS", "5")
     limits = {
         "CLEANROOM_MAX_PENDING_RUNS_PER_USER": str(10 * assistants + 100),
@@ -480,7 +480,7 @@ def run_control_plane_bench(
     try:
         with FleetServer(limits, template=template, processes=processes) as fleet:
             fleet.cli("credits", "top-up", "Acme Analytics", "1000000", "--reason", "control-plane bench")
-            report = asyncio.run(_bench(fleet, assistants, hosts, seconds, mcp_share, long_poll))
+            report = asyncio.run(_bench(fleet, assistants, hosts, seconds, mcp_share, poll_share))
     finally:
         settings.worker_heartbeat_seconds, sandbox.run_code = kept_beat, run_code
     report["goals"] = {
