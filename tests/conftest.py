@@ -210,7 +210,7 @@ HEAVY_TIMEOUT_SECONDS = 900
 TIMEOUT_SECONDS = 300
 
 
-# With pytest-xdist (scripts/test runs three processes), what must not share the machine runs in one serial group
+# With pytest-xdist (scripts/test runs two processes), what must not share the machine runs in one serial group
 # on one process: real VMs, the browser, fleet workers, services started as processes, and what counts domains,
 # kills a uid's processes or measures memory. Everything else spreads over both processes (each has its own
 # data directory, databases and ports). The group is chosen by path: the scheduler sees only test ids, and
