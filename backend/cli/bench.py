@@ -98,5 +98,5 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         _control_plane_suite,
         "One API process (fleet mode, PostgreSQL) under simulated assistants (HTTP and MCP) and simulated "
         "hosts, no VM: p50/p95/p99 per route, dispatch rate, the API's RSS, CPU, descriptors and database "
-        "connections (CLEANROOM_BENCH_CP_ASSISTANTS, _HOSTS, _SECONDS, _MCP_SHARE, _POLL_SHARE, _PROCESSES; CLEANROOM_BENCH_POSTGRES_URL).",
+        "connections (CLEANROOM_BENCH_CP_ASSISTANTS, _HOSTS, _SECONDS, _MCP_SHARE, _POLL_SHARE, _RAMP_SECONDS, _STAGE, _PROCESSES; CLEANROOM_BENCH_POSTGRES_URL).",
     )

@@ -248,8 +248,10 @@ async def _assistant(
     latencies: Latencies,
     counts: dict[str, int],
     poll_share: float,
+    arrives: float,
 ) -> None:
     headers = {"Authorization": f"Bearer {token}"}
+    await asyncio.sleep(arrives)  # the assistants arrive over the ramp, not all in one instant
     polls = random.Random(index).random() < poll_share  # reads the run every second instead of waiting
     async with httpx.AsyncClient(
         base_url=url, headers=headers, timeout=120, event_hooks=latencies.hooks()
@@ -272,7 +274,7 @@ async def _assistant(
                         "title": "trivial",
                         "plan": "control-plane bench",
                         "code": TRIVIAL,
-                        "files": files,
+                        **({"files": files} if files else {"datasets": ["deals"]}),
                     },
                 )
                 if proposed.status_code != 201:
@@ -327,7 +329,13 @@ async def _person(
 
 
 async def _bench(
-    fleet: Any, assistants: int, hosts_n: int, seconds: float, mcp_share: float, poll_share: float
+    fleet: Any,
+    assistants: int,
+    hosts_n: int,
+    seconds: float,
+    mcp_share: float,
+    poll_share: float,
+    ramp: float,
 ) -> dict[str, Any]:
     import procrastinate
 
@@ -344,11 +352,15 @@ async def _bench(
         (
             await person.post("/api/auth/login", json={"email": PEOPLE[0], "password": "demo"})
         ).raise_for_status()
-        upload = await person.post(
-            "/api/drive/files", files={"file": ("bench.csv", b"a,b\n1,2\n", "text/csv")}
-        )
-        upload.raise_for_status()
-        files = [upload.json()["id"]]
+        files: list[int] = []
+        if (
+            os.environ.get("CLEANROOM_BENCH_CP_STAGE", "dataset") == "file"
+        ):  # a converter process per proposal
+            upload = await person.post(
+                "/api/drive/files", files={"file": ("bench.csv", b"a,b\n1,2\n", "text/csv")}
+            )
+            upload.raise_for_status()
+            files = [upload.json()["id"]]
         tokens = []
         for i in range(min(assistants, 20)):  # assistants share a few tokens, as a company's people would
             made = await person.post("/api/me/tokens", json={"name": f"bench {i}"})
@@ -392,7 +404,16 @@ async def _bench(
         clients = [
             asyncio.create_task(
                 _assistant(
-                    i, url, tokens[i % len(tokens)], files, i < mcp_n, stop, latencies, counts, poll_share
+                    i,
+                    url,
+                    tokens[i % len(tokens)],
+                    files,
+                    i < mcp_n,
+                    stop,
+                    latencies,
+                    counts,
+                    poll_share,
+                    ramp * i / max(assistants, 1),
                 )
             )
             for i in range(assistants)
@@ -423,6 +444,10 @@ async def _bench(
     return {
         "api_processes": fleet.processes,
         "http_assistants_polling_every_second": poll_share,
+        "staged": "a Drive file (a converter process each)"
+        if os.environ.get("CLEANROOM_BENCH_CP_STAGE") == "file"
+        else "the deals dataset",
+        "arrival_seconds": ramp,
         "assistants": assistants,
         "mcp_assistants": mcp_n,
         "hosts": hosts_n,
@@ -467,6 +492,7 @@ def run_control_plane_bench(
     mcp_share = float(os.environ.get("CLEANROOM_BENCH_CP_MCP_SHARE", 0.25))
     processes = processes if processes is not None else _env_int("CLEANROOM_BENCH_CP_PROCESSES", 1)
     poll_share = float(os.environ.get("CLEANROOM_BENCH_CP_POLL_SHARE", 0.5))
+    ramp = float(os.environ.get("CLEANROOM_BENCH_CP_RAMP_SECONDS", min(20.0, seconds / 3)))
     beat = os.environ.get("CLEANROOM_BENCH_CP_HEARTBEAT_SECONDS", "5")
     limits = {
         "CLEANROOM_MAX_PENDING_RUNS_PER_USER": str(10 * assistants + 100),
@@ -480,7 +506,7 @@ def run_control_plane_bench(
     try:
         with FleetServer(limits, template=template, processes=processes) as fleet:
             fleet.cli("credits", "top-up", "Acme Analytics", "1000000", "--reason", "control-plane bench")
-            report = asyncio.run(_bench(fleet, assistants, hosts, seconds, mcp_share, poll_share))
+            report = asyncio.run(_bench(fleet, assistants, hosts, seconds, mcp_share, poll_share, ramp))
     finally:
         settings.worker_heartbeat_seconds, sandbox.run_code = kept_beat, run_code
     report["goals"] = {
