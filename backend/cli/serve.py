@@ -38,7 +38,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from backend.settings import get_settings
 
         settings = get_settings()
-        if processes > 1 and not settings.effective_database_url.startswith(("postgres://", "postgresql://")):
+        if processes > 1 and not settings.is_postgres:
             typer.secho(
                 "--processes above 1 needs PostgreSQL (DATABASE_URL=postgresql://…): SQLite takes one writer "
                 "at a time, so more API processes would only wait on each other",

@@ -357,6 +357,17 @@ async def test_a_second_job_of_a_run_in_the_same_worker_does_not_run_it_again(
     assert len(executions) == 1 and worker.holding == set()
 
 
+async def _claim_both_and_start_one(client, alpha: dict, waiting: dict, started: dict) -> None:
+    """Both runs handed to alpha and claimed by it; only `started`'s VM says it started."""
+    async with _queue() as app:
+        assert sorted(await _pass(app)) == sorted([waiting["id"], started["id"]])
+    for run in (waiting, started):
+        assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).status_code == 200
+    assert (
+        await client.post(f"/api/worker/runs/{started['id']}/vm-started", headers=alpha)
+    ).status_code == 200
+
+
 async def test_a_run_its_host_no_longer_holds_is_settled_by_the_hosts_heartbeat(
     client, alice, acme_on, executions
 ) -> None:
@@ -365,13 +376,7 @@ async def test_a_run_its_host_no_longer_holds_is_settled_by_the_hosts_heartbeat(
     never started, ended as lost when it did."""
     waiting, started = await _queued_run(client, alice), await _queued_run(client, alice)
     worker, alpha = await _host(client, "alpha")
-    async with _queue() as app:
-        assert sorted(await _pass(app)) == sorted([waiting["id"], started["id"]])
-    for run in (waiting, started):
-        assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).status_code == 200
-    assert (
-        await client.post(f"/api/worker/runs/{started['id']}/vm-started", headers=alpha)
-    ).status_code == 200
+    await _claim_both_and_start_one(client, alpha, waiting, started)
     ids = [waiting["id"], started["id"]]
 
     async def beat(holding) -> None:
@@ -419,13 +424,7 @@ async def test_the_reaper_settles_only_what_is_still_held_and_writes_each_settli
 
     waiting, started = await _queued_run(client, alice), await _queued_run(client, alice)
     _, alpha = await _host(client, "alpha")
-    async with _queue() as app:
-        assert sorted(await _pass(app)) == sorted([waiting["id"], started["id"]])
-    for run in (waiting, started):
-        assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).status_code == 200
-    assert (
-        await client.post(f"/api/worker/runs/{started['id']}/vm-started", headers=alpha)
-    ).status_code == 200
+    await _claim_both_and_start_one(client, alpha, waiting, started)
     ids = sorted([waiting["id"], started["id"]])
 
     async def state() -> list[tuple[str, bool]]:
