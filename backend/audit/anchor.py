@@ -46,19 +46,29 @@ def path() -> Path:
 
 
 def append(seq: int, entry_hash: str) -> None:
-    """One line per entry, on disk before `record` returns. A failure is logged, never raised: the entry
-    is in the table already, and a missing line only weakens the check for that entry."""
+    """One entry's line (`append_many` of one)."""
+    append_many([(seq, entry_hash)])
+
+
+def append_many(lines: list[tuple[int, str]]) -> None:
+    """One line per entry, on disk (one write, one fsync for them all) before `record` returns. A failure is
+    logged, never raised: the entries are in the table already, and a missing line only weakens the check
+    for those entries."""
+    if not lines:
+        return
     target = path()
     try:
         filemodes.private_dir(target.parent)
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, filemodes.PRIVATE_FILE)
         try:
-            os.write(fd, f"{seq} {entry_hash}\n".encode("ascii"))
+            os.write(fd, "".join(f"{seq} {entry_hash}\n" for seq, entry_hash in lines).encode("ascii"))
             os.fsync(fd)
         finally:
             os.close(fd)
     except OSError as exc:
-        log.error("could not anchor audit entry #%s in %s: %s", seq, target, exc)
+        log.error(
+            "could not anchor audit entries #%s in %s: %s", ", #".join(str(s) for s, _ in lines), target, exc
+        )
 
 
 def read() -> dict[int, str]:

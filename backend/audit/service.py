@@ -6,7 +6,8 @@ import asyncio
 import contextvars
 import json
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,6 +42,76 @@ def run_actor(run_id: int) -> str:
 def host_actor(host_id: str) -> str:
     """How the trail names a fleet host's own doings (registered, left, lost a run)."""
     return f"worker:{host_id}"
+
+
+class _Batched:
+    """Work of one event loop done in batches: what callers hand in while a batch is being done goes
+    together into the next. `work` takes the items in arrival order and returns one result per item; when
+    it raises, every caller of that batch gets the exception; an Exception in place of a result is that one
+    caller's."""
+
+    def __init__(self, work: Callable[[list[Any]], Awaitable[list[Any]]]) -> None:
+        self.work = work
+        self.waiting: list[tuple[Any, asyncio.Future[Any]]] = []
+        self.running: asyncio.Task[None] | None = None
+
+    async def __call__(self, item: Any) -> Any:
+        done = asyncio.get_running_loop().create_future()
+        self.waiting.append((item, done))
+        if self.running is None or self.running.done():
+            # in a context of its own: not inside whatever transaction the caller that started it was in
+            loop = asyncio.get_running_loop()
+            self.running = loop.create_task(self._drain(), context=contextvars.Context())
+        return await asyncio.shield(done)  # a caller that gives up does not take the others' items with it
+
+    async def _drain(self) -> None:
+        while self.waiting:
+            batch, self.waiting = self.waiting[:BATCH], self.waiting[BATCH:]
+            try:
+                results = await self.work([item for item, _ in batch])
+            except BaseException as exc:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                        done.exception()  # retrieved here too: a caller that gave up leaves no warning
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for (_, done), result in zip(batch, results, strict=True):
+                if done.done():
+                    continue
+                if isinstance(result, Exception):  # this item alone failed
+                    done.set_exception(result)
+                    done.exception()
+                else:
+                    done.set_result(result)
+
+
+BATCH = 200  # entries at most in one insert, lines in one write
+_ANCHOR_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-anchor")
+_batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Batched]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _batched(name: str, work: Callable[[list[Any]], Awaitable[list[Any]]]) -> _Batched:
+    per_loop = _batchers.setdefault(asyncio.get_running_loop(), {})
+    if name not in per_loop:
+        per_loop[name] = _Batched(work)
+    return per_loop[name]
+
+
+async def _write_anchors(lines: list[tuple[int, str]]) -> list[None]:
+    """Anchor lines, written by one thread of their own (never queued behind staging's scans in the
+    default executor), one fsync for all."""
+    await asyncio.get_running_loop().run_in_executor(_ANCHOR_THREAD, anchor.append_many, lines)
+    return [None] * len(lines)
+
+
+async def _anchor(lines: list[tuple[int, str]]) -> None:
+    """On disk before returning; lines that wait while another write is on disk go together in the next."""
+    batcher = _batched("anchor", _write_anchors)
+    await asyncio.gather(*(batcher(line) for line in lines))
 
 
 def _lock() -> asyncio.Lock:
@@ -83,17 +154,21 @@ def entry_hash(entry: dict[str, Any]) -> str:
     return sha256_json(hashed_fields(entry))
 
 
-async def _company_tail(company_id: int | None) -> str | None:
-    """The hash this company's next entry links to; None for entries of no company (system)."""
-    if company_id is None:
-        return None
-    last = (
-        await AuditEntry.select(AuditEntry.hash)
-        .where(AuditEntry.company_id == company_id)
-        .order_by(AuditEntry.seq, ascending=False)
-        .first()
-    )
-    return last["hash"] if last else GENESIS
+async def _tails(company_ids: list[int | None]) -> tuple[int, str, dict[int, str]]:
+    """The next entry's seq, the hash it links to, and for each company the hash its chain links to
+    (GENESIS for a company's first entry): read in one round trip, under the append lock."""
+    companies = sorted({c for c in company_ids if c is not None})
+    last = 'FROM "audit_entry" ORDER BY "seq" DESC LIMIT 1'
+    columns = [f'(SELECT "seq" {last}) AS "seq"', f'(SELECT "hash" {last}) AS "hash"']
+    columns += [
+        f'(SELECT "hash" FROM "audit_entry" WHERE "company_id" = {{}} ORDER BY "seq" DESC LIMIT 1) AS "c{k}"'
+        for k in range(len(companies))
+    ]
+    rows = await AuditEntry.raw("SELECT " + ", ".join(columns), *companies)
+    row = rows[0] if rows else {}
+    seq = int(row.get("seq") or 0)
+    tails = {c: row.get(f"c{k}") or GENESIS for k, c in enumerate(companies)}
+    return seq + 1, (row.get("hash") or GENESIS) if seq else GENESIS, tails
 
 
 @asynccontextmanager
@@ -113,8 +188,7 @@ async def atomic() -> AsyncIterator[None]:
                 yield
         finally:
             _pending.reset(token)
-    for seq, entry_hash in pending:
-        await asyncio.to_thread(anchor.append, seq, entry_hash)
+    await _anchor(pending)
 
 
 def _write_transaction() -> Any:
@@ -135,61 +209,84 @@ async def record(
     subject_id: Any = "",
     data: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """Append one entry. Inside `atomic` it joins that transaction (its lock is held), anchored after the
+    commit; inside a transaction of the caller's own it joins that one, as it always did. Otherwise entries
+    recorded at the same moment are inserted together, in arrival order, in one transaction (one commit for
+    many, the lock taken once), and each is anchored before `record` returns."""
+    fields = {
+        "action": action,
+        "actor": actor,
+        "company_id": company_id,
+        "subject_type": subject_type,
+        "subject_id": str(subject_id),
+        "data": json.loads(json.dumps(data or {}, default=str)),
+    }
     pending = _pending.get()
-    if pending is not None:  # inside `atomic`: its lock is held and its transaction open
-        return await _append(action, actor, company_id, subject_type, subject_id, data, pending)
+    if pending is not None:
+        (entry,) = await _append([fields], in_transaction=True)
+        pending.append((entry["seq"], entry["hash"]))
+        return entry
+    if AuditEntry._meta.db.current_transaction.get() is not None:  # the caller's own transaction: joined
+        async with _lock():
+            (entry,) = await _append([fields], in_transaction=True)
+    else:
+        entry = await _batched("record", _append_committed)(fields)
+    await _anchor([(entry["seq"], entry["hash"])])
+    return entry
+
+
+async def _append_committed(batch: list[dict[str, Any]]) -> list[dict[str, Any] | Exception]:
+    """The batch in one transaction; when it fails, each entry on its own, so an entry the database refuses
+    (a value too long for its column) fails its own caller only."""
     async with _lock():
-        return await _append(action, actor, company_id, subject_type, subject_id, data, None)
+        try:
+            return list(await _append(batch, in_transaction=False))
+        except Exception:
+            if len(batch) == 1:
+                raise
+        results: list[dict[str, Any] | Exception] = []
+        for fields in batch:
+            try:
+                results += await _append([fields], in_transaction=False)
+            except Exception as exc:
+                results.append(exc)
+        return results
 
 
-async def _append(
-    action: str,
-    actor: str,
-    company_id: int | None,
-    subject_type: str,
-    subject_id: Any,
-    data: dict[str, Any] | None,
-    pending: list[tuple[int, str]] | None,
-) -> dict[str, Any]:
-    """Insert the next entry, taking the next seq again when another process took it; with `pending`,
-    inside a transaction (each try in a savepoint, so a lost seq does not abort the transaction) and
-    anchored after its commit."""
+async def _append(batch: list[dict[str, Any]], *, in_transaction: bool) -> list[dict[str, Any]]:
+    """Insert the next entries, chained in order, taking the next seqs again when another process took
+    them: inside the caller's transaction (each try in a savepoint, so a lost seq does not abort it), or in
+    one transaction of their own."""
     engine = AuditEntry._meta.db
     for attempt in range(5):
-        last = (
-            await AuditEntry.select(AuditEntry.seq, AuditEntry.hash)
-            .order_by(AuditEntry.seq, ascending=False)
-            .first()
-        )
-        entry = {
-            "seq": (last["seq"] + 1) if last else 1,
-            "at": datetime.now(UTC),
-            "company_id": company_id,
-            "actor": actor,
-            "action": action,
-            "subject_type": subject_type,
-            "subject_id": str(subject_id),
-            "data": json.loads(json.dumps(data or {}, default=str)),
-            "prev_hash": last["hash"] if last else GENESIS,
-            "company_prev_hash": await _company_tail(company_id),
-        }
-        entry["hash"] = entry_hash(entry)
-        savepoint = await engine.current_transaction.get().savepoint() if pending is not None else None
+        seq, prev_hash, tails = await _tails([f["company_id"] for f in batch])
+        entries = []
+        for fields in batch:
+            entry = {**fields, "seq": seq, "at": datetime.now(UTC), "prev_hash": prev_hash}
+            company = fields["company_id"]
+            entry["company_prev_hash"] = None if company is None else tails[company]
+            entry["hash"] = entry_hash(entry)
+            entries.append(entry)
+            seq, prev_hash = seq + 1, entry["hash"]
+            if company is not None:
+                tails[company] = entry["hash"]
+        savepoint = await engine.current_transaction.get().savepoint() if in_transaction else None
         try:
-            await AuditEntry.insert(AuditEntry(**entry))
-        except Exception:  # another process took this seq (unique); read the new tail and retry
+            if in_transaction:
+                await AuditEntry.insert(*(AuditEntry(**e) for e in entries))
+            else:
+                async with _write_transaction():
+                    await AuditEntry.insert(*(AuditEntry(**e) for e in entries))
+        except Exception:  # another process took these seqs (unique); read the new tails and retry
             if savepoint is not None:
                 await savepoint.rollback_to()
             if attempt == 4:
                 raise
             await asyncio.sleep(0.05 * (attempt + 1))
             continue
-        if pending is not None:
+        if savepoint is not None:
             await savepoint.release()
-            pending.append((entry["seq"], entry["hash"]))
-        else:
-            await asyncio.to_thread(anchor.append, entry["seq"], entry["hash"])
-        return entry
+        return entries
     raise RuntimeError("unreachable")
 
 

@@ -23,6 +23,7 @@ import codecs
 import html
 import math
 import re
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote
@@ -79,11 +80,16 @@ class _Judgement:
 
 
 _MODEL: list[Model | None] = []
+_LOADING = threading.Lock()
 
 
 def model() -> Model | None:
+    """The model, loaded once per process: the first scans of a busy API run in several threads at once,
+    and each used to decode the half-megabyte artifact itself."""
     if not _MODEL:
-        _MODEL.append(load())
+        with _LOADING:
+            if not _MODEL:
+                _MODEL.append(load())
     return _MODEL[0]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from backend.credits.service import max_cost
 from backend.hashing import sha256_text
 from backend.runs import queued
+from backend.runs.limits import bundle_bytes
 from backend.runs.tables import ApprovalKind, Run, RunStatus
 from backend.staging.service import StagedBundle
 
@@ -60,6 +61,7 @@ async def create_run(
         bundle_dir=str(bundle.directory),
         bundle_sha256=bundle.bundle_sha256,
         manifest=bundle.manifest,
+        staged_bytes=bundle_bytes(bundle.manifest),
         findings=findings,
         created_at=now,
         updated_at=now,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from piccolo.columns import JSON, Boolean, ForeignKey, Integer, Real, Text, Timestamptz, Varchar
+from piccolo.columns import JSON, BigInt, Boolean, ForeignKey, Integer, Real, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
 from backend.tenancy.tables import Company, User
@@ -66,6 +66,7 @@ class Run(Table):
     bundle_dir = Varchar(length=500)
     bundle_sha256 = Varchar(length=64)
     manifest = JSON(default={})
+    staged_bytes = BigInt(default=0)  # the bytes the manifest lists (runs.limits sums them in SQL)
     findings = JSON(default=[])
     created_at = Timestamptz()
     updated_at = Timestamptz()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import io
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -101,3 +102,45 @@ async def test_runs_approved_before_the_reshape_keep_who_approved_them(bare: str
     assert await CreditCharge.select(CreditCharge.run_id, CreditCharge.run_title) == [
         {"run_id": 3, "run_title": "Pipeline"}
     ]
+
+
+async def test_runs_made_before_staged_bytes_was_stored_get_what_their_manifest_lists(bare: str) -> None:
+    """The limits on staged data sum `run.staged_bytes` in the database (issue 30); a run made before the
+    column existed counts what its manifest lists, not zero, so a backlog from before an upgrade still
+    holds against the limits."""
+    from backend.runs import limits
+
+    db.configure(bare)
+    await _migrate("2026-12-02T15:40:00:000000")  # the last migration before the column
+    await _sql(
+        "INSERT INTO company (name, plan, credit_pool, code_execution_enabled, assistant_write_enabled, "
+        "followup_without_reapproval, followup_grant_hours, followup_grant_max_runs) "
+        "VALUES ('Acme', 'team', 10, true, true, false, 1, 1)"
+    )
+    await _sql(
+        "INSERT INTO app_user (company, email, name, title, password_hash, role, active, created_at) "
+        "VALUES (1, 'alice@acme.example', 'Alice', '', 'x', 'member', true, {})",
+        T0,
+    )
+    manifests = [
+        {"files": [{"path": "a.csv", "bytes": 1200}, {"path": "b.txt", "bytes": 34}]},
+        {"files": []},
+        {"files": [{"path": "c.csv", "bytes": 5}, {"path": "bad", "bytes": "9"}]},
+    ]
+    for status, manifest in zip(("awaiting_approval", "succeeded", "queued"), manifests, strict=True):
+        await _sql(
+            f"INSERT INTO run ({RUN_COLUMNS}) VALUES (1, 1, 'c', 'Pipeline', '', 'print(1)', 'h', '[]', "
+            "'[]', {}, {}, 1, 'd', 'b', {}, '[]', {}, {}, NULL, NULL, 0, 0, true, false)",
+            "{}",
+            status,
+            json.dumps(manifest),
+            T0,
+            T0,
+        )
+    await db.create_schema()  # the rest of the migrations, as at start-up
+    rows = await Run.select(Run.staged_bytes).order_by(Run.id)
+    assert [r["staged_bytes"] for r in rows] == [1234, 0, 5]
+    # what the limits see: the runs in flight (the first and the third), summed by the database
+    assert await limits.staged_in_flight(1) == 1239
+    assert await limits.staged_in_flight(1, user_id=1) == 1239
+    assert await limits.staged_in_flight(1, user_id=2) == 0

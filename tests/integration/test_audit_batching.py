@@ -1,0 +1,151 @@
+"""Entries recorded at the same moment are committed together (issue 30: one commit and one fsync per
+entry, under the process's append lock, capped proposals at about ten a second), and the chain stays
+what it was: gapless seqs, every entry linked to the one before it and to its company's previous one,
+every entry anchored before `record` returns, and an entry the database refuses failing only its own
+caller."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from backend.audit import anchor
+from backend.audit import service as audit
+from backend.audit.tables import AuditEntry
+
+COMPANIES = (1, 2, None)
+
+
+async def _record_at_once(n: int, tag: str) -> list[dict]:
+    return await asyncio.gather(
+        *(
+            audit.record(
+                "test.batched", actor="system", company_id=COMPANIES[i % 3], subject_id=i, data={"t": tag}
+            )
+            for i in range(n)
+        )
+    )
+
+
+async def _assert_chain_holds(expected_new: int, before: int) -> None:
+    rows = await AuditEntry.select(AuditEntry.seq, AuditEntry.hash).order_by(AuditEntry.seq)
+    assert [r["seq"] for r in rows] == list(range(1, before + expected_new + 1))  # gapless, none lost
+    assert (await audit.verify()).ok
+    for company in (1, 2):
+        assert (await audit.verify_company(company)).ok
+    anchored = await asyncio.to_thread(anchor.read)
+    assert all(anchored.get(r["seq"]) == r["hash"] for r in rows[before:])  # each one anchored
+
+
+async def _count_appends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sizes: list[int] = []
+    real = audit._append
+
+    async def counting(batch: list[dict], *, in_transaction: bool) -> list[dict]:
+        sizes.append(len(batch))
+        return await real(batch, in_transaction=in_transaction)
+
+    monkeypatch.setattr(audit, "_append", counting)
+    return sizes
+
+
+async def test_entries_recorded_at_once_share_commits_and_the_chain_holds(
+    demo_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = await AuditEntry.count()
+    sizes = await _count_appends(monkeypatch)
+    entries = await _record_at_once(150, "together")
+    # inside `atomic` an entry joins its caller's transaction, as before, between the batches
+    async with audit.atomic():
+        inside = await audit.record("test.atomic", actor="system", company_id=1)
+    await _assert_chain_holds(151, before)
+    assert [e["subject_id"] for e in entries] == [str(i) for i in range(150)]  # each caller its own entry
+    assert sorted(e["seq"] for e in entries) == list(range(before + 1, before + 151))
+    assert inside["seq"] == before + 151
+    assert sum(sizes) == 151 and len(sizes) < 20, sizes  # 150 entries in a few inserts, not 150
+
+
+async def test_positive_control_batches_of_one_hold_the_chain_and_the_count_notices(
+    demo_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The counter above would notice entries inserted one at a time: here every batch is one entry."""
+    monkeypatch.setattr(audit, "BATCH", 1)
+    before = await AuditEntry.count()
+    sizes = await _count_appends(monkeypatch)
+    await _record_at_once(30, "one by one")
+    await _assert_chain_holds(30, before)
+    assert sizes == [1] * 30
+
+
+@pytest.mark.postgres
+async def test_an_entry_the_database_refuses_fails_only_its_caller(demo_db: str) -> None:
+    before = await AuditEntry.count()
+    good = [audit.record("test.good", actor="system", company_id=1, subject_id=i) for i in range(20)]
+    bad = audit.record("test.bad", actor="x" * 300, company_id=2)  # longer than the column (254)
+    results = await asyncio.gather(*good[:10], bad, *good[10:], return_exceptions=True)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    assert len(failed) == 1 and results[10] is failed[0]
+    await _assert_chain_holds(20, before)
+
+
+APPENDER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from backend import db
+    from backend.audit import service as audit
+
+    async def main():
+        db.configure(sys.argv[1])
+        await db.start_pool()
+        await asyncio.gather(*(
+            audit.record("test.process", actor=sys.argv[2], company_id=1 + i % 2, subject_id=i)
+            for i in range(int(sys.argv[3]))
+        ))
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.postgres
+async def test_two_processes_appending_at_once_keep_one_chain(demo_db: str, tmp_path) -> None:
+    """Batches of two processes take the same seqs; the loser reads the new tail and chains after it."""
+    before = await AuditEntry.count()
+    env = dict(os.environ, CLEANROOM_DATA_DIR=os.environ.get("CLEANROOM_DATA_DIR", str(tmp_path)))
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-c", APPENDER, demo_db, f"proc{k}", "120", env=env, stderr=subprocess.PIPE
+        )
+        for k in range(2)
+    ]
+    errors = [(await p.communicate())[1].decode()[-2000:] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    rows = await AuditEntry.select(AuditEntry.seq, AuditEntry.actor).order_by(AuditEntry.seq)
+    assert [r["seq"] for r in rows] == list(range(1, before + 241))
+    assert sum(r["actor"] == "proc0" for r in rows) == sum(r["actor"] == "proc1" for r in rows) == 120
+    assert (await audit.verify()).ok
+    assert (await audit.verify_company(1)).ok and (await audit.verify_company(2)).ok
+
+
+async def test_an_entry_recorded_inside_the_callers_transaction_lands_or_not_with_it(demo_db: str) -> None:
+    """Batched entries commit on their own; an entry recorded inside a transaction of the caller's stays
+    in it: rolled back with it, and committed with it, as before."""
+    before = await AuditEntry.count()
+
+    class Undo(Exception):
+        pass
+
+    with pytest.raises(Undo):
+        async with AuditEntry._meta.db.transaction():
+            await audit.record("test.rolled_back", actor="system", company_id=1)
+            raise Undo
+    assert await AuditEntry.count() == before  # control below: the same entry outside a rollback lands
+    async with AuditEntry._meta.db.transaction():
+        kept = await audit.record("test.kept", actor="system", company_id=1)
+    assert kept["seq"] == before + 1
+    await _assert_chain_holds(1, before)
