@@ -117,7 +117,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         import asyncio
 
         from backend import db
-        from backend.worker.process import serve_local
+        from backend.execution.process import serve_local
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         db.configure()

@@ -290,7 +290,7 @@ class FleetWorker:
 
     async def _attempt(self, run_id: int, job: dict[str, Any], scratch: Path) -> None:
         from backend import sandbox
-        from backend.worker.execute import hash_problem
+        from backend.execution.execute import hash_problem
 
         bundle = scratch / "bundle"
         carry = scratch / "carry" if job.get("carry_url") else None

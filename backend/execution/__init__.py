@@ -7,9 +7,9 @@ deletes staged bundles past their retention (at start and periodically). The emb
 loop inside the API process.
 """
 
-from backend.worker.execute import execute, hash_problem, recover
-from backend.worker.queue import WORKER, drain, queued_ids, start_worker, stop_worker
-from backend.worker.retention import sweep_bundles
+from backend.execution.execute import execute, hash_problem, recover
+from backend.execution.queue import WORKER, drain, queued_ids, start_worker, stop_worker
+from backend.execution.retention import sweep_bundles
 
 __all__ = [
     "WORKER",

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from backend import filemodes
+from backend.execution.queue import Worker
 from backend.sandbox.libvirt_conn import owner_alive, owner_token
 from backend.settings import REPO_ROOT, get_settings
-from backend.worker.queue import Worker
 
 log = logging.getLogger("cleanroom.worker")
 PIDFILE = "worker.pid"

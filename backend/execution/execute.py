@@ -360,7 +360,7 @@ async def recover() -> int:
             entry=end_entry("run.recovered", "system", row, {"status": RunStatus.error}),
             error_message="the service stopped while this run was running; no output was kept",
         )
-    from backend.worker.rerun import recover_reruns  # here: worker/rerun.py imports this module
+    from backend.execution.rerun import recover_reruns  # here: execution/rerun.py imports this module
 
     await recover_reruns()  # a re-run for evidence left running ends `error` too
     if moved := await flows.resume_stalled():

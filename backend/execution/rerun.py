@@ -20,10 +20,10 @@ from backend import clock, sandbox
 from backend.audit import service as audit
 from backend.evidence import rerun as policy
 from backend.evidence.tables import EvidenceRerun, RerunStatus
+from backend.execution.execute import hash_problem
 from backend.runs import gates
 from backend.runs.tables import Run
 from backend.settings import get_settings
-from backend.worker.execute import hash_problem
 
 log = logging.getLogger("cleanroom.worker")
 

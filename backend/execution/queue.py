@@ -8,15 +8,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from backend.execution.execute import execute, finish, recover
+from backend.execution.rerun import execute_rerun, queued_reruns
+from backend.execution.retention import sweep_bundles
 from backend.flows import progress as flows
 from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.standby import service_standby_count, start_standby_pool, stop_standby_pool
 from backend.schedules import service as schedules
 from backend.settings import get_settings
-from backend.worker.execute import execute, finish, recover
-from backend.worker.rerun import execute_rerun, queued_reruns
-from backend.worker.retention import sweep_bundles
 
 log = logging.getLogger("cleanroom.worker")
 
