@@ -197,7 +197,7 @@ def _simulated_hosts(api_url: str, tokens: dict[str, str], latencies: Latencies)
     """`FleetWorker`s whose registration names this machine's image without touching libvirt, and whose VM
     answers at once (the bench process's `sandbox.run_code` is replaced)."""
     from backend import sandbox
-    from backend.fleet.worker import FleetWorker
+    from backend.fleet.host_agent import FleetWorker
     from backend.sandbox.image import current_image
 
     image = current_image()

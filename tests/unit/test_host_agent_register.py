@@ -10,8 +10,8 @@ import asyncio
 import httpx
 import pytest
 
-from backend.fleet import worker as fleet_worker
-from backend.fleet.worker import ApiUnavailable, FleetWorker
+from backend.fleet import host_agent
+from backend.fleet.host_agent import ApiUnavailable, FleetWorker
 from backend.settings import get_settings
 
 
@@ -24,8 +24,8 @@ def _host(handler=None) -> FleetWorker:
 
 @pytest.fixture(autouse=True)
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fleet_worker, "REGISTER_BACKOFF_FIRST_SECONDS", 0.01)
-    monkeypatch.setattr(fleet_worker, "REGISTER_BACKOFF_MAX_SECONDS", 0.02)
+    monkeypatch.setattr(host_agent, "REGISTER_BACKOFF_FIRST_SECONDS", 0.01)
+    monkeypatch.setattr(host_agent, "REGISTER_BACKOFF_MAX_SECONDS", 0.02)
     monkeypatch.setattr(get_settings(), "worker_heartbeat_seconds", 0.01)
 
 
