@@ -15,9 +15,9 @@ import statistics
 import time
 from collections.abc import Callable
 
+from backend.convert.isolated import convert_isolated
 from backend.convert.model import Converted
 from backend.convert.service import convert
-from backend.convert.worker import convert_isolated
 
 
 def _ms(run: Callable[[], Converted]) -> float:

@@ -200,7 +200,7 @@ def sandbox_problem() -> str | None:
             raise ConverterUnavailable(f"{BWRAP} is not installed (Debian package bubblewrap)")
         with tempfile.TemporaryDirectory(prefix="cleanroom-convert-check-") as folder:
             process = _spawn(
-                [sys.executable, "-m", "backend.convert.worker", CHECK_ARG, *CHECKED_MODULES],
+                [sys.executable, "-m", "backend.convert.isolated", CHECK_ARG, *CHECKED_MODULES],
                 Path(folder),
                 True,
             )
@@ -440,7 +440,7 @@ def _convert_in(
     bwrap: bool,
     cap: int,
 ) -> Converted:
-    process = spawn_confined([sys.executable, "-m", "backend.convert.worker"], scratch, bwrap=bwrap)
+    process = spawn_confined([sys.executable, "-m", "backend.convert.isolated"], scratch, bwrap=bwrap)
     try:
         out, err = _exchange(
             process, header.encode() + b"\n" + data, limits.time_limit_seconds + grace_seconds, cap
