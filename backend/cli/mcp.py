@@ -32,7 +32,7 @@ async def serve_stdio(api_url: str, token: str, console_url: str | None) -> None
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    from backend.bench import add_suite
+    from backend.benches import add_suite
 
     @app.command("mcp")
     def mcp(
@@ -67,7 +67,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         )
 
     def _bench() -> dict:
-        from backend.mcp.bench import run_mcp_bench
+        from backend.benches.mcp import run_mcp_bench
 
         return run_mcp_bench()
 

@@ -171,7 +171,7 @@ def converter_identity() -> tuple[int, int] | None:
 
 
 def unreadable_code() -> str | None:
-    """Without bubblewrap (only `bench.py` and the drop's own tests): the first folder holding the converter's
+    """Without bubblewrap (only backend/benches/convert.py and the drop's own tests): the first folder holding the converter's
     code (this checkout, the virtualenv's packages) that other users cannot pass on the host, or None. Inside
     bubblewrap the folders above what is bound are the sandbox's own, so there `sandbox_problem()` decides."""
     import backend
@@ -294,7 +294,7 @@ def readonly_folders() -> list[Path]:
 def spawn_confined(argv: list[str], workdir: Path, *, bwrap: bool = True) -> subprocess.Popen:
     """Start `argv` for a conversion: the empty `workdir` (handed to the converter user) as cwd, HOME and
     TMPDIR, a clean environment, its own process group, stdin/stdout/stderr as pipes, inside bubblewrap.
-    `bwrap=False` is for `bench.py` (what the sandbox costs) and the drop's own tests, never the service; it
+    `bwrap=False` is for backend/benches/convert.py (what the sandbox costs) and the drop's own tests, never the service; it
     still drops, and refuses code the converter user could not read. ConverterUnavailable when the converter
     cannot run confined here (`sandbox_problem()`): nothing is started. The child drops to the converter user
     itself (`drop_privileges`) once its modules are loaded and before it reads the file: the interpreter may
@@ -414,7 +414,7 @@ def convert_isolated(
     bwrap: bool = True,
     max_output_bytes: int | None = None,
 ) -> Converted:
-    """`bwrap=False` is for `bench.py`, to measure what the sandbox costs; the service never passes it.
+    """`bwrap=False` is for backend/benches/convert.py, to measure what the sandbox costs; the service never passes it.
     `max_output_bytes` (default: setting `convert_max_output_bytes`) bounds what is read of the answer."""
     limits = limits or ConvertLimits.from_settings()
     cap = max_output_bytes or get_settings().convert_max_output_bytes

@@ -9,5 +9,5 @@ personal API token (the assistant scope), so every permission, visibility and ga
 - `http.py`     streamable HTTP at `/mcp` on the API server (the caller's bearer token, in-process calls);
 
 The stdio command, `cleanroom mcp --api URL` (token from CLEANROOM_TOKEN), is backend/cli/mcp.py with the other
-commands; its benchmark (`cleanroom bench mcp`) is backend/mcp/bench.py.
+commands; its benchmark (`cleanroom bench mcp`) is backend/benches/mcp.py.
 """

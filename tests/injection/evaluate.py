@@ -8,8 +8,8 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from backend.benches.scanner import bench_scan
 from backend.injection import scan_table
-from backend.injection.bench import bench_scan
 from tests.injection.corpus import LabelledRow
 from tests.injection.regression import SETS
 

@@ -12,8 +12,8 @@ import hashlib
 
 import pytest
 
+from backend.benches.scanner import bench_scan
 from backend.injection import scan_cell, scan_cells
-from backend.injection.bench import bench_scan
 from backend.injection.model import ARTIFACT, SHA256, load
 from backend.injection.scanner import _judge, _judge_values
 from tests.injection.corpus import dev_rows

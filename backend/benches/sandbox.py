@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from backend.bench import host_python_ms, ratio, sales_csv, summarize
+from backend.benches import host_python_ms, ratio, sales_csv, summarize
 from backend.sandbox.models import RunLimits, SandboxResult
 from backend.sandbox.runner import run_code
 from backend.sandbox.standby import standby_pool, standby_ready, start_standby_pool, stop_standby_pool

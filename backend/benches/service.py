@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from backend.bench import ApiServer, host_python_ms, ratio, sales_csv, summarize
+from backend.benches import ApiServer, host_python_ms, ratio, sales_csv, summarize
 
 PERSON = "maria@acme.example"
 FINISHED = {"succeeded", "failed", "error", "timeout", "cancelled", "rejected"}

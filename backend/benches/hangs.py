@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from backend.bench import summarize
+from backend.benches import summarize
 from backend.sandbox.domain import guest_vcpus
 from backend.sandbox.models import RunLimits, SandboxResult
 from backend.sandbox.runner import run_code
@@ -157,7 +157,7 @@ def _fleet(
 
 
 def run_hang_bench(fleet_figures: Callable[[int, int, int], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """`fleet_figures(runs, parallel, wall)` is the fleet's path (backend/fleet/bench.py), handed in by the CLI:
+    """`fleet_figures(runs, parallel, wall)` is the fleet's path (backend/benches/workers.py), handed in by the CLI:
     the sandbox does not import the fleet."""
     runs = _env_int("CLEANROOM_BENCH_HANG_RUNS", 200)
     parallel = _env_int("CLEANROOM_BENCH_HANG_PARALLEL", 2)

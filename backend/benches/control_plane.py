@@ -339,7 +339,7 @@ async def _bench(
 ) -> dict[str, Any]:
     import procrastinate
 
-    from backend.fleet.bench import _admin_url
+    from backend.benches.workers import _admin_url
     from backend.fleet.queue import TASK, make_app, queue_of
 
     assert fleet.server is not None
@@ -484,7 +484,7 @@ def run_control_plane_bench(
     """`template`: a seeded database to clone (the test suite's) instead of seeding a new one; `processes`:
     API processes (`serve --processes`)."""
     from backend import sandbox
-    from backend.fleet.bench import FleetServer
+    from backend.benches.workers import FleetServer
 
     assistants = assistants if assistants is not None else _env_int("CLEANROOM_BENCH_CP_ASSISTANTS", 200)
     hosts = hosts if hosts is not None else _env_int("CLEANROOM_BENCH_CP_HOSTS", 50)

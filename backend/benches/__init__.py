@@ -1,7 +1,14 @@
-"""Benchmark registry: `cleanroom bench` runs every registered suite, `cleanroom bench NAME` runs one.
+"""The benchmarks, in one place outside the packages that serve requests, and their registry: `cleanroom bench`
+runs every registered suite, `cleanroom bench NAME` runs one.
 
 A suite is a function taking no arguments and returning a JSON-able dict of figures
-(medians/p95 in milliseconds, with the sample count). Capabilities call `add_suite` from their CLI `register` hook.
+(medians/p95 in milliseconds, with the sample count). The CLI modules call `add_suite` from their `register` hook.
+This module holds the registry and what the suites share (`summarize`, `ratio`, `ApiServer`, `sales_csv`, host
+python timings); each suite is a module named by what it measures: `scanner` (the injection scanner's
+throughput), `convert` (the converter sandbox's cost), `staging`, `service` (the run loop), `flows`, `sandbox`
+(VM start and run), `hangs` (guests that go silent), `workers` (the fleet), `control_plane` (one API process
+under many assistants and hosts) and `mcp` (MCP against plain HTTP). `cleanroom bench injection` (recall and
+false positives) is the injection training harness's evaluation.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import httpx
 
-from backend.bench import ApiServer, summarize
+from backend.benches import ApiServer, summarize
 from backend.settings import REPO_ROOT
 
 MARIA = "maria@acme.example"

@@ -23,8 +23,8 @@ import time
 from datetime import datetime
 from typing import Any
 
-from backend.bench import ApiServer, summarize
-from backend.runs.bench import SETTLE_SECONDS, _Session
+from backend.benches import ApiServer, summarize
+from backend.benches.service import SETTLE_SECONDS, _Session
 
 STEPS = 5
 STEP_CODE = """\

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from backend import db
-from backend.bench import summarize
+from backend.benches import summarize
 from backend.demo.files import PLANTED_INSTRUCTION
 from backend.demo.seed import seed
 from backend.records.datasets import DATASETS

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from backend.bench import ApiServer, ratio, sales_csv, summarize
+from backend.benches import ApiServer, ratio, sales_csv, summarize
 from backend.localhost import start_fleet_host
 from backend.settings import REPO_ROOT
 
@@ -178,7 +178,7 @@ def wait_finished(person: httpx.Client, ids: list[int], timeout: float = 900) ->
 
 
 def _batch(fleet: FleetServer, hosts: list[str], runs: int) -> dict[str, Any]:
-    from backend.runs.bench import _Session
+    from backend.benches.service import _Session
 
     assert fleet.server is not None
     session = _Session(fleet.server)
@@ -209,7 +209,7 @@ def _batch(fleet: FleetServer, hosts: list[str], runs: int) -> dict[str, Any]:
 
 
 def _approve_to_code(server: ApiServer, samples: int, start: Any = None) -> dict[str, Any]:
-    from backend.runs.bench import _Session, _timed
+    from backend.benches.service import _Session, _timed
 
     session = _Session(server)
     failures: list[str] = []
@@ -268,8 +268,8 @@ def run_workers_bench(runs: int = 16, samples: int = 10) -> dict[str, Any]:
 def hang_figures(runs: int, parallel: int, wall: int) -> dict[str, Any]:
     """The same trivial run through the API and two fleet workers (one VM each at a time), `parallel`
     approved at once; a silent guest's evidence is in its worker's log."""
-    from backend.runs.bench import _Session
-    from backend.sandbox.hangs import TRIVIAL as HANG_CODE
+    from backend.benches.hangs import TRIVIAL as HANG_CODE
+    from backend.benches.service import _Session
 
     counts = {"ok": 0, "hang": 0, "failed": 0}
     problems: list[dict[str, Any]] = []
