@@ -15,7 +15,7 @@ def _scanner_suite() -> dict:
 
 
 def _injection_suite() -> dict:
-    from backend.injection.harness.evaluate import run, summary
+    from backend.injection_training.evaluate import run, summary
 
     return summary(run())
 
@@ -63,7 +63,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         bench_app,
         "injection",
         _injection_suite,
-        "Injection scanner recall and false positives on public corpora (python -m backend.injection.evaluate).",
+        "Injection scanner recall and false positives on public corpora (python -m backend.injection_training.evaluate).",
     )
     benches.add_suite(
         bench_app,

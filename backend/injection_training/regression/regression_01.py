@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from tests.injection.corpus import Example, LabelledRow, embed_in_text
+from backend.injection_training.regression.corpus import Example, LabelledRow, embed_in_text
 
 POSITIVES: list[str] = [
     # English, addressed / override

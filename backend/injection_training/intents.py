@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from backend.injection.harness.benign import NOTES, Table, _Filler, note_templates, template_split
+from backend.injection_training.benign import NOTES, Table, _Filler, note_templates, template_split
 
 CORPUS = Path(__file__).with_name("intents")
 LANGS = ["en", "de", "fr", "es", "it", "pt", "nl", "pl", "tr", "sv", "ja", "zh"]

