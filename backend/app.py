@@ -17,6 +17,7 @@ from backend.credits.controller import CreditsController, PlatformController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
 from backend.evidence.controller import EvidenceController
+from backend.execution import start_worker, stop_worker
 from backend.fleet.controller import WorkerController
 from backend.fleet.queue import DISPATCHER
 from backend.flows import progress as flows_progress
@@ -36,7 +37,6 @@ from backend.tenancy.audit_controller import AuditController
 from backend.tenancy.auth import scope_guard
 from backend.tenancy.controller import AuthController, CompanyController, MeController
 from backend.tenancy.origin import OriginGuard, allowed_hosts_config
-from backend.worker import start_worker, stop_worker
 
 log = logging.getLogger("cleanroom")
 
@@ -92,7 +92,7 @@ def served_app() -> Litestar:
     worker runs the runs and each process wakes it when it queues one."""
     import os
 
-    from backend.worker.process import poke_running_worker
+    from backend.execution.process import poke_running_worker
 
     worker_here = os.environ.get(SERVE_WORKER_HERE, "1") != "0"
     app = create_app(worker_here=worker_here)

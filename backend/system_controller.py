@@ -88,7 +88,7 @@ async def sandbox_health() -> dict[str, Any]:
 
 async def operator_health() -> dict[str, Any]:
     """The whole host, every company: for `cleanroom health` (operators), never the HTTP API."""
-    from backend.convert.worker import converter_fallback
+    from backend.convert.isolated import converter_fallback
 
     vm = await sandbox_health()
     return {

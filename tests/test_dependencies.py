@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_PARTY = {"backend", "console", "tests"}
 # where an extra may be imported besides the project's own dependencies (path prefix -> extras)
-EXTRAS_BY_PATH = {"tests/": ("dev", "train"), "backend/injection/harness/": ("train",)}
+EXTRAS_BY_PATH = {"tests/": ("dev", "train"), "backend/injection_training/": ("train",)}
 
 # Declared, but no module of ours imports them: the reason each one is there.
 USED_WITHOUT_IMPORT = {

@@ -1,6 +1,7 @@
 """Dependencies between backend packages point one way: no package reaches, through any chain of imports,
-back to itself. Every import counts, a function-local one too (hiding a cycle inside a function does not
-remove it). A node is a package under backend/ (runs, actions, …) or a loose module (db, app, …)."""
+back to itself, and every import points down the declared layers (or stays within its layer). Every import
+counts, a function-local one too (hiding a cycle inside a function does not remove it). A node is a package
+under backend/ (runs, actions, …) or a loose module (db, app, …). No backend module imports the tests."""
 
 from __future__ import annotations
 
@@ -11,6 +12,31 @@ from pathlib import Path
 BACKEND = Path(__file__).resolve().parents[1] / "backend"
 
 Edges = dict[str, dict[str, list[str]]]
+
+
+# The layers, lowest first, as the code has them (read off `package_graph()`): a node may import its own layer
+# and the ones below it, never one above. A new package has to be placed here.
+LAYERS: list[tuple[str, set[str]]] = [
+    # what everything may use: configuration, time, hashes, file modes, errors, the conditional decision write,
+    # the one seccomp generator (no import of the backend at all)
+    ("foundations", {"settings", "clock", "errors", "hashing", "filemodes", "decisions", "seccomp_filter"}),
+    # machinery that knows no company: the scanner, the converters, the VM runner, the hash-chained audit trail
+    ("engines", {"injection", "convert", "sandbox", "audit"}),
+    ("tenancy", {"tenancy"}),
+    # a company's data: records, credits, Drive, and the bundle staged from them
+    ("company data", {"records", "credits", "drive", "staging"}),
+    # the life of a run or flow, from proposal to decided action items
+    ("runs and decisions", {"runs", "actions", "flows", "schedules", "evidence", "review"}),
+    # carrying approved runs out: the local loop, and the fleet's API side and host agent
+    ("execution", {"execution", "fleet"}),
+    # the engine and the Piccolo app over every capability's tables
+    ("database", {"db", "piccolo_app", "piccolo_conf"}),
+    # what a serving process is: the Litestar app, /mcp, /metrics, health
+    ("serving", {"app", "mcp", "metrics", "system_controller"}),
+    # run beside the product, never by it: benches, soak, demo data, the injection training harness
+    ("tools", {"benches", "soak", "demo", "injection_training", "localhost"}),
+    ("command line", {"cli", "__main__"}),
+]
 
 
 def _node(module: str) -> str | None:
@@ -123,6 +149,39 @@ def _describe(cycle: list[str], edges: Edges) -> str:
     return " -> ".join(cycle) + "\n" + "\n".join(steps)
 
 
+def layer_violations(edges: Edges, layers: list[tuple[str, set[str]]] = LAYERS) -> list[str]:
+    """Every import that points up the layers, with where it is; and every node no layer (or two) declares."""
+    rank: dict[str, int] = {}
+    problems: list[str] = []
+    for i, (_name, members) in enumerate(layers):
+        for node in sorted(members):
+            if node in rank:
+                problems.append(f"{node} is declared in two layers")
+            rank[node] = i
+    nodes = set(edges) | {d for targets in edges.values() for d in targets}
+    problems += [f"{node} is in no layer" for node in sorted(nodes - set(rank))]
+    for source, targets in sorted(edges.items()):
+        for dest, places in sorted(targets.items()):
+            if source in rank and dest in rank and rank[dest] > rank[source]:
+                problems.append(
+                    f"{source} ({layers[rank[source]][0]}) -> {dest} ({layers[rank[dest]][0]}): {', '.join(places[:3])}"
+                )
+    return problems
+
+
+def imports_of_tests(root: Path = BACKEND) -> list[str]:
+    """Where a backend module imports the tests package."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = _module_name(path, root)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for target, line in _imported(tree, module, path.name == "__init__.py"):
+            where = f"{path.relative_to(root.parent)}:{line}"
+            if (target == "tests" or target.startswith("tests.")) and where not in found:
+                found.append(where)
+    return found
+
+
 def test_backend_packages_import_each_other_in_one_direction() -> None:
     edges = package_graph()
     cycles = find_cycles({a: list(targets) for a, targets in edges.items()})
@@ -149,3 +208,41 @@ def test_a_function_local_import_counts(tmp_path: Path) -> None:
     edges = package_graph(root)
     assert edges["runs"]["actions"] == ["backend/runs/service.py:2"]
     assert find_cycles({a: list(t) for a, t in edges.items()}) == [["actions", "runs", "actions"]]
+
+
+def test_every_import_points_down_the_layers() -> None:
+    problems = layer_violations(package_graph())
+    assert not problems, "imports against the declared layers:\n" + "\n".join(problems)
+
+
+def test_every_declared_layer_member_exists() -> None:
+    """The list stays the code's: a node named in a layer that no longer exists is a stale name."""
+    edges = package_graph()
+    nodes = set(edges) | {d for targets in edges.values() for d in targets}
+    declared = set().union(*(members for _, members in LAYERS))
+    assert declared - nodes == set()
+
+
+def test_the_layer_check_reports_an_import_pointing_up() -> None:
+    """Positive control on the real graph: one synthetic import from a foundation up to runs is reported, with
+    its place, and nothing else is; an undeclared node is reported too."""
+    edges = package_graph()
+    edges.setdefault("settings", {})["runs"] = ["backend/settings.py:1"]
+    assert layer_violations(edges) == [
+        "settings (foundations) -> runs (runs and decisions): backend/settings.py:1"
+    ]
+    edges = {"runs": {"tenancy": ["a"]}, "newcomer": {"runs": ["b"]}}
+    assert layer_violations(edges, [("low", {"tenancy"}), ("high", {"runs"})]) == ["newcomer is in no layer"]
+    assert layer_violations({"tenancy": {"runs": ["c"]}}, [("low", {"tenancy"}), ("high", {"runs"})]) == [
+        "tenancy (low) -> runs (high): c"
+    ]
+
+
+def test_no_backend_module_imports_the_tests(tmp_path: Path) -> None:
+    """The injection training harness keeps its regression sets itself; nothing in backend/ reaches tests/.
+    Control: a function-local import of tests in a synthetic tree is found."""
+    assert imports_of_tests() == []
+    root = tmp_path / "backend"
+    (root / "trainer").mkdir(parents=True)
+    (root / "trainer" / "train.py").write_text("def data():\n    from tests.injection.corpus import rows\n")
+    assert imports_of_tests(root) == ["backend/trainer/train.py:2"]

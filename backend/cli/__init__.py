@@ -10,6 +10,7 @@ from backend.cli import (
     demo,
     drive,
     health,
+    mcp,
     records,
     sandbox,
     serve,
@@ -18,7 +19,6 @@ from backend.cli import (
     worker,
 )
 from backend.cli.support import group
-from backend.mcp import cli as mcp
 
 app = group("Cleanroom: approved code on private data.", add_completion=False)
 bench_app = group("Benchmarks (medians; --json for machines).", no_args_is_help=False)

@@ -5,48 +5,48 @@ from __future__ import annotations
 
 import typer
 
-from backend import bench
+from backend import benches
 
 
 def _scanner_suite() -> dict:
-    from backend.injection.bench import bench_scan
+    from backend.benches.scanner import bench_scan
 
     return bench_scan()
 
 
 def _injection_suite() -> dict:
-    from backend.injection.harness.evaluate import run, summary
+    from backend.injection_training.evaluate import run, summary
 
     return summary(run())
 
 
 def _convert_suite() -> dict:
-    from backend.convert.bench import bench_convert
+    from backend.benches.convert import bench_convert
     from backend.demo.files import conversion_samples
 
     return bench_convert(conversion_samples())
 
 
 def _service_suite() -> dict:
-    from backend.runs.bench import run_service_bench
+    from backend.benches.service import run_service_bench
 
     return run_service_bench()
 
 
 def _flow_suite() -> dict:
-    from backend.flows.bench import run_flow_bench
+    from backend.benches.flows import run_flow_bench
 
     return run_flow_bench()
 
 
 def _workers_suite() -> dict:
-    from backend.fleet.bench import run_workers_bench
+    from backend.benches.workers import run_workers_bench
 
     return run_workers_bench()
 
 
 def _control_plane_suite() -> dict:
-    from backend.fleet.control_plane_bench import run_control_plane_bench
+    from backend.benches.control_plane import run_control_plane_bench
 
     return run_control_plane_bench()
 
@@ -56,43 +56,43 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     def bench_all(ctx: typer.Context, json_out: bool = typer.Option(False, "--json")) -> None:
         """Run every benchmark suite (or one: `cleanroom bench NAME`)."""
         if ctx.invoked_subcommand is None:
-            bench.run_suites(sorted(bench.SUITES), json_out)
+            benches.run_suites(sorted(benches.SUITES), json_out)
 
-    bench.add_suite(bench_app, "scanner", _scanner_suite, "Injection scanner throughput (cells per second).")
-    bench.add_suite(
+    benches.add_suite(bench_app, "scanner", _scanner_suite, "Injection scanner throughput (cells per second).")
+    benches.add_suite(
         bench_app,
         "injection",
         _injection_suite,
-        "Injection scanner recall and false positives on public corpora (python -m backend.injection.evaluate).",
+        "Injection scanner recall and false positives on public corpora (python -m backend.injection_training.evaluate).",
     )
-    bench.add_suite(
+    benches.add_suite(
         bench_app,
         "convert",
         _convert_suite,
         "Drive file conversion per file type: in the bubblewrap sandbox, without it, in-process (p50, overhead).",
     )
-    bench.add_suite(
+    benches.add_suite(
         bench_app,
         "service",
         _service_suite,
         "The run loop through the API, with and without standby guests: approve → user code, approve → "
         "succeeded (trivial, pandas chart), eight approved at once; ratios to bare host python.",
     )
-    bench.add_suite(
+    benches.add_suite(
         bench_app,
         "flow",
         _flow_suite,
         "Flows through the API: per-step overhead (step k's VM ready → step k+1's VM ready) for five trivial "
         "steps, the hand-over alone, approve → flow succeeded; with and without standby guests.",
     )
-    bench.add_suite(
+    benches.add_suite(
         bench_app,
         "workers",
         _workers_suite,
         "The fleet on PostgreSQL: 16 trivial runs by one worker and by two (ratio), and approve → user code "
         "through procrastinate against the in-process queue (CLEANROOM_BENCH_POSTGRES_URL).",
     )
-    bench.add_suite(
+    benches.add_suite(
         bench_app,
         "control-plane",
         _control_plane_suite,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from backend.bench import add_suite
+from backend.benches import add_suite
 from backend.cli.support import group
 
 sandbox_app = group("Run code in a fresh VM (host-admin tool).")
@@ -107,14 +107,14 @@ def selftest_isolation(json_out: bool = typer.Option(False, "--json", help="Prin
 
 
 def _bench() -> dict:
-    from backend.sandbox.bench import run_sandbox_bench
+    from backend.benches.sandbox import run_sandbox_bench
 
     return run_sandbox_bench()
 
 
 def _hangs() -> dict:
-    from backend.fleet.bench import hang_figures
-    from backend.sandbox.hangs import run_hang_bench
+    from backend.benches.hangs import run_hang_bench
+    from backend.benches.workers import hang_figures
 
     return run_hang_bench(fleet_figures=hang_figures)
 

@@ -52,8 +52,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if with_worker:
             worker_proc = _local_worker(settings)
         if settings.workers == "in_process":  # the embedded default: a worker process of its own, supervised
+            from backend.execution.process import LocalWorker
             from backend.runs import queued
-            from backend.worker.process import LocalWorker
 
             local = LocalWorker()
             local.start()

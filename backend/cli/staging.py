@@ -10,13 +10,13 @@ from typing import Any
 
 import typer
 
-from backend.bench import add_suite
+from backend.benches import add_suite
 from backend.cli.support import run_db
 
 
 def _staging_suite() -> dict[str, Any]:
-    """The `staging` suite: `backend.demo.bench.bench_staging` with its defaults, imported when it runs."""
-    from backend.demo.bench import bench_staging as run
+    """The `staging` suite: `backend.benches.staging.bench_staging` with its defaults, imported when it runs."""
+    from backend.benches.staging import bench_staging as run
 
     return run()
 

@@ -68,7 +68,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if local:  # started and supervised by `cleanroom serve`: the in-process loop, in its own process
             _local_worker()
             return
-        from backend.fleet.worker import run_worker
+        from backend.fleet.host_agent import run_worker
 
         token = os.environ.get("CLEANROOM_WORKER_TOKEN", "").strip()
         if not token:
@@ -117,7 +117,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         import asyncio
 
         from backend import db
-        from backend.worker.process import serve_local
+        from backend.execution.process import serve_local
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         db.configure()

@@ -4,10 +4,10 @@
 `sniff_kind(data, filename)` for what a file is. Knows nothing of Drive, staging or the database.
 """
 
+from backend.convert.isolated import convert_isolated
 from backend.convert.model import KINDS, ConversionFailed, Converted, ConvertLimits, Table
 from backend.convert.service import cells_for_scan, convert, text_for_scan
 from backend.convert.sniff import TEXT_EXTENSIONS, sniff_kind
-from backend.convert.worker import convert_isolated
 
 __all__ = [
     "KINDS",

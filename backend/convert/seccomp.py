@@ -1,7 +1,7 @@
 """The file converters' seccomp filter: the kernel refuses the calls a hostile file's code would need to reach
 the network or the kernel's larger attack surface, whatever user it runs as.
 
-The converter child installs it last (`worker.confine`), after dropping to the converter user and setting
+The converter child installs it last (`isolated.confine`), after dropping to the converter user and setting
 no_new_privs; the filter then holds for PDF rendering (pdfium, in the child itself) and for everything the
 child starts (tesseract), across exec, and cannot be removed. The program comes from the generator the guest
 agent uses too (`backend/seccomp_filter.py`: the refused calls, namespace clones, clone3), with the converter's

@@ -2,7 +2,7 @@
 
 The type comes from the content (`sniff.sniff_kind`). Bad input never raises: it comes back as
 `Converted(error=...)` with a sentence a person can act on. Work is bounded by `ConvertLimits` (bytes,
-rows, cells, zip expansion, pages, pixels, wall time). `worker.convert_isolated` runs the same conversion
+rows, cells, zip expansion, pages, pixels, wall time). `isolated.convert_isolated` runs the same conversion
 in a child process with a hard wall-clock and memory ceiling; staging untrusted uploads uses it.
 """
 

@@ -16,7 +16,7 @@ flow's steps (what earlier steps handed them is not kept). In a fleet (`CLEANROO
 refused: the hypervisor hosts take runs only.
 
 This module holds the policy (what is kept, until when), the request and the reads; the worker executes a
-queued re-run (backend/worker/rerun.py) through the same sandbox call and hash check as a run.
+queued re-run (backend/execution/rerun.py) through the same sandbox call and hash check as a run.
 """
 
 from __future__ import annotations

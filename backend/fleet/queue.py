@@ -1,6 +1,6 @@
 """The job queue between the API and the workers: procrastinate on the product's PostgreSQL.
 
-The API decides *which* queued run goes next (companies in turn, `backend.worker.queue.queued_ids`) and
+The API decides *which* queued run goes next (companies in turn, `backend.execution.queue.queued_ids`) and
 *to which host*: it hands a run to procrastinate only while a slot of some host is free for it, into that
 host's own queue (`runs.<host id>`), and records the host on the run (`dispatched_to`); only that host's
 worker may claim it (`service.claim`). So the queue never holds a long FIFO one company filled: a company
@@ -29,14 +29,14 @@ from procrastinate.exceptions import AlreadyEnqueued, ProcrastinateException
 from procrastinate.jobs import Status
 from psycopg import sql
 
+from backend.execution.queue import queued_ids
+from backend.execution.retention import sweep_bundles
 from backend.fleet import service
 from backend.fleet.tables import WorkerHost
 from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
 from backend.schedules import service as schedules
 from backend.settings import get_settings
-from backend.worker.queue import queued_ids
-from backend.worker.retention import sweep_bundles
 
 log = logging.getLogger("cleanroom.fleet")
 TASK = "cleanroom.run"

@@ -4,7 +4,7 @@ A run travels: approved (queued) → `dispatch` hands it to one host's queue (co
 `company_concurrency_cap` of one company at once) and records that host → that host's worker `claim`s it
 (queued → running, exactly once; any other host is refused) → fetches the bundle by a signed URL, re-hashes it against the approval → says its VM
 starts (`vm_started`) → uploads the result by a signed URL, and the API files it exactly like the
-in-process worker does (`backend.worker.execute`). `reap` notices a host whose heartbeat stopped: a run
+in-process worker does (`backend.execution.execute`). `reap` notices a host whose heartbeat stopped: a run
 whose VM had not started goes back to the queue, one whose VM had started ends `error` ("worker lost").
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 from backend import clock, filemodes
 from backend.audit import service as audit
 from backend.errors import AppError, Conflict, Forbidden, NotAuthenticated, NotFound
+from backend.execution.execute import end_entry, end_unstarted, finish, keeps_bundle, record_result
 from backend.fleet.results import revalidate
 from backend.fleet.tables import WorkerHost, WorkerToken
 from backend.flows import progress as flows
@@ -31,7 +32,6 @@ from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult
 from backend.settings import get_settings, valid_host_id
 from backend.staging.service import remove_bundle
-from backend.worker.execute import end_entry, end_unstarted, finish, keeps_bundle, record_result
 
 log = logging.getLogger("cleanroom.fleet")
 TOKEN_PREFIX = "cwt_"

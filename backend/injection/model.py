@@ -1,6 +1,6 @@
 """The learned part of the scanner: a linear model over word and character n-grams of folded text.
 
-Trained by `python -m backend.injection.harness.train` (scikit-learn, offline); the artifact
+Trained by `python -m backend.injection_training.train` (scikit-learn, offline); the artifact
 `model/weights.json.gz` holds the non-zero weights by feature name, the bias and the decision threshold, and
 its sha256 is pinned in `model/MODEL_CARD.md` and checked on load. Inference is pure Python: the features of
 a window are a set of strings, the score is the bias plus the sum of their weights over the square root of

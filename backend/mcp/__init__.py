@@ -7,6 +7,7 @@ personal API token (the assistant scope), so every permission, visibility and ga
 - `contract.py` the sandbox contract, sent as the server's instructions;
 - `api.py`      the small httpx client the tools use, and how API refusals become tool errors;
 - `http.py`     streamable HTTP at `/mcp` on the API server (the caller's bearer token, in-process calls);
-- `cli.py`      `cleanroom mcp --api URL` (stdio, token from CLEANROOM_TOKEN) and `cleanroom bench mcp`;
-- `bench.py`    that benchmark: get_run over MCP vs plain HTTP, propose→approval-visible latency.
+
+The stdio command, `cleanroom mcp --api URL` (token from CLEANROOM_TOKEN), is backend/cli/mcp.py with the other
+commands; its benchmark (`cleanroom bench mcp`) is backend/benches/mcp.py.
 """

@@ -1,6 +1,6 @@
 """A run became queued: whatever starts runs in this process hears it at once, not at its next poll.
 
-The in-process worker listens (`backend/worker/queue.py`); approvals, follow-ups and schedule firings
+The in-process worker listens (`backend/execution/queue.py`); approvals, follow-ups and schedule firings
 announce. Without a listener (a separate worker process, the CLI) announcing does nothing and the worker's
 poll still finds the run.
 """

@@ -1,4 +1,4 @@
-"""Proposal, approval, rejection, revision: the write side of runs. Reading is read.py, execution backend/worker."""
+"""Proposal, approval, rejection, revision: the write side of runs. Reading is read.py, execution backend/execution."""
 
 from __future__ import annotations
 

@@ -204,7 +204,7 @@ class FleetDeployment(Deployment):
     HOSTS = ("alpha", "beta")
 
     def __init__(self) -> None:
-        from backend.fleet.bench import _admin, _admin_url
+        from backend.benches.workers import _admin, _admin_url
 
         self.name = f"soak_{uuid.uuid4().hex[:10]}"
         self.role = f"{self.name}_worker"
@@ -322,7 +322,7 @@ class FleetDeployment(Deployment):
         return stuck
 
     def remove(self) -> None:
-        from backend.fleet.bench import _admin
+        from backend.benches.workers import _admin
 
         for proc in self.workers.values():
             if proc.poll() is None:

@@ -37,7 +37,7 @@ def kill_worker(dep: Deployment, rng: random.Random) -> str:
 def cut_database(dep: Deployment, rng: random.Random) -> str:
     """Every connection to the deployment's PostgreSQL database ended at once (a network cut, a failover):
     the API and the hosts must reconnect. Only this deployment's database: safe beside other suites."""
-    from backend.fleet.bench import _admin
+    from backend.benches.workers import _admin
 
     if not isinstance(dep, FleetDeployment):
         return "no database server here (skipped)"

@@ -16,10 +16,10 @@ from backend.actions.tables import ActionItem
 from backend.audit.tables import AuditEntry
 from backend.credits.tables import CreditCharge
 from backend.evidence.tables import EvidenceRerun
+from backend.execution.rerun import execute_rerun, recover_reruns
+from backend.execution.retention import sweep_bundles
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
-from backend.worker.rerun import execute_rerun, recover_reruns
-from backend.worker.retention import sweep_bundles
 from tests.audit.test_auditor import make_auditor
 from tests.conftest import approve_as, login, token_for
 from tests.console.support import ANALYSIS_CODE, execute_with_stand_in_vm, fake_run_code

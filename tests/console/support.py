@@ -177,10 +177,10 @@ def fake_failing_run_code(code: str, **_: Any):
 
 
 async def execute_with_stand_in_vm(run_id: int, monkeypatch: Any, *, fail: bool = False) -> str:
-    from backend import sandbox, worker
+    from backend import execution, sandbox
 
     monkeypatch.setattr(sandbox, "run_code", fake_failing_run_code if fail else fake_run_code)
-    return await worker.execute(run_id)
+    return await execution.execute(run_id)
 
 
 # --------------------------------------------------------------------------------------------------- flows

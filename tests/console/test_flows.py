@@ -50,10 +50,10 @@ async def open_flow(
 
 async def run_flow(flow: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker takes the approved flow through its steps, each in the stand-in VM."""
-    from backend import sandbox, worker
+    from backend import execution, sandbox
 
     monkeypatch.setattr(sandbox, "run_code", fake_flow_step)
-    await worker.drain()
+    await execution.drain()
 
 
 async def finished_flow(assistant: Assistant, monkeypatch: pytest.MonkeyPatch, **extra: Any) -> dict:

@@ -42,13 +42,13 @@ def _run_code_writing(name: str):
 async def _finished_run(
     assistant: Assistant, monkeypatch: pytest.MonkeyPatch, title: str, output: str
 ) -> dict:
-    from backend import sandbox, worker
+    from backend import execution, sandbox
 
     await assistant.enable_code_execution()
     run = await assistant.propose(code=ANALYSIS_CODE, title=title)
     await assistant.approve("alice@acme.example", run)
     monkeypatch.setattr(sandbox, "run_code", _run_code_writing(output))
-    assert await worker.execute(run["id"]) == "succeeded"
+    assert await execution.execute(run["id"]) == "succeeded"
     return run
 
 

@@ -6,7 +6,7 @@ in a real VM."""
 import pytest
 from nicegui.testing.user import User
 
-from backend.worker.rerun import execute_rerun
+from backend.execution.rerun import execute_rerun
 from tests.console.conftest import sign_in
 from tests.console.support import Assistant, execute_with_stand_in_vm, fake_run_code
 

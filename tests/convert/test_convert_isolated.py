@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from backend.convert import ConvertLimits, convert
-from backend.convert.worker import convert_isolated
+from backend.convert.isolated import convert_isolated
 from backend.demo.files import FEEDBACK_NAME, PRICE_LIST_NAME, demo_drive_files
 
 

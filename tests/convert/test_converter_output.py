@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from backend.convert import convert
-from backend.convert import worker as convert_worker
-from backend.convert.worker import convert_isolated, to_json
+from backend.convert import isolated as converter_child
+from backend.convert.isolated import convert_isolated, to_json
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("bwrap") is None,
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(
 
 FLOOD = """
 import sys
-from backend.convert.worker import enter_confinement
+from backend.convert.isolated import enter_confinement
 enter_confinement(1 << 30)
 sys.stdin.buffer.read()
 chunk = b"x" * (1 << 20)
@@ -44,7 +44,7 @@ LEAVER = """
 import json, os, subprocess, sys
 from backend.convert.model import ConvertLimits
 from backend.convert.service import convert
-from backend.convert.worker import enter_confinement, to_json
+from backend.convert.isolated import enter_confinement, to_json
 header = json.loads(sys.stdin.buffer.readline())
 enter_confinement(1 << 30)
 if os.fork() == 0:
@@ -62,12 +62,12 @@ CSV = b"id,name,amount\n" + b"".join(b"%d,customer %d,%d.50\n" % (i, i, i * 3) f
 
 def use_converter(monkeypatch, script: list[str], *, bwrap: bool = True) -> None:
     """Conversions start `script` (a hostile converter) in place of the real one, confined as usual."""
-    real = convert_worker.spawn_confined
+    real = converter_child.spawn_confined
 
     def spawn(argv, workdir, bwrap=True, _wanted=bwrap):
         return real([sys.executable, "-c", *script], workdir, bwrap=_wanted)
 
-    monkeypatch.setattr(convert_worker, "spawn_confined", spawn)
+    monkeypatch.setattr(converter_child, "spawn_confined", spawn)
 
 
 def processes_running(token: str) -> list[int]:

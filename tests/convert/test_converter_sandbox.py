@@ -2,7 +2,7 @@
 running in a parser still cannot reach the network, write outside its scratch folder, read the password
 hashes, or reach for io_uring and new namespaces.
 
-The adversary is a probe that sets itself up exactly as `worker.main` does (`spawn_confined`, then
+The adversary is a probe that sets itself up exactly as `isolated.main` does (`spawn_confined`, then
 `enter_confinement`) and then acts as the file's code would. Each refusal has a positive control: the
 same probe run as a plain root subprocess succeeds, so removing the sandbox would fail these tests."""
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from backend.convert import convert
-from backend.convert import worker as convert_worker
-from backend.convert.worker import convert_isolated, spawn_confined
+from backend.convert import isolated as converter_child
+from backend.convert.isolated import convert_isolated, spawn_confined
 from backend.settings import get_settings
 
 pytestmark = pytest.mark.skipif(
@@ -59,7 +59,7 @@ PROBE = (
 import ctypes, errno, json, os, socket, subprocess, sys
 mode, port, targets = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 if mode == "confined":
-    from backend.convert.worker import enter_confinement
+    from backend.convert.isolated import enter_confinement
     enter_confinement(1 << 30)
 libc = ctypes.CDLL(None, use_errno=True)
 namespaces = ("mnt", "net", "ipc", "pid", "uts")
@@ -167,7 +167,7 @@ def test_the_probe_runs_in_its_own_namespaces_as_the_converter_user(listener, ta
     result = run_confined(listener, targets)
     mine = own_namespaces()
     assert all(result["ns"][n] != mine[n] for n in mine), (result["ns"], mine)
-    assert result["uid"] == convert_worker.converter_identity()[0] != 0
+    assert result["uid"] == converter_child.converter_identity()[0] != 0
     assert result["child_seccomp"] == ["Seccomp:", "2"]  # grep, started by the probe, is filtered too
 
 
@@ -206,14 +206,14 @@ def test_a_hostile_converter_cannot_read_the_password_hashes(listener, targets) 
     """Only the few /etc files the parsers open are there: no shadow, passwd, ssh or ssl keys at all."""
     result = run_confined(listener, targets)
     assert result["shadow"] == "ENOENT"
-    assert set(result["etc"]) <= set(convert_worker.ETC_KEPT), result["etc"]
+    assert set(result["etc"]) <= set(converter_child.ETC_KEPT), result["etc"]
     assert "ld.so.cache" in result["etc"] and "passwd" not in result["etc"]
 
 
 def test_positive_control_the_same_probe_unconfined_reads_the_hashes(listener, targets) -> None:
     result = run_plain(listener, targets)
     assert result["shadow"] == "root"
-    assert {"passwd", "shadow", *convert_worker.ETC_KEPT} & set(result["etc"]) >= {"passwd", "shadow"}
+    assert {"passwd", "shadow", *converter_child.ETC_KEPT} & set(result["etc"]) >= {"passwd", "shadow"}
 
 
 def test_a_hostile_converter_cannot_open_inodes_by_handle_or_touch_process_memory(listener, targets) -> None:
@@ -235,7 +235,7 @@ FILTER_PROBE = (
 import ctypes, errno, json, os, sys
 if sys.argv[1] == "filtered":
     from backend.convert import seccomp
-    from backend.convert.worker import _no_new_privs
+    from backend.convert.isolated import _no_new_privs
     _no_new_privs()
     seccomp.install()
 libc = ctypes.CDLL(None, use_errno=True)
@@ -282,10 +282,10 @@ def test_the_filter_itself_denies_handles_and_process_memory_even_to_root(mode: 
 def test_a_root_child_told_not_to_drop_refuses_to_parse(monkeypatch) -> None:
     """Where the old code kept a root child for a checkout only root could read, the child now stops before
     it reads a byte: nothing is parsed as root, and the conversion fails instead."""
-    monkeypatch.setattr(convert_worker, "converter_identity", lambda: None)  # the parent says "stay"
+    monkeypatch.setattr(converter_child, "converter_identity", lambda: None)  # the parent says "stay"
     workdir = Path(tempfile.mkdtemp(prefix="cleanroom-probe-"))
     try:
-        process = spawn_confined([sys.executable, "-m", "backend.convert.worker"], workdir)
+        process = spawn_confined([sys.executable, "-m", "backend.convert.isolated"], workdir)
         out, err = process.communicate(b'{"filename": "t.csv", "limits": {}}\na,b\n1,2\n', timeout=120)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -298,7 +298,7 @@ def test_a_root_child_told_not_to_drop_refuses_to_parse(monkeypatch) -> None:
 def test_positive_control_a_child_told_its_user_drops_and_parses() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="cleanroom-probe-"))
     try:
-        process = spawn_confined([sys.executable, "-m", "backend.convert.worker"], workdir)
+        process = spawn_confined([sys.executable, "-m", "backend.convert.isolated"], workdir)
         header = json.dumps({"filename": "t.csv", "limits": {}}).encode()
         out, err = process.communicate(header + b"\na,b\n1,2\n", timeout=120)
     finally:
@@ -349,7 +349,7 @@ def scanned_pdf() -> bytes:
 def test_pdf_rendering_and_tesseract_still_work_inside_the_sandbox() -> None:
     from backend.demo.files import receipt_png
 
-    assert convert_worker.sandbox_problem() is None
+    assert converter_child.sandbox_problem() is None
     for data, name in ((scanned_pdf(), "scan.pdf"), (receipt_png(), "receipt.png")):
         isolated, local = convert_isolated(data, name), convert(data, name)
         assert isolated.error is None, isolated.error
@@ -358,7 +358,7 @@ def test_pdf_rendering_and_tesseract_still_work_inside_the_sandbox() -> None:
 
 RENDER_PROBE = r"""
 import json, os, sys, tempfile
-from backend.convert.worker import enter_confinement
+from backend.convert.isolated import enter_confinement
 from backend.convert.model import ConvertLimits
 from backend.convert.pdf import _PageImages
 memory, pixels = int(sys.argv[1]), int(sys.argv[2])
@@ -419,7 +419,7 @@ def test_rlimit_as_still_bounds_pdfium_in_the_child() -> None:
 
 def test_positive_control_with_room_the_same_page_renders_at_full_size() -> None:
     """Control for the test above: the same child and limits but the converter's default 2 GiB cap."""
-    said = render_confined(big_blank_pdf(), convert_worker.DEFAULT_MEMORY_BYTES, 10**9)
+    said = render_confined(big_blank_pdf(), converter_child.DEFAULT_MEMORY_BYTES, 10**9)
     assert said == {"rendered": True, "reduced": False, "uid": said["uid"], "seccomp": "2"}
 
 
@@ -427,17 +427,17 @@ def test_positive_control_with_room_the_same_page_renders_at_full_size() -> None
 def spawned(monkeypatch) -> list[list[str]]:
     """Every converter child started from here on (its command line), started for real."""
     started: list[list[str]] = []
-    real = convert_worker._spawn
+    real = converter_child._spawn
 
     def recording(argv: list[str], workdir: Path, bwrap: bool):
         process = real(argv, workdir, bwrap)
         started.append(list(process.args))
         return process
 
-    monkeypatch.setattr(convert_worker, "_spawn", recording)
-    convert_worker.sandbox_problem.cache_clear()
+    monkeypatch.setattr(converter_child, "_spawn", recording)
+    converter_child.sandbox_problem.cache_clear()
     yield started
-    convert_worker.sandbox_problem.cache_clear()
+    converter_child.sandbox_problem.cache_clear()
 
 
 def refused(converted, reason: str) -> bool:
@@ -453,29 +453,29 @@ def refused(converted, reason: str) -> bool:
 def test_without_bwrap_conversion_is_refused_and_nothing_is_parsed(spawned, monkeypatch) -> None:
     """A host without bwrap: the program name points nowhere. The old code ran the parser without namespaces;
     now no child is started at all, the file is not staged, and `cleanroom health` says why."""
-    monkeypatch.setattr(convert_worker, "BWRAP", "/nonexistent/bwrap")
+    monkeypatch.setattr(converter_child, "BWRAP", "/nonexistent/bwrap")
     reason = "/nonexistent/bwrap is not installed (Debian package bubblewrap)"
-    assert convert_worker.converter_fallback() == [f"file conversion refused: {reason}"]
+    assert converter_child.converter_fallback() == [f"file conversion refused: {reason}"]
     assert refused(convert_isolated(b"a,b\n1,2\n", "t.csv"), reason)
     assert spawned == []
-    with pytest.raises(convert_worker.ConverterUnavailable):
+    with pytest.raises(converter_child.ConverterUnavailable):
         spawn_confined([sys.executable, "-c", "print('parsed')"], Path(tempfile.gettempdir()))
     assert spawned == []
 
 
 def test_a_bwrap_that_cannot_start_refuses_conversion(spawned, monkeypatch) -> None:
     """bwrap is there but fails (no namespaces allowed, say): only the check's child ran, never a parser."""
-    monkeypatch.setattr(convert_worker, "BWRAP", shutil.which("false"))
+    monkeypatch.setattr(converter_child, "BWRAP", shutil.which("false"))
     assert refused(convert_isolated(b"a,b\n1,2\n", "t.csv"), "could not start in its")
-    assert len(spawned) == 1 and convert_worker.CHECK_ARG in spawned[0]
+    assert len(spawned) == 1 and converter_child.CHECK_ARG in spawned[0]
 
 
 def test_positive_control_with_bwrap_the_same_file_converts_inside_it(spawned) -> None:
-    assert convert_worker.converter_fallback() == []
+    assert converter_child.converter_fallback() == []
     converted = convert_isolated(b"a,b\n1,2\n", "t.csv")
     assert converted.error is None and converted.tables[0].rows == [["1", "2"]]
     assert [argv[0] for argv in spawned] == ["bwrap", "bwrap"]  # the check, then the conversion
-    assert spawned[-1][-3:] == [sys.executable, "-m", "backend.convert.worker"]
+    assert spawned[-1][-3:] == [sys.executable, "-m", "backend.convert.isolated"]
 
 
 def private_parser(tmp_path: Path, monkeypatch, *, readable: bool) -> None:
@@ -486,12 +486,12 @@ def private_parser(tmp_path: Path, monkeypatch, *, readable: bool) -> None:
     (folder / "cleanroom_private_parser.py").write_text("READY = True\n")
     folder.chmod(0o755 if readable else 0o700)
     (folder / "cleanroom_private_parser.py").chmod(0o644 if readable else 0o600)
-    folders = convert_worker.readonly_folders()
-    monkeypatch.setattr(convert_worker, "readonly_folders", lambda: [*folders, folder])
-    monkeypatch.setattr(convert_worker, "KEPT_ENV", (*convert_worker.KEPT_ENV, "PYTHONPATH"))
+    folders = converter_child.readonly_folders()
+    monkeypatch.setattr(converter_child, "readonly_folders", lambda: [*folders, folder])
+    monkeypatch.setattr(converter_child, "KEPT_ENV", (*converter_child.KEPT_ENV, "PYTHONPATH"))
     monkeypatch.setenv("PYTHONPATH", str(folder))
-    checked = (*convert_worker.CHECKED_MODULES, "cleanroom_private_parser")
-    monkeypatch.setattr(convert_worker, "CHECKED_MODULES", checked)
+    checked = (*converter_child.CHECKED_MODULES, "cleanroom_private_parser")
+    monkeypatch.setattr(converter_child, "CHECKED_MODULES", checked)
 
 
 def test_code_the_converter_user_cannot_read_refuses_conversion(spawned, tmp_path, monkeypatch) -> None:
@@ -519,10 +519,10 @@ def test_a_checkout_under_a_private_folder_is_reachable_inside_the_sandbox(tmp_p
     (code / "module.py").write_text("reachable")
     code.chmod(0o755)
     home.chmod(0o700)
-    folders = convert_worker.readonly_folders()
-    monkeypatch.setattr(convert_worker, "readonly_folders", lambda: [*folders, code])
+    folders = converter_child.readonly_folders()
+    monkeypatch.setattr(converter_child, "readonly_folders", lambda: [*folders, code])
     script = (
-        "import sys; from backend.convert.worker import enter_confinement; enter_confinement(1 << 30)\n"
+        "import sys; from backend.convert.isolated import enter_confinement; enter_confinement(1 << 30)\n"
         "try:\n    print(open(sys.argv[1]).read())\nexcept OSError as exc:\n    print(type(exc).__name__)"
     )
     answers = []
@@ -548,7 +548,7 @@ def test_pdftoppm_finds_its_fonts_with_only_the_kept_etc_files(monkeypatch) -> N
 
     pdf = next(data for name, data in demo_drive_files() if name.endswith(".pdf"))
     script = (
-        "import os, subprocess, sys; from backend.convert.worker import enter_confinement\n"
+        "import os, subprocess, sys; from backend.convert.isolated import enter_confinement\n"
         "enter_confinement(1 << 30); open('in.pdf', 'wb').write(sys.stdin.buffer.read())\n"
         "done = subprocess.run(['pdftoppm', '-r', '50', '-png', 'in.pdf', 'page'], capture_output=True)\n"
         "print(done.returncode, os.path.exists('page-1.png'), done.stderr.decode()[:200])"
@@ -565,8 +565,8 @@ def test_pdftoppm_finds_its_fonts_with_only_the_kept_etc_files(monkeypatch) -> N
         return out.decode().strip()
 
     assert render() == "0 True"
-    kept = tuple(name for name in convert_worker.ETC_KEPT if name != "fonts")
-    monkeypatch.setattr(convert_worker, "ETC_KEPT", kept)
+    kept = tuple(name for name in converter_child.ETC_KEPT if name != "fonts")
+    monkeypatch.setattr(converter_child, "ETC_KEPT", kept)
     assert "Fontconfig error" in render()
 
 
@@ -595,7 +595,7 @@ def test_positive_control_the_other_kinds_convert_inside_the_sandbox(kind: str) 
 X32_PROBE = """
 import ctypes, sys
 if sys.argv[1] == "confined":
-    from backend.convert.worker import enter_confinement
+    from backend.convert.isolated import enter_confinement
     enter_confinement(1 << 30)
 ctypes.CDLL(None).syscall(0x40000000 | 39)  # getpid through the x32 ABI, where the numbers mean other calls
 print("survived")
@@ -631,8 +631,8 @@ def test_a_service_installed_under_tmp_still_reaches_its_code_inside_the_sandbox
         os.chmod(shared / "code.txt", 0o644)
         beside = Path("/tmp") / f"cleanroom-beside-{uuid.uuid4().hex}.txt"
         beside.write_text("host tmp")
-        folders = convert_worker.readonly_folders()
-        monkeypatch.setattr(convert_worker, "readonly_folders", lambda: [*folders, shared.resolve()])
+        folders = converter_child.readonly_folders()
+        monkeypatch.setattr(converter_child, "readonly_folders", lambda: [*folders, shared.resolve()])
         script = "import os, sys; print(open(sys.argv[1]).read(), os.path.exists(sys.argv[2]))"
         child = spawn_confined(
             [sys.executable, "-c", script, str(shared / "code.txt"), str(beside)], tmp_path
@@ -654,11 +654,11 @@ def test_cleanroom_health_says_when_conversion_is_refused(bwrap: str, spawned, m
     from backend.cli import app
     from backend.cli import health as health_cli
 
-    monkeypatch.setattr(convert_worker, "BWRAP", bwrap)
+    monkeypatch.setattr(converter_child, "BWRAP", bwrap)
     monkeypatch.setattr(
         health_cli,
         "run_db",
-        lambda _fn: {"virt_type": "kvm", "converter_fallback": convert_worker.converter_fallback()},
+        lambda _fn: {"virt_type": "kvm", "converter_fallback": converter_child.converter_fallback()},
     )
     done = CliRunner().invoke(app, ["health"])
     if bwrap == "bwrap":

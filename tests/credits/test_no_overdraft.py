@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from backend import sandbox, worker
+from backend import execution, sandbox
 from backend.credits import service as credits
 from backend.errors import PaymentRequired
 from backend.runs import service as runs
@@ -172,7 +172,7 @@ async def test_a_run_that_ends_is_charged_what_it_used_and_gives_back_the_rest(c
     assert held["remaining"] == pytest.approx(before["remaining"] - MAX_COST)
     assert held["reserved"] == MAX_COST
 
-    assert await worker.execute(run_id) == "succeeded"
+    assert await execution.execute(run_id) == "succeeded"
     real = credits.price(1, 1024, 10)[0]  # 1.30
     row = await Run.select(Run.credits_charged).where(Run.id == run_id).first()
     assert row["credits_charged"] == pytest.approx(real)  # a REAL column: single precision on PostgreSQL
@@ -203,8 +203,8 @@ async def test_a_run_that_never_starts_gives_back_its_reservation(client, vm, mo
     await _pool_covering(3)
     before = await _remaining(client)
     run_id = await _approved(client)
-    execute = importlib.import_module("backend.worker.execute")
+    execute = importlib.import_module("backend.execution.execute")
     monkeypatch.setattr(execute, "hash_problem", lambda run: "the staged data changed")
-    assert await worker.execute(run_id) == "error"
+    assert await execution.execute(run_id) == "error"
     after = await _remaining(client)
     assert after["reserved"] == 0 and after["remaining"] == pytest.approx(before["remaining"])

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from backend import sandbox, worker
+from backend import execution, sandbox
 from backend.drive import service as drive
 from backend.drive.tables import DriveFile, DriveFolder
 from backend.errors import NotFound
@@ -79,7 +79,7 @@ async def _run_to_output(
     assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
     client.cookies.clear()
     monkeypatch.setattr(sandbox, "run_code", _stand_in_vm)
-    assert await worker.execute(run["id"]) == "succeeded"
+    assert await execution.execute(run["id"]) == "succeeded"
     row = await DriveFile.select().where((DriveFile.run_id == run["id"]) & (DriveFile.name == name)).first()
     assert row is not None
     return {"run_id": run["id"], "file_id": row["id"], "folder_id": row["folder"]}

@@ -16,8 +16,8 @@ import httpx
 import psycopg
 import pytest
 
-from backend.fleet.bench import FleetServer, _admin_url
-from backend.fleet.control_plane_bench import _tree
+from backend.benches.control_plane import _tree
+from backend.benches.workers import FleetServer, _admin_url
 from backend.fleet.queue import LEADER_LOCK
 from tests.conftest import POSTGRES_URL
 

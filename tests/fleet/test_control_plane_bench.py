@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from backend import sandbox
-from backend.fleet.control_plane_bench import run_control_plane_bench
+from backend.benches.control_plane import run_control_plane_bench
 from tests.conftest import POSTGRES_URL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

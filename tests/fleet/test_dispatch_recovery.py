@@ -19,8 +19,8 @@ import pytest
 
 from backend.fleet import queue as fleet_queue
 from backend.fleet import service
+from backend.fleet.host_agent import FleetWorker
 from backend.fleet.tables import WorkerHost
-from backend.fleet.worker import FleetWorker
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult
 from tests.fleet.test_worker_api import _queued_run

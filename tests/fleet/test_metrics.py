@@ -24,13 +24,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from backend import metrics
+from backend.execution.execute import finish
 from backend.fleet.tables import WorkerHost
 from backend.metrics import MEDIA_TYPE
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult, Timings
 from backend.settings import get_settings
 from backend.tenancy.tables import Company
-from backend.worker.execute import finish
 from tests.conftest import approve_as, token_for
 from tests.runs.conftest import enable_code, proposal
 

@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from backend.execution.execute import hash_problem
 from backend.fleet import queue as fleet_queue
 from backend.fleet import service
 from backend.fleet.tables import WorkerHost
 from backend.runs.tables import Run, RunStatus
-from backend.worker.execute import hash_problem
 from tests.conftest import approve_as, login, token_for
 from tests.runs.conftest import enable_code, proposal
 

@@ -16,9 +16,9 @@ import httpx
 import psycopg
 import pytest
 
-from backend.bench import sales_csv
-from backend.fleet.bench import FleetServer, wait_finished
-from backend.runs.bench import _Session
+from backend.benches import sales_csv
+from backend.benches.service import _Session
+from backend.benches.workers import FleetServer, wait_finished
 from backend.sandbox import libvirt_conn
 from tests.conftest import POSTGRES_URL
 

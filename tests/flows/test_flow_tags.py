@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from backend import sandbox, worker
+from backend import execution, sandbox
 from backend.drive import service as drive
 from backend.drive.tables import DriveFile, DriveFolder
 from backend.flows import progress
@@ -124,7 +124,7 @@ async def run_flow(client: Any, body: dict[str, Any]) -> dict[str, Any]:
     assert r.status_code == 201, r.text
     assert (await approve_flow_as(client, HANNAH, r.json())).status_code == 200
     client.cookies.clear()
-    await worker.drain()
+    await execution.drain()
     return await flow_as(client, HANNAH, r.json()["id"])
 
 
@@ -246,7 +246,7 @@ async def test_every_scheduled_firing_tags_the_later_step_too(client, hannah_und
     schedule_id = r.json()["id"]
     for _ in range(2):  # each firing is a new flow; each is tagged on its own
         assert await schedules.fire(schedule_id) is not None
-        await worker.drain()
+        await execution.drain()
     fired = await Flow.select(Flow.id).where(Flow.schedule_id == schedule_id).order_by(Flow.id)
     assert len(fired) == 2
     for row in fired:
@@ -279,7 +279,7 @@ async def test_staging_a_flows_output_keeps_its_tags_into_a_run_and_into_another
     assert follow_up["datasets"] == [] and follow_up["file_ids"] == [copy["id"]]
     assert (await approve_as(client, HANNAH, follow_up)).status_code == 200
     client.cookies.clear()
-    assert await worker.execute(follow_up["id"]) == "succeeded"
+    assert await execution.execute(follow_up["id"]) == "succeeded"
     files = await outputs(follow_up["id"])
     assert files and all(f["source_datasets"] == ["employees"] for f in files.values()), files
     assert await drive_view(client, MARIA, files["pay.csv"], follow_up["id"]) == SEES_NOTHING
@@ -313,7 +313,7 @@ async def _run(client: Any, code: str, datasets: list[str]) -> int:
     assert r.status_code == 201, r.text
     assert (await approve_as(client, HANNAH, r.json())).status_code == 200
     client.cookies.clear()
-    assert await worker.execute(r.json()["id"]) == "succeeded"
+    assert await execution.execute(r.json()["id"]) == "succeeded"
     return r.json()["id"]
 
 

@@ -11,9 +11,9 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from backend.app import create_app
+from backend.execution import queue
 from backend.flows import progress
 from backend.runs import ended
-from backend.worker import queue
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def unwired(monkeypatch: pytest.MonkeyPatch) -> list[ended.Hook]:
 
 def test_importing_the_backend_hooks_nothing() -> None:
     probe = (
-        "import backend.app, backend.flows.service, backend.flows.progress, backend.worker, backend.fleet.service\n"
+        "import backend.app, backend.flows.service, backend.flows.progress, backend.execution, backend.fleet.service\n"
         "from backend.runs import ended\n"
         "print(len(ended._hooks))\n"
         "from backend.flows import progress\n"

@@ -151,9 +151,9 @@ async def test_turning_code_execution_off_cancels_the_queued_step_and_skips_the_
 async def test_a_flow_left_between_two_steps_moves_on_when_the_worker_starts_again(client, alice) -> None:
     from datetime import UTC, datetime
 
+    from backend.execution.execute import recover
     from backend.flows.tables import FlowStatus
     from backend.runs.tables import RunStatus
-    from backend.worker.execute import recover
 
     flow = (await _propose(client, alice, step(), step())).json()
     assert (await approve_flow_as(client, "alice@acme.example", flow)).status_code == 200

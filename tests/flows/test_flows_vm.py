@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from backend import worker
+from backend import execution
 from backend.actions.tables import ActionItem
 from backend.audit.tables import AuditEntry
 from backend.runs.tables import Run
@@ -47,7 +47,7 @@ async def _run_flow(client, alice, body) -> dict:
     assert flow.get("status") == "awaiting_approval", flow
     r = await approve_flow_as(client, "alice@acme.example", flow)
     assert r.status_code == 200, r.text
-    await worker.drain()
+    await execution.drain()
     return (await client.get(f"/api/flows/{flow['id']}", headers=alice)).json()
 
 
@@ -150,7 +150,7 @@ async def test_a_step_changed_after_approval_is_refused_and_the_flow_stops(clien
     assert (await approve_flow_as(client, "alice@acme.example", flow)).status_code == 200
     second = flow["steps"][1]["run"]["id"]
     await Run.update({Run.code: "print(open('/etc/shadow').read())"}).where(Run.id == second)
-    await worker.drain()
+    await execution.drain()
     done = (await client.get(f"/api/flows/{flow['id']}", headers=alice)).json()
     statuses = [s["run"]["status"] for s in done["steps"]]
     assert statuses == ["succeeded", "error", "skipped"], statuses
@@ -236,7 +236,7 @@ async def test_only_a_flow_without_proposed_changes_is_scheduled_and_its_firings
     # ...and its firing is a new flow, approved by the schedule, with every step read-only
     first_run = await schedules.fire(schedule["id"])
     assert first_run is not None
-    await worker.drain()
+    await execution.drain()
     fired = await Flow.select().where(Flow.schedule_id == schedule["id"]).first()
     done = (await client.get(f"/api/flows/{fired['id']}", headers=alice)).json()
     assert done["status"] == "succeeded", [
@@ -273,7 +273,7 @@ async def test_an_hr_flows_later_step_keeps_employees_from_a_manager_without_hr(
     assert flow.get("status") == "awaiting_approval", flow
     assert (await approve_flow_as(client, HANNAH, flow)).status_code == 200
     client.cookies.clear()
-    await worker.drain()
+    await execution.drain()
     done = await flow_as(client, HANNAH, flow["id"])
     assert done["status"] == "succeeded", [
         (s["run"]["status"], s["run"]["error_message"]) for s in done["steps"]

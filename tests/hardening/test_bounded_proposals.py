@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from backend import sandbox, worker
+from backend import execution, sandbox
 from backend.actions.tables import ActionItem
 from backend.records.tables import Deal
 from backend.runs import service as runs_service
@@ -91,7 +91,7 @@ async def test_a_finished_runs_bundle_is_deleted_and_its_changes_still_decide(
     bundle = Path(run["bundle_dir"])
     assert (bundle / "record_versions.json").is_file()  # positive control: staged and present until the end
     monkeypatch.setattr(sandbox, "run_code", _sandbox("succeeded", [change]))
-    assert await worker.execute(run["id"]) == "succeeded"
+    assert await execution.execute(run["id"]) == "succeeded"
     assert not bundle.exists()
     items = (await client.get(f"/api/runs/{run['id']}/action-items", headers=run["token"])).json()
     kept = await ActionItem.select(ActionItem.staged_version).where(ActionItem.run == run["id"])
@@ -109,7 +109,7 @@ async def test_a_bundle_is_deleted_whatever_the_end(client, on, monkeypatch, sta
     monkeypatch.setattr(get_settings(), "failed_bundle_retention_days", 0)
     run = await _approved(client)
     monkeypatch.setattr(sandbox, "run_code", _sandbox(status))
-    assert await worker.execute(run["id"]) == status
+    assert await execution.execute(run["id"]) == status
     assert not Path(run["bundle_dir"]).exists()
 
 
@@ -118,7 +118,7 @@ async def test_a_run_refused_at_start_loses_its_bundle_too(client, on, monkeypat
     bundle = Path(run["bundle_dir"])
     (bundle / "datasets" / "deals.csv").write_text("id,version\n1,1\n")  # changed after approval
     monkeypatch.setattr(sandbox, "run_code", _sandbox("succeeded"))
-    assert await worker.execute(run["id"]) == "error"
+    assert await execution.execute(run["id"]) == "error"
     assert not bundle.exists()
 
 

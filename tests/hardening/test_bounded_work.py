@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
-from backend import filemodes, sandbox, worker
+from backend import execution, filemodes, sandbox
 from backend.actions import service as actions_service
 from backend.actions.tables import ActionItem
 from backend.credits.tables import CreditCharge
 from backend.drive import service as drive
 from backend.errors import Invalid
+from backend.execution import retention
 from backend.flows.tables import Flow
 from backend.runs import gates, limits
 from backend.runs import service as runs_service
@@ -31,7 +32,6 @@ from backend.settings import get_settings
 from backend.staging import service as staging
 from backend.tenancy.context import load_user_context
 from backend.tenancy.tables import Company, User
-from backend.worker import retention
 from tests.conftest import approve_as, login, token_for
 from tests.flows.conftest import flow_body, step
 from tests.runs.conftest import enable_code, proposal
@@ -281,7 +281,7 @@ async def test_a_failed_runs_kept_bundle_counts_until_it_is_swept(client, on, mo
     run = await _approved(client)
     size = await _size(run["id"])
     monkeypatch.setattr(sandbox, "run_code", _sandbox("failed"))
-    assert await worker.execute(run["id"]) == "failed"
+    assert await execution.execute(run["id"]) == "failed"
     assert Path(run["bundle_dir"]).is_dir()  # kept for its retention
     assert await limits.staged_in_flight(company) == size
     monkeypatch.setattr(get_settings(), "max_staged_bytes_per_company", size + size // 2)
@@ -331,7 +331,7 @@ async def test_a_failed_runs_bundle_is_kept_for_its_retention_then_swept(
     run = await _approved(client)
     bundle = Path(run["bundle_dir"])
     monkeypatch.setattr(sandbox, "run_code", _sandbox(status))
-    assert await worker.execute(run["id"]) == status
+    assert await execution.execute(run["id"]) == status
     assert (bundle / "manifest.json").is_file()  # kept: the run may be revised
     now = datetime.now(UTC)
     # (the bundle folder is shared by every test's database: other tests' bundles are orphans here)
@@ -347,7 +347,7 @@ async def test_a_failed_runs_bundle_is_kept_for_its_retention_then_swept(
 async def test_a_succeeded_runs_bundle_goes_at_once(client, on, monkeypatch) -> None:
     run = await _approved(client)
     monkeypatch.setattr(sandbox, "run_code", _sandbox("succeeded"))
-    assert await worker.execute(run["id"]) == "succeeded"
+    assert await execution.execute(run["id"]) == "succeeded"
     assert not Path(run["bundle_dir"]).exists()
 
 
@@ -388,7 +388,7 @@ async def test_a_run_cancelled_at_the_gate_loses_its_bundle(client, on, monkeypa
     third = await _approved(client)
     await Company.update({Company.code_execution_enabled: False}).where(Company.id == third["company"])
     monkeypatch.setattr(sandbox, "run_code", _sandbox("succeeded"))
-    assert await worker.execute(third["id"]) == "cancelled"
+    assert await execution.execute(third["id"]) == "cancelled"
     assert not Path(third["bundle_dir"]).exists()
 
 
@@ -400,7 +400,7 @@ async def test_a_run_refused_at_start_loses_its_bundle_though_its_status_is_erro
     bundle = Path(run["bundle_dir"])
     (bundle / "datasets" / "deals.csv").write_text("id,version\n1,1\n")  # changed after approval
     monkeypatch.setattr(sandbox, "run_code", _sandbox("succeeded"))
-    assert await worker.execute(run["id"]) == "error"
+    assert await execution.execute(run["id"]) == "error"
     assert not bundle.exists()  # not kept for a revision: nothing ran on it
 
 
@@ -412,9 +412,9 @@ async def test_the_worker_sweeps_at_start(client, on, monkeypatch) -> None:
         calls.append(1)
         return []
 
-    monkeypatch.setattr("backend.worker.queue.sweep_bundles", sweep)
-    monkeypatch.setattr("backend.worker.queue.service_standby_count", lambda: 0)
-    w = worker.queue.Worker(poll_seconds=3600)
+    monkeypatch.setattr("backend.execution.queue.sweep_bundles", sweep)
+    monkeypatch.setattr("backend.execution.queue.service_standby_count", lambda: 0)
+    w = execution.queue.Worker(poll_seconds=3600)
     await w.start()
     try:
         assert calls == [1]
@@ -451,7 +451,7 @@ async def test_a_run_with_hostile_outputs_is_charged_exactly_once(client, on, mo
     run = await _approved(client)
     files = {"   ": b"blank name", "report.csv": b"a,b\n1,2\n"}
     monkeypatch.setattr(sandbox, "run_code", _sandbox("succeeded", files, actions=[HOSTILE_ACTION]))
-    assert await worker.execute(run["id"]) == "succeeded"
+    assert await execution.execute(run["id"]) == "succeeded"
     charges = await _charges(run["id"])
     assert len(charges) == 1
     row = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
@@ -468,7 +468,7 @@ async def test_a_run_with_hostile_outputs_is_charged_exactly_once(client, on, mo
 async def test_positive_control_a_normal_run_is_charged_once(client, on, monkeypatch) -> None:
     run = await _approved(client)
     monkeypatch.setattr(sandbox, "run_code", _sandbox("succeeded", {"report.csv": b"a\n1\n"}))
-    assert await worker.execute(run["id"]) == "succeeded"
+    assert await execution.execute(run["id"]) == "succeeded"
     assert len(await _charges(run["id"])) == 1
     row = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
     assert [f["name"] for f in row["result"]["files"]] == ["report.csv"] and row["output_folder_id"]
@@ -484,7 +484,7 @@ async def test_a_failure_storing_outputs_still_ends_the_run_charged_once(client,
         raise RuntimeError("drive is down")
 
     monkeypatch.setattr(drive, "create_folder", broken)
-    assert await worker.execute(run["id"]) == "error"
+    assert await execution.execute(run["id"]) == "error"
     assert len(await _charges(run["id"])) == 1
     row = await Run.select().where(Run.id == run["id"]).first()
     assert row["status"] == "error" and "could not be stored" in row["error_message"]

@@ -2,7 +2,7 @@
 their own, under process, file-size, open-file and CPU-time ceilings.
 
 The adversary is a "converter" that, once set up exactly as the real one (`spawn_confined`, then `preload`,
-`drop_privileges`, `confine` as `worker.main` does before it reads the file), tries to read a root-only
+`drop_privileges`, `confine` as `isolated.main` does before it reads the file), tries to read a root-only
 file, write beside it, become root again and start many processes. The positive control runs the same
 probe without the drop and reaches the secret. The probe runs without bubblewrap (whose fresh /tmp would hide
 the secret anyway): this file is about the user drop; tests/convert/test_converter_sandbox.py is about the
@@ -25,21 +25,21 @@ from pathlib import Path
 import pytest
 
 from backend.convert import convert
-from backend.convert import worker as convert_worker
-from backend.convert.model import ConvertLimits
-from backend.convert.worker import (
+from backend.convert import isolated as converter_child
+from backend.convert.isolated import (
     MAX_FILE_BYTES,
     MAX_PROCESSES,
     convert_isolated,
     cpu_seconds,
     spawn_confined,
 )
+from backend.convert.model import ConvertLimits
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs a root service")
 
 PROBE = """
 import json, os, sys
-from backend.convert.worker import confine, drop_privileges, preload
+from backend.convert.isolated import confine, drop_privileges, preload
 preload()
 if sys.argv[2] == "drop":
     drop_privileges()
@@ -95,7 +95,7 @@ def _probe(secret_dir: Path, mode: str) -> dict:
 @needs_root
 def test_a_hostile_converter_cannot_read_root_files_write_outside_or_regain_root(secret_dir: Path) -> None:
     result = _probe(secret_dir, "drop")
-    uid, gid = convert_worker.converter_identity()
+    uid, gid = converter_child.converter_identity()
     assert result["uid"] == result["euid"] == uid != 0
     assert result["groups"] == []
     assert result["read_secret"] == "PermissionError"
@@ -124,7 +124,7 @@ def test_positive_control_the_same_probe_without_the_drop_reads_the_secret(secre
     assert result["write_outside"] == 1
 
 
-def test_the_worker_drops_before_it_reads_the_file(monkeypatch) -> None:
+def test_the_converter_child_drops_before_it_reads_the_file(monkeypatch) -> None:
     """`main` loads its modules, drops and confines itself, and only then reads the untrusted bytes."""
     order: list[str] = []
 
@@ -140,12 +140,12 @@ def test_the_worker_drops_before_it_reads_the_file(monkeypatch) -> None:
     monkeypatch.setattr(sys, "stdin", Stdin())
     monkeypatch.setattr(sys, "stdout", Stdout())
     for step in ("preload", "drop_privileges", "confine"):
-        monkeypatch.setattr(convert_worker, step, lambda *a, _s=step: order.append(_s))
+        monkeypatch.setattr(converter_child, step, lambda *a, _s=step: order.append(_s))
     monkeypatch.setattr(
         "backend.convert.service.convert",
         lambda data, name, limits: order.append("convert") or convert(data, name),
     )
-    convert_worker.main()
+    converter_child.main()
     assert order == ["preload", "drop_privileges", "confine", "read file", "convert"]
     assert json.loads(Stdout.buffer.getvalue())["kind"] == "csv"
 
@@ -172,7 +172,7 @@ def test_positive_control_real_files_still_convert_in_the_confined_child(name: s
 # A converter stuck computing (a parser loop on a hostile file): it spins until it has used 3 s of CPU.
 SPIN = """
 import sys, time
-from backend.convert.worker import confine
+from backend.convert.isolated import confine
 confine(1 << 30, int(sys.argv[1]) or None)
 while time.process_time() < 3:
     pass
@@ -194,9 +194,9 @@ def test_a_converter_computing_past_its_cpu_ceiling_is_stopped(monkeypatch) -> N
     """RLIMIT_CPU ends it (SIGXCPU) long before the wall-clock kill, and the service words it as the time
     limit; every program it starts has the same ceiling of its own."""
     assert _spin(1) == (-signal.SIGXCPU, b"")
-    real_spawn = convert_worker.spawn_confined
+    real_spawn = converter_child.spawn_confined
     monkeypatch.setattr(
-        convert_worker,
+        converter_child,
         "spawn_confined",
         lambda argv, workdir, bwrap=True: real_spawn([sys.executable, "-c", SPIN, "1"], workdir, bwrap=False),
     )
@@ -229,15 +229,15 @@ def test_code_under_a_private_folder_is_noticed_so_a_converter_without_bwrap_ref
     code = private / "checkout" / "backend"
     code.mkdir(parents=True)
     private.chmod(0o700)
-    assert convert_worker.first_private_folder({code}) == str(private)
+    assert converter_child.first_private_folder({code}) == str(private)
     if os.geteuid() == 0:
-        monkeypatch.setattr(convert_worker, "unreadable_code", lambda: str(private))
-        with pytest.raises(convert_worker.ConverterUnavailable, match="not passable by other users"):
+        monkeypatch.setattr(converter_child, "unreadable_code", lambda: str(private))
+        with pytest.raises(converter_child.ConverterUnavailable, match="not passable by other users"):
             spawn_confined([sys.executable, "-c", "print('parsed')"], tmp_path, bwrap=False)
         converted = convert_isolated(b"a,b\n1,2\n", "t.csv", bwrap=False)
         assert converted.error is not None and converted.tables == []
         monkeypatch.undo()
     private.chmod(0o755)
     tmp_path.chmod(0o755)
-    passable = convert_worker.first_private_folder({code})
+    passable = converter_child.first_private_folder({code})
     assert passable is None or not Path(passable).is_relative_to(tmp_path)

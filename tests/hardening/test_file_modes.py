@@ -313,7 +313,7 @@ def test_another_local_user_cannot_open_a_runs_disk_but_its_guest_can(data_dir: 
     the run's own guest uid can (tests/vm/test_slot_uids.py: another guest's uid cannot either)."""
     import subprocess
 
-    from backend.convert.worker import converter_identity
+    from backend.convert.isolated import converter_identity
     from backend.sandbox.vm import GuestVM
 
     vm = GuestVM(None, "qemu", run_id="reach")  # type: ignore[arg-type]

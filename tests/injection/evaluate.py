@@ -1,6 +1,7 @@
-"""`python -m tests.injection.evaluate`: recall and false-positive rate on the regression sets (corpus.py and
-regression_*.py; tuned on and trained on, so these are regression figures), and the scanner's throughput.
-The public evaluation is `python -m backend.injection.evaluate`."""
+"""`python -m tests.injection.evaluate`: recall and false-positive rate on the regression sets
+(backend/injection_training/regression/: corpus.py and regression_*.py; tuned on and trained on, so these are
+regression figures), and the scanner's throughput. The public evaluation is
+`python -m backend.injection_training.evaluate`."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from backend.benches.scanner import bench_scan
 from backend.injection import scan_table
-from backend.injection.bench import bench_scan
-from tests.injection.corpus import LabelledRow
-from tests.injection.regression import SETS
+from backend.injection_training.regression import SETS
+from backend.injection_training.regression.corpus import LabelledRow
 
 
 @dataclass

@@ -5,7 +5,7 @@ thousands of distinct ordinary phrases; every finding here is a false positive t
 
 from __future__ import annotations
 
-from tests.injection.corpus import Example, LabelledRow
+from backend.injection_training.regression.corpus import Example, LabelledRow
 
 HEADER = ["id", "company", "slogan", "contact", "job", "address", "notes"]
 

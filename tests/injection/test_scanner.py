@@ -10,7 +10,7 @@ from backend.injection import CATEGORIES, Finding, scan_cell, scan_cells, scan_t
 from backend.injection import categories as c
 from backend.injection.explain import CATEGORY
 from backend.injection.structural import CHECKS
-from tests.injection.corpus import tags
+from backend.injection_training.regression.corpus import tags
 
 # Cases the learned model gets wrong today (measured, listed in backend/injection/README.md "Known gaps"). They
 # stay here as expected failures so a better model shows up as XPASS.

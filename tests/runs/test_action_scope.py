@@ -83,7 +83,7 @@ def _stand_in_sandbox(code: str, *, read_actions: bool = True, **_: Any):
 
 async def _items_from_run(client, token, monkeypatch, datasets: list[str], entries: list[dict]) -> list[dict]:
     """The assistant proposes (token), alice approves (session), the run executes, the token reads items."""
-    from backend import sandbox, worker
+    from backend import execution, sandbox
 
     run = (
         await client.post(
@@ -98,7 +98,7 @@ async def _items_from_run(client, token, monkeypatch, datasets: list[str], entri
     assert r.status_code == 200, r.text
     client.cookies.clear()
     monkeypatch.setattr(sandbox, "run_code", _stand_in_sandbox)
-    assert await worker.execute(run["id"]) == "succeeded"
+    assert await execution.execute(run["id"]) == "succeeded"
     r = await client.get(f"/api/runs/{run['id']}/action-items", headers=token)
     assert r.status_code == 200, r.text
     return r.json()

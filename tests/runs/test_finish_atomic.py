@@ -8,8 +8,8 @@ import pytest
 
 from backend.audit import service as audit
 from backend.audit.tables import AuditEntry
+from backend.execution.execute import end_entry, finish
 from backend.runs.tables import Run, RunStatus
-from backend.worker.execute import end_entry, finish
 from tests.runs.conftest import proposal
 
 

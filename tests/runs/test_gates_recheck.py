@@ -1,6 +1,6 @@
 """Gates are checked again right before a VM starts, and turning code execution off cancels what is queued.
 
-The worker is driven directly (backend.worker.execute) with the sandbox call replaced: the stand-in
+The worker is driven directly (backend.execution.execute) with the sandbox call replaced: the stand-in
 records whether a VM would have started. The real-VM path is covered by tests/runs/test_runs_vm.py.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from backend import sandbox, worker
+from backend import execution, sandbox
 from backend.audit.tables import AuditEntry
 from backend.credits import service as credits
 from backend.runs.tables import FINISHED, STATUSES, Run
@@ -83,7 +83,7 @@ async def test_the_worker_checks_every_gate_again_before_a_vm_starts(
     await enable_code()
     run_id = await _queued(client)
     await _set(**off)  # changed behind the queue's back (the settings endpoint would cancel it at once)
-    assert await worker.execute(run_id) == "cancelled"
+    assert await execution.execute(run_id) == "cancelled"
     assert vm_starts == []
     row = await Run.select().where(Run.id == run_id).first()
     assert row["status"] == "cancelled" and reason in row["error_message"], row["error_message"]
@@ -105,7 +105,7 @@ async def test_with_every_gate_open_the_vm_starts(client, vm_starts) -> None:
     """Positive control for the test above: the same run, nothing turned off, runs."""
     await enable_code()
     run_id = await _queued(client)
-    assert await worker.execute(run_id) == "succeeded"
+    assert await execution.execute(run_id) == "succeeded"
     assert len(vm_starts) == 1
     assert await _cancellations(run_id) == []
 
@@ -118,9 +118,9 @@ async def test_credits_left_for_one_more_run_let_it_start(client, vm_starts) -> 
     acme = (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
     used = await credits.used(acme)
     await _set(credit_pool=int(used + credits.BASE_CHARGE) + 1)
-    assert await worker.execute(first) == "succeeded"
+    assert await execution.execute(first) == "succeeded"
     await _set(credit_pool=int(await credits.used(acme)))  # less than one base charge left
-    assert await worker.execute(second) == "cancelled"
+    assert await execution.execute(second) == "cancelled"
     assert len(vm_starts) == 1
 
 
@@ -146,9 +146,9 @@ async def test_turning_code_execution_off_cancels_the_companys_queued_runs(clien
         assert len(entries) == 1 and entries[0]["actor"] == "admin@acme.example"
     assert (await Run.select(Run.status).where(Run.id == waiting).first())["status"] == "awaiting_approval"
     # the worker finds nothing of Acme's to start; Globex's run is untouched and runs
-    assert await worker.queued_ids() == [other_company]
-    assert await worker.execute(queued[0]) == "cancelled"  # a late pick-up does not revive it
-    assert await worker.execute(other_company) == "succeeded"
+    assert await execution.queued_ids() == [other_company]
+    assert await execution.execute(queued[0]) == "cancelled"  # a late pick-up does not revive it
+    assert await execution.execute(other_company) == "succeeded"
     assert len(vm_starts) == 1
 
 
@@ -162,7 +162,7 @@ async def test_other_settings_changes_leave_queued_runs_alone(client, vm_starts)
         assert r.status_code == 200, r.text
     client.cookies.clear()
     assert (await Run.select(Run.status).where(Run.id == run_id).first())["status"] == "queued"
-    assert await worker.execute(run_id) == "succeeded"
+    assert await execution.execute(run_id) == "succeeded"
 
 
 async def test_turning_the_assistants_write_ability_off_cancels_queued_runs(client, vm_starts) -> None:
@@ -193,7 +193,7 @@ async def test_printed_output_is_kept_as_the_sandbox_capped_it(client, monkeypat
     monkeypatch.setattr(sandbox, "run_code", run_code)
     await enable_code()
     run_id = await _queued(client)
-    assert await worker.execute(run_id) == "succeeded"
+    assert await execution.execute(run_id) == "succeeded"
     await login(client, "alice@acme.example")
     result = (await client.get(f"/api/runs/{run_id}")).json()["result"]
     assert result["stdout"] == "x" * cap + STDOUT_MARKER.format(cap=cap)
@@ -225,7 +225,7 @@ async def test_two_workers_that_find_a_run_queued_at_once_run_it_once(client, ac
     import asyncio
     import threading
 
-    from backend.worker.execute import execute
+    from backend.execution.execute import execute
 
     inside, release, started = threading.Event(), threading.Event(), []
 
@@ -266,8 +266,8 @@ def test_a_second_local_worker_waits_for_the_first_to_end_before_anything(tmp_pa
     import sys
     import time
 
+    from backend.execution import process
     from backend.settings import get_settings
-    from backend.worker import process
 
     monkeypatch.setattr(get_settings(), "data_dir", tmp_path)
     holder = subprocess.Popen(
@@ -314,8 +314,8 @@ def test_a_worker_waiting_for_the_lock_gives_up_when_told_to(tmp_path, monkeypat
     import os
     import time
 
+    from backend.execution import process
     from backend.settings import get_settings
-    from backend.worker import process
 
     monkeypatch.setattr(get_settings(), "data_dir", tmp_path)
     held = os.open(tmp_path / process.LOCKFILE, os.O_RDWR | os.O_CREAT)

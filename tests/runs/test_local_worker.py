@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.bench import ApiServer, sales_csv
-from backend.runs.bench import _Session
+from backend.benches import ApiServer, sales_csv
+from backend.benches.service import _Session
 
 pytestmark = pytest.mark.vm
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from backend.credits.tables import CreditCharge
+from backend.execution import hash_problem
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
-from backend.worker import hash_problem
 from tests.conftest import approve_as, login
 from tests.runs.conftest import as_user, enable_code, proposal
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend import worker
+from backend import execution
 from backend.actions.tables import ActionItem
 from backend.audit.tables import AuditEntry
 from backend.credits.tables import CreditCharge
@@ -34,7 +34,7 @@ async def test_an_auditor_reruns_a_kept_run_in_a_fresh_vm_and_sees_what_matched(
     await enable_code(evidence_retention_days=7)
     run = (await client.post("/api/runs", json=proposal(code=CODE), headers=alice)).json()
     assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
-    await worker.drain()
+    await execution.drain()
     original = await Run.select().where(Run.id == run["id"]).output(load_json=True).first()
     assert original["status"] == "succeeded", (original["error_message"], original["result"])
     assert original["action_items_count"] == 1
@@ -47,7 +47,7 @@ async def test_an_auditor_reruns_a_kept_run_in_a_fresh_vm_and_sees_what_matched(
     r = await client.post(f"/api/runs/{run['id']}/reruns")
     assert r.status_code == 202, r.text
     rerun_id = r.json()["id"]
-    await worker.drain()  # the worker takes re-runs too
+    await execution.drain()  # the worker takes re-runs too
 
     done = (await client.get(f"/api/runs/{run['id']}/reruns/{rerun_id}")).json()
     assert done["status"] == "finished", done

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from backend import worker
+from backend import execution
 from backend.actions.tables import ActionItem
 from backend.audit.tables import AuditEntry
 from backend.records.tables import Deal
@@ -23,7 +23,7 @@ async def _approve_and_run(client, headers, body) -> dict:
     assert run["status"] == "awaiting_approval", run
     r = await approve_as(client, "alice@acme.example", run)  # a person decides, in a session
     assert r.status_code == 200, r.text
-    await worker.drain()
+    await execution.drain()
     return (await client.get(f"/api/runs/{run['id']}", headers=headers)).json()
 
 
@@ -57,7 +57,7 @@ async def test_tampered_code_is_refused_and_no_vm_starts(client, alice, acme_on)
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
     await Run.update({Run.code: "print(open('/etc/shadow').read())"}).where(Run.id == run["id"])
-    await worker.drain()
+    await execution.drain()
     done = (await client.get(f"/api/runs/{run['id']}", headers=alice)).json()
     assert done["status"] == "error" and "changed after approval" in done["error_message"]
     assert done["result"] is None
@@ -73,7 +73,7 @@ async def test_failed_run_is_revised_and_succeeds(client, alice, acme_on) -> Non
     second = r.json()
     assert second["attempt"] == 2 and "+print('fixed')" in second["diff"]
     assert (await approve_as(client, "alice@acme.example", second)).status_code == 200
-    await worker.drain()
+    await execution.drain()
     final = (await client.get(f"/api/runs/{second['id']}", headers=alice)).json()
     assert final["status"] == "succeeded" and "fixed" in final["result"]["stdout"]
 
@@ -120,7 +120,7 @@ async def test_scheduled_firing_discards_actions_json_unread(client, alice, acme
     await Deal.insert(Deal(**{**{k: v for k, v in template.items() if k != "id"}, "name": "Trigger deal"}))
     fired = await schedules.fire(sid)
     assert fired is not None
-    await worker.drain()
+    await execution.drain()
     run = await Run.select().where(Run.id == fired).output(load_json=True).first()
     assert run["status"] == "succeeded", run
     assert run["code_sha256"] == origin["code_sha256"]

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from backend import worker
+from backend import execution
 from backend.errors import Invalid
 from backend.runs.tables import Run
 from backend.schedules import service as schedules
@@ -167,7 +167,7 @@ async def test_the_queue_serves_companies_in_turn(demo_db: str) -> None:
     burst = await _queue_directly("Acme Analytics", "alice@acme.example", 50)
     single = await _queue_directly("Globex", "gina@globex.example", 1)
     more = await _queue_directly("Acme Analytics", "maria@acme.example", 2)
-    order = await worker.queued_ids()
+    order = await execution.queued_ids()
     # Globex's one run is second, right after Acme's oldest, not behind Acme's 52
     assert order[:2] == [burst[0], single[0]]
     # each company's own runs keep their age order
@@ -182,7 +182,7 @@ async def test_a_company_already_running_waits_behind_one_that_is_not(demo_db: s
     await Run.update({Run.status: "running"}).where(Run.id.is_in(burst[:2]))
     single = await _queue_directly("Globex", "gina@globex.example", 1)
     # Acme has runs on the VMs already: Globex's only run goes first although it is younger
-    assert await worker.queued_ids() == [single[0], *burst[2:]]
+    assert await execution.queued_ids() == [single[0], *burst[2:]]
     # positive control: with nothing running, age decides among the first in line
     await Run.update({Run.status: "queued"}).where(Run.id.is_in(burst[:2]))
-    assert (await worker.queued_ids())[:2] == [burst[0], single[0]]
+    assert (await execution.queued_ids())[:2] == [burst[0], single[0]]

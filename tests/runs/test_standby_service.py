@@ -11,10 +11,10 @@ from pathlib import Path
 import libvirt
 import pytest
 
+from backend.execution.queue import Worker
 from backend.sandbox import libvirt_conn
 from backend.sandbox.standby import service_standby_count, standby_pool, standby_ready
 from backend.settings import get_settings
-from backend.worker.queue import Worker
 from tests.conftest import approve_as
 from tests.runs.conftest import proposal
 

@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
+from backend.execution import queue
 from backend.runs import queued
-from backend.worker import queue
 from tests.conftest import approve_as
 from tests.runs.conftest import proposal
 

