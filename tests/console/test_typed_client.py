@@ -13,6 +13,8 @@ from backend.drive.schemas import DriveFileInfo, DriveFolderInfo
 from backend.evidence.schemas import Reruns
 from backend.flows.schemas import FlowDetail, FlowPage
 from backend.flows.status import Capability, FlowStatus
+from backend.mcp.api import ApiError as McpApiError
+from backend.mcp.api import CleanroomApi
 from backend.records.schemas import DatasetInfo, RecordPage
 from backend.review.schemas import RunTimeline
 from backend.runs.schemas import RunDetail, RunPage
@@ -83,6 +85,12 @@ async def test_every_endpoint_the_clients_call_answers_its_schema(
     created = await alice.create_token("typed client test")
     assert isinstance(created, NewApiToken) and created.token
     assert any(isinstance(t, ApiToken) and t.id == created.id for t in await alice.tokens())
+    assistant_api = CleanroomApi(config.http(), created.token)  # MCP's client, the same schemas
+    assert (await assistant_api.me()).auth == "token"
+    assert (await assistant_api.run(run.id)).id == run.id
+    with pytest.raises(McpApiError) as refused:
+        await assistant_api.approve(run.id, run.code_sha256, run.bundle_sha256)
+    assert refused.value.status == 403
     await alice.revoke_token(created.id)
 
 
