@@ -13,6 +13,7 @@ from backend.actions.status import ItemStatus
 from backend.credits.schemas import ApprovalCost
 from backend.evidence.schemas import Rerun, RerunOutcome
 from backend.evidence.schemas import Reruns as RerunOverview
+from backend.evidence.status import IN_FLIGHT as RERUN_IN_FLIGHT
 from backend.runs.schemas import FollowupGrant, GrantOffer, RunDetail
 from backend.runs.status import RunStatus
 from backend.staging.manifest import Manifest
@@ -397,7 +398,7 @@ class Reruns:
             await self.load()
 
     def render(self, overview: RerunOverview) -> None:
-        self.in_flight = any(i.status in ("queued", "running") for i in overview.items)
+        self.in_flight = any(i.status in RERUN_IN_FLIGHT for i in overview.items)
         with ui.row().classes("items-center gap-3"):
             button = ui.button("Re-run for evidence", icon="replay", on_click=lambda: self.start(button))
             button.props("outline").mark("rerun")
