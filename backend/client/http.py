@@ -104,7 +104,10 @@ class ApiClient:
                 method, path, headers=merged, params=self.clean_params(params) if params else None, **kwargs
             )
         except httpx.HTTPError as exc:
-            raise self.unreachable(exc) from exc
+            error = self.unreachable(exc)
+            if error is exc:
+                raise
+            raise error from exc
         if response.status_code >= 400:
             raise self.refused(response, refusal_of(response))
         return response
