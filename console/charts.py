@@ -1,10 +1,18 @@
-"""Chart builders: pure functions from API payloads to plotly figures (testable without a browser)."""
+"""Chart builders: pure functions from the API's schemas to plotly figures (testable without a browser)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
+
+from backend.credits.schemas import DayUsage, PersonUsage
+from backend.review.schemas import (
+    AcceptedPerPerson,
+    ApprovedDespiteWarning,
+    RejectionRate,
+    UnreviewedFollowup,
+)
 
 PRIMARY = "#1f4e79"
 ACCENT = "#0f766e"
@@ -27,9 +35,9 @@ KIND_LABELS = {"run": "runs", "chat_turn": "chat turns"}
 KIND_COLORS = [PRIMARY, "#b45309", ACCENT, "#7c3aed", "#be123c"]
 
 
-def kinds(rows: list[dict[str, Any]]) -> list[str]:
+def kinds(rows: Sequence[DayUsage | PersonUsage]) -> list[str]:
     """The kinds of charge in `rows` (each with `by_kind`): runs first, then the platform's, by name."""
-    found = {k for r in rows for k in (r.get("by_kind") or {})}
+    found = {k for r in rows for k in r.by_kind}
     return sorted(found, key=lambda k: (k != "run", k))
 
 
@@ -37,14 +45,12 @@ def kind_label(kind: str) -> str:
     return KIND_LABELS.get(kind, kind.replace("_", " "))
 
 
-def _bars(rows: list[dict[str, Any]], at: list[str], *, horizontal: bool = False) -> list[go.Bar]:
+def _bars(rows: Sequence[DayUsage | PersonUsage], at: list[str], *, horizontal: bool = False) -> list[go.Bar]:
     """One bar series per kind of charge (runs, chat turns, ...), stacked; a single series without kinds."""
     series = kinds(rows) or [None]
     bars = []
     for n, kind in enumerate(series):
-        values = [
-            float((r.get("by_kind") or {}).get(kind, 0) if kind else r.get("credits") or 0) for r in rows
-        ]
+        values = [float(r.by_kind.get(kind, 0) if kind else r.credits or 0) for r in rows]
         label = kind_label(kind) if kind else "credits"
         bars.append(
             go.Bar(
@@ -64,13 +70,13 @@ def _bars(rows: list[dict[str, Any]], at: list[str], *, horizontal: bool = False
     return bars
 
 
-def usage_by_day(points: list[dict[str, Any]]) -> go.Figure:
+def usage_by_day(points: list[DayUsage]) -> go.Figure:
     """Credits charged per day, oldest first, as bars stacked by kind (runs, chat turns, ...)."""
     title = "Credits used per day"
-    points = sorted((p for p in points if p.get("day")), key=lambda p: str(p["day"]))
+    points = sorted((p for p in points if p.day), key=lambda p: str(p.day))
     if not points:
         return _empty(title, "No credits used in this period")
-    figure = go.Figure(_bars(points, [str(p["day"])[:10] for p in points]))
+    figure = go.Figure(_bars(points, [str(p.day)[:10] for p in points]))
     figure.update_layout(
         title=title,
         barmode="stack",
@@ -83,13 +89,13 @@ def usage_by_day(points: list[dict[str, Any]]) -> go.Figure:
     return figure
 
 
-def usage_by_user(rows: list[dict[str, Any]]) -> go.Figure:
+def usage_by_user(rows: list[PersonUsage]) -> go.Figure:
     """Credits per person, largest on top, as horizontal bars stacked by kind (their runs, their chat turns)."""
     title = "Credits used per person"
-    rows = sorted(rows, key=lambda r: float(r.get("credits") or 0))
+    rows = sorted(rows, key=lambda r: float(r.credits or 0))
     if not rows:
         return _empty(title, "Nobody has used credits yet")
-    figure = go.Figure(_bars(rows, [str(r.get("email") or "?") for r in rows], horizontal=True))
+    figure = go.Figure(_bars(rows, [str(r.email or "?") for r in rows], horizontal=True))
     figure.update_layout(
         title=title,
         barmode="stack",
@@ -107,19 +113,16 @@ def _per_person_height(count: int) -> int:
     return max(240, 60 + 32 * count)
 
 
-def warned_approvals(rows: list[dict[str, Any]]) -> go.Figure:
+def warned_approvals(rows: list[ApprovedDespiteWarning]) -> go.Figure:
     """Runs approved despite a warning, per approver, stacked by the worst warning shown (high, medium)."""
     title = "Runs approved despite a warning, per approver"
     if not rows:
         return _empty(title, "No run was approved despite a high or medium warning")
-    approvers = sorted({str(r.get("approved_by") or "?") for r in rows})
+    approvers = sorted({str(r.approved_by or "?") for r in rows})
     bars = [
         go.Bar(
             name=level,
-            x=[
-                sum(1 for r in rows if r.get("approved_by") == a and r.get("worst") == level)
-                for a in approvers
-            ],
+            x=[sum(1 for r in rows if r.approved_by == a and r.worst == level) for a in approvers],
             y=approvers,
             orientation="h",
             marker_color=SEVERITY_COLORS[level],
@@ -138,13 +141,13 @@ def warned_approvals(rows: list[dict[str, Any]]) -> go.Figure:
     return figure
 
 
-def followups_per_person(rows: list[dict[str, Any]]) -> go.Figure:
+def followups_per_person(rows: list[UnreviewedFollowup]) -> go.Figure:
     """Follow-ups that ran without a second approval, per person who asked for them."""
     title = "Follow-ups run without review, per person"
     if not rows:
         return _empty(title, "No follow-up ran without review")
-    people = sorted({str(r.get("requested_by") or "?") for r in rows})
-    counts = [sum(1 for r in rows if r.get("requested_by") == p) for p in people]
+    people = sorted({str(r.requested_by or "?") for r in rows})
+    counts = [sum(1 for r in rows if r.requested_by == p) for p in people]
     figure = go.Figure(
         go.Bar(
             x=counts,
@@ -163,16 +166,16 @@ def followups_per_person(rows: list[dict[str, Any]]) -> go.Figure:
     return figure
 
 
-def accepted_per_person(rows: list[dict[str, Any]]) -> go.Figure:
+def accepted_per_person(rows: list[AcceptedPerPerson]) -> go.Figure:
     """Proposed changes each person accepted, most on top."""
     title = "Proposed changes accepted, per person"
-    rows = sorted(rows, key=lambda r: int(r.get("accepted") or 0))
+    rows = sorted(rows, key=lambda r: int(r.accepted or 0))
     if not rows:
         return _empty(title, "Nobody has accepted a proposed change")
     figure = go.Figure(
         go.Bar(
-            x=[int(r.get("accepted") or 0) for r in rows],
-            y=[str(r.get("person") or "?") for r in rows],
+            x=[int(r.accepted or 0) for r in rows],
+            y=[str(r.person or "?") for r in rows],
             orientation="h",
             marker_color=PRIMARY,
             hovertemplate="%{y}: %{x} accepted<extra></extra>",
@@ -187,19 +190,19 @@ def accepted_per_person(rows: list[dict[str, Any]]) -> go.Figure:
     return figure
 
 
-def rejection_rate(rows: list[dict[str, Any]]) -> go.Figure:
+def rejection_rate(rows: list[RejectionRate]) -> go.Figure:
     """The share of their run decisions each person rejected, in percent, with the counts on hover."""
     title = "Runs rejected, share of each person's decisions"
-    rows = sorted(rows, key=lambda r: float(r.get("rate") or 0))
+    rows = sorted(rows, key=lambda r: float(r.rate or 0))
     if not rows:
         return _empty(title, "Nobody has decided a run yet")
     figure = go.Figure(
         go.Bar(
-            x=[round(100 * float(r.get("rate") or 0), 1) for r in rows],
-            y=[str(r.get("person") or "?") for r in rows],
+            x=[round(100 * float(r.rate or 0), 1) for r in rows],
+            y=[str(r.person or "?") for r in rows],
             orientation="h",
             marker_color="#be123c",
-            customdata=[[r.get("rejected", 0), r.get("approved", 0)] for r in rows],
+            customdata=[[r.rejected, r.approved] for r in rows],
             hovertemplate="%{y}: %{x}% (%{customdata[0]} rejected, %{customdata[1]} approved)<extra></extra>",
         )
     )

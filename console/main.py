@@ -23,6 +23,7 @@ from console.api import ApiConfig
 def build(config: ApiConfig) -> None:
     """Point the console at an API and define its pages (tests call this with an injected transport)."""
     session.configure(config)
+    app.on_shutdown(session.close)
     ui.add_css(theme.CSS, shared=True)
     pages.register()
 

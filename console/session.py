@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from fastapi.responses import RedirectResponse
 from nicegui import app, ui
 
+from backend.tenancy.schemas import Me
 from console.api import Api, ApiConfig, ApiError
 
 _config: ApiConfig | None = None
@@ -28,22 +28,34 @@ def api() -> Api:
     return Api(config(), app.storage.user.get("session"))
 
 
-def me() -> dict[str, Any] | None:
-    return app.storage.user.get("me")
+async def close() -> None:
+    """At the console's shutdown: closes the one HTTP client every user's `Api` shared."""
+    if _config is not None:
+        await _config.aclose()
+
+
+def me() -> Me | None:
+    stored = app.storage.user.get("me")
+    return Me.model_validate(stored) if stored else None
+
+
+def role() -> str | None:
+    person = me()
+    return person.role if person else None
 
 
 def is_admin() -> bool:
-    return (me() or {}).get("role") == "admin"
+    return role() == "admin"
 
 
 def sees_company_history() -> bool:
     """An admin or an auditor: every run and flow of the company, and the audit trail (the API decides)."""
-    return (me() or {}).get("role") in ("admin", "auditor")
+    return role() in ("admin", "auditor")
 
 
-def sign_in(session_token: str, me_payload: dict[str, Any]) -> None:
+def sign_in(session_token: str, person: Me) -> None:
     app.storage.user["session"] = session_token
-    app.storage.user["me"] = me_payload
+    app.storage.user["me"] = person.model_dump(mode="json")
 
 
 async def end_session() -> None:

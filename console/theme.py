@@ -56,7 +56,7 @@ def colors() -> None:
 
 @contextmanager
 def frame(title: str) -> Iterator[None]:
-    me = session.me() or {}
+    me = session.me()
     ui.page_title(f"{title} · Cleanroom")
     colors()
     drawer: ui.left_drawer | None = None
@@ -68,20 +68,20 @@ def frame(title: str) -> Iterator[None]:
             ).classes(f"cr-nav-toggle lt-{DRAWER_BREAKPOINT}").mark("nav-toggle")
             ui.icon("shield").classes("text-2xl")
             ui.link("Cleanroom", "/runs").classes("text-lg font-semibold text-white no-underline")
-            ui.label((me.get("company") or {}).get("name", "")).classes("text-sm opacity-80 gt-xs")
+            ui.label(me.company.name if me else "").classes("text-sm opacity-80 gt-xs")
         with ui.button(icon="account_circle").props("flat color=white no-caps").mark("user-menu"):
-            ui.label(me.get("name") or me.get("email", "")).classes("ml-1 gt-xs")
+            ui.label((me.name or me.email) if me else "").classes("ml-1 gt-xs")
             with ui.menu():
                 with ui.column().classes("px-4 py-2 gap-0"):
-                    ui.label(me.get("email", "")).classes("font-medium")
-                    ui.label(f"role: {me.get('role', '?')}").classes("text-xs text-grey-7")
+                    ui.label(me.email if me else "").classes("font-medium")
+                    ui.label(f"role: {me.role if me else '?'}").classes("text-xs text-grey-7")
                 ui.separator()
                 ui.menu_item("Sign out", on_click=session.end_session).mark("sign-out")  # a POST, never a GET
     # value=None: Quasar opens the drawer beside the page at desktop width and keeps it closed (an overlay
     # opened from the header's menu button) below its breakpoint, so on a phone the page is what shows first
     drawer = ui.left_drawer(value=None, bordered=True).props("width=200").classes("cr-nav bg-grey-1 px-0")
     with drawer.mark("nav-drawer"):
-        nav = {"admin": ADMIN_NAV, "auditor": AUDITOR_NAV}.get(me.get("role", ""), MEMBER_NAV)
+        nav = {"admin": ADMIN_NAV, "auditor": AUDITOR_NAV}.get(session.role() or "", MEMBER_NAV)
         for label, path, icon in nav:
             marker = "nav-" + label.lower().replace(" ", "-")  # one marker per entry ("nav-assistant-access")
             link = ui.link(target=path).classes("w-full no-underline text-grey-9").mark(marker)

@@ -18,51 +18,65 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
-from backend.injection import CATEGORIES
+from backend.actions.status import ItemStatus
+from backend.audit.schemas import AuditEntryInfo
+from backend.drive.schemas import DriveFileInfo
+from backend.injection import CATEGORIES, Finding
 from backend.injection.text import render_visible
+from backend.runs.schemas import RunDetail, RunResult, RunSummary
+from backend.runs.status import RunStatus
+from backend.schedules.status import ScheduleStatus
+from backend.staging.manifest import Manifest
 from console import session
 from console.api import Api, ApiError
 
 T = TypeVar("T")
 
-STATUS_COLORS = {
-    "awaiting_approval": "orange",
-    "queued": "blue-grey",
-    "running": "blue",
-    "succeeded": "positive",
-    "failed": "negative",
-    "timed_out": "negative",
-    "out_of_memory": "negative",
-    "error": "negative",
-    "cancelled": "grey",
-    "rejected": "grey",
-    "pending": "orange",
-    "accepted": "positive",
-    "invalid": "negative",
-    "conflict": "negative",
-    "active": "positive",
-    "paused": "grey",
-    "waiting": "blue-grey-4",  # a flow's step, approved, behind the steps before it
-    "skipped": "grey",  # a flow's step that never ran: an earlier step did not succeed
+STATUS_COLORS: dict[str, str] = {
+    RunStatus.awaiting_approval: "orange",
+    RunStatus.queued: "blue-grey",
+    RunStatus.running: "blue",
+    RunStatus.succeeded: "positive",
+    RunStatus.failed: "negative",
+    RunStatus.timed_out: "negative",
+    RunStatus.out_of_memory: "negative",
+    RunStatus.error: "negative",
+    RunStatus.cancelled: "grey",
+    RunStatus.rejected: "grey",
+    ItemStatus.pending: "orange",
+    ItemStatus.accepted: "positive",
+    ItemStatus.invalid: "negative",
+    ItemStatus.conflict: "negative",
+    ScheduleStatus.active: "positive",
+    ScheduleStatus.paused: "grey",
+    RunStatus.waiting: "blue-grey-4",  # a flow's step, approved, behind the steps before it
+    RunStatus.skipped: "grey",  # a flow's step that never ran: an earlier step did not succeed
 }
 RUN_STATUSES = [
-    "awaiting_approval",
-    "waiting",
-    "queued",
-    "running",
-    "succeeded",
-    "failed",
-    "timed_out",
-    "out_of_memory",
-    "error",
-    "cancelled",
-    "rejected",
-    "skipped",
+    RunStatus.awaiting_approval,
+    RunStatus.waiting,
+    RunStatus.queued,
+    RunStatus.running,
+    RunStatus.succeeded,
+    RunStatus.failed,
+    RunStatus.timed_out,
+    RunStatus.out_of_memory,
+    RunStatus.error,
+    RunStatus.cancelled,
+    RunStatus.rejected,
+    RunStatus.skipped,
 ]
 # statuses a page keeps polling through: a flow's waiting step becomes queued by itself
-ACTIVE_STATUSES = {"waiting", "queued", "running"}
+ACTIVE_STATUSES = {RunStatus.waiting, RunStatus.queued, RunStatus.running}
 # statuses with no output files to list yet, or ever (a skipped step never ran)
-NO_OUTPUTS = {"awaiting_approval", "waiting", "queued", "running", "rejected", "skipped"}
+NO_OUTPUTS = {
+    RunStatus.awaiting_approval,
+    RunStatus.waiting,
+    RunStatus.queued,
+    RunStatus.running,
+    RunStatus.rejected,
+    RunStatus.skipped,
+}
 
 
 def status_badge(status: str) -> ui.badge:
@@ -142,10 +156,10 @@ def reveal_invisible(text: str) -> str:
     return render_visible(text)
 
 
-def run_title(run: dict[str, Any]) -> str:
+def run_title(run: RunSummary | RunDetail) -> str:
     """A run's title as the console shows it: bidi overrides and invisible characters revealed, since the
     title is the assistant's text and a reversed or hidden part could make one run pass for another."""
-    return reveal_invisible(run.get("title") or f"Run #{run.get('id')}")
+    return reveal_invisible(run.title or f"Run #{run.id}")
 
 
 # How the scanner writes a cell into a finding's excerpt (backend.injection.text.excerpt): invisible characters
@@ -263,9 +277,11 @@ def human_bytes(size: int | float | None) -> str:
     return f"{value:.1f} GB"
 
 
-def when(value: str | None) -> str:
+def when(value: datetime | str | None) -> str:
     if not value:
         return "—"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
     try:
         moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
@@ -297,29 +313,29 @@ def section(title: str, icon: str, marker: str | None = None) -> ui.card:
 CODE_PATH = "run.py"  # the path of the backend's findings in the code itself
 
 
-def code_findings(run: dict[str, Any]) -> list[dict[str, Any]]:
+def code_findings(run: RunDetail) -> list[Finding]:
     """The backend's findings in the code itself (invisible or direction-control characters): the console
     shows them, it does not decide what counts as invisible."""
-    return [f for f in run.get("findings") or [] if f.get("path") == CODE_PATH]
+    return [f for f in run.findings if f.path == CODE_PATH]
 
 
 def code_lines(code: str) -> int:
     return code.count("\n") + (0 if code.endswith("\n") else 1)
 
 
-def bundle_hash(run: dict[str, Any]) -> str | None:
+def bundle_hash(run: RunDetail) -> str | None:
     """The staged data's hash as the page shows it: what an approval sends back."""
-    return run.get("bundle_sha256") or (run.get("manifest") or {}).get("bundle_sha256")
+    return run.bundle_sha256 or Manifest.of(run.manifest).bundle_sha256
 
 
-def location(finding: dict[str, Any]) -> str:
+def location(finding: Finding) -> str:
     """Where a finding is: file › sheet › row / column of a table, or file › line of a text. The names are
     the data's own, so invisible characters in them are shown."""
-    parts = [finding.get("path") or "?"]
-    if finding.get("sheet"):
-        parts.append(f"sheet {finding['sheet']}")
+    parts = [finding.path or "?"]
+    if finding.sheet:
+        parts.append(f"sheet {finding.sheet}")
     cell = []
-    row, column = finding.get("row"), finding.get("column")
+    row, column = finding.row, finding.column
     if row is not None:
         if not column:
             cell.append(f"line {row}")  # a text file, scanned line by line
@@ -332,34 +348,32 @@ def location(finding: dict[str, Any]) -> str:
     return reveal_invisible(" › ".join(parts))
 
 
-def manifest_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+def manifest_rows(manifest: Manifest) -> list[dict[str, Any]]:
+    """The manifest as the rows of its table (the dicts here are the table's rows, not the API's JSON)."""
     rows = []
-    for index, entry in enumerate(manifest.get("files") or []):
-        source = entry.get("source") or {}
-        if source.get("type") == "dataset":
-            what = f"dataset {source.get('dataset')}"
-        elif source.get("type") == "drive_file":
-            what = f"file {source.get('name')}"
-            if entry.get("sheet"):
-                what += f" › {entry['sheet']}" + (" (hidden sheet)" if entry.get("hidden") else "")
+    for index, entry in enumerate(manifest.files):
+        source = entry.source
+        if source.type == "dataset":
+            what = f"dataset {source.dataset}"
+        elif source.type == "drive_file":
+            what = f"file {source.name}"
+            if entry.sheet:
+                what += f" › {entry.sheet}" + (" (hidden sheet)" if entry.hidden else "")
         else:
             what = "Cleanroom"
-        total = entry.get("visible_total", entry.get("total_rows"))
-        rows_text = number(entry.get("rows")) if entry.get("rows") is not None else "—"
-        if entry.get("truncated"):
-            truncated = f"yes: {number(entry.get('rows'))} of {number(total)} rows staged"
-        else:
-            truncated = "no"
+        total = entry.visible_total if "visible_total" in entry.model_fields_set else entry.total_rows
+        rows_text = number(entry.rows) if entry.rows is not None else "—"
+        truncated = f"yes: {number(entry.rows)} of {number(total)} rows staged" if entry.truncated else "no"
         rows.append(
             {
                 "key": index,
                 "source": reveal_invisible(what),
-                "path": reveal_invisible(entry.get("path", "")),
-                "kind": entry.get("kind", ""),
+                "path": reveal_invisible(entry.path),
+                "kind": entry.kind or "",
                 "rows": rows_text,
                 "truncated": truncated,
-                "size": human_bytes(entry.get("bytes")),
-                "hash": (entry.get("sha256") or "")[:12],
+                "size": human_bytes(entry.bytes),
+                "hash": (entry.sha256 or "")[:12],
             }
         )
     return rows
@@ -376,8 +390,8 @@ MANIFEST_COLUMNS = [
 ]
 
 
-def manifest_section(run: dict[str, Any], title: str = "Data staged for this run") -> None:
-    manifest = run.get("manifest") or {}
+def manifest_section(run: RunDetail, title: str = "Data staged for this run") -> None:
+    manifest = Manifest.of(run.manifest)
     with section(title, "inventory_2", "manifest"):
         rows = manifest_rows(manifest)
         if rows:
@@ -386,11 +400,12 @@ def manifest_section(run: dict[str, Any], title: str = "Data staged for this run
             ).classes("w-full").mark("manifest-table")
         else:
             empty_state("Nothing staged.")
-        for error in manifest.get("errors") or []:
-            error_box(f"{error.get('name', '?')} could not be converted: {error.get('error')}")
-        for warning in manifest.get("warnings") or []:
-            name = reveal_invisible(str(warning.get("name", "?")))
-            ui.label(f"{name}: {warning.get('warning')}").classes("text-warning").mark("manifest-warning")
+        for error in manifest.errors:
+            name = error.name if "name" in error.model_fields_set else "?"
+            error_box(f"{name} could not be converted: {error.error}")
+        for warning in manifest.warnings:
+            name = reveal_invisible(str(warning.name if "name" in warning.model_fields_set else "?"))
+            ui.label(f"{name}: {warning.warning}").classes("text-warning").mark("manifest-warning")
         truncated = [r for r in rows if r["truncated"] != "no"]
         if truncated:
             ui.label(
@@ -402,18 +417,18 @@ def manifest_section(run: dict[str, Any], title: str = "Data staged for this run
             )
 
 
-def code_section(run: dict[str, Any]) -> None:
-    code = run.get("code") or ""
+def code_section(run: RunDetail) -> None:
+    code = run.code or ""
     with section(f"The code, in full ({code_lines(code)} lines)", "code", "code-section"):
         hidden = code_findings(run)
         if hidden:
             error_box(
                 "The code contains invisible characters, shown below as <U+…>: "
-                + ", ".join(f"line {f.get('row')}: {f.get('excerpt')}" for f in hidden[:10])
+                + ", ".join(f"line {f.row}: {f.excerpt}" for f in hidden[:10])
             )
         code_block(code)
-        if run.get("code_sha256"):
-            ui.label(f"code sha256 {run['code_sha256']}").classes(
+        if run.code_sha256:
+            ui.label(f"code sha256 {run.code_sha256}").classes(
                 "text-xs text-grey-7 font-mono break-all"
             ).mark("code-hash")
 
@@ -421,11 +436,11 @@ def code_section(run: dict[str, Any]) -> None:
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
-def findings_section(run: dict[str, Any]) -> None:
+def findings_section(run: RunDetail) -> None:
     """The injection warnings of a run's staged data, each with where, why, and the part that scored."""
-    findings = run.get("findings") or []
+    findings = run.findings
     if not findings:
-        if run.get("status") == "awaiting_approval":
+        if run.status == RunStatus.awaiting_approval:
             with ui.row().classes("items-center gap-2 text-grey-7").mark("no-warnings"):
                 ui.icon("verified")
                 ui.label("No text in the staged data reads like instructions to the assistant.")
@@ -438,10 +453,10 @@ def findings_section(run: dict[str, Any]) -> None:
     )
 
 
-def output_findings_section(run: dict[str, Any]) -> None:
+def output_findings_section(run: RunDetail) -> None:
     """Instruction-like text in what the run handed back (printed output, conclusion.json, returned text
     files): the assistant is told to treat it as data, and the person sees where it is."""
-    findings = run.get("output_findings") or []
+    findings = run.output_findings
     if not findings:
         return
     _warning_card(
@@ -452,59 +467,60 @@ def output_findings_section(run: dict[str, Any]) -> None:
     )
 
 
-def _warning_card(mark: str, headline: str, findings: list[dict[str, Any]]) -> None:
+def _warning_card(mark: str, headline: str, findings: list[Finding]) -> None:
     """The orange card of findings, most severe first, under one headline."""
     with ui.card().classes("w-full bg-orange-1 border-l-4 border-orange gap-2").mark(mark):
         with ui.row().classes("items-center gap-2"):
             ui.icon("warning", color="warning").classes("text-2xl")
             ui.label(headline).classes("text-lg font-medium")
-        for finding in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.get("severity", "low"), 3)):
+        for finding in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 3)):
             finding_row(finding)
 
 
-def finding_row(finding: dict[str, Any]) -> None:
+def finding_row(finding: Finding) -> None:
     with ui.column().classes("w-full gap-1 py-1").mark("finding"):
         with ui.row().classes("items-center gap-2"):
-            severity = finding.get("severity")
+            severity = finding.severity
             ui.badge(severity or "?", color={"high": "negative", "medium": "warning"}.get(severity, "grey"))
             ui.label(location(finding)).classes("font-medium")
-            category = finding.get("category") or ""
+            category = finding.category or ""
             with ui.label(category).classes("text-grey-7 text-sm").mark("finding-category"):
                 if category in CATEGORIES:
                     ui.tooltip(CATEGORIES[category])
-        if finding.get("reason"):
-            ui.label(finding["reason"]).classes("text-sm").mark("finding-reason")
-        Excerpt(finding.get("excerpt") or "", finding.get("span")).mark("finding-excerpt")
+        if finding.reason:
+            ui.label(finding.reason).classes("text-sm").mark("finding-reason")
+        Excerpt(finding.excerpt or "", finding.span).mark("finding-excerpt")
 
 
 PHASES = {"start": "VM start", "execute": "code"}  # the sandbox's timings_ms, as a reader names them
 
 
-def timings_text(run: dict[str, Any]) -> str:
+def timings_text(run: RunDetail) -> str:
     """How long a run took, from the sandbox's own timings, else from when it started and ended."""
-    timings = (run.get("result") or {}).get("timings_ms") or {}
-    if timings.get("total") is not None:
-        phases = [f"{label} {timings[key] / 1000:.1f} s" for key, label in PHASES.items() if timings.get(key)]
-        return f"took {timings['total'] / 1000:.1f} s" + (f" ({', '.join(phases)})" if phases else "")
-    try:
-        started = datetime.fromisoformat(str(run["started_at"]))
-        finished = datetime.fromisoformat(str(run["finished_at"]))
-    except (KeyError, TypeError, ValueError):
+    if run.result is not None:
+        timings = run.result.timings_ms
+        phases = [
+            f"{label} {getattr(timings, key) / 1000:.1f} s"
+            for key, label in PHASES.items()
+            if getattr(timings, key)
+        ]
+        return f"took {timings.total / 1000:.1f} s" + (f" ({', '.join(phases)})" if phases else "")
+    if run.started_at is None or run.finished_at is None:
         return ""
-    return f"took {(finished - started).total_seconds():.1f} s"
+    return f"took {(run.finished_at - run.started_at).total_seconds():.1f} s"
 
 
-def printed_output(result: dict[str, Any]) -> None:
+def printed_output(result: RunResult) -> None:
     """What the code printed, its errors, and the output files the sandbox refused."""
     ui.label("Printed output").classes("font-medium")
-    pre(result.get("stdout") or "(nothing printed)").mark("stdout")
-    if result.get("stdout_truncated"):
+    pre(result.stdout or "(nothing printed)").mark("stdout")
+    if result.stdout_truncated:
         ui.label("Output was cut at the cap.").classes("text-warning")
-    if result.get("stderr"):
+    if result.stderr:
         ui.label("Errors (stderr)").classes("font-medium")
-        pre(result["stderr"]).classes("text-red-9").mark("stderr")
-    for rejected in result.get("rejected_files") or []:
-        error_box(f"output file {rejected.get('name')} was refused: {rejected.get('reason')}")
+        pre(result.stderr).classes("text-red-9").mark("stderr")
+    for rejected in result.rejected_files:
+        error_box(f"output file {rejected.name} was refused: {rejected.reason}")
 
 
 def pretty_json(value: Any) -> str:
@@ -516,9 +532,9 @@ def pretty_json(value: Any) -> str:
 PREVIEW_LIMIT = 8 * 1024 * 1024
 
 
-async def outputs_section(run: dict[str, Any], api: Api) -> None:
-    files = run.get("output_files") or []
-    if not files and run["status"] in NO_OUTPUTS:
+async def outputs_section(run: RunDetail, api: Api) -> None:
+    files = run.output_files
+    if not files and run.status in NO_OUTPUTS:
         return
     with section("Output files (in Drive)", "folder_open", "outputs"):
         if not files:
@@ -528,24 +544,24 @@ async def outputs_section(run: dict[str, Any], api: Api) -> None:
             await output_file(payload, api)
 
 
-async def output_file(payload: dict[str, Any], api: Api) -> None:
+async def output_file(payload: DriveFileInfo, api: Api) -> None:
     with ui.column().classes("w-full gap-1 border rounded p-2").mark("output-file"):
         with ui.row().classes("items-center gap-3"):
-            ui.icon("image" if payload.get("kind") == "image" else "description")
-            ui.label(reveal_invisible(payload.get("name") or "?")).classes("font-medium").mark("output-name")
-            ui.label(human_bytes(payload.get("size"))).classes("text-grey-7 text-sm")
-            ui.label(str(payload.get("sha256", ""))[:12]).classes("text-grey-7 text-xs font-mono")
+            ui.icon("image" if payload.kind == "image" else "description")
+            ui.label(reveal_invisible(payload.name or "?")).classes("font-medium").mark("output-name")
+            ui.label(human_bytes(payload.size)).classes("text-grey-7 text-sm")
+            ui.label(str(payload.sha256)[:12]).classes("text-grey-7 text-xs font-mono")
 
             async def download() -> None:
-                got = await call(api.file_content(payload["id"]))
+                got = await call(api.file_content(payload.id))
                 if got is not FAILED:
                     content, media_type = got  # type: ignore[misc]
-                    ui.download.content(content, payload.get("name", "output"), media_type)
+                    ui.download.content(content, payload.name, media_type)
 
             ui.button(icon="download", on_click=download).props("flat dense round").tooltip("Download")
-        if payload.get("kind") == "image" and (payload.get("size") or 0) <= PREVIEW_LIMIT:
+        if payload.kind == "image" and (payload.size or 0) <= PREVIEW_LIMIT:
             try:
-                content, media_type = await api.file_content(payload["id"])
+                content, media_type = await api.file_content(payload.id)
             except Exception as exc:  # noqa: BLE001 - a preview is optional; say why it is missing
                 ui.label(f"no preview: {getattr(exc, 'message', exc)}").classes("text-grey-7 text-sm")
                 return
@@ -566,26 +582,26 @@ SUBJECT_SLOT = r"""
 """
 
 
-def subject_link(entry: dict[str, Any]) -> str:
+def subject_link(entry: AuditEntryInfo) -> str:
     """The console page of an audit entry's subject (a run or a flow), or "" when it has none."""
-    page = SUBJECT_PAGES.get(entry.get("subject_type") or "")
-    subject_id = str(entry.get("subject_id") or "")
+    page = SUBJECT_PAGES.get(entry.subject_type or "")
+    subject_id = str(entry.subject_id or "")
     return f"{page}{subject_id}" if page and subject_id.isdigit() else ""
 
 
-def audit_table(entries: list[dict[str, Any]]) -> None:
+def audit_table(entries: list[AuditEntryInfo]) -> None:
     if not entries:
         empty_state("No audit entries.")
         return
     rows = [
         {
-            "seq": e.get("seq"),
-            "at": when(e.get("at")),
-            "actor": e.get("actor", ""),
-            "action": e.get("action", ""),
-            "subject": f"{e.get('subject_type') or ''} {e.get('subject_id') or ''}".strip(),
+            "seq": e.seq,
+            "at": when(e.at),
+            "actor": e.actor,
+            "action": e.action,
+            "subject": f"{e.subject_type or ''} {e.subject_id or ''}".strip(),
             "link": subject_link(e),
-            "data": json.dumps(e.get("data") or {}, default=str)[:300],
+            "data": json.dumps(e.data or {}, default=str)[:300],
         }
         for e in entries
     ]

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from backend.actions.tables import ItemStatus
+from backend.actions.status import ItemStatus
 
 
 class ActionItemInfo(BaseModel):

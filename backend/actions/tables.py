@@ -1,20 +1,13 @@
 from __future__ import annotations
 
-from enum import StrEnum
-
 from piccolo.columns import JSON, BigInt, ForeignKey, Integer, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
+from backend.actions.status import ItemStatus
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
 
-
-class ItemStatus(StrEnum):
-    pending = "pending"  # waiting for a person to accept or reject it
-    accepted = "accepted"
-    rejected = "rejected"
-    invalid = "invalid"  # the entry could not become a change (its problem says why)
-    conflict = "conflict"  # the record changed since it was staged; nothing was written
+__all__ = ["ActionItem", "ItemStatus"]
 
 
 class ActionItem(Table):

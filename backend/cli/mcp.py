@@ -20,8 +20,8 @@ async def serve_stdio(api_url: str, token: str, console_url: str | None) -> None
     async with httpx.AsyncClient(base_url=api_url.rstrip("/"), timeout=httpx.Timeout(120.0)) as client:
         api = CleanroomApi(client, token)
         try:
-            me = await api.get("/api/me/")
-            print(f"cleanroom mcp: {me['email']} ({me['company']['name']}) via {api_url}", file=sys.stderr)
+            me = await api.me()
+            print(f"cleanroom mcp: {me.email} ({me.company.name}) via {api_url}", file=sys.stderr)
         except ApiError as exc:
             if exc.status == 401:
                 print(f"cleanroom mcp: {exc}", file=sys.stderr)

@@ -3,24 +3,14 @@ VM, its actions discarded unread; what it printed and each output file compared 
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from piccolo.columns import JSON, ForeignKey, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
+from backend.evidence.status import IN_FLIGHT, RerunStatus
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company, User
 
-
-class RerunStatus(StrEnum):
-    queued = "queued"
-    running = "running"
-    finished = "finished"  # its VM ran; `comparison` says what matched
-    refused = "refused"  # no VM started: the bundle was gone or no longer hashed as approved
-    error = "error"  # the service stopped while it ran, or the sandbox failed
-
-
-IN_FLIGHT = (RerunStatus.queued, RerunStatus.running)
+__all__ = ["IN_FLIGHT", "EvidenceRerun", "RerunStatus"]
 
 
 class EvidenceRerun(Table, tablename="evidence_rerun"):

@@ -9,43 +9,19 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from litestar import Controller, Request, get, post
 from litestar.response import Stream
-from pydantic import BaseModel, Field
 
 from backend.errors import AppError
 from backend.fleet import service, transfer
+from backend.fleet.schemas import Done, HeartbeatBody, HostBody, Job, RefuseBody, Registered
 from backend.flows import progress as flows
 from backend.sandbox.models import MAX_ACTIONS_BYTES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES, SandboxResult
 from backend.settings import get_settings
 from backend.tenancy.auth import SELF_AUTHENTICATED
 
 RESULT_MAX_BYTES = MAX_OUTPUT_BYTES + MAX_ACTIONS_BYTES + 8 * 1024 * 1024  # files, actions, printed output
-
-
-class HostBody(BaseModel):
-    libvirt_uri: str = Field(default="", max_length=200)
-    virt_type: str = Field(default="", max_length=10)
-    image_hash: str = Field(default="", max_length=64)
-    capacity: int = Field(default=1, ge=1, le=256)
-
-
-class HeartbeatBody(BaseModel):
-    running: int = Field(default=0, ge=0)
-    draining: bool = False
-    # the runs the worker is working on; one it holds by the database and not by this list is settled
-    holding: list[int] | None = Field(default=None, max_length=10_000)
-
-
-class RefuseBody(BaseModel):
-    problem: str = Field(max_length=2000)
-
-
-class Registered(BaseModel):
-    host_id: str
-    settled_runs: int
 
 
 def _tar_of(directory: Path, name: str, what: str) -> Stream:
@@ -57,29 +33,6 @@ def _tar_of(directory: Path, name: str, what: str) -> Stream:
         media_type="application/x-tar",
         headers={"Content-Disposition": f'attachment; filename="{name}"'},
     )
-
-
-class Job(BaseModel):
-    """What a worker needs to run a claimed run: no bundle path, the bundle comes by `bundle_url`."""
-
-    run_id: int
-    code: str
-    code_sha256: str
-    approved_code_sha256: str | None
-    approved_bundle_sha256: str | None
-    approved_at: str | None
-    manifest: dict[str, Any] | None
-    limits: dict[str, Any]
-    read_actions: bool
-    bundle_url: str
-    result_url: str
-    carry_url: str | None = None  # a flow's step: what earlier steps handed on (its /work/flow), as a tar
-    started_after: float | None = None  # a flow's step: no waiting guest older than this (unix seconds)
-
-
-class Done(BaseModel):
-    ok: bool = True
-    status: str | None = None
 
 
 async def _host(request: Request) -> str:

@@ -28,8 +28,10 @@ import psycopg
 from procrastinate.exceptions import ProcrastinateException
 
 from backend import filemodes
+from backend.client import decode, refusal_of
 from backend.fleet import transfer
 from backend.fleet.queue import TASK, make_app, queue_of, schema_ready
+from backend.fleet.schemas import Done, Job
 from backend.settings import get_settings
 
 log = logging.getLogger("cleanroom.fleet.worker")
@@ -249,12 +251,12 @@ class FleetWorker:
     async def _handle(self, run_id: int) -> None:
         response = await self._call("POST", f"/api/worker/runs/{run_id}/claim")
         if response.status_code in (403, 409):  # started from another job, or handed to another host since
-            log.info("run %s: not ours to start (%s)", run_id, response.json().get("detail"))
+            log.info("run %s: not ours to start (%s)", run_id, refusal_of(response).detail)
             return
         if response.status_code >= 500:
             raise ClaimFailed(f"claim of run {run_id}: {response.status_code} {response.text[:300]}")
         response.raise_for_status()
-        job = response.json()
+        job = decode(Job, response)
         self.running += 1
         scratch = Path(tempfile.mkdtemp(prefix=f"cleanroom-job-{run_id}-", dir=get_settings().data_dir))
         try:
@@ -263,7 +265,7 @@ class FleetWorker:
             self.running -= 1
             await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
 
-    async def _run(self, run_id: int, job: dict[str, Any], scratch: Path) -> None:
+    async def _run(self, run_id: int, job: Job, scratch: Path) -> None:
         try:
             await self._attempt(run_id, job, scratch)
         except Exception as exc:  # ours, not the run's: the API requeues it if its VM never started
@@ -288,18 +290,18 @@ class FleetWorker:
                 max_bytes=get_settings().max_staged_bytes_per_company,
             )
 
-    async def _attempt(self, run_id: int, job: dict[str, Any], scratch: Path) -> None:
+    async def _attempt(self, run_id: int, job: Job, scratch: Path) -> None:
         from backend import sandbox
         from backend.execution.execute import hash_problem
 
         bundle = scratch / "bundle"
-        carry = scratch / "carry" if job.get("carry_url") else None
+        carry = scratch / "carry" if job.carry_url else None
         problem = None
         try:
-            await self._fetch(job["bundle_url"], bundle, "bundle")
+            await self._fetch(job.bundle_url, bundle, "bundle")
             if carry is not None:  # a flow's step: what earlier steps handed on, checked by the API
-                await self._fetch(job["carry_url"], carry, "flow hand-over")
-            problem = await asyncio.to_thread(hash_problem, {**job, "bundle_dir": str(bundle)})
+                await self._fetch(str(job.carry_url), carry, "flow hand-over")
+            problem = await asyncio.to_thread(hash_problem, {**job.model_dump(), "bundle_dir": str(bundle)})
         except transfer.TransferError as exc:
             problem = f"the bundle could not be fetched: {exc}"
         if problem:
@@ -308,7 +310,7 @@ class FleetWorker:
             return
         started = await self._call("POST", f"/api/worker/runs/{run_id}/vm-started")
         if started.status_code == 409:  # another attempt of this host started it (a claim answered twice)
-            log.info("run %s: started by another attempt (%s)", run_id, started.json().get("detail"))
+            log.info("run %s: started by another attempt (%s)", run_id, refusal_of(started).detail)
             return
         started.raise_for_status()
         out_dir = scratch / "out"
@@ -316,13 +318,13 @@ class FleetWorker:
         try:
             result = await asyncio.to_thread(
                 sandbox.run_code,
-                job["code"],
+                job.code,
                 input_dir=bundle,
                 out_dir=out_dir,
-                limits=sandbox.RunLimits(**job["limits"]),
-                read_actions=job["read_actions"],
+                limits=sandbox.RunLimits(**job.limits),
+                read_actions=job.read_actions,
                 carry_dir=carry,
-                started_after=job.get("started_after"),
+                started_after=job.started_after,
             )
         except Exception as exc:  # the sandbox promises a result; anything else is ours
             log.exception("sandbox failed for run %s", run_id)
@@ -332,12 +334,12 @@ class FleetWorker:
         )
         response = await self._call(  # the tar made while it is sent, again for each attempt
             "POST",
-            job["result_url"],
+            job.result_url,
             body=lambda: transfer.async_chunks(transfer.tar_chunks(entries)),
             headers={"Content-Type": "application/x-tar"},
         )
         response.raise_for_status()
-        log.info("run %s: %s", run_id, response.json().get("status"))
+        log.info("run %s: %s", run_id, decode(Done, response).status)
 
 
 def run_worker(*, host_id: str, api_url: str, token: str, capacity: int) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from backend.flows.tables import Capability, FlowStatus
+from backend.flows.status import Capability, FlowStatus
 from backend.runs.schemas import LimitsBody, PersonRef, Rejection, RunDetail
 
 MAX_STEPS = 10

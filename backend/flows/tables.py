@@ -1,30 +1,12 @@
 from __future__ import annotations
 
-from enum import StrEnum
-
 from piccolo.columns import ForeignKey, Integer, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
+from backend.flows.status import FLOW_FINISHED, Capability, FlowStatus
 from backend.tenancy.tables import Company, User
 
-
-class FlowStatus(StrEnum):
-    awaiting_approval = "awaiting_approval"
-    rejected = "rejected"
-    running = "running"  # approved: its steps run one after the other
-    succeeded = "succeeded"  # every step succeeded
-    failed = "failed"  # a step did not succeed; the later ones were skipped
-
-
-class Capability(StrEnum):
-    """What a step may do besides computing: `read` (its actions.json is discarded unread) or
-    `propose_writes` (its actions become action items, each accepted by a person)."""
-
-    read = "read"
-    propose_writes = "propose_writes"
-
-
-FLOW_FINISHED = (FlowStatus.rejected, FlowStatus.succeeded, FlowStatus.failed)
+__all__ = ["FLOW_FINISHED", "Capability", "Flow", "FlowStatus"]
 
 
 class Flow(Table):

@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 
+from backend.client import CleanroomClient, Refusal
+
 # For the in-process transport only: the caller's context the API itself resolved from this token for the
 # enclosing `/mcp` request, handed to the API's requests made on its behalf (see `backend/mcp/http.py`).
 PRINCIPAL: ContextVar[Any] = ContextVar("cleanroom_mcp_principal", default=None)
@@ -93,13 +95,14 @@ def describe(status: int, code: str, detail: Any) -> str:
     return f"{prefix} [{code}]: {message}" if message else f"{prefix} [{code}]"
 
 
-class CleanroomApi:
-    """A thin async client of the Cleanroom API bound to one bearer token."""
+class CleanroomApi(CleanroomClient):
+    """The typed client (`backend.client`) bound to one bearer token: every method answers the API's own
+    schema; a refusal is an `ApiError` worded for the assistant."""
 
     def __init__(
         self, client: httpx.AsyncClient, token: str, *, base_url: str = "", principal: Any = None
     ) -> None:
-        self._client = client
+        super().__init__(client)
         self._token = token
         self._headers = {"authorization": f"Bearer {token}", "accept": "application/json"}
         self._principal = principal
@@ -107,35 +110,22 @@ class CleanroomApi:
 
     def fresh(self) -> CleanroomApi:
         """The same client authenticating every request anew (for a wait that outlives its MCP request)."""
-        return CleanroomApi(self._client, self._token, base_url=self.base_url)
+        return CleanroomApi(self.http, self._token, base_url=self.base_url)
 
-    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def auth_headers(self) -> dict[str, str]:
+        return dict(self._headers)
+
+    def refused(self, response: httpx.Response, refusal: Refusal) -> ApiError:
+        return ApiError(response.status_code, refusal.code, refusal.detail)
+
+    def unreachable(self, exc: httpx.HTTPError) -> ApiError:
+        return ApiError(
+            503, "unreachable", f"cannot reach Cleanroom at {self.base_url} ({type(exc).__name__})"
+        )
+
+    async def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         reset = PRINCIPAL.set(self._principal)
         try:
-            response = await self._client.request(method, path, headers=self._headers, **kwargs)
-        except httpx.HTTPError as exc:
-            raise ApiError(
-                503, "unreachable", f"cannot reach Cleanroom at {self.base_url} ({type(exc).__name__})"
-            ) from exc
+            return await super().send(method, path, **kwargs)
         finally:
             PRINCIPAL.reset(reset)
-        if response.status_code >= 400:
-            try:
-                body = response.json()
-            except ValueError:
-                body = {}
-            if not isinstance(body, dict):
-                body = {}
-            raise ApiError(response.status_code, str(body.get("error") or "error"), body.get("detail"))
-        return response
-
-    async def get(self, path: str, **params: Any) -> Any:
-        clean = {k: v for k, v in params.items() if v is not None}
-        return (await self._send("GET", path, params=clean)).json()
-
-    async def post(self, path: str, body: dict[str, Any]) -> Any:
-        return (await self._send("POST", path, json=body)).json()
-
-    async def content(self, path: str) -> tuple[bytes, str]:
-        response = await self._send("GET", path)
-        return response.content, response.headers.get("content-type", "application/octet-stream")

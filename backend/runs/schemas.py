@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from backend.credits.schemas import ApprovalCost
 from backend.drive.schemas import DriveFileInfo
 from backend.injection import Finding
-from backend.runs.tables import ApprovalKind, RunStatus
+from backend.runs.status import ApprovalKind, RunStatus
 from backend.sandbox.models import SandboxResult
 
 # ------------------------------------------------------------------------------------------------ requests

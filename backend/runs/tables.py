@@ -1,51 +1,12 @@
 from __future__ import annotations
 
-from enum import StrEnum
-
 from piccolo.columns import JSON, BigInt, Boolean, ForeignKey, Integer, Real, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
+from backend.runs.status import FINISHED, RETRYABLE, STATUSES, ApprovalKind, RunStatus
 from backend.tenancy.tables import Company, User
 
-
-class RunStatus(StrEnum):
-    """A run's status, stored as its value."""
-
-    awaiting_approval = "awaiting_approval"
-    rejected = "rejected"
-    queued = "queued"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    timed_out = "timed_out"
-    out_of_memory = "out_of_memory"
-    error = "error"
-    cancelled = (
-        "cancelled"  # a gate was off when it was due to start (code execution, the write ability, credits)
-    )
-    waiting = "waiting"  # a flow's step, approved with its flow, waiting for the steps before it
-    skipped = "skipped"  # a flow's step that never ran because an earlier step did not succeed
-
-
-class ApprovalKind(StrEnum):
-    """Who let a run start: a person, a person's earlier approval (a follow-up grant), or a schedule."""
-
-    person = "person"
-    followup = "followup"
-    schedule = "schedule"
-
-
-STATUSES = tuple(RunStatus)
-FINISHED = (
-    RunStatus.succeeded,
-    RunStatus.failed,
-    RunStatus.timed_out,
-    RunStatus.out_of_memory,
-    RunStatus.error,
-    RunStatus.cancelled,
-    RunStatus.skipped,
-)
-RETRYABLE = (RunStatus.failed, RunStatus.timed_out, RunStatus.out_of_memory, RunStatus.error)
+__all__ = ["FINISHED", "RETRYABLE", "STATUSES", "ApprovalKind", "Run", "RunStatus"]
 
 
 class Run(Table):

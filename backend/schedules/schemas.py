@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from backend.schedules.tables import ScheduleStatus
+from backend.schedules.status import ScheduleStatus
 
 
 class ScheduleBody(BaseModel):

@@ -1,17 +1,13 @@
 from __future__ import annotations
 
-from enum import StrEnum
-
 from piccolo.columns import ForeignKey, Integer, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
 from backend.runs.tables import Run
+from backend.schedules.status import ScheduleStatus
 from backend.tenancy.tables import Company, User
 
-
-class ScheduleStatus(StrEnum):
-    active = "active"
-    paused = "paused"  # by a person, or by a firing whose checks failed (paused_reason says which)
+__all__ = ["Schedule", "ScheduleStatus"]
 
 
 class Schedule(Table):

@@ -10,11 +10,11 @@ the page, or "I have copied it", puts a placeholder back.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
+from backend.tenancy.schemas import ApiToken, NewApiToken
 from console import session, theme, widgets
 from console.api import Api
 from console.widgets import FAILED
@@ -130,7 +130,7 @@ def register() -> None:
 class AccessPage:
     def __init__(self, api: Api) -> None:
         self.api = api
-        self.created: dict[str, Any] | None = None  # this tab's new token, until hidden (never stored)
+        self.created: NewApiToken | None = None  # this tab's new token, until hidden (never stored)
         with ui.card().classes("w-full gap-2").mark("create-token"):
             with ui.row().classes("items-center gap-2"):
                 ui.icon("key", color="primary")
@@ -180,12 +180,12 @@ class AccessPage:
             ):
                 with ui.row().classes("items-center gap-2"):
                     ui.icon("check_circle", color="positive")
-                    ui.label(f"Token “{created['name']}” created").classes("font-medium")
+                    ui.label(f"Token “{created.name}” created").classes("font-medium")
                 ui.label(SHOWN_ONCE).classes("text-sm")
                 with ui.row().classes("items-center gap-2 w-full no-wrap"):
-                    ui.label(created["token"]).classes("cr-pre grow select-all").mark("new-token-value")
+                    ui.label(created.token).classes("cr-pre grow select-all").mark("new-token-value")
                     ui.button(
-                        "Copy", icon="content_copy", on_click=lambda: copy(created["token"], "Token")
+                        "Copy", icon="content_copy", on_click=lambda: copy(created.token, "Token")
                     ).props("flat dense no-caps").mark("new-token-copy")
                 ui.button(
                     "I have copied it: hide the token", icon="visibility_off", on_click=self.hide
@@ -194,14 +194,14 @@ class AccessPage:
 
     def render_configs(self) -> None:
         api_url, console_url = urls()
-        token = self.created["token"] if self.created else TOKEN_PLACEHOLDER
+        token = self.created.token if self.created else TOKEN_PLACEHOLDER
         self.configs.clear()
         with self.configs:
             if self.created:
                 with ui.row().classes("items-center gap-2 text-positive").mark("configs-filled"):
                     ui.icon("task_alt")
                     ui.label(
-                        f"Filled in with your new token “{self.created['name']}”: copy what you need before you "
+                        f"Filled in with your new token “{self.created.name}”: copy what you need before you "
                         "leave this page."
                     )
             else:
@@ -261,7 +261,7 @@ class AccessPage:
     async def load_tokens(self) -> None:
         await widgets.load_into(self.tokens, self.api.tokens, self.render_tokens, "Loading your tokens…")
 
-    def render_tokens(self, tokens: list[dict[str, Any]]) -> None:
+    def render_tokens(self, tokens: list[ApiToken]) -> None:
         if not tokens:
             widgets.empty_state(
                 "No tokens yet. Create one above to connect an assistant; until then, no assistant can act "
@@ -269,8 +269,8 @@ class AccessPage:
                 "key_off",
             )
             return
-        tokens = sorted(tokens, key=lambda t: str(t.get("created_at") or ""), reverse=True)
-        tokens = sorted(tokens, key=lambda t: bool(t.get("revoked")))  # active first, newest first within
+        tokens = sorted(tokens, key=lambda t: t.created_at, reverse=True)
+        tokens = sorted(tokens, key=lambda t: t.revoked)  # active first, newest first within
         header = "w-full gap-4 py-1 text-xs uppercase text-grey-7 border-b no-wrap"
         with ui.row().classes(header).mark("tokens-header"):
             for label, width in COLUMNS:
@@ -278,40 +278,32 @@ class AccessPage:
         for token in tokens:
             self.render_token(token)
 
-    def render_token(self, token: dict[str, Any]) -> None:
-        revoked = bool(token.get("revoked"))
+    def render_token(self, token: ApiToken) -> None:
+        revoked = token.revoked
         row = ui.row().classes(
             "w-full gap-4 py-2 border-b items-center no-wrap" + (" text-grey-6" if revoked else "")
         )
-        with row.mark(f"token token-{token['id']}"):
-            ui.label(token.get("name") or "—").classes(COLUMNS[0][1] + " font-medium").mark(
-                f"token-name-{token['id']}"
-            )
-            ui.label(f"{token.get('prefix', '')}…").classes(COLUMNS[1][1] + " cr-code").mark(
-                f"token-prefix-{token['id']}"
-            )
-            ui.label(widgets.when(token.get("created_at"))).classes(COLUMNS[2][1]).mark(
-                f"token-created-{token['id']}"
-            )
-            last = token.get("last_used_at")
+        with row.mark(f"token token-{token.id}"):
+            ui.label(token.name or "—").classes(COLUMNS[0][1] + " font-medium").mark(f"token-name-{token.id}")
+            ui.label(f"{token.prefix}…").classes(COLUMNS[1][1] + " cr-code").mark(f"token-prefix-{token.id}")
+            ui.label(widgets.when(token.created_at)).classes(COLUMNS[2][1]).mark(f"token-created-{token.id}")
+            last = token.last_used_at
             ui.label(widgets.when(last) if last else "Never").classes(COLUMNS[3][1]).mark(
-                f"token-last-used-{token['id']}"
+                f"token-last-used-{token.id}"
             )
             with ui.element("div").classes(COLUMNS[4][1]):
                 ui.badge("revoked" if revoked else "active", color="grey" if revoked else "positive").mark(
-                    f"token-status-{token['id']}"
+                    f"token-status-{token.id}"
                 )
             with ui.element("div").classes(COLUMNS[5][1]):
                 if not revoked:
                     ui.button("Revoke", icon="block", on_click=lambda t=token: self.confirm_revoke(t)).props(
                         "flat dense no-caps color=negative"
-                    ).mark(f"revoke-{token['id']}")
+                    ).mark(f"revoke-{token.id}")
 
-    def confirm_revoke(self, token: dict[str, Any]) -> None:
+    def confirm_revoke(self, token: ApiToken) -> None:
         with ui.dialog() as dialog, ui.card().classes("gap-3").mark("revoke-dialog"):
-            ui.label(f"Revoke the token “{token.get('name')}” ({token.get('prefix')}…)?").classes(
-                "font-medium"
-            )
+            ui.label(f"Revoke the token “{token.name}” ({token.prefix}…)?").classes("font-medium")
             ui.label(
                 "Any assistant using it is refused from its next request on. This cannot be undone; to "
                 "reconnect that assistant, create a new token."
@@ -328,13 +320,13 @@ class AccessPage:
                 )
         dialog.open()
 
-    async def revoke(self, token: dict[str, Any]) -> None:
-        result = await widgets.call(self.api.revoke_token(token["id"]))
+    async def revoke(self, token: ApiToken) -> None:
+        result = await widgets.call(self.api.revoke_token(token.id))
         if result is not FAILED:
             ui.notify(
-                f"Token “{token.get('name')}” revoked: assistants using it are refused from now on.",
+                f"Token “{token.name}” revoked: assistants using it are refused from now on.",
                 type="positive",
             )
-            if self.created and self.created.get("id") == token["id"]:
+            if self.created and self.created.id == token.id:
                 self.hide()  # its configurations would no longer work
         await self.load_tokens()

@@ -10,7 +10,16 @@ from typing import Any
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
+from backend.audit.schemas import AuditEntryInfo, AuditVerification
 from backend.records.datasets import DATASET_NAMES
+from backend.review.schemas import (
+    AcceptedPerPerson,
+    ApprovedDespiteWarning,
+    RejectionRate,
+    RunTimeline,
+    ScheduleReads,
+    UnreviewedFollowup,
+)
 from console import charts, session, theme, widgets
 from console.api import Api
 from console.widgets import FAILED, section
@@ -133,7 +142,7 @@ def register() -> None:
         def number(value: Any) -> int | None:
             return int(value) if value not in (None, "") else None
 
-        async def fetch() -> list[dict[str, Any]]:
+        async def fetch() -> list[AuditEntryInfo]:
             return await api.audit(
                 q=(query.value or "").strip() or None,
                 action=(action.value or "").strip() or None,
@@ -149,7 +158,7 @@ def register() -> None:
         def period() -> dict[str, str | None]:
             return {"from": (since.value or "").strip() or None, "to": (until.value or "").strip() or None}
 
-        def render(entries: list[dict[str, Any]]) -> None:
+        def render(entries: list[AuditEntryInfo]) -> None:
             widgets.audit_table(entries)
             if len(entries) >= shown["limit"] and shown["limit"] < MAX_SHOWN:
                 ui.button("Show older entries", icon="expand_more", on_click=more).props("flat").mark(
@@ -193,28 +202,28 @@ def register() -> None:
             people = await api.people()
         except Exception:  # noqa: BLE001 - the filter still works by typing nothing; the trail loads below
             people = []
-        person.set_options({"": "anyone", **{p["email"]: p["email"] for p in people}}, value="")
+        person.set_options({"": "anyone", **{p.email: p.email for p in people}}, value="")
         await search()
         return None
 
 
-def show_timeline(timeline: dict[str, Any]) -> None:
-    run_id = timeline["run_id"]
-    with section(f"Timeline of run #{run_id}: {timeline.get('title', '')}", "timeline", "timeline"):
+def show_timeline(timeline: RunTimeline) -> None:
+    run_id = timeline.run_id
+    with section(f"Timeline of run #{run_id}: {timeline.title}", "timeline", "timeline"):
         with ui.row().classes("items-center gap-4 text-sm"):
-            widgets.status_badge(timeline.get("status", ""))
+            widgets.status_badge(timeline.status)
             ui.link("open the run", f"/runs/{run_id}").mark("timeline-run-link")
-        steps = timeline.get("steps") or []
+        steps = timeline.steps
         if not steps:
             widgets.empty_state("The trail holds no entry about this run.")
             return
         with ui.timeline(side="right", layout="dense").classes("w-full"):
             for step in steps:
-                icon, color = STAGE_ICONS.get(step.get("stage", "other"), STAGE_ICONS["other"])
+                icon, color = STAGE_ICONS.get(step.stage, STAGE_ICONS["other"])
                 ui.timeline_entry(
-                    step.get("summary", ""),
-                    title=step.get("stage", ""),
-                    subtitle=f"{widgets.when(step.get('at'))} · {step.get('actor', '')} · entry #{step.get('seq')}",
+                    step.summary,
+                    title=step.stage,
+                    subtitle=f"{widgets.when(step.at)} · {step.actor} · entry #{step.seq}",
                     icon=icon,
                     color=color,
                 )
@@ -232,6 +241,11 @@ def _fetcher(api: Api, name: str, period: dict[str, str | None]) -> Callable[[],
     return lambda: api.audit_report(name, **period)
 
 
+def read_text(datasets: list[str], files: list[str]) -> str:
+    """What a follow-up or a schedule reads, in words: its datasets and Drive files, or "nothing"."""
+    return ", ".join([*(f"dataset {d}" for d in datasets), *(f"file {f}" for f in files)]) or "nothing"
+
+
 def _report_table(
     rows: list[dict[str, Any]], columns: list[dict[str, Any]], marker: str, key: str
 ) -> ui.table:
@@ -240,16 +254,16 @@ def _report_table(
     return table
 
 
-def warned_report(rows: list[dict[str, Any]]) -> None:
+def warned_report(rows: list[ApprovedDespiteWarning]) -> None:
     with section("Runs approved despite a high or medium warning", "warning", "report-warned"):
         ui.plotly(charts.warned_approvals(rows)).classes("w-full").mark("chart-warned")
         if not rows:
             return
         shown = [
             {
-                **r,
-                "approved_at": widgets.when(r.get("approved_at")),
-                "warnings_text": f"{r['worst']}: {r['high']} high, {r['medium']} medium, {r['warnings']} in all",
+                **r.model_dump(mode="json"),
+                "approved_at": widgets.when(r.approved_at),
+                "warnings_text": f"{r.worst}: {r.high} high, {r.medium} medium, {r.warnings} in all",
             }
             for r in rows
         ]
@@ -270,23 +284,17 @@ def warned_report(rows: list[dict[str, Any]]) -> None:
         table.add_slot("body-cell-run_id", RUN_SLOT)
 
 
-def followups_report(rows: list[dict[str, Any]]) -> None:
+def followups_report(rows: list[UnreviewedFollowup]) -> None:
     with section("Follow-ups run without review, and what they read", "visibility_off", "report-followups"):
         ui.plotly(charts.followups_per_person(rows)).classes("w-full").mark("chart-followups")
         if not rows:
             return
         shown = [
             {
-                **r,
-                "approved_at": widgets.when(r.get("approved_at")),
-                "read": ", ".join(
-                    [
-                        *(f"dataset {d}" for d in r.get("datasets") or []),
-                        *(f"file {f}" for f in r.get("files") or []),
-                    ]
-                )
-                or "nothing",
-                "under": [r["narrowed_from"]],
+                **r.model_dump(mode="json"),
+                "approved_at": widgets.when(r.approved_at),
+                "read": read_text(r.datasets, r.files),
+                "under": [r.narrowed_from],
             }
             for r in rows
         ]
@@ -307,13 +315,13 @@ def followups_report(rows: list[dict[str, Any]]) -> None:
         table.add_slot("body-cell-under", RUNS_SLOT)
 
 
-def accepted_report(rows: list[dict[str, Any]]) -> None:
+def accepted_report(rows: list[AcceptedPerPerson]) -> None:
     with section("Proposed changes accepted, per person", "rule", "report-accepted"):
         ui.plotly(charts.accepted_per_person(rows)).classes("w-full").mark("chart-accepted")
         if not rows:
             return
         table = _report_table(
-            rows,
+            [r.model_dump(mode="json") for r in rows],
             [
                 _column("person", "Person"),
                 _column("accepted", "Accepted", "right"),
@@ -325,12 +333,14 @@ def accepted_report(rows: list[dict[str, Any]]) -> None:
         table.add_slot("body-cell-run_ids", RUNS_SLOT)
 
 
-def rejections_report(rows: list[dict[str, Any]]) -> None:
+def rejections_report(rows: list[RejectionRate]) -> None:
     with section("Rejection rate per person", "block", "report-rejections"):
         ui.plotly(charts.rejection_rate(rows)).classes("w-full").mark("chart-rejections")
         if not rows:
             return
-        shown = [{**r, "rate_text": f"{round(100 * float(r.get('rate') or 0))} %"} for r in rows]
+        shown = [
+            {**r.model_dump(mode="json"), "rate_text": f"{round(100 * float(r.rate or 0))} %"} for r in rows
+        ]
         table = _report_table(
             shown,
             [
@@ -346,23 +356,17 @@ def rejections_report(rows: list[dict[str, Any]]) -> None:
         table.add_slot("body-cell-rejected_run_ids", RUNS_SLOT)
 
 
-def schedules_report(rows: list[dict[str, Any]]) -> None:
+def schedules_report(rows: list[ScheduleReads]) -> None:
     with section("Schedules and what they read", "event_repeat", "report-schedules"):
         if not rows:
             widgets.empty_state("No schedules.", "event_busy")
             return
         shown = [
             {
-                **r,
-                "when": f"{r['cron']} ({r['timezone']})",
-                "read": ", ".join(
-                    [
-                        *(f"dataset {d}" for d in r.get("datasets") or []),
-                        *(f"file {f}" for f in r.get("files") or []),
-                    ]
-                )
-                or "nothing",
-                "runs": [r["run_id"], *([r["last_run_id"]] if r.get("last_run_id") else [])],
+                **r.model_dump(mode="json"),
+                "when": f"{r.cron} ({r.timezone})",
+                "read": read_text(r.datasets, r.files),
+                "runs": [r.run_id, *([r.last_run_id] if r.last_run_id else [])],
             }
             for r in rows
         ]
@@ -383,7 +387,7 @@ def schedules_report(rows: list[dict[str, Any]]) -> None:
         table.add_slot("body-cell-runs", RUNS_SLOT)
 
 
-REPORT_VIEWS: list[tuple[str, Callable[[list[dict[str, Any]]], None]]] = [
+REPORT_VIEWS: list[tuple[str, Callable[[list[Any]], None]]] = [
     ("approved-despite-warning", warned_report),
     ("unreviewed-followups", followups_report),
     ("accepted-per-person", accepted_report),
@@ -392,18 +396,18 @@ REPORT_VIEWS: list[tuple[str, Callable[[list[dict[str, Any]]], None]]] = [
 ]
 
 
-def show_verdict(result: dict[str, Any]) -> None:
-    if result["ok"]:
+def show_verdict(result: AuditVerification) -> None:
+    if result.ok:
         with ui.row().classes("items-center gap-2 text-positive").mark("chain-ok"):
             ui.icon("verified").classes("text-2xl")
-            checked = widgets.number(result["checked"])
+            checked = widgets.number(result.checked)
             ui.label(f"Chain intact: {checked} of your company's entries checked.")
-        head = result["head_hash"]
+        head = result.head_hash
         ui.label(f"your company's head hash {head}").classes("text-xs font-mono text-grey-7")
     else:
         with ui.row().classes("items-center gap-2 text-negative").mark("chain-broken"):
             ui.icon("gpp_bad").classes("text-2xl")
             ui.label(
-                f"Chain BROKEN at entry #{result['first_bad_seq']}: {result['reason']} "
-                f"({widgets.number(result['checked'])} entries checked)"
+                f"Chain BROKEN at entry #{result.first_bad_seq}: {result.reason} "
+                f"({widgets.number(result.checked)} entries checked)"
             )

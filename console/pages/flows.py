@@ -9,11 +9,21 @@ from typing import Any
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
+from backend.flows.schemas import CarriedFile, FlowDetail, FlowPage, FlowStep, FlowSummary, Received
+from backend.flows.status import Capability, FlowStatus
+from backend.runs.status import RunStatus
+from backend.staging.manifest import Manifest
 from console import session, theme, widgets
 from console.api import Api, ApiError
 from console.widgets import FAILED, section
 
-FLOW_STATUSES = ["awaiting_approval", "running", "succeeded", "failed", "rejected"]
+FLOW_STATUSES = [
+    FlowStatus.awaiting_approval,
+    FlowStatus.running,
+    FlowStatus.succeeded,
+    FlowStatus.failed,
+    FlowStatus.rejected,
+]
 
 
 @dataclass(frozen=True)
@@ -26,11 +36,11 @@ class CapabilityLook:
     meaning: str
 
 
-CAPABILITIES = {
-    "read": CapabilityLook(
+CAPABILITIES: dict[str, CapabilityLook] = {
+    Capability.read: CapabilityLook(
         "visibility", "blue-grey-2", "blue-grey-10", "Reads only: its actions.json is discarded unread."
     ),
-    "propose_writes": CapabilityLook(
+    Capability.propose_writes: CapabilityLook(
         "warning",
         "orange-9",
         "white",
@@ -88,9 +98,9 @@ def capability_chip(capability: str) -> ui.chip:
     return chip
 
 
-def flow_title(flow: dict[str, Any]) -> str:
+def flow_title(flow: FlowSummary | FlowDetail) -> str:
     """The assistant's title with bidi overrides and invisible characters shown (as for runs)."""
-    return widgets.reveal_invisible(flow.get("title") or f"Flow #{flow.get('id')}")
+    return widgets.reveal_invisible(flow.title or f"Flow #{flow.id}")
 
 
 # ------------------------------------------------------------------------------------------------- the list
@@ -120,25 +130,26 @@ STEPS_SLOT = r"""
 """
 
 
-def table_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def table_rows(items: list[FlowSummary]) -> list[dict[str, Any]]:
+    """The flows as the table's rows (dicts the table shows, not the API's JSON)."""
     rows = []
     for flow in items:
-        statuses = flow.get("step_statuses") or []
+        statuses = flow.step_statuses
         rows.append(
             {
-                "id": flow["id"],
+                "id": flow.id,
                 "title": flow_title(flow),
-                "status": flow.get("status", "").replace("_", " "),
-                "status_color": widgets.STATUS_COLORS.get(flow.get("status", ""), "grey"),
-                "steps": " · ".join(s.replace("_", " ") for s in statuses) or str(flow.get("step_count")),
+                "status": flow.status.replace("_", " "),
+                "status_color": widgets.STATUS_COLORS.get(flow.status, "grey"),
+                "steps": " · ".join(s.replace("_", " ") for s in statuses) or str(flow.step_count),
                 "step_badges": [
                     {"step": k, "label": s.replace("_", " "), "color": widgets.STATUS_COLORS.get(s, "grey")}
                     for k, s in enumerate(statuses, start=1)
                 ],
-                "requested_by": flow["requested_by"]["email"],
-                "created_at": widgets.when(flow.get("created_at")),
-                "finished_at": widgets.when(flow.get("finished_at")) if flow.get("finished_at") else "",
-                "credits": widgets.number(flow.get("credits_total")) if flow.get("credits_total") else "",
+                "requested_by": flow.requested_by.email,
+                "created_at": widgets.when(flow.created_at),
+                "finished_at": widgets.when(flow.finished_at) if flow.finished_at else "",
+                "credits": widgets.number(flow.credits_total) if flow.credits_total else "",
             }
         )
     return rows
@@ -153,19 +164,20 @@ class FlowList:
     async def load(self) -> None:
         await widgets.load_into(self.container, self.fetch, self.render, "Loading flows…")
 
-    async def fetch(self) -> dict[str, Any]:
+    async def fetch(self) -> FlowPage | None:
+        """None: absent, as runs are, while assistant writes are off (the API answers 404)."""
         try:
             return await self.api.flows(status=self.status.value or None, limit=200)
         except ApiError as exc:
-            if exc.status == 404:  # absent, as runs are, while assistant writes are off
-                return {"feature_off": True}
+            if exc.status == 404:
+                return None
             raise
 
-    def render(self, body: dict[str, Any]) -> None:
-        if body.get("feature_off"):
+    def render(self, body: FlowPage | None) -> None:
+        if body is None:
             widgets.empty_state(widgets.FEATURE_OFF, "block")
             return
-        items = body.get("items") or []
+        items = body.items
         if not items:
             widgets.empty_state(
                 "No flows match this filter."
@@ -174,14 +186,14 @@ class FlowList:
                 "account_tree",
             )
             return
-        waiting = [f for f in items if f.get("status") == "awaiting_approval"]
+        waiting = [f for f in items if f.status == FlowStatus.awaiting_approval]
         if waiting and not self.status.value:
             with ui.row().classes("items-center gap-2 bg-orange-1 rounded px-3 py-2 w-full").mark("waiting"):
                 ui.icon("pending_actions", color="warning")
                 ui.label(f"{len(waiting)} flow(s) wait for approval:")
                 for flow in waiting[:5]:
-                    ui.link(flow_title(flow), f"/flows/{flow['id']}")
-        ui.label(f"{body.get('total', len(items))} flow(s)").classes("text-grey-7 text-sm").mark("flow-count")
+                    ui.link(flow_title(flow), f"/flows/{flow.id}")
+        ui.label(f"{body.total} flow(s)").classes("text-grey-7 text-sm").mark("flow-count")
         table = ui.table(rows=table_rows(items), columns=COLUMNS, row_key="id", pagination=25)
         table.props("flat bordered wrap-cells").classes("w-full cr-clickable").mark("flows-table")
         table.add_slot("body-cell-title", TITLE_SLOT)
@@ -193,22 +205,28 @@ class FlowList:
 # ----------------------------------------------------------------------------------------------- one flow
 
 
-def approval_hashes(flow: dict[str, Any]) -> list[dict[str, str | None]]:
+def approval_hashes(flow: FlowDetail) -> list[dict[str, str | None]]:
     """Every step's code and data hashes as the page shows them, in step order: what an approval binds."""
     return [
-        {"code_sha256": step["run"].get("code_sha256"), "bundle_sha256": widgets.bundle_hash(step["run"])}
-        for step in flow.get("steps") or []
+        {"code_sha256": step.run.code_sha256, "bundle_sha256": widgets.bundle_hash(step.run)}
+        for step in flow.steps
     ]
 
 
-def progress_key(flow: dict[str, Any]) -> tuple[str, ...]:
+def progress_key(flow: FlowDetail) -> tuple[str, ...]:
     """What changes while a flow runs: its status and each step's."""
-    return (flow.get("status", ""), *(step["run"].get("status", "") for step in flow.get("steps") or []))
+    return (flow.status, *(step.run.status for step in flow.steps))
 
 
-def received_text(receives: list[dict[str, Any]]) -> str:
-    names = ", ".join(f"step {r.get('step')}'s {r.get('name')}" for r in receives)
+def received_text(receives: list[Received]) -> str:
+    names = ", ".join(f"step {r.step}'s {r.name}" for r in receives)
     return widgets.reveal_invisible(names)
+
+
+def carried_text(carried: CarriedFile) -> str:
+    """A file a step was handed at its start: name, size and the start of its sha256."""
+    size = widgets.human_bytes(carried.size)
+    return f"{widgets.reveal_invisible(carried.name)} ({size}, sha256 {carried.sha256[:12]})"
 
 
 class FlowView:
@@ -217,7 +235,7 @@ class FlowView:
         self.body = body
         self.api = api  # taken while the page is built: timers and handlers run outside its request
         self.loading = False
-        self.flow: dict[str, Any] = {}
+        self.flow: FlowDetail | None = None
 
     async def load(self) -> None:
         self.loading = True
@@ -228,12 +246,12 @@ class FlowView:
         finally:
             self.loading = False
 
-    async def render(self, flow: dict[str, Any]) -> None:
+    async def render(self, flow: FlowDetail) -> None:
         self.flow = flow
         self.header(flow)
         with section("Plan", "description", "plan"):
-            if flow.get("plan"):
-                ui.label(widgets.reveal_invisible(flow["plan"])).classes("whitespace-pre-wrap")
+            if flow.plan:
+                ui.label(widgets.reveal_invisible(flow.plan)).classes("whitespace-pre-wrap")
             else:
                 ui.label("The assistant gave no plan.").classes("text-grey-7")
         await self.steps(flow)
@@ -245,7 +263,7 @@ class FlowView:
 
     async def poll(self) -> None:
         """While the flow runs, re-render once it or one of its steps changes status."""
-        if self.loading or self.flow.get("status") != "running":
+        if self.loading or self.flow is None or self.flow.status != FlowStatus.running:
             return
         try:
             fresh = await self.api.flow(self.flow_id)
@@ -254,45 +272,45 @@ class FlowView:
         if progress_key(fresh) != progress_key(self.flow):
             await self.load()
 
-    def header(self, flow: dict[str, Any]) -> None:
+    def header(self, flow: FlowDetail) -> None:
         with ui.card().classes("w-full").mark("flow-header"):
             with ui.row().classes("items-center gap-3"):
                 ui.label(flow_title(flow)).classes("text-xl font-semibold").mark("flow-title")
-                widgets.status_badge(flow["status"]).mark("flow-status")
-                ui.label(f"{len(flow.get('steps') or [])} steps, one fresh VM each").classes("text-grey-7")
-            requester = flow["requested_by"]
+                widgets.status_badge(flow.status).mark("flow-status")
+                ui.label(f"{len(flow.steps)} steps, one fresh VM each").classes("text-grey-7")
+            requester = flow.requested_by
             with ui.row().classes("gap-6 text-sm text-grey-8"):
-                ui.label(f"requested by {requester['name']} <{requester['email']}>")
-                ui.label(f"proposed {widgets.when(flow.get('created_at'))}")
-                if flow.get("finished_at"):
-                    ui.label(f"finished {widgets.when(flow['finished_at'])}")
-                if flow.get("conversation_id"):
-                    ui.label(f"conversation {flow['conversation_id']}")
-                if flow.get("schedule_id"):
-                    ui.label(f"fired by schedule #{flow['schedule_id']}")
-                ui.label(f"credits: {widgets.number(flow.get('credits_total'))}").mark("flow-credits")
-                ui.label(
-                    f"action items: {flow.get('action_items_count', 0)} of at most {flow.get('action_cap')}"
-                ).mark("flow-action-cap")
-            ui.label(f"flow sha256 {flow.get('flow_sha256')}").classes("text-xs text-grey-7 font-mono")
-            if flow["status"] == "awaiting_approval":
+                ui.label(f"requested by {requester.name} <{requester.email}>")
+                ui.label(f"proposed {widgets.when(flow.created_at)}")
+                if flow.finished_at:
+                    ui.label(f"finished {widgets.when(flow.finished_at)}")
+                if flow.conversation_id:
+                    ui.label(f"conversation {flow.conversation_id}")
+                if flow.schedule_id:
+                    ui.label(f"fired by schedule #{flow.schedule_id}")
+                ui.label(f"credits: {widgets.number(flow.credits_total)}").mark("flow-credits")
+                ui.label(f"action items: {flow.action_items_count} of at most {flow.action_cap}").mark(
+                    "flow-action-cap"
+                )
+            ui.label(f"flow sha256 {flow.flow_sha256}").classes("text-xs text-grey-7 font-mono")
+            if flow.status == FlowStatus.awaiting_approval:
                 self.review_summary(flow)
 
-    def review_summary(self, flow: dict[str, Any]) -> None:
+    def review_summary(self, flow: FlowDetail) -> None:
         """What to look at before deciding, over every step; each is shown in full below."""
-        runs = [step["run"] for step in flow.get("steps") or []]
-        writers = [s for s in flow.get("steps") or [] if s.get("capability") == "propose_writes"]
-        findings = sum(len(r.get("findings") or []) for r in runs)
+        runs = [step.run for step in flow.steps]
+        writers = [s for s in flow.steps if s.capability == Capability.propose_writes]
+        findings = sum(len(r.findings) for r in runs)
         truncated = [
             row
             for r in runs
-            for row in widgets.manifest_rows(r.get("manifest") or {})
+            for row in widgets.manifest_rows(Manifest.of(r.manifest))
             if row["truncated"] != "no"
         ]
         with ui.row().classes("items-center gap-2").mark("review-summary"):
             ui.label("Before you decide:").classes("text-sm text-grey-8")
             if writers:
-                steps = ", ".join(str(s["step"]) for s in writers)
+                steps = ", ".join(str(s.step) for s in writers)
                 ui.chip(f"step(s) {steps} may propose writes", icon="warning", color="orange-2")
             if findings:
                 ui.chip(f"{findings} injection warning(s)", icon="warning", color="orange-2")
@@ -300,41 +318,41 @@ class FlowView:
                 ui.chip(f"{len(truncated)} input(s) truncated", icon="content_cut", color="amber-2")
             if any(widgets.code_findings(r) for r in runs):
                 ui.chip("invisible characters in the code", icon="visibility", color="red-2")
-            lines = sum(widgets.code_lines(r.get("code") or "") for r in runs)
+            lines = sum(widgets.code_lines(r.code or "") for r in runs)
             ui.chip(f"{len(runs)} steps, {lines} lines of code", icon="code", color="grey-3")
 
-    async def steps(self, flow: dict[str, Any]) -> None:
+    async def steps(self, flow: FlowDetail) -> None:
         with section("Steps, in the order they run", "account_tree", "steps"):
             ui.label(
                 "Each step runs in a fresh VM only after the one before it succeeded. It sees its own staged "
                 "data, and, read-only, every earlier step's conclusion.json and the outputs it receives."
             ).classes("text-sm text-grey-7")
             with ui.timeline(side="right").classes("w-full").mark("timeline"):
-                for step in flow.get("steps") or []:
+                for step in flow.steps:
                     await self.step(flow, step)
 
-    async def step(self, flow: dict[str, Any], step: dict[str, Any]) -> None:
-        run, k = step["run"], step["step"]
-        color = widgets.STATUS_COLORS.get(run["status"], "grey")
-        icon = CAPABILITIES.get(step.get("capability", ""), UNKNOWN_CAPABILITY).icon
+    async def step(self, flow: FlowDetail, step: FlowStep) -> None:
+        run, k = step.run, step.step
+        color = widgets.STATUS_COLORS.get(run.status, "grey")
+        icon = CAPABILITIES.get(step.capability, UNKNOWN_CAPABILITY).icon
         entry = ui.timeline_entry(icon=icon, color=color).classes("w-full").mark(f"step step-{k}")
         with entry, ui.column().classes("w-full gap-2"):
             with ui.row().classes("items-center gap-3"):
                 ui.label(f"Step {k}: {widgets.run_title(run)}").classes("text-lg font-medium").mark(
                     "step-title"
                 )
-                capability_chip(step.get("capability", ""))
-                widgets.status_badge(run["status"]).mark("step-status")
-                ui.link(f"run #{run['id']}", f"/runs/{run['id']}").mark("step-run-link")
-            if step.get("capability") == "propose_writes":
-                ui.label(CAPABILITIES["propose_writes"].meaning).classes("text-sm text-warning").mark(
-                    "writes-note"
-                )
+                capability_chip(step.capability)
+                widgets.status_badge(run.status).mark("step-status")
+                ui.link(f"run #{run.id}", f"/runs/{run.id}").mark("step-run-link")
+            if step.capability == Capability.propose_writes:
+                ui.label(CAPABILITIES[Capability.propose_writes].meaning).classes(
+                    "text-sm text-warning"
+                ).mark("writes-note")
             self.receives(step)
-            if run["status"] not in ("awaiting_approval", "rejected"):
+            if run.status not in (RunStatus.awaiting_approval, RunStatus.rejected):
                 await self.step_outcome(step)
                 widgets.output_findings_section(run)
-            awaiting = flow["status"] == "awaiting_approval"
+            awaiting = flow.status == FlowStatus.awaiting_approval
             # the approval screen shows all of it; afterwards it is one click away (and on the run's page)
             review = ui.expansion("Staged data, code and warnings", icon="code", value=awaiting)
             with review.classes("w-full").props("dense").mark("step-review"):
@@ -342,68 +360,64 @@ class FlowView:
                 widgets.code_section(run)
                 widgets.findings_section(run)
 
-    def receives(self, step: dict[str, Any]) -> None:
+    def receives(self, step: FlowStep) -> None:
         with ui.column().classes("gap-0 text-sm text-grey-8").mark("receives"):
-            if step["step"] == 1:
+            if step.step == 1:
                 ui.label("Receives nothing from other steps: it is the first.")
                 return
-            named = step.get("receives") or []
+            named = step.receives
             ui.label(
                 "Receives every earlier step's conclusion.json"
                 + (f", and {received_text(named)}" if named else "; no other outputs")
                 + " (read-only at /work/flow/)."
             )
-            carried = step.get("carried")
+            carried = step.carried
             if carried:
-                handed = ", ".join(
-                    f"{widgets.reveal_invisible(c.get('name', '?'))} ({widgets.human_bytes(c.get('size'))}, "
-                    f"sha256 {str(c.get('sha256', ''))[:12]})"
-                    for c in carried
-                )
+                handed = ", ".join(carried_text(c) for c in carried)
                 ui.label(f"Was handed at its start: {handed}").mark("carried")
             elif carried is not None:
                 ui.label("Was handed nothing at its start.").mark("carried")
 
-    async def step_outcome(self, step: dict[str, Any]) -> None:
+    async def step_outcome(self, step: FlowStep) -> None:
         """What the step did: status and timings, its error or why it was skipped, its printed output, its
         conclusion and its output files."""
-        run = step["run"]
-        result = run.get("result") or {}
+        run = step.run
+        result = run.result
         with ui.column().classes("w-full gap-2").mark("step-outcome"):
             with ui.row().classes("items-center gap-6 text-sm text-grey-8"):
-                if run.get("started_at"):
-                    ui.label(f"started {widgets.when(run['started_at'])}")
-                if run.get("finished_at"):
-                    ui.label(f"ended {widgets.when(run['finished_at'])}")
+                if run.started_at:
+                    ui.label(f"started {widgets.when(run.started_at)}")
+                if run.finished_at:
+                    ui.label(f"ended {widgets.when(run.finished_at)}")
                 if took := widgets.timings_text(run):
                     ui.label(took).mark("step-timings")
-                if run.get("credits_charged") is not None:
-                    ui.label(f"credits charged: {widgets.number(run['credits_charged'])}")
-                if run.get("action_items_count"):
-                    ui.link(f"{run['action_items_count']} proposed change(s)", f"/runs/{run['id']}")
-            if run["status"] in widgets.ACTIVE_STATUSES:
-                waiting = "waits for the steps before it" if run["status"] == "waiting" else run["status"]
+                if run.credits_charged is not None:
+                    ui.label(f"credits charged: {widgets.number(run.credits_charged)}")
+                if run.action_items_count:
+                    ui.link(f"{run.action_items_count} proposed change(s)", f"/runs/{run.id}")
+            if run.status in widgets.ACTIVE_STATUSES:
+                waiting = "waits for the steps before it" if run.status == RunStatus.waiting else run.status
                 widgets.loading(f"This step {waiting}; this page updates by itself…")
-            if run.get("error_message") or result.get("error"):
-                widgets.error_box(str(run.get("error_message") or result.get("error")))
-            if run.get("actions_note"):
-                ui.label(str(run["actions_note"])).classes("text-grey-8").mark("actions-note")
+            if run.error_message or (result and result.error):
+                widgets.error_box(str(run.error_message or (result and result.error)))
+            if run.actions_note:
+                ui.label(str(run.actions_note)).classes("text-grey-8").mark("actions-note")
             if result:
                 widgets.printed_output(result)
-            if step.get("conclusion") is not None:
+            if step.conclusion is not None:
                 ui.label("Conclusion (conclusion.json, handed to the later steps)").classes("font-medium")
-                widgets.pre(widgets.pretty_json(step["conclusion"])).mark("conclusion")
+                widgets.pre(widgets.pretty_json(step.conclusion)).mark("conclusion")
             await widgets.outputs_section(run, self.api)
 
-    def decision(self, flow: dict[str, Any]) -> None:
-        if flow["status"] == "awaiting_approval":
+    def decision(self, flow: FlowDetail) -> None:
+        if flow.status == FlowStatus.awaiting_approval:
             with ui.card().classes("w-full gap-2").mark("decision"):
-                if not flow.get("can_decide"):
+                if not flow.can_decide:
                     ui.label(
                         "Waiting for the person who asked for this flow to approve or reject it."
                     ).classes("text-grey-8")
                     return
-                count = len(flow.get("steps") or [])
+                count = len(flow.steps)
                 with ui.row().classes("items-center gap-3"):
                     approve = ui.button(f"Approve all {count} steps and run", icon="play_arrow")
                     approve.props("color=positive").mark("approve")
@@ -411,7 +425,7 @@ class FlowView:
                     ui.button("Reject", icon="block", on_click=self.ask_reject_reason).props(
                         "outline color=negative"
                     ).mark("reject")
-                    if blocked := flow.get("approve_blocked_reason"):
+                    if blocked := flow.approve_blocked_reason:
                         approve.disable()
                         with ui.row().classes("items-center gap-1 text-negative").mark("approve-blocked"):
                             ui.icon("lock")
@@ -420,18 +434,20 @@ class FlowView:
                     "Approving binds every step to its exact code and staged inputs (the sha256 shown with "
                     "each); a change to any step refuses the approval, and no step can be approved alone."
                 ).classes("text-xs text-grey-7")
-        if approval := flow.get("approval"):
+        if approval := flow.approval:
             with ui.row().classes("items-center gap-2 text-positive").mark("approval"):
                 ui.icon("task_alt")
-                ui.label(f"Approved by {approval['by']} at {widgets.when(approval.get('at'))}")
-                ui.label(f"flow {str(flow.get('flow_sha256'))[:12]}")
-        if rejection := flow.get("rejection"):
+                ui.label(f"Approved by {approval.by} at {widgets.when(approval.at)}")
+                ui.label(f"flow {str(flow.flow_sha256)[:12]}")
+        if rejection := flow.rejection:
             with ui.row().classes("items-center gap-2 text-grey-8").mark("rejection"):
                 ui.icon("block")
-                reason = f": {rejection['reason']}" if rejection.get("reason") else ""
-                ui.label(f"Rejected by {rejection['by']} at {widgets.when(rejection.get('at'))}{reason}")
+                reason = f": {rejection.reason}" if rejection.reason else ""
+                ui.label(f"Rejected by {rejection.by} at {widgets.when(rejection.at)}{reason}")
 
     async def approve(self, button: ui.button) -> None:
+        if self.flow is None:
+            return
         button.props("loading")
         button.disable()  # one click, one approval
         # the hashes of the flow as rendered, not as fetched again: approve what the person saw

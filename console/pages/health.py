@@ -3,11 +3,10 @@ Other companies' activity and the runner's internals are the operator's (`cleanr
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
+from backend.system_schemas import Health
 from console import session, theme, widgets
 
 VIRT = {
@@ -34,32 +33,32 @@ def register() -> None:
         return None
 
 
-def render(health: dict[str, Any]) -> None:
-    if health["runner_ok"] is False:
+def render(health: Health) -> None:
+    if health.runner_ok is False:
         widgets.error_box(
             "The VM runner reports a problem, so runs may wait. The operator sees the details on the host "
             "with `cleanroom health`."
         )
     with ui.card().classes("w-full").mark("health"), ui.grid(columns="auto 1fr").classes("gap-x-8 gap-y-2"):
         ui.label("Virtualization").classes("text-grey-7")
-        virt = health["virt_type"]
+        virt = health.virt_type
         ui.label(VIRT.get(virt, str(virt or "unknown (no guest image or libvirt unavailable)"))).classes(
             "font-medium"
         ).mark("virt")
         ui.label("Guest image sha256").classes("text-grey-7")
-        ui.label(str(health["image_hash"] or "not built yet")).classes("font-mono text-sm").mark("image")
+        ui.label(str(health.image_hash or "not built yet")).classes("font-mono text-sm").mark("image")
         ui.label("Runs waiting in the queue").classes("text-grey-7")
-        ui.label(f"{widgets.number(health['queue_length'])} (your company's)").mark("queue")
+        ui.label(f"{widgets.number(health.queue_length)} (your company's)").mark("queue")
         ui.label("Your company's runs running now").classes("text-grey-7")
-        cap = health["max_concurrent_vms"]
-        text = widgets.number(health["running_runs"])
+        cap = health.max_concurrent_vms
+        text = widgets.number(health.running_runs)
         ui.label(f"{text} (the host runs at most {cap} VMs at once)" if cap is not None else text).mark(
             "running-vms"
         )
-        if health.get("queue_depth_all") is not None:
+        if health.queue_depth_all is not None:
             ui.label("Runs waiting, all companies").classes("text-grey-7")
-            ui.label(widgets.number(health["queue_depth_all"])).mark("queue-all")
-    workers = health.get("workers") or []
+            ui.label(widgets.number(health.queue_depth_all)).mark("queue-all")
+    workers = health.workers or []
     if workers:
         with ui.card().classes("w-full").mark("workers"):
             ui.label("Hypervisor hosts (fleet workers)").classes("font-medium")
@@ -76,11 +75,11 @@ def render(health: dict[str, Any]) -> None:
                 ],
                 rows=[
                     {
-                        "host_id": w["host_id"],
-                        "state": ("draining" if w["draining"] else "up") if w["up"] else "lost",
-                        "capacity": w["capacity"],
-                        "running": w["running"],
-                        "heartbeat": f"{w['heartbeat_age_seconds']:.0f} s ago",
+                        "host_id": w.host_id,
+                        "state": ("draining" if w.draining else "up") if w.up else "lost",
+                        "capacity": w.capacity,
+                        "running": w.running,
+                        "heartbeat": f"{w.heartbeat_age_seconds:.0f} s ago",
                     }
                     for w in workers
                 ],

@@ -66,14 +66,14 @@ def register() -> None:
                     button.props("loading")
                     api = Api(session.config())
                     try:
-                        body = await api.login(email.value.strip(), password.value, ui.context.client.ip)
+                        signed_in = await api.login(email.value.strip(), password.value, ui.context.client.ip)
                     except ApiError as exc:
                         error.text = exc.message
                         error.set_visibility(True)
                         return
                     finally:
                         button.props(remove="loading")
-                    session.sign_in(api.session or "", body["user"])
+                    session.sign_in(api.session or "", signed_in.user)
                     ui.navigate.to(_safe_next(next))
 
                 password.on("keydown.enter", submit)

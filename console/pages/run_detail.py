@@ -8,6 +8,15 @@ from typing import Any
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
+from backend.actions.schemas import ActionItemInfo
+from backend.actions.status import ItemStatus
+from backend.credits.schemas import ApprovalCost
+from backend.evidence.schemas import Rerun, RerunOutcome
+from backend.evidence.schemas import Reruns as RerunOverview
+from backend.evidence.status import IN_FLIGHT as RERUN_IN_FLIGHT
+from backend.runs.schemas import FollowupGrant, GrantOffer, RunDetail
+from backend.runs.status import RunStatus
+from backend.staging.manifest import Manifest
 from console import session, theme, widgets
 from console.api import Api
 from console.widgets import FAILED, section
@@ -29,51 +38,51 @@ def register() -> None:
         return None
 
 
-def flow_step_text(run: dict[str, Any]) -> str:
-    return f"step {run.get('flow_step')} of flow {run.get('flow_id')}"
+def flow_step_text(run: RunDetail) -> str:
+    return f"step {run.flow_step} of flow {run.flow_id}"
 
 
-def grant_scope(grant: dict[str, Any]) -> str:
+def grant_scope(grant: FollowupGrant | GrantOffer) -> str:
     """What a follow-up grant lets follow-ups read, in words: its datasets and files."""
-    parts = [f"dataset {d}" for d in grant.get("datasets") or []]
-    for entry in grant.get("files") or [{"id": i} for i in grant.get("file_ids") or []]:
-        name = entry.get("name")
-        parts.append(f"file {name} (#{entry.get('id')})" if name else f"file #{entry.get('id')}")
+    parts = [f"dataset {d}" for d in grant.datasets]
+    files = [(f.name, f.id) for f in grant.files] or [(None, i) for i in grant.file_ids]
+    for name, file_id in files:
+        parts.append(f"file {name} (#{file_id})" if name else f"file #{file_id}")
     return ", ".join(widgets.reveal_invisible(p) for p in parts) or "no data at all"
 
 
 LIMIT_WORDS = {"per_person": "a person this period", "per_day": "a day for the company"}
 
 
-def approval_cost(cost: dict[str, Any] | None) -> None:
+def approval_cost(cost: ApprovalCost | None) -> None:
     """The run's maximum cost (what approving it reserves, as the API prices it) beside what is left of the
     pool and, when it is tighter, of a company admin's limit."""
     if not cost:
         return
-    covered = cost.get("covered", True)
+    covered = cost.covered
     with ui.row().classes("items-center gap-2").mark("approval-cost"):
         ui.icon("toll", color="primary" if covered else "negative")
         ui.label(
-            f"Maximum cost {widgets.number(cost.get('max_cost'))} credits (its limits at their whole wall "
+            f"Maximum cost {widgets.number(cost.max_cost)} credits (its limits at their whole wall "
             "time; approving it reserves that much until it ends, and it is charged what it uses)"
         ).mark("max-cost")
-        held = f", {widgets.number(cost['reserved'])} held by approved runs" if cost.get("reserved") else ""
+        held = f", {widgets.number(cost.reserved)} held by approved runs" if cost.reserved else ""
         ui.label(
-            f"· {widgets.number(cost.get('pool_left'))} of {widgets.number(cost.get('pool'))} credits left in "
+            f"· {widgets.number(cost.pool_left)} of {widgets.number(cost.pool)} credits left in "
             f"the pool{held}"
         ).classes("text-grey-8").mark("pool-left")
-        limit = cost.get("limit")
+        limit = cost.limit
         if limit:
-            words = LIMIT_WORDS.get(limit.get("kind", ""), limit.get("kind", ""))
+            words = LIMIT_WORDS.get(limit.kind, limit.kind)
             ui.label(
-                f"· {widgets.number(limit.get('left'))} left of the limit of {widgets.number(limit.get('limit'))} "
+                f"· {widgets.number(limit.left)} left of the limit of {widgets.number(limit.limit)} "
                 f"credits {words}, the tighter"
             ).classes("text-grey-8").mark("limit-left")
     if not covered:
         with ui.row().classes("items-center gap-2 text-negative").mark("cost-not-covered"):
             ui.icon("block")
             ui.label(
-                f"That is more than the {widgets.number(cost.get('left'))} credits left: approving it will be "
+                f"That is more than the {widgets.number(cost.left)} credits left: approving it will be "
                 "refused. Ask for lower limits, or ask an admin or the operator for more credits."
             )
 
@@ -84,7 +93,7 @@ class RunView:
         self.body = body
         self.api = api  # taken while the page is built: timers and handlers run outside its request
         self.loading = False
-        self.run: dict[str, Any] = {}
+        self.run: RunDetail | None = None
 
     async def load(self) -> None:
         self.loading = True
@@ -95,29 +104,26 @@ class RunView:
         finally:
             self.loading = False
 
-    async def render(self, run: dict[str, Any]) -> None:
+    async def render(self, run: RunDetail) -> None:
         self.run = run
         self.header(run)
         self.plan(run)
         widgets.manifest_section(run)
-        if run.get("diff"):
+        if run.diff:
             with section("Changes since the previous attempt", "difference", "diff-section"):
-                widgets.diff_block(run["diff"])
+                widgets.diff_block(run.diff)
         widgets.code_section(run)
         widgets.findings_section(run)
         self.decision(run)
-        if (
-            run.get("result")
-            or run.get("error_message")
-            or run["status"] not in ("awaiting_approval", "rejected")
-        ):
+        undecided = (RunStatus.awaiting_approval, RunStatus.rejected)
+        if run.result or run.error_message or run.status not in undecided:
             self.outcome(run)
             widgets.output_findings_section(run)
             await widgets.outputs_section(run, self.api)
-        if run.get("action_items_count") or run.get("actions_discarded") or run.get("actions_note"):
+        if run.action_items_count or run.actions_discarded or run.actions_note:
             actions = section("Proposed actions", "edit_note", "actions-section")
             await ActionItems(self.run_id, actions, self.api).load()
-        if session.sees_company_history() and run["status"] not in ("awaiting_approval", "rejected"):
+        if session.sees_company_history() and run.status not in undecided:
             reruns = section("Re-run for evidence", "replay", "reruns-section")
             await Reruns(self.run_id, reruns, self.api).load()
         audit = section("Audit entries for this run", "fact_check", "run-audit")
@@ -127,113 +133,112 @@ class RunView:
 
     async def poll(self) -> None:
         """While the run is queued or running, re-render once its status changes."""
-        if self.loading or self.run.get("status") not in widgets.ACTIVE_STATUSES:
+        if self.loading or self.run is None or self.run.status not in widgets.ACTIVE_STATUSES:
             return
         try:
             fresh = await self.api.run(self.run_id)
         except Exception:  # noqa: BLE001 - keep polling through a blip
             return
-        if fresh.get("status") != self.run.get("status"):
+        if fresh.status != self.run.status:
             await self.load()
 
-    def header(self, run: dict[str, Any]) -> None:
+    def header(self, run: RunDetail) -> None:
         with ui.card().classes("w-full").mark("run-header"):
             with ui.row().classes("items-center gap-3"):
                 ui.label(widgets.run_title(run)).classes("text-xl font-semibold").mark("run-title")
-                widgets.status_badge(run["status"]).mark("run-status")
-                ui.label(f"attempt {run.get('attempt', 1)} of {run.get('max_attempts', '?')}").classes(
-                    "text-grey-7"
-                )
-            requester = run["requested_by"]
+                widgets.status_badge(run.status).mark("run-status")
+                ui.label(f"attempt {run.attempt} of {run.max_attempts}").classes("text-grey-7")
+            requester = run.requested_by
             with ui.row().classes("gap-6 text-sm text-grey-8"):
-                ui.label(f"requested by {requester['name']} <{requester['email']}>")
-                ui.label(f"proposed {widgets.when(run.get('created_at'))}")
-                if run.get("conversation_id"):
-                    ui.label(f"conversation {run['conversation_id']}")
-                if run.get("previous_attempt_id"):
+                ui.label(f"requested by {requester.name} <{requester.email}>")
+                ui.label(f"proposed {widgets.when(run.created_at)}")
+                if run.conversation_id:
+                    ui.label(f"conversation {run.conversation_id}")
+                if run.previous_attempt_id:
                     ui.link(
-                        f"previous attempt #{run['previous_attempt_id']}",
-                        f"/runs/{run['previous_attempt_id']}",
+                        f"previous attempt #{run.previous_attempt_id}",
+                        f"/runs/{run.previous_attempt_id}",
                     )
-                if run.get("narrowed_from"):
+                if run.narrowed_from:
                     ui.link(
-                        f"runs without a second approval: its inputs narrow run #{run['narrowed_from']}",
-                        f"/runs/{run['narrowed_from']}",
+                        f"runs without a second approval: its inputs narrow run #{run.narrowed_from}",
+                        f"/runs/{run.narrowed_from}",
                     )
-                if run.get("schedule_id"):
-                    ui.label(f"fired by schedule #{run['schedule_id']}")
-                if run.get("flow_id"):
-                    ui.link(flow_step_text(run), f"/flows/{run['flow_id']}").mark("flow-link")
-            if run.get("narrowed_from"):
+                if run.schedule_id:
+                    ui.label(f"fired by schedule #{run.schedule_id}")
+                if run.flow_id:
+                    ui.link(flow_step_text(run), f"/flows/{run.flow_id}").mark("flow-link")
+            if run.narrowed_from:
                 with ui.row().classes("items-center gap-2 text-warning").mark("unreviewed-run"):
                     ui.icon("visibility_off")
                     ui.label(
                         "No person reviewed this code: it ran as a follow-up under the grant of "
-                        f"run #{run['narrowed_from']}. Check its proposed changes with that in mind."
+                        f"run #{run.narrowed_from}. Check its proposed changes with that in mind."
                     )
-            if run["status"] == "awaiting_approval" and run.get("followup_note"):
+            if run.status == RunStatus.awaiting_approval and run.followup_note:
                 with ui.row().classes("items-center gap-2 text-grey-8").mark("followup-note"):
                     ui.icon("info")
-                    ui.label(f"Asked as a follow-up, but it needs your approval: {run['followup_note']}")
-            if run["status"] == "awaiting_approval":
+                    ui.label(f"Asked as a follow-up, but it needs your approval: {run.followup_note}")
+            if run.status == RunStatus.awaiting_approval:
                 self.review_summary(run)
 
-    def review_summary(self, run: dict[str, Any]) -> None:
+    def review_summary(self, run: RunDetail) -> None:
         """What to look at before deciding, in one line at the top; each item is shown in full below."""
-        findings = run.get("findings") or []
-        truncated = [r for r in widgets.manifest_rows(run.get("manifest") or {}) if r["truncated"] != "no"]
+        findings = run.findings
+        rows = widgets.manifest_rows(Manifest.of(run.manifest))
+        truncated = [r for r in rows if r["truncated"] != "no"]
         with ui.row().classes("items-center gap-2").mark("review-summary"):
             ui.label("Before you decide:").classes("text-sm text-grey-8")
             if findings:
                 ui.chip(f"{len(findings)} injection warning(s)", icon="warning", color="orange-2")
             if truncated:
                 ui.chip(f"{len(truncated)} input(s) truncated", icon="content_cut", color="amber-2")
-            if run.get("diff"):
+            if run.diff:
                 ui.chip("revision: changes shown", icon="difference", color="blue-1")
             if widgets.code_findings(run):
                 ui.chip("invisible characters in the code", icon="visibility", color="red-2")
-            ui.chip(f"{widgets.code_lines(run.get('code') or '')} lines of code", icon="code", color="grey-3")
+            ui.chip(f"{widgets.code_lines(run.code or '')} lines of code", icon="code", color="grey-3")
 
-    def plan(self, run: dict[str, Any]) -> None:
+    def plan(self, run: RunDetail) -> None:
         with section("Plan", "description", "plan"):
-            if run.get("plan"):
-                ui.label(widgets.reveal_invisible(run["plan"])).classes("whitespace-pre-wrap")
+            if run.plan:
+                ui.label(widgets.reveal_invisible(run.plan)).classes("whitespace-pre-wrap")
             else:
                 ui.label("The assistant gave no plan.").classes("text-grey-7")
-            limits = run.get("limits") or {}
+            limits = run.limits
             if limits:
                 ui.label(
-                    f"Limits: {limits.get('wall_seconds')} s wall clock, {limits.get('memory_mib')} MiB memory, "
-                    f"{limits.get('vcpus')} vCPUs; no network."
+                    f"Limits: {limits.wall_seconds} s wall clock, {limits.memory_mib} MiB memory, "
+                    f"{limits.vcpus} vCPUs; no network."
                 ).classes("text-sm text-grey-7")
 
-    def decision(self, run: dict[str, Any]) -> None:
-        status = run["status"]
-        if status == "awaiting_approval":
+    def decision(self, run: RunDetail) -> None:
+        status = run.status
+        if status == RunStatus.awaiting_approval:
             with ui.card().classes("w-full gap-2").mark("decision"):
-                if run.get("flow_id"):  # the API refuses a step's own approval: it goes with its flow
+                if run.flow_id:  # the API refuses a step's own approval: it goes with its flow
                     with ui.row().classes("items-center gap-2 text-grey-8").mark("flow-decision"):
                         ui.icon("account_tree")
                         ui.label(
                             f"This run is {flow_step_text(run)}: it is approved or rejected with its flow,"
                         )
-                        ui.link("every step at once, on the flow's page.", f"/flows/{run['flow_id']}")
+                        ui.link("every step at once, on the flow's page.", f"/flows/{run.flow_id}")
                     return
-                approval_cost(run.get("approval_cost"))
-                if not run.get("can_decide"):
+                approval_cost(run.approval_cost)
+                if not run.can_decide:
                     ui.label(
                         "Waiting for the person who asked for this run to approve or reject it."
                     ).classes("text-grey-8")
                     return
-                blocked = run.get("approve_blocked_reason")
-                offer = run.get("followup_grant_on_approval")
+                blocked = run.approve_blocked_reason
+                offer = run.followup_grant_on_approval
                 if offer:  # said before the decision: what else this approval lets run unreviewed
                     with ui.row().classes("items-center gap-2 text-warning").mark("followup-grant-offer"):
                         ui.icon("forward_to_inbox")
                         ui.label(
                             "Follow-ups in this conversation may run without another approval until "
-                            f"{widgets.when(offer.get('expires_at'))} UTC, reading only a subset of: "
-                            f"{grant_scope(offer)} (at most {offer.get('max_runs')} follow-ups)."
+                            f"{widgets.when(offer.expires_at)} UTC, reading only a subset of: "
+                            f"{grant_scope(offer)} (at most {offer.max_runs} follow-ups)."
                         )
                 with ui.row().classes("items-center gap-3"):
                     approve = ui.button("Approve and run", icon="play_arrow").props("color=positive")
@@ -251,37 +256,37 @@ class RunView:
                     "Approving binds to this exact code and these exact staged inputs (their sha256); "
                     "any change needs a new approval."
                 ).classes("text-xs text-grey-7")
-        approval = run.get("approval") or {}
-        if approval.get("by"):
+        approval = run.approval
+        if approval and approval.by:
             with ui.row().classes("items-center gap-2 text-positive").mark("approval"):
                 ui.icon("task_alt")
-                ui.label(f"Approved by {approval['by']} at {widgets.when(approval.get('at'))}")
-                ui.label(
-                    f"code {str(approval.get('code_sha256'))[:12]} · data {str(approval.get('bundle_sha256'))[:12]}"
-                )
-        grant = run.get("followup_grant") or {}
+                ui.label(f"Approved by {approval.by} at {widgets.when(approval.at)}")
+                ui.label(f"code {str(approval.code_sha256)[:12]} · data {str(approval.bundle_sha256)[:12]}")
+        grant = run.followup_grant
         if grant:
             with ui.row().classes("items-center gap-2 text-grey-8").mark("followup-grant"):
                 ui.icon("forward_to_inbox")
-                state = "" if grant.get("active") else " (no longer in force)"
+                state = "" if grant.active else " (no longer in force)"
                 ui.label(
-                    f"Follow-up grant{state}: until {widgets.when(grant.get('expires_at'))} UTC, "
-                    f"{grant.get('used', 0)} of {grant.get('max_runs')} follow-ups used, reading only a subset of: "
+                    f"Follow-up grant{state}: until {widgets.when(grant.expires_at)} UTC, "
+                    f"{grant.used} of {grant.max_runs} follow-ups used, reading only a subset of: "
                     f"{grant_scope(grant)}"
                 )
-        rejection = run.get("rejection") or {}
-        if rejection.get("by"):
+        rejection = run.rejection
+        if rejection and rejection.by:
             with ui.row().classes("items-center gap-2 text-grey-8").mark("rejection"):
                 ui.icon("block")
-                reason = f": {rejection['reason']}" if rejection.get("reason") else ""
-                ui.label(f"Rejected by {rejection['by']} at {widgets.when(rejection.get('at'))}{reason}")
+                reason = f": {rejection.reason}" if rejection.reason else ""
+                ui.label(f"Rejected by {rejection.by} at {widgets.when(rejection.at)}{reason}")
 
     async def approve(self, button: ui.button) -> None:
         run = self.run
+        if run is None:
+            return
         bundle = widgets.bundle_hash(run)
         button.props("loading")
         button.disable()  # one click, one approval
-        result = await widgets.call(self.api.approve(self.run_id, run.get("code_sha256"), bundle))
+        result = await widgets.call(self.api.approve(self.run_id, run.code_sha256, bundle))
         if result is FAILED:
             button.props(remove="loading")
             button.enable()
@@ -306,30 +311,30 @@ class RunView:
                 ui.button("Reject", on_click=confirm).props("color=negative").mark("confirm-reject")
         dialog.open()
 
-    def outcome(self, run: dict[str, Any]) -> None:
-        result = run.get("result") or {}
+    def outcome(self, run: RunDetail) -> None:
+        result = run.result
         with section("Result", "terminal", "result"):
             with ui.row().classes("items-center gap-6"):
-                widgets.status_badge(run["status"])
-                if result.get("exit_code") is not None:
-                    ui.label(f"exit code {result['exit_code']}")
+                widgets.status_badge(run.status)
+                if result and result.exit_code is not None:
+                    ui.label(f"exit code {result.exit_code}")
                 if took := widgets.timings_text(run):
                     ui.label(took).mark("timings")
-                credits = run.get("credits_charged")
+                credits = run.credits_charged
                 ui.label(f"credits charged: {widgets.number(credits)}").mark("credits-charged")
-                if run.get("host_id"):
-                    ui.label(f"ran on host {run['host_id']}").mark("run-host")
-            if run["status"] in widgets.ACTIVE_STATUSES:
-                widgets.loading("The run is " + run["status"] + "; this page updates by itself…")
-            if run.get("error_message") or result.get("error"):
-                widgets.error_box(str(run.get("error_message") or result.get("error")))
+                if run.host_id:
+                    ui.label(f"ran on host {run.host_id}").mark("run-host")
+            if run.status in widgets.ACTIVE_STATUSES:
+                widgets.loading("The run is " + run.status + "; this page updates by itself…")
+            if run.error_message or (result and result.error):
+                widgets.error_box(str(run.error_message or (result and result.error)))
             if result:
                 widgets.printed_output(result)
-                vm = result.get("vm") or {}
+                vm = result.vm
                 if vm:
                     with ui.card().classes("w-full bg-grey-1").mark("isolation"):
                         ui.label("Isolation evidence").classes("font-medium")
-                        virt = vm.get("virt_type")
+                        virt = vm.virt_type
                         virt_text = {
                             "kvm": "KVM (hardware virtualization)",
                             "qemu": "software emulation (TCG)",
@@ -338,18 +343,18 @@ class RunView:
                             ui.label("virtualization")
                             ui.label(virt_text.get(virt, str(virt)))
                             ui.label("network interfaces in the VM definition")
-                            ui.label(str(vm.get("nics", "?")))
+                            ui.label(str(vm.nics))
                             ui.label("interfaces inside the guest")
-                            ui.label(", ".join(vm.get("guest_interfaces") or []) or "—")
+                            ui.label(", ".join(vm.guest_interfaces) or "—")
                             ui.label("guest image sha256")
-                            ui.label(str(vm.get("image_hash") or "—")[:16]).classes("font-mono")
-            if run.get("actions_discarded"):
-                who = "This step may only read" if run.get("flow_id") else "This scheduled run may not write"
+                            ui.label(str(vm.image_hash or "—")[:16]).classes("font-mono")
+            if run.actions_discarded:
+                who = "This step may only read" if run.flow_id else "This scheduled run may not write"
                 ui.label(f"{who}: the actions.json its code produced was discarded unread.").classes(
                     "text-grey-8"
                 )
-            if run.get("actions_note"):
-                ui.label(str(run["actions_note"])).classes("text-grey-8")
+            if run.actions_note:
+                ui.label(str(run.actions_note)).classes("text-grey-8")
 
 
 RERUN_EXPLAINED = (
@@ -392,43 +397,42 @@ class Reruns:
         if self.in_flight and not self.loading:
             await self.load()
 
-    def render(self, overview: dict[str, Any]) -> None:
-        self.in_flight = any(i.get("status") in ("queued", "running") for i in overview.get("items") or [])
+    def render(self, overview: RerunOverview) -> None:
+        self.in_flight = any(i.status in RERUN_IN_FLIGHT for i in overview.items)
         with ui.row().classes("items-center gap-3"):
             button = ui.button("Re-run for evidence", icon="replay", on_click=lambda: self.start(button))
             button.props("outline").mark("rerun")
-            if overview.get("available"):
-                ui.label(f"bundle kept until {widgets.when(overview.get('kept_until'))} UTC").classes(
+            if overview.available:
+                ui.label(f"bundle kept until {widgets.when(overview.kept_until)} UTC").classes(
                     "text-sm text-grey-8"
                 ).mark("rerun-kept-until")
             else:
                 button.disable()
                 with ui.row().classes("items-center gap-1 text-grey-8").mark("rerun-unavailable"):
                     ui.icon("lock")
-                    ui.label(str(overview.get("unavailable_reason") or "not available"))
+                    ui.label(str(overview.unavailable_reason or "not available"))
             if self.in_flight:
                 ui.button("Refresh", icon="refresh", on_click=self.load).props("flat dense").mark(
                     "rerun-refresh"
                 )
-        for item in overview.get("items") or []:
+        for item in overview.items:
             self.item(item)
 
-    def item(self, item: dict[str, Any]) -> None:
-        with ui.card().classes("w-full gap-2").props("flat bordered").mark(f"rerun rerun-{item['id']}"):
+    def item(self, item: Rerun) -> None:
+        with ui.card().classes("w-full gap-2").props("flat bordered").mark(f"rerun rerun-{item.id}"):
             with ui.row().classes("items-center gap-3"):
-                ui.label(f"Re-run #{item['id']}").classes("font-medium")
-                widgets.status_badge(item["status"])
+                ui.label(f"Re-run #{item.id}").classes("font-medium")
+                widgets.status_badge(item.status)
                 ui.label(
-                    f"asked by {item.get('requested_by')} at {widgets.when(item.get('requested_at'))} · "
-                    "not charged"
+                    f"asked by {item.requested_by} at {widgets.when(item.requested_at)} · not charged"
                 ).classes("text-xs text-grey-7")
-            if item.get("error_message"):
-                widgets.error_box(str(item["error_message"]))
-            comparison = item.get("comparison")
+            if item.error_message:
+                widgets.error_box(str(item.error_message))
+            comparison = item.comparison
             if not comparison:
                 return
-            outcome = item.get("outcome") or {}
-            ok = comparison.get("all_match")
+            outcome = RerunOutcome.of(item.outcome)
+            ok = comparison.all_match
             with ui.row().classes("items-center gap-2 " + ("text-positive" if ok else "text-warning")):
                 ui.icon("verified" if ok else "difference")
                 ui.label(
@@ -438,23 +442,24 @@ class Reruns:
                 ).mark("rerun-verdict")
             with ui.grid(columns=2).classes("gap-x-6 gap-y-1 text-sm"):
                 ui.label("printed output matches")
-                ui.label(yes_no(comparison.get("printed_output_match"))).mark("rerun-printed-match")
+                ui.label(yes_no(comparison.printed_output_match)).mark("rerun-printed-match")
                 ui.label("status and exit code match")
-                ui.label(yes_no(comparison.get("status_match") and comparison.get("exit_code_match"))).mark(
+                ui.label(yes_no(comparison.status_match and comparison.exit_code_match)).mark(
                     "rerun-status-match"
                 )
                 ui.label("its proposed changes")
-                ui.label("discarded unread" if outcome.get("actions_discarded") else "none written")
+                ui.label("discarded unread" if outcome.actions_discarded else "none written")
                 ui.label("network interfaces in the VM definition")
-                ui.label(str((outcome.get("vm") or {}).get("nics", "?")))
+                vm = outcome.vm
+                ui.label(str(vm.nics if vm and "nics" in vm.model_fields_set else "?"))
             rows = [
                 {
-                    "name": widgets.reveal_invisible(f["name"]),
-                    "original": (f.get("original_sha256") or "— (not written)")[:16],
-                    "rerun": (f.get("rerun_sha256") or "— (not written)")[:16],
-                    "match": yes_no(f.get("match")),
+                    "name": widgets.reveal_invisible(f.name),
+                    "original": (f.original_sha256 or "— (not written)")[:16],
+                    "rerun": (f.rerun_sha256 or "— (not written)")[:16],
+                    "match": yes_no(f.match),
                 }
-                for f in comparison.get("files") or []
+                for f in comparison.files
             ]
             if rows:
                 ui.table(
@@ -498,45 +503,39 @@ class ActionItems:
             "Loading proposed actions…",
         )
 
-    def render(self, items: list[dict[str, Any]]) -> None:
+    def render(self, items: list[ActionItemInfo]) -> None:
         if not items:
             widgets.empty_state("The run proposed no changes.", "edit_off")
             return
-        pending = sum(1 for i in items if i.get("status") == "pending")
+        pending = sum(1 for i in items if i.status == ItemStatus.pending)
         ui.label(
             f"{len(items)} proposed change(s), {pending} waiting. Nothing changes until you accept an item."
         ).classes("text-grey-8")
         for item in items:
             self.item(item)
 
-    def item(self, item: dict[str, Any]) -> None:
-        status = item.get("status", "pending")
-        with (
-            ui.card().classes("w-full gap-2").props("flat bordered").mark(f"action-item action-{item['id']}")
-        ):
+    def item(self, item: ActionItemInfo) -> None:
+        status = item.status
+        with ui.card().classes("w-full gap-2").props("flat bordered").mark(f"action-item action-{item.id}"):
             with ui.row().classes("items-center gap-3"):
-                ui.label(f"#{item.get('index', 0) + 1}").classes("text-grey-7")
+                ui.label(f"#{item.index + 1}").classes("text-grey-7")
                 ui.label(
-                    f"{item.get('op', '?')} {item.get('dataset', '?')}"
-                    + (
-                        f" record {item['record_id']}"
-                        if item.get("record_id") is not None
-                        else " (new record)"
-                    )
+                    f"{item.op} {item.dataset}"
+                    + (f" record {item.record_id}" if item.record_id is not None else " (new record)")
                 ).classes("font-medium")
                 widgets.status_badge(status)
-                if item.get("unreviewed_run"):
+                if item.unreviewed_run:
                     ui.chip("from a run no person reviewed", icon="visibility_off", color="orange-2").mark(
-                        f"unreviewed unreviewed-{item['id']}"
+                        f"unreviewed unreviewed-{item.id}"
                     )
-                if item.get("decided_by"):
-                    ui.label(f"by {item['decided_by']} at {widgets.when(item.get('decided_at'))}").classes(
+                if item.decided_by:
+                    ui.label(f"by {item.decided_by} at {widgets.when(item.decided_at)}").classes(
                         "text-xs text-grey-7"
                     )
-            if item.get("reason"):
-                ui.label(f"Why: {item['reason']}").classes("text-sm text-grey-8")
-            changes = item.get("changes") or {}
-            before = item.get("before") or {}
+            if item.reason:
+                ui.label(f"Why: {item.reason}").classes("text-sm text-grey-8")
+            changes = item.changes or {}
+            before = item.before or {}
             rows = [
                 {
                     "field": field,
@@ -555,35 +554,33 @@ class ActionItems:
                     ],
                     row_key="field",
                 ).props("dense flat bordered wrap-cells").classes("w-full").mark("changes-table")
-            if item.get("created_record_id"):
-                ui.label(f"created record {item['created_record_id']}").classes("text-sm text-positive")
-            if item.get("raw") is not None and not rows:
-                ui.label("As proposed: " + json.dumps(item["raw"], default=str)[:500]).classes(
-                    "cr-pre w-full"
-                )
-            if item.get("problem"):
+            if item.created_record_id:
+                ui.label(f"created record {item.created_record_id}").classes("text-sm text-positive")
+            if item.raw is not None and not rows:
+                ui.label("As proposed: " + json.dumps(item.raw, default=str)[:500]).classes("cr-pre w-full")
+            if item.problem:
                 with ui.row().classes("items-center gap-2 text-negative").mark("item-problem"):
                     ui.icon("error")
-                    ui.label(str(item["problem"]))
-            if status == "pending":
+                    ui.label(str(item.problem))
+            if status == ItemStatus.pending:
                 with ui.row().classes("gap-2"):
                     ui.button("Accept", icon="check", on_click=lambda i=item: self.accept(i)).props(
                         "color=positive dense"
-                    ).mark(f"accept-{item['id']}")
+                    ).mark(f"accept-{item.id}")
                     ui.button("Reject", icon="close", on_click=lambda i=item: self.reject(i)).props(
                         "outline color=negative dense"
-                    ).mark(f"reject-{item['id']}")
+                    ).mark(f"reject-{item.id}")
 
-    async def accept(self, item: dict[str, Any]) -> None:
-        result = await widgets.call(self.api.accept_item(item["id"]))
+    async def accept(self, item: ActionItemInfo) -> None:
+        result = await widgets.call(self.api.accept_item(item.id))
         if result is not FAILED:
-            ui.notify(f"Accepted change #{item.get('index', 0) + 1}.", type="positive")
+            ui.notify(f"Accepted change #{item.index + 1}.", type="positive")
         await self.load()
 
-    async def reject(self, item: dict[str, Any]) -> None:
-        result = await widgets.call(self.api.reject_item(item["id"]))
+    async def reject(self, item: ActionItemInfo) -> None:
+        result = await widgets.call(self.api.reject_item(item.id))
         if result is not FAILED:
-            ui.notify(f"Rejected change #{item.get('index', 0) + 1}.", type="info")
+            ui.notify(f"Rejected change #{item.index + 1}.", type="info")
         await self.load()
 
 

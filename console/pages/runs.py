@@ -7,6 +7,8 @@ from typing import Any
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
+from backend.runs.schemas import RunPage, RunSummary
+from backend.runs.status import RunStatus
 from console import session, theme, widgets
 from console.api import ApiError
 
@@ -42,42 +44,43 @@ STATUS_SLOT = r"""
 """
 
 
-def flow_step(run: dict[str, Any]) -> str:
+def flow_step(run: RunSummary) -> str:
     """ "flow N · step k" for a step of a flow, else ""."""
-    return f"flow {run['flow_id']} · step {run.get('flow_step')}" if run.get("flow_id") else ""
+    return f"flow {run.flow_id} · step {run.flow_step}" if run.flow_id else ""
 
 
-def waiting_links(waiting: list[dict[str, Any]]) -> dict[str, str]:
+def waiting_links(waiting: list[RunSummary]) -> dict[str, str]:
     """Where the waiting runs are decided, page → link text: a run on its own page, the steps of a flow
     together on their flow's (one link per flow)."""
     links: dict[str, str] = {}
     for run in waiting:
-        if run.get("flow_id"):
-            links.setdefault(f"/flows/{run['flow_id']}", f"flow {run['flow_id']}")
+        if run.flow_id:
+            links.setdefault(f"/flows/{run.flow_id}", f"flow {run.flow_id}")
         else:
-            links[f"/runs/{run['id']}"] = widgets.run_title(run)
+            links[f"/runs/{run.id}"] = widgets.run_title(run)
     return links
 
 
-def table_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def table_rows(items: list[RunSummary]) -> list[dict[str, Any]]:
+    """The runs as the table's rows (dicts the table shows, not the API's JSON)."""
     rows = []
     for run in items:
-        inputs = list(run.get("datasets") or [])
-        if run.get("file_ids"):
-            inputs.append(f"{len(run['file_ids'])} file(s)")
+        inputs = list(run.datasets)
+        if run.file_ids:
+            inputs.append(f"{len(run.file_ids)} file(s)")
         rows.append(
             {
-                "id": run["id"],
+                "id": run.id,
                 "title": widgets.run_title(run),
                 "flow": flow_step(run),
-                "flow_id": run.get("flow_id"),
-                "status": run.get("status", "").replace("_", " "),
-                "status_color": widgets.STATUS_COLORS.get(run.get("status", ""), "grey"),
-                "requested_by": run["requested_by"]["email"],
+                "flow_id": run.flow_id,
+                "status": run.status.replace("_", " "),
+                "status_color": widgets.STATUS_COLORS.get(run.status, "grey"),
+                "requested_by": run.requested_by.email,
                 "datasets": ", ".join(inputs),
-                "created_at": widgets.when(run.get("created_at")),
-                "warnings": run.get("findings_count") or "",
-                "credits": widgets.number(run.get("credits_charged")) if run.get("credits_charged") else "",
+                "created_at": widgets.when(run.created_at),
+                "warnings": run.findings_count or "",
+                "credits": widgets.number(run.credits_charged) if run.credits_charged else "",
             }
         )
     return rows
@@ -88,7 +91,7 @@ def register() -> None:
     async def runs_page(status: str | None = None) -> RedirectResponse | None:
         if redirect := session.redirect_if_signed_out("/runs"):
             return redirect
-        me = session.me() or {}
+        me = session.me()
         api = session.api()
         admin = session.sees_company_history()  # an admin's or an auditor's view: every run of the company
         with theme.frame("Runs" if admin else "My runs"):
@@ -111,7 +114,7 @@ def register() -> None:
                     .classes("w-48")
                     .mark("f-status")
                 )
-                datasets = sorted((me.get("permissions") or {}).keys())
+                datasets = sorted(me.permissions) if me else []
                 dataset = (
                     ui.select({"": "any dataset", **{d: d for d in datasets}}, value="", label="Dataset")
                     .props("dense outlined")
@@ -133,15 +136,16 @@ def register() -> None:
                 ui.button("Apply", icon="filter_alt", on_click=lambda: reload()).mark("apply-filters")
             results = ui.column().classes("w-full")
 
-        async def fetch() -> dict[str, Any]:
+        async def fetch() -> RunPage | None:
+            """None: the whole feature is absent while assistant writes are off (the API answers 404)."""
             try:
                 return await list_runs()
             except ApiError as exc:
-                if exc.status == 404:  # the whole feature is absent while assistant writes are off
-                    return {"feature_off": True}
+                if exc.status == 404:
+                    return None
                 raise
 
-        async def list_runs() -> dict[str, Any]:
+        async def list_runs() -> RunPage:
             return await api.runs(
                 user=(user.value or "").strip() if user else None,
                 status=status_select.value or None,
@@ -151,11 +155,11 @@ def register() -> None:
                 limit=200,
             )
 
-        def render(body: dict[str, Any]) -> None:
-            if body.get("feature_off"):
+        def render(body: RunPage | None) -> None:
+            if body is None:
                 widgets.empty_state(widgets.FEATURE_OFF, "block")
                 return
-            items = body.get("items") or []
+            items = body.items
             if not items:
                 widgets.empty_state(
                     "No runs match these filters."
@@ -164,7 +168,7 @@ def register() -> None:
                     "play_disabled",
                 )
                 return
-            waiting = [r for r in items if r.get("status") == "awaiting_approval"]
+            waiting = [r for r in items if r.status == RunStatus.awaiting_approval]
             if waiting and not status_select.value:
                 with (
                     ui.row()
@@ -175,9 +179,7 @@ def register() -> None:
                     ui.label(f"{len(waiting)} run(s) wait for approval:")
                     for target, text in list(waiting_links(waiting).items())[:5]:
                         ui.link(text, target)
-            ui.label(f"{body.get('total', len(items))} run(s)").classes("text-grey-7 text-sm").mark(
-                "run-count"
-            )
+            ui.label(f"{body.total} run(s)").classes("text-grey-7 text-sm").mark("run-count")
             table = ui.table(rows=table_rows(items), columns=COLUMNS, row_key="id", pagination=25)
             table.props("flat bordered wrap-cells").classes("w-full").mark("runs-table")
             table.add_slot("body-cell-title", TITLE_SLOT)

@@ -8,6 +8,9 @@ from typing import Any
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
+from backend.schedules.schemas import ScheduleInfo
+from backend.schedules.status import ScheduleStatus
+from backend.tenancy.schemas import CompanySettings as Settings
 from console import session, theme, widgets
 from console.api import Api, ApiError
 from console.widgets import FAILED
@@ -78,20 +81,20 @@ def register() -> None:
 
 
 class CompanySettings:
-    def __init__(self, container: ui.element, current: dict[str, Any], api: Api) -> None:
+    def __init__(self, container: ui.element, current: Settings, api: Api) -> None:
         self.container = container
         self.api = api
         self.render(current)
 
-    def render(self, current: dict[str, Any]) -> None:
+    def render(self, current: Settings) -> None:
         self.container.clear()
         with self.container:
-            writes = bool(current.get("assistant_write_enabled"))
+            writes = current.assistant_write_enabled
             with ui.card().classes("w-full gap-2").mark("code-execution"):
                 ui.label("Code execution").classes("text-lg font-medium")
                 switch = ui.switch(
                     "Let the assistant run code on company data (every run still needs approval)",
-                    value=bool(current.get("code_execution_enabled")),
+                    value=current.code_execution_enabled,
                 ).mark("code-execution-switch")
                 ui.label(
                     "Ships off: nothing runs until an admin turns this on. Turning it off refuses new runs at once."
@@ -121,14 +124,14 @@ class CompanySettings:
                 ui.label("Follow-ups without a second approval").classes("text-lg font-medium")
                 ui.switch(
                     "Allow narrowing follow-ups to run without re-approval",
-                    value=bool(current.get("followup_without_reapproval")),
+                    value=current.followup_without_reapproval,
                     on_change=lambda e: self.save(followup_without_reapproval=e.value),
                 ).mark("followup-switch")
                 ui.label(FOLLOWUP_EXPLAINED).classes("text-sm text-grey-8")
                 with ui.row().classes("items-end gap-4"):
                     hours = ui.number(
                         "Grant lasts (hours, 1–168)",
-                        value=current.get("followup_grant_hours", 24),
+                        value=current.followup_grant_hours,
                         min=1,
                         max=168,
                         step=1,
@@ -136,7 +139,7 @@ class CompanySettings:
                     ).mark("followup-hours")
                     runs = ui.number(
                         "Follow-ups per approval (1–100)",
-                        value=current.get("followup_grant_max_runs", 10),
+                        value=current.followup_grant_max_runs,
                         min=1,
                         max=100,
                         step=1,
@@ -152,7 +155,7 @@ class CompanySettings:
                 with ui.row().classes("items-end gap-4"):
                     cap = ui.number(
                         "Action items per flow (1–500)",
-                        value=current.get("flow_action_cap", 20),
+                        value=current.flow_action_cap,
                         min=1,
                         max=500,
                         step=1,
@@ -168,9 +171,9 @@ class CompanySettings:
                 with ui.row().classes("items-end gap-4"):
                     fields = {
                         name: ui.number(
-                            label, value=current.get(name, default), min=1, max=high, step=1, format="%d"
+                            label, value=getattr(current, name), min=1, max=high, step=1, format="%d"
                         ).mark(name.replace("_", "-"))
-                        for name, label, default, high in DRIVE_LIMITS
+                        for name, label, _default, high in DRIVE_LIMITS
                     }
                     ui.button(
                         "Save Drive limits", icon="save", on_click=lambda: self.save_drive_limits(fields)
@@ -182,7 +185,7 @@ class CompanySettings:
                 with ui.row().classes("items-end gap-4"):
                     days = ui.number(
                         "Keep approved bundles for re-runs, days (0: off, up to 365)",
-                        value=current.get("evidence_retention_days", 0),
+                        value=current.evidence_retention_days,
                         min=0,
                         max=365,
                         step=1,
@@ -196,15 +199,15 @@ class CompanySettings:
             with ui.card().classes("w-full gap-2").mark("credit-limits"):
                 ui.label("Credits").classes("text-lg font-medium")
                 with ui.row().classes("gap-6 text-grey-8 text-sm"):
-                    ui.label(f"Plan: {current.get('plan', '?')}").mark("plan")
-                    ui.label(f"Credit pool: {widgets.number(current.get('credit_pool'))} a month").mark(
+                    ui.label(f"Plan: {current.plan}").mark("plan")
+                    ui.label(f"Credit pool: {widgets.number(current.credit_pool)} a month").mark(
                         "credit-pool"
                     )
-                pool = int(current.get("credit_pool") or 0)
+                pool = int(current.credit_pool or 0)
                 with ui.row().classes("items-end gap-4"):
                     limits = {
                         name: ui.number(
-                            label, value=current.get(name, 0), min=0, max=pool, step=1, format="%d"
+                            label, value=getattr(current, name), min=0, max=pool, step=1, format="%d"
                         ).mark(name.replace("_", "-"))
                         for name, label in CREDIT_LIMITS
                     }
@@ -262,7 +265,7 @@ class Schedules:
     async def load(self) -> None:
         await widgets.load_into(self.container, self.fetch, self.render, "Loading schedules…")
 
-    async def fetch(self) -> list[dict[str, Any]] | None:
+    async def fetch(self) -> list[ScheduleInfo] | None:
         try:
             return await self.api.schedules()
         except ApiError as exc:
@@ -270,7 +273,7 @@ class Schedules:
                 return None
             raise
 
-    def render(self, schedules: list[dict[str, Any]] | None) -> None:
+    def render(self, schedules: list[ScheduleInfo] | None) -> None:
         if schedules is None:
             widgets.empty_state(
                 "Schedules are unavailable while the assistant's write ability is off.", "block"
@@ -283,44 +286,44 @@ class Schedules:
             with (
                 ui.row()
                 .classes("items-center gap-4 w-full border-b py-2")
-                .mark(f"schedule schedule-{item['id']}")
+                .mark(f"schedule schedule-{item.id}")
             ):
                 with ui.column().classes("gap-0 grow"):
                     with ui.row().classes("items-center gap-2"):
                         ui.link(
-                            widgets.reveal_invisible(item.get("title") or f"run #{item.get('run_id')}"),
-                            f"/runs/{item.get('run_id')}",
+                            widgets.reveal_invisible(item.title or f"run #{item.run_id}"),
+                            f"/runs/{item.run_id}",
                         )
-                        widgets.status_badge(item.get("status", "active"))
+                        widgets.status_badge(item.status)
                     ui.label(
-                        f"{item.get('cron')} ({item.get('timezone', 'UTC')}) · owner {item.get('owner_email', '?')}"
-                        f" · next {widgets.when(item.get('next_fire_at'))}"
-                        f" · last {widgets.when(item.get('last_fired_at'))}"
+                        f"{item.cron} ({item.timezone}) · owner {item.owner_email}"
+                        f" · next {widgets.when(item.next_fire_at)}"
+                        f" · last {widgets.when(item.last_fired_at)}"
                     ).classes("text-sm text-grey-7")
-                    if item.get("paused_reason"):
-                        ui.label(f"paused: {item['paused_reason']}").classes("text-sm text-warning")
-                if item.get("status") == "paused":
+                    if item.paused_reason:
+                        ui.label(f"paused: {item.paused_reason}").classes("text-sm text-warning")
+                if item.status == ScheduleStatus.paused:
                     ui.button(
                         "Resume", icon="play_arrow", on_click=lambda i=item: self.act(i, "resume")
-                    ).props("flat dense").mark(f"resume-{item['id']}")
+                    ).props("flat dense").mark(f"resume-{item.id}")
                 else:
                     ui.button("Pause", icon="pause", on_click=lambda i=item: self.act(i, "pause")).props(
                         "flat dense"
-                    ).mark(f"pause-{item['id']}")
+                    ).mark(f"pause-{item.id}")
                 ui.button("Delete", icon="delete", on_click=lambda i=item: self.confirm_delete(i)).props(
                     "flat dense color=negative"
-                ).mark(f"delete-{item['id']}")
+                ).mark(f"delete-{item.id}")
 
-    async def act(self, item: dict[str, Any], action: str) -> None:
-        result = await widgets.call(self.api.schedule_action(item["id"], action))
+    async def act(self, item: ScheduleInfo, action: str) -> None:
+        result = await widgets.call(self.api.schedule_action(item.id, action))
         if result is not FAILED:
             ui.notify(f"Schedule {action}d.", type="positive")
         await self.load()
 
-    def confirm_delete(self, item: dict[str, Any]) -> None:
+    def confirm_delete(self, item: ScheduleInfo) -> None:
         with ui.dialog() as dialog, ui.card():
             ui.label(
-                f"Delete the schedule of “{widgets.reveal_invisible(item.get('title') or '')}”? "
+                f"Delete the schedule of “{widgets.reveal_invisible(item.title or '')}”? "
                 "Past runs stay in the history."
             )
             with ui.row().classes("justify-end w-full"):

@@ -12,9 +12,9 @@ async def test_session_from_login_is_sent_on_later_calls(api_app) -> None:
     config = ApiConfig("http://api.test", transport=httpx.ASGITransport(app=api_app))
     api = Api(config)
     body = await api.login("maria@acme.example", "demo")
-    assert "session" not in body and api.session  # taken from the Set-Cookie, not the body
+    assert "session" not in body.model_dump() and api.session  # taken from the Set-Cookie, not the body
     me = await Api(config, api.session).me()
-    assert me["email"] == "maria@acme.example"
+    assert me.email == "maria@acme.example"
     with pytest.raises(ApiError) as refused:
         await Api(config).me()
     assert refused.value.status == 401

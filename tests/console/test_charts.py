@@ -1,14 +1,15 @@
-"""Chart builders are pure: API payload in, plotly figure out."""
+"""Chart builders are pure: the API's schemas in, plotly figure out."""
 
+from backend.credits.schemas import DayUsage, PersonUsage
 from console import charts
 
 
 def test_usage_by_day_is_bars_in_date_order() -> None:
     figure = charts.usage_by_day(
         [
-            {"day": "2026-11-03", "credits": 4},
-            {"day": "2026-11-01", "credits": 2.5},
-            {"day": "2026-11-02", "credits": 0},
+            DayUsage(day="2026-11-03", credits=4),
+            DayUsage(day="2026-11-01", credits=2.5),
+            DayUsage(day="2026-11-02", credits=0),
         ]
     )
     (bar,) = figure.data
@@ -18,7 +19,9 @@ def test_usage_by_day_is_bars_in_date_order() -> None:
 
 
 def test_usage_by_user_puts_the_biggest_spender_on_top() -> None:
-    figure = charts.usage_by_user([{"email": "a@x", "credits": 10}, {"email": "b@x", "credits": 30}])
+    figure = charts.usage_by_user(
+        [PersonUsage(email="a@x", credits=10), PersonUsage(email="b@x", credits=30)]
+    )
     (bar,) = figure.data
     assert bar.orientation == "h"
     assert list(bar.y) == ["a@x", "b@x"]  # plotly draws the last category at the top

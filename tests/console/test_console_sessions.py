@@ -85,9 +85,9 @@ async def test_the_console_sends_its_origin_and_the_api_needs_it(api_app) -> Non
     await ours.login("admin@acme.example", "demo")
     assert ours.session  # from the Set-Cookie: the body has no session any more
     settings = await ours.company_settings()
-    flipped = not settings["followup_without_reapproval"]
+    flipped = not settings.followup_without_reapproval
     changed = await ours.update_company_settings(followup_without_reapproval=flipped)
-    assert changed["followup_without_reapproval"] is flipped
+    assert changed.followup_without_reapproval is flipped
     foreign = Api(
         ApiConfig("http://api.test", transport=transport, origin="http://evil.example"), ours.session
     )

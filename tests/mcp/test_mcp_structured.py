@@ -11,6 +11,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from backend.client import CleanroomClient
 from backend.drive.schemas import DriveFileInfo
 from backend.flows.schemas import FlowDetail
 from backend.records.schemas import DatasetInfo
@@ -172,14 +173,18 @@ ITEM = {
 }
 
 
-class FinishedRunApi:
-    """Answers as the API would for one finished run of Maria's, its two output files and its proposed change."""
+class FinishedRunApi(CleanroomClient):
+    """The typed client over the answers the API would give for one finished run of Maria's, its two output
+    files and its proposed change (decoded into the schemas as the real answers are)."""
 
-    async def get(self, path: str, **params: object) -> object:
-        return {"/api/runs/7": FINISHED, "/api/runs/7/action-items": [ITEM]}[path]
+    def __init__(self) -> None:
+        super().__init__(None)  # type: ignore[arg-type] - `send` answers: no HTTP client is used
 
-    async def content(self, path: str) -> tuple[bytes, str]:
-        return {"/api/drive/files/11/content": PNG, "/api/drive/files/12/content": CSV}[path], ""
+    async def send(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+        files = {"/api/drive/files/11/content": PNG, "/api/drive/files/12/content": CSV}
+        if path in files:
+            return httpx.Response(200, content=files[path], headers={"content-type": ""})
+        return httpx.Response(200, json={"/api/runs/7": FINISHED, "/api/runs/7/action-items": [ITEM]}[path])
 
 
 async def test_a_finished_runs_result_is_text_images_links_and_the_apis_json() -> None:

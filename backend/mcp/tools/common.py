@@ -7,15 +7,19 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
+from backend.drive.schemas import DriveFileInfo
+from backend.flows.schemas import FlowDetail, FlowStep
+from backend.flows.status import FLOW_FINISHED
 from backend.mcp.api import ApiError, CleanroomApi
 from backend.mcp.tools.models import Limits
+from backend.runs.status import FINISHED, RunStatus
+from backend.runs.status import RETRYABLE as RETRYABLE
 
 log = logging.getLogger("cleanroom.mcp")
 
@@ -36,9 +40,8 @@ PROPOSES = ToolAnnotations(
     readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False
 )
 
-FINAL = ("succeeded", "failed", "timed_out", "out_of_memory", "error", "rejected", "cancelled", "skipped")
-RETRYABLE = ("failed", "timed_out", "out_of_memory", "error")
-FLOW_FINAL = ("succeeded", "failed", "rejected")
+FINAL = (*FINISHED, RunStatus.rejected)  # a run that will not change any more
+FLOW_FINAL = FLOW_FINISHED
 TEXT_KINDS = ("csv", "text", "json", "markdown")
 TEXT_SUFFIXES = (".csv", ".txt", ".json", ".md", ".tsv", ".log", ".html", ".xml", ".yaml", ".yml")
 FILE_URI = "cleanroom://runs/{run_id}/files/{name}"
@@ -103,8 +106,8 @@ def mime_for(name: str, data: bytes | None = None) -> str:
     return "application/octet-stream"
 
 
-def is_text(row: dict[str, Any]) -> bool:
-    return row.get("kind") in TEXT_KINDS or str(row.get("name", "")).lower().endswith(TEXT_SUFFIXES)
+def is_text(row: DriveFileInfo) -> bool:
+    return row.kind in TEXT_KINDS or row.name.lower().endswith(TEXT_SUFFIXES)
 
 
 def new_conversation() -> str:
@@ -118,6 +121,6 @@ def limits_body(limits: Limits | None) -> dict[str, int] | None:
     return values or None
 
 
-def stopped(flow: dict[str, Any]) -> dict[str, Any] | None:
+def stopped(flow: FlowDetail) -> FlowStep | None:
     """The step that stopped a failed flow: the first that neither succeeded nor was skipped."""
-    return next((s for s in flow["steps"] if s["run"]["status"] not in ("succeeded", "skipped")), None)
+    return next((s for s in flow.steps if s.run.status not in (RunStatus.succeeded, RunStatus.skipped)), None)

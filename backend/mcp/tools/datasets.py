@@ -12,7 +12,6 @@ from backend.mcp.tools import render
 from backend.mcp.tools.common import READONLY, Setup, tool_errors
 from backend.mcp.tools.models import Column, DatasetList, DatasetListing
 from backend.records.columns import ColumnKind
-from backend.records.schemas import DatasetInfo
 
 
 def register(mcp: MCPServer, setup: Setup) -> None:
@@ -25,12 +24,12 @@ def register(mcp: MCPServer, setup: Setup) -> None:
         dataset named in propose_run as /work/input/datasets/<name>.csv."""
         with tool_errors("list_datasets"):
             api = connect(ctx)
-            listed = [DatasetInfo.model_validate(d) for d in await api.get("/api/records/")]
+            listed = await api.datasets()
             readable = [d for d in listed if d.access]
-            pages = await asyncio.gather(*(api.get(f"/api/records/{d.name}", page_size=1) for d in readable))
+            pages = await asyncio.gather(*(api.records(d.name, page_size=1) for d in readable))
             out = []
             for d, page in zip(readable, pages, strict=True):
-                total = int(page.get("total") or 0)
+                total = int(page.total or 0)
                 out.append(
                     DatasetListing(
                         **d.model_dump(),

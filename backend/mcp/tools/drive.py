@@ -58,16 +58,16 @@ def register(mcp: MCPServer, setup: Setup) -> None:
 
 
 async def _drive(api: CleanroomApi, include_run_outputs: bool) -> list[DriveFile]:
-    files = await api.get("/api/drive/files", all="true")
+    files = await api.drive_files(all="true")
     if not include_run_outputs:
-        files = [f for f in files if not f.get("run_id")]
-    paths = await _folder_paths(api, {f["folder_id"] for f in files if f.get("folder_id")})
+        files = [f for f in files if not f.run_id]
+    paths = await _folder_paths(api, {f.folder_id for f in files if f.folder_id})
     return [
         DriveFile.model_validate(
             {
-                **f,
-                "folder": paths.get(f["folder_id"]) if f.get("folder_id") else None,
-                "type": f.get("kind") or "file",
+                **f.model_dump(),
+                "folder": paths.get(f.folder_id) if f.folder_id else None,
+                "type": f.kind or "file",
             }
         )
         for f in files
@@ -82,8 +82,8 @@ async def _folder_paths(api: CleanroomApi, wanted: set[int], max_listings: int =
     while queue and listings < max_listings and not wanted <= paths.keys():
         parent, prefix = queue.pop(0)
         listings += 1
-        for folder in await api.get("/api/drive/folders", parent_id=parent):
-            path = f"{prefix}/{folder['name']}" if prefix else folder["name"]
-            paths[folder["id"]] = path
-            queue.append((folder["id"], path))
+        for folder in await api.drive_folders(parent_id=parent):
+            path = f"{prefix}/{folder.name}" if prefix else folder.name
+            paths[folder.id] = path
+            queue.append((folder.id, path))
     return paths

@@ -10,7 +10,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from backend.flows.schemas import Received
+from backend.flows.schemas import FlowDetail
+from backend.flows.status import FlowStatus
 from backend.mcp.api import CleanroomApi
 from backend.mcp.tools import render, views
 from backend.mcp.tools.common import (
@@ -69,7 +70,7 @@ def register(mcp: MCPServer, setup: Setup) -> None:
                 "plan": plan,
                 "steps": [_step_body(step) for step in steps],
             }
-            flow = await connect(ctx).post("/api/flows", body)
+            flow = await connect(ctx).propose_flow(body)
             return render.flow_proposal_result(_flow_proposal(flow, console))
 
     @mcp.tool(annotations=READONLY)
@@ -94,12 +95,15 @@ def register(mcp: MCPServer, setup: Setup) -> None:
         with tool_errors("get_flow"):
             api = connect(ctx)
             started = time.monotonic()
-            path = f"/api/flows/{flow_id}"
-            flow = await api.get(path)
+            flow = await api.flow(flow_id)
             changes: list[str] = []
-            if wait_seconds and flow["status"] not in FLOW_FINAL:
-                api = api.fresh()  # a wait outlives this request: every poll checks the token again
-                flow, changes = await wait(ctx, api, path, flow, seen_flow, wait_seconds, until)
+            if wait_seconds and flow.status not in FLOW_FINAL:
+                waiting = api = api.fresh()  # a wait outlives this request: every poll checks the token again
+
+                async def fetch(_ask: int | None, _seen: str | None) -> FlowDetail:
+                    return await waiting.flow(flow_id)
+
+                flow, changes = await wait(ctx, fetch, flow, seen_flow, wait_seconds, until)
             view = await _flow_view(api, flow, console, changes, time.monotonic() - started)
             return render.flow_result(view, console)
 
@@ -112,84 +116,82 @@ def _step_body(step: FlowStepInput) -> dict[str, Any]:
     return body
 
 
-def _flow_proposal(flow: dict[str, Any], console_url: str) -> FlowProposal:
-    url = flow_page(console_url, flow["id"])
-    needs = flow["status"] == "awaiting_approval"
+def _flow_proposal(flow: FlowDetail, console_url: str) -> FlowProposal:
+    url = flow_page(console_url, flow.id)
+    needs = flow.status == FlowStatus.awaiting_approval
     steps = [
         FlowStepProposal(
-            step=s["step"],
-            title=s["title"],
-            capability=s["capability"],
-            receives=[Received.model_validate(r) for r in s.get("receives") or []],
-            run_id=s["run"]["id"],
-            status=s["run"]["status"],
-            manifest=views.staged(s["run"]),
-            manifest_errors=views.manifest_errors(s["run"]),
-            findings=views.findings(s["run"]),
-            code_sha256=s["run"]["code_sha256"],
-            bundle_sha256=s["run"].get("bundle_sha256"),
+            step=s.step,
+            title=s.title,
+            capability=s.capability,
+            receives=list(s.receives),
+            run_id=s.run.id,
+            status=s.run.status,
+            manifest=views.staged(s.run),
+            manifest_errors=views.manifest_errors(s.run),
+            findings=views.findings(s.run),
+            code_sha256=s.run.code_sha256,
+            bundle_sha256=s.run.bundle_sha256,
         )
-        for s in flow["steps"]
+        for s in flow.steps
     ]
     n = len(steps)
     if needs:
         message = (
-            f"Flow {flow['id']} “{flow['title']}” ({n} step{'s' if n != 1 else ''}) waits for the person's "
+            f"Flow {flow.id} “{flow.title}” ({n} step{'s' if n != 1 else ''}) waits for the person's "
             f"approval: ask them to review it at {url}. They approve every step at once (you cannot approve "
             "it); then each step runs in its own fresh VM after the one before it succeeded, and a step that "
             "does not succeed stops the flow. Follow it with get_flow and wait_seconds."
         )
     else:
-        message = f"Flow {flow['id']} is {flow['status']}."
+        message = f"Flow {flow.id} is {flow.status}."
     message += render.data_notes(
         [f for s in steps for f in s.findings], [f for s in steps for f in s.manifest]
     )
     return FlowProposal(
-        flow_id=flow["id"],
-        title=flow["title"],
-        status=flow["status"],
-        conversation_id=flow.get("conversation_id") or "",
+        flow_id=flow.id,
+        title=flow.title,
+        status=flow.status,
+        conversation_id=flow.conversation_id or "",
         console_url=url,
         needs_approval=needs,
-        flow_sha256=flow.get("flow_sha256") or "",
+        flow_sha256=flow.flow_sha256 or "",
         steps=steps,
         message=message,
     )
 
 
 async def _flow_view(
-    api: CleanroomApi, flow: dict[str, Any], console: str, changes: list[str], waited: float
+    api: CleanroomApi, flow: FlowDetail, console: str, changes: list[str], waited: float
 ) -> FlowView:
     """The flow as the API shows it, each step with its run's state, outputs and proposed changes."""
-    items = await asyncio.gather(*(views.action_items(api, s["run"]) for s in flow["steps"]))
+    items = await asyncio.gather(*(views.action_items(api, s.run) for s in flow.steps))
     steps = []
-    for s, step_items in zip(flow["steps"], items, strict=True):
-        run = s["run"]
-        finished = run["status"] in FINAL
+    for s, step_items in zip(flow.steps, items, strict=True):
+        run = s.run
+        finished = run.status in FINAL
         steps.append(
             {
-                **s,
-                "run_id": run["id"],
-                "status": run["status"],
+                **s.model_dump(),
+                "run_id": run.id,
+                "status": run.status,
                 "finished": finished,
                 "result": views.result_of(run),
-                "error_message": run.get("error_message"),
-                "output_files": [views.output_file(run["id"], f) for f in run.get("output_files") or []]
-                if finished
-                else [],
+                "error_message": run.error_message,
+                "output_files": [views.output_file(run.id, f) for f in run.output_files] if finished else [],
                 "action_items": step_items,
-                "actions_note": run.get("actions_note"),
-                "credits_charged": run.get("credits_charged"),
+                "actions_note": run.actions_note,
+                "credits_charged": run.credits_charged,
             }
         )
     return FlowView.model_validate(
         {
-            **flow,
-            "flow_id": flow["id"],
-            "finished": flow["status"] in FLOW_FINAL,
-            "console_url": flow_page(console, flow["id"]),
-            "approved_by": (flow.get("approval") or {}).get("by"),
-            "rejection_reason": (flow.get("rejection") or {}).get("reason"),
+            **flow.model_dump(),
+            "flow_id": flow.id,
+            "finished": flow.status in FLOW_FINAL,
+            "console_url": flow_page(console, flow.id),
+            "approved_by": flow.approval.by if flow.approval else None,
+            "rejection_reason": flow.rejection.reason if flow.rejection else None,
             "steps": steps,
             "status_changes": changes,
             "waited_seconds": round(waited, 2),

@@ -13,6 +13,7 @@ from mcp_types import CallToolResult, ContentBlock, ResourceLink, TextContent
 from pydantic import BaseModel
 
 from backend.actions.schemas import ActionItemInfo
+from backend.flows.status import FlowStatus
 from backend.injection.categories import OUTPUT_NOTICE
 from backend.injection.schemas import Finding
 from backend.mcp.tools.common import RETRYABLE, mime_for, run_page
@@ -25,6 +26,7 @@ from backend.mcp.tools.models import (
     RunView,
     StagedFile,
 )
+from backend.runs.status import RunStatus
 
 OUTPUT_WARNINGS_SHOWN = 5  # instruction-like findings in a run's output listed to the assistant
 
@@ -108,7 +110,7 @@ def result_lines(res: RunResult | None, status: str, url: str) -> list[str]:
         lines += ["Printed output:", res.stdout]
     if res.returned_truncated or res.stdout_truncated:
         lines.append(f"(printed output cut; the whole of it is in the console at {url})")
-    if res.stderr and status != "succeeded":
+    if res.stderr and status != RunStatus.succeeded:
         lines += ["Errors printed:", res.stderr]
     return lines
 
@@ -169,9 +171,9 @@ def run_result(view: RunView, previews: list[ContentBlock | None]) -> CallToolRe
     summary = [f"Run {view.id} “{view.title}”: {status} (attempt {view.attempt} of {view.max_attempts})."]
     if view.status_changes:
         summary.append("While waiting: " + "; ".join(view.status_changes) + ".")
-    if status == "awaiting_approval":
+    if status == RunStatus.awaiting_approval:
         summary.append(f"It waits for the person's approval at {url}.")
-    elif status in ("queued", "running"):
+    elif status in (RunStatus.queued, RunStatus.running):
         summary.append("Call get_run again with wait_seconds to wait for the result.")
     if view.rejection:
         summary.append(f"Rejected by {view.rejection.by}: {view.rejection.reason or 'no reason'}.")
@@ -207,14 +209,14 @@ def flow_result(view: FlowView, console: str) -> CallToolResult:
     ]
     if view.status_changes:
         lines.append("While waiting: " + "; ".join(view.status_changes) + ".")
-    if status == "awaiting_approval":
+    if status == FlowStatus.awaiting_approval:
         lines.append(f"It waits for the person's approval at {url}: they approve every step at once.")
         if view.approve_blocked_reason:
             lines.append(f"The person cannot approve it yet: {view.approve_blocked_reason}.")
-    elif status == "running":
+    elif status == FlowStatus.running:
         lines.append("Call get_flow again with wait_seconds to wait for the rest.")
-    elif status == "failed" and (
-        stopped := next((s for s in steps if s.status not in ("succeeded", "skipped")), None)
+    elif status == FlowStatus.failed and (
+        stopped := next((s for s in steps if s.status not in (RunStatus.succeeded, RunStatus.skipped)), None)
     ):
         lines.append(
             f"It stopped at step {stopped.step} ({stopped.status}); any steps after it were skipped."
@@ -229,7 +231,7 @@ def flow_result(view: FlowView, console: str) -> CallToolResult:
             + ".",
         ]
         if s.error_message:
-            lines.append(("" if s.status == "skipped" else "Error: ") + s.error_message)
+            lines.append(("" if s.status == RunStatus.skipped else "Error: ") + s.error_message)
         if s.conclusion is not None:
             lines.append(
                 "Conclusion (every later step gets it): " + json.dumps(s.conclusion, ensure_ascii=False)

@@ -12,6 +12,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
 from pydantic import Field
 
+from backend.drive.schemas import DriveFileInfo
 from backend.mcp.api import ApiError, CleanroomApi
 from backend.mcp.tools import render, views
 from backend.mcp.tools.common import (
@@ -43,6 +44,8 @@ from backend.mcp.tools.models import (
     WaitSeconds,
 )
 from backend.mcp.tools.waiting import seen_run, wait
+from backend.runs.schemas import RunDetail
+from backend.runs.status import ApprovalKind, RunStatus
 
 TEXT_PREVIEW_CAP = 16 * 1024  # bytes of one CSV/text output returned inline
 TEXT_PREVIEW_TOTAL = 64 * 1024
@@ -72,7 +75,7 @@ def register(mcp: MCPServer, setup: Setup) -> None:
             body = _proposal_body(
                 conversation_id or new_conversation(), title, plan, code, datasets, files, limits
             )
-            run = await connect(ctx).post("/api/runs", body)
+            run = await connect(ctx).propose_run(body)
             return render.proposal_result(_proposal(run, console))
 
     @mcp.tool(annotations=PROPOSES)
@@ -91,7 +94,7 @@ def register(mcp: MCPServer, setup: Setup) -> None:
             body: dict[str, Any] = {"code": code}
             if plan is not None:
                 body["plan"] = plan
-            run = await connect(ctx).post(f"/api/runs/{run_id}/revisions", body)
+            run = await connect(ctx).revise_run(run_id, body)
             return render.proposal_result(_proposal(run, console))
 
     @mcp.tool(annotations=PROPOSES)
@@ -113,11 +116,11 @@ def register(mcp: MCPServer, setup: Setup) -> None:
         like any run and `followup_note` says why. Without datasets and files it uses the earlier run's."""
         with tool_errors("ask_followup"):
             api = connect(ctx)
-            earlier = await api.get(f"/api/runs/{followup_of}")
+            earlier = await api.run(followup_of)
             if not datasets and not files:  # the same data as the earlier run
-                datasets, files = list(earlier.get("datasets") or []), list(earlier.get("file_ids") or [])
-            body = _proposal_body(earlier["conversation_id"], title, plan, code, datasets, files, limits)
-            run = await api.post("/api/runs", {**body, "followup_of": followup_of})
+                datasets, files = list(earlier.datasets), list(earlier.file_ids)
+            body = _proposal_body(earlier.conversation_id, title, plan, code, datasets, files, limits)
+            run = await api.propose_run({**body, "followup_of": followup_of})
             return render.proposal_result(_proposal(run, console, followup_of=followup_of))
 
     @mcp.tool(annotations=READONLY)
@@ -145,13 +148,15 @@ def register(mcp: MCPServer, setup: Setup) -> None:
         with tool_errors("get_run"):
             api = connect(ctx)
             started = time.monotonic()
-            run = await api.get(f"/api/runs/{run_id}")
+            run = await api.run(run_id)
             changes: list[str] = []
-            if wait_seconds and run["status"] not in FINAL:
-                api = api.fresh()  # a wait outlives this request: every poll checks the token again
-                run, changes = await wait(
-                    ctx, api, f"/api/runs/{run_id}", run, seen_run, wait_seconds, until, long_poll=True
-                )
+            if wait_seconds and run.status not in FINAL:
+                waiting = api = api.fresh()  # a wait outlives this request: every poll checks the token again
+
+                async def fetch(ask: int | None, seen: str | None) -> RunDetail:
+                    return await waiting.run(run_id, wait_seconds=ask, seen_status=seen)
+
+                run, changes = await wait(ctx, fetch, run, seen_run, wait_seconds, until, long_poll=True)
             waited = time.monotonic() - started
             return await _run_result(api, run, console, changes, waited, include_outputs)
 
@@ -165,11 +170,11 @@ def register(mcp: MCPServer, setup: Setup) -> None:
     async def run_output_file(run_id: str, name: str, ctx: Context) -> str | bytes:
         try:
             api = connect(ctx)
-            run = await api.get(f"/api/runs/{int(run_id)}")
-            match = next((f for f in run.get("output_files") or [] if f["name"] == name), None)
+            run = await api.run(int(run_id))
+            match = next((f for f in run.output_files if f.name == name), None)
             if match is None:
                 raise ResourceError(f"run {run_id} has no output file named {name!r}")
-            data, _ = await api.content(f"/api/drive/files/{match['id']}/content")
+            data, _ = await api.file_content(match.id)
         except (ApiError, ValueError) as exc:
             raise ResourceError(str(exc)) from None
         if mime_for(name, data).startswith("image/") or not is_text(match):
@@ -200,50 +205,47 @@ def _proposal_body(
     return body
 
 
-def _proposal(run: dict[str, Any], console_url: str, *, followup_of: int | None = None) -> RunProposal:
-    approval = run.get("approval") or {}
-    auto = approval.get("kind") == "followup"
-    needs = run["status"] == "awaiting_approval"
-    url = run_page(console_url, run["id"])
+def _proposal(run: RunDetail, console_url: str, *, followup_of: int | None = None) -> RunProposal:
+    auto = run.approval is not None and run.approval.kind == ApprovalKind.followup
+    needs = run.status == RunStatus.awaiting_approval
+    url = run_page(console_url, run.id)
     findings = views.findings(run)
     staged = views.staged(run)
-    label = f"attempt {run['attempt']} of {run['max_attempts']}"
+    label = f"attempt {run.attempt} of {run.max_attempts}"
     if needs:
-        message = (
-            f"Run {run['id']} ({label}) waits for the person's approval: ask them to review it at {url}."
-        )
+        message = f"Run {run.id} ({label}) waits for the person's approval: ask them to review it at {url}."
     elif auto:
-        message = f"Run {run['id']} was queued without a new approval under the grant of run {followup_of}."
+        message = f"Run {run.id} was queued without a new approval under the grant of run {followup_of}."
     else:
-        message = f"Run {run['id']} is {run['status']}."
+        message = f"Run {run.id} is {run.status}."
     message += render.data_notes(findings, staged)
-    if run.get("followup_note"):
-        message += f" Follow-up needs approval: {run['followup_note']}."
+    if run.followup_note:
+        message += f" Follow-up needs approval: {run.followup_note}."
     return RunProposal(
-        run_id=run["id"],
-        status=run["status"],
-        conversation_id=run.get("conversation_id") or "",
-        attempt=run["attempt"],
-        max_attempts=run["max_attempts"],
+        run_id=run.id,
+        status=run.status,
+        conversation_id=run.conversation_id or "",
+        attempt=run.attempt,
+        max_attempts=run.max_attempts,
         attempt_label=label,
         console_url=url,
         needs_approval=needs,
         approved_without_review=auto,
         manifest=staged,
         manifest_errors=views.manifest_errors(run),
-        bundle_sha256=run.get("bundle_sha256"),
+        bundle_sha256=run.bundle_sha256,
         findings=findings,
-        previous_attempt_id=run.get("previous_attempt_id"),
-        diff=run.get("diff"),
+        previous_attempt_id=run.previous_attempt_id,
+        diff=run.diff,
         followup_of=followup_of,
-        followup_note=run.get("followup_note"),
+        followup_note=run.followup_note,
         message=message,
     )
 
 
 async def _run_result(
     api: CleanroomApi,
-    run: dict[str, Any],
+    run: RunDetail,
     console: str,
     changes: list[str],
     waited: float,
@@ -251,13 +253,13 @@ async def _run_result(
 ) -> CallToolResult:
     """The run as get_run shows it: which outputs come inline is decided from the listing, then every file
     and the proposed changes are fetched at once."""
-    status = run["status"]
+    status = run.status
     finished = status in FINAL
-    plan: list[tuple[dict[str, Any], str | None, int]] = []  # (file, "image" | "text" | None, text cap)
+    plan: list[tuple[DriveFileInfo, str | None, int]] = []  # (file, "image" | "text" | None, text cap)
     images, text_budget = 0, TEXT_PREVIEW_TOTAL
-    for f in run.get("output_files") or [] if finished else []:
-        size = int(f.get("size") or 0)
-        is_image = f.get("kind") == "image" or mime_for(f["name"]).startswith("image/")
+    for f in run.output_files if finished else []:
+        size = int(f.size or 0)
+        is_image = f.kind == "image" or mime_for(f.name).startswith("image/")
         if include_outputs and is_image and size <= IMAGE_INLINE_CAP and images < IMAGES_INLINE_MAX:
             plan.append((f, "image", 0))
             images += 1
@@ -268,7 +270,7 @@ async def _run_result(
         else:
             plan.append((f, None, 0))
     fetched = await asyncio.gather(
-        *(api.content(f"/api/drive/files/{f['id']}/content") for f, how, _ in plan if how),
+        *(api.file_content(f.id) for f, how, _ in plan if how),
         views.action_items(api, run),
     )
     datas = iter(fetched[:-1])
@@ -277,20 +279,20 @@ async def _run_result(
     for f, how, cap in plan:
         preview = _preview(f, next(datas)[0], cap, how) if how else None
         previews.append(preview)
-        outputs.append(views.output_file(run["id"], f, inline=preview is not None))
-    in_flow = run.get("flow_id") is not None
+        outputs.append(views.output_file(run.id, f, inline=preview is not None))
+    in_flow = run.flow_id is not None
     view = RunView.model_validate(
         {
-            **run,
-            "run_id": run["id"],
+            **run.model_dump(),
+            "run_id": run.id,
             "finished": finished,
-            "console_url": run_page(console, run["id"]),
-            "approved_by": (run.get("approval") or {}).get("by"),
-            "rejection_reason": (run.get("rejection") or {}).get("reason"),
+            "console_url": run_page(console, run.id),
+            "approved_by": run.approval.by if run.approval else None,
+            "rejection_reason": run.rejection.reason if run.rejection else None,
             "result": views.result_of(run),
             "output_files": outputs,
             "action_items": fetched[-1],
-            "can_revise": status in RETRYABLE and run["attempt"] < run["max_attempts"] and not in_flow,
+            "can_revise": status in RETRYABLE and run.attempt < run.max_attempts and not in_flow,
             "status_changes": changes,
             "waited_seconds": round(waited, 2),
         }
@@ -298,13 +300,13 @@ async def _run_result(
     return render.run_result(view, previews)
 
 
-def _preview(f: dict[str, Any], data: bytes, cap: int, how: str) -> ContentBlock | None:
+def _preview(f: DriveFileInfo, data: bytes, cap: int, how: str) -> ContentBlock | None:
     """An output file returned inline: an image as itself (PNG and JPEG only), text up to `cap` bytes."""
     if how == "image":
-        mime = mime_for(f["name"], data)
+        mime = mime_for(f.name, data)
         if mime in ("image/png", "image/jpeg"):
             return ImageContent(data=base64.b64encode(data).decode("ascii"), mime_type=mime)
         return None
-    size = int(f.get("size") or 0)
-    header = f"{f['name']} ({size:,} bytes" + (f", first {cap:,} shown" if len(data) > cap else "") + "):"
+    size = int(f.size or 0)
+    header = f"{f.name} ({size:,} bytes" + (f", first {cap:,} shown" if len(data) > cap else "") + "):"
     return TextContent(text=f"{header}\n{data[:cap].decode('utf-8', errors='replace')}")

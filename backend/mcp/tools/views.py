@@ -1,4 +1,4 @@
-"""From the API's JSON to the tools' models: the pieces runs and flows both show (staged data, findings,
+"""From the API's schemas to the tools' models: the pieces runs and flows both show (staged data, findings,
 output files, printed output, proposed changes)."""
 
 from __future__ import annotations
@@ -6,72 +6,75 @@ from __future__ import annotations
 from typing import Any
 
 from backend.actions.schemas import ActionItemInfo
+from backend.drive.schemas import DriveFileInfo
 from backend.injection.schemas import Finding
 from backend.mcp.api import CleanroomApi
 from backend.mcp.tools.common import file_uri
 from backend.mcp.tools.models import OutputFile, RunResult, StagedFile
+from backend.runs.schemas import RunDetail
+from backend.staging.manifest import Manifest, ManifestEntry
 
 STDOUT_CAP = 32 * 1024  # characters of printed output returned inline (the console shows it all)
 
 
-def _source(entry: dict[str, Any]) -> str:
-    source = entry.get("source") or {}
-    if source.get("type") == "dataset":
-        return f"dataset {source.get('dataset')}"
-    if source.get("type") == "drive_file":
-        return f"Drive file {source.get('name')} (id {source.get('drive_file_id')})"
-    return "staging metadata" if source.get("type") == "cleanroom" else str(source.get("type") or "")
+def _source(entry: ManifestEntry) -> str:
+    source = entry.source
+    if source.type == "dataset":
+        return f"dataset {source.dataset}"
+    if source.type == "drive_file":
+        return f"Drive file {source.name} (id {source.drive_file_id})"
+    return "staging metadata" if source.type == "cleanroom" else str(source.type or "")
 
 
-def findings(run: dict[str, Any]) -> list[Finding]:
-    return [Finding.model_validate(f) for f in run.get("findings") or []]
+def findings(run: RunDetail) -> list[Finding]:
+    return list(run.findings)
 
 
-def staged(run: dict[str, Any]) -> list[StagedFile]:
+def staged(run: RunDetail) -> list[StagedFile]:
     """What the run's bundle holds, as paths inside the run."""
     return [
         StagedFile(
-            path="/work/input/" + str(e.get("path", "")),
+            path="/work/input/" + e.path,
             source=_source(e),
-            kind=e.get("kind"),
-            rows=e.get("rows"),
-            visible_total=e.get("visible_total"),
-            truncated=e.get("truncated"),
-            bytes=e.get("bytes"),
+            kind=e.kind,
+            rows=e.rows,
+            visible_total=e.visible_total,
+            truncated=e.truncated,
+            bytes=e.bytes,
         )
-        for e in (run.get("manifest") or {}).get("files") or []
+        for e in Manifest.of(run.manifest).files
     ]
 
 
-def manifest_errors(run: dict[str, Any]) -> list[dict[str, Any]]:
-    return list((run.get("manifest") or {}).get("errors") or [])
+def manifest_errors(run: RunDetail) -> list[dict[str, Any]]:
+    """The Drive files that could not be staged, each as the manifest records it."""
+    return [e.model_dump(exclude_unset=True) for e in Manifest.of(run.manifest).errors]
 
 
-async def action_items(api: CleanroomApi, run: dict[str, Any]) -> list[ActionItemInfo]:
+async def action_items(api: CleanroomApi, run: RunDetail) -> list[ActionItemInfo]:
     """The changes a run proposed (a person accepts or rejects each); none asked for when it proposed none."""
-    if not run.get("action_items_count"):
+    if not run.action_items_count:
         return []
-    rows = await api.get(f"/api/runs/{run['id']}/action-items")
-    return [ActionItemInfo.model_validate(i) for i in rows]
+    return await api.action_items(run.id)
 
 
-def output_file(run_id: int, f: dict[str, Any], inline: bool = False) -> OutputFile:
+def output_file(run_id: int, f: DriveFileInfo, inline: bool = False) -> OutputFile:
     return OutputFile.model_validate(
-        {**f, "type": f.get("kind") or "file", "uri": file_uri(run_id, f["name"]), "inline": inline}
+        {**f.model_dump(), "type": f.kind or "file", "uri": file_uri(run_id, f.name), "inline": inline}
     )
 
 
-def result_of(run: dict[str, Any]) -> RunResult | None:
+def result_of(run: RunDetail) -> RunResult | None:
     """A run's exit code and printed output, cut at STDOUT_CAP characters (the console has it all)."""
-    raw = run.get("result") or None
-    if not raw:
+    raw = run.result
+    if raw is None:
         return None
-    stdout = str(raw.get("stdout") or "")
+    stdout = raw.stdout or ""
     return RunResult.model_validate(
         {
-            **raw,
+            **raw.model_dump(),
             "stdout": stdout[:STDOUT_CAP],
-            "stderr": str(raw.get("stderr") or "")[:STDOUT_CAP],
+            "stderr": (raw.stderr or "")[:STDOUT_CAP],
             "returned_truncated": len(stdout) > STDOUT_CAP,
         }
     )

@@ -5,18 +5,23 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable
+from typing import NamedTuple, TypeVar
 
 from mcp.server.mcpserver import Context
 
-from backend.mcp.api import CleanroomApi
+from backend.flows.schemas import FlowDetail
+from backend.flows.status import FlowStatus
 from backend.mcp.tools.common import FINAL, FLOW_FINAL, stopped
+from backend.runs.schemas import RunDetail
+from backend.runs.status import RunStatus
+
+Shown = TypeVar("Shown", RunDetail, FlowDetail)
 
 POLL_SECONDS = 0.4
 LONG_POLL_SECONDS = 25  # the API's most (runs.controller.MAX_WAIT_SECONDS): the token is checked at each ask
 # anything final is stage 3; `waiting`: a flow's step, approved with its flow, waiting for the steps before it
-STAGES = {"awaiting_approval": 0, "waiting": 1, "queued": 1, "running": 2}
+STAGES = {RunStatus.awaiting_approval: 0, RunStatus.waiting: 1, RunStatus.queued: 1, RunStatus.running: 2}
 
 
 class Seen(NamedTuple):
@@ -33,49 +38,52 @@ def _stage(status: str) -> int:
     return STAGES.get(status, 3)
 
 
-def seen_run(run: dict[str, Any]) -> Seen:
-    status = run["status"]
-    return Seen({"": status}, _stage(status), 3, f"run {run['id']}: {status}", status in FINAL)
+def seen_run(run: RunDetail) -> Seen:
+    status = run.status
+    return Seen({"": status}, _stage(status), 3, f"run {run.id}: {status}", status in FINAL)
 
 
-def seen_flow(flow: dict[str, Any]) -> Seen:
+def seen_flow(flow: FlowDetail) -> Seen:
     """A flow's progress counts every step's stage (and the flow's own end), so it only ever grows."""
-    steps = flow["steps"]
-    finished = flow["status"] in FLOW_FINAL
-    statuses = {f"step {s['step']}": s["run"]["status"] for s in steps} | {"flow": flow["status"]}
-    progress = sum(_stage(s["run"]["status"]) for s in steps) + (1 if finished else 0)
+    steps = flow.steps
+    finished = flow.status in FLOW_FINAL
+    statuses = {f"step {s.step}": str(s.run.status) for s in steps} | {"flow": str(flow.status)}
+    progress = sum(_stage(s.run.status) for s in steps) + (1 if finished else 0)
     return Seen(statuses, progress, 3 * len(steps) + 1, _flow_progress(flow), finished)
 
 
-def _flow_progress(flow: dict[str, Any]) -> str:
+def _flow_progress(flow: FlowDetail) -> str:
     """e.g. "flow 4: step 2/3 running"; the step that stopped a failed flow; how a finished one ended."""
-    steps, head = flow["steps"], f"flow {flow['id']}"
+    steps, head = flow.steps, f"flow {flow.id}"
     n = len(steps)
-    if flow["status"] == "awaiting_approval":
+    if flow.status == FlowStatus.awaiting_approval:
         return f"{head}: awaiting approval ({n} step{'s' if n != 1 else ''})"
-    current = next((s for s in steps if s["run"]["status"] not in FINAL), None)
-    if flow["status"] == "running" and current is not None:
-        return f"{head}: step {current['step']}/{n} {current['run']['status']}"
+    current = next((s for s in steps if s.run.status not in FINAL), None)
+    if flow.status == FlowStatus.running and current is not None:
+        return f"{head}: step {current.step}/{n} {current.run.status}"
     stop = stopped(flow)
-    if flow["status"] == "failed" and stop is not None:
-        return f"{head}: failed at step {stop['step']}/{n} ({stop['run']['status']})"
-    return f"{head}: {flow['status']}"
+    if flow.status == FlowStatus.failed and stop is not None:
+        return f"{head}: failed at step {stop.step}/{n} ({stop.run.status})"
+    return f"{head}: {flow.status}"
+
+
+# one look at what a wait follows: (wait_seconds, seen_status) for the API's long poll, None for a plain read
+Fetch = Callable[[int | None, str | None], Awaitable[Shown]]
 
 
 async def wait(
     ctx: Context,
-    api: CleanroomApi,
-    path: str,
-    current: dict[str, Any],
-    seen: Callable[[dict[str, Any]], Seen],
+    fetch: Fetch[Shown],
+    current: Shown,
+    seen: Callable[[Shown], Seen],
     seconds: int,
     until: str,
     *,
     long_poll: bool = False,
-) -> tuple[dict[str, Any], list[str]]:
-    """Poll `path` until what it shows ends (or changes status), noting each change and sending a progress
-    notification whenever it moved on. A client that goes away only cancels this wait: the run or flow
-    itself goes on. `long_poll` (a run): the API itself holds each ask until the status moves
+) -> tuple[Shown, list[str]]:
+    """Read it again (`fetch`) until what it shows ends (or changes status), noting each change and sending a
+    progress notification whenever it moved on. A client that goes away only cancels this wait: the run or
+    flow itself goes on. `long_poll` (a run): the API itself holds each ask until the status moves
     (`GET /api/runs/{id}?wait_seconds=…&seen_status=…`, one shared status query a tick for all waiters)
     instead of this loop reading the whole run every POLL_SECONDS."""
     deadline = time.monotonic() + seconds
@@ -86,10 +94,10 @@ async def wait(
         left = max(0.0, deadline - time.monotonic())
         if long_poll:
             ask = max(1, min(LONG_POLL_SECONDS, math.ceil(left)))
-            current = await api.get(path, wait_seconds=ask, seen_status=current["status"])
+            current = await fetch(ask, current.status)
         else:
             await asyncio.sleep(min(POLL_SECONDS, left))
-            current = await api.get(path)
+            current = await fetch(None, None)
         now = seen(current)
         moved = [
             (f"{label}: " if label else "") + f"{last.statuses.get(label)} → {status}"

@@ -1,0 +1,189 @@
+"""`CleanroomClient`: one typed method per endpoint the console, the MCP tools and the fleet host agent call,
+each returning the backend's own response schema (docs/api.md lists the endpoints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from backend.actions.schemas import ActionItemInfo
+from backend.audit.schemas import AuditEntryInfo, AuditVerification
+from backend.client.http import ApiClient, decode
+from backend.credits.schemas import CreditUsage
+from backend.drive.schemas import DriveFileInfo, DriveFolderInfo
+from backend.evidence.schemas import Rerun, Reruns
+from backend.flows.schemas import FlowDetail, FlowPage
+from backend.records.schemas import DatasetInfo, RecordPage
+from backend.review import schemas as review
+from backend.review.schemas import RunTimeline
+from backend.runs.schemas import RunDetail, RunPage
+from backend.runs.status import RunStatus
+from backend.schedules.schemas import ScheduleInfo
+from backend.system_schemas import Health
+from backend.tenancy.schemas import ApiToken, CompanySettings, LoginResult, Me, NewApiToken, Person
+
+# a review report's name -> the list it answers
+REPORTS: dict[str, Any] = {
+    "approved-despite-warning": list[review.ApprovedDespiteWarning],
+    "unreviewed-followups": list[review.UnreviewedFollowup],
+    "accepted-per-person": list[review.AcceptedPerPerson],
+    "rejection-rate": list[review.RejectionRate],
+    "schedules": list[review.ScheduleReads],
+}
+
+
+class CleanroomClient(ApiClient):
+    """Every method is one documented endpoint; what it returns is that endpoint's response schema."""
+
+    # identity and company
+    async def authenticate(
+        self, email: str, password: str, headers: dict[str, str] | None = None
+    ) -> tuple[LoginResult, httpx.Response]:
+        """The sign-in answer, and the response itself: its Set-Cookie carries the session."""
+        body = {"email": email, "password": password}
+        response = await self.send("POST", "/api/auth/login", json=body, headers=headers)
+        return decode(LoginResult, response), response
+
+    async def logout(self) -> None:
+        await self.send("POST", "/api/auth/logout")
+
+    async def me(self) -> Me:
+        return await self.call(Me, "GET", "/api/me/")
+
+    async def company_settings(self) -> CompanySettings:
+        return await self.call(CompanySettings, "GET", "/api/company/settings")
+
+    async def update_company_settings(self, **changes: Any) -> CompanySettings:
+        return await self.call(CompanySettings, "PATCH", "/api/company/settings", json=changes)
+
+    async def people(self) -> list[Person]:
+        return await self.call(list[Person], "GET", "/api/company/people")
+
+    async def tokens(self) -> list[ApiToken]:
+        """Never the secret."""
+        return await self.call(list[ApiToken], "GET", "/api/me/tokens")
+
+    async def create_token(self, name: str) -> NewApiToken:
+        """`token` is the secret, in this answer only (stored hashed)."""
+        return await self.call(NewApiToken, "POST", "/api/me/tokens", json={"name": name})
+
+    async def revoke_token(self, token_id: int) -> None:
+        await self.send("DELETE", f"/api/me/tokens/{token_id}")
+
+    # runs
+    async def runs(self, **filters: Any) -> RunPage:
+        return await self.call(RunPage, "GET", "/api/runs", params=filters)
+
+    async def run(
+        self, run_id: int, *, wait_seconds: int | None = None, seen_status: RunStatus | str | None = None
+    ) -> RunDetail:
+        """With `wait_seconds`, the API answers once the status is no longer `seen_status` (or time is up)."""
+        params = {"wait_seconds": wait_seconds, "seen_status": seen_status}
+        return await self.call(RunDetail, "GET", f"/api/runs/{run_id}", params=params)
+
+    async def propose_run(self, body: dict[str, Any]) -> RunDetail:
+        return await self.call(RunDetail, "POST", "/api/runs", json=body)
+
+    async def revise_run(self, run_id: int, body: dict[str, Any]) -> RunDetail:
+        return await self.call(RunDetail, "POST", f"/api/runs/{run_id}/revisions", json=body)
+
+    async def approve(self, run_id: int, code_sha256: str | None, bundle_sha256: str | None) -> RunDetail:
+        """Sends the hashes the approver saw: the API refuses if the code or the data changed since."""
+        body = {"code_sha256": code_sha256, "bundle_sha256": bundle_sha256}
+        return await self.call(RunDetail, "POST", f"/api/runs/{run_id}/approve", json=body)
+
+    async def reject(self, run_id: int, reason: str) -> RunDetail:
+        body = {"reason": reason or None}
+        return await self.call(RunDetail, "POST", f"/api/runs/{run_id}/reject", json=body)
+
+    async def reruns(self, run_id: int) -> Reruns:
+        return await self.call(Reruns, "GET", f"/api/runs/{run_id}/reruns")
+
+    async def request_rerun(self, run_id: int) -> Rerun:
+        return await self.call(Rerun, "POST", f"/api/runs/{run_id}/reruns")
+
+    async def run_audit(self, run_id: int) -> list[AuditEntryInfo]:
+        return await self.call(list[AuditEntryInfo], "GET", f"/api/runs/{run_id}/audit")
+
+    async def action_items(self, run_id: int) -> list[ActionItemInfo]:
+        return await self.call(list[ActionItemInfo], "GET", f"/api/runs/{run_id}/action-items")
+
+    async def accept_item(self, item_id: int) -> ActionItemInfo:
+        return await self.call(ActionItemInfo, "POST", f"/api/action-items/{item_id}/accept")
+
+    async def reject_item(self, item_id: int, reason: str = "") -> ActionItemInfo:
+        body = {"reason": reason or None}
+        return await self.call(ActionItemInfo, "POST", f"/api/action-items/{item_id}/reject", json=body)
+
+    # flows
+    async def flows(self, **filters: Any) -> FlowPage:
+        return await self.call(FlowPage, "GET", "/api/flows", params=filters)
+
+    async def flow(self, flow_id: int) -> FlowDetail:
+        return await self.call(FlowDetail, "GET", f"/api/flows/{flow_id}")
+
+    async def propose_flow(self, body: dict[str, Any]) -> FlowDetail:
+        return await self.call(FlowDetail, "POST", "/api/flows", json=body)
+
+    async def approve_flow(self, flow_id: int, steps: list[dict[str, str | None]]) -> FlowDetail:
+        """`steps`: every step's {code_sha256, bundle_sha256} as the approver saw them, in step order."""
+        return await self.call(FlowDetail, "POST", f"/api/flows/{flow_id}/approve", json={"steps": steps})
+
+    async def reject_flow(self, flow_id: int, reason: str) -> FlowDetail:
+        body = {"reason": reason or None}
+        return await self.call(FlowDetail, "POST", f"/api/flows/{flow_id}/reject", json=body)
+
+    async def flow_audit(self, flow_id: int) -> list[AuditEntryInfo]:
+        return await self.call(list[AuditEntryInfo], "GET", f"/api/flows/{flow_id}/audit")
+
+    # records and drive
+    async def datasets(self) -> list[DatasetInfo]:
+        return await self.call(list[DatasetInfo], "GET", "/api/records/")
+
+    async def records(self, dataset: str, **params: Any) -> RecordPage:
+        return await self.call(RecordPage, "GET", f"/api/records/{dataset}", params=params)
+
+    async def drive_files(self, **params: Any) -> list[DriveFileInfo]:
+        return await self.call(list[DriveFileInfo], "GET", "/api/drive/files", params=params)
+
+    async def drive_folders(self, parent_id: int | None = None) -> list[DriveFolderInfo]:
+        params = {"parent_id": parent_id}
+        return await self.call(list[DriveFolderInfo], "GET", "/api/drive/folders", params=params)
+
+    async def file_content(self, file_id: int) -> tuple[bytes, str]:
+        response = await self.send("GET", f"/api/drive/files/{file_id}/content")
+        return response.content, response.headers.get("content-type", "application/octet-stream")
+
+    # credits, schedules, health, audit
+    async def credits(self) -> CreditUsage:
+        return await self.call(CreditUsage, "GET", "/api/credits")
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        return await self.call(list[ScheduleInfo], "GET", "/api/schedules")
+
+    async def schedule_action(self, schedule_id: int, action: str) -> ScheduleInfo | None:
+        """`pause`, `resume` (the schedule as it is now) or `delete` (nothing)."""
+        if action == "delete":
+            await self.send("DELETE", f"/api/schedules/{schedule_id}")
+            return None
+        return await self.call(ScheduleInfo, "POST", f"/api/schedules/{schedule_id}/{action}")
+
+    async def health(self) -> Health:
+        return await self.call(Health, "GET", "/api/system/health")
+
+    async def audit(self, **filters: Any) -> list[AuditEntryInfo]:
+        """The company's entries; a filter left as None is not sent."""
+        return await self.call(list[AuditEntryInfo], "GET", "/api/audit", params=filters)
+
+    async def audit_timeline(self, run_id: int) -> RunTimeline:
+        return await self.call(RunTimeline, "GET", f"/api/audit/runs/{run_id}/timeline")
+
+    async def audit_report(self, name: str, **period: Any) -> list[Any]:
+        """One of the review's reports (`approved-despite-warning`, ...), over `from`/`to` when given."""
+        shape = REPORTS[name]
+        params = {k: v for k, v in period.items() if v}
+        return await self.call(shape, "GET", f"/api/audit/reports/{name}", params=params)
+
+    async def verify_audit(self) -> AuditVerification:
+        return await self.call(AuditVerification, "POST", "/api/audit/verify")
