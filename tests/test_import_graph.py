@@ -27,6 +27,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("company data", {"records", "credits", "drive", "staging"}),
     # the life of a run or flow, from proposal to decided action items
     ("runs and decisions", {"runs", "actions", "flows", "schedules", "evidence", "review"}),
+    # the API as its callers see it: the typed client (console, MCP, host agent) and the health schema it reads
+    ("client", {"client", "system_schemas"}),
     # carrying approved runs out: the local loop, and the fleet's API side and host agent
     ("execution", {"execution", "fleet"}),
     # the engine and the Piccolo app over every capability's tables
