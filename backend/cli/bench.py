@@ -51,6 +51,12 @@ def _control_plane_suite() -> dict:
     return run_control_plane_bench()
 
 
+def _audit_suite() -> dict:
+    from backend.benches.audit import bench_audit
+
+    return bench_audit()
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.callback(invoke_without_command=True)
     def bench_all(ctx: typer.Context, json_out: bool = typer.Option(False, "--json")) -> None:
@@ -99,4 +105,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         "One API process (fleet mode, PostgreSQL) under simulated assistants (HTTP and MCP) and simulated "
         "hosts, no VM: p50/p95/p99 per route, dispatch rate, the API's RSS, CPU, descriptors and database "
         "connections (CLEANROOM_BENCH_CP_ASSISTANTS, _HOSTS, _SECONDS, _MCP_SHARE, _POLL_SHARE, _RAMP_SECONDS, _STAGE, _PROCESSES; CLEANROOM_BENCH_POSTGRES_URL).",
+    )
+    benches.add_suite(
+        bench_app,
+        "audit",
+        _audit_suite,
+        "Audit entries appended per second by 50 concurrent callers, recorded together and committed "
+        "together against one commit per entry (ratio), the chain verified after each; SQLite, or "
+        "PostgreSQL with CLEANROOM_BENCH_POSTGRES_URL.",
     )

@@ -149,3 +149,16 @@ async def test_an_entry_recorded_inside_the_callers_transaction_lands_or_not_wit
         kept = await audit.record("test.kept", actor="system", company_id=1)
     assert kept["seq"] == before + 1
     await _assert_chain_holds(1, before)
+
+
+def test_the_audit_bench_compares_both_ways_of_committing_and_verifies_each(tmp_path) -> None:
+    """`cleanroom bench audit` at a small size: both modes append every entry and leave a chain that
+    verifies (the figures themselves are the bench's, not asserted here)."""
+    from backend.benches.audit import bench_audit
+
+    result = bench_audit(concurrent=10, entries=60)
+    assert result["database"] == "sqlite"
+    for mode in ("one_commit_per_entry", "recorded_together_committed_together"):
+        assert result[mode]["chain_verifies"] is True, result
+        assert result[mode]["entries_per_second"] > 0
+    assert result["ratio_together_to_one_by_one"] is not None
