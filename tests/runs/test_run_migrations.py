@@ -55,9 +55,8 @@ async def _migrate(to: str) -> None:
     assert done.success, (done.message, out.getvalue())
 
 
-async def test_runs_approved_before_the_reshape_keep_who_approved_them(bare: str) -> None:
-    db.configure(bare)
-    await _migrate(BEFORE)
+async def _acme_and_alice() -> None:
+    """Company 1 and its user 1, as the tables stood before the reshape (later columns take defaults)."""
     await _sql(
         "INSERT INTO company (name, plan, credit_pool, code_execution_enabled, assistant_write_enabled, "
         "followup_without_reapproval, followup_grant_hours, followup_grant_max_runs) "
@@ -68,6 +67,12 @@ async def test_runs_approved_before_the_reshape_keep_who_approved_them(bare: str
         "VALUES (1, 'alice@acme.example', 'Alice', '', 'x', 'member', true, {})",
         T0,
     )
+
+
+async def test_runs_approved_before_the_reshape_keep_who_approved_them(bare: str) -> None:
+    db.configure(bare)
+    await _migrate(BEFORE)
+    await _acme_and_alice()
     approvers = ["alice@acme.example", "followup:1", "schedule:7", None]
     for by in approvers:
         await _sql(
@@ -112,16 +117,7 @@ async def test_runs_made_before_staged_bytes_was_stored_get_what_their_manifest_
 
     db.configure(bare)
     await _migrate("2026-12-02T15:40:00:000000")  # the last migration before the column
-    await _sql(
-        "INSERT INTO company (name, plan, credit_pool, code_execution_enabled, assistant_write_enabled, "
-        "followup_without_reapproval, followup_grant_hours, followup_grant_max_runs) "
-        "VALUES ('Acme', 'team', 10, true, true, false, 1, 1)"
-    )
-    await _sql(
-        "INSERT INTO app_user (company, email, name, title, password_hash, role, active, created_at) "
-        "VALUES (1, 'alice@acme.example', 'Alice', '', 'x', 'member', true, {})",
-        T0,
-    )
+    await _acme_and_alice()
     manifests = [
         {"files": [{"path": "a.csv", "bytes": 1200}, {"path": "b.txt", "bytes": 34}]},
         {"files": []},
