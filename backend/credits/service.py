@@ -263,7 +263,12 @@ async def charge(
     reserved_credits: float | None = None,
 ) -> float:
     """Charge a run what it used; never more than its approval reserved (`reserved_credits`, the maximum
-    the approver was shown), so a run that overran its wall time by the host's margin cannot overdraw."""
+    the approver was shown), so a run that overran its wall time by the host's margin cannot overdraw. A run
+    is charged once: a second charge of it (a fleet host posting its result again after the API stopped
+    between charging and ending the run; the soak's kill_api found it) returns the first."""
+    charged = await CreditCharge.select(CreditCharge.credits).where(CreditCharge.run_id == run_id).first()
+    if charged is not None:  # its result posted again (the API stopped after charging it): charged once
+        return charged["credits"]
     credits, vcpu_s, gib_s = price(vcpus, memory_mib, seconds)
     data: dict[str, Any] = {}
     cap = round(reserved_credits or 0, 2)  # stored as REAL: single precision on PostgreSQL

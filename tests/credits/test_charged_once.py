@@ -1,0 +1,29 @@
+"""A run is charged once: a fleet host whose result post met an API that stopped after charging it posts the
+result again, and the second charge returns the first instead of adding one (the short fleet soak's kill_api
+fault found a run charged twice)."""
+
+from __future__ import annotations
+
+from backend.credits import service as credits
+from backend.credits.tables import CreditCharge
+
+
+async def _charge(run_id: int, seconds: float) -> float:
+    return await credits.charge(
+        company_id=1, user_id=1, run_id=run_id, run_title="t", vcpus=1, memory_mib=512, seconds=seconds,
+        actor=f"worker:run-{run_id}",
+    )  # fmt: skip
+
+
+async def test_a_run_charged_again_keeps_its_first_charge(demo_db: str) -> None:
+    first = await _charge(9001, 30.0)
+    again = await _charge(9001, 300.0)  # a longer time the second time: must not replace or add
+    assert again == first
+    rows = await CreditCharge.select(CreditCharge.credits).where(CreditCharge.run_id == 9001)
+    assert [r["credits"] for r in rows] == [first]
+
+
+async def test_positive_control_another_run_is_charged(demo_db: str) -> None:
+    await _charge(9001, 30.0)
+    await _charge(9002, 30.0)
+    assert await CreditCharge.count().where(CreditCharge.run_id.is_in([9001, 9002])) == 2
