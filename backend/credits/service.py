@@ -265,43 +265,49 @@ async def charge(
     """Charge a run what it used; never more than its approval reserved (`reserved_credits`, the maximum
     the approver was shown), so a run that overran its wall time by the host's margin cannot overdraw. A run
     is charged once: a second charge of it (a fleet host posting its result again after the API stopped
-    between charging and ending the run; the soak's kill_api found it) returns the first."""
-    charged = await CreditCharge.select(CreditCharge.credits).where(CreditCharge.run_id == run_id).first()
-    if charged is not None:  # its result posted again (the API stopped after charging it): charged once
-        return charged["credits"]
+    between charging and ending the run; the soak's kill_api found it) returns the first. The look-up, the
+    charge and its `credits.charged` entry are one transaction, serialized per company (PostgreSQL: the
+    company's row is locked first; SQLite: BEGIN IMMEDIATE), so two posts of one result at once charge it
+    once, and a charge never lands without its entry."""
     credits, vcpu_s, gib_s = price(vcpus, memory_mib, seconds)
     data: dict[str, Any] = {}
     cap = round(reserved_credits or 0, 2)  # stored as REAL: single precision on PostgreSQL
     if cap and credits > cap:
         credits, data["capped_at_reservation"] = cap, cap
-    await CreditCharge.insert(
-        CreditCharge(
-            company=company_id,
-            user=user_id,
-            run_id=run_id,
-            run_title=run_title,
-            flow_id=flow_id,
-            flow_title=flow_title[:200],
-            credits=credits,
-            vcpu_seconds=vcpu_s,
-            gib_seconds=gib_s,
-            at=datetime.now(UTC),
+    async with audit.atomic():
+        if isinstance(Company._meta.db, PostgresEngine):
+            await Company.select(Company.id).where(Company.id == company_id).lock_rows()
+        charged = await CreditCharge.select(CreditCharge.credits).where(CreditCharge.run_id == run_id).first()
+        if charged is not None:  # its result posted again (the API stopped after charging it): charged once
+            return charged["credits"]
+        await CreditCharge.insert(
+            CreditCharge(
+                company=company_id,
+                user=user_id,
+                run_id=run_id,
+                run_title=run_title,
+                flow_id=flow_id,
+                flow_title=flow_title[:200],
+                credits=credits,
+                vcpu_seconds=vcpu_s,
+                gib_seconds=gib_s,
+                at=datetime.now(UTC),
+            )
         )
-    )
-    await audit.record(
-        "credits.charged",
-        actor=actor,
-        company_id=company_id,
-        subject_type="run",
-        subject_id=run_id,
-        data={
-            "credits": credits,
-            "vcpu_seconds": vcpu_s,
-            "gib_seconds": gib_s,
-            "seconds": round(seconds, 3),
-            **data,
-        },
-    )
+        await audit.record(
+            "credits.charged",
+            actor=actor,
+            company_id=company_id,
+            subject_type="run",
+            subject_id=run_id,
+            data={
+                "credits": credits,
+                "vcpu_seconds": vcpu_s,
+                "gib_seconds": gib_s,
+                "seconds": round(seconds, 3),
+                **data,
+            },
+        )
     return credits
 
 

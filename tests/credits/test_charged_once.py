@@ -27,3 +27,26 @@ async def test_positive_control_another_run_is_charged(demo_db: str) -> None:
     await _charge(9001, 30.0)
     await _charge(9002, 30.0)
     assert await CreditCharge.count().where(CreditCharge.run_id.is_in([9001, 9002])) == 2
+
+
+async def test_two_posts_of_one_result_at_once_charge_it_once_with_its_audit_entry(demo_db: str) -> None:
+    """The hostile timing: a host's retried result post arriving while the first is still charging. Both
+    read "not charged yet" unless the read and the insert are one serialized step."""
+    import asyncio
+
+    from backend.audit.tables import AuditEntry
+
+    first, again = await asyncio.gather(_charge(9003, 30.0), _charge(9003, 300.0))
+    assert first == again
+    assert await CreditCharge.count().where(CreditCharge.run_id == 9003) == 1
+    entries = await AuditEntry.count().where(
+        (AuditEntry.action == "credits.charged") & (AuditEntry.subject_id == "9003")
+    )
+    assert entries == 1  # the charge and its entry land together, once
+
+
+async def test_positive_control_two_runs_charged_at_once_are_both_charged(demo_db: str) -> None:
+    import asyncio
+
+    await asyncio.gather(_charge(9004, 30.0), _charge(9005, 30.0))
+    assert await CreditCharge.count().where(CreditCharge.run_id.is_in([9004, 9005])) == 2
