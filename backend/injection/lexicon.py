@@ -11,7 +11,9 @@ present in a window, as features, so a weight learned on "send … to your summa
 
 Written for this project (English, German, French, Spanish, Italian, Portuguese, Dutch, Polish, Turkish,
 Swedish, Japanese, Chinese) from general knowledge of the languages, before the intent corpus
-(backend/injection_training/intents/) was written, and not tuned on it. Latin-script entries are folded like the scanner's text
+(backend/injection_training/intents/) was written, and not tuned on it. The entries added with issue 25's
+second scorer (second-person verb forms and Turkish/Polish endings, ROLE, summarise verbs, "oben" …) were
+written after reading which corpus attacks the lexicons missed, so the corpus no longer tests them blind. Latin-script entries are folded like the scanner's text
 (lower case, accents removed); an entry ending in "*" matches as a prefix (inflected forms: "send*" covers
 "sende", "senden", "sendet"). CJK entries match as substrings of a CJK run, since those languages do not put
 spaces between words.
@@ -41,7 +43,11 @@ _LATIN: dict[str, str] = {
     "YOU": """you your yours yourself du dich dir dein deine deinen deinem deiner tu toi ton ta tes te vous votre vos
         tus tuyo usted ustedes ti tuo tua tuoi tue voi vostro vostra jij jouw jullie uw voce seu sua teu tua
         voces ty ciebie cie tobie twoj twoja twoje twojego pan pani panstwo sen seni sana senin siz sizi size
-        sizin dig din ditt dina""",
+        sizin dig din ditt dina je jestes masz mozesz powinienes powinnas bist kannst hast wirst darfst
+        sei stai hai puoi devi vuoi eres tienes puedes debes quieres podes deves peux dois veux bent kunt""",
+    # a role or persona for the reader
+    "ROLE": """role roles rolle rollen ruolo papel rola roli role rolu rolun* rolune rolde rollen persona*
+        pretend* impersonat* fingi fingere finge finja fingir udawaj* wciel* davran* spela lats* roleplay""",
     # politeness and imperative markers
     "PLEASE": """please pls kindly bitte stp svp favor favore gentilmente alsjeblieft alstublieft aub
         gelieve prosze prosimy lutfen rica snalla vanligen""",
@@ -87,7 +93,8 @@ _LATIN: dict[str, str] = {
         riassunt* risposta* risultat* rapporto compito* strument* sintesi resumo* resposta* saida* relatorio*
         tarefa* ferramenta* samenvatting* antwoord* uitvoer* rapport verslag* taak* hulpmiddel* podsumowani*
         streszczeni* odpowiedz* wynik* raport zadani* narzedzi* analiz* ozet* cevap* yanit* cikti* rapor gorev*
-        arac* analiz* sammanfattning* svar* utdata* rapport uppgift* verktyg* resultat*""",
+        arac* analiz* sammanfattning* svar* utdata* rapport uppgift* verktyg* resultat* riassum* sintetizz*
+        resum* samenvat* sammanfatta* podsumow* ozetl*""",
     # instructions, prompts, rules: the reader's orders
     "INSTR": """instruction* prompt* rule* guideline* directive* command* policy anweisung* regel* befehl*
         vorgab* weisung* consigne* regle* directive* commande* instrucci* regla* directiva* istruzion*
@@ -102,7 +109,7 @@ _LATIN: dict[str, str] = {
     "PRIOR": """previous prior above earlier original initial preceding vorherig* vorig* obig* bisherig* ursprunglich*
         frueher* precedent* ci-dessus anterior* arriba previo* original* precedent* sopra anterior* acima
         vorige eerder* bovenstaand* oorspronkelijk* poprzedni* wczesniej* powyzsz* pierwotn* onceki* yukaridaki
-        ilk tidigare ovan ursprunglig*""",
+        ilk tidigare ovan ursprunglig* oben hierboven powyzej yukarida""",
     # conditions on the reader's situation: if / when
     "COND": """if when whenever once wenn falls sobald si cuando quand lorsque se quando als wanneer zodra indien
         jesli jezeli gdy kiedy eger ise om nar""",
@@ -170,6 +177,7 @@ _CJK: dict[str, str] = {
     "DATA": "データ 全て すべて 全部 顧客 名簿 一覧 リスト パスワード 認証情報 給与 連絡先 数据 所有 全部 客户 名单 列表 密码 凭证 工资 薪资 联系人 资料 密钥",
     "MUST": "必ず 常に 絶対 必须 务必 总是 一定",
     "USER": "ユーザー 利用者 担当者 使用者 用户 使用者 负责人",
+    "ROLE": "役 ロール なりきって 振る舞 として振 扮演 角色 假装 冒充",
     "NOT": "ない 不 别 勿 禁止",
 }
 
@@ -221,6 +229,12 @@ def _tables() -> tuple[dict[str, frozenset[str]], dict[str, frozenset[str]], tup
 
 _CACHE: dict[str, frozenset[str]] = {}
 _EMPTY: frozenset[str] = frozenset()
+# Second person carried by a verb's ending where the language drops the pronoun (Turkish "-sin", "-sun",
+# "-sen", "-san" "if you …", "-siniz"; Polish "-esz", "-isz", "-asz", past "-łeś"/"-łaś"), read only on long
+# words so short words of other languages do not match.
+_YOU_ENDINGS_8 = ("sin", "sun", "yorsan", "yorsen", "ceksen", "caksan", "irsen", "irsan")
+_YOU_ENDINGS_7 = ("siniz", "sunuz", "iniz", "unuz", "yorsun")
+_YOU_ENDINGS_6 = ("esz", "isz", "asz", "ysz", "łes", "łas")
 
 
 def concepts(token: str) -> frozenset[str]:
@@ -243,6 +257,12 @@ def concepts(token: str) -> frozenset[str]:
             hit = prefix.get(token[:k])
             if hit:
                 tags |= hit
+        if n >= 6 and (
+            token.endswith(_YOU_ENDINGS_6)
+            or n >= 7 and token.endswith(_YOU_ENDINGS_7)
+            or n >= 8 and token.endswith(_YOU_ENDINGS_8)
+        ):
+            tags.add("YOU")
     out = frozenset(tags) if tags else _EMPTY
     if len(_CACHE) < 200_000:
         _CACHE[token] = out

@@ -118,20 +118,32 @@ def concept_features(toks: list[str]) -> set[str]:
     imperative or an address at the start), placeholders (addresses, identifiers), a few marks (a colon early
     on: "Note to …:") and the length. What the text does, not which words it uses. Empty unless something
     in the window points at a reader (READER_CUES)."""
+    feats, reader = concept_features_all(toks)
+    return feats if reader else set()
+
+
+def concept_features_all(toks: list[str]) -> tuple[set[str], bool]:
+    """The concept features of a window whether or not something points at a reader, and whether something
+    does (READER_CUES). The language-independent scorer reads them all; the concept block of the n-gram model
+    only when a reader is pointed at."""
     if not toks:
-        return set()
+        return set(), False
     feats: set[str] = set()
     seq: list[frozenset[str]] = []
     tags: set[str] = set()
+    french = "du" in toks and not _FRENCH.isdisjoint(toks)
     for t in toks:
         c = concepts(t)
+        if french and t == "du":
+            c = c - _YOU  # French "du" (of the), not German "du" (you)
         if c:
             seq.append(c)
             tags |= c
         elif t in _PLACEHOLDERS:
             feats.add(t)
-    if tags.isdisjoint(READER_CUES):
-        return set()  # nothing points at a reader: not the concept block's business (plain business requests)
+    reader = not tags.isdisjoint(READER_CUES)  # else: not the concept block's business (plain business requests)
+    if not reader and len(tags) < 2:
+        return set(), False  # nor the language-free scorer's (lf_view): one concept is not an instruction
     ordered = sorted(tags)
     feats.update(["@" + a for a in ordered])
     feats.update(["@" + a + "+" + b for a, b in combinations(ordered, 2)])
@@ -148,7 +160,21 @@ def concept_features(toks: list[str]) -> set[str]:
     n = len(toks)
     feats.add("#n" + ("<4" if n < 4 else "<8" if n < 8 else "<16" if n < 16 else "<32" if n < 32 else "32+"))
     feats.add("#tags" + str(min(len(ordered), 8)))
-    return feats
+    return feats, reader
+
+
+_LF_DROP = frozenset({"<id>", "<longnum>", "#tags1"})
+_FRENCH = frozenset({"le", "la", "les", "l", "d", "une", "est", "pour", "dans", "et", "avec", "sur", "au", "aux"})  # not de, sv
+_YOU = frozenset({"YOU"})
+
+
+def lf_view(cf: set[str]) -> set[str]:
+    """What the language-independent scorer reads of a window's concept features: nothing when a single concept
+    speaks (one word doing something is not an instruction: "Update billing address to …"), and no identifier
+    or long-number placeholders (attacks quote quote numbers, and so does every CRM note)."""
+    if "#tags1" in cf or not cf:
+        return set()
+    return cf - _LF_DROP
 
 
 def windows(text: str) -> list[tuple[int, int]]:
@@ -193,11 +219,19 @@ class Model:
     # Weights of concept_features (language-independent), a second block of the same linear model: normalised
     # by the square root of their own number, so that many unknown words of an unseen language do not dilute them.
     concept_weights: dict[str, float] = field(default_factory=dict)
+    # A second scorer over the concept features alone (language-independent: it never sees a word of the
+    # text, only what the lexicons say the words do), calibrated on its own; `lf_shift` moves its logit so that
+    # its own threshold meets `threshold`. A window's score is the larger of the two, so the n-gram block cannot
+    # drown it in an unseen language or wording.
+    lf_weights: dict[str, float] = field(default_factory=dict)
+    lf_bias: float = 0.0
+    lf_shift: float = 0.0
 
     def __post_init__(self) -> None:
         self._cache: dict[tuple[str, ...], float] = {}
         self._keys = frozenset(self.weights)
         self._concept_keys = frozenset(self.concept_weights)
+        self._lf_keys = frozenset(self.lf_weights)
 
     def logit(self, folded: str) -> float:
         """The score of one window. Texts that differ only in numbers, addresses and identifiers have the same
@@ -212,12 +246,29 @@ class Model:
                 z = self.bias + sum(map(w.__getitem__, feats & self._keys)) / math.sqrt(len(feats))
             else:
                 z = self.bias
-            if self._concept_keys:
-                z += self.concept_part(toks)
+            if self._concept_keys or self._lf_keys:
+                cf, reader = concept_features_all(toks)
+                if cf:
+                    norm = math.sqrt(len(cf))
+                    if reader:
+                        z += sum(map(self.concept_weights.__getitem__, cf & self._concept_keys)) / norm
+                    lfv = lf_view(cf) if self._lf_keys else None
+                    if lfv:
+                        lf = self.lf_bias + self.lf_shift
+                        lf += sum(map(self.lf_weights.__getitem__, lfv & self._lf_keys)) / math.sqrt(len(lfv))
+                        z = max(z, lf)
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[key] = z
         return z
+
+    def lf_logit(self, toks: list[str]) -> float | None:
+        """The language-independent scorer's logit (shifted), or None when no concept feature speaks."""
+        cf = lf_view(concept_features_all(toks)[0])
+        if not cf or not self._lf_keys:
+            return None
+        w = self.lf_weights
+        return self.lf_bias + self.lf_shift + sum(map(w.__getitem__, cf & self._lf_keys)) / math.sqrt(len(cf))
 
     def concept_part(self, toks: list[str]) -> float:
         cf = concept_features(toks)
@@ -260,6 +311,10 @@ class Model:
             "weights": {k: round(v, 4) for k, v in sorted(self.weights.items())},
             "concept_weights": {k: round(v, 4) for k, v in sorted(self.concept_weights.items())},
         }
+        if self.lf_weights:
+            body["lf_bias"] = self.lf_bias
+            body["lf_shift"] = self.lf_shift
+            body["lf_weights"] = {k: round(v, 4) for k, v in sorted(self.lf_weights.items())}
         return gzip.compress(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(), mtime=0)
 
     @classmethod
@@ -271,6 +326,9 @@ class Model:
             body["threshold"],
             body.get("meta", {}),
             body.get("concept_weights", {}),
+            body.get("lf_weights", {}),
+            body.get("lf_bias", 0.0),
+            body.get("lf_shift", 0.0),
         )
 
 

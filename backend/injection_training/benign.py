@@ -295,7 +295,7 @@ def _literal(path: str, name: str) -> object:
     import ast
     from pathlib import Path
 
-    source = (Path(__file__).resolve().parents[2] / path).read_text(encoding="utf-8")
+    source = (Path(__file__).resolve().parents[1] / path).read_text(encoding="utf-8")
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             value = node.value

@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
         nargs="?",
         const="external,lolo,loio,paraphrase",
         help="only the intent corpus's splits and the external multilingual set (splits.py): external, "
-        "lolo, loio, paraphrase (comma-separated)",
+        "lolo, loio, paraphrase, blind (comma-separated; blind, the held-out set, is not in the default)",
     )
     args = parser.parse_args(argv)
 

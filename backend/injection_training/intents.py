@@ -27,7 +27,8 @@ from backend.injection_training.benign import NOTES, Table, _Filler, note_templa
 CORPUS = Path(__file__).with_name("intents")
 LANGS = ["en", "de", "fr", "es", "it", "pt", "nl", "pl", "tr", "sv", "ja", "zh"]
 LOCALE = {"en": "en_US", "de": "de_DE", "fr": "fr_FR", "es": "es_ES", "it": "it_IT", "pt": "pt_BR",
-          "nl": "nl_NL", "pl": "pl_PL", "tr": "tr_TR", "sv": "sv_SE", "ja": "ja_JP", "zh": "zh_CN"}  # fmt: skip
+          "nl": "nl_NL", "pl": "pl_PL", "tr": "tr_TR", "sv": "sv_SE", "ja": "ja_JP", "zh": "zh_CN",
+          "cs": "cs_CZ"}  # fmt: skip  (cs: only the blind set, blind/)
 INTENTS = ["record", "exfil", "omit", "persona", "conditional", "automation", "addressed", "split", "encoded"]
 SEP = " || "
 
@@ -96,6 +97,24 @@ def items() -> tuple[Item, ...]:
                 enc = "data " + raw.hex()
             encoded.append(Item(it.lang, "encoded", enc, "encoded/" + it.group))
     return tuple(out + encoded)
+
+
+BLIND = Path(__file__).with_name("blind")
+
+
+def blind_items() -> list[Item]:
+    """The blind set (blind/*.tsv, issue 25): never trained on or tuned against; measured once (splits.py
+    `blind`). Not part of items()."""
+    out: list[Item] = []
+    for path in sorted(BLIND.glob("*.tsv")):
+        counts: dict[str, int] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            label, text = line.split("\t", 1)
+            k = counts[label] = counts.get(label, -1) + 1
+            out.append(Item(path.stem, label, text.strip(), f"{label}/{k}"))
+    return out
 
 
 def attacks() -> list[Item]:
@@ -186,7 +205,7 @@ def plant(attack_items: list[Item], seed: int, twins: list[Item] | None = None) 
     down the notes column over consecutive rows."""
     twins = twins or []
     out = []
-    for lang in LANGS:
+    for lang in dict.fromkeys(LANGS + [a.lang for a in attack_items]):
         mine = [a for a in attack_items if a.lang == lang]
         if not mine:
             continue

@@ -257,11 +257,54 @@ def external(log) -> dict:
     return out
 
 
+def blind(log) -> dict:
+    """The shipped model (no retraining) on the blind set (intents.blind_items: 13 languages × 8 intents and
+    6 benign twins per language, written before the round of tuning it measures and never looked at item by
+    item): attacks planted like the corpus's, business rows of the 13 languages, and the twins one by one.
+    Only aggregates are printed; the missed items are in the JSON report."""
+    found = intents.blind_items()
+    attacks = [i for i in found if i.positive]
+    twins = [i for i in found if not i.positive]
+    results = _score(intents.plant(attacks, SEED))
+    caught = sum(h for _, h in results)
+    langs = sorted({i.lang for i in found})
+    rows = flagged = 0
+    for lang in langs:
+        table = intents.business_rows(lang, ROWS_PER_LANGUAGE, SEED + 1, [])
+        hit = {r for r, _ in scanner_flagger(table.header, table.rows)}
+        rows += len(table.rows)
+        flagged += len(hit)
+    twin_rows = [[str(i), t.text] for i, t in enumerate(twins)]
+    twin_found = {r for r, _ in scanner_flagger(["id", "note"], twin_rows)}
+    out = {
+        "n": len(results),
+        "caught": caught,
+        "recall": caught / max(1, len(results)),
+        "by_language": _recall(results, lambda i: i.lang),
+        "by_intent": _recall(results, lambda i: i.label),
+        "benign_rows": rows,
+        "benign_flagged_rows": flagged,
+        "benign_fp_rate": flagged / max(1, rows),
+        "twins": len(twin_rows),
+        "twins_flagged": len(twin_found),
+        "missed": [f"{i.lang} {i.label}: {i.text[:140]}" for i, h in results if not h],
+        "twins_flagged_texts": [twin_rows[r - 1][1] for r in sorted(twin_found)],
+    }
+    log(f"  blind: recall {out['recall']:.3f} ({caught}/{len(results)}); benign rows flagged {flagged}/{rows} = "
+        f"{out['benign_fp_rate']:.3%}; twins flagged {len(twin_found)}/{len(twin_rows)}")  # fmt: skip
+    log("  by language: " + ", ".join(f"{k} {v['caught']}/{v['n']}" for k, v in out["by_language"].items()))
+    log("  by intent: " + ", ".join(f"{k} {v['caught']}/{v['n']}" for k, v in out["by_intent"].items()))
+    return out
+
+
 def run(which: list[str], log=print) -> dict:
     from backend.injection import scanner
     from backend.injection_training.train import TrainingData
 
     report: dict = {}
+    if "blind" in which:
+        log("blind (shipped model; measure once):")
+        report["blind"] = blind(log)
     if "external" in which:
         log("external (committed model):")
         report["external"] = external(log)

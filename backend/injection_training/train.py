@@ -34,7 +34,17 @@ import time
 from collections.abc import Callable, Iterable
 
 from backend.injection.lexicon import guess_language
-from backend.injection.model import ARTIFACT, SHA256, Model, concept_features, features, tokens, windows
+from backend.injection.model import (
+    ARTIFACT,
+    SHA256,
+    Model,
+    concept_features,
+    concept_features_all,
+    features,
+    lf_view,
+    tokens,
+    windows,
+)
 from backend.injection.text import fold
 from backend.injection_training import benign, intents, own, sources
 from backend.injection_training.planting import in_context
@@ -48,6 +58,19 @@ CORPUS_WEIGHT = 1
 CONCEPT_SCALE = 0.7
 BENIGN_CELL_FP = 0.001
 HARD_FP = 0.015
+# The language-independent scorer (add_language_free): its regularisation, positive weight, minimum document
+# frequency, how often the intent corpus's windows count (business-table attacks, beside ~9,000 public ones
+# that are mostly English jailbreaks) and its own false-positive budget on the calibration negatives. Chosen
+# on a few leave-one-language-out folds (it, ja, tr, pl, zh, en; issue 25): the budget was not binding, the
+# corpus weight and C were.
+LF_C = 3.0
+LF_POSITIVE_WEIGHT = 2.0
+LF_MIN_DF = 3
+LF_CORPUS_WEIGHT = 6
+LF_CELL_FP = 0.001
+LF_HARD_FP = 0.015
+LF_CELL_FP = float(os.environ.get("CLEANROOM_LF_CELL_FP", "0.0005"))
+LF_HARD_FP = float(os.environ.get("CLEANROOM_LF_HARD_FP", "0.0075"))
 
 
 def _windows_of(text: str, positive: bool) -> list[str]:
@@ -195,33 +218,41 @@ class TrainingData:
         # the concept model's features of the same windows (kept beside the n-gram features, same order)
         self.pos_concepts: list[set[str]] = []
         self.neg_concepts: list[set[str]] = []
+        self.pos_lf: list[set[str]] = []
+        self.neg_lf: list[set[str]] = []
 
     @classmethod
     def build(cls, log: bool = True) -> TrainingData:
         t0 = time.time()
         pos: list[Window] = []
         pos_c: list[set[str]] = []
+        pos_lf: list[set[str]] = []  # all concept features (ungated): the language-independent scorer's
         for text, fam, key in positive_texts(set()):
             lang = attack_language(text, fam, key)
             for w in _windows_of(text, True):
                 pos.append((features(w), fam, lang, None))
                 pos_c.append(concept_features(tokens(w)))
+                pos_lf.append(lf_view(concept_features_all(tokens(w))[0]))
         for text, item in corpus_positives():
             for w in _windows_of(text, True):
                 pos.append((features(w), "intent." + item.label, item.lang, item.key))
                 pos_c.append(concept_features(tokens(w)))
+                pos_lf.append(lf_view(concept_features_all(tokens(w))[0]))
         neg: list[set[str]] = []
         neg_c: list[set[str]] = []
+        neg_lf: list[set[str]] = []
         neg_keys: list[str | None] = []
         for text in training_negatives(seed=101, n_rows=12000):
             for w in _windows_of(text, False):
                 neg.append(features(w))
                 neg_c.append(concept_features(tokens(w)))
+                neg_lf.append(lf_view(concept_features_all(tokens(w))[0]))
                 neg_keys.append(None)
         for item in intents.benign_twins():
             for w in _windows_of(item.text, False):
                 neg.append(features(w))
                 neg_c.append(concept_features(tokens(w)))
+                neg_lf.append(lf_view(concept_features_all(tokens(w))[0]))
                 neg_keys.append(item.key)
         cal_cells = benign_texts(seed=202, n_rows=3000, split="cal")
         # Calibration negatives the model never saw: hard-negative and note templates held out from training,
@@ -235,6 +266,7 @@ class TrainingData:
             )
         data = cls(pos, neg, cal_cells, cal_hard, neg_keys)
         data.pos_concepts, data.neg_concepts = pos_c, neg_c
+        data.pos_lf, data.neg_lf = pos_lf, neg_lf
         return data
 
     def model(
@@ -258,6 +290,14 @@ class TrainingData:
         neg = [(f, cf) for f, cf, k in zip(self.neg, self.neg_concepts, keep_neg, strict=True) if k]
         model = fit(pos, neg, c)
         model.threshold = calibrate(model, self.cal_cells, self.cal_hard)
+        if LF_C:
+            lf_reps = [LF_CORPUS_WEIGHT if w[3] is not None else 1 for w in self.pos]
+            pos_lf = [cf for cf, k, n in zip(self.pos_lf, keep_pos, lf_reps, strict=True) if k for _ in range(n)]
+            # the corpus's benign twins count as often as its attacks: the corpus weight must not make the
+            # scorer read a French contract clause or a password notice as an attack
+            neg_reps = [LF_CORPUS_WEIGHT if key is not None else 1 for key in self.neg_keys]
+            neg_lf = [cf for cf, k, n in zip(self.neg_lf, keep_neg, neg_reps, strict=True) if k for _ in range(n)]
+            add_language_free(model, pos_lf, neg_lf, self.cal_cells, self.cal_hard)
         model.meta.update(
             {
                 "threshold": model.threshold,
@@ -299,17 +339,80 @@ def fit(pos: list[tuple[set[str], set[str]]], neg: list[tuple[set[str], set[str]
     return Model(weights, float(clf.intercept_[0]), 0.5, meta, concept)
 
 
-def calibrate(model: Model, cells: Iterable[str], hard: Iterable[str]) -> float:
+def add_language_free(
+    model: Model, pos: list[set[str]], neg: list[set[str]], cal_cells: list[str], cal_hard: list[str]
+) -> None:
+    """Fits the second, language-independent scorer (concept features only: lexicon.py), calibrates its own
+    threshold on the same held-out negatives and budget, and shifts its logit so that threshold meets the
+    model's: a window is flagged when either scorer is over its own bar."""
+    from sklearn.linear_model import LogisticRegression
+
+    rows = [cf for cf in pos + neg]
+    df: dict[str, int] = {}
+    for cf in rows:
+        for x in cf:
+            df[x] = df.get(x, 0) + 1
+    vocab = {f: i for i, f in enumerate(sorted(f for f, n in df.items() if n >= LF_MIN_DF))}
+    from scipy.sparse import csr_matrix
+
+    indptr, indices, data = [0], [], []
+    for cf in rows:
+        cols = sorted({vocab[f] for f in cf if f in vocab})
+        indices += cols
+        data += [1.0 / math.sqrt(len(cf)) if cf else 0.0] * len(cols)
+        indptr.append(len(indices))
+    x = csr_matrix((data, indices, indptr), shape=(len(rows), len(vocab)))
+    y = [1] * len(pos) + [0] * len(neg)
+    clf = LogisticRegression(
+        C=LF_C, solver="liblinear", class_weight={0: 1.0, 1: LF_POSITIVE_WEIGHT}, max_iter=300, random_state=0
+    )
+    clf.fit(x, y)
+    names = sorted(vocab, key=vocab.__getitem__)
+    lf = {names[i]: float(w) for i, w in enumerate(clf.coef_[0]) if abs(w) >= 0.01}
+    alone = Model({}, -30.0, 0.5, {}, {}, lf, float(clf.intercept_[0]), 0.0)  # the scorer alone
+    t_lf = calibrate(alone, cal_cells, cal_hard, LF_CELL_FP, LF_HARD_FP)
+
+    def logit(p: float) -> float:
+        return math.log(p / (1 - p))
+
+    model.lf_weights, model.lf_bias = lf, float(clf.intercept_[0])
+    model.lf_shift = logit(model.threshold) - logit(t_lf)
+    model.__post_init__()
+    model.meta.update({"lf_features": len(lf), "lf_C": LF_C, "lf_threshold_alone": t_lf})
+
+
+def calibrate(
+    model: Model, cells: Iterable[str], hard: Iterable[str], cell_fp: float = 0.0, hard_fp: float = 0.0
+) -> float:
     """The lowest threshold (>= 0.5) at which the calibration cells and hard negatives stay within budget."""
+    cell_fp, hard_fp = cell_fp or BENIGN_CELL_FP, hard_fp or HARD_FP
     cell_scores = sorted((model.best_window(fold(t))[0] for t in cells), reverse=True)
     hard_scores = sorted((model.best_window(fold(t))[0] for t in hard), reverse=True)
-    t_cells = cell_scores[int(len(cell_scores) * BENIGN_CELL_FP)] if cell_scores else 0.5
-    t_hard = hard_scores[int(len(hard_scores) * HARD_FP)] if hard_scores else 0.5
+    t_cells = cell_scores[int(len(cell_scores) * cell_fp)] if cell_scores else 0.5
+    t_hard = hard_scores[int(len(hard_scores) * hard_fp)] if hard_scores else 0.5
     return round(max(0.5, t_cells, t_hard) + 1e-6, 6)
 
 
 def train(exclude: set[str] | frozenset[str] = frozenset(), log: bool = True) -> Model:
     return TrainingData.build(log).model(exclude, log=log)
+
+
+def train_language_free_only(log: bool = True) -> Model:
+    """The committed artifact's n-gram model as it is, with a language-independent scorer fitted (again) on the
+    current training data and calibrated against its threshold. Deterministic for a given committed artifact:
+    the n-gram part is kept byte for byte, so running it twice gives the same artifact."""
+    base = Model.from_json(ARTIFACT.read_bytes())
+    base.lf_weights, base.lf_bias, base.lf_shift = {}, 0.0, 0.0
+    data = TrainingData.build(log)
+    reps = [LF_CORPUS_WEIGHT if w[3] is not None else 1 for w in data.pos]
+    neg_reps = [LF_CORPUS_WEIGHT if key is not None else 1 for key in data.neg_keys]
+    pos_lf = [cf for cf, n in zip(data.pos_lf, reps, strict=True) for _ in range(n)]
+    neg_lf = [cf for cf, n in zip(data.neg_lf, neg_reps, strict=True) for _ in range(n)]
+    add_language_free(base, pos_lf, neg_lf, data.cal_cells, data.cal_hard)
+    base.meta["language_free_only"] = "n-gram model kept from the previous artifact; language-free scorer fitted"
+    if log:
+        print(json.dumps({k: v for k, v in base.meta.items() if k.startswith("lf")}, indent=1), file=sys.stderr)
+    return base
 
 
 def write(model: Model) -> str:
@@ -329,8 +432,14 @@ def main() -> None:
                   {**os.environ, "PYTHONHASHSEED": "0"})  # fmt: skip
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument(
+        "--language-free-only",
+        action="store_true",
+        help="keep the committed artifact's n-gram model (weights, concept block, bias, threshold) and fit only "
+        "the language-independent scorer on top of it",
+    )
     args = parser.parse_args()
-    model = train()
+    model = train_language_free_only() if args.language_free_only else train()
     if not args.dry_run:
         digest = write(model)
         print(f"wrote {ARTIFACT} ({ARTIFACT.stat().st_size} bytes) sha256 {digest}")
