@@ -4,7 +4,8 @@ the engine's one entry for every query (tests/queries.py), authentication includ
 adds a query to one of these routes fails here and says which statements it saw. The control below shows
 the counter sees one query more when the route makes one.
 
-Before (main at 9153e6f, SQLite and PostgreSQL alike): detail 20, proposal 35, wait answered at once 21.
+Before (main at 9153e6f, SQLite and PostgreSQL alike): detail 20, proposal 35, wait answered at once 21,
+approval 13 (SQLite; PostgreSQL locks the company row first: one more, before and after).
 The caller's context was five queries (token, user, teams, permission sets, their grants), the company's
 row was read two or three times, the credit balance five queries and twice, the staged-data limits eight."""
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from backend import db
 from backend.runs import read
 from backend.tenancy.tables import Company
 from tests.conftest import login
@@ -26,6 +28,9 @@ DETAIL = AUTH + 3  # the run; the credit pool and what was used; what approved r
 PROPOSAL = 17
 WAIT_ANSWERED_AT_ONCE = DETAIL
 WAIT_HELD = AUTH + 1 + 4  # the run; after the wait: the run, the company (read again), the balance (2)
+# context 2, the run, the reservation (balance 2, the admin's limits; on PostgreSQL the company's row locked
+# first: one more), the decision, the audit entry 2, the run again for the answer
+APPROVE = 10
 WATCH = '"run"."status" AS "status" FROM "run" WHERE "run"."id" IN'  # the shared status query a tick
 
 
@@ -78,6 +83,17 @@ async def test_a_wait_costs_the_detail_and_one_more_read_of_the_run(client, alic
     own = [q for q in queries if WATCH not in q]
     assert len(queries) > len(own)  # the watch read the status meanwhile (shared by every waiter)
     assert len(own) == WAIT_HELD, _said(own)
+
+
+async def test_an_approval_costs_ten_queries_eleven_on_postgresql(client, alice, monkeypatch) -> None:
+    run_id = await _waiting_run(client, alice)
+    await login(client, "alice@acme.example")
+    run = (await client.get(f"/api/runs/{run_id}")).json()  # the session's first request: not counted
+    hashes = {"code_sha256": run["code_sha256"], "bundle_sha256": run["bundle_sha256"]}
+    with counted(monkeypatch) as queries:
+        r = await client.post(f"/api/runs/{run_id}/approve", json=hashes)
+    assert r.status_code == 200 and r.json()["status"] == "queued", r.text
+    assert len(queries) == APPROVE + (1 if db.is_postgres() else 0), _said(queries)
 
 
 async def test_control_the_count_sees_a_query_added_to_the_route(client, alice, monkeypatch) -> None:
