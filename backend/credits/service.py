@@ -129,15 +129,18 @@ async def reserved(company_id: int, user_id: int | None = None) -> float:
     return round(sum([await reader(company_id, user_id=user_id) for reader in _holders]), 2)
 
 
-async def limits_left(company_id: int, user_id: int) -> list[LimitLeft]:
+async def limits_left(
+    company_id: int, user_id: int, company: dict[str, Any] | None = None
+) -> list[LimitLeft]:
     """The company admin's limits within the pool as they stand for this person now: per person this period
     (what their charges and their approved runs' holds took) and per company a day (every charge today and
-    every hold). Only the limits that are set; [] for none."""
-    company = (
-        await Company.select(Company.credit_limit_per_person, Company.credit_limit_per_day)
-        .where(Company.id == company_id)
-        .first()
-    )
+    every hold). Only the limits that are set; [] for none. `company`: its row, when the caller read it."""
+    if company is None or company.get("id") != company_id:
+        company = (
+            await Company.select(Company.credit_limit_per_person, Company.credit_limit_per_day)
+            .where(Company.id == company_id)
+            .first()
+        )
     if company is None:
         return []
     per_person, per_day = company["credit_limit_per_person"], company["credit_limit_per_day"]
@@ -174,13 +177,24 @@ async def limit_reason(company_id: int, user_id: int, cost: float) -> str | None
     return None
 
 
-async def approval_cost(company_id: int, user_id: int, cost: float) -> ApprovalCost:
+Balance = tuple[int, float, float]  # (pool, held, left): what `balance` returns
+
+
+async def approval_cost(
+    company_id: int,
+    user_id: int,
+    cost: float,
+    *,
+    figures: Balance | None = None,
+    company: dict[str, Any] | None = None,
+) -> ApprovalCost:
     """What approving a run of maximum cost `cost` asked by `user_id` would hold, beside what is left: of the
     pool (less this period's charges and every hold) and, when it leaves less, of an admin's limit. The same
-    figures `reserve` checks."""
-    total, held, pool_left = await balance(company_id)
+    figures `reserve` checks. `figures`: `balance(company_id)` when the caller has it already; `company`:
+    its row."""
+    total, held, pool_left = figures or await balance(company_id)
     tighter = None
-    for limit in await limits_left(company_id, user_id):
+    for limit in await limits_left(company_id, user_id, company):
         if limit.left < pool_left and (tighter is None or limit.left < tighter.left):
             tighter = limit
     left = tighter.left if tighter is not None else pool_left
@@ -195,18 +209,42 @@ async def approval_cost(company_id: int, user_id: int, cost: float) -> ApprovalC
     )
 
 
-async def balance(company_id: int, *, holds: bool = True) -> tuple[int, float, float]:
+# The pool this period (the plan's credits and this period's top-ups) and what this period's charges (runs' and
+# the platform's) used, summed by the database in one statement: `pool` and `used` add up the same.
+_POOL_AND_USED = """
+SELECT c."credit_pool" + COALESCE(
+         (SELECT SUM(t."credits") FROM "credit_top_up" t WHERE t."company" = c."id" AND t."at" >= {}), 0
+       ) AS "pool",
+       COALESCE(
+         (SELECT SUM(CAST(r."credits" AS DOUBLE PRECISION)) FROM "credit_charge" r
+           WHERE r."company" = c."id" AND r."at" >= {}), 0
+       ) + COALESCE(
+         (SELECT SUM(CAST(p."credits" AS DOUBLE PRECISION)) FROM "platform_charge" p
+           WHERE p."company" = c."id" AND p."at" >= {}), 0
+       ) AS "used"
+  FROM "company" c WHERE c."id" = {}
+"""
+
+
+async def balance(company_id: int, *, holds: bool = True) -> Balance:
     """(pool, held, left): left is the pool less this period's charges and, with `holds`, less what
-    approved runs not yet finished hold."""
-    total = await pool(company_id)
+    approved runs not yet finished hold. Two queries: the pool and what was used (`_POOL_AND_USED`), the
+    holds."""
+    since = period_start()
+    rows = await Company.raw(_POOL_AND_USED, since, since, since, company_id)
+    total = int(rows[0]["pool"]) if rows else 0
+    spent = round(float(rows[0]["used"]), 2) if rows else 0.0
     held = await reserved(company_id) if holds else 0.0
-    return total, held, round(total - await used(company_id) - held, 2)
+    return total, held, round(total - spent - held, 2)
 
 
-async def blocked_reason(company_id: int, *, holds: bool = True) -> str | None:
+async def blocked_reason(
+    company_id: int, *, holds: bool = True, figures: Balance | None = None
+) -> str | None:
     """Why no run may be proposed or approved now (less than one base charge left), or None. Without
-    `holds` (a run about to start, which holds its own reservation) only what was charged counts."""
-    total, held, left = await balance(company_id, holds=holds)
+    `holds` (a run about to start, which holds its own reservation) only what was charged counts.
+    `figures`: `balance(company_id, holds=holds)` when the caller has it already."""
+    total, held, left = figures or await balance(company_id, holds=holds)
     if left < BASE_CHARGE:
         also = f", {held:.2f} of them held by approved runs not yet finished" if held else ""
         return (

@@ -20,6 +20,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from piccolo.columns.combination import WhereRaw
+
 from backend import clock, filemodes
 from backend.audit import service as audit
 from backend.errors import AppError, Conflict, Forbidden, NotAuthenticated, NotFound
@@ -245,19 +247,29 @@ async def hosts() -> list[dict[str, Any]]:
 
 async def claim(host_id: str, run_id: int) -> dict[str, Any]:
     """queued → running for this host, exactly once, and only if the run was dispatched to this host; what
-    the worker needs to run it (no bundle path: the bundle comes by the signed URL)."""
-    host = await WorkerHost.select(WorkerHost.lost_at).where(WorkerHost.host_id == host_id).first()
-    if host is None or host["lost_at"] is not None:
-        raise Conflict("this host is not registered (or was declared lost): register again")
+    the worker needs to run it (no bundle path: the bundle comes by the signed URL). The host's being
+    registered and not lost is a condition of the same statement; asked apart only when the claim fails."""
     now = clock.now()
     claimed = (
         await Run.update(
             {Run.status: RunStatus.running, Run.host_id: host_id, Run.started_at: now, Run.updated_at: now}
         )
-        .where((Run.id == run_id) & (Run.status == RunStatus.queued) & (Run.dispatched_to == host_id))
+        .where(
+            (Run.id == run_id)
+            & (Run.status == RunStatus.queued)
+            & (Run.dispatched_to == host_id)
+            & WhereRaw(
+                'EXISTS (SELECT 1 FROM "worker_host" WHERE "worker_host"."host_id" = {} '
+                'AND "worker_host"."lost_at" IS NULL)',
+                host_id,
+            )
+        )
         .returning(Run.id)
     )
     if not claimed:
+        host = await WorkerHost.select(WorkerHost.lost_at).where(WorkerHost.host_id == host_id).first()
+        if host is None or host["lost_at"] is not None:
+            raise Conflict("this host is not registered (or was declared lost): register again")
         row = await Run.select(Run.status, Run.host_id, Run.vm_started_at).where(Run.id == run_id).first()
         if row is not None and row["status"] == RunStatus.queued:
             raise Forbidden("this run was not dispatched to this host")

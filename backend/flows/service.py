@@ -362,7 +362,7 @@ async def flow_detail(ctx: UserContext, flow_id: int) -> FlowDetail:
     row = await get_flow_row(ctx, flow_id)
     runs = await flow_runs(flow_id)
     steps = latest(runs)
-    company = await gates.company(ctx.company_id)
+    company = await gates.company(ctx.company_id, ctx)
     blocked = await gates.approve_blocked(company) if row["status"] == FlowStatus.awaiting_approval else None
     person = await User.select(User.id, User.email, User.name).where(User.id == row["requested_by"]).first()
     known = Known(company=company, requester=PersonRef(**person), blocked=blocked)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from litestar import Controller, get, post
@@ -78,12 +79,13 @@ class RunsController(Controller):
         """With `wait_seconds`, answers once the run's status is no longer `seen_status` (by default, its
         status now) or when the time is up, whichever comes first: a waiting client costs one shared status
         query a tick (`runs.watch`), not a read of the whole run."""
-        if wait_seconds:
-            row = await read.get_run_row(user, run_id)  # a run the caller may not see is refused at once
-            seen = seen_status or row["status"]
-            if row["status"] == seen:
-                await watch().wait(run_id, seen, wait_seconds)
-        return await read.detail(user, run_id)
+        row = await read.get_run_row(user, run_id)  # a run the caller may not see is refused at once
+        if wait_seconds and row["status"] == (seen_status or row["status"]):
+            await watch().wait(run_id, row["status"], wait_seconds)
+            # read again after the wait, the company's row with it (the one read with the token is as old as
+            # the request)
+            return await read.detail(replace(user, company=None), run_id)
+        return await read.present(user, row)
 
     @post("/{run_id:int}/approve", status_code=200)
     async def approve(self, user: UserContext, run_id: int, data: ApproveBody) -> RunDetail:

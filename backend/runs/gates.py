@@ -19,13 +19,19 @@ from backend.runs.tables import Run, RunStatus
 from backend.staging.service import remove_bundle
 from backend.tenancy import service as tenancy_service
 from backend.tenancy.auth import authenticate
+from backend.tenancy.context import UserContext
 from backend.tenancy.tables import Company
 
 CODE_EXECUTION_OFF = "code execution was turned off for this company"
 ASSISTANT_WRITE_OFF = "the assistant's ability to write was turned off for this company"
 
 
-async def company(company_id: int) -> dict[str, Any]:
+async def company(company_id: int, ctx: UserContext | None = None) -> dict[str, Any]:
+    """The company's row: the one the caller's context read with the caller at the start of this request
+    (`ctx`, when it is of that company: the switches and the pool as they were a moment ago, never kept
+    past the request), else read now."""
+    if ctx is not None and ctx.company is not None and ctx.company_id == company_id:
+        return ctx.company
     row = await Company.select().where(Company.id == company_id).first()
     assert row is not None
     return row
@@ -45,11 +51,13 @@ def feature(row: dict[str, Any]) -> dict[str, Any]:
 async def feature_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     """The guard on every controller of runs, action items, schedules and credits: 404 while the feature
     is absent. Creating or approving a run checks the company switch as well (require_code_execution)."""
-    await require_feature((await authenticate(connection)).company_id)
+    ctx = await authenticate(connection)
+    feature(await company(ctx.company_id, ctx))
 
 
-async def require_code_execution(company_id: int) -> dict[str, Any]:
-    return check_code_execution(await company(company_id))
+async def require_code_execution(company_id: int, ctx: UserContext | None = None) -> dict[str, Any]:
+    """`check_code_execution` of the company's row (`company`: the one read with `ctx` this request)."""
+    return check_code_execution(await company(company_id, ctx))
 
 
 def check_code_execution(row: dict[str, Any]) -> dict[str, Any]:
@@ -66,12 +74,13 @@ def check_code_execution(row: dict[str, Any]) -> dict[str, Any]:
 APPROVE_BLOCKED_OFF = "code execution is turned off for this company"
 
 
-async def approve_blocked(row: dict[str, Any]) -> str | None:
+async def approve_blocked(row: dict[str, Any], figures: credits.Balance | None = None) -> str | None:
     """Why a person cannot approve a waiting run or flow of this company now (said beside its Approve
-    button), or None: the one wording of it, for runs and flows alike."""
+    button), or None: the one wording of it, for runs and flows alike. `figures`: the company's
+    `credits.balance` when the caller read it already."""
     if not row["code_execution_enabled"]:
         return APPROVE_BLOCKED_OFF
-    return await credits.blocked_reason(row["id"])
+    return await credits.blocked_reason(row["id"], figures=figures)
 
 
 async def gate_problem(company_id: int) -> str | None:

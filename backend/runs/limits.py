@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from piccolo.columns.combination import WhereRaw
 from piccolo.query.functions.aggregate import Sum
+from piccolo.querystring import QueryString
 
 from backend import clock
 from backend.errors import AppError
@@ -42,18 +45,49 @@ class TooMuchStagedData(AppError):
     code = "too_much_staged_data"
 
 
-async def check_rate(ctx: UserContext, runs: int = 1, now: datetime | None = None) -> None:
+@dataclass(frozen=True)
+class Counts:
+    """What the bounds on proposing count, in one query (`proposal_counts`)."""
+
+    waiting: int  # the user's runs awaiting approval
+    mine: int  # runs the user proposed in the last hour (not a schedule's firings)
+    company: int  # runs the company's people proposed in the last hour
+
+
+async def proposal_counts(ctx: UserContext, now: datetime | None = None) -> Counts:
+    """The user's runs awaiting approval, and the user's and the company's proposals in the last hour, counted
+    together by the database."""
+    since = (now or clock.now()) - WINDOW
+    waiting = '"run"."requested_by" = {} AND "run"."status" = {}'
+    recent = '"run"."created_at" >= {} AND "run"."schedule_id" IS NULL'
+    counting = QueryString(
+        f"SUM(CASE WHEN {waiting} THEN 1 ELSE 0 END) AS \"waiting\", "
+        f'SUM(CASE WHEN {recent} AND "run"."requested_by" = {{}} THEN 1 ELSE 0 END) AS "mine", '
+        f'SUM(CASE WHEN {recent} THEN 1 ELSE 0 END) AS "company"',
+        *(ctx.user_id, RunStatus.awaiting_approval.value),
+        *(since, ctx.user_id),
+        since,
+    )
+    either = WhereRaw(
+        f"(({waiting}) OR ({recent}))", ctx.user_id, RunStatus.awaiting_approval.value, since
+    )
+    row = await Run.select(counting).where((Run.company == ctx.company_id) & either).first()
+    return Counts(**{key: int((row or {}).get(key) or 0) for key in ("waiting", "mine", "company")})
+
+
+async def check_rate(
+    ctx: UserContext, runs: int = 1, now: datetime | None = None, counts: Counts | None = None
+) -> None:
     """At most `max_proposals_per_user_per_hour` runs proposed by this user, and
     `max_proposals_per_company_per_hour` by the whole company, in the last hour, the `runs` this proposal
     makes (a flow's steps) included. Revisions and follow-ups are proposals; a schedule's firings are
-    bounded by the schedule caps instead."""
+    bounded by the schedule caps instead. `counts`: `proposal_counts` when the caller has them already."""
     s = get_settings()
-    since = (now or clock.now()) - WINDOW
-    recent = (Run.company == ctx.company_id) & (Run.created_at >= since) & (Run.schedule_id.is_null())
-    mine = await Run.count().where(recent & (Run.requested_by == ctx.user_id))
+    counts = counts or await proposal_counts(ctx, now)
+    mine = counts.mine
     if mine + runs > s.max_proposals_per_user_per_hour:
         raise _rate_refusal("user", mine, runs, s.max_proposals_per_user_per_hour)
-    company = await Run.count().where(recent)
+    company = counts.company
     if company + runs > s.max_proposals_per_company_per_hour:
         raise _rate_refusal("company", company, runs, s.max_proposals_per_company_per_hour)
 
@@ -89,25 +123,39 @@ async def staged_in_flight(company_id: int, user_id: int | None = None) -> int:
     started lost its bundle at once, whatever its status says). Each run's `staged_bytes` is what its
     manifest lists, stored when it is made, so the runs in flight are summed by the database, not decoded
     one by one (a backlog awaiting approval made every proposal slower)."""
+    company, user = await _held(company_id, user_id)
+    return company if user_id is None else user
+
+
+async def _held(company_id: int, user_id: int | None) -> tuple[int, int]:
+    """(the company's staged bytes on disk, `user_id`'s of them): `staged_in_flight` of both, in two
+    queries (one when failed runs keep no bundle)."""
     s = get_settings()
-    scope = Run.company == company_id
-    if user_id is not None:
-        scope &= Run.requested_by == user_id
-    total = await Run.select(Sum(Run.staged_bytes)).where(scope & Run.status.is_in(list(IN_FLIGHT))).first()
-    held = int((total or {}).get("sum") or 0)
+    mine = QueryString(
+        'SUM(CASE WHEN "run"."requested_by" = {} THEN "run"."staged_bytes" ELSE 0 END) AS "mine"', user_id
+    )
+    total = (
+        await Run.select(Sum(Run.staged_bytes), mine)
+        .where((Run.company == company_id) & Run.status.is_in(list(IN_FLIGHT)))
+        .first()
+    )
+    company_held = int((total or {}).get("sum") or 0)
+    user_held = int((total or {}).get("mine") or 0)
     if s.failed_bundle_retention_days <= 0:
-        return held
+        return company_held, user_held
     # kept ones: inside the retention, and the sweep's period on top (the sweep deletes them that late)
     since = clock.now() - timedelta(days=s.failed_bundle_retention_days, minutes=s.bundle_sweep_minutes)
-    kept = await Run.select(Run.bundle_dir, Run.staged_bytes).where(
-        scope
+    kept = await Run.select(Run.bundle_dir, Run.staged_bytes, Run.requested_by).where(
+        (Run.company == company_id)
         & Run.status.is_in(list(RETRYABLE))
         & Run.flow_id.is_null()  # a flow's step loses its bundle when it ends
         & (Run.finished_at >= since)
     )
-    by_dir = {r["bundle_dir"]: r["staged_bytes"] for r in kept if r["bundle_dir"]}
+    by_dir = {r["bundle_dir"]: r for r in kept if r["bundle_dir"]}
     present = await asyncio.to_thread(lambda: [d for d in by_dir if os.path.isdir(d)])
-    return held + sum(by_dir[d] for d in present)
+    company_held += sum(by_dir[d]["staged_bytes"] for d in present)
+    user_held += sum(by_dir[d]["staged_bytes"] for d in present if by_dir[d]["requested_by"] == user_id)
+    return company_held, user_held
 
 
 async def check_staged(ctx: UserContext, staged: int = 0, bundle: int = 0) -> None:
@@ -117,11 +165,11 @@ async def check_staged(ctx: UserContext, staged: int = 0, bundle: int = 0) -> No
     it, when the new `bundle` would take them over."""
     s = get_settings()
     adding = staged + bundle
-    for scope, limit, user in (
-        ("company", s.max_staged_bytes_per_company, None),
-        ("user", s.max_staged_bytes_per_user, ctx.user_id),
+    company_held, user_held = await _held(ctx.company_id, ctx.user_id)
+    for scope, limit, held in (
+        ("company", s.max_staged_bytes_per_company, company_held),
+        ("user", s.max_staged_bytes_per_user, user_held),
     ):
-        held = await staged_in_flight(ctx.company_id, user)
         if held + adding > limit or (not bundle and held + adding >= limit):
             raise _staged_refusal(scope, held, adding, limit)
 

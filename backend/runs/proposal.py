@@ -36,7 +36,7 @@ from backend.hashing import sha256_text
 from backend.injection import scan_text
 from backend.runs import gates, holds, limits, queued
 from backend.runs.factory import create_run
-from backend.runs.tables import Run, RunStatus
+from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.staging import service as staging
 from backend.tenancy.context import UserContext
@@ -162,7 +162,7 @@ GATES: list[Gate] = [switches, credit_pool]
 
 
 async def gate(p: Proposal) -> dict[str, Any]:
-    company = await gates.company(p.ctx.company_id)
+    company = await gates.company(p.ctx.company_id, p.ctx)
     for each in GATES:
         await each(p, company)
     return company
@@ -241,14 +241,12 @@ def check_receives(k: int, receives: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-async def check_pending(ctx: UserContext, runs: int = 1) -> None:
+async def check_pending(ctx: UserContext, runs: int = 1, counts: limits.Counts | None = None) -> None:
     """A cap on proposals awaiting a decision, per user: each holds staged company data on disk and cost a
     conversion of every file it names, so an assistant in a loop must not pile them up. A proposal adds
-    `runs` (a flow, one per step)."""
+    `runs` (a flow, one per step). `counts`: `limits.proposal_counts` when the caller has them already."""
     cap = get_settings().max_pending_runs_per_user
-    waiting = await Run.count().where(
-        (Run.requested_by == ctx.user_id) & (Run.status == RunStatus.awaiting_approval)
-    )
+    waiting = (counts or await limits.proposal_counts(ctx)).waiting
     if waiting + runs > cap:
         adds = f" and this flow's {runs} steps would make {waiting + runs}" if runs > 1 else ""
         raise TooManyPending(
@@ -261,8 +259,9 @@ async def check_bounds(ctx: UserContext, runs: int = 1) -> None:
     """What every proposal (and revision) passes before anything is staged: the per-user cap on runs
     waiting for a decision, and the per-user and per-company proposals per hour, counting the `runs` it
     is about to make (a flow's steps are runs)."""
-    await check_pending(ctx, runs)
-    await limits.check_rate(ctx, runs)
+    counts = await limits.proposal_counts(ctx)  # one query for both
+    await check_pending(ctx, runs, counts)
+    await limits.check_rate(ctx, runs, counts=counts)
 
 
 @contextlib.contextmanager

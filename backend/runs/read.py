@@ -214,21 +214,26 @@ async def present(
         withheld = withheld_reason(unreadable)
     if withheld:
         row = withhold(row, withheld)
-    requester = known.requester if known else PersonRef(**await _person(row["requested_by"]))
+    requester = known.requester if known else await _requester(ctx, row["requested_by"])
     diff = None
     if row["previous_attempt_id"]:
         prev = await Run.select(Run.code).where(Run.id == row["previous_attempt_id"]).first()
         # two codes of up to max_code_bytes each: difflib is CPU work, off the event loop
         diff = await asyncio.to_thread(code_diff, prev["code"], row["code"]) if prev else None
     blocked = None
-    company = known.company if known else await gates.company(ctx.company_id)
+    company = known.company if known else await gates.company(ctx.company_id, ctx)
     offer = None
     cost = None
     if row["status"] == RunStatus.awaiting_approval:
-        blocked = known.blocked if known else await gates.approve_blocked(company)
+        figures = None if row["flow_id"] else await credits.balance(ctx.company_id)  # read once for both
+        blocked = known.blocked if known else await gates.approve_blocked(company, figures)
         if not row["flow_id"]:  # a flow reserves for all its steps at once, on its own page
             cost = await credits.approval_cost(
-                ctx.company_id, row["requested_by"], holds.max_cost(row["limits"])
+                ctx.company_id,
+                row["requested_by"],
+                holds.max_cost(row["limits"]),
+                figures=figures,
+                company=company,
             )
         if company["followup_without_reapproval"]:  # what approving this run would grant, said before
             fields = grant_fields(company)
@@ -277,8 +282,11 @@ async def present(
     )
 
 
-async def _person(user_id: int) -> dict[str, Any]:
-    return await User.select(User.id, User.email, User.name).where(User.id == user_id).first()
+async def _requester(ctx: UserContext, user_id: int) -> PersonRef:
+    """Who asked for a run: the caller as their context read them this request, else read."""
+    if user_id == ctx.user_id:
+        return PersonRef(id=ctx.user_id, email=ctx.email, name=ctx.name)
+    return PersonRef(**await User.select(User.id, User.email, User.name).where(User.id == user_id).first())
 
 
 async def _output_findings(ctx: UserContext, row: dict[str, Any], outputs: list[dict[str, Any]]) -> list[Any]:

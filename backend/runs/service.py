@@ -117,14 +117,18 @@ async def _approve_row(
     narrowed_from: int | None = None,
     actor: str,
     via: dict[str, Any] | None = None,
+    row: dict[str, Any] | None = None,
+    company: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Approve a waiting run; returns what changed on its row."""
-    row = await Run.select().where(Run.id == run_id).output(load_json=True).first()
+    """Approve a waiting run (`row`: as the caller read it this request; the decision itself is conditional
+    on its status, `_claim`); returns what changed on its row. `company`: its row as read this request."""
+    if row is None:
+        row = await Run.select().where(Run.id == run_id).output(load_json=True).first()
     assert row is not None
     now = clock.now()
     # only a person's approval grants follow-ups (per the company setting at this moment)
     person = kind == ApprovalKind.person
-    grant = followups.grant_fields(await gates.company(company_id), now) if person else {}
+    grant = followups.grant_fields(company or await gates.company(company_id), now) if person else {}
     data: dict[str, Any] = {
         "code_sha256": sha256_text(row["code"]),
         "bundle_sha256": row["bundle_sha256"],
@@ -191,7 +195,7 @@ async def approve(ctx: UserContext, run_id: int, *, code_sha256: str, bundle_sha
         raise Forbidden("only the person who asked for this run or a company admin can approve it")
     if row["status"] != RunStatus.awaiting_approval:
         raise Conflict(f"run {run_id} is {row['status']}, not awaiting approval")
-    await gates.require_code_execution(ctx.company_id)
+    company = await gates.require_code_execution(ctx.company_id, ctx)
     if code_sha256 != sha256_text(row["code"]):
         raise Conflict(
             "the code changed since you looked at it; reload and review it again", code="hash_mismatch"
@@ -207,6 +211,8 @@ async def approve(ctx: UserContext, run_id: int, *, code_sha256: str, bundle_sha
         company_id=ctx.company_id,
         actor=ctx.actor,
         via=ctx.via(),
+        row=row,
+        company=company,
     )
     return await detail(ctx, run_id)
 

@@ -5,34 +5,16 @@ every query (`run_querystring`), authentication included."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from piccolo.engine.base import Engine
 
 from backend.tenancy.tables import Company
 from tests.conftest import login
 from tests.flows.conftest import flow_body, step
+from tests.queries import counted
 
 pytestmark = pytest.mark.usefixtures("acme_on")
-
-
-@contextlib.contextmanager
-def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every query any engine runs inside the block, as SQL text (the app's and the test's alike)."""
-    seen: list[str] = []
-    engine_type = type(Company._meta.db)
-    real = engine_type.run_querystring
-
-    async def counting(self: Engine, querystring: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(str(querystring))
-        return await real(self, querystring, *args, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(engine_type, "run_querystring", counting)
-        yield seen
 
 
 async def _page_load(client: Any, alice: dict[str, str], monkeypatch: pytest.MonkeyPatch, steps: int) -> int:
