@@ -108,6 +108,19 @@ def _recall(results: list[tuple[intents.Item, bool]], key: Callable[[intents.Ite
     return {k: {"n": n, "caught": c, "recall": c / n} for k, (n, c) in sorted(agg.items())}
 
 
+def _outcome(results: list[tuple[intents.Item, bool]]) -> dict:
+    """What a set of planted attacks came to: recall overall, by intent and by language, and what was missed."""
+    caught = sum(h for _, h in results)
+    return {
+        "n": len(results),
+        "caught": caught,
+        "recall": caught / max(1, len(results)),
+        "by_intent": _recall(results, lambda i: i.label),
+        "by_language": _recall(results, lambda i: i.lang),
+        "missed": [f"{i.lang} {i.label}: {i.text[:140]}" for i, h in results if not h],
+    }
+
+
 def _run_fold(data, name: str, drop, drop_negative, test: list[intents.Item], langs: list[str], log) -> dict:
     from backend.injection.scanner import use_model
 
@@ -117,18 +130,13 @@ def _run_fold(data, name: str, drop, drop_negative, test: list[intents.Item], la
     twins = [t for t in intents.benign_twins() if drop_negative(t.key)]
     results = _score(intents.plant(test, SEED, twins))
     benign = _benign(langs, twins)
-    caught = sum(h for _, h in results)
     fold = {
-        "n": len(results),
-        "caught": caught,
-        "recall": caught / max(1, len(results)),
-        "by_intent": _recall(results, lambda i: i.label),
-        "by_language": _recall(results, lambda i: i.lang),
+        **_outcome(results),
         "benign": benign,
         "threshold": model.threshold,
         "positive_windows": model.meta["positive_windows"],
-        "missed": [f"{i.lang} {i.label}: {i.text[:140]}" for i, h in results if not h],
     }
+    caught = fold["caught"]
     log(f"  {name:<24} recall {fold['recall']:.3f} ({caught}/{len(results)})  benign rows flagged "
         f"{benign['flagged_rows']}/{benign['rows']} = {benign['fp_rate']:.3%}, twins {benign['twins_flagged']}/"
         f"{benign['twins']}  [{time.time() - t0:.0f}s, {model.meta['positive_windows']} positive windows]")  # fmt: skip
@@ -277,17 +285,12 @@ def blind(log) -> dict:
     twin_rows = [[str(i), t.text] for i, t in enumerate(twins)]
     twin_found = {r for r, _ in scanner_flagger(["id", "note"], twin_rows)}
     out = {
-        "n": len(results),
-        "caught": caught,
-        "recall": caught / max(1, len(results)),
-        "by_language": _recall(results, lambda i: i.lang),
-        "by_intent": _recall(results, lambda i: i.label),
+        **_outcome(results),
         "benign_rows": rows,
         "benign_flagged_rows": flagged,
         "benign_fp_rate": flagged / max(1, rows),
         "twins": len(twin_rows),
         "twins_flagged": len(twin_found),
-        "missed": [f"{i.lang} {i.label}: {i.text[:140]}" for i, h in results if not h],
         "twins_flagged_texts": [twin_rows[r - 1][1] for r in sorted(twin_found)],
     }
     log(f"  blind: recall {out['recall']:.3f} ({caught}/{len(results)}); benign rows flagged {flagged}/{rows} = "

@@ -182,6 +182,15 @@ def corpus_positives(seed: int = 11) -> list[tuple[str, intents.Item]]:
     return out
 
 
+def _vocabulary(windows: Iterable[set[str]], min_df: int) -> dict[str, int]:
+    """Every feature seen in at least `min_df` windows, numbered in sorted order."""
+    df: dict[str, int] = {}
+    for window in windows:
+        for x in window:
+            df[x] = df.get(x, 0) + 1
+    return {f: i for i, f in enumerate(sorted(f for f, n in df.items() if n >= min_df))}
+
+
 def _matrix(rows: list[tuple[set[str], set[str]]], vocab: dict[str, int]):
     from scipy.sparse import csr_matrix
 
@@ -319,11 +328,7 @@ def fit(pos: list[tuple[set[str], set[str]]], neg: list[tuple[set[str], set[str]
     from sklearn.linear_model import LogisticRegression
 
     rows = [(f, {"C:" + x for x in cf}) for f, cf in pos + neg]
-    df: dict[str, int] = {}
-    for f, cf in rows:
-        for x in f | cf:
-            df[x] = df.get(x, 0) + 1
-    vocab = {f: i for i, f in enumerate(sorted(f for f, n in df.items() if n >= MIN_DF))}
+    vocab = _vocabulary((f | cf for f, cf in rows), MIN_DF)
     x = _matrix(rows, vocab)
     y = [1] * len(pos) + [0] * len(neg)
     clf = LogisticRegression(
@@ -348,11 +353,7 @@ def add_language_free(
     from sklearn.linear_model import LogisticRegression
 
     rows = [cf for cf in pos + neg]
-    df: dict[str, int] = {}
-    for cf in rows:
-        for x in cf:
-            df[x] = df.get(x, 0) + 1
-    vocab = {f: i for i, f in enumerate(sorted(f for f, n in df.items() if n >= LF_MIN_DF))}
+    vocab = _vocabulary(rows, LF_MIN_DF)
     from scipy.sparse import csr_matrix
 
     indptr, indices, data = [0], [], []
