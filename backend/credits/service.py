@@ -85,7 +85,7 @@ async def used_by_kind(company_id: int, since: datetime | None = None) -> dict[s
 
 async def used(company_id: int) -> float:
     """What this period's charges add up to: runs and the assistant platform's (chat turns, ...)."""
-    return round(sum((await used_by_kind(company_id)).values()), 2)
+    return (await _pool_and_used(company_id))[1]
 
 
 async def top_ups(company_id: int) -> int:
@@ -99,8 +99,7 @@ async def top_ups(company_id: int) -> int:
 async def pool(company_id: int) -> int:
     """The company's pool this period: its plan's monthly credits (`Company.credit_pool`, set by the operator)
     and the operator's top-ups made this period."""
-    row = await Company.select(Company.credit_pool).where(Company.id == company_id).first()
-    return (row["credit_pool"] + await top_ups(company_id)) if row else 0
+    return (await _pool_and_used(company_id))[0]
 
 
 async def spent_by(company_id: int) -> str:
@@ -226,14 +225,20 @@ SELECT c."credit_pool" + COALESCE(
 """
 
 
+async def _pool_and_used(company_id: int) -> tuple[int, float]:
+    """(pool, used) this period in one query: what `pool`, `used` and `balance` all read."""
+    since = period_start()
+    rows = await Company.raw(_POOL_AND_USED, since, since, since, company_id)
+    if not rows:
+        return 0, 0.0
+    return int(rows[0]["pool"]), round(float(rows[0]["used"]), 2)
+
+
 async def balance(company_id: int, *, holds: bool = True) -> Balance:
     """(pool, held, left): left is the pool less this period's charges and, with `holds`, less what
     approved runs not yet finished hold. Two queries: the pool and what was used (`_POOL_AND_USED`), the
     holds."""
-    since = period_start()
-    rows = await Company.raw(_POOL_AND_USED, since, since, since, company_id)
-    total = int(rows[0]["pool"]) if rows else 0
-    spent = round(float(rows[0]["used"]), 2) if rows else 0.0
+    total, spent = await _pool_and_used(company_id)
     held = await reserved(company_id) if holds else 0.0
     return total, held, round(total - spent - held, 2)
 
