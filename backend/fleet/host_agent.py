@@ -26,6 +26,7 @@ import httpx
 import procrastinate
 import psycopg
 from procrastinate.exceptions import ProcrastinateException
+from procrastinate.jobs import Status
 
 from backend import filemodes
 from backend.client import decode, refusal_of
@@ -177,6 +178,7 @@ class FleetWorker:
         await self._wait_for_schema(url)
         self.register_task(app)
         await self.register_until_done()
+        await self._end_previous_life(app)
         beats = asyncio.create_task(self._heartbeats())
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -189,6 +191,29 @@ class FleetWorker:
                 await self.api.post("/api/worker/leave")
             await self.api.aclose()
             log.info("worker %s stopped", self.host_id)
+
+    async def _end_previous_life(self, app: procrastinate.App) -> list[int]:
+        """Jobs of this host's queue still `doing` as the process starts belong to its previous life (killed
+        mid-job): `register` has just settled their runs (ended `worker lost`, or back to the dispatcher), so
+        they end `failed` now. Left alone, they stayed `doing` until procrastinate noticed the old worker's
+        silence `worker_lost_seconds` later; an API stopped before then kept them `doing` for good, and a run
+        sent back to the queue could not be handed out again meanwhile (`queue._retire_jobs`). A host id is one
+        process at a time; this runs before the process takes any job. The API's `recover_stalled` stays the
+        fallback when this fails. Returns the jobs ended."""
+        ended: list[int] = []
+        try:
+            async with app.open_async():
+                for job in await app.job_manager.list_jobs_async(queue=queue_of(self.host_id), status="doing"):
+                    if job.id is None:
+                        continue
+                    with contextlib.suppress(ProcrastinateException):  # moved meanwhile: not ours to end
+                        await app.job_manager.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
+                        ended.append(job.id)
+        except (ProcrastinateException, psycopg.Error, OSError) as exc:
+            log.warning("jobs of this host's previous life not ended (the API's stall check will): %s", exc)
+        if ended:
+            log.warning("jobs %s of this host's previous life ended: their runs were settled at registration", ended)
+        return ended
 
     def register_task(self, app: procrastinate.App) -> None:
         app.task(name=TASK, queue=queue_of(self.host_id), pass_context=False, retry=CLAIM_RETRY)(self.handle)

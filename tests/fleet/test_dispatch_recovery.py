@@ -76,8 +76,7 @@ async def _pass(app) -> list[int]:
 
 async def _work(worker: FleetWorker) -> None:
     """The worker takes every job of its queue that is due, then stops (as `_take_jobs`, not waiting)."""
-    app = fleet_queue.make_app(name=f"cleanroom-worker-{worker.host_id}")
-    worker.register_task(app)
+    app = _worker_app(worker)
     async with app.open_async():
         await app.run_worker_async(
             queues=[fleet_queue.queue_of(worker.host_id)],
@@ -85,6 +84,13 @@ async def _work(worker: FleetWorker) -> None:
             install_signal_handlers=False,
             delete_jobs="successful",
         )
+
+
+def _worker_app(worker: FleetWorker):
+    """The host's own procrastinate app, as its process has (opened and closed by what uses it)."""
+    app = fleet_queue.make_app(name=f"cleanroom-worker-{worker.host_id}")
+    worker.register_task(app)
+    return app
 
 
 async def _jobs(app, run_id: int) -> list[tuple[str, str]]:
@@ -174,6 +180,48 @@ async def test_a_job_left_doing_by_a_killed_worker_is_recovered_once_its_run_is_
         row = await Run.select(Run.status, Run.credits_charged).where(Run.id == run["id"]).first()
         assert row == {"status": RunStatus.error, "credits_charged": None}
         assert await _jobs(app, run["id"]) == [("runs.alpha", "failed")]
+    assert executions == []
+
+
+async def test_a_host_that_restarts_ends_its_previous_lifes_jobs_at_once_and_no_other_hosts(
+    client, alice, acme_on, executions
+) -> None:
+    """Seen in the fleet soak: a host killed mid-run and started again. Registration settled the run, but its
+    job stayed `doing` until procrastinate noticed the dead worker's silence 30 s later; the API stopped before
+    that, and the job stayed `doing` for good. Now the host, starting, ends its previous life's jobs."""
+    started, queued_one = [(await _queued_run(client, alice))["id"] for _ in range(2)]
+    alpha, alpha_headers = await _host(client, "alpha", capacity=2)
+    async with _queue() as app:
+        assert sorted(await _pass(app)) == [started, queued_one]
+        beta_run = 999_999  # another host's job (the company's cap keeps a third run of it from going out)
+        await app.configure_task(
+            fleet_queue.TASK, queue=fleet_queue.queue_of("beta"), queueing_lock=fleet_queue.lock_of(beta_run)
+        ).defer_async(run_id=beta_run)
+        dead = await _take_and_die(app, "alpha")
+        await _take_and_die(app, "alpha")  # both of alpha's jobs taken by the worker that is then killed
+        beta_dead = await _take_and_die(app, "beta")
+        claimed = await client.post(f"/api/worker/runs/{started}/claim", headers=alpha_headers)
+        if claimed.status_code != 200:  # the other of alpha's runs was taken first: the same either way
+            started, queued_one = queued_one, started
+            claimed = await client.post(f"/api/worker/runs/{started}/claim", headers=alpha_headers)
+        assert claimed.status_code == 200, claimed.text
+        vm = await client.post(f"/api/worker/runs/{started}/vm-started", headers=alpha_headers)
+        assert vm.status_code == 200, vm.text
+        # alpha starts again: it registers (its runs settled), then ends its previous life's jobs, before
+        # the dead worker's heartbeat is old (procrastinate's own stall check would not see them yet)
+        again = await client.post("/api/worker/hosts", json={"capacity": 2}, headers=alpha_headers)
+        assert again.status_code == 200, again.text
+        assert len(await alpha._end_previous_life(_worker_app(alpha))) == 2
+        assert await _jobs(app, started) == [("runs.alpha", "failed")]
+        row = await Run.select(Run.status).where(Run.id == started).first()
+        assert row["status"] == RunStatus.error
+        # the run whose VM never started goes out again at once, and runs once
+        assert queued_one in await _pass(app)
+        # control: beta's job, of a worker that did not restart, is left to procrastinate's stall check
+        assert await _jobs(app, beta_run) == [("runs.beta", "doing")]
+        assert await alpha._end_previous_life(_worker_app(alpha)) == []  # and nothing of alpha's is left to end
+        await _stop_heartbeat(dead)
+        await _stop_heartbeat(beta_dead)
     assert executions == []
 
 
