@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import random
 import re
+import ssl
 import subprocess
 import sys
 import time
@@ -194,6 +196,39 @@ def _enroll(env: dict[str, str], hosts: list[str]) -> dict[str, str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+async def _loop_lag(lags: list[float], stop: asyncio.Event, every: float = 0.1) -> None:
+    """How late this process's event loop wakes from a `every`-second sleep, in ms: every latency the bench
+    reports is timed on this loop, so a loop that is late (the bench itself busy) inflates them all. The
+    report carries its p50, p99 and max beside them."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        asked = loop.time()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+        lags.append(max(0.0, (loop.time() - asked - every) * 1000))
+
+
+@functools.cache
+def _mcp_parts() -> tuple[Any, Any, Any]:
+    """The MCP SDK's client, imported once before the measured phase: an import inside it (about a second
+    of CPU) held the event loop that times every request."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    return httpx2, Client, streamable_http_client
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every client of the bench. httpx builds a new one for each client it makes
+    (certifi's bundle parsed again): 60-120 ms of this process's event loop each on this machine, against
+    0.3-6 ms with this one shared. A hundred assistants arriving over the ramp blocked the loop that times
+    every request for seconds, and the bench reported that as the API's latency. Nothing here speaks TLS
+    (loopback HTTP only); the context is what httpx requires to exist."""
+    return ssl.create_default_context()
+
+
 def _simulated_hosts(api_url: str, tokens: dict[str, str], latencies: Latencies) -> dict[str, Any]:
     """`FleetWorker`s whose registration names this machine's image without touching libvirt, and whose VM
     answers at once (the bench process's `sandbox.run_code` is replaced)."""
@@ -234,6 +269,7 @@ def _simulated_hosts(api_url: str, tokens: dict[str, str], latencies: Latencies)
             headers={"Authorization": f"Bearer {token}"},
             timeout=120,
             event_hooks=latencies.hooks(),
+            verify=_tls(),
         )
         hosts[host_id] = host
     return hosts
@@ -255,16 +291,13 @@ async def _assistant(
     await asyncio.sleep(arrives)  # the assistants arrive over the ramp, not all in one instant
     polls = random.Random(index).random() < poll_share  # reads the run every second instead of waiting
     async with httpx.AsyncClient(
-        base_url=url, headers=headers, timeout=120, event_hooks=latencies.hooks()
+        base_url=url, headers=headers, timeout=120, event_hooks=latencies.hooks(), verify=_tls()
     ) as http:
         session = None
         if mcp:
-            import httpx2
-            from mcp import Client
-            from mcp.client.streamable_http import streamable_http_client
-
-            http2 = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120))
-            session = Client(streamable_http_client(url + "/mcp", http_client=http2))
+            httpx2, client, streamable_http_client = _mcp_parts()
+            http2 = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120), verify=_tls())
+            session = client(streamable_http_client(url + "/mcp", http_client=http2))
             await session.__aenter__()
         try:
             while not stop.is_set():
@@ -312,7 +345,7 @@ async def _person(
     url: str, email: str, stop: asyncio.Event, latencies: Latencies, counts: dict[str, int]
 ) -> None:
     async with httpx.AsyncClient(
-        base_url=url, headers={"Origin": url}, timeout=120, event_hooks=latencies.hooks()
+        base_url=url, headers={"Origin": url}, timeout=120, event_hooks=latencies.hooks(), verify=_tls()
     ) as http:
         (await http.post("/api/auth/login", json={"email": email, "password": "demo"})).raise_for_status()
         at_once = asyncio.Semaphore(APPROVALS_AT_ONCE)
@@ -359,7 +392,9 @@ async def _bench(
     sampler = ProcessSampler(fleet.server.process.pid, fleet.name, _admin_url())
     own = ProcessSampler(os.getpid(), fleet.name, _admin_url(), tree=False)
 
-    async with httpx.AsyncClient(base_url=url, headers={"Origin": url}, timeout=120) as person:
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Origin": url}, timeout=120, verify=_tls()
+    ) as person:
         (
             await person.post("/api/auth/login", json={"email": PEOPLE[0], "password": "demo"})
         ).raise_for_status()
@@ -397,6 +432,7 @@ async def _bench(
         background.append(asyncio.create_task(host._heartbeats()))
     background.append(asyncio.create_task(sampler.run(stop_all)))
 
+    _mcp_parts()
     # phase 1: the hosts alone
     quiet = min(20.0, max(5.0, seconds / 3))
     cpu0, t0 = sampler.cpu_seconds(), time.monotonic()
@@ -430,6 +466,8 @@ async def _bench(
             for i in range(assistants)
         ]
         people = [asyncio.create_task(_person(url, p, stop, latencies, counts)) for p in PEOPLE]
+        lags: list[float] = []
+        background.append(asyncio.create_task(_loop_lag(lags, stop)))
         db0 = await asyncio.to_thread(_database_counters, _admin_url(), fleet.name)
         cpu1, own1, t1 = sampler.cpu_seconds(), own.cpu_seconds(), time.monotonic()
         await asyncio.sleep(seconds)
@@ -481,6 +519,12 @@ async def _bench(
             db0, db1, sum(v for k, v in counts.items() if k.startswith("ended_"))
         ),
         "bench_process_cpu_share_of_one_core": round(bench_cpu, 3),
+        # how late the bench's own event loop ran while it timed the requests (see `_loop_lag`)
+        "bench_loop_lag_ms": {
+            "p50": round(_quantile(lags or [0.0], 0.5), 1),
+            "p99": round(_quantile(lags or [0.0], 0.99), 1),
+            "max": round(max(lags, default=0.0), 1),
+        },
         "load_average_1min_at_end": round(os.getloadavg()[0], 2),
         "client_failures": failures[:10],
     }

@@ -35,3 +35,5 @@ def test_the_control_plane_bench_runs_end_to_end_and_claims_each_run_once(_facto
         report
     )  # a canned result landed
     assert report["api"]["rss_mib_max"] > 0 and report["api"]["db_connections_max"] > 0, report
+    lag = report["bench_loop_lag_ms"]  # the bench's own loop is measured beside what it times
+    assert 0 <= lag["p50"] <= lag["p99"] <= lag["max"], lag
