@@ -42,10 +42,29 @@ def card(driver, title: str):
     )
 
 
+def in_card(driver, title: str, read):
+    """`read(card)` on the card titled `title`, found again when the page replaced it meanwhile: the page
+    renders its reports one after another, and a card found before a later one landed can be a stale node
+    (seen once under load: "stale element reference" reading the text of a card found a moment before)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    answer: list = []
+
+    def attempt(d) -> bool:
+        answer[:] = [read(card(d, title))]
+        return True
+
+    WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(attempt)
+    return answer[0]
+
+
 def test_an_auditor_finds_the_demo_run_approved_despite_its_warning(servers: Servers, browser) -> None:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
+    REPLACED = (NoSuchElementException, StaleElementReferenceException)  # noqa: N806 - a constant of the test
     with api_as(servers, "maria@acme.example") as maria:
         demo = maria.get("/api/runs", params={"status": "awaiting_approval"}).json()["items"][0]
         findings = maria.get(f"/api/runs/{demo['id']}").json()["findings"]
@@ -75,24 +94,26 @@ def test_an_auditor_finds_the_demo_run_approved_despite_its_warning(servers: Ser
     driver.get(servers.console_url + "/audit")
     wait_for_text(driver, WARNED_REPORT)
     link_path = f"//a[@href='/runs/{demo['id']}']"
-    WebDriverWait(driver, 60).until(
+    WebDriverWait(driver, 60, ignored_exceptions=REPLACED).until(
         lambda d: card(d, WARNED_REPORT).find_elements(By.XPATH, "." + link_path), message="no report row"
     )
-    report = card(driver, WARNED_REPORT)
-    assert "Open pipeline by stage" in report.text and "maria@acme.example" in report.text
-    assert "Quiet count" not in report.text  # approved, but shown no warning
-    WebDriverWait(driver, 30).until(
+    report = in_card(driver, WARNED_REPORT, lambda c: c.text)
+    assert "Open pipeline by stage" in report and "maria@acme.example" in report
+    assert "Quiet count" not in report  # approved, but shown no warning
+    WebDriverWait(driver, 30, ignored_exceptions=REPLACED).until(
         lambda d: card(d, WARNED_REPORT).find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg"),
         message="no chart",
     )
-    assert (
-        "maria@acme.example"
-        in card(driver, WARNED_REPORT).find_element(By.CSS_SELECTOR, ".js-plotly-plot").text
-    )
+    chart = in_card(driver, WARNED_REPORT, lambda c: c.find_element(By.CSS_SELECTOR, ".js-plotly-plot").text)
+    assert "maria@acme.example" in chart
 
-    link = report.find_element(By.XPATH, "." + link_path)
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
-    link.click()
+    def open_row(found) -> bool:
+        link = found.find_element(By.XPATH, "." + link_path)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+        link.click()
+        return True
+
+    in_card(driver, WARNED_REPORT, open_row)
     WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith(f"/runs/{demo['id']}"))
     wait_for_text(driver, f"Run #{demo['id']}")
     wait_for_text(driver, "Approved by maria@acme.example")
