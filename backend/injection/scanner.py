@@ -60,13 +60,6 @@ SUSPICIOUS = 0.2  # a line or cell this suspicious is read again together with i
 JOINED = 0.99  # the model's bar for cells read together
 WARM = 0.3  # a table cell this suspicious has the other cells of its record, and the rows around it, read with it
 HIGH_PROBABILITY = 0.97
-# A table cell that reads unlike the rest of its column (issue 25): at least OUTLIER_RATIO times the median
-# length of the column's other non-empty cells, a value that occurs once in the column, in a column with at
-# least OUTLIER_MIN_CELLS non-empty cells, is reported when the model finds it this suspicious (WARM) rather
-# than at its usual bar. Planted text is longer and wordier than the column it sits in, in any language.
-OUTLIER_RATIO = 2.0
-OUTLIER_MIN_CELLS = 8
-OUTLIER_REASON = "; reads unlike the rest of its column"
 # prose (whitespace), markup and escapes, non-ASCII text, or a formula start
 LOOK_RE = re.compile(r"[\s<\[#!/%&|{$`\\\u0080-\U0010ffff]|^[=+@\-'\"]")
 
@@ -388,7 +381,6 @@ def scan_table(
         if not hot:
             return  # the usual case: nothing in this batch to report or to read together
         flagged_rows: set[int] = set()
-        columns = _ColumnShapes(texts)
         for r, row in enumerate(texts):
             if hot.isdisjoint(row):
                 continue
@@ -401,8 +393,7 @@ def scan_table(
                         _finding(path, sheet, first_row + r, column_name(j), hit) for hit in judgement.hits
                     )
             if not flagged:
-                found = _column_outliers(row, judged, columns, path, sheet, first_row + r, column_name)
-                found = found or _split_across_cells(row, judged, path, sheet, first_row + r, column_name)
+                found = _split_across_cells(row, judged, path, sheet, first_row + r, column_name)
                 found = found or _across_record(row, judged, path, sheet, first_row + r, column_name)
                 flagged = bool(found)
                 findings.extend(found)
@@ -420,56 +411,6 @@ def scan_table(
             batch, size = [], 0
     flush()
     return findings
-
-
-class _ColumnShapes:
-    """What the cells of a batch's columns look like (median length of the non-empty cells, how often each value
-    occurs), worked out for a column only when one of its cells is warm and unflagged."""
-
-    def __init__(self, texts: list[list[str]]):
-        self._texts = texts
-        self._shapes: dict[int, tuple[int, float, dict[str, int]]] = {}
-
-    def shape(self, j: int) -> tuple[int, float, dict[str, int]]:
-        got = self._shapes.get(j)
-        if got is None:
-            values = [row[j] for row in self._texts if j < len(row) and row[j]]
-            counts: dict[str, int] = {}
-            for v in values:
-                counts[v] = counts.get(v, 0) + 1
-            lengths = sorted(len(v) for v in values)
-            median = float(lengths[len(lengths) // 2]) if lengths else 0.0
-            got = self._shapes[j] = (len(values), median, counts)
-        return got
-
-    def outlier(self, j: int, v: str) -> bool:
-        """Whether value v reads unlike the rest of column j: once in it, and much longer than its median."""
-        n, median, counts = self.shape(j)
-        return n >= OUTLIER_MIN_CELLS and counts.get(v, 0) == 1 and len(v) >= OUTLIER_RATIO * max(median, 1.0)
-
-
-def outlier_hits(text: str) -> list[CellHit]:
-    """The model's finding for a cell judged at the lower bar of a column outlier (WARM), or none."""
-    m = model()
-    if m is None or not _worth_model(folded := fold(text)):
-        return []
-    p, s, e, scored = _model_verdict(m, folded)
-    if p < WARM:
-        return []
-    if scored is folded:
-        s, e = _focus(m, folded, s, e)
-    category, reason = explain(scored[s:e] if scored is folded else scored)
-    start, end = raw_offset(text, s), raw_offset(text, e)
-    return [CellHit("medium", category, excerpt(text, start, end), reason + OUTLIER_REASON, (start, end))]
-
-
-def _column_outliers(row, judged, columns, path, sheet, row_number, column_name) -> list[Finding]:
-    """Warm cells of a row that read unlike the rest of their column (_ColumnShapes.outlier)."""
-    out: list[Finding] = []
-    for j, v in enumerate(row):
-        if v and _warm(judged, v) and columns.outlier(j, v):
-            out.extend(_finding(path, sheet, row_number, column_name(j), hit) for hit in outlier_hits(v))
-    return out
 
 
 def _split_across_cells(row, judged, path, sheet, row_number, column_name) -> list[Finding]:

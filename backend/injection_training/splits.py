@@ -88,8 +88,9 @@ def _benign(langs: list[str], twins: list[intents.Item]) -> dict:
     header = ["id", "note"]
     twin_rows = [[str(i), t.text] for i, t in enumerate(twins) if t.lang in langs]
     twin_found = {r for r, _ in scanner_flagger(header, twin_rows)} if twin_rows else set()
-    # the twins planted into business tables of their language like the attacks (a contract clause or an
-    # error message in a notes column reads unlike the rest of it: the column-outlier rule's cost)
+    # the twins also planted into business tables of their language like the attacks, in the free-text columns
+    # beside ordinary notes: what a rule that reads a cell against its row or column costs on a contract clause,
+    # an error message or a notice
     in_rows = [hit for _, hit in _score(intents.plant([t for t in twins if t.lang in langs], SEED + 2))]
     return {
         "rows": rows,
