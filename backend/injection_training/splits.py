@@ -88,9 +88,15 @@ def _benign(langs: list[str], twins: list[intents.Item]) -> dict:
     header = ["id", "note"]
     twin_rows = [[str(i), t.text] for i, t in enumerate(twins) if t.lang in langs]
     twin_found = {r for r, _ in scanner_flagger(header, twin_rows)} if twin_rows else set()
+    # the twins also planted into business tables of their language like the attacks, in the free-text columns
+    # beside ordinary notes: what a rule that reads a cell against its row or column costs on a contract clause,
+    # an error message or a notice
+    in_rows = [hit for _, hit in _score(intents.plant([t for t in twins if t.lang in langs], SEED + 2))]
     return {
         "rows": rows,
         "flagged_rows": flagged,
+        "twins_in_rows": len(in_rows),
+        "twins_in_rows_flagged": sum(in_rows),
         "fp_rate": flagged / max(1, rows),
         "by_language": by_lang,
         "twins": len(twin_rows),
@@ -139,7 +145,7 @@ def _run_fold(data, name: str, drop, drop_negative, test: list[intents.Item], la
     caught = fold["caught"]
     log(f"  {name:<24} recall {fold['recall']:.3f} ({caught}/{len(results)})  benign rows flagged "
         f"{benign['flagged_rows']}/{benign['rows']} = {benign['fp_rate']:.3%}, twins {benign['twins_flagged']}/"
-        f"{benign['twins']}  [{time.time() - t0:.0f}s, {model.meta['positive_windows']} positive windows]")  # fmt: skip
+        f"{benign['twins']} (in rows {benign['twins_in_rows_flagged']}/{benign['twins_in_rows']})  [{time.time() - t0:.0f}s, {model.meta['positive_windows']} positive windows]")  # fmt: skip
     return fold
 
 
@@ -231,6 +237,8 @@ def _pool(folds: dict) -> dict:
         "benign_fp_rate": flagged / max(1, rows),
         "twins_flagged": sum(f["benign"]["twins_flagged"] for f in folds.values()),
         "twins": sum(f["benign"]["twins"] for f in folds.values()),
+        "twins_in_rows_flagged": sum(f["benign"]["twins_in_rows_flagged"] for f in folds.values()),
+        "twins_in_rows": sum(f["benign"]["twins_in_rows"] for f in folds.values()),
         "recall_by_language": {k: round(c / n_, 3) for k, (n_, c) in sorted(by_lang.items())},
         "recall_by_intent": {k: round(c / n_, 3) for k, (n_, c) in sorted(by_intent.items())},
     }
@@ -324,7 +332,7 @@ def run(which: list[str], log=print) -> dict:
                 p = report[name]["pooled"]
                 log(f"{name} pooled: recall {p['recall']:.3f} ({p['caught']}/{p['n']}), benign rows flagged "
                     f"{p['benign_flagged_rows']}/{p['benign_rows']} = {p['benign_fp_rate']:.3%}, twins "
-                    f"{p['twins_flagged']}/{p['twins']}")  # fmt: skip
+                    f"{p['twins_flagged']}/{p['twins']} (in rows {p['twins_in_rows_flagged']}/{p['twins_in_rows']})")  # fmt: skip
     finally:
         scanner.use_model(None)
         scanner._MODEL.clear()
