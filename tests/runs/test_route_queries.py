@@ -6,7 +6,8 @@ the counter sees one query more when the route makes one.
 
 Before (main at 9153e6f, SQLite and PostgreSQL alike): detail 20, proposal 35, wait answered at once 21,
 approval 13 (SQLite; PostgreSQL locks the company row first: one more, before and after). Before the balance
-was read once a request (main at fb1db7d): proposal 17, revision 21, flow proposal (two steps) 30.
+was read once a request and a run made in one statement (main at fb1db7d): proposal 17, revision 21, flow
+proposal (two steps) 30.
 The caller's context was five queries (token, user, teams, permission sets, their grants), the company's
 row was read two or three times, the credit balance five queries and twice, the staged-data limits eight."""
 
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("acme_on")
 # the caller's context: the token (or session) with its person and their company, then teams and grants
 AUTH = 2
 DETAIL = AUTH + 3  # the run; the credit pool and what was used; what approved runs hold
-PROPOSAL = 15
+PROPOSAL = 14
 WAIT_ANSWERED_AT_ONCE = DETAIL
 WAIT_HELD = AUTH + 1 + 4  # the run; after the wait: the run, the company (read again), the balance (2)
 # context 2, the run, the reservation (balance 2, the admin's limits; on PostgreSQL the company's row locked
@@ -38,8 +39,9 @@ APPROVE = 10
 # bounds 1, staged limits 2 + 2, the deals export 2, the run 1, the audit entry 2, the previous attempt's code
 REVISION = 17
 # context 2, balance 2 (the gate; the page's approval gate shows the same), bounds 1, staged limits 2 + 2 per
-# step, the deals export 2 per step, the flow, its runs, its hash, the audit entry 2, the page 3
-FLOW_PROPOSAL = 28
+# step, the deals export 2 per step, the flow, its runs (one INSERT each), its hash, the audit entry 2, the
+# page 3
+FLOW_PROPOSAL = 26
 WATCH = '"run"."status" AS "status" FROM "run" WHERE "run"."id" IN'  # the shared status query a tick
 
 
@@ -67,13 +69,13 @@ async def test_a_run_detail_costs_five_queries_to_the_token_and_to_a_session(cli
     assert len(queries) == DETAIL, _said(queries)
 
 
-async def test_a_proposal_costs_fifteen_queries(client, alice, monkeypatch) -> None:
+async def test_a_proposal_costs_fourteen_queries(client, alice, monkeypatch) -> None:
     await _waiting_run(client, alice)  # the token's last_used_at written: not counted below
     with counted(monkeypatch) as queries:
         r = await client.post("/api/runs", json=proposal(conversation_id="c2"), headers=alice)
     assert r.status_code == 201, r.text
     # context 2, balance 2 (the gate; the answer's approval cost shows the same), bounds 1, staged limits
-    # 2 + 2, the deals export 2, the run 2, the audit entry 2
+    # 2 + 2, the deals export 2, the run 1 (its own root in the INSERT), the audit entry 2
     assert len(queries) == PROPOSAL, _said(queries)
 
 
