@@ -285,10 +285,14 @@ async def reserve(
         raise PaymentRequired(reason, code="credit_limit")
 
 
-async def require_minimum(company_id: int) -> None:
-    reason = await blocked_reason(company_id)
+async def require_minimum(company_id: int) -> Balance:
+    """PaymentRequired when less than one base charge is left; else the figures it read (`balance`), for a
+    caller that shows them in the same request (a proposal's answer) instead of reading them again."""
+    figures = await balance(company_id)
+    reason = await blocked_reason(company_id, figures=figures)
     if reason:
         raise PaymentRequired(reason)
+    return figures
 
 
 async def charge(

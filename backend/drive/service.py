@@ -183,8 +183,11 @@ async def upload(
     run_id: int | None = None,
     audit_actor: str | None = None,
     source_datasets: list[str] | None = None,
+    folder_checked: bool = False,
 ) -> dict[str, Any]:
     """File `data` (bytes, or a binary stream copied to disk in chunks, never whole in memory).
+    `folder_checked`: the caller made (or read) `folder_id` as `ctx` in this request, so it is not read
+    again here to check that `ctx` sees it (a run's outputs, filed into the folder made for them).
 
     A person's upload (no `run_id`) counts against the company's Drive quotas and upload rate: 429 past
     the files per hour, 413 past the bytes a person or the company may keep. A run's outputs are bounded
@@ -193,7 +196,7 @@ async def upload(
     limit = get_settings().max_upload_bytes
     name = _check_name(name)
     _check_visibility(visibility)
-    if folder_id is not None:
+    if folder_id is not None and not folder_checked:
         await get_folder(ctx, folder_id)
     person = run_id is None
     if person:

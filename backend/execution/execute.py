@@ -232,15 +232,25 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
         flow_title=await flows.flow_title(run.get("flow_id")),
         reserved_credits=run.get("credits_reserved"),
     )
-    await Run.update({Run.credits_charged: charged, Run.updated_at: clock.now()}).where(Run.id == run_id)
+    # what its printed output, files and conclusion are computed from, kept with its charge (one UPDATE)
+    # before any of them is stored
+    sources: list[str] | None = None
+    unsourced: Exception | None = None
+    try:
+        sources = await source_datasets(run)
+    except Exception as exc:  # our fault, not the run's: it ends `error` below, charged once
+        unsourced = exc
+    charged_values: dict[Any, Any] = {Run.credits_charged: charged, Run.updated_at: clock.now()}
+    if sources is not None:
+        charged_values[Run.source_datasets] = sources
+    await Run.update(charged_values).where(Run.id == run_id)
     if run.get("flow_id") is not None:  # its conclusion and what later steps receive, or the step fails
         await flows.collect(run, result, out_dir)
     status, error = result.status, result.error
     folder_id, outputs, note = None, [], None
     try:
-        # what its printed output, files and conclusion are computed from, kept before any of them is
-        sources = await source_datasets(run)
-        await Run.update({Run.source_datasets: sources}).where(Run.id == run_id)
+        if unsourced is not None:
+            raise unsourced
         run = {**run, "source_datasets": sources}
         requester = await load_user_context(run["requested_by"])
         folder_id, outputs = await _store_outputs(run, result, out_dir, requester, actor)
@@ -311,6 +321,7 @@ async def _store_outputs(
                 name,
                 await asyncio.to_thread(path.read_bytes),  # up to the sandbox's 50 MB of outputs
                 folder_id=folder["id"],
+                folder_checked=True,  # made by the requester just now: not read again for every file
                 visibility="private",
                 run_id=run_id,
                 audit_actor=actor,

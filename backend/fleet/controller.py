@@ -17,6 +17,7 @@ from backend.errors import AppError
 from backend.fleet import service, transfer
 from backend.fleet.schemas import Done, HeartbeatBody, HostBody, Job, RefuseBody, Registered
 from backend.flows import progress as flows
+from backend.runs.tables import Run
 from backend.sandbox.models import MAX_ACTIONS_BYTES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES, SandboxResult
 from backend.settings import get_settings
 from backend.tenancy.auth import SELF_AUTHENTICATED
@@ -82,7 +83,7 @@ class WorkerController(Controller):
         """The staged bundle as a tar stream, to the host holding the run, with its signed URL."""
         host_id = await _host(request)
         service.check_signature(run_id, host_id, "bundle", expires, sig)
-        run = await service.held_run(host_id, run_id)
+        run = await service.held_run(host_id, run_id, Run.bundle_dir)  # not the code, manifest or result
         if not run["bundle_dir"]:
             raise AppError("this run's staged bundle is gone", code="gone", status_code=410)
         return _tar_of(Path(run["bundle_dir"]), f"run-{run_id}.tar", "this run's staged bundle")
@@ -121,7 +122,9 @@ class WorkerController(Controller):
         """The run's result and output files (a tar stream) from the host holding it, with its signed URL."""
         host_id = await _host(request)
         service.check_signature(run_id, host_id, "result", expires, sig)
-        await service.held_run(host_id, run_id)
+        # refused before a byte is read; `record` reads the whole run again once the upload is in (the run
+        # may have been settled while it came)
+        await service.held_run(host_id, run_id, Run.id)
         scratch = Path(tempfile.mkdtemp(prefix="cleanroom-recv-", dir=get_settings().data_dir))
         try:
             out = scratch / "out"

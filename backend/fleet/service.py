@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from piccolo.columns import Column
 from piccolo.columns.combination import WhereRaw
 
 from backend import clock, filemodes
@@ -321,9 +322,11 @@ async def _job(host_id: str, run_id: int) -> dict[str, Any]:
     }
 
 
-async def held_run(host_id: str, run_id: int) -> dict[str, Any]:
-    """The run, if this host holds it now (running, claimed by it); 403 otherwise."""
-    run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
+async def held_run(host_id: str, run_id: int, *columns: Column) -> dict[str, Any]:
+    """The run (all of it, or only `columns`), if this host holds it now (running, claimed by it); 403
+    otherwise."""
+    wanted = (*columns, Run.host_id, Run.status) if columns else ()
+    run = await Run.select(*wanted).where(Run.id == run_id).output(load_json=True).first()
     if run is None or run["host_id"] != host_id or run["status"] != RunStatus.running:
         raise Forbidden("this worker does not hold this run")
     return run
@@ -331,19 +334,26 @@ async def held_run(host_id: str, run_id: int) -> dict[str, Any]:
 
 async def vm_started(host_id: str, run_id: int) -> None:
     """From here on the run is never started again: a lost worker means `error`, not a retry. Once: a
-    second attempt of the same host (a claim answered twice) is refused, so one VM runs the run."""
-    await held_run(host_id, run_id)
+    second attempt of the same host (a claim answered twice) is refused, so one VM runs the run. Holding
+    the run is a condition of the same statement, which returns the company for the entry; why it failed
+    is asked apart only when it did."""
     started = (
         await Run.update({Run.vm_started_at: clock.now()})
-        .where((Run.id == run_id) & (Run.host_id == host_id) & Run.vm_started_at.is_null())
-        .returning(Run.id)
+        .where(
+            (Run.id == run_id)
+            & (Run.host_id == host_id)
+            & (Run.status == RunStatus.running)
+            & Run.vm_started_at.is_null()
+        )
+        .returning(Run.company)
     )
     if not started:
+        await held_run(host_id, run_id, Run.id)  # 403 when this host does not hold it
         raise Conflict("this run's VM was started already")
     await audit.record(
         "run.started",
         actor=audit.host_actor(host_id),
-        company_id=(await Run.select(Run.company).where(Run.id == run_id).first())["company"],
+        company_id=started[0]["company"],
         subject_type="run",
         subject_id=run_id,
         data={"host_id": host_id},
@@ -371,7 +381,7 @@ async def record(host_id: str, run_id: int, result: SandboxResult, out_dir: Path
 
 async def release(host_id: str, run_id: int, problem: str) -> str:
     """A worker failed with a run it holds (not the run's fault)."""
-    await held_run(host_id, run_id)
+    await held_run(host_id, run_id, Run.id)
     await _settle_runs_of(host_id, f"the worker failed: {problem[:300]}", run_id=run_id)
     row = await Run.select(Run.status).where(Run.id == run_id).first()
     return row["status"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from backend import clock, decisions
 from backend.audit import service as audit
+from backend.credits import service as credits
 from backend.errors import Conflict, Forbidden, Invalid, NotFound
 from backend.flows import progress
 from backend.flows.schemas import (
@@ -85,7 +86,7 @@ async def propose(ctx: UserContext, body: FlowBody, *, actor: str | None = None)
         FLOW,
     )
     assert made.flow_id is not None
-    return await flow_detail(ctx, made.flow_id)
+    return await flow_detail(ctx, made.flow_id, figures=made.balance)  # the balance its gate read
 
 
 class FlowMaker:
@@ -356,14 +357,18 @@ async def reject(ctx: UserContext, flow_id: int, reason: str | None) -> FlowDeta
     return await flow_detail(ctx, flow_id)
 
 
-async def flow_detail(ctx: UserContext, flow_id: int) -> FlowDetail:
+async def flow_detail(
+    ctx: UserContext, flow_id: int, *, figures: credits.Balance | None = None
+) -> FlowDetail:
     """A flow and its steps. What its steps share (the company, the requester, whether an approval is
-    blocked now, the flow's runs and what each is computed from) is read once for the flow, not per step."""
+    blocked now, the flow's runs and what each is computed from) is read once for the flow, not per step.
+    `figures`: the company's credit balance when this request read it already (a proposal's credit gate)."""
     row = await get_flow_row(ctx, flow_id)
     runs = await flow_runs(flow_id)
     steps = latest(runs)
     company = await gates.company(ctx.company_id, ctx)
-    blocked = await gates.approve_blocked(company) if row["status"] == FlowStatus.awaiting_approval else None
+    awaiting = row["status"] == FlowStatus.awaiting_approval
+    blocked = await gates.approve_blocked(company, figures) if awaiting else None
     person = await User.select(User.id, User.email, User.name).where(User.id == row["requested_by"]).first()
     known = Known(company=company, requester=PersonRef(**person), blocked=blocked)
     # stored when it was handed its carry; before that, what it will inherit, as the approver sees it

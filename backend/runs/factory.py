@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from piccolo.engine.postgres import PostgresEngine
+from piccolo.querystring import QueryString
+
 from backend.credits.service import max_cost
 from backend.hashing import sha256_text
 from backend.runs import queued
@@ -80,10 +83,39 @@ async def create_run(
         run.approved_code_sha256 = code_sha256
         run.approved_bundle_sha256 = bundle.bundle_sha256
         run.credits_reserved = max_cost(limits)  # its firing reserved it (backend/runs/holds.py)
-    await run.save()
     if root_run_id is None:
-        run.root_run_id = run.id
-        await Run.update({Run.root_run_id: run.id}).where(Run.id == run.id)
+        await _insert_as_its_own_root(run)
+    else:
+        await run.save()
     if run.status == RunStatus.queued:
         queued.announce()
     return run
+
+
+# The id a first attempt is given, drawn once for its `id` and its `root_run_id` in the one INSERT: on
+# PostgreSQL the id sequence's next value (a CTE is evaluated once per statement); on SQLite the id SQLite
+# would choose itself (an INTEGER PRIMARY KEY without AUTOINCREMENT: the largest id plus one), read by the
+# INSERT that already holds the database's write lock.
+_OWN_ID = '"new_run_id"'
+_DRAW_ID_POSTGRES = (
+    f"""WITH {_OWN_ID} AS (SELECT nextval(pg_get_serial_sequence('run', 'id')) AS "id") {{}}"""
+)
+_DRAW_ID_SQLITE = f"""WITH {_OWN_ID} AS (SELECT COALESCE(MAX("id"), 0) + 1 AS "id" FROM "run") {{}}"""
+
+
+async def _insert_as_its_own_root(run: Run) -> None:
+    """Insert a first attempt with `root_run_id` = its own id in one statement, one round trip (it was an
+    INSERT and then an UPDATE of root_run_id)."""
+    own = QueryString(f'(SELECT "id" FROM {_OWN_ID})')
+    run.id = own  # type: ignore[assignment] - both columns read the drawn id inside the statement
+    run.root_run_id = own  # type: ignore[assignment]
+    (insert,) = Run.insert(run).returning(Run.id).default_querystrings
+    try:
+        rows = await Run.raw(
+            _DRAW_ID_POSTGRES if isinstance(Run._meta.db, PostgresEngine) else _DRAW_ID_SQLITE, insert
+        )
+    except BaseException:
+        run.id = run.root_run_id = None  # type: ignore[assignment]
+        raise
+    run.id = run.root_run_id = rows[0]["id"]
+    run._exists_in_db = True

@@ -2,7 +2,8 @@
 flow, POST /api/flows, each step a run) or a schedule (a firing: the frozen code over freshly staged data).
 Every proposal is a typed spec (`Proposal`) that goes through the same steps in the same order:
 
-1. gate   - the company, read once, through every gate in `GATES` (its switches, its credit pool);
+1. gate   - the company, read once, through every gate in `GATES` (its switches, its credit pool: the
+            balance it reads is the one the answer shows);
 2. check  - every step: its code (size and syntax; a schedule's frozen code: its hash), its limits, its
             datasets (the proposer's permissions now), what it receives, invisible characters in the code;
             then the per-user bounds on waiting and hourly proposals (not a schedule's: its own caps);
@@ -100,13 +101,15 @@ class PlannedStep:
 
 @dataclass
 class Made:
-    """What a proposal made: its runs (in step order), a flow's id, the company row its gate read."""
+    """What a proposal made: its runs (in step order), a flow's id, the company row its gate read and the
+    credit balance its credit gate read (for the answer, in the same request; None when no gate read it)."""
 
     runs: list[Run]
     bundles: list[staging.StagedBundle]
     company: dict[str, Any]
     flow_id: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # what a maker hands to its audit
+    balance: credits.Balance | None = None
 
 
 class Maker(Protocol):
@@ -141,11 +144,23 @@ class TooManyPending(AppError):
 
 # ---- 1. gate ----------------------------------------------------------------------------------------------
 
-Gate = Callable[[Proposal, dict[str, Any]], Awaitable[None]]
+
+@dataclass
+class Gated:
+    """What the gates read of the company in this request: its row, and the credit balance (pool, held,
+    left) the credit gate read. The proposal's answer shows that balance rather than reading it again a
+    moment later; nothing here outlives the request."""
+
+    company: dict[str, Any]
+    balance: credits.Balance | None = None
 
 
-async def switches(p: Proposal, company: dict[str, Any]) -> None:
+Gate = Callable[[Proposal, Gated], Awaitable[None]]
+
+
+async def switches(p: Proposal, gated: Gated) -> None:
     """The assistant's ability to write (else no runs exist: 404) and code execution (403)."""
+    company = gated.company
     if p.by is Proposer.schedule:
         if not company["assistant_write_enabled"] or not company["code_execution_enabled"]:
             raise Forbidden("code execution is turned off for the company", code="code_execution_disabled")
@@ -153,19 +168,19 @@ async def switches(p: Proposal, company: dict[str, Any]) -> None:
     gates.check_code_execution(company)
 
 
-async def credit_pool(p: Proposal, company: dict[str, Any]) -> None:
+async def credit_pool(p: Proposal, gated: Gated) -> None:
     """Less than one base charge left in the pool refuses a proposal (402, saying what is left)."""
-    await credits.require_minimum(company["id"])
+    gated.balance = await credits.require_minimum(gated.company["id"])
 
 
 GATES: list[Gate] = [switches, credit_pool]
 
 
-async def gate(p: Proposal) -> dict[str, Any]:
-    company = await gates.company(p.ctx.company_id, p.ctx)
+async def gate(p: Proposal) -> Gated:
+    gated = Gated(company=await gates.company(p.ctx.company_id, p.ctx))
     for each in GATES:
-        await each(p, company)
-    return company
+        await each(p, gated)
+    return gated
 
 
 # ---- 2. check ---------------------------------------------------------------------------------------------
@@ -459,10 +474,10 @@ async def _make(p: Proposal, maker: Maker, planned: list[PlannedStep], made: Mad
 
 async def propose(p: Proposal, maker: Maker = RUN) -> Made:
     """Gate → check → stage → create → audit, in that order, for every proposer."""
-    company = await _refusing(p, "{}", gate(p))
+    gated = await _refusing(p, "{}", gate(p))
     planned = await _refusing(p, "the owner no longer holds every permission this run needs: {}", check(p))
     bundles = await _refusing(p, "staging failed: {}", stage(p, planned))
-    made = Made(runs=[], bundles=bundles, company=company)
+    made = Made(runs=[], bundles=bundles, company=gated.company, balance=gated.balance)
     try:
         await _refusing(p, "{}", _make(p, maker, planned, made))
     except BaseException:

@@ -205,9 +205,16 @@ async def detail(ctx: UserContext, run_id: int) -> RunDetail:
 
 
 async def present(
-    ctx: UserContext, row: dict[str, Any], *, known: Known | None = None, sources: list[str] | None = None
+    ctx: UserContext,
+    row: dict[str, Any],
+    *,
+    known: Known | None = None,
+    sources: list[str] | None = None,
+    figures: credits.Balance | None = None,
 ) -> RunDetail:
-    """A run the caller may see (`row` as get_run_row reads it), as its detail shows it."""
+    """A run the caller may see (`row` as get_run_row reads it), as its detail shows it. `figures`: the
+    company's credit balance when this request read it already (a proposal's credit gate), else read here
+    when the run waits for approval: once a request either way."""
     sources = await run_sources(row) if sources is None else sources
     withheld = auditor_withholds(ctx, row)
     if unreadable := unreadable_sources(ctx, sources):  # the rule Drive applies to the run's outputs
@@ -225,7 +232,8 @@ async def present(
     offer = None
     cost = None
     if row["status"] == RunStatus.awaiting_approval:
-        figures = None if row["flow_id"] else await credits.balance(ctx.company_id)  # read once for both
+        if not row["flow_id"] and figures is None:
+            figures = await credits.balance(ctx.company_id)  # read once for both
         blocked = known.blocked if known else await gates.approve_blocked(company, figures)
         if not row["flow_id"]:  # a flow reserves for all its steps at once, on its own page
             cost = await credits.approval_cost(

@@ -75,7 +75,7 @@ async def propose(
         requester=PersonRef(id=ctx.user_id, email=ctx.email, name=ctx.name),
         blocked=None,
     )
-    return await present(ctx, row, known=known)
+    return await present(ctx, row, known=known, figures=made.balance)  # the balance its gate read
 
 
 async def _followup(ctx: UserContext, company: dict[str, Any], run: Run, followup_of: int) -> dict[str, Any]:
@@ -255,7 +255,7 @@ async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None =
     refuse_flow_step(
         row, "propose the flow again with the corrected step: a new flow is approved again, every step of it"
     )
-    await gates.require_code_execution(ctx.company_id)
+    await gates.require_code_execution(ctx.company_id, ctx)  # the row read with the caller this request
     if row["requested_by"] != ctx.user_id:
         raise Forbidden("only the assistant of the person who asked for this run can revise it")
     if row["status"] not in RETRYABLE:
@@ -275,7 +275,7 @@ async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None =
             f"this run has used all {cap} attempts; propose a new run instead", code="attempts_exhausted"
         )
     await asyncio.to_thread(check_code, code)
-    await credits.require_minimum(ctx.company_id)
+    figures = await credits.require_minimum(ctx.company_id)  # what the answer shows, not read again
     await check_bounds(ctx)
     bundle = await stage_bundle(ctx, row["datasets"], row["file_ids"])
     code_found = await asyncio.to_thread(code_findings, code)
@@ -308,4 +308,5 @@ async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None =
             "bundle_sha256": new.bundle_sha256,
         },
     )
-    return await detail(ctx, new.id)
+    # built from what was just made and the balance read above, not read again (as a proposal's answer)
+    return await present(ctx, new.to_dict(), figures=figures)

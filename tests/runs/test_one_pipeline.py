@@ -57,7 +57,7 @@ async def test_a_gate_added_to_the_pipeline_refuses_every_way_of_proposing(
 ) -> None:
     ids = await _schedules(client, alice)
 
-    async def refusing(p: proposal.Proposal, company: dict[str, Any]) -> None:
+    async def refusing(p: proposal.Proposal, gated: proposal.Gated) -> None:
         raise Forbidden(REFUSAL, code="test_gate")
 
     monkeypatch.setattr(proposal, "GATES", [*proposal.GATES, refusing])
@@ -100,6 +100,16 @@ async def test_a_proposal_answers_with_what_it_made_the_same_as_reading_it_back(
         again = await client.get(f"/api/runs/{r.json()['id']}", headers=alice)
         assert r.json() == again.json()
     assert answers[-1].json()["followup_note"]
+
+
+async def test_a_revision_answers_with_what_it_made_the_same_as_reading_it_back(client, alice) -> None:
+    """Its answer is built from the row just made and the balance its credit check read: the same as a read."""
+    first = (await client.post("/api/runs", json=run_body(), headers=alice)).json()
+    await Run.update({Run.status: "failed"}).where(Run.id == first["id"])
+    r = await client.post(f"/api/runs/{first['id']}/revisions", json={"code": "print(2)\n"}, headers=alice)
+    assert r.status_code == 201 and r.json()["attempt"] == 2 and r.json()["diff"], r.text
+    again = await client.get(f"/api/runs/{r.json()['id']}", headers=alice)
+    assert r.json() == again.json()
 
 
 async def test_a_follow_up_let_through_answers_as_approved_the_same_as_reading_it_back(client, alice) -> None:

@@ -5,7 +5,9 @@ adds a query to one of these routes fails here and says which statements it saw.
 the counter sees one query more when the route makes one.
 
 Before (main at 9153e6f, SQLite and PostgreSQL alike): detail 20, proposal 35, wait answered at once 21,
-approval 13 (SQLite; PostgreSQL locks the company row first: one more, before and after).
+approval 13 (SQLite; PostgreSQL locks the company row first: one more, before and after). Before the balance
+was read once a request and a run made in one statement (main at fb1db7d): proposal 17, revision 21, flow
+proposal (two steps) 30.
 The caller's context was five queries (token, user, teams, permission sets, their grants), the company's
 row was read two or three times, the credit balance five queries and twice, the staged-data limits eight."""
 
@@ -15,8 +17,10 @@ import pytest
 
 from backend import db
 from backend.runs import read
+from backend.runs.tables import Run, RunStatus
 from backend.tenancy.tables import Company
 from tests.conftest import login
+from tests.flows.conftest import flow_body, step
 from tests.queries import counted
 from tests.runs.conftest import proposal
 
@@ -25,12 +29,19 @@ pytestmark = pytest.mark.usefixtures("acme_on")
 # the caller's context: the token (or session) with its person and their company, then teams and grants
 AUTH = 2
 DETAIL = AUTH + 3  # the run; the credit pool and what was used; what approved runs hold
-PROPOSAL = 17
+PROPOSAL = 14
 WAIT_ANSWERED_AT_ONCE = DETAIL
 WAIT_HELD = AUTH + 1 + 4  # the run; after the wait: the run, the company (read again), the balance (2)
 # context 2, the run, the reservation (balance 2, the admin's limits; on PostgreSQL the company's row locked
 # first: one more), the decision, the audit entry 2, the run again for the answer
 APPROVE = 10
+# context 2, the run, its latest attempt, balance 2 (the gate; the answer's approval cost shows the same),
+# bounds 1, staged limits 2 + 2, the deals export 2, the run 1, the audit entry 2, the previous attempt's code
+REVISION = 17
+# context 2, balance 2 (the gate; the page's approval gate shows the same), bounds 1, staged limits 2 + 2 per
+# step, the deals export 2 per step, the flow, its runs (one INSERT each), its hash, the audit entry 2, the
+# page 3
+FLOW_PROPOSAL = 26
 WATCH = '"run"."status" AS "status" FROM "run" WHERE "run"."id" IN'  # the shared status query a tick
 
 
@@ -58,13 +69,13 @@ async def test_a_run_detail_costs_five_queries_to_the_token_and_to_a_session(cli
     assert len(queries) == DETAIL, _said(queries)
 
 
-async def test_a_proposal_costs_seventeen_queries(client, alice, monkeypatch) -> None:
+async def test_a_proposal_costs_fourteen_queries(client, alice, monkeypatch) -> None:
     await _waiting_run(client, alice)  # the token's last_used_at written: not counted below
     with counted(monkeypatch) as queries:
         r = await client.post("/api/runs", json=proposal(conversation_id="c2"), headers=alice)
     assert r.status_code == 201, r.text
-    # context 2, balance 2 (the gate), bounds 1, staged limits 2 + 2, the deals export 2, the run 2, the audit
-    # entry 2, balance 2 (the detail's approval cost)
+    # context 2, balance 2 (the gate; the answer's approval cost shows the same), bounds 1, staged limits
+    # 2 + 2, the deals export 2, the run 1 (its own root in the INSERT), the audit entry 2
     assert len(queries) == PROPOSAL, _said(queries)
 
 
@@ -94,6 +105,24 @@ async def test_an_approval_costs_ten_queries_eleven_on_postgresql(client, alice,
         r = await client.post(f"/api/runs/{run_id}/approve", json=hashes)
     assert r.status_code == 200 and r.json()["status"] == "queued", r.text
     assert len(queries) == APPROVE + (1 if db.is_postgres() else 0), _said(queries)
+
+
+async def test_a_revision_costs_what_is_pinned(client, alice, monkeypatch) -> None:
+    run_id = await _waiting_run(client, alice)
+    await Run.update({Run.status: RunStatus.failed}).where(Run.id == run_id)
+    with counted(monkeypatch) as queries:
+        r = await client.post(f"/api/runs/{run_id}/revisions", json={"code": "print(2)\n"}, headers=alice)
+    assert r.status_code == 201 and r.json()["attempt"] == 2 and r.json()["approval_cost"] is not None, r.text
+    assert len(queries) == REVISION, _said(queries)
+
+
+async def test_a_flow_proposal_costs_what_is_pinned(client, alice, monkeypatch) -> None:
+    await _waiting_run(client, alice)  # the token's last_used_at written: not counted below
+    with counted(monkeypatch) as queries:
+        r = await client.post("/api/flows", json=flow_body(step(), step()), headers=alice)
+    assert r.status_code == 201 and len(r.json()["steps"]) == 2, r.text
+    assert r.json()["approve_blocked_reason"] is None
+    assert len(queries) == FLOW_PROPOSAL, _said(queries)
 
 
 async def test_control_the_count_sees_a_query_added_to_the_route(client, alice, monkeypatch) -> None:
