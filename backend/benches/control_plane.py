@@ -222,8 +222,8 @@ def _mcp_parts() -> tuple[Any, Any, Any]:
 @functools.cache
 def _tls() -> ssl.SSLContext:
     """One TLS context for every client of the bench. httpx builds a new one for each client it makes
-    (certifi's bundle parsed again): 60-120 ms of this process's event loop each on this machine, against
-    0.3-6 ms with this one shared. A hundred assistants arriving over the ramp blocked the loop that times
+    (certifi's bundle parsed again): 124 ms of this process's event loop each on this machine at load 6, against
+    5.5 ms with this one shared. A hundred assistants arriving over the ramp blocked the loop that times
     every request for seconds, and the bench reported that as the API's latency. Nothing here speaks TLS
     (loopback HTTP only); the context is what httpx requires to exist."""
     return ssl.create_default_context()
