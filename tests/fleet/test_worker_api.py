@@ -8,14 +8,16 @@ from __future__ import annotations
 import io
 import tarfile
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from backend.execution.execute import hash_problem
 from backend.fleet import queue as fleet_queue
-from backend.fleet import service
+from backend.fleet import service, transfer
 from backend.fleet.tables import WorkerHost
 from backend.runs.tables import Run, RunStatus
+from backend.sandbox.models import OutputFile, SandboxResult, Timings
 from tests.conftest import approve_as, login, token_for
 from tests.runs.conftest import enable_code, proposal
 
@@ -44,6 +46,23 @@ async def _worker(client, host_id: str, capacity: int = 2) -> dict[str, str]:
     response = await client.post("/api/worker/hosts", json={"capacity": capacity}, headers=headers)
     assert response.status_code == 200, response.text
     return headers
+
+
+def _result_tar(tmp_path: Path) -> bytes:
+    """A run's result as a worker packs it: printed output and one output file."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "total.csv").write_text("region,amount\nnorth,5\n")
+    result = SandboxResult(
+        status="succeeded",
+        exit_code=0,
+        stdout="5\n",
+        files=[OutputFile(name="total.csv", size=22, sha256="0" * 64)],
+        timings_ms=Timings(total=1500.0),
+    )
+    packed = tmp_path / "result.tar"
+    transfer.pack_result(result.model_dump_json().encode(), out, ["total.csv"], packed)
+    return packed.read_bytes()
 
 
 async def test_only_a_worker_token_reaches_the_worker_api_and_it_reaches_nothing_else(
@@ -188,29 +207,12 @@ async def test_a_company_that_queued_later_is_not_stuck_behind_another_companys_
 async def test_the_holder_reports_a_result_once_and_it_is_filed_like_any_run(
     client, alice, acme_on, tmp_path
 ) -> None:
-    from pathlib import Path
-
-    from backend.fleet import transfer
-    from backend.sandbox.models import OutputFile, SandboxResult, Timings
-
     run = await _queued_run(client, alice)
     alpha, beta = await _worker(client, "alpha"), await _worker(client, "beta")
     assert await _dispatch() == [run["id"]]
     job = (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).json()
     assert (await client.post(f"/api/worker/runs/{run['id']}/vm-started", headers=alpha)).status_code == 200
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "total.csv").write_text("region,amount\nnorth,5\n")
-    result = SandboxResult(
-        status="succeeded",
-        exit_code=0,
-        stdout="5\n",
-        files=[OutputFile(name="total.csv", size=22, sha256="0" * 64)],
-        timings_ms=Timings(total=1500.0),
-    )
-    packed = tmp_path / "result.tar"
-    transfer.pack_result(result.model_dump_json().encode(), out, ["total.csv"], packed)
-    body = packed.read_bytes()
+    body = _result_tar(tmp_path)
     headers = {"Content-Type": "application/x-tar"}
     # another worker, even with a result URL of its own, cannot report on a run it does not hold
     own = service.signed_path(run["id"], "beta", "result")

@@ -9,15 +9,12 @@ read whole twice, the charge and the sources two UPDATEs, the output folder read
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from backend.fleet import service, transfer
+from backend.fleet import service
 from backend.runs.tables import Run
-from backend.sandbox.models import OutputFile, SandboxResult, Timings
 from backend.tenancy.tables import Company
-from tests.fleet.test_worker_api import _dispatch, _queued_run, _worker
+from tests.fleet.test_worker_api import _dispatch, _queued_run, _result_tar, _worker
 from tests.queries import counted
 
 pytestmark = pytest.mark.postgres
@@ -51,23 +48,6 @@ async def test_a_heartbeat_and_a_claim_cost_what_is_pinned(client, alice, acme_o
         r = await client.post(f"/api/worker/runs/{run['id']}/claim", headers=worker)
     assert r.status_code == 200, r.text
     assert len(queries) == CLAIM, _said(queries)
-
-
-def _result_tar(tmp_path: Path) -> bytes:
-    """A run's result as a worker packs it: printed output and one output file."""
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "total.csv").write_text("region,amount\nnorth,5\n")
-    result = SandboxResult(
-        status="succeeded",
-        exit_code=0,
-        stdout="5\n",
-        files=[OutputFile(name="total.csv", size=22, sha256="0" * 64)],
-        timings_ms=Timings(total=1500.0),
-    )
-    packed = tmp_path / "result.tar"
-    transfer.pack_result(result.model_dump_json().encode(), out, ["total.csv"], packed)
-    return packed.read_bytes()
 
 
 async def _claimed(client, alice) -> tuple[dict, dict[str, str]]:
