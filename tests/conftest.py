@@ -135,10 +135,14 @@ class EngineFactory:
 
         async def build() -> None:
             db.configure(url)
-            if seeded:
-                await seed()
-            else:
-                await db.create_schema()
+            await db.start_pool()  # PostgreSQL: one pool for the seed's queries, not a connection for each
+            try:
+                if seeded:
+                    await seed()
+                else:
+                    await db.create_schema()
+            finally:
+                await db.close_pool()
 
         # the demo people's password hashes use argon2's cheapest profile here: every sign-in of every test
         # verifies one, and verifying costs what the hash's own parameters say. Production hashing is
@@ -412,6 +416,30 @@ async def _postgres_pool(request: pytest.FixtureRequest) -> AsyncIterator[None]:
             await engine.close_connection_pool()
 
 
+_APPS: dict[tuple[object, ...], Any] = {}
+
+
+def _shared_app(database_url: str, create_app: Callable[..., Any]) -> Any:
+    """One app per process for the `client` fixture, built again only when a setting it reads at construction
+    differs (fleet mode, the body limit, the allowed host names): Litestar registering the API's handlers took
+    a fifth of the spread tests' own CPU. The app reads its database at request time (`db.configure`) and
+    starts its pool, schema and MCP session manager in each client's lifespan; its state is emptied, so a test
+    starts as with an app of its own (`tests/unit/test_shared_app.py`)."""
+    from backend.app import fleet
+    from backend.tenancy.origin import allowed_hosts
+
+    settings = get_settings()
+    key = (fleet(), settings.max_upload_bytes, tuple(sorted(allowed_hosts(settings))))
+    app = _APPS.get(key)
+    if app is None:
+        app = _APPS[key] = create_app(database_url=database_url, run_hooks=False)
+    else:
+        db.configure(database_url)
+    for name in list(app.state.keys()):
+        del app.state[name]
+    return app
+
+
 @pytest.fixture
 async def client(demo_db: str) -> AsyncIterator[object]:
     from litestar.testing import AsyncTestClient
@@ -420,7 +448,7 @@ async def client(demo_db: str) -> AsyncIterator[object]:
 
     # its requests run in the test client's own event loop, through the app's pool there (db.LoopPostgresEngine);
     # the test's own queries, in the test's loop, connect per query
-    app = create_app(database_url=demo_db, run_hooks=False)
+    app = _shared_app(demo_db, create_app)
     async with AsyncTestClient(app=app) as test_client:
         test_client.headers["origin"] = console_origin()  # as the console sends it (the CSRF rule)
         yield test_client
