@@ -11,6 +11,7 @@ import sqlite3
 import weakref
 from pathlib import Path
 
+import asyncpg
 from asyncpg.pool import Pool
 from piccolo.apps.migrations.commands.forwards import run_forwards
 from piccolo.apps.migrations.tables import Migration
@@ -178,11 +179,25 @@ async def drop_schema() -> None:
     await Migration.raw("DROP TABLE IF EXISTS migration")
 
 
+class PooledConnection(asyncpg.Connection):
+    """A pool's connection given back without asyncpg's reset query. Piccolo takes a connection from the pool
+    for every query and gives it back after, and asyncpg then sends `pg_advisory_unlock_all(); CLOSE ALL;
+    UNLISTEN *; RESET ALL` each time: a second round trip per query, a tenth of the API's CPU under the
+    control-plane bench's heartbeats (docs/scale.md). The pool's connections hold no session state to undo:
+    nothing here takes a session advisory lock, LISTENs, SETs a session variable or keeps a cursor on them
+    (the fleet's LISTEN and leader lock have connections of their own, `backend/fleet/queue.py`). An open
+    transaction is still rolled back and listeners dropped by asyncpg's own reset (`Connection._reset`);
+    `tests/integration/test_pool_reset.py` checks both."""
+
+    def get_reset_query(self) -> str:
+        return ""
+
+
 async def start_pool() -> None:
     eng = engine()
     if isinstance(eng, PostgresEngine):
         # connections open as they are first needed (asyncpg's default opens all ten at once: ~100 ms)
-        await eng.start_connection_pool(min_size=1, max_size=10)
+        await eng.start_connection_pool(min_size=1, max_size=10, connection_class=PooledConnection)
 
 
 async def close_pool() -> None:

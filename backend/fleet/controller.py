@@ -63,7 +63,10 @@ class WorkerController(Controller):
     async def heartbeat(self, request: Request, data: HeartbeatBody) -> Done:
         """Alive, with the runs it is working on and whether it is draining."""
         await service.heartbeat(
-            await _host(request), running=data.running, draining=data.draining, holding=data.holding
+            request.headers.get("authorization", ""),
+            running=data.running,
+            draining=data.draining,
+            holding=data.holding,
         )
         return Done()
 

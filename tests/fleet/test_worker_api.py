@@ -126,6 +126,27 @@ async def test_a_revoked_worker_token_is_refused(client, alice, acme_on) -> None
     assert (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=worker)).status_code == 401
 
 
+async def test_a_heartbeat_with_a_forged_or_revoked_token_moves_nothing(client, alice, acme_on) -> None:
+    """The heartbeat checks its token inside its one statement (`service._BEAT`), not through `host_for_token`."""
+    worker = await _worker(client, "alpha")
+
+    async def beat(headers: dict[str, str], running: int) -> int:
+        body = {"running": running, "draining": False, "holding": []}
+        return (await client.post("/api/worker/heartbeat", json=body, headers=headers)).status_code
+
+    def host_row():
+        return WorkerHost.select(WorkerHost.last_heartbeat, WorkerHost.running).where(WorkerHost.host_id == "alpha")
+
+    assert await beat(worker, 1) == 200  # control: the host's own token moves its row
+    before = await host_row().first()
+    assert before["running"] == 1
+    assert await beat({"Authorization": "Bearer cwt_" + "x" * 43}, 2) == 401  # a token never issued
+    assert await beat({"Authorization": worker["Authorization"].replace("cwt_", "")}, 2) == 401  # not a worker's
+    await service.revoke((await service.tokens())[-1]["id"], actor="test")
+    assert await beat(worker, 3) == 401
+    assert await host_row().first() == before
+
+
 async def test_a_bundle_changed_after_approval_is_refused_by_the_worker_check(
     client, alice, acme_on, tmp_path
 ) -> None:

@@ -19,7 +19,7 @@ from tests.queries import counted
 
 pytestmark = pytest.mark.postgres
 
-HEARTBEAT = 3  # the worker token; the host's row updated; the runs it holds by the database (to settle)
+HEARTBEAT = 1  # one statement: the worker token, the host's row updated, the runs it holds by the database
 CLAIM = 3  # the worker token; the run queued → running for it while its host is not lost; its job
 BUNDLE = 2  # the worker token; the run's holder, status and bundle folder (was the whole row)
 VM_STARTED = 4  # the worker token; vm_started_at set while this host holds it, returning its company; entry 2
