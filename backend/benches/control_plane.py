@@ -275,6 +275,16 @@ def _simulated_hosts(api_url: str, tokens: dict[str, str], latencies: Latencies)
     return hosts
 
 
+def _failure(exc: BaseException | None) -> str:
+    """A client's failure, with the request it was making when httpx knows it."""
+    said = repr(exc)[:300]
+    try:
+        request = exc.request  # type: ignore[union-attr]
+    except (AttributeError, RuntimeError):  # not an httpx error, or one without its request
+        return said
+    return f"{said} on {request.method} {request.url.path}"
+
+
 async def _assistant(
     index: int,
     url: str,
@@ -479,7 +489,7 @@ async def _bench(
         done = await asyncio.wait(clients + people, timeout=60)
         for task in done[1]:
             task.cancel()
-        failures = [repr(t.exception())[:300] for t in done[0] if not t.cancelled() and t.exception()]
+        failures = [_failure(t.exception()) for t in done[0] if not t.cancelled() and t.exception()]
         worker.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await worker
