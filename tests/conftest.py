@@ -419,13 +419,13 @@ async def _postgres_pool(request: pytest.FixtureRequest) -> AsyncIterator[None]:
 _APPS: dict[tuple[object, ...], Any] = {}
 
 
-def _shared_app(database_url: str, create_app: Callable[..., Any]) -> Any:
+def _shared_app(database_url: str) -> Any:
     """One app per process for the `client` fixture, built again only when a setting it reads at construction
     differs (fleet mode, the body limit, the allowed host names): Litestar registering the API's handlers took
     a fifth of the spread tests' own CPU. The app reads its database at request time (`db.configure`) and
     starts its pool, schema and MCP session manager in each client's lifespan; its state is emptied, so a test
     starts as with an app of its own (`tests/unit/test_shared_app.py`)."""
-    from backend.app import fleet
+    from backend.app import create_app, fleet
     from backend.tenancy.origin import allowed_hosts
 
     settings = get_settings()
@@ -444,11 +444,9 @@ def _shared_app(database_url: str, create_app: Callable[..., Any]) -> Any:
 async def client(demo_db: str) -> AsyncIterator[object]:
     from litestar.testing import AsyncTestClient
 
-    from backend.app import create_app
-
     # its requests run in the test client's own event loop, through the app's pool there (db.LoopPostgresEngine);
     # the test's own queries, in the test's loop, connect per query
-    app = _shared_app(demo_db, create_app)
+    app = _shared_app(demo_db)
     async with AsyncTestClient(app=app) as test_client:
         test_client.headers["origin"] = console_origin()  # as the console sends it (the CSRF rule)
         yield test_client

@@ -228,9 +228,10 @@ async def heartbeat(
     """The host of the `Authorization` header is alive, runs `running` VMs and holds `holding` (None: it did
     not say). Refused as `host_for_token` refuses; 409 for a host not registered or declared lost."""
     token = _presented_token(authorization)
-    held_since = clock.now() - timedelta(seconds=get_settings().worker_claim_seconds)
+    now = clock.now()
+    held_since = now - timedelta(seconds=get_settings().worker_claim_seconds)
     rows = await WorkerToken.raw(
-        _BEAT, sha256_text(token), clock.now(), max(0, running), draining, RunStatus.running.value, held_since
+        _BEAT, sha256_text(token), now, max(0, running), draining, RunStatus.running.value, held_since
     )
     host_id = await _host_of(rows[0] if rows else None)
     if not rows[0]["beat"]:
