@@ -120,6 +120,7 @@ class Settings(BaseSettings):
     # a run that failed after its VM started keeps its bundle this long (it can be revised), then loses it
     failed_bundle_retention_days: float = 7.0
     bundle_sweep_minutes: float = 15.0  # how often the worker deletes bundles past their retention
+    schedule_check_seconds: float = 15.0  # how often the dispatching loop fires the schedules that fell due
     metrics_token: str | None = None  # GET /metrics wants 'Bearer <it>' from anyone; unset: metrics are off
     min_schedule_interval_minutes: int = 15  # a cron firing more often than this is refused
     # flows: a step's /work/output/conclusion.json, handed to every later step, is at most this big

@@ -122,7 +122,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                if loop.time() - self._last_schedule_check > 15:
+                if loop.time() - self._last_schedule_check > get_settings().schedule_check_seconds:
                     self._last_schedule_check = loop.time()
                     await schedules.fire_due()
                 if loop.time() - self._last_sweep > 60 * get_settings().bundle_sweep_minutes:

@@ -441,9 +441,8 @@ class Dispatcher:
             try:
                 await service.reap()
                 await recover_stalled(self.app)
-                if (
-                    loop.time() - self._last_schedules > 15
-                ):  # due schedules queue runs, as the embedded worker
+                # due schedules queue runs, as the embedded worker
+                if loop.time() - self._last_schedules > get_settings().schedule_check_seconds:
                     self._last_schedules = loop.time()
                     await schedules.fire_due()
                 await dispatch(self.app)

@@ -90,7 +90,7 @@ def test_two_api_processes_one_dispatcher_a_schedule_fires_once_and_the_lead_mov
     _factories, monkeypatch
 ) -> None:
     _needs_postgres(monkeypatch)
-    env = {"CLEANROOM_WORKER_HEARTBEAT_SECONDS": "1"}
+    env = {"CLEANROOM_WORKER_HEARTBEAT_SECONDS": "1", "CLEANROOM_SCHEDULE_CHECK_SECONDS": "2"}
     with FleetServer(env, template=_factories["postgres"].template(seeded=True), processes=2) as fleet:
         assert fleet.server is not None and fleet.server.process is not None
         serve = fleet.server.process.pid
@@ -128,10 +128,10 @@ def test_two_api_processes_one_dispatcher_a_schedule_fires_once_and_the_lead_mov
             assert made.status_code == 201, made.text
             schedule_id = made.json()["id"]
 
-        # due now: fired once, though two API processes run (the dispatcher fires due schedules every 15 s)
+        # due now: fired once, though two API processes run (the dispatcher fires due schedules every 2 s here)
         _make_due(fleet, schedule_id)
         _until(lambda: _fired(fleet, schedule_id) >= 1, 60, "the due schedule fired")
-        time.sleep(16)  # a second firing would have come by now (both processes have passed their 15 s)
+        time.sleep(5)  # a second firing would have come by now (both processes have passed their 2 s twice)
         assert _fired(fleet, schedule_id) == 1
         assert len(_leads(fleet)) == 1  # and only one process ever dispatched (each would say so)
 
