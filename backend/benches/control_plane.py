@@ -475,7 +475,10 @@ async def _bench(
             )
             for i in range(assistants)
         ]
-        people = [asyncio.create_task(_person(url, p, stop, latencies, counts)) for p in PEOPLE]
+        # the people keep deciding until the last assistant has its answer: a run left waiting for approval
+        # would hold its assistant's wait to the end of its 25-30 s after the bench had stopped
+        decided = asyncio.Event()
+        people = [asyncio.create_task(_person(url, p, decided, latencies, counts)) for p in PEOPLE]
         lags: list[float] = []
         background.append(asyncio.create_task(_loop_lag(lags, stop)))
         db0 = await asyncio.to_thread(_database_counters, _admin_url(), fleet.name)
@@ -486,7 +489,10 @@ async def _bench(
         bench_cpu = (own.cpu_seconds() - own1) / elapsed
         db1 = await asyncio.to_thread(_database_counters, _admin_url(), fleet.name)
         stop.set()
-        done = await asyncio.wait(clients + people, timeout=60)
+        answered = await asyncio.wait(clients, timeout=60)
+        decided.set()
+        stopped = await asyncio.wait(people, timeout=60)
+        done = (answered[0] | stopped[0], answered[1] | stopped[1])
         for task in done[1]:
             task.cancel()
         failures = [_failure(t.exception()) for t in done[0] if not t.cancelled() and t.exception()]

@@ -22,7 +22,7 @@ def test_the_control_plane_bench_runs_end_to_end_and_claims_each_run_once(_facto
     monkeypatch.setenv("CLEANROOM_BENCH_CP_MCP_SHARE", "0.5")
     real_run_code = sandbox.run_code
     report = run_control_plane_bench(
-        assistants=4, hosts=3, seconds=30, template=_factories["postgres"].template(seeded=True), processes=2
+        assistants=4, hosts=3, seconds=12, template=_factories["postgres"].template(seeded=True), processes=2
     )
     assert report["api_processes"] == 2  # the one-process path is every other fleet test's
     assert sandbox.run_code is real_run_code  # the canned VM was this bench's only
