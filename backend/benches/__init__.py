@@ -13,9 +13,11 @@ false positives) is the injection training harness's evaluation.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -80,6 +82,40 @@ def ratio(value: float, baseline: float) -> float | None:
     return round(value / baseline, 2) if baseline > 0 else None
 
 
+_SEEDED: dict[tuple[tuple[str, str], ...], Path] = {}  # what `seed_demo` seeded in this process, by setting
+
+
+def seed_demo(root: Path, env: dict[str, str], repo: Path) -> None:
+    """`root` as `cleanroom demo seed` leaves a data directory (SQLite database, Drive blobs, audit anchor),
+    for a server started with `env`. The seed runs once per process and settings (3-6 s); later calls copy
+    its folder, which names neither its path nor a port (they are found from the environment)."""
+    settings = tuple(
+        sorted(
+            (k, v)
+            for k, v in env.items()
+            if k.startswith("CLEANROOM_") and not k.endswith(("_DATA_DIR", "_PORT", "_URL"))
+        )
+    )
+    seeded = _SEEDED.get(settings)
+    if seeded is None:
+        seeded = Path(tempfile.mkdtemp(prefix="cleanroom-seeded-"))
+        atexit.register(shutil.rmtree, seeded, ignore_errors=True)
+        subprocess.run(
+            [sys.executable, "-m", "backend", "demo", "seed"],
+            env={
+                **env,
+                "CLEANROOM_DATA_DIR": str(seeded),
+                "DATABASE_URL": f"sqlite:///{seeded / 'cleanroom.sqlite3'}",
+            },
+            cwd=repo,
+            check=True,
+            timeout=600,
+            stdout=subprocess.DEVNULL,
+        )
+        _SEEDED[settings] = seeded
+    shutil.copytree(seeded, root, symlinks=True, dirs_exist_ok=True)
+
+
 class ApiServer:
     """The real API (`cleanroom serve --no-console`, with its in-process worker running real VMs) on a freshly
     seeded demo SQLite database in a temporary folder, on a free port. `env` adds or overrides settings;
@@ -108,9 +144,12 @@ class ApiServer:
         import httpx
 
         cmd = [sys.executable, "-m", "backend"]
-        subprocess.run(
-            [*cmd, "demo", "seed"], env=self.env, cwd=self.repo, check=True, stdout=subprocess.DEVNULL
-        )
+        if self.env["DATABASE_URL"].startswith("sqlite:"):
+            seed_demo(self.root, self.env, self.repo)
+        else:
+            subprocess.run(
+                [*cmd, "demo", "seed"], env=self.env, cwd=self.repo, check=True, stdout=subprocess.DEVNULL
+            )
         log = open(self.root / "api.log", "wb")  # noqa: SIM115 - lives as long as the process
         self.process = subprocess.Popen(
             [*cmd, "serve", "--no-console", "--processes", str(self.processes)],

@@ -17,6 +17,7 @@ from nicegui.testing.user_simulation import user_simulation
 
 from console import session
 from console.api import ApiConfig
+from tests.conftest import _shared_app
 from tests.console.support import Assistant
 
 HERE = Path(__file__).parent
@@ -28,9 +29,9 @@ nicegui_app.storage = storage.Storage()
 
 @pytest.fixture
 def api_app(demo_db: str):
-    from backend.app import create_app
-
-    return create_app(database_url=demo_db, run_hooks=False, pool=False)
+    # the process's shared app, as the `client` fixture's; reached through httpx.ASGITransport, which runs no
+    # lifespan, its requests connect per query in the test's loop (no pool there)
+    return _shared_app(demo_db)
 
 
 @pytest.fixture

@@ -3,22 +3,19 @@ each its own process, on a freshly seeded SQLite database in a temporary data di
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from backend.benches import seed_demo
 from backend.localhost import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-_SEEDED: Path | None = None  # this process's freshly seeded data directory, the original every pair copies
 
 
 def wait_for(url: str, seconds: float = 60) -> None:
@@ -66,27 +63,9 @@ class Servers:
         }
 
     def seed(self) -> None:
-        """The data directory with the demo companies, as `scripts/run` leaves it: seeded once in this test
-        process by `cleanroom demo seed` (6 s), copied for each pair of servers after (nothing in it names
-        its own folder: the database, blobs, bundles and audit anchor are found from CLEANROOM_DATA_DIR)."""
-        global _SEEDED
-        if _SEEDED is None:
-            seeded = Path(tempfile.mkdtemp(prefix="cleanroom-seeded-data-"))
-            atexit.register(shutil.rmtree, seeded, ignore_errors=True)
-            subprocess.run(
-                [sys.executable, "-m", "backend", "demo", "seed"],
-                env={
-                    **self.env(),
-                    "CLEANROOM_DATA_DIR": str(seeded),
-                    "DATABASE_URL": f"sqlite:///{seeded / 'cleanroom.sqlite3'}",
-                },
-                cwd=REPO,
-                check=True,
-                timeout=600,
-                stdout=subprocess.DEVNULL,
-            )
-            _SEEDED = seeded
-        shutil.copytree(_SEEDED, self.data_dir, symlinks=True, dirs_exist_ok=True)
+        """The data directory with the demo companies, as `scripts/run` leaves it (seeded once in this
+        process, copied after: `seed_demo`)."""
+        seed_demo(self.data_dir, self.env(), REPO)
 
     def start(self) -> Servers:
         self.seed()
