@@ -93,7 +93,8 @@ def seed_demo(root: Path, env: dict[str, str], repo: Path) -> None:
         sorted(
             (k, v)
             for k, v in env.items()
-            if k.startswith("CLEANROOM_") and not k.endswith(("_DATA_DIR", "_PORT", "_URL"))
+            if k.startswith("CLEANROOM_")
+            and not k.endswith(("_DATA_DIR", "_PORT", "_URL", "_WORKER_PARENT", "_OWN_DATA_DIR"))
         )
     )
     seeded = _SEEDED.get(settings)

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.benches import ApiServer, sales_csv
+from backend.benches import ApiServer, sales_csv, seed_demo
 from backend.benches.service import _Session
+from backend.settings import REPO_ROOT
 
 pytestmark = pytest.mark.vm
 
@@ -105,9 +106,7 @@ def _local_worker(root: Path, parent: int) -> tuple[dict[str, str], subprocess.P
         "CLEANROOM_STANDBY_IN_SERVICE": "off",
         "CLEANROOM_WORKER_PARENT": str(parent),
     }
-    subprocess.run(
-        [sys.executable, "-m", "backend", "demo", "seed"], env=env, check=True, capture_output=True
-    )
+    seed_demo(root, env, REPO_ROOT)
     log = open(root / "worker.log", "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         [sys.executable, "-m", "backend", "worker", "--local"], env=env, stdout=log, stderr=log
