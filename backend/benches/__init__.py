@@ -85,7 +85,7 @@ def ratio(value: float, baseline: float) -> float | None:
 _SEEDED: dict[tuple[tuple[str, str], ...], Path] = {}  # what `seed_demo` seeded in this process, by setting
 
 
-def seed_demo(root: Path, env: dict[str, str], repo: Path) -> None:
+def seed_demo(root: Path, env: dict[str, str]) -> None:
     """`root` as `cleanroom demo seed` leaves a data directory (SQLite database, Drive blobs, audit anchor),
     for a server started with `env`. The seed runs once per process and settings (3-6 s); later calls copy
     its folder, which names neither its path nor a port (they are found from the environment)."""
@@ -93,10 +93,11 @@ def seed_demo(root: Path, env: dict[str, str], repo: Path) -> None:
         sorted(
             (k, v)
             for k, v in env.items()
-            if k.startswith("CLEANROOM_")
-            and not k.endswith(("_DATA_DIR", "_PORT", "_URL", "_WORKER_PARENT", "_OWN_DATA_DIR"))
+            if k.startswith("CLEANROOM_") and not k.endswith(("_DATA_DIR", "_PORT", "_URL", "_WORKER_PARENT"))
         )
     )
+    from backend.settings import REPO_ROOT
+
     seeded = _SEEDED.get(settings)
     if seeded is None:
         seeded = Path(tempfile.mkdtemp(prefix="cleanroom-seeded-"))
@@ -108,7 +109,7 @@ def seed_demo(root: Path, env: dict[str, str], repo: Path) -> None:
                 "CLEANROOM_DATA_DIR": str(seeded),
                 "DATABASE_URL": f"sqlite:///{seeded / 'cleanroom.sqlite3'}",
             },
-            cwd=repo,
+            cwd=REPO_ROOT,
             check=True,
             timeout=600,
             stdout=subprocess.DEVNULL,
@@ -146,7 +147,7 @@ class ApiServer:
 
         cmd = [sys.executable, "-m", "backend"]
         if self.env["DATABASE_URL"].startswith("sqlite:"):
-            seed_demo(self.root, self.env, self.repo)
+            seed_demo(self.root, self.env)
         else:
             subprocess.run(
                 [*cmd, "demo", "seed"], env=self.env, cwd=self.repo, check=True, stdout=subprocess.DEVNULL

@@ -65,7 +65,7 @@ class Servers:
     def seed(self) -> None:
         """The data directory with the demo companies, as `scripts/run` leaves it (seeded once in this
         process, copied after: `seed_demo`)."""
-        seed_demo(self.data_dir, self.env(), REPO)
+        seed_demo(self.data_dir, self.env())
 
     def start(self) -> Servers:
         self.seed()

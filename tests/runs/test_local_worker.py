@@ -16,7 +16,6 @@ import pytest
 
 from backend.benches import ApiServer, sales_csv, seed_demo
 from backend.benches.service import _Session
-from backend.settings import REPO_ROOT
 
 pytestmark = pytest.mark.vm
 
@@ -106,7 +105,7 @@ def _local_worker(root: Path, parent: int) -> tuple[dict[str, str], subprocess.P
         "CLEANROOM_STANDBY_IN_SERVICE": "off",
         "CLEANROOM_WORKER_PARENT": str(parent),
     }
-    seed_demo(root, env, REPO_ROOT)
+    seed_demo(root, env)
     log = open(root / "worker.log", "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         [sys.executable, "-m", "backend", "worker", "--local"], env=env, stdout=log, stderr=log
