@@ -21,16 +21,14 @@ from argon2 import PasswordHasher
 from backend.settings import get_settings
 from backend.tenancy import login_limits
 from backend.tenancy.tables import LoginAttempt
-from tests.conftest import console_origin
+from tests.conftest import _shared_app, console_origin
 
 ATTACKER = "203.0.113.66"
 
 
 @asynccontextmanager
 async def api(demo_db: str, ip: str = ATTACKER) -> AsyncIterator[httpx.AsyncClient]:
-    from backend.app import create_app
-
-    app = create_app(database_url=demo_db, run_hooks=False, pool=False)
+    app = _shared_app(demo_db)  # no lifespan through ASGITransport: its queries run in the test's loop
     transport = httpx.ASGITransport(app=app, client=(ip, 40000))
     async with httpx.AsyncClient(
         transport=transport, base_url="http://testserver.local", headers={"origin": console_origin()}
@@ -178,10 +176,9 @@ ELSEWHERE = "198.51.100.7"
 @asynccontextmanager
 async def console_api(demo_db: str) -> AsyncIterator[Any]:
     """The console's own API client (console/api.py), as the login page uses it, from the console's address."""
-    from backend.app import create_app
     from console.api import ApiConfig
 
-    app = create_app(database_url=demo_db, run_hooks=False, pool=False)
+    app = _shared_app(demo_db)
     transport = httpx.ASGITransport(app=app, client=(CONSOLE, 40000))
     yield ApiConfig("http://testserver.local", transport=transport, origin=console_origin())
 
