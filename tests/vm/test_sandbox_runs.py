@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.sandbox import health, recover_leftovers
+from backend.sandbox import RunLimits, health, recover_leftovers, run_code
 from backend.sandbox.models import MAX_OUTPUT_BYTES
 from backend.settings import get_settings
 
@@ -217,11 +217,21 @@ print(json.dumps({"seed": seed, "in_process": hash("cleanroom"), "child": fresh_
 """
 
 
-def two_runs_from_one_saved_state(run) -> tuple[dict, dict]:
-    """Slots are taken round-robin, so one more run than there are slots restores some slot twice."""
+@pytest.fixture(scope="module")
+def two_runs_from_one_saved_state(
+    sandbox_image: None, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict, dict]:
+    """Slots are taken round-robin, so one more run than there are slots restores some slot twice. Made once
+    for the two tests that read it (five guests, each starting three interpreters under emulation)."""
     seen = {}
-    for _ in range(get_settings().saved_state_slots + 1):
-        result = run(HASH_PROBE)
+    out = tmp_path_factory.mktemp("hash-seed")
+    for index in range(get_settings().saved_state_slots + 1):
+        result = run_code(
+            HASH_PROBE,
+            input_dir=None,
+            out_dir=out / str(index),
+            limits=RunLimits(wall_seconds=30, memory_mib=2048),
+        )
         assert result.status == "succeeded", result
         assert result.vm.restored is True  # the fast path
         if result.vm.domain_name in seen:
@@ -230,8 +240,10 @@ def two_runs_from_one_saved_state(run) -> tuple[dict, dict]:
     pytest.fail(f"no two runs restored the same saved state: {sorted(seen)}")
 
 
-def test_runs_from_one_saved_state_get_their_own_hash_seed_and_the_seed_decides_the_hashes(run) -> None:
-    a, b = two_runs_from_one_saved_state(run)
+def test_runs_from_one_saved_state_get_their_own_hash_seed_and_the_seed_decides_the_hashes(
+    two_runs_from_one_saved_state: tuple[dict, dict],
+) -> None:
+    a, b = two_runs_from_one_saved_state
     assert a["seed"] != b["seed"]
     assert 1 <= int(a["seed"]) <= 4294967295 and 1 <= int(b["seed"]) <= 4294967295
     # An interpreter started by the user code carries this run's seed: other runs, other hashes ...
@@ -247,8 +259,10 @@ def test_runs_from_one_saved_state_get_their_own_hash_seed_and_the_seed_decides_
     reason="user code runs in the pre-forked warm interpreter, whose hash secret was fixed when the "
     "saved state was made; a per-run secret there needs a fresh interpreter per run",
 )
-def test_the_user_codes_own_interpreter_hashes_differently_in_each_run(run) -> None:
-    a, b = two_runs_from_one_saved_state(run)
+def test_the_user_codes_own_interpreter_hashes_differently_in_each_run(
+    two_runs_from_one_saved_state: tuple[dict, dict],
+) -> None:
+    a, b = two_runs_from_one_saved_state
     assert a["in_process"] != b["in_process"]
 
 
