@@ -121,9 +121,11 @@ def seed_demo(root: Path, env: dict[str, str]) -> None:
 class ApiServer:
     """The real API (`cleanroom serve --no-console`, with its in-process worker running real VMs) on a freshly
     seeded demo SQLite database in a temporary folder, on a free port. `env` adds or overrides settings;
-    `processes` above 1 serves with that many API processes (`serve --processes`, PostgreSQL only)."""
+    `processes` above 1 serves with that many API processes (`serve --processes`, PostgreSQL only); `seeded`:
+    the database named in `env` already holds the demo companies (cloned from a seeded template), so the seed,
+    which would find them and do nothing, is not started."""
 
-    def __init__(self, env: dict[str, str] | None = None, processes: int = 1) -> None:
+    def __init__(self, env: dict[str, str] | None = None, processes: int = 1, seeded: bool = False) -> None:
         from backend.settings import REPO_ROOT
 
         self.repo = REPO_ROOT
@@ -140,6 +142,7 @@ class ApiServer:
             **(env or {}),
         }
         self.processes = processes
+        self.seeded = seeded
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> ApiServer:
@@ -148,7 +151,7 @@ class ApiServer:
         cmd = [sys.executable, "-m", "backend"]
         if self.env["DATABASE_URL"].startswith("sqlite:"):
             seed_demo(self.root, self.env)
-        else:
+        elif not self.seeded:
             subprocess.run(
                 [*cmd, "demo", "seed"], env=self.env, cwd=self.repo, check=True, stdout=subprocess.DEVNULL
             )

@@ -78,7 +78,9 @@ class FleetServer:
     def __enter__(self) -> FleetServer:
         _admin(f'CREATE DATABASE "{self.name}"' + (f' TEMPLATE "{self.template}"' if self.template else ""))
         try:
-            self.server = ApiServer(self.env, processes=self.processes).__enter__()
+            self.server = ApiServer(
+                self.env, processes=self.processes, seeded=bool(self.template)
+            ).__enter__()
             password = secrets.token_urlsafe(24)
             self.cli("workers", "db-role", self.role, env={"CLEANROOM_WORKER_DB_PASSWORD": password})
             from backend.fleet.queue import role_url
