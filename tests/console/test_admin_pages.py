@@ -199,7 +199,7 @@ async def test_audit_shows_older_entries_on_request(user: User, assistant: Assis
         *(
             audit.record(
                 "settings.changed",
-                actor="user:admin@acme.example",
+                actor="admin@acme.example",  # as the service names a signed-in person (UserContext.actor)
                 company_id=acme,
                 subject_type="company",
                 subject_id=acme,
