@@ -31,6 +31,7 @@ from backend.fleet.results import revalidate
 from backend.fleet.tables import WorkerHost, WorkerToken
 from backend.flows import progress as flows
 from backend.hashing import sha256_text
+from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult
 from backend.settings import get_settings, valid_host_id
@@ -186,6 +187,7 @@ async def register(host_id: str, *, libvirt_uri: str, virt_type: str, image_hash
         await WorkerHost.insert(WorkerHost(host_id=host_id, **{c._meta.name: v for c, v in values.items()}))
     settled = await _settle_runs_of(host_id, "the worker restarted")
     await _undispatch(host_id)  # its queue's jobs may be gone with its last life: hand them out again
+    queued.announce()  # its slots are free (and its runs may be back in the queue): dispatch now, not at the next pass
     await audit.record(
         "worker.registered",
         actor=audit.host_actor(host_id),
@@ -255,6 +257,7 @@ async def leave(host_id: str) -> None:
     ).where(WorkerHost.host_id == host_id)
     await _settle_runs_of(host_id, "the worker stopped")
     await _undispatch(host_id)
+    queued.announce()  # what it held and had not started is queued again
     await audit.record(
         "worker.left",
         actor=audit.host_actor(host_id),
@@ -395,6 +398,7 @@ async def refuse(host_id: str, run_id: int, problem: str) -> None:
     """The worker found the bundle or code differ from the approval: the run never starts."""
     run = await held_run(host_id, run_id)
     await end_unstarted(run, RunStatus.error, "run.refused", "refused to start", problem=problem[:500])
+    queued.announce()  # its slot is free
 
 
 async def record(host_id: str, run_id: int, result: SandboxResult, out_dir: Path) -> str:
@@ -407,6 +411,9 @@ async def record(host_id: str, run_id: int, result: SandboxResult, out_dir: Path
         await asyncio.to_thread(remove_bundle, run["bundle_dir"])
     if run["flow_id"] is not None:
         await asyncio.to_thread(shutil.rmtree, flows.carry_dir(run), True)
+    # its slot is free: the next queued run is handed out now. Before, only a new approval or the dispatcher's
+    # pass every heartbeat did it, so a fleet with a backlog ran its slots' worth per heartbeat at most
+    queued.announce()
     return status
 
 
@@ -414,6 +421,7 @@ async def release(host_id: str, run_id: int, problem: str) -> str:
     """A worker failed with a run it holds (not the run's fault)."""
     await held_run(host_id, run_id, Run.id)
     await _settle_runs_of(host_id, f"the worker failed: {problem[:300]}", run_id=run_id)
+    queued.announce()  # its slot is free, and the run is queued again if its VM never started
     row = await Run.select(Run.status).where(Run.id == run_id).first()
     return row["status"]
 

@@ -16,6 +16,7 @@ from backend.execution.execute import hash_problem
 from backend.fleet import queue as fleet_queue
 from backend.fleet import service, transfer
 from backend.fleet.tables import WorkerHost
+from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import OutputFile, SandboxResult, Timings
 from tests.conftest import approve_as, login, token_for
@@ -135,13 +136,17 @@ async def test_a_heartbeat_with_a_forged_or_revoked_token_moves_nothing(client, 
         return (await client.post("/api/worker/heartbeat", json=body, headers=headers)).status_code
 
     def host_row():
-        return WorkerHost.select(WorkerHost.last_heartbeat, WorkerHost.running).where(WorkerHost.host_id == "alpha")
+        return WorkerHost.select(WorkerHost.last_heartbeat, WorkerHost.running).where(
+            WorkerHost.host_id == "alpha"
+        )
 
     assert await beat(worker, 1) == 200  # control: the host's own token moves its row
     before = await host_row().first()
     assert before["running"] == 1
     assert await beat({"Authorization": "Bearer cwt_" + "x" * 43}, 2) == 401  # a token never issued
-    assert await beat({"Authorization": worker["Authorization"].replace("cwt_", "")}, 2) == 401  # not a worker's
+    assert (
+        await beat({"Authorization": worker["Authorization"].replace("cwt_", "")}, 2) == 401
+    )  # not a worker's
     await service.revoke((await service.tokens())[-1]["id"], actor="test")
     assert await beat(worker, 3) == 401
     assert await host_row().first() == before
@@ -293,3 +298,36 @@ async def test_in_a_fleet_the_dispatcher_fires_due_schedules_and_hands_their_run
         assert fired and fired[0]["dispatched_at"] is not None, fired  # fired, queued and handed to a worker
     finally:
         await dispatcher.stop()
+
+
+async def test_a_run_ending_on_its_host_wakes_the_dispatcher_and_a_request_that_frees_nothing_does_not(
+    client, alice, acme_on, tmp_path
+) -> None:
+    """A host's result frees its slot, and the dispatcher hears it at once (`queued.announce`, which the leading
+    API process's dispatcher listens to). Without it the next queued run waited for a new approval or for the
+    dispatcher's pass every heartbeat: a fleet with a backlog ran one slot's worth of runs per heartbeat.
+    Control: the requests of the same run that free nothing (claim, bundle, VM started, heartbeat) wake nobody,
+    so the test would notice the announcement gone from the result and not take any request's for it."""
+    run = await _queued_run(client, alice)
+    alpha = await _worker(client, "alpha", capacity=1)
+    assert await _dispatch() == [run["id"]]
+    heard: list[str] = []
+    stop = queued.listen(lambda: heard.append("woken"))
+    try:
+        job = (await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).json()
+        assert (await client.get(job["bundle_url"], headers=alpha)).status_code == 200
+        assert (
+            await client.post(f"/api/worker/runs/{run['id']}/vm-started", headers=alpha)
+        ).status_code == 200
+        beat = {"running": 1, "draining": False, "holding": [run["id"]]}
+        assert (await client.post("/api/worker/heartbeat", json=beat, headers=alpha)).status_code == 200
+        assert heard == []  # nothing was freed yet
+        filed = await client.post(
+            job["result_url"],
+            content=_result_tar(tmp_path),
+            headers={**alpha, "Content-Type": "application/x-tar"},
+        )
+        assert filed.status_code == 200, filed.text
+        assert heard == ["woken"]
+    finally:
+        stop()
