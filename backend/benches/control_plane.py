@@ -16,7 +16,10 @@ In this process, on one event loop:
   `CLEANROOM_BENCH_CP_SECONDS` (60);
 - **people** (two sessions): approve what waits, with the hashes the approval screen shows.
 
-First the hosts alone heartbeat for a while (the API's CPU spent on heartbeats), then everything runs. Reported
+First the hosts alone heartbeat for a while (the API's CPU spent on heartbeats); then a **backlog**
+(`CLEANROOM_BENCH_CP_BACKLOG`, 200 runs proposed and approved before any host takes a job) is worked off, the
+dispatcher's own rate: every slot is busy, so each run is handed out only when another's result frees a slot;
+then everything runs. Reported
 as JSON: p50/p95/p99 per route as the clients saw it, runs dispatched (claimed) per second and whether any run
 was claimed twice, the API's RSS, CPU (share of one core, and per waiting assistant), open descriptors and the
 database's connections. The bench process shares the machine's cores with the API: its own CPU is reported
@@ -49,6 +52,7 @@ FINISHED = {"succeeded", "failed", "timed_out", "out_of_memory", "error", "cance
 PEOPLE = ("maria@acme.example", "alice@acme.example")
 TRIVIAL = "print('ok')\n"
 APPROVALS_AT_ONCE = 16  # a person's approvals in flight at once
+BACKLOG_LIMIT_SECONDS = 300.0  # the backlog is given up on (and reported unfinished) after this
 
 
 def _env_int(name: str, default: int) -> int:
@@ -382,6 +386,35 @@ async def _person(
             await asyncio.sleep(0.5)
 
 
+async def _approved_backlog(url: str, token: str, runs: int) -> list[int]:
+    """`runs` trivial runs proposed with the assistant's token and approved by the person who owns it, a few at
+    a time: queued before any host takes a job."""
+    at_once = asyncio.Semaphore(APPROVALS_AT_ONCE)
+    async with (
+        httpx.AsyncClient(
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120, verify=_tls()
+        ) as assistant,
+        httpx.AsyncClient(base_url=url, headers={"Origin": url}, timeout=120, verify=_tls()) as person,
+    ):
+        (
+            await person.post("/api/auth/login", json={"email": PEOPLE[0], "password": "demo"})
+        ).raise_for_status()
+
+        async def one(index: int) -> int:
+            async with at_once:
+                body = {"conversation_id": f"backlog-{index}", "title": "trivial", "plan": "backlog"}
+                proposed = await assistant.post(
+                    "/api/runs", json={**body, "code": TRIVIAL, "datasets": ["deals"]}
+                )
+                proposed.raise_for_status()
+                run = proposed.json()
+                hashes = {"code_sha256": run["code_sha256"], "bundle_sha256": run["bundle_sha256"]}
+                (await person.post(f"/api/runs/{run['id']}/approve", json=hashes)).raise_for_status()
+                return run["id"]
+
+        return list(await asyncio.gather(*(one(i) for i in range(runs))))
+
+
 async def _bench(
     fleet: Any,
     assistants: int,
@@ -390,6 +423,7 @@ async def _bench(
     mcp_share: float,
     poll_share: float,
     ramp: float,
+    backlog: int,
 ) -> dict[str, Any]:
     import procrastinate
 
@@ -402,9 +436,7 @@ async def _bench(
     sampler = ProcessSampler(fleet.server.process.pid, fleet.name, _admin_url())
     own = ProcessSampler(os.getpid(), fleet.name, _admin_url(), tree=False)
 
-    async with httpx.AsyncClient(
-        base_url=url, headers={"Origin": url}, timeout=120, verify=_tls()
-    ) as person:
+    async with httpx.AsyncClient(base_url=url, headers={"Origin": url}, timeout=120, verify=_tls()) as person:
         (
             await person.post("/api/auth/login", json={"email": PEOPLE[0], "password": "demo"})
         ).raise_for_status()
@@ -427,6 +459,7 @@ async def _bench(
     hosts = _simulated_hosts(url, await asyncio.to_thread(_enroll, fleet.server.env, host_ids), latencies)
     by_queue = {queue_of(h): host for h, host in hosts.items()}
     claims: dict[int, list[str]] = defaultdict(list)
+    ended: dict[int, float] = {}  # run -> when its host had posted its result
 
     app = make_app(fleet.worker_database_url, name="cleanroom-bench-control-plane")
 
@@ -435,6 +468,7 @@ async def _bench(
         host = by_queue[context.job.queue]
         claims[run_id].append(host.host_id)
         await host.handle(run_id)
+        ended.setdefault(run_id, time.monotonic())
 
     stop_all, background = asyncio.Event(), []
     for host in hosts.values():
@@ -449,14 +483,26 @@ async def _bench(
     await asyncio.sleep(quiet)
     heartbeat_share = (sampler.cpu_seconds() - cpu0) / (time.monotonic() - t0)
 
-    # phase 2: everything
+    # the backlog: queued and approved before any host takes a job (the dispatcher hands the first slots' worth
+    # to the hosts' queues at once, every other run when a result frees a slot)
+    backlog_ids = await _approved_backlog(url, tokens[0], backlog) if backlog else []
+
     stop = asyncio.Event()
     async with app.open_async():
+        backlog_began = time.monotonic()
         worker = asyncio.create_task(
             app.run_worker_async(
                 queues=list(by_queue), concurrency=min(hosts_n, 50), install_signal_handlers=False, wait=True
             )
         )
+        while backlog_ids and time.monotonic() - backlog_began < BACKLOG_LIMIT_SECONDS:
+            if all(run_id in ended for run_id in backlog_ids):
+                break
+            await asyncio.sleep(0.02)
+        backlog_done = [ended[run_id] for run_id in backlog_ids if run_id in ended]
+        backlog_seconds = (max(backlog_done) - backlog_began) if backlog_done else None
+
+        # phase 2: everything
         mcp_n = round(assistants * mcp_share)
         clients = [
             asyncio.create_task(
@@ -506,6 +552,9 @@ async def _bench(
         await host.api.aclose()
 
     claimed = {run_id: who for run_id, who in claims.items()}
+    backlog_claims = [claimed.get(run_id, []) for run_id in backlog_ids]
+    in_backlog = set(backlog_ids)
+    phase_two = {run_id: who for run_id, who in claimed.items() if run_id not in in_backlog}
     return {
         "api_processes": fleet.processes,
         "company_concurrency_cap": int(os.environ.get("CLEANROOM_BENCH_CP_COMPANY_CAP", "0")),
@@ -520,9 +569,20 @@ async def _bench(
         "seconds": round(elapsed, 1),
         "routes_ms": latencies.report(),
         "counts": dict(sorted(counts.items())),
-        "runs_claimed": len(claimed),
-        "dispatched_per_second": round(len(claimed) / elapsed, 2),
-        "runs_with_more_than_one_job": sum(1 for who in claimed.values() if len(who) > 1),
+        # the runs of the assistants' phase (the backlog's are below)
+        "runs_claimed": len(phase_two),
+        "dispatched_per_second": round(len(phase_two) / elapsed, 2),
+        "runs_with_more_than_one_job": sum(1 for who in phase_two.values() if len(who) > 1),
+        # the dispatcher's own rate: a backlog worked off by hosts whose every slot is busy
+        "backlog": {
+            "runs": len(backlog_ids),
+            "ended": len(backlog_done),
+            "seconds": round(backlog_seconds, 2) if backlog_seconds else None,
+            "dispatched_per_second": round(len(backlog_done) / backlog_seconds, 2)
+            if backlog_seconds
+            else None,
+            "runs_with_more_than_one_job": sum(1 for who in backlog_claims if len(who) > 1),
+        },
         "api": {
             **sampler.report(),
             "cpu_share_of_one_core": round(api_cpu, 3),
@@ -552,9 +612,10 @@ def run_control_plane_bench(
     seconds: float | None = None,
     template: str | None = None,
     processes: int | None = None,
+    backlog: int | None = None,
 ) -> dict[str, Any]:
     """`template`: a seeded database to clone (the test suite's) instead of seeding a new one; `processes`:
-    API processes (`serve --processes`)."""
+    API processes (`serve --processes`); `backlog`: runs approved before the hosts take jobs."""
     from backend import sandbox
     from backend.benches.workers import FleetServer
 
@@ -563,6 +624,7 @@ def run_control_plane_bench(
     seconds = seconds if seconds is not None else float(os.environ.get("CLEANROOM_BENCH_CP_SECONDS", 60))
     mcp_share = float(os.environ.get("CLEANROOM_BENCH_CP_MCP_SHARE", 0.25))
     processes = processes if processes is not None else _env_int("CLEANROOM_BENCH_CP_PROCESSES", 1)
+    backlog = backlog if backlog is not None else _env_int("CLEANROOM_BENCH_CP_BACKLOG", 200)
     poll_share = float(os.environ.get("CLEANROOM_BENCH_CP_POLL_SHARE", 0.5))
     ramp = float(os.environ.get("CLEANROOM_BENCH_CP_RAMP_SECONDS", min(20.0, seconds / 3)))
     beat = os.environ.get("CLEANROOM_BENCH_CP_HEARTBEAT_SECONDS", "5")
@@ -581,7 +643,9 @@ def run_control_plane_bench(
     try:
         with FleetServer(limits, template=template, processes=processes) as fleet:
             fleet.cli("credits", "top-up", "Acme Analytics", "1000000", "--reason", "control-plane bench")
-            report = asyncio.run(_bench(fleet, assistants, hosts, seconds, mcp_share, poll_share, ramp))
+            report = asyncio.run(
+                _bench(fleet, assistants, hosts, seconds, mcp_share, poll_share, ramp, backlog)
+            )
     finally:
         settings.worker_heartbeat_seconds, sandbox.run_code = kept_beat, run_code
     report["goals"] = {

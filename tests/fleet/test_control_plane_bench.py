@@ -1,7 +1,7 @@
 """`cleanroom bench control-plane` at a size the suite can afford: it must keep working (its figures are the
 README's, read from a real run of the bench, never asserted here). What it must show at any size: runs are
-proposed, approved by people, dispatched to simulated hosts and claimed by exactly one; no request fails with
-a server error; the API process is measured. It runs with two API processes (`serve --processes 2`): runs
+proposed, approved by people, dispatched to simulated hosts and claimed by exactly one, a backlog of them
+too; no request fails with a server error; the API process is measured. It runs with two API processes (`serve --processes 2`): runs
 proposed and approved in either are dispatched by the one that leads, each claimed once."""
 
 from __future__ import annotations
@@ -22,7 +22,12 @@ def test_the_control_plane_bench_runs_end_to_end_and_claims_each_run_once(_facto
     monkeypatch.setenv("CLEANROOM_BENCH_CP_MCP_SHARE", "0.5")
     real_run_code = sandbox.run_code
     report = run_control_plane_bench(
-        assistants=4, hosts=3, seconds=12, template=_factories["postgres"].template(seeded=True), processes=2
+        assistants=4,
+        hosts=3,
+        seconds=12,
+        template=_factories["postgres"].template(seeded=True),
+        processes=2,
+        backlog=6,
     )
     assert report["api_processes"] == 2  # the one-process path is every other fleet test's
     assert sandbox.run_code is real_run_code  # the canned VM was this bench's only
@@ -31,6 +36,9 @@ def test_the_control_plane_bench_runs_end_to_end_and_claims_each_run_once(_facto
     assert report["mcp_assistants"] == 2 and "MCP get_run(wait_seconds=30)" in report["routes_ms"], report
     assert report["counts"].get("proposed", 0) >= 4 and report["counts"].get("approved", 0) >= 1, report
     assert report["runs_claimed"] >= 1 and report["runs_with_more_than_one_job"] == 0, report
+    # the backlog: twice the hosts' slots, so half of it is handed out only as results free slots
+    backlog = report["backlog"]
+    assert backlog["runs"] == backlog["ended"] == 6 and backlog["runs_with_more_than_one_job"] == 0, backlog
     assert report["routes_ms"]["POST /api/worker/runs/{id}/result"]["n"] >= 1, (
         report
     )  # a canned result landed
