@@ -289,6 +289,17 @@ def _failure(exc: BaseException | None) -> str:
     return f"{said} on {request.method} {request.url.path}"
 
 
+def _trivial(conversation: str, files: list[int]) -> dict[str, Any]:
+    """The bench's proposal: the trivial code over the given Drive files, or the deals dataset."""
+    return {
+        "conversation_id": conversation,
+        "title": "trivial",
+        "plan": "control-plane bench",
+        "code": TRIVIAL,
+        **({"files": files} if files else {"datasets": ["deals"]}),
+    }
+
+
 async def _assistant(
     index: int,
     url: str,
@@ -315,16 +326,7 @@ async def _assistant(
             await session.__aenter__()
         try:
             while not stop.is_set():
-                proposed = await http.post(
-                    "/api/runs",
-                    json={
-                        "conversation_id": f"bench-{index}",
-                        "title": "trivial",
-                        "plan": "control-plane bench",
-                        "code": TRIVIAL,
-                        **({"files": files} if files else {"datasets": ["deals"]}),
-                    },
-                )
+                proposed = await http.post("/api/runs", json=_trivial(f"bench-{index}", files))
                 if proposed.status_code != 201:
                     counts[f"proposal_{proposed.status_code}"] += 1
                     await asyncio.sleep(1.0)
@@ -402,10 +404,7 @@ async def _approved_backlog(url: str, token: str, runs: int) -> list[int]:
 
         async def one(index: int) -> int:
             async with at_once:
-                body = {"conversation_id": f"backlog-{index}", "title": "trivial", "plan": "backlog"}
-                proposed = await assistant.post(
-                    "/api/runs", json={**body, "code": TRIVIAL, "datasets": ["deals"]}
-                )
+                proposed = await assistant.post("/api/runs", json=_trivial(f"backlog-{index}", []))
                 proposed.raise_for_status()
                 run = proposed.json()
                 hashes = {"code_sha256": run["code_sha256"], "bundle_sha256": run["bundle_sha256"]}

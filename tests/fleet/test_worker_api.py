@@ -307,9 +307,12 @@ async def test_a_run_ending_on_its_host_wakes_the_dispatcher_and_a_request_that_
     API process's dispatcher listens to). Without it the next queued run waited for a new approval or for the
     dispatcher's pass every heartbeat: a fleet with a backlog ran one slot's worth of runs per heartbeat.
     Control: the requests of the same run that free nothing (claim, bundle, VM started, heartbeat) wake nobody,
-    so the test would notice the announcement gone from the result and not take any request's for it."""
+    so the test would notice the announcement gone from the result and not take any request's for it. The
+    hostile side: another host posting a result for the run, with a signed URL of its own, is refused and wakes
+    nobody either."""
     run = await _queued_run(client, alice)
     alpha = await _worker(client, "alpha", capacity=1)
+    beta = await _worker(client, "beta", capacity=1)
     assert await _dispatch() == [run["id"]]
     heard: list[str] = []
     stop = queued.listen(lambda: heard.append("woken"))
@@ -321,12 +324,12 @@ async def test_a_run_ending_on_its_host_wakes_the_dispatcher_and_a_request_that_
         ).status_code == 200
         beat = {"running": 1, "draining": False, "holding": [run["id"]]}
         assert (await client.post("/api/worker/heartbeat", json=beat, headers=alpha)).status_code == 200
+        tar, body = {"Content-Type": "application/x-tar"}, _result_tar(tmp_path)
+        forged = service.signed_path(run["id"], "beta", "result")
+        refused = await client.post(forged, content=body, headers={**beta, **tar})
+        assert refused.status_code == 403
         assert heard == []  # nothing was freed yet
-        filed = await client.post(
-            job["result_url"],
-            content=_result_tar(tmp_path),
-            headers={**alpha, "Content-Type": "application/x-tar"},
-        )
+        filed = await client.post(job["result_url"], content=body, headers={**alpha, **tar})
         assert filed.status_code == 200, filed.text
         assert heard == ["woken"]
     finally:
