@@ -24,7 +24,7 @@ def test_the_control_plane_bench_runs_end_to_end_and_claims_each_run_once(_facto
     report = run_control_plane_bench(
         assistants=4,
         hosts=3,
-        seconds=12,
+        seconds=8,
         template=_factories["postgres"].template(seeded=True),
         processes=2,
         backlog=6,
