@@ -21,24 +21,51 @@ from backend.settings import get_settings
 log = logging.getLogger("cleanroom.worker")
 
 
-async def queued_ids() -> list[int]:
+async def queued_ids(limit: int | None = None) -> list[int]:
     """Queued runs in the order to start them: round-robin across companies, each company's oldest first.
 
     Round one holds the oldest queued run of every company, round two the second oldest, and so on;
     within a round, companies with fewer runs already running go first, then the longest-waiting.
+    `limit`: only the order's first `limit` runs are wanted (`queued_runs`).
     """
-    queued = await Run.select(Run.id, Run.company).where(Run.status == RunStatus.queued).order_by(Run.id)
+    return [row["id"] for row in await queued_runs(limit)]
+
+
+QUEUED_PREFIX = """
+SELECT "id", "company", "dispatched_at" FROM (
+    SELECT "id", "company", "dispatched_at",
+           ROW_NUMBER() OVER (PARTITION BY "company" ORDER BY "id") AS "position"
+    FROM "run" WHERE "status" = {}
+) AS "ranked" WHERE "position" <= {} ORDER BY "id"
+"""
+
+
+async def queued_runs(limit: int | None = None) -> list[dict[str, Any]]:
+    """The queued runs (`id`, `company`, `dispatched_at`) in `queued_ids`' order. With `limit`, each
+    company's `limit` oldest are read, not the whole queue: a company's place in a round is its count of
+    older queued runs, so the order's first `limit` runs are among them, in the same order. A long backlog
+    then costs a pass its companies, not its length (a fleet's dispatcher passes at every result)."""
+    if limit is None:
+        queued = (
+            await Run.select(Run.id, Run.company, Run.dispatched_at)
+            .where(Run.status == RunStatus.queued)
+            .order_by(Run.id)
+        )
+    elif limit <= 0:
+        return []
+    else:
+        queued = await Run.raw(QUEUED_PREFIX, RunStatus.queued.value, limit)
     running: dict[int, int] = {}
     for row in await Run.select(Run.company).where(Run.status == RunStatus.running):
         running[row["company"]] = running.get(row["company"], 0) + 1
-    per_company: dict[int, list[int]] = {}
+    per_company: dict[int, list[dict[str, Any]]] = {}
     for row in queued:
-        per_company.setdefault(row["company"], []).append(row["id"])
-    turn = sorted(per_company, key=lambda c: (running.get(c, 0), per_company[c][0]))
-    ordered: list[int] = []
-    for position in range(max((len(ids) for ids in per_company.values()), default=0)):
+        per_company.setdefault(row["company"], []).append(row)
+    turn = sorted(per_company, key=lambda c: (running.get(c, 0), per_company[c][0]["id"]))
+    ordered: list[dict[str, Any]] = []
+    for position in range(max((len(rows) for rows in per_company.values()), default=0)):
         ordered.extend(per_company[c][position] for c in turn if position < len(per_company[c]))
-    return ordered
+    return ordered if limit is None else ordered[:limit]
 
 
 async def drain() -> None:
@@ -129,7 +156,7 @@ class Worker:
                     await self._sweep()
                 vms = max(1, get_settings().max_concurrent_vms)
                 capacity = vms - len(self.active) - len(self.active_reruns)
-                for run_id in (await queued_ids())[: max(0, capacity)]:
+                for run_id in await queued_ids(limit=capacity):
                     if run_id in self.active:
                         continue
                     self.active.add(run_id)

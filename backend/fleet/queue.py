@@ -1,6 +1,6 @@
 """The job queue between the API and the workers: procrastinate on the product's PostgreSQL.
 
-The API decides *which* queued run goes next (companies in turn, `backend.execution.queue.queued_ids`) and
+The API decides *which* queued run goes next (companies in turn, `backend.execution.queue.queued_runs`) and
 *to which host*: it hands a run to procrastinate only while a slot of some host is free for it, into that
 host's own queue (`runs.<host id>`), and records the host on the run (`dispatched_to`); only that host's
 worker may claim it (`service.claim`). So the queue never holds a long FIFO one company filled: a company
@@ -25,11 +25,12 @@ from datetime import UTC, datetime
 
 import procrastinate
 import psycopg
+from piccolo.query.functions.aggregate import Count
 from procrastinate.exceptions import AlreadyEnqueued, ProcrastinateException
 from procrastinate.jobs import Status
 from psycopg import sql
 
-from backend.execution.queue import queued_ids
+from backend.execution.queue import queued_runs
 from backend.execution.retention import sweep_bundles
 from backend.fleet import service
 from backend.fleet.tables import WorkerHost
@@ -229,25 +230,31 @@ async def dispatch(app: procrastinate.App) -> list[int]:
         (Run.status == RunStatus.running)
         | ((Run.status == RunStatus.queued) & Run.dispatched_at.is_not_null())
     )
-    waiting = await Run.select(Run.id, Run.company).where(
-        (Run.status == RunStatus.queued) & Run.dispatched_at.is_null()
+    pending = Counter(
+        {
+            row["company"]: row["count"]
+            for row in await Run.select(Run.company, Count())
+            .where((Run.status == RunStatus.queued) & Run.dispatched_at.is_null())
+            .group_by(Run.company)
+        }
     )
-    if not waiting:
-        return []
     held = Counter(r["company"] for r in in_flight)
-    free -= len(in_flight)
-    company_of = {r["id"]: r["company"] for r in waiting}
-    pending = Counter(company_of.values())
+    handed_before = len(in_flight)
+    free -= handed_before
+    if not pending or free <= 0 or not by_host:
+        return []
     active = set(held) | set(pending)
     share = math.ceil(max(1, free + len(in_flight)) / max(1, len(active)))
     cap = get_settings().company_concurrency_cap
     handed: list[int] = []
-    for run_id in await queued_ids():
+    # at most `free` go now, each among its company's first `free` waiting runs, behind at most the runs
+    # handed over earlier and not yet claimed: so the order is read that far, never the whole backlog
+    for row in await queued_runs(limit=free + handed_before):
         if free <= 0:
             break
-        company = company_of.get(run_id)
-        if company is None:
+        if row["dispatched_at"] is not None:
             continue  # already handed over
+        run_id, company = row["id"], row["company"]
         others_wait = any(pending[c] > 0 for c in active if c != company)
         if (cap and held[company] >= cap) or (others_wait and held[company] >= share):
             continue

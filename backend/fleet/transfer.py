@@ -6,10 +6,12 @@ stream itself; a refused archive leaves nothing behind."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 import shutil
 import tarfile
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -179,15 +181,34 @@ def unpack(archive: Path, target: Path, *, max_members: int, max_bytes: int) -> 
 async def unpack_async(
     chunks: AsyncIterator[bytes], target: Path, *, max_members: int, max_bytes: int
 ) -> list[str]:
-    """An archive arriving as an HTTP body, unpacked in a thread while it arrives: the thread asks the event
-    loop for each next chunk. The stream itself is bounded (headers and padding on top of `max_bytes`)."""
+    """An archive arriving as an HTTP body, unpacked while it arrives by a thread of its own that asks the event
+    loop for each next chunk. The stream itself is bounded (headers and padding on top of `max_bytes`).
+
+    The thread waits on the network for as long as the sender takes, so it is never one of the loop's shared
+    executor threads (six on two cores): six hosts uploading slowly would hold all of them, and every other
+    `to_thread` of the process (bundles sent to other hosts, staging, files) would wait behind them."""
     loop = asyncio.get_running_loop()
     iterator = aiter(chunks)
+    done: asyncio.Future[list[str]] = loop.create_future()
 
     def next_chunk() -> bytes | None:
         return asyncio.run_coroutine_threadsafe(anext(iterator, None), loop).result()
 
-    reader = _ChunkReader(next_chunk, _stream_limit(max_members, max_bytes))
-    return await asyncio.to_thread(
-        unpack_stream, reader, target, max_members=max_members, max_bytes=max_bytes
-    )
+    def settle(outcome: Callable[[], None]) -> None:
+        if not done.done():
+            outcome()
+
+    def work() -> None:
+        try:
+            reader = _ChunkReader(next_chunk, _stream_limit(max_members, max_bytes))
+            names = unpack_stream(reader, target, max_members=max_members, max_bytes=max_bytes)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task as it is
+            error = exc
+            outcome = lambda: done.set_exception(error)  # noqa: E731
+        else:
+            outcome = lambda: done.set_result(names)  # noqa: E731
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=work, name="cleanroom-unpack", daemon=True).start()
+    return await done

@@ -9,6 +9,7 @@ import pytest
 
 from backend import execution
 from backend.errors import Invalid
+from backend.execution.queue import QUEUED_PREFIX
 from backend.runs.tables import Run
 from backend.schedules import service as schedules
 from backend.schedules.tables import Schedule
@@ -186,3 +187,21 @@ async def test_a_company_already_running_waits_behind_one_that_is_not(demo_db: s
     # positive control: with nothing running, age decides among the first in line
     await Run.update({Run.status: "queued"}).where(Run.id.is_in(burst[:2]))
     assert (await execution.queued_ids())[:2] == [burst[0], single[0]]
+
+
+async def test_the_head_of_the_queue_read_alone_is_the_head_of_the_whole_order(demo_db: str) -> None:
+    """A worker or the fleet's dispatcher reads only as far as it has slots (`queued_ids(limit=…)`: each
+    company's oldest runs, not the whole backlog); what it reads is the whole order's head, for every length,
+    with companies already running and companies that queued later."""
+    acme = await _queue_directly("Acme Analytics", "alice@acme.example", 7)
+    globex = await _queue_directly("Globex", "gina@globex.example", 3)
+    await Run.update({Run.status: "running"}).where(Run.id.is_in(acme[:2]))
+    acme += await _queue_directly("Acme Analytics", "maria@acme.example", 2)
+    globex += await _queue_directly("Globex", "gina@globex.example", 1)
+    whole = await execution.queued_ids()
+    assert len(whole) == 11 and whole[0] == globex[0]  # Acme runs two already: Globex goes first
+    for length in range(len(whole) + 2):
+        assert await execution.queued_ids(limit=length) == whole[:length], length
+    # the rows a short read costs: each company's first few, not its whole line
+    head = await Run.raw(QUEUED_PREFIX, "queued", 2)
+    assert sorted(row["id"] for row in head) == sorted([*acme[2:4], *globex[:2]])

@@ -183,3 +183,56 @@ def test_a_link_is_never_followed_when_sending(tmp_path: Path) -> None:
     (tmp_path / "out").symlink_to(tmp_path / "secret")
     with pytest.raises(OSError):
         list(transfer.tar_chunks([("out", tmp_path / "out")]))
+
+
+async def test_senders_that_stall_hold_no_thread_the_rest_of_the_process_needs(tmp_path: Path) -> None:
+    """Hostile (or slow) hosts upload results that stop mid-stream, more of them than the loop's executor has
+    threads: the rest of the process still gets its `to_thread` work done (bundles sent to other hosts,
+    staging), and a sender that goes on later is unpacked in full. Control: the same unpack run in the
+    executor, as it was, holds every executor thread and the other work waits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    loop = asyncio.get_running_loop()
+    executor = ThreadPoolExecutor(max_workers=2)  # the shared pool, small as on a small machine
+    loop.set_default_executor(executor)
+    data = b"".join(transfer.tar_chunks([("result.json", b'{"status": "succeeded"}')]))
+    go_on = asyncio.Event()
+
+    async def stalling() -> AsyncIterator[bytes]:
+        yield data[:700]
+        await go_on.wait()  # the sender stops here
+        yield data[700:]
+
+    uploads = [
+        asyncio.ensure_future(
+            transfer.unpack_async(stalling(), tmp_path / f"in{i}", max_members=4, max_bytes=1_000)
+        )
+        for i in range(4)
+    ]
+    await asyncio.sleep(0.3)
+    assert await asyncio.wait_for(asyncio.to_thread(lambda: "other work"), 5) == "other work"
+    go_on.set()
+    for names in await asyncio.wait_for(asyncio.gather(*uploads), 10):
+        assert names == ["result.json"]
+
+    # control: the unpack in the shared executor (as before) starves it while the senders stall
+    go_on.clear()
+
+    async def in_executor(i: int) -> list[str]:
+        iterator = aiter(stalling())
+
+        def next_chunk() -> bytes | None:
+            return asyncio.run_coroutine_threadsafe(anext(iterator, None), loop).result()
+
+        reader = transfer._ChunkReader(next_chunk, 100_000)
+        return await asyncio.to_thread(
+            transfer.unpack_stream, reader, tmp_path / f"old{i}", max_members=4, max_bytes=1_000
+        )
+
+    held = [asyncio.ensure_future(in_executor(i)) for i in range(2)]
+    await asyncio.sleep(0.3)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(asyncio.to_thread(lambda: "other work"), 1)
+    go_on.set()
+    await asyncio.wait_for(asyncio.gather(*held), 10)
+    executor.shutdown(wait=True)
