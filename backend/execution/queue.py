@@ -31,7 +31,7 @@ async def queued_ids(limit: int | None = None) -> list[int]:
     return [row["id"] for row in await queued_runs(limit)]
 
 
-QUEUED_PREFIX = """
+QUEUE_HEAD = """
 SELECT "id", "company", "dispatched_at" FROM (
     SELECT "id", "company", "dispatched_at",
            ROW_NUMBER() OVER (PARTITION BY "company" ORDER BY "id") AS "position"
@@ -54,7 +54,7 @@ async def queued_runs(limit: int | None = None) -> list[dict[str, Any]]:
     elif limit <= 0:
         return []
     else:
-        queued = await Run.raw(QUEUED_PREFIX, RunStatus.queued.value, limit)
+        queued = await Run.raw(QUEUE_HEAD, RunStatus.queued.value, limit)
     running: dict[int, int] = {}
     for row in await Run.select(Run.company).where(Run.status == RunStatus.running):
         running[row["company"]] = running.get(row["company"], 0) + 1

@@ -247,8 +247,9 @@ async def dispatch(app: procrastinate.App) -> list[int]:
     share = math.ceil(max(1, free + len(in_flight)) / max(1, len(active)))
     cap = get_settings().company_concurrency_cap
     handed: list[int] = []
-    # at most `free` go now, each among its company's first `free` waiting runs, behind at most the runs
-    # handed over earlier and not yet claimed: so the order is read that far, never the whole backlog
+    # at most `free` go now, each among its company's first `free` waiting runs; only runs handed over and not
+    # yet claimed (fewer than `in_flight`) stand before them in the queue: so the order is read that far,
+    # never the whole backlog
     for row in await queued_runs(limit=free + handed_before):
         if free <= 0:
             break

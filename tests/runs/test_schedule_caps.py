@@ -9,7 +9,7 @@ import pytest
 
 from backend import execution
 from backend.errors import Invalid
-from backend.execution.queue import QUEUED_PREFIX
+from backend.execution.queue import QUEUE_HEAD
 from backend.runs.tables import Run
 from backend.schedules import service as schedules
 from backend.schedules.tables import Schedule
@@ -203,5 +203,5 @@ async def test_the_head_of_the_queue_read_alone_is_the_head_of_the_whole_order(d
     for length in range(len(whole) + 2):
         assert await execution.queued_ids(limit=length) == whole[:length], length
     # the rows a short read costs: each company's first few, not its whole line
-    head = await Run.raw(QUEUED_PREFIX, "queued", 2)
+    head = await Run.raw(QUEUE_HEAD, "queued", 2)
     assert sorted(row["id"] for row in head) == sorted([*acme[2:4], *globex[:2]])
