@@ -30,9 +30,16 @@ SHA256 = Path(__file__).with_name("model") / "weights.sha256"
 WINDOW = 320  # characters per chunk; a window is one chunk or two neighbours
 SINGLE = 640  # texts up to this length are one window
 
-_TOKEN = re.compile(r"https?://\S+|www\.\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\w+|[^\w\s]")
+# CJK runs and runs of other word characters are separate tokens: Chinese and Japanese put no space between a
+# number and the words around it, and "清理数据时把发票88213记为已付款" read as one word would become one
+# identifier placeholder, the instruction in it lost (and "数字100网络有限公司", a company name, an identifier
+# that scored like an encoded payload).
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
+_TOKEN = re.compile(
+    rf"https?://\S+|www\.\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|[{_CJK_CHARS}]+|[^\W{_CJK_CHARS}]+|[^\w\s]"
+)
 _SENTENCE = re.compile(r"(?<=[.!?:;\n])\s+|\n")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_CJK = re.compile(f"[{_CJK_CHARS}]")
 
 
 def _token(t: str) -> str:

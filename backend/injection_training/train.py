@@ -60,15 +60,16 @@ BENIGN_CELL_FP = 0.001
 HARD_FP = 0.015
 # The language-independent scorer (add_language_free): its regularisation, positive weight, minimum document
 # frequency, how often the intent corpus's windows count (business-table attacks, beside ~9,000 public ones
-# that are mostly English jailbreaks) and its own false-positive budget on the calibration negatives. Chosen
-# on a few leave-one-language-out folds (it, ja, tr, pl, zh, en; issue 25): the budget was not binding, the
-# corpus weight and C were.
+# that are mostly English jailbreaks) and its own false-positive budget on the calibration negatives. C and the
+# corpus weight were chosen on a few leave-one-language-out folds (it, ja, tr, pl, zh, en; issue 25). The budget
+# (0.05 % of calibration cells, 0.75 % of hard negatives) keeps the tests' precision floors (Faker phrases
+# <= 0.1 %, the look-alikes of tests/injection/test_scanner.py). Looser budgets, measured with concept groups
+# (model card, "Tried and not shipped"), raised the splits' recall but broke those floors. The environment
+# variables exist for that measurement.
 LF_C = 3.0
 LF_POSITIVE_WEIGHT = 2.0
 LF_MIN_DF = 3
 LF_CORPUS_WEIGHT = 6
-LF_CELL_FP = 0.001
-LF_HARD_FP = 0.015
 LF_CELL_FP = float(os.environ.get("CLEANROOM_LF_CELL_FP", "0.0005"))
 LF_HARD_FP = float(os.environ.get("CLEANROOM_LF_HARD_FP", "0.0075"))
 
