@@ -334,3 +334,89 @@ async def test_a_run_ending_on_its_host_wakes_the_dispatcher_and_a_request_that_
         assert heard == ["woken"]
     finally:
         stop()
+
+
+@pytest.mark.parametrize("own_thread", [True, False], ids=["own-thread", "control-shared-executor"])
+async def test_hosts_that_post_their_results_slowly_hold_no_thread_the_api_needs(
+    client, alice, acme_on, tmp_path, monkeypatch, own_thread: bool
+) -> None:
+    """Hosts holding runs post their results to the served worker API (uvicorn on loopback, in this test's
+    event loop) and stop mid-stream, more of them than the process's shared executor has threads (one here, as
+    the company may run two at once; six on this 2-core machine). The API still gets its other `to_thread`
+    work done, and each result is filed once its host goes on. Control: the upload unpacked in the shared
+    executor, as it was before, holds every thread while the hosts stall."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+    import uvicorn
+
+    runs = [await _queued_run(client, alice) for _ in range(2)]
+    alpha = await _worker(client, "alpha", capacity=2)
+    assert sorted(await _dispatch()) == sorted(r["id"] for r in runs)
+    jobs = []
+    for run in runs:
+        jobs.append((await client.post(f"/api/worker/runs/{run['id']}/claim", headers=alpha)).json())
+        assert (
+            await client.post(f"/api/worker/runs/{run['id']}/vm-started", headers=alpha)
+        ).status_code == 200
+
+    loop = asyncio.get_running_loop()
+    executor = ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(executor)
+    if not own_thread:
+
+        async def in_shared_executor(chunks, target, *, max_members, max_bytes):
+            iterator = aiter(chunks)
+
+            def next_chunk() -> bytes | None:
+                return asyncio.run_coroutine_threadsafe(anext(iterator, None), loop).result()
+
+            reader = transfer._ChunkReader(next_chunk, transfer._stream_limit(max_members, max_bytes))
+            return await asyncio.to_thread(
+                transfer.unpack_stream, reader, target, max_members=max_members, max_bytes=max_bytes
+            )
+
+        monkeypatch.setattr(transfer, "unpack_async", in_shared_executor)
+
+    server = uvicorn.Server(
+        uvicorn.Config(client.app, host="127.0.0.1", port=0, lifespan="off", log_level="warning")
+    )
+    serving = asyncio.ensure_future(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    body = _result_tar(tmp_path)
+    go_on = asyncio.Event()
+
+    async def stalling():
+        yield body[:700]
+        await go_on.wait()  # the host stops sending here
+        yield body[700:]
+
+    headers = {**alpha, "Content-Type": "application/x-tar"}
+    try:
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", headers={"host": "testserver.local"}, timeout=30
+        ) as live:
+            posts = [
+                asyncio.ensure_future(live.post(j["result_url"], content=stalling(), headers=headers))
+                for j in jobs
+            ]
+            await asyncio.sleep(0.5)
+            try:
+                if own_thread:
+                    assert await asyncio.wait_for(asyncio.to_thread(lambda: "other work"), 5) == "other work"
+                else:
+                    with pytest.raises(TimeoutError):
+                        await asyncio.wait_for(asyncio.to_thread(lambda: "other work"), 1)
+            finally:
+                go_on.set()
+                filed = await asyncio.wait_for(asyncio.gather(*posts), 30)
+    finally:
+        server.should_exit = True
+        await serving
+        executor.shutdown(wait=False)
+    assert [f.status_code for f in filed] == [200, 200], [f.text for f in filed]
+    for run in runs:
+        assert (await client.get(f"/api/runs/{run['id']}", headers=alice)).json()["status"] == "succeeded"
