@@ -248,7 +248,11 @@ class FleetWorker:
                         return
                     stop.cancel()
                     worker.result()  # raises what stopped it
-                    return
+                    # Procrastinate also stops by itself, without raising, when one of its side tasks fails
+                    # (its heartbeat's query on a connection the database cut): a lost connection too, not
+                    # the end of this host's work. Returning here left the host heartbeating to the API and
+                    # taking no job, its runs queued for good.
+                    raise ProcrastinateException("procrastinate's worker stopped by itself (a side task failed)")
             except (ProcrastinateException, psycopg.Error, OSError) as exc:
                 if self._stop.is_set():
                     return

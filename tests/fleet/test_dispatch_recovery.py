@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -307,15 +306,18 @@ async def test_a_claim_that_failed_with_a_server_error_is_retried_by_procrastina
 
 
 async def test_the_workers_job_queue_loop_reconnects_after_its_connections_are_cut(
-    client, alice, acme_on, executions, caplog
+    client, alice, acme_on, executions
 ) -> None:
-    """`FleetWorker._take_jobs`: procrastinate's worker loses its database connections; the loop opens
-    them again and the next run is taken by the same worker (no restart)."""
+    """`FleetWorker._take_jobs`: procrastinate's worker loses its database connections, and the next run is
+    still taken by the same worker (no restart). Who recovers depends on timing: procrastinate's pool checks a
+    connection when it hands one out and its listener reconnects, so it often recovers by itself; when a cut
+    connection is in use, its worker raises or stops and the loop starts it again. Both paths of the loop are
+    tested without timing in tests/unit/test_host_agent_job_loop.py. (This test asserted that the loop had
+    logged the loss; procrastinate's silent recovery made it fail about one run in two.)"""
     first, second = await _queued_run(client, alice), await _queued_run(client, alice)
     worker, _ = await _host(client, "alpha", capacity=1)
     app = fleet_queue.make_app(name="cleanroom-worker-alpha")
     worker.register_task(app)
-    caplog.set_level(logging.WARNING, logger="cleanroom.fleet.worker")
     taking = asyncio.create_task(worker._take_jobs(app))
     try:
         async with _queue() as api:
@@ -334,11 +336,6 @@ async def test_the_workers_job_queue_loop_reconnects_after_its_connections_are_c
                     ("cleanroom-worker-alpha",),
                 ).fetchone()[0]
             assert cut >= 1
-            for _ in range(200):
-                if "job queue unreachable" in caplog.text:
-                    break
-                await asyncio.sleep(0.1)
-            assert "job queue unreachable" in caplog.text  # the loop, not procrastinate, took it up
             assert not taking.done()
             assert await _pass(api) == [second["id"]]
             for _ in range(300):

@@ -1,0 +1,60 @@
+"""The host agent's job loop (`FleetWorker._take_jobs`) when procrastinate's worker ends without being asked.
+
+A lost database connection ends procrastinate's worker in one of two ways: it raises (a query on a cut
+connection), or it stops without raising when a side task fails (its heartbeat's query: `Worker.
+_monitor_side_tasks` calls `stop()`), and `run_worker_async` returns. Either way the loop must start the worker
+again; only the host's own stop ends it. The worker here is a stand-in for procrastinate's, so both paths are
+taken every time. The real one, with its connections cut, is in tests/fleet/test_dispatch_recovery.py, where
+which path procrastinate takes, if any, is up to timing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import psycopg
+import pytest
+
+from backend.fleet.host_agent import FleetWorker
+
+
+class _App:
+    """What `_take_jobs` uses of a procrastinate App: `open_async()` and `run_worker_async(**options)`. The
+    first worker ends at once (returns, or raises a lost connection); the next one runs until it is cancelled
+    (the host's stop)."""
+
+    def __init__(self, first_raises: bool) -> None:
+        self.first_raises = first_raises
+        self.started = 0
+        self.running = asyncio.Event()
+
+    @contextlib.asynccontextmanager
+    async def open_async(self):
+        yield self
+
+    async def run_worker_async(self, **options) -> None:
+        self.started += 1
+        if self.started == 1:
+            if self.first_raises:
+                raise psycopg.OperationalError("terminating connection due to administrator command")
+            return  # stopped by itself
+        self.running.set()
+        await asyncio.Event().wait()  # until cancelled
+
+
+@pytest.mark.parametrize(("first_raises", "logged"), [(False, "stopped by itself"), (True, "administrator")])
+async def test_a_worker_that_ended_without_being_asked_is_started_again(caplog, first_raises, logged) -> None:
+    agent = FleetWorker(host_id="alpha", api_url="http://127.0.0.1:9", token="t", capacity=1)
+    app = _App(first_raises)
+    caplog.set_level(logging.WARNING, logger="cleanroom.fleet.worker")
+    taking = asyncio.create_task(agent._take_jobs(app))
+    try:
+        await asyncio.wait_for(app.running.wait(), 10)  # the loop started a second worker
+        assert app.started == 2 and not taking.done()
+        assert "job queue unreachable" in caplog.text and logged in caplog.text
+    finally:
+        agent._drain()
+        await asyncio.wait_for(taking, 10)  # control: the host's own stop does end the loop
+        await agent.api.aclose()
+    assert app.started == 2
