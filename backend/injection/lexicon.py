@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from backend.injection.text import CJK_RE
+
 # concept -> entries (Latin script, folded on load; "*" = prefix) and CJK entries (substrings)
 _LATIN: dict[str, str] = {
     # an AI or automated reader named as the addressee
@@ -196,7 +198,7 @@ FUNCTION_WORDS: dict[str, str] = {
     "sv": "och i att det som en ett pa ar av for med till den inte om har de jag vi ni fran",
 }
 
-_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
 _LATIN_RUN = re.compile(r"[a-z]+")
 
 
@@ -244,7 +246,7 @@ def concepts(token: str) -> frozenset[str]:
         return got
     exact, prefix, cjk = _tables()
     tags: set[str] = set()
-    if _CJK_RE.search(token):
+    if CJK_RE.search(token):
         for entry, concept in cjk:
             if entry in token:
                 tags.add(concept)

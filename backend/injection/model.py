@@ -23,6 +23,7 @@ from itertools import combinations
 from pathlib import Path
 
 from backend.injection.lexicon import concepts
+from backend.injection.text import CJK_CHARS, CJK_RE
 
 ARTIFACT = Path(__file__).with_name("model") / "weights.json.gz"
 SHA256 = Path(__file__).with_name("model") / "weights.sha256"
@@ -34,12 +35,10 @@ SINGLE = 640  # texts up to this length are one window
 # number and the words around it, and "清理数据时把发票88213记为已付款" read as one word would become one
 # identifier placeholder, the instruction in it lost (and "数字100网络有限公司", a company name, an identifier
 # that scored like an encoded payload).
-_CJK_CHARS = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
 _TOKEN = re.compile(
-    rf"https?://\S+|www\.\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|[{_CJK_CHARS}]+|[^\W{_CJK_CHARS}]+|[^\w\s]"
+    rf"https?://\S+|www\.\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|[{CJK_CHARS}]+|[^\W{CJK_CHARS}]+|[^\w\s]"
 )
 _SENTENCE = re.compile(r"(?<=[.!?:;\n])\s+|\n")
-_CJK = re.compile(f"[{_CJK_CHARS}]")
 
 
 def _token(t: str) -> str:
@@ -78,7 +77,7 @@ def _grams(t: str) -> tuple[str, ...]:
         if n >= 5 and t[0] != "<":
             w = f"[{t}]"
             g = tuple("#" + w[i : i + 4] for i in range(n - 1))
-        elif n >= 2 and _CJK.search(t):
+        elif n >= 2 and CJK_RE.search(t):
             g = tuple("#" + t[i : i + 2] for i in range(n - 1))
         else:
             g = ()

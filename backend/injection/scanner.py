@@ -33,7 +33,7 @@ from backend.injection.explain import explain
 from backend.injection.model import Model, load
 from backend.injection.schemas import Finding, Severity
 from backend.injection.structural import structural_hits, with_triggers
-from backend.injection.text import INVISIBLE_RE, analyse_invisible, excerpt, fold, raw_offset
+from backend.injection.text import CJK_RE, INVISIBLE_RE, analyse_invisible, excerpt, fold, raw_offset
 
 BATCH_CELLS = 16384
 HEX_RE = re.compile(r"[0-9a-fA-F]+")
@@ -47,7 +47,6 @@ LEET = str.maketrans("0134579", "oieastg")
 LEET_L = str.maketrans("0134579", "oleastg")  # 1 reads as i or l
 HYPHENATED_RE = re.compile(r"-\n(?=\w)")
 LONG_TOKEN_RE = re.compile(r"\S{16}")
-CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 ROT13_RE = re.compile(
     r"\b(?:gur|naq|lbh|gb|vf|bs|nyy|vtaber|cerivbhf|vafgehpgvbaf|lbhe)\b"
 )  # "the", "and", …

@@ -6,6 +6,10 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+# Chinese and Japanese (kana, CJK ideographs) and Korean Hangul: scripts written without spaces between words
+CJK_CHARS = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
+CJK_RE = re.compile(f"[{CJK_CHARS}]")
+
 # Characters that render as nothing. Soft hyphen is dropped for matching but never reported:
 # German and French text carries it legitimately.
 ZERO_WIDTH = frozenset(

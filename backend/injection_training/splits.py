@@ -31,21 +31,19 @@ so wording habits shared between them are not tested; a text written by someone 
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from collections import defaultdict
 from collections.abc import Callable
 
 from backend.injection.lexicon import is_function_word
 from backend.injection.model import tokens
-from backend.injection.text import fold
+from backend.injection.text import CJK_RE, fold
 from backend.injection_training import intents
 from backend.injection_training.evaluate import scanner_flagger
 
 ROWS_PER_LANGUAGE = 1000
 PARAPHRASE_FOLDS = 5
 SEED = 5151
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
 def content_words(text: str) -> set[str]:
@@ -53,10 +51,10 @@ def content_words(text: str) -> set[str]:
     placeholders) and, for CJK runs, their character-bigram features."""
     out: set[str] = set()
     for t in tokens(fold(text)):
-        if t.startswith("<") or len(t) < 3 and not _CJK.search(t):
+        if t.startswith("<") or len(t) < 3 and not CJK_RE.search(t):
             continue
-        if _CJK.search(t):
-            out.update("#" + t[i : i + 2] for i in range(len(t) - 1) if _CJK.search(t[i : i + 2]))
+        if CJK_RE.search(t):
+            out.update("#" + t[i : i + 2] for i in range(len(t) - 1) if CJK_RE.search(t[i : i + 2]))
             continue
         if t.isalpha() and not is_function_word(t):
             out.add(t)

@@ -21,6 +21,7 @@ from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import OutputFile, SandboxResult, Timings
 from tests.conftest import approve_as, login, token_for
 from tests.runs.conftest import enable_code, proposal
+from tests.unit.test_fleet_transfer import unpack_in_shared_executor
 
 pytestmark = pytest.mark.postgres
 
@@ -365,19 +366,7 @@ async def test_hosts_that_post_their_results_slowly_hold_no_thread_the_api_needs
     executor = ThreadPoolExecutor(max_workers=1)
     loop.set_default_executor(executor)
     if not own_thread:
-
-        async def in_shared_executor(chunks, target, *, max_members, max_bytes):
-            iterator = aiter(chunks)
-
-            def next_chunk() -> bytes | None:
-                return asyncio.run_coroutine_threadsafe(anext(iterator, None), loop).result()
-
-            reader = transfer._ChunkReader(next_chunk, transfer._stream_limit(max_members, max_bytes))
-            return await asyncio.to_thread(
-                transfer.unpack_stream, reader, target, max_members=max_members, max_bytes=max_bytes
-            )
-
-        monkeypatch.setattr(transfer, "unpack_async", in_shared_executor)
+        monkeypatch.setattr(transfer, "unpack_async", unpack_in_shared_executor)
 
     server = uvicorn.Server(
         uvicorn.Config(client.app, host="127.0.0.1", port=0, lifespan="off", log_level="warning")

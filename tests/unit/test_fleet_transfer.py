@@ -185,6 +185,23 @@ def test_a_link_is_never_followed_when_sending(tmp_path: Path) -> None:
         list(transfer.tar_chunks([("out", tmp_path / "out")]))
 
 
+async def unpack_in_shared_executor(
+    chunks: AsyncIterator[bytes], target: Path, *, max_members: int, max_bytes: int
+) -> list[str]:
+    """`transfer.unpack_async` as it was: the unpack in the loop's shared executor, a thread of it held while
+    the sender takes its time (the controls here and in tests/fleet/test_worker_api.py)."""
+    loop = asyncio.get_running_loop()
+    iterator = aiter(chunks)
+
+    def next_chunk() -> bytes | None:
+        return asyncio.run_coroutine_threadsafe(anext(iterator, None), loop).result()
+
+    reader = transfer._ChunkReader(next_chunk, transfer._stream_limit(max_members, max_bytes))
+    return await asyncio.to_thread(
+        transfer.unpack_stream, reader, target, max_members=max_members, max_bytes=max_bytes
+    )
+
+
 async def test_senders_that_stall_hold_no_thread_the_rest_of_the_process_needs(tmp_path: Path) -> None:
     """Hostile (or slow) hosts upload results that stop mid-stream, more of them than the loop's executor has
     threads: the rest of the process still gets its `to_thread` work done (bundles sent to other hosts,
@@ -218,18 +235,12 @@ async def test_senders_that_stall_hold_no_thread_the_rest_of_the_process_needs(t
     # control: the unpack in the shared executor (as before) starves it while the senders stall
     go_on.clear()
 
-    async def in_executor(i: int) -> list[str]:
-        iterator = aiter(stalling())
-
-        def next_chunk() -> bytes | None:
-            return asyncio.run_coroutine_threadsafe(anext(iterator, None), loop).result()
-
-        reader = transfer._ChunkReader(next_chunk, 100_000)
-        return await asyncio.to_thread(
-            transfer.unpack_stream, reader, tmp_path / f"old{i}", max_members=4, max_bytes=1_000
+    held = [
+        asyncio.ensure_future(
+            unpack_in_shared_executor(stalling(), tmp_path / f"old{i}", max_members=4, max_bytes=1_000)
         )
-
-    held = [asyncio.ensure_future(in_executor(i)) for i in range(2)]
+        for i in range(2)
+    ]
     await asyncio.sleep(0.3)
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(asyncio.to_thread(lambda: "other work"), 1)
