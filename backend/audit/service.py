@@ -9,7 +9,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,11 +21,21 @@ from backend.audit.tables import AuditEntry
 from backend.hashing import sha256_json
 
 GENESIS = "0" * 64
+CHAIN_LOCK = 7_311_003  # pg advisory lock (transaction): appends of all API processes take turns
 _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
-# inside `atomic`: the anchor lines waiting for the transaction to commit (None outside it)
-_pending: contextvars.ContextVar[list[tuple[int, str]] | None] = contextvars.ContextVar(
-    "audit_pending", default=None
-)
+
+
+@dataclass
+class _Atomic:
+    """Inside `atomic`: the entries recorded so far, anchored once the transaction has committed. `deferred`
+    (PostgreSQL): they are inserted at the end, just before the commit (`record` returned their fields, and
+    their seq and hash are filled in then)."""
+
+    deferred: bool
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+
+_pending: contextvars.ContextVar[_Atomic | None] = contextvars.ContextVar("audit_pending", default=None)
 
 
 # the entries that let a run start: a person's approval, the follow-up rule letting one through, or its
@@ -173,22 +183,43 @@ async def _tails(company_ids: list[int | None]) -> tuple[int, str, dict[int, str
 
 @asynccontextmanager
 async def atomic() -> AsyncIterator[None]:
-    """A change of state and its audit entries in one transaction: both land or neither does.
+    """A change of state and its audit entries in one transaction: both land or neither does. Anchor lines
+    are written once the transaction has committed (an entry rolled back is never anchored).
 
-    The append lock is taken before the transaction begins, so no other append of this process waits on
-    this transaction's write lock while holding the lock this transaction needs. Anchor lines are written
-    once the transaction has committed (an entry rolled back is never anchored)."""
+    On PostgreSQL the entries are inserted at the end of the transaction, the append lock held only for
+    those inserts and the commit: the chain's tail is what every append waits on, so it is held for the
+    shortest time (the whole transaction under the lock made every result, charge and approval of the
+    process wait in one line, about 14 ms each with 36 runs a second ending). Holding the lock, the
+    transaction takes no lock but the audit table's, so no append holding it ever waits on this one.
+    On SQLite, and inside a transaction of the caller's own, the lock is taken before the transaction
+    begins (BEGIN IMMEDIATE takes SQLite's one write lock; an append holding our lock would wait on it)."""
     if _pending.get() is not None:
         raise RuntimeError("audit.atomic() does not nest")
-    pending: list[tuple[int, str]] = []
-    async with _lock():
-        token = _pending.set(pending)
+    engine = AuditEntry._meta.db
+    if isinstance(engine, PostgresEngine) and engine.current_transaction.get() is None:
+        state = _Atomic(deferred=True)
+        token = _pending.set(state)
         try:
-            async with _write_transaction():
+            async with engine.transaction() as transaction:
                 yield
+                if state.entries:
+                    async with _lock():
+                        appended = await _append(state.entries, in_transaction=True, chain_lock=True)
+                        await transaction.commit()
+                    for fields, entry in zip(state.entries, appended, strict=True):
+                        fields.update(entry)
         finally:
             _pending.reset(token)
-    await _anchor(pending)
+    else:
+        state = _Atomic(deferred=False)
+        async with _lock():
+            token = _pending.set(state)
+            try:
+                async with _write_transaction():
+                    yield
+            finally:
+                _pending.reset(token)
+    await _anchor([(entry["seq"], entry["hash"]) for entry in state.entries])
 
 
 def _write_transaction() -> Any:
@@ -209,8 +240,8 @@ async def record(
     subject_id: Any = "",
     data: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Append one entry. Inside `atomic` it joins that transaction (its lock is held), anchored after the
-    commit; inside a transaction of the caller's own it joins that one, as it always did. Otherwise entries
+    """Append one entry. Inside `atomic` it joins that transaction, anchored after the commit (on PostgreSQL
+    it is inserted at the transaction's end: the dict returned gets its seq and hash then); inside a transaction of the caller's own it joins that one, as it always did. Otherwise entries
     recorded at the same moment are inserted together, in arrival order, in one transaction (one commit for
     many, the lock taken once), and each is anchored before `record` returns."""
     fields = {
@@ -223,8 +254,11 @@ async def record(
     }
     pending = _pending.get()
     if pending is not None:
+        if pending.deferred:  # inserted with the others at the end of the transaction, seq and hash then
+            pending.entries.append(fields)
+            return fields
         (entry,) = await _append([fields], in_transaction=True)
-        pending.append((entry["seq"], entry["hash"]))
+        pending.entries.append(entry)
         return entry
     if AuditEntry._meta.db.current_transaction.get() is not None:  # the caller's own transaction: joined
         async with _lock():
@@ -237,27 +271,47 @@ async def record(
 
 async def _append_committed(batch: list[dict[str, Any]]) -> list[dict[str, Any] | Exception]:
     """The batch in one transaction; when it fails, each entry on its own, so an entry the database refuses
-    (a value too long for its column) fails its own caller only."""
-    async with _lock():
+    (a value too long for its column) fails its own caller only. On PostgreSQL the transaction's connection
+    is taken before the lock, and the lock held until the commit: the lock's holder never waits for the
+    pool, whose connections transactions waiting for the lock may hold (`atomic`)."""
+    engine = AuditEntry._meta.db
+    if not isinstance(engine, PostgresEngine):
+        async with _lock():
+            return await _append_each(batch, in_transaction=False)
+    async with engine.transaction() as transaction, _lock():
+        await AuditEntry.raw("SELECT pg_advisory_xact_lock({})", CHAIN_LOCK)  # see `_append`'s chain_lock
+        results = await _append_each(batch, in_transaction=True)
+        await transaction.commit()
+    return results
+
+
+async def _append_each(
+    batch: list[dict[str, Any]], *, in_transaction: bool
+) -> list[dict[str, Any] | Exception]:
+    try:
+        return list(await _append(batch, in_transaction=in_transaction))
+    except Exception:
+        if len(batch) == 1:
+            raise
+    results: list[dict[str, Any] | Exception] = []
+    for fields in batch:
         try:
-            return list(await _append(batch, in_transaction=False))
-        except Exception:
-            if len(batch) == 1:
-                raise
-        results: list[dict[str, Any] | Exception] = []
-        for fields in batch:
-            try:
-                results += await _append([fields], in_transaction=False)
-            except Exception as exc:
-                results.append(exc)
-        return results
+            results += await _append([fields], in_transaction=in_transaction)
+        except Exception as exc:
+            results.append(exc)
+    return results
 
 
-async def _append(batch: list[dict[str, Any]], *, in_transaction: bool) -> list[dict[str, Any]]:
+async def _append(
+    batch: list[dict[str, Any]], *, in_transaction: bool, chain_lock: bool = False
+) -> list[dict[str, Any]]:
     """Insert the next entries, chained in order, taking the next seqs again when another process took
     them: inside the caller's transaction (each try in a savepoint, so a lost seq does not abort it), or in
-    one transaction of their own."""
+    one transaction of their own. `chain_lock` (PostgreSQL, in a transaction that commits right after):
+    the chain's advisory lock first, so appends of several API processes take turns instead of retrying."""
     engine = AuditEntry._meta.db
+    if chain_lock:  # held to the commit, which follows at once: the other API processes' appends wait here
+        await AuditEntry.raw("SELECT pg_advisory_xact_lock({})", CHAIN_LOCK)
     for attempt in range(5):
         seq, prev_hash, tails = await _tails([f["company_id"] for f in batch])
         entries = []

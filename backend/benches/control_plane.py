@@ -388,6 +388,26 @@ async def _person(
             await asyncio.sleep(0.5)
 
 
+def _slot_use(jobs: dict[str, list[tuple[float, float]]], until: float | None) -> dict[str, Any]:
+    """Of the hosts' jobs that ended by `until`: the median job's seconds (claim to result posted), and the
+    share of the time between a host's first and last job that its slot (the simulated hosts have one each)
+    sat idle between jobs."""
+    spans = [sorted(j for j in host_jobs if until is None or j[1] <= until) for host_jobs in jobs.values()]
+    lengths = [end - began for host_jobs in spans for began, end in host_jobs]
+    idle = sum(b[0] - a[1] for host_jobs in spans for a, b in zip(host_jobs, host_jobs[1:], strict=False))
+    if not lengths:
+        return {"job_seconds_p50": None, "slot_idle_share": None}
+    return {
+        "job_seconds_p50": round(sorted(lengths)[len(lengths) // 2], 3),
+        "slot_idle_share": round(idle / (idle + sum(lengths)), 3),
+    }
+
+
+def _phase(what: str) -> None:
+    """Each phase's start on stderr, so a long bench shows where it is (the JSON report stays on stdout)."""
+    print(f"[control-plane {time.strftime('%H:%M:%S')}] {what}", file=sys.stderr, flush=True)
+
+
 async def _approved_backlog(url: str, token: str, runs: int) -> list[int]:
     """`runs` trivial runs proposed with the assistant's token and approved by the person who owns it, a few at
     a time: queued before any host takes a job."""
@@ -458,6 +478,7 @@ async def _bench(
     hosts = _simulated_hosts(url, await asyncio.to_thread(_enroll, fleet.server.env, host_ids), latencies)
     by_queue = {queue_of(h): host for h, host in hosts.items()}
     claims: dict[int, list[str]] = defaultdict(list)
+    jobs: dict[str, list[tuple[float, float]]] = defaultdict(list)  # host -> (job began, ended)
     ended: dict[int, float] = {}  # run -> when its host had posted its result
 
     app = make_app(fleet.worker_database_url, name="cleanroom-bench-control-plane")
@@ -466,8 +487,10 @@ async def _bench(
     async def route(context: procrastinate.JobContext, run_id: int) -> None:
         host = by_queue[context.job.queue]
         claims[run_id].append(host.host_id)
+        began = time.monotonic()
         await host.handle(run_id)
         ended.setdefault(run_id, time.monotonic())
+        jobs[host.host_id].append((began, time.monotonic()))
 
     stop_all, background = asyncio.Event(), []
     for host in hosts.values():
@@ -478,13 +501,18 @@ async def _bench(
     _mcp_parts()
     # phase 1: the hosts alone
     quiet = min(20.0, max(5.0, seconds / 3))
+    _phase(f"{hosts_n} hosts heartbeat alone for {quiet:.0f} s")
     cpu0, t0 = sampler.cpu_seconds(), time.monotonic()
     await asyncio.sleep(quiet)
     heartbeat_share = (sampler.cpu_seconds() - cpu0) / (time.monotonic() - t0)
 
     # the backlog: queued and approved before any host takes a job (the dispatcher hands the first slots' worth
     # to the hosts' queues at once, every other run when a result frees a slot)
+    if backlog:
+        _phase(f"backlog: proposing and approving {backlog} runs")
     backlog_ids = await _approved_backlog(url, tokens[0], backlog) if backlog else []
+    if backlog:
+        _phase(f"backlog: the hosts take the {backlog} runs")
 
     stop = asyncio.Event()
     async with app.open_async():
@@ -500,8 +528,10 @@ async def _bench(
             await asyncio.sleep(0.02)
         backlog_done = [ended[run_id] for run_id in backlog_ids if run_id in ended]
         backlog_seconds = (max(backlog_done) - backlog_began) if backlog_done else None
+        backlog_slots = _slot_use(jobs, backlog_began + backlog_seconds if backlog_seconds else None)
 
         # phase 2: everything
+        _phase(f"{assistants} assistants, {hosts_n} hosts and {len(PEOPLE)} people for {seconds:.0f} s")
         mcp_n = round(assistants * mcp_share)
         clients = [
             asyncio.create_task(
@@ -581,6 +611,9 @@ async def _bench(
             if backlog_seconds
             else None,
             "runs_with_more_than_one_job": sum(1 for who in backlog_claims if len(who) > 1),
+            # which side bounds the rate: a slot idle between its jobs waits for the dispatcher and the
+            # queue; a job's own seconds are the worker API's claim, bundle, VM start and result
+            **backlog_slots,
         },
         "api": {
             **sampler.report(),

@@ -40,11 +40,14 @@ SELECT "id", "company", "dispatched_at" FROM (
 """
 
 
-async def queued_runs(limit: int | None = None) -> list[dict[str, Any]]:
+async def queued_runs(
+    limit: int | None = None, running: dict[int, int] | None = None
+) -> list[dict[str, Any]]:
     """The queued runs (`id`, `company`, `dispatched_at`) in `queued_ids`' order. With `limit`, each
     company's `limit` oldest are read, not the whole queue: a company's place in a round is its count of
     older queued runs, so the order's first `limit` runs are among them, in the same order. A long backlog
-    then costs a pass its companies, not its length (a fleet's dispatcher passes at every result)."""
+    then costs a pass its companies, not its length (a fleet's dispatcher passes at every result).
+    `running`: the runs running per company, when the caller has just read them (else read here)."""
     if limit is None:
         queued = (
             await Run.select(Run.id, Run.company, Run.dispatched_at)
@@ -55,9 +58,10 @@ async def queued_runs(limit: int | None = None) -> list[dict[str, Any]]:
         return []
     else:
         queued = await Run.raw(QUEUE_HEAD, RunStatus.queued.value, limit)
-    running: dict[int, int] = {}
-    for row in await Run.select(Run.company).where(Run.status == RunStatus.running):
-        running[row["company"]] = running.get(row["company"], 0) + 1
+    if running is None:
+        running = {}
+        for row in await Run.select(Run.company).where(Run.status == RunStatus.running):
+            running[row["company"]] = running.get(row["company"], 0) + 1
     per_company: dict[int, list[dict[str, Any]]] = {}
     for row in queued:
         per_company.setdefault(row["company"], []).append(row)

@@ -22,6 +22,7 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import procrastinate
 import psycopg
@@ -48,6 +49,8 @@ WAKE_CHANNEL = "cleanroom_dispatch"  # NOTIFY: a run queued in another API proce
 PREFIX = "procrastinate_"  # procrastinate's tables, sequences and functions: all a worker's role may use
 LIKE_PREFIX = PREFIX.replace("_", "\\_") + "%"
 WORKER_ROLE = "cleanroom_worker"
+REAP_EVERY_SECONDS = 1.0  # the dispatcher's loop looks for lost hosts and stalled jobs at most this often
+# (or every heartbeat, when that is shorter)
 
 
 def queue_of(host_id: str) -> str:
@@ -193,43 +196,45 @@ def role_url(url: str, role: str, password: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{quote(role, safe='')}:{quote(password, safe='')}@{host}"))
 
 
-async def free_slots() -> dict[str, int]:
-    """Free run slots per host that is up and not draining: its capacity less the runs it holds and those
-    handed to it and not yet claimed."""
+async def _fleet() -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """The capacity of each host that is up and not draining, and the runs in flight: running (on
+    `host_id`), or handed to a host (`dispatched_to`) and not yet claimed. Two queries, whatever the fleet."""
     hosts = await WorkerHost.select(WorkerHost.host_id, WorkerHost.capacity).where(
         WorkerHost.lost_at.is_null() & (WorkerHost.draining.eq(False))
     )
-    free = {h["host_id"]: h["capacity"] for h in hosts}
-    held = await Run.select(Run.host_id, Run.dispatched_to, Run.status).where(
+    in_flight = await Run.select(Run.id, Run.company, Run.status, Run.host_id, Run.dispatched_to).where(
         (Run.status == RunStatus.running)
         | ((Run.status == RunStatus.queued) & Run.dispatched_at.is_not_null())
     )
-    for run in held:
-        host = run["host_id"] if run["status"] == RunStatus.running else run["dispatched_to"]
-        if host in free:
-            free[host] -= 1
-    return free
-
-
-async def slots() -> int:
-    """Run slots of the workers that are up and not draining."""
-    rows = await WorkerHost.select(WorkerHost.capacity).where(
-        WorkerHost.lost_at.is_null() & (WorkerHost.draining.eq(False))
-    )
-    return sum(r["capacity"] for r in rows)
+    return {h["host_id"]: h["capacity"] for h in hosts}, in_flight
 
 
 async def dispatch(app: procrastinate.App) -> list[int]:
     """Hand queued runs to the job queue while slots are free: companies in turn, none above its share
     (the slots divided among companies with work) while another company's runs wait, and none above
     `company_concurrency_cap` (0: no cap). Each goes to the host with the most free slots, into that host's
-    queue, and the run records the host. Returns the runs handed over."""
-    by_host = {host: n for host, n in (await free_slots()).items() if n > 0}
-    free = await slots()
-    in_flight = await Run.select(Run.id, Run.company).where(
-        (Run.status == RunStatus.running)
-        | ((Run.status == RunStatus.queued) & Run.dispatched_at.is_not_null())
-    )
+    queue, and the run records the host. Returns the runs handed over.
+
+    A pass costs the same few round trips however many runs it hands out (it runs at every result, so its
+    length bounds how fast a fleet's freed slots fill): the fleet, the waiting counts and the queue's head
+    are read once, the jobs of every run of the head in one query, and the runs chosen are marked in one
+    update and their jobs deferred in one insert."""
+    capacity, in_flight = await _fleet()
+    by_host = dict(capacity)
+    held: Counter[int] = Counter()
+    running: Counter[int] = Counter()
+    for run in in_flight:
+        is_running = run["status"] == RunStatus.running
+        host = run["host_id"] if is_running else run["dispatched_to"]
+        if host in by_host:
+            by_host[host] -= 1
+        held[run["company"]] += 1
+        running[run["company"]] += is_running
+    by_host = {host: n for host, n in by_host.items() if n > 0}
+    handed_before = len(in_flight)
+    free = sum(capacity.values()) - handed_before
+    if free <= 0 or not by_host:
+        return []
     pending = Counter(
         {
             row["company"]: row["count"]
@@ -238,71 +243,129 @@ async def dispatch(app: procrastinate.App) -> list[int]:
             .group_by(Run.company)
         }
     )
-    held = Counter(r["company"] for r in in_flight)
-    handed_before = len(in_flight)
-    free -= handed_before
-    if not pending or free <= 0 or not by_host:
+    if not pending:
         return []
     active = set(held) | set(pending)
-    share = math.ceil(max(1, free + len(in_flight)) / max(1, len(active)))
+    share = math.ceil(max(1, free + handed_before) / max(1, len(active)))
     cap = get_settings().company_concurrency_cap
-    handed: list[int] = []
     # at most `free` go now, each among its company's first `free` waiting runs; only runs handed over and not
     # yet claimed (fewer than `in_flight`) stand before them in the queue: so the order is read that far,
     # never the whole backlog
-    for row in await queued_runs(limit=free + handed_before):
-        if free <= 0:
+    head = [
+        row
+        for row in await queued_runs(limit=free + handed_before, running=dict(running))
+        if row["dispatched_at"] is None  # not already handed over
+    ]
+    jobs = await _live_jobs(app, [row["id"] for row in head])
+    chosen: list[tuple[int, str]] = []
+    for row in head:
+        if free <= 0 or not by_host:
             break
-        if row["dispatched_at"] is not None:
-            continue  # already handed over
         run_id, company = row["id"], row["company"]
         others_wait = any(pending[c] > 0 for c in active if c != company)
         if (cap and held[company] >= cap) or (others_wait and held[company] >= share):
             continue
-        if not by_host:
-            break
-        if not await _retire_jobs(app, run_id):
+        if not await _retire_jobs(app, jobs.get(run_id, [])):
             continue  # a job of an earlier hand-over is still being worked on: once it ended
         host = min(by_host, key=lambda h: (-by_host[h], h))
-        marked = (
-            await Run.update({Run.dispatched_at: datetime.now(UTC), Run.dispatched_to: host})
-            .where((Run.id == run_id) & (Run.status == RunStatus.queued) & Run.dispatched_at.is_null())
-            .returning(Run.id)
-        )
-        if not marked:
-            continue  # another API process handed it over
-        try:
-            await app.configure_task(TASK, queue=queue_of(host), queueing_lock=lock_of(run_id)).defer_async(
-                run_id=run_id
-            )
-        except AlreadyEnqueued:  # a job of it appeared since `_retire_jobs`: the next pass looks again
-            await Run.update({Run.dispatched_at: None, Run.dispatched_to: None}).where(Run.id == run_id)
-            continue
-        except Exception:
-            await Run.update({Run.dispatched_at: None, Run.dispatched_to: None}).where(Run.id == run_id)
-            raise
+        chosen.append((run_id, host))
         by_host[host] -= 1
         if by_host[host] <= 0:
             del by_host[host]
         held[company] += 1
         pending[company] -= 1
         free -= 1
+    return await _hand_over(app, chosen)
+
+
+LIVE_JOBS = """
+SELECT id, status, queueing_lock FROM procrastinate_jobs
+WHERE status IN ('todo', 'doing') AND task_name = %(task)s AND queueing_lock = ANY(%(locks)s)
+"""  # procrastinate's index of the jobs that are todo or doing holds only those: the table's past is not read
+
+
+async def _live_jobs(app: procrastinate.App, run_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """The jobs still waiting or being worked on (`todo`, `doing`) of each of `run_ids`, in one query."""
+    if not run_ids:
+        return {}
+    by_lock = {lock_of(run_id): run_id for run_id in run_ids}
+    rows = await app.connector.execute_query_all_async(LIVE_JOBS, task=TASK, locks=list(by_lock))
+    jobs: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        jobs.setdefault(by_lock[row["queueing_lock"]], []).append(row)
+    return jobs
+
+
+async def _retire_jobs(app: procrastinate.App, jobs: list[dict[str, Any]]) -> bool:
+    """Before a run is handed out (again), given its live jobs (`_live_jobs`): jobs of an earlier hand-over
+    still waiting (`todo`: never taken, or waiting for a retry of their claim) are cancelled; False while
+    one is being worked on (`doing`), so a run never has two live jobs. The run is not dispatched now, so
+    no such job can claim it meanwhile."""
+    clear = True
+    for job in jobs:
+        if job["status"] == "todo":
+            if not await app.job_manager.cancel_job_by_id_async(job["id"]):
+                clear = False  # taken just now
+        else:
+            clear = False
+    return clear
+
+
+MARK = """
+UPDATE "run" SET "dispatched_at" = {}, "dispatched_to" = "chosen"."host"
+FROM UNNEST({}::bigint[], {}::varchar[]) AS "chosen"("id", "host")
+WHERE "run"."id" = "chosen"."id" AND "run"."status" = {} AND "run"."dispatched_at" IS NULL
+RETURNING "run"."id"
+"""
+
+
+async def _hand_over(app: procrastinate.App, chosen: list[tuple[int, str]]) -> list[int]:
+    """Mark the chosen runs with their hosts (one update; a run another API process handed over meanwhile
+    is left out) and put their jobs in the hosts' queues (one insert). A run whose job appeared since
+    `_live_jobs` is unmarked: the next pass looks again."""
+    if not chosen:
+        return []
+    marked = {
+        row["id"]
+        for row in await Run.raw(
+            MARK,
+            datetime.now(UTC),
+            [run_id for run_id, _ in chosen],
+            [host for _, host in chosen],
+            RunStatus.queued.value,
+        )
+    }
+    chosen = [(run_id, host) for run_id, host in chosen if run_id in marked]
+    jobs = [
+        app.configure_task(TASK, queue=queue_of(host), queueing_lock=lock_of(run_id)).make_new_job(
+            run_id=run_id
+        )
+        for run_id, host in chosen
+    ]
+    try:
+        await app.job_manager.batch_defer_jobs_async(jobs)
+        return [run_id for run_id, _ in chosen]
+    except AlreadyEnqueued:  # one insert for all: none went in; each on its own finds which
+        pass
+    except Exception:
+        await _unmark([run_id for run_id, _ in chosen])
+        raise
+    handed = []
+    for index, (job, (run_id, _)) in enumerate(zip(jobs, chosen, strict=True)):
+        try:
+            await app.job_manager.defer_job_async(job)
+        except AlreadyEnqueued:
+            await _unmark([run_id])
+            continue
+        except Exception:
+            await _unmark([run_id for run_id, _ in chosen[index:]])
+            raise
         handed.append(run_id)
     return handed
 
 
-async def _retire_jobs(app: procrastinate.App, run_id: int) -> bool:
-    """Before a run is handed out (again): jobs of an earlier hand-over still waiting (`todo`: never taken,
-    or waiting for a retry of their claim) are cancelled; False while one is being worked on (`doing`), so a
-    run never has two live jobs. The run is not dispatched now, so no such job can claim it meanwhile."""
-    clear = True
-    for job in await app.job_manager.list_jobs_async(task=TASK, queueing_lock=lock_of(run_id)):
-        if job.status == "todo" and job.id is not None:
-            if not await app.job_manager.cancel_job_by_id_async(job.id):
-                clear = False  # taken just now
-        elif job.status == "doing":
-            clear = False
-    return clear
+async def _unmark(run_ids: list[int]) -> None:
+    await Run.update({Run.dispatched_at: None, Run.dispatched_to: None}).where(Run.id.is_in(run_ids))
 
 
 async def recover_stalled(app: procrastinate.App) -> list[int]:
@@ -444,11 +507,17 @@ class Dispatcher:
     async def _loop(self) -> None:
         assert self.app is not None
         loop = asyncio.get_running_loop()
-        last_sweep = -math.inf
+        last_sweep = last_reap = -math.inf
         while True:
             try:
-                await service.reap()
-                await recover_stalled(self.app)
+                # lost hosts and stalled jobs are judged in seconds: looked for at most once a second, not at
+                # every result that wakes the loop to hand out the slot it freed
+                if loop.time() - last_reap >= min(
+                    REAP_EVERY_SECONDS, get_settings().worker_heartbeat_seconds
+                ):
+                    last_reap = loop.time()
+                    await service.reap()
+                    await recover_stalled(self.app)
                 # due schedules queue runs, as the embedded worker
                 if loop.time() - self._last_schedules > get_settings().schedule_check_seconds:
                     self._last_schedules = loop.time()

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from backend.fleet import queue as fleet_queue
 from backend.fleet import service
 from backend.runs.tables import Run
+from backend.settings import get_settings
 from backend.tenancy.tables import Company
 from tests.fleet.test_worker_api import _dispatch, _queued_run, _result_tar, _worker
 from tests.queries import counted
@@ -22,12 +24,14 @@ pytestmark = pytest.mark.postgres
 HEARTBEAT = 1  # one statement: the worker token, the host's row updated, the runs it holds by the database
 CLAIM = 3  # the worker token; the run queued → running for it while its host is not lost; its job
 BUNDLE = 2  # the worker token; the run's holder, status and bundle folder (was the whole row)
-VM_STARTED = 4  # the worker token; vm_started_at set while this host holds it, returning its company; entry 2
+VM_STARTED = 5  # the worker token; vm_started_at set while this host holds it, returning its company; entry 3
+# (an audit entry on PostgreSQL: the chain's advisory lock, its tail, the insert; the lock was added on
+# 2026-12-05, so that the appends of several API processes take turns instead of colliding)
 # (one output file): the worker token; whether it holds the run (before a byte is read); the whole run once
-# the upload is in; the charge 5 (the company locked, charged already?, the charge, its entry 2); its charge and
-# sources on the run 1; the requester's context 2; the output folder 1; per output file 4 (the file, its
-# entry 2, the file read back); the end 3 (the run, its entry 2); whether it is a flow's step 1
-RESULT = 20
+# the upload is in; the charge 6 (the company locked, charged already?, the charge, its entry 3); its charge and
+# sources on the run 1; the requester's context 2; the output folder 1; per output file 5 (the file, its
+# entry 3, the file read back); the end 4 (the run, its entry 3); whether it is a flow's step 1
+RESULT = 23
 
 
 def _said(queries: list[str]) -> str:
@@ -143,3 +147,69 @@ async def test_control_the_count_sees_a_query_added_to_the_heartbeat(
         )
     assert r.status_code == 200, r.text
     assert len(queries) == HEARTBEAT + 1, _said(queries)
+
+
+async def _counted_pass(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], int]:
+    """One dispatcher pass, and the statements it sent: the product's (through the engine) and the job
+    queue's (through procrastinate's connector)."""
+    app = fleet_queue.make_app()
+    await fleet_queue.ensure_schema(app)
+    async with app.open_async():
+        sent: list[str] = []
+        with monkeypatch.context() as patch:
+            for name in ("execute_query_async", "execute_query_one_async", "execute_query_all_async"):
+                real = getattr(app.connector, name)
+
+                def counting(real=real):
+                    async def call(query, **arguments):
+                        sent.append(query)
+                        return await real(query, **arguments)
+
+                    return call
+
+                patch.setattr(app.connector, name, counting())
+            with counted(monkeypatch) as queries:
+                handed = await fleet_queue.dispatch(app)
+    return handed, len(queries) + len(sent)
+
+
+async def _one_then_five(client, alice, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    monkeypatch.setenv("CLEANROOM_COMPANY_CONCURRENCY_CAP", "0")  # one company's six runs all go
+    get_settings.cache_clear()
+    await _worker(client, "alpha", capacity=3)
+    await _worker(client, "beta", capacity=3)
+    one = [(await _queued_run(client, alice))["id"]]
+    handed, cost_of_one = await _counted_pass(monkeypatch)
+    assert handed == one
+    five = [(await _queued_run(client, alice, conversation_id=f"c{i}"))["id"] for i in range(5)]
+    handed, cost_of_five = await _counted_pass(monkeypatch)
+    assert sorted(handed) == five
+    return cost_of_one, cost_of_five
+
+
+async def test_a_dispatcher_pass_costs_as_much_for_five_runs_as_for_one(
+    client, alice, acme_on, monkeypatch
+) -> None:
+    """The dispatcher passes at every result in a fleet, and a pass is serial: its length bounded how fast
+    freed slots filled (issue 30; before 2026-12-05 each run handed out cost three more statements, its jobs
+    looked up, its mark, its job's insert). Now the jobs of the queue's head are read in one query, the runs
+    marked in one update and their jobs inserted in one statement."""
+    cost_of_one, cost_of_five = await _one_then_five(client, alice, monkeypatch)
+    assert cost_of_five == cost_of_one
+
+
+async def test_control_a_pass_that_looks_up_each_runs_jobs_costs_more_for_five(
+    client, alice, acme_on, monkeypatch
+) -> None:
+    """Control: the jobs looked up run by run, as before, and the comparison above notices."""
+    real = fleet_queue._live_jobs
+
+    async def run_by_run(app, run_ids):
+        jobs = {}
+        for run_id in run_ids:
+            jobs.update(await real(app, [run_id]))
+        return jobs
+
+    monkeypatch.setattr(fleet_queue, "_live_jobs", run_by_run)
+    cost_of_one, cost_of_five = await _one_then_five(client, alice, monkeypatch)
+    assert cost_of_five == cost_of_one + 4

@@ -12,8 +12,10 @@ import subprocess
 import sys
 import textwrap
 
+import asyncpg
 import pytest
 
+from backend import db
 from backend.audit import anchor
 from backend.audit import service as audit
 from backend.audit.tables import AuditEntry
@@ -46,9 +48,9 @@ async def _count_appends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     sizes: list[int] = []
     real = audit._append
 
-    async def counting(batch: list[dict], *, in_transaction: bool) -> list[dict]:
+    async def counting(batch: list[dict], **kwargs: bool) -> list[dict]:
         sizes.append(len(batch))
-        return await real(batch, in_transaction=in_transaction)
+        return await real(batch, **kwargs)
 
     monkeypatch.setattr(audit, "_append", counting)
     return sizes
@@ -162,3 +164,82 @@ def test_the_audit_bench_compares_both_ways_of_committing_and_verifies_each(tmp_
         assert result[mode]["chain_verifies"] is True, result
         assert result[mode]["entries_per_second"] > 0
     assert result["ratio_together_to_one_by_one"] is not None
+
+
+async def test_an_entry_is_not_held_up_by_a_transaction_still_running_on_postgresql(demo_db: str) -> None:
+    """On PostgreSQL a transaction's entries are inserted at its end, the process's append lock held only for
+    those inserts and the commit (issue 30: held for whole transactions, it made every VM start and result
+    of a fleet wait in one line). So while one transaction's body still runs, another entry is recorded and
+    committed. Control, on SQLite: there the lock is taken before BEGIN (SQLite's one writer), and the same
+    entry waits until the transaction ends, which the test sees."""
+    before = await AuditEntry.count()
+    inside, go_on = asyncio.Event(), asyncio.Event()
+
+    async def slow_transaction() -> None:
+        async with audit.atomic():
+            await audit.record("test.slow", actor="system", company_id=1)
+            inside.set()
+            await go_on.wait()
+
+    slow = asyncio.create_task(slow_transaction())
+    await inside.wait()
+    meanwhile = asyncio.create_task(audit.record("test.meanwhile", actor="system", company_id=2))
+    done, _ = await asyncio.wait([meanwhile], timeout=10 if db.is_postgres() else 1)
+    if db.is_postgres():
+        assert meanwhile in done
+    else:  # the control: held behind the open transaction
+        assert not done
+    go_on.set()
+    await slow
+    await meanwhile
+    await _assert_chain_holds(2, before)
+    order = [r["action"] for r in await AuditEntry.select(AuditEntry.action).order_by(AuditEntry.seq)][
+        before:
+    ]
+    assert order == (["test.meanwhile", "test.slow"] if db.is_postgres() else ["test.slow", "test.meanwhile"])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("lock", ["the chain's", "control: another"])
+async def test_an_append_waits_its_turn_behind_another_processs_append(
+    demo_db: str, monkeypatch: pytest.MonkeyPatch, lock: str
+) -> None:
+    """Appends of several API processes take turns on the chain's advisory lock, held by an append until its
+    commit, instead of taking the same seq and retrying. Another process (a connection of its own) holds the
+    lock: an entry recorded alone, and one recorded in a transaction, each wait for it, then chain after it
+    with one read of the tail. Control: with the lock's number changed the same appends go straight through,
+    so the test would notice the lock taken away."""
+    if lock != "the chain's":
+        monkeypatch.setattr(audit, "CHAIN_LOCK", audit.CHAIN_LOCK + 1)
+    before = await AuditEntry.count()
+    reads: list[int] = []
+    real_tails = audit._tails
+
+    async def counting_tails(company_ids: list[int | None]):
+        reads.append(1)
+        return await real_tails(company_ids)
+
+    monkeypatch.setattr(audit, "_tails", counting_tails)
+
+    async def in_transaction() -> None:
+        async with audit.atomic():
+            await audit.record("test.in_transaction", actor="system", company_id=2)
+
+    other = await asyncpg.connect(demo_db)
+    try:
+        for append in (audit.record("test.alone", actor="system", company_id=1), in_transaction()):
+            holding = other.transaction()
+            await holding.start()
+            await other.execute("SELECT pg_advisory_xact_lock($1)", 7_311_003)
+            task = asyncio.ensure_future(append)
+            done, _ = await asyncio.wait([task], timeout=1 if lock == "the chain's" else 10)
+            if lock == "the chain's":
+                assert not done  # waiting its turn
+            else:
+                assert task in done
+            await holding.commit()
+            await task
+    finally:
+        await other.close()
+    await _assert_chain_holds(2, before)
+    assert len(reads) == 2  # each chained after one read of the tail: no seq taken twice, no retry
