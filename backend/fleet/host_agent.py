@@ -38,6 +38,9 @@ from backend.settings import get_settings
 log = logging.getLogger("cleanroom.fleet.worker")
 RETRIES = 6  # an unreachable API: tried again with backoff (0.5 s … 16 s) before a job is given up
 BUNDLE_MAX_MEMBERS = 100_000
+# the job loop's backoff when the job queue is unreachable: doubling from the first wait to the longest; a
+# worker that had run this long before it failed starts again from the first wait
+RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS, WORKED_WELL_SECONDS = 1.0, 30.0, 60.0
 
 
 REGISTER_BACKOFF_FIRST_SECONDS, REGISTER_BACKOFF_MAX_SECONDS = 1.0, 30.0
@@ -203,7 +206,9 @@ class FleetWorker:
         ended: list[int] = []
         try:
             async with app.open_async():
-                for job in await app.job_manager.list_jobs_async(queue=queue_of(self.host_id), status="doing"):
+                for job in await app.job_manager.list_jobs_async(
+                    queue=queue_of(self.host_id), status="doing"
+                ):
                     if job.id is None:
                         continue
                     with contextlib.suppress(ProcrastinateException):  # moved meanwhile: not ours to end
@@ -212,7 +217,9 @@ class FleetWorker:
         except (ProcrastinateException, psycopg.Error, OSError) as exc:
             log.warning("jobs of this host's previous life not ended (the API's stall check will): %s", exc)
         if ended:
-            log.warning("jobs %s of this host's previous life ended: their runs were settled at registration", ended)
+            log.warning(
+                "jobs %s of this host's previous life ended: their runs were settled at registration", ended
+            )
         return ended
 
     def register_task(self, app: procrastinate.App) -> None:
@@ -221,8 +228,10 @@ class FleetWorker:
     async def _take_jobs(self, app: Any) -> None:
         """Procrastinate's worker until SIGTERM; a lost database connection is retried with backoff (a job
         already claimed goes on over HTTP meanwhile; one not yet fetched stays in the queue)."""
-        delay = 1.0
+        delay = RETRY_FIRST_SECONDS
+        loop = asyncio.get_running_loop()
         while not self._stop.is_set():
+            began = loop.time()
             try:
                 async with app.open_async():
                     worker = asyncio.create_task(
@@ -252,13 +261,20 @@ class FleetWorker:
                     # (its heartbeat's query on a connection the database cut): a lost connection too, not
                     # the end of this host's work. Returning here left the host heartbeating to the API and
                     # taking no job, its runs queued for good.
-                    raise ProcrastinateException("procrastinate's worker stopped by itself (a side task failed)")
+                    raise ProcrastinateException(
+                        "procrastinate's worker stopped by itself (a side task failed)"
+                    )
             except (ProcrastinateException, psycopg.Error, OSError) as exc:
                 if self._stop.is_set():
                     return
+                if loop.time() - began >= WORKED_WELL_SECONDS:
+                    delay = RETRY_FIRST_SECONDS  # a failure after a long run is a first failure again
                 log.warning("job queue unreachable (%s); again in %.0fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30)
+                await self._wait_to_retry(delay)
+                delay = min(delay * 2, RETRY_MAX_SECONDS)
+
+    async def _wait_to_retry(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
     def _drain(self) -> None:
         log.info("draining: running VMs finish, no new job is taken")

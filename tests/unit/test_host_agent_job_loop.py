@@ -58,3 +58,61 @@ async def test_a_worker_that_ended_without_being_asked_is_started_again(caplog, 
         await asyncio.wait_for(taking, 10)  # control: the host's own stop does end the loop
         await agent.api.aclose()
     assert app.started == 2
+
+
+class _Flaky:
+    """A stand-in App whose workers end with a lost connection: three at once, a fourth after running a
+    while (`worked`), a fifth at once; the sixth runs until the host's stop."""
+
+    def __init__(self, worked: float) -> None:
+        self.worked = worked
+        self.started = 0
+        self.running = asyncio.Event()
+
+    @contextlib.asynccontextmanager
+    async def open_async(self):
+        yield self
+
+    async def run_worker_async(self, **options) -> None:
+        self.started += 1
+        if self.started == 4:
+            await asyncio.sleep(self.worked)
+        if self.started <= 5:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        self.running.set()
+        await asyncio.Event().wait()
+
+
+async def _waits(monkeypatch: pytest.MonkeyPatch, worked_well: float) -> list[float]:
+    """The waits the loop chose before each new worker (none actually waited)."""
+    from backend.fleet import host_agent
+
+    monkeypatch.setattr(host_agent, "WORKED_WELL_SECONDS", worked_well)
+    agent = FleetWorker(host_id="alpha", api_url="http://127.0.0.1:9", token="t", capacity=1)
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr(agent, "_wait_to_retry", record)
+    app = _Flaky(worked=0.3)
+    taking = asyncio.create_task(agent._take_jobs(app))
+    try:
+        await asyncio.wait_for(app.running.wait(), 10)
+    finally:
+        agent._drain()
+        await asyncio.wait_for(taking, 10)
+        await agent.api.aclose()
+    return waits
+
+
+async def test_the_backoff_starts_again_after_a_worker_that_ran_well(monkeypatch) -> None:
+    """Waits double while the queue stays unreachable; a worker that ran for `WORKED_WELL_SECONDS` before
+    it failed is a first failure again (before 2026-12-05 a host that had lost its connection a few times
+    over a long life waited up to 30 s at every later loss)."""
+    assert await _waits(monkeypatch, worked_well=0.2) == [1.0, 2.0, 4.0, 1.0, 2.0]
+
+
+async def test_control_without_the_reset_the_waits_keep_doubling(monkeypatch) -> None:
+    """Control: with the worker's run shorter than the bar, the same history doubles on, as before."""
+    assert await _waits(monkeypatch, worked_well=60.0) == [1.0, 2.0, 4.0, 8.0, 16.0]
