@@ -141,7 +141,8 @@ class FleetWorker:
                 if response.status_code == 409:  # declared lost while we were away: start over
                     await self.register_until_done()
             except httpx.HTTPError as exc:
-                log.warning("heartbeat failed: %s", exc)
+                # httpx's timeouts and closed connections say nothing in their text: the kind says what
+                log.warning("heartbeat failed: %s", f"{type(exc).__name__}: {exc}".rstrip(": "))
             except Exception:  # the heartbeat outlives any one failure: a host that stops beating is lost
                 log.exception("heartbeat failed")
             await asyncio.sleep(get_settings().worker_heartbeat_seconds)
