@@ -20,12 +20,13 @@ from backend.fleet.host_agent import FleetWorker
 
 
 class _App:
-    """What `_take_jobs` uses of a procrastinate App: `open_async()` and `run_worker_async(**options)`. The
-    first worker ends at once (returns, or raises a lost connection); the next one runs until it is cancelled
-    (the host's stop)."""
+    """What `_take_jobs` uses of a procrastinate App: `open_async()` and `run_worker_async(**options)`. Its
+    workers end as `endings` say, one each, in turn: "returns" (stopped by itself), "raises" (a lost
+    connection at once), or a number (a lost connection after running that many seconds); the next one runs
+    until it is cancelled (the host's stop)."""
 
-    def __init__(self, first_raises: bool) -> None:
-        self.first_raises = first_raises
+    def __init__(self, *endings: str | float) -> None:
+        self.endings = endings
         self.started = 0
         self.running = asyncio.Event()
 
@@ -35,10 +36,13 @@ class _App:
 
     async def run_worker_async(self, **options) -> None:
         self.started += 1
-        if self.started == 1:
-            if self.first_raises:
-                raise psycopg.OperationalError("terminating connection due to administrator command")
-            return  # stopped by itself
+        if self.started <= len(self.endings):
+            ending = self.endings[self.started - 1]
+            if ending == "returns":
+                return
+            if ending != "raises":
+                await asyncio.sleep(float(ending))
+            raise psycopg.OperationalError("terminating connection due to administrator command")
         self.running.set()
         await asyncio.Event().wait()  # until cancelled
 
@@ -46,7 +50,7 @@ class _App:
 @pytest.mark.parametrize(("first_raises", "logged"), [(False, "stopped by itself"), (True, "administrator")])
 async def test_a_worker_that_ended_without_being_asked_is_started_again(caplog, first_raises, logged) -> None:
     agent = FleetWorker(host_id="alpha", api_url="http://127.0.0.1:9", token="t", capacity=1)
-    app = _App(first_raises)
+    app = _App("raises" if first_raises else "returns")
     caplog.set_level(logging.WARNING, logger="cleanroom.fleet.worker")
     taking = asyncio.create_task(agent._take_jobs(app))
     try:
@@ -58,29 +62,6 @@ async def test_a_worker_that_ended_without_being_asked_is_started_again(caplog, 
         await asyncio.wait_for(taking, 10)  # control: the host's own stop does end the loop
         await agent.api.aclose()
     assert app.started == 2
-
-
-class _Flaky:
-    """A stand-in App whose workers end with a lost connection: three at once, a fourth after running a
-    while (`worked`), a fifth at once; the sixth runs until the host's stop."""
-
-    def __init__(self, worked: float) -> None:
-        self.worked = worked
-        self.started = 0
-        self.running = asyncio.Event()
-
-    @contextlib.asynccontextmanager
-    async def open_async(self):
-        yield self
-
-    async def run_worker_async(self, **options) -> None:
-        self.started += 1
-        if self.started == 4:
-            await asyncio.sleep(self.worked)
-        if self.started <= 5:
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-        self.running.set()
-        await asyncio.Event().wait()
 
 
 async def _waits(monkeypatch: pytest.MonkeyPatch, worked_well: float) -> list[float]:
@@ -95,7 +76,7 @@ async def _waits(monkeypatch: pytest.MonkeyPatch, worked_well: float) -> list[fl
         waits.append(seconds)
 
     monkeypatch.setattr(agent, "_wait_to_retry", record)
-    app = _Flaky(worked=0.3)
+    app = _App("raises", "raises", "raises", 0.3, "raises")  # the fourth ran a while before it failed
     taking = asyncio.create_task(agent._take_jobs(app))
     try:
         await asyncio.wait_for(app.running.wait(), 10)
