@@ -10,6 +10,7 @@ import sys
 import typer
 
 PRIVATE_UMASK = 0o077
+KEEP_ALIVE_SECONDS = 20  # how long the API keeps an idle connection open (uvicorn: 5)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -84,6 +85,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 host=settings.host,
                 port=settings.api_port,
                 log_level="info",
+                # an idle connection is kept longer than clients keep theirs (httpx, which the MCP SDK and most
+                # Python clients use, drops its own after 5 s, uvicorn's default too): with both at 5 s, a
+                # request sent on a connection just as the server closed it failed with "Server
+                # disconnected without sending a response" (the control-plane bench, 1,000 assistants)
+                timeout_keep_alive=KEEP_ALIVE_SECONDS,
                 # X-Forwarded-For only from the proxies the operator names (FORWARDED_ALLOW_IPS): from any
                 # loopback caller it would choose the address sign-ins are counted on
                 proxy_headers=bool(os.environ.get("FORWARDED_ALLOW_IPS")),
