@@ -241,8 +241,9 @@ async def record(
     data: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Append one entry. Inside `atomic` it joins that transaction, anchored after the commit (on PostgreSQL
-    it is inserted at the transaction's end: the dict returned gets its seq and hash then); inside a transaction of the caller's own it joins that one, as it always did. Otherwise entries
-    recorded at the same moment are inserted together, in arrival order, in one transaction (one commit for
+    it is inserted at the transaction's end: the dict returned gets its seq and hash then); inside a
+    transaction of the caller's own it joins that one, as it always did. Otherwise entries recorded at the
+    same moment are inserted together, in arrival order, in one transaction (one commit for
     many, the lock taken once), and each is anchored before `record` returns."""
     fields = {
         "action": action,
@@ -279,10 +280,16 @@ async def _append_committed(batch: list[dict[str, Any]]) -> list[dict[str, Any] 
         async with _lock():
             return await _append_each(batch, in_transaction=False)
     async with engine.transaction() as transaction, _lock():
-        await AuditEntry.raw("SELECT pg_advisory_xact_lock({})", CHAIN_LOCK)  # see `_append`'s chain_lock
+        await _take_chain_lock()
         results = await _append_each(batch, in_transaction=True)
         await transaction.commit()
     return results
+
+
+async def _take_chain_lock() -> None:
+    """The chain's advisory lock, held to the commit of this transaction, which follows at once: the appends
+    of the other API processes wait here instead of taking the same seq and retrying."""
+    await AuditEntry.raw("SELECT pg_advisory_xact_lock({})", CHAIN_LOCK)
 
 
 async def _append_each(
@@ -310,8 +317,8 @@ async def _append(
     one transaction of their own. `chain_lock` (PostgreSQL, in a transaction that commits right after):
     the chain's advisory lock first, so appends of several API processes take turns instead of retrying."""
     engine = AuditEntry._meta.db
-    if chain_lock:  # held to the commit, which follows at once: the other API processes' appends wait here
-        await AuditEntry.raw("SELECT pg_advisory_xact_lock({})", CHAIN_LOCK)
+    if chain_lock:
+        await _take_chain_lock()
     for attempt in range(5):
         seq, prev_hash, tails = await _tails([f["company_id"] for f in batch])
         entries = []

@@ -142,7 +142,7 @@ class FleetWorker:
                     await self.register_until_done()
             except httpx.HTTPError as exc:
                 # httpx's timeouts and closed connections say nothing in their text: the kind says what
-                log.warning("heartbeat failed: %s", f"{type(exc).__name__}: {exc}".rstrip(": "))
+                log.warning("heartbeat failed: %s%s", type(exc).__name__, f": {exc}" if str(exc) else "")
             except Exception:  # the heartbeat outlives any one failure: a host that stops beating is lost
                 log.exception("heartbeat failed")
             await asyncio.sleep(get_settings().worker_heartbeat_seconds)

@@ -230,6 +230,7 @@ async def test_an_append_waits_its_turn_behind_another_processs_append(
         for append in (audit.record("test.alone", actor="system", company_id=1), in_transaction()):
             holding = other.transaction()
             await holding.start()
+            # the number itself, not `audit.CHAIN_LOCK`, which the control changes on the app's side only
             await other.execute("SELECT pg_advisory_xact_lock($1)", 7_311_003)
             task = asyncio.ensure_future(append)
             done, _ = await asyncio.wait([task], timeout=1 if lock == "the chain's" else 10)
