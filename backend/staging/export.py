@@ -1,10 +1,14 @@
 """Scanning a dataset export for text that reads like instructions to the assistant.
 
 Only text columns are read, and each distinct value once: business data repeats (statuses, notes, names),
-and a finding of a value is reported at every row and column that holds it.
+and a finding of a value is reported at every row and column that holds it. An export whose bytes were
+scanned a moment ago (assistants stage the same dataset run after run) is not scanned again.
 """
 
 from __future__ import annotations
+
+import threading
+from collections import OrderedDict
 
 from backend.injection import Finding, scan_cells, scan_table
 from backend.records.columns import ColumnKind
@@ -18,8 +22,34 @@ def text_columns(dataset: Dataset) -> list[int]:
     return [j for j, name in enumerate(dataset.export_columns) if types[name] is ColumnKind.string]
 
 
-def scan_export(export: DatasetExport, *, path: str) -> list[Finding]:
-    """Findings in the header and every text cell; each distinct value is scanned once."""
+SCANS_KEPT = 64  # the findings of this many recent exports are kept, each under its bytes' hash
+_scans: OrderedDict[tuple[str, str, tuple[int, ...]], list[Finding]] = OrderedDict()
+_scans_lock = threading.Lock()  # scans run in threads (staging's asyncio.to_thread)
+
+
+def scan_export(export: DatasetExport, *, path: str, sha256: str | None = None) -> list[Finding]:
+    """Findings in the header and every text cell; each distinct value is scanned once.
+
+    `sha256`: the hash of the export's bytes (`export.csv`, as staged). The findings depend on nothing but
+    those bytes, the path they are reported at and which columns are text, so an export with all three the
+    same as one of the last `SCANS_KEPT` gets that scan's findings (copies) without being scanned again."""
+    if sha256 is None:
+        return _scan(export, path)
+    key = (sha256, path, tuple(text_columns(export.dataset)))
+    with _scans_lock:
+        kept = _scans.get(key)
+        if kept is not None:
+            _scans.move_to_end(key)
+    if kept is None:
+        kept = _scan(export, path)
+        with _scans_lock:
+            _scans[key] = kept
+            while len(_scans) > SCANS_KEPT:
+                _scans.popitem(last=False)
+    return [finding.model_copy() for finding in kept]
+
+
+def _scan(export: DatasetExport, path: str) -> list[Finding]:
     header = export.columns
     findings = scan_table(header, [], path=path)
     columns = [(j, export.values[j]) for j in text_columns(export.dataset)]

@@ -205,7 +205,7 @@ async def _stage_into(
             truncated=export.truncated,
         )
         files.append(entry)
-        findings += await asyncio.to_thread(scan_export, export, path=rel)
+        findings += await asyncio.to_thread(scan_export, export, path=rel, sha256=entry["sha256"])
         exports.append(export)
 
     taken: set[str] = set()

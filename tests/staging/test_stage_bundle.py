@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import openpyxl
+import pytest
 
 from backend.demo.files import (
     FEEDBACK_NAME,
@@ -24,6 +25,7 @@ from backend.drive import blobs
 from backend.drive import service as drive
 from backend.drive.tables import DriveFile
 from backend.records import tables as rt
+from backend.staging import export as staged_export
 from backend.staging.service import VERSIONS, stage, staged_versions, verify_bundle
 from backend.tenancy.context import load_user_context_by_email
 
@@ -305,6 +307,38 @@ async def test_instruction_in_a_record_is_flagged_at_each_row(demo_db: str, tmp_
     ]
     assert all(f.severity == "high" for f in bundle.findings)
     assert bundle.manifest["findings_count"] == len(bundle.findings) == 2
+
+
+async def test_an_export_staged_again_unchanged_is_not_scanned_again(
+    demo_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Assistants stage the same dataset run after run: the same bytes are scanned once and every bundle
+    still lists the findings. The attack: a row changed after that first scan, planted afresh, changes the
+    bytes and is scanned and found (the control, staged unchanged, is not scanned again)."""
+    scans: list[str] = []
+    scan = staged_export._scan
+    monkeypatch.setattr(staged_export, "_scan", lambda export, path: scans.append(path) or scan(export, path))
+    staged_export._scans.clear()  # another test may have staged the same demo rows
+    bob = await _ctx("bob@acme.example")
+    first = await stage(bob, ["tasks"], [], tmp_path / "first")
+    ids = csv_column(tmp_path / "first" / "datasets" / "tasks.csv", "id")
+    await rt.Task.update({rt.Task.description: PLANTED_INSTRUCTION}).where(rt.Task.id == int(ids[3]))
+    planted = await stage(bob, ["tasks"], [], tmp_path / "planted")
+    again = await stage(bob, ["tasks"], [], tmp_path / "again")
+
+    assert first.findings == []
+    assert scans == ["datasets/tasks.csv"] * 2  # the control: staged unchanged, not scanned a third time
+    assert [(f.row, f.column) for f in planted.findings] == [(4, "description")]
+    assert [f.model_dump() for f in again.findings] == [f.model_dump() for f in planted.findings]
+    assert again.manifest["findings_count"] == 1
+    again.findings[0].excerpt = "changed by its caller"  # each bundle has its own copies
+    third = await stage(bob, ["tasks"], [], tmp_path / "third")
+    assert third.findings[0].excerpt == planted.findings[0].excerpt
+
+    await rt.Task.update({rt.Task.description: PLANTED_INSTRUCTION}).where(rt.Task.id == int(ids[40]))
+    replanted = await stage(bob, ["tasks"], [], tmp_path / "replanted")  # the attack: new bytes
+    assert len(scans) == 3
+    assert [(f.row, f.column) for f in replanted.findings] == [(4, "description"), (41, "description")]
 
 
 def csv_column(path: Path, column: str) -> list[str]:
