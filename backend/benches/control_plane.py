@@ -13,7 +13,9 @@ In this process, on one event loop:
   plain HTTP: a share (`CLEANROOM_BENCH_CP_POLL_SHARE`, 0.5; 1 is how every client waited before the API could
   hold a wait) polls `GET /api/runs/{id}` every second, the others wait with `GET /api/runs/{id}?wait_seconds=25`
   (its own line in the report: its time includes the wait); then each proposes the next, until
-  `CLEANROOM_BENCH_CP_SECONDS` (60);
+  `CLEANROOM_BENCH_CP_SECONDS` (60), after a think of `CLEANROOM_BENCH_CP_THINK_SECONDS` on average (0: at once;
+  each assistant is then a closed loop, and at a thousand of them the rate they ask for is whatever the API
+  gives, so every latency grows to the number waiting over the rate answered);
 - **people** (two sessions): approve what waits, with the hashes the approval screen shows.
 
 First the hosts alone heartbeat for a while (the API's CPU spent on heartbeats); then a **backlog**
@@ -311,10 +313,15 @@ async def _assistant(
     counts: dict[str, int],
     poll_share: float,
     arrives: float,
+    think: float = 0.0,
 ) -> None:
+    """Propose, wait for the run's end, think, propose again. `think`: the mean of the assistant's own time
+    between a run's end and its next proposal (reading the output, writing the next code), drawn
+    exponentially per turn so turns do not fall in step; 0 proposes again at once."""
     headers = {"Authorization": f"Bearer {token}"}
     await asyncio.sleep(arrives)  # the assistants arrive over the ramp, not all in one instant
-    polls = random.Random(index).random() < poll_share  # reads the run every second instead of waiting
+    chance = random.Random(index)
+    polls = chance.random() < poll_share  # reads the run every second instead of waiting
     async with httpx.AsyncClient(
         base_url=url, headers=headers, timeout=120, event_hooks=latencies.hooks(), verify=_tls()
     ) as http:
@@ -348,6 +355,9 @@ async def _assistant(
                         status = (await http.get(f"/api/runs/{run_id}")).json().get("status")
                     if status in FINISHED:
                         counts[f"ended_{status}"] += 1
+                        if think > 0:
+                            with contextlib.suppress(TimeoutError):
+                                await asyncio.wait_for(stop.wait(), chance.expovariate(1 / think))
                         break
                     if session is None and polls:
                         await asyncio.sleep(1.0)
@@ -443,6 +453,7 @@ async def _bench(
     poll_share: float,
     ramp: float,
     backlog: int,
+    think: float = 0.0,
 ) -> dict[str, Any]:
     import procrastinate
 
@@ -546,6 +557,7 @@ async def _bench(
                     counts,
                     poll_share,
                     ramp * i / max(assistants, 1),
+                    think,
                 )
             )
             for i in range(assistants)
@@ -592,12 +604,14 @@ async def _bench(
         if os.environ.get("CLEANROOM_BENCH_CP_STAGE") == "file"
         else "the deals dataset",
         "arrival_seconds": ramp,
+        "think_seconds_mean": think,
         "assistants": assistants,
         "mcp_assistants": mcp_n,
         "hosts": hosts_n,
         "seconds": round(elapsed, 1),
         "routes_ms": latencies.report(),
         "counts": dict(sorted(counts.items())),
+        "proposed_per_second": round(counts["proposed"] / elapsed, 2),
         # the runs of the assistants' phase (the backlog's are below)
         "runs_claimed": len(phase_two),
         "dispatched_per_second": round(len(phase_two) / elapsed, 2),
@@ -660,6 +674,7 @@ def run_control_plane_bench(
     poll_share = float(os.environ.get("CLEANROOM_BENCH_CP_POLL_SHARE", 0.5))
     ramp = float(os.environ.get("CLEANROOM_BENCH_CP_RAMP_SECONDS", min(20.0, seconds / 3)))
     beat = os.environ.get("CLEANROOM_BENCH_CP_HEARTBEAT_SECONDS", "5")
+    think = float(os.environ.get("CLEANROOM_BENCH_CP_THINK_SECONDS", 0))
     limits = {
         "CLEANROOM_MAX_PENDING_RUNS_PER_USER": str(10 * assistants + 100),
         "CLEANROOM_MAX_PROPOSALS_PER_USER_PER_HOUR": "1000000",
@@ -676,7 +691,7 @@ def run_control_plane_bench(
         with FleetServer(limits, template=template, processes=processes) as fleet:
             fleet.cli("credits", "top-up", "Acme Analytics", "1000000", "--reason", "control-plane bench")
             report = asyncio.run(
-                _bench(fleet, assistants, hosts, seconds, mcp_share, poll_share, ramp, backlog)
+                _bench(fleet, assistants, hosts, seconds, mcp_share, poll_share, ramp, backlog, think)
             )
     finally:
         settings.worker_heartbeat_seconds, sandbox.run_code = kept_beat, run_code

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from piccolo.query.functions.aggregate import Sum
+
 from backend.credits import service as credits
 from backend.runs.tables import Run, RunStatus
 
@@ -28,8 +30,9 @@ async def held(company_id: int, user_id: int | None = None) -> float:
     )
     if user_id is not None:
         where &= Run.requested_by == user_id
-    rows = await Run.select(Run.credits_reserved).where(where)
-    return round(sum(r["credits_reserved"] for r in rows), 2)
+    # summed by the database: a read of the balance costs one row however many runs are in flight
+    row = await Run.select(Sum(Run.credits_reserved)).where(where).first()
+    return round((row or {}).get("sum") or 0.0, 2)
 
 
 def max_cost(limits: dict[str, Any]) -> float:
