@@ -444,6 +444,41 @@ async def _approved_backlog(url: str, token: str, runs: int) -> list[int]:
         return list(await asyncio.gather(*(one(i) for i in range(runs))))
 
 
+async def _one_at_a_time(url: str, token: str, sampler: ProcessSampler, n: int) -> dict[str, Any]:
+    """What a request costs the API apart from any queueing: its CPU per request (ms) with one request in
+    flight at a time, `n` proposals (the deals dataset staged) and then `n` reads of them; a person then
+    rejects them, so no later phase sees them. The figure to compare commits by: it moves far less from one
+    run to the next than the latencies under load."""
+    async with (
+        httpx.AsyncClient(
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120, verify=_tls()
+        ) as assistant,
+        httpx.AsyncClient(base_url=url, headers={"Origin": url}, timeout=120, verify=_tls()) as person,
+    ):
+        (
+            await person.post("/api/auth/login", json={"email": PEOPLE[0], "password": "demo"})
+        ).raise_for_status()
+        for i in range(min(n, 10)):  # warm: the first requests of a process pay its imports and caches
+            (await assistant.get(f"/api/runs?page_size=1&warm={i}")).raise_for_status()
+        cpu0 = sampler.cpu_seconds()
+        ids = []
+        for i in range(n):
+            proposed = await assistant.post("/api/runs", json=_trivial(f"one-at-a-time-{i}", []))
+            proposed.raise_for_status()
+            ids.append(proposed.json()["id"])
+        cpu1 = sampler.cpu_seconds()
+        for run_id in ids:
+            (await assistant.get(f"/api/runs/{run_id}")).raise_for_status()
+        cpu2 = sampler.cpu_seconds()
+        for run_id in ids:
+            (await person.post(f"/api/runs/{run_id}/reject", json={"reason": "bench"})).raise_for_status()
+    return {
+        "requests": n,
+        "POST /api/runs": round(1000 * (cpu1 - cpu0) / n, 2),
+        "GET /api/runs/{id}": round(1000 * (cpu2 - cpu1) / n, 2),
+    }
+
+
 async def _bench(
     fleet: Any,
     assistants: int,
@@ -484,6 +519,11 @@ async def _bench(
             made = await person.post("/api/me/tokens", json={"name": f"bench {i}"})
             made.raise_for_status()
             tokens.append(made.json()["token"])
+
+    one_at_a_time = _env_int("CLEANROOM_BENCH_CP_ONE_AT_A_TIME", 100)
+    if one_at_a_time:
+        _phase(f"one request at a time: {one_at_a_time} proposals, then as many reads")
+    api_cpu_ms = await _one_at_a_time(url, tokens[0], sampler, one_at_a_time) if one_at_a_time else None
 
     host_ids = [f"cp{i:03d}" for i in range(hosts_n)]
     hosts = _simulated_hosts(url, await asyncio.to_thread(_enroll, fleet.server.env, host_ids), latencies)
@@ -630,6 +670,7 @@ async def _bench(
             **backlog_slots,
         },
         "api": {
+            "cpu_ms_per_request_one_at_a_time": api_cpu_ms,
             **sampler.report(),
             "cpu_share_of_one_core": round(api_cpu, 3),
             "cpu_share_per_waiting_assistant": round(api_cpu / assistants, 5) if assistants else None,
@@ -676,7 +717,9 @@ def run_control_plane_bench(
     beat = os.environ.get("CLEANROOM_BENCH_CP_HEARTBEAT_SECONDS", "5")
     think = float(os.environ.get("CLEANROOM_BENCH_CP_THINK_SECONDS", 0))
     limits = {
-        "CLEANROOM_MAX_PENDING_RUNS_PER_USER": str(10 * assistants + 100),
+        "CLEANROOM_MAX_PENDING_RUNS_PER_USER": str(
+            10 * assistants + 100 + _env_int("CLEANROOM_BENCH_CP_ONE_AT_A_TIME", 100)
+        ),
         "CLEANROOM_MAX_PROPOSALS_PER_USER_PER_HOUR": "1000000",
         "CLEANROOM_MAX_PROPOSALS_PER_COMPANY_PER_HOUR": "1000000",
         "CLEANROOM_WORKER_HEARTBEAT_SECONDS": beat,

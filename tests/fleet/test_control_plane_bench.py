@@ -20,6 +20,7 @@ def test_the_control_plane_bench_runs_end_to_end_and_claims_each_run_once(_facto
         pytest.skip("PostgreSQL not configured (scripts/test sets CLEANROOM_TEST_POSTGRES_URL)")
     monkeypatch.setenv("CLEANROOM_BENCH_POSTGRES_URL", POSTGRES_URL)
     monkeypatch.setenv("CLEANROOM_BENCH_CP_MCP_SHARE", "0.5")
+    monkeypatch.setenv("CLEANROOM_BENCH_CP_ONE_AT_A_TIME", "3")
     real_run_code = sandbox.run_code
     report = run_control_plane_bench(
         assistants=4,
@@ -42,6 +43,8 @@ def test_the_control_plane_bench_runs_end_to_end_and_claims_each_run_once(_facto
     assert report["routes_ms"]["POST /api/worker/runs/{id}/result"]["n"] >= 1, (
         report
     )  # a canned result landed
+    one = report["api"]["cpu_ms_per_request_one_at_a_time"]  # and rejected: the later phases never saw them
+    assert one["requests"] == 3 and one["POST /api/runs"] > 0 and one["GET /api/runs/{id}"] >= 0, one
     assert report["api"]["rss_mib_max"] > 0 and report["api"]["db_connections_max"] > 0, report
     lag = report["bench_loop_lag_ms"]  # the bench's own loop is measured beside what it times
     assert 0 <= lag["p50"] <= lag["p99"] <= lag["max"], lag
