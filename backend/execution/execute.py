@@ -26,6 +26,7 @@ from backend.evidence import rerun as rerun_policy
 from backend.flows import progress as flows
 from backend.hashing import sha256_json, sha256_text
 from backend.runs import ended, gates
+from backend.runs.rows import whole_run
 from backend.runs.sources import staged_sources
 from backend.runs.tables import RETRYABLE, Run, RunStatus
 from backend.sandbox.models import RejectedFile
@@ -95,7 +96,7 @@ async def execute(run_id: int) -> str:
         .where((Run.id == run_id) & (Run.status == RunStatus.queued))
         .returning(Run.id)
     )
-    run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
+    run = await whole_run(run_id)
     if not claimed or run is None or run["status"] != RunStatus.running:
         return run["status"] if run else "missing"
     status: str | None = None

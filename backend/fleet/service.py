@@ -32,6 +32,7 @@ from backend.fleet.tables import WorkerHost, WorkerToken
 from backend.flows import progress as flows
 from backend.hashing import sha256_text
 from backend.runs import queued
+from backend.runs.rows import whole_run
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult
 from backend.settings import get_settings, valid_host_id
@@ -334,7 +335,7 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
 
 
 async def _job(host_id: str, run_id: int) -> dict[str, Any]:
-    run = await Run.select().where(Run.id == run_id).output(load_json=True).first()
+    run = await whole_run(run_id)
     carry_url, started_after = None, None
     if run["flow_id"] is not None:  # a flow's step: what earlier steps handed on, fetched by its own URL
         _, started_after = await flows.carry_in(run)
@@ -359,8 +360,15 @@ async def _job(host_id: str, run_id: int) -> dict[str, Any]:
 async def held_run(host_id: str, run_id: int, *columns: Column) -> dict[str, Any]:
     """The run (all of it, or only `columns`), if this host holds it now (running, claimed by it); 403
     otherwise."""
-    wanted = (*columns, Run.host_id, Run.status) if columns else ()
-    run = await Run.select(*wanted).where(Run.id == run_id).output(load_json=True).first()
+    if columns:
+        run = (
+            await Run.select(*columns, Run.host_id, Run.status)
+            .where(Run.id == run_id)
+            .output(load_json=True)
+            .first()
+        )
+    else:
+        run = await whole_run(run_id)
     if run is None or run["host_id"] != host_id or run["status"] != RunStatus.running:
         raise Forbidden("this worker does not hold this run")
     return run

@@ -12,7 +12,6 @@ from typing import Any
 
 from piccolo.columns.combination import WhereRaw
 from piccolo.querystring import QueryString
-from piccolo.utils.encoding import load_json
 
 from backend.credits import service as credits
 from backend.drive import service as drive
@@ -22,6 +21,7 @@ from backend.injection import outputs as outputs_scan
 from backend.records.visibility import unreadable_sources
 from backend.runs import gates, holds
 from backend.runs.followups import followup_grant, grant_fields
+from backend.runs.rows import whole_run
 from backend.runs.schemas import (
     Approval,
     FollowupGrant,
@@ -46,31 +46,11 @@ def max_attempts() -> int:
     return max(1, min(get_settings().max_attempts, HARD_MAX_ATTEMPTS))
 
 
-# The whole run, as `Run.select().output(load_json=True)` reads it, in SQL composed once: Piccolo built its
-# select of every column anew at each call, three quarters of a detail read's CPU (py-spy, 1,000 assistants).
-_RUN_BY_ID = (
-    "SELECT "
-    + ", ".join(f'"run"."{c._meta.db_column_name}" AS "{c._meta.name}"' for c in Run._meta.columns)
-    + f' FROM "{Run._meta.tablename}" "run" WHERE "run"."id" = {{}} AND "run"."company" = {{}}'
-)
-_RUN_JSON = tuple(c._meta.name for c in Run._meta.json_columns)
-
-
-def _loaded(row: dict[str, Any]) -> dict[str, Any]:
-    """A run's row read with `_RUN_BY_ID`, its JSON columns decoded as Piccolo's `load_json` does."""
-    row = dict(row)
-    for name in _RUN_JSON:
-        if row[name] is not None:
-            row[name] = load_json(row[name])
-    return row
-
-
 async def get_run_row(ctx: UserContext, run_id: int) -> dict[str, Any]:
     """A run the caller may see: the requester's own, or any of the company's for an admin or an auditor (who
     see its contents only as `detail` shows them). Else 404. (Whether runs exist at all for the company is
     the controllers' guard, gates.feature_guard.)"""
-    rows = await Run.raw(_RUN_BY_ID, run_id, ctx.company_id)
-    row = _loaded(rows[0]) if rows else None
+    row = await whole_run(run_id, company_id=ctx.company_id)
     if row is None or not (ctx.sees_company_history or row["requested_by"] == ctx.user_id):
         raise NotFound(f"no run {run_id}")
     return row

@@ -23,6 +23,7 @@ from backend.runs.proposal import (
     stage_bundle,
 )
 from backend.runs.read import Known, can_decide, detail, get_run_row, max_attempts, present
+from backend.runs.rows import whole_run
 from backend.runs.schemas import PersonRef, RunDetail
 from backend.runs.tables import RETRYABLE, ApprovalKind, Run, RunStatus
 from backend.staging import service as staging
@@ -123,7 +124,7 @@ async def _approve_row(
     """Approve a waiting run (`row`: as the caller read it this request; the decision itself is conditional
     on its status, `_claim`); returns what changed on its row. `company`: its row as read this request."""
     if row is None:
-        row = await Run.select().where(Run.id == run_id).output(load_json=True).first()
+        row = await whole_run(run_id)
     assert row is not None
     now = clock.now()
     # only a person's approval grants follow-ups (per the company setting at this moment)

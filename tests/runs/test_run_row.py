@@ -1,7 +1,8 @@
-"""A run's detail reads its row with SQL composed once (`read._RUN_BY_ID`), not Piccolo's select built anew at
-every request: the row must equal what that select returns, column by column and type by type, on SQLite and
-PostgreSQL alike, for a run just proposed and for one that ran (timestamps, JSON, numbers set). And it stays
-the company's: another company asking for the same id gets 404, where the requester gets the run."""
+"""A run's whole row is read with SQL composed once (`rows.whole_run`: a run's detail, the worker's claim and
+result, an approval), not Piccolo's select built anew at every request: the row must equal what that select
+returns, column by column and type by type, on SQLite and PostgreSQL alike, for a run just proposed and for
+one that ran (timestamps, JSON, numbers set). And a detail stays the company's: another company asking for
+the same id gets 404, where the requester gets the run."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from backend import clock
 from backend.errors import NotFound
 from backend.runs import read
+from backend.runs.rows import whole_run
 from backend.runs.tables import Run, RunStatus
 from backend.tenancy.context import load_user_context_by_email
 from tests.runs.conftest import proposal
@@ -36,6 +38,7 @@ async def test_the_run_row_equals_piccolos_select_and_stays_the_companys(client,
 
     proposed = await read.get_run_row(ctx, run_id)
     assert _typed(proposed) == _typed(await _piccolo_row(run_id, ctx.company_id))
+    assert _typed(await whole_run(run_id)) == _typed(proposed)
     assert isinstance(proposed["manifest"], dict) and proposed["status"] == RunStatus.awaiting_approval
 
     now = clock.now()
@@ -51,9 +54,12 @@ async def test_the_run_row_equals_piccolos_select_and_stays_the_companys(client,
     ).where(Run.id == run_id)
     ran = await read.get_run_row(ctx, run_id)
     assert _typed(ran) == _typed(await _piccolo_row(run_id, ctx.company_id))
+    assert _typed(await whole_run(run_id)) == _typed(ran)
     assert ran["result"]["files"][0]["name"] == "a.csv" and ran["credits_charged"] == 0.25
 
     other = await load_user_context_by_email("admin@globex.example")  # another company's admin
     assert other.company_id != ctx.company_id and other.sees_company_history
     with pytest.raises(NotFound):
         await read.get_run_row(other, run_id)
+    assert await whole_run(run_id, company_id=other.company_id) is None
+    assert await whole_run(10**9) is None
