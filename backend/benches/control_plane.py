@@ -42,6 +42,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -418,10 +419,11 @@ def _phase(what: str) -> None:
     print(f"[control-plane {time.strftime('%H:%M:%S')}] {what}", file=sys.stderr, flush=True)
 
 
-async def _approved_backlog(url: str, token: str, runs: int) -> list[int]:
-    """`runs` trivial runs proposed with the assistant's token and approved by the person who owns it, a few at
-    a time: queued before any host takes a job."""
-    at_once = asyncio.Semaphore(APPROVALS_AT_ONCE)
+@contextlib.asynccontextmanager
+async def _assistant_and_person(
+    url: str, token: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """A client with the assistant's token, and one signed in as the person who approves its runs."""
     async with (
         httpx.AsyncClient(
             base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120, verify=_tls()
@@ -431,6 +433,14 @@ async def _approved_backlog(url: str, token: str, runs: int) -> list[int]:
         (
             await person.post("/api/auth/login", json={"email": PEOPLE[0], "password": "demo"})
         ).raise_for_status()
+        yield assistant, person
+
+
+async def _approved_backlog(url: str, token: str, runs: int) -> list[int]:
+    """`runs` trivial runs proposed with the assistant's token and approved by the person who owns it, a few at
+    a time: queued before any host takes a job."""
+    at_once = asyncio.Semaphore(APPROVALS_AT_ONCE)
+    async with _assistant_and_person(url, token) as (assistant, person):
 
         async def one(index: int) -> int:
             async with at_once:
@@ -449,15 +459,7 @@ async def _one_at_a_time(url: str, token: str, sampler: ProcessSampler, n: int) 
     flight at a time, `n` proposals (the deals dataset staged) and then `n` reads of them; a person then
     rejects them, so no later phase sees them. The figure to compare commits by: it moves far less from one
     run to the next than the latencies under load."""
-    async with (
-        httpx.AsyncClient(
-            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120, verify=_tls()
-        ) as assistant,
-        httpx.AsyncClient(base_url=url, headers={"Origin": url}, timeout=120, verify=_tls()) as person,
-    ):
-        (
-            await person.post("/api/auth/login", json={"email": PEOPLE[0], "password": "demo"})
-        ).raise_for_status()
+    async with _assistant_and_person(url, token) as (assistant, person):
         for i in range(min(n, 10)):  # warm: the first requests of a process pay its imports and caches
             (await assistant.get(f"/api/runs?page_size=1&warm={i}")).raise_for_status()
         cpu0 = sampler.cpu_seconds()
