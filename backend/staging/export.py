@@ -22,20 +22,24 @@ def text_columns(dataset: Dataset) -> list[int]:
     return [j for j, name in enumerate(dataset.export_columns) if types[name] is ColumnKind.string]
 
 
-SCANS_KEPT = 64  # the findings of this many recent exports are kept, each under its bytes' hash
-_scans: OrderedDict[tuple[str, str, tuple[int, ...]], list[Finding]] = OrderedDict()
+SCANS_KEPT = 64  # the findings of this many recent exports are kept, each under its company and bytes' hash
+_scans: OrderedDict[tuple[int, str, str, tuple[int, ...]], list[Finding]] = OrderedDict()
 _scans_lock = threading.Lock()  # scans run in threads (staging's asyncio.to_thread)
 
 
-def scan_export(export: DatasetExport, *, path: str, sha256: str | None = None) -> list[Finding]:
+def scan_export(
+    export: DatasetExport, *, path: str, sha256: str | None = None, company_id: int | None = None
+) -> list[Finding]:
     """Findings in the header and every text cell; each distinct value is scanned once.
 
-    `sha256`: the hash of the export's bytes (`export.csv`, as staged). The findings depend on nothing but
-    those bytes, the path they are reported at and which columns are text, so an export with all three the
-    same as one of the last `SCANS_KEPT` gets that scan's findings (copies) without being scanned again."""
-    if sha256 is None:
+    `sha256`: the hash of the export's bytes (`export.csv`, as staged), staged for `company_id`. The findings
+    depend on nothing but those bytes, the path they are reported at and which columns are text, so an export
+    of the same company with all three the same as one of the last `SCANS_KEPT` gets that scan's findings
+    (copies) without being scanned again. The company is part of the key so that how long a proposal takes
+    never tells one company what another staged."""
+    if sha256 is None or company_id is None:
         return _scan(export, path)
-    key = (sha256, path, tuple(text_columns(export.dataset)))
+    key = (company_id, sha256, path, tuple(text_columns(export.dataset)))
     with _scans_lock:
         kept = _scans.get(key)
         if kept is not None:

@@ -205,7 +205,9 @@ async def _stage_into(
             truncated=export.truncated,
         )
         files.append(entry)
-        findings += await asyncio.to_thread(scan_export, export, path=rel, sha256=entry["sha256"])
+        findings += await asyncio.to_thread(
+            scan_export, export, path=rel, sha256=entry["sha256"], company_id=ctx.company_id
+        )
         exports.append(export)
 
     taken: set[str] = set()

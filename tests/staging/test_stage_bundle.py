@@ -24,7 +24,9 @@ from backend.demo.files import (
 from backend.drive import blobs
 from backend.drive import service as drive
 from backend.drive.tables import DriveFile
+from backend.hashing import sha256_bytes
 from backend.records import tables as rt
+from backend.records.export import export_dataset
 from backend.staging import export as staged_export
 from backend.staging.service import VERSIONS, stage, staged_versions, verify_bundle
 from backend.tenancy.context import load_user_context_by_email
@@ -339,6 +341,14 @@ async def test_an_export_staged_again_unchanged_is_not_scanned_again(
     replanted = await stage(bob, ["tasks"], [], tmp_path / "replanted")  # the attack: new bytes
     assert len(scans) == 3
     assert [(f.row, f.column) for f in replanted.findings] == [(4, "description"), (41, "description")]
+
+    # kept per company: the same bytes staged for another company are scanned again, so how long a proposal
+    # takes tells no company what another staged; the control, the same company again, is not
+    export = await export_dataset(bob, "tasks", 5000)
+    digest = sha256_bytes(export.csv)
+    for company in (bob.company_id, bob.company_id + 1000, bob.company_id):
+        staged_export.scan_export(export, path="datasets/tasks.csv", sha256=digest, company_id=company)
+    assert len(scans) == 4
 
 
 def csv_column(path: Path, column: str) -> list[str]:
