@@ -11,28 +11,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from piccolo.query.functions.aggregate import Sum
-
 from backend.credits import service as credits
+from backend.runs.status import sql_list
 from backend.runs.tables import Run, RunStatus
 
 HOLDING = (RunStatus.queued, RunStatus.running, RunStatus.waiting)
 
 
+# What approved, unfinished runs hold, summed by the database (one row however many are in flight), in SQL
+# composed once: a read of a run awaiting approval shows the balance, and Piccolo built this anew each time
+_HELD = (
+    'SELECT SUM("credits_reserved") AS "sum" FROM "run" WHERE "company" = {} '
+    f'AND "status" IN ({sql_list(HOLDING)}) '
+    'AND "credits_charged" IS NULL AND "credits_reserved" > 0'
+)
+_HELD_BY = _HELD + ' AND "requested_by" = {}'
+
+
 @credits.holder
 async def held(company_id: int, user_id: int | None = None) -> float:
     """What the company's (or one person's) approved, unfinished runs hold."""
-    where = (
-        (Run.company == company_id)
-        & Run.status.is_in(list(HOLDING))
-        & Run.credits_charged.is_null()
-        & (Run.credits_reserved > 0)
-    )
-    if user_id is not None:
-        where &= Run.requested_by == user_id
-    # summed by the database: a read of the balance costs one row however many runs are in flight
-    row = await Run.select(Sum(Run.credits_reserved)).where(where).first()
-    return round((row or {}).get("sum") or 0.0, 2)
+    if user_id is None:
+        rows = await Run.raw(_HELD, company_id)
+    else:
+        rows = await Run.raw(_HELD_BY, company_id, user_id)
+    return round((rows[0] if rows else {}).get("sum") or 0.0, 2)
 
 
 def max_cost(limits: dict[str, Any]) -> float:

@@ -26,6 +26,7 @@ from piccolo.querystring import QueryString
 
 from backend import clock
 from backend.errors import AppError
+from backend.runs.status import sql_list
 from backend.runs.tables import RETRYABLE, Run, RunStatus
 from backend.settings import get_settings
 from backend.tenancy.context import UserContext
@@ -126,20 +127,16 @@ async def staged_in_flight(company_id: int, user_id: int | None = None) -> int:
     return company if user_id is None else user
 
 
-def _statuses(statuses: tuple[RunStatus, ...]) -> str:
-    return ", ".join(f"'{status.value}'" for status in statuses)  # the enum's own words, never input
-
-
 # `_held`'s two reads as SQL composed once: Piccolo built them anew at every proposal (check_staged runs twice
 # in one), a fifth of a proposal's own CPU on the event loop
 _STAGED_SUMS = (
     'SELECT SUM("staged_bytes") AS "sum", '
     'SUM(CASE WHEN "requested_by" = {} THEN "staged_bytes" ELSE 0 END) AS "mine" '
-    f'FROM "run" WHERE "company" = {{}} AND "status" IN ({_statuses(IN_FLIGHT)})'
+    f'FROM "run" WHERE "company" = {{}} AND "status" IN ({sql_list(IN_FLIGHT)})'
 )
 _KEPT_BUNDLES = (
     'SELECT "bundle_dir", "staged_bytes", "requested_by" FROM "run" '
-    f'WHERE "company" = {{}} AND "status" IN ({_statuses(RETRYABLE)}) '
+    f'WHERE "company" = {{}} AND "status" IN ({sql_list(RETRYABLE)}) '
     'AND "flow_id" IS NULL AND "finished_at" >= {}'  # a flow's step loses its bundle when it ends
 )
 

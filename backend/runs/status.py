@@ -46,3 +46,8 @@ FINISHED = (
     RunStatus.skipped,
 )
 RETRYABLE = (RunStatus.failed, RunStatus.timed_out, RunStatus.out_of_memory, RunStatus.error)
+
+
+def sql_list(statuses: tuple[RunStatus, ...]) -> str:
+    """`statuses` as the list of an SQL `IN (...)` composed once: the enum's own words, never input."""
+    return ", ".join(f"'{status.value}'" for status in statuses)
