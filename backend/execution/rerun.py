@@ -22,7 +22,7 @@ from backend.evidence import rerun as policy
 from backend.evidence.tables import EvidenceRerun, RerunStatus
 from backend.execution.execute import hash_problem
 from backend.runs import gates
-from backend.runs.tables import Run
+from backend.runs.rows import whole_run
 from backend.settings import get_settings
 
 log = logging.getLogger("cleanroom.worker")
@@ -82,7 +82,7 @@ async def execute_rerun(rerun_id: int) -> str:
 
 
 async def _execute(rerun: dict[str, Any]) -> str:
-    run = await Run.select().where(Run.id == rerun["run"]).output(load_json=True).first()
+    run = await whole_run(rerun["run"])
     assert run is not None
     company = await gates.company(run["company"])  # its settings now: turned off since, nothing runs
     why = policy.unavailable(run, int(company["evidence_retention_days"] or 0), company)

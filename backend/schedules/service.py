@@ -20,6 +20,7 @@ from backend.flows.tables import Flow, FlowStatus
 from backend.runs import gates, proposal
 from backend.runs.proposal import Made, Proposal, Proposer, Refused, StepSpec
 from backend.runs.read import get_run_row
+from backend.runs.rows import whole_run
 from backend.runs.tables import Run, RunStatus
 from backend.schedules.schemas import ScheduleInfo
 from backend.schedules.tables import Schedule, ScheduleStatus
@@ -272,7 +273,7 @@ async def fire(schedule_id: int, now: datetime | None = None) -> int | None:
     if row["origin_flow"] is not None:
         origins = await flows.step_rows(row["origin_flow"])
     else:
-        origin = await Run.select().where(Run.id == row["origin_run"]).output(load_json=True).first()
+        origin = await whole_run(row["origin_run"])
         origins = [origin] if origin is not None else []
     if not origins:
         await _pause(row, "the origin run no longer exists")

@@ -27,9 +27,7 @@ _scans: OrderedDict[tuple[int, str, str, tuple[int, ...]], list[Finding]] = Orde
 _scans_lock = threading.Lock()  # scans run in threads (staging's asyncio.to_thread)
 
 
-def scan_export(
-    export: DatasetExport, *, path: str, sha256: str | None = None, company_id: int | None = None
-) -> list[Finding]:
+def scan_export(export: DatasetExport, *, path: str, sha256: str, company_id: int) -> list[Finding]:
     """Findings in the header and every text cell; each distinct value is scanned once.
 
     `sha256`: the hash of the export's bytes (`export.csv`, as staged), staged for `company_id`. The findings
@@ -37,8 +35,6 @@ def scan_export(
     of the same company with all three the same as one of the last `SCANS_KEPT` gets that scan's findings
     (copies) without being scanned again. The company is part of the key so that how long a proposal takes
     never tells one company what another staged."""
-    if sha256 is None or company_id is None:
-        return _scan(export, path)
     key = (company_id, sha256, path, tuple(text_columns(export.dataset)))
     with _scans_lock:
         kept = _scans.get(key)
