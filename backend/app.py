@@ -37,6 +37,7 @@ from backend.tenancy.audit_controller import AuditController
 from backend.tenancy.auth import scope_guard
 from backend.tenancy.controller import AuthController, CompanyController, MeController
 from backend.tenancy.origin import OriginGuard, allowed_hosts_config
+from backend.timing import ServerTiming
 
 log = logging.getLogger("cleanroom")
 
@@ -150,6 +151,7 @@ def create_app(
         ),
         request_max_body_size=get_settings().max_upload_bytes + 1024 * 1024,
         allowed_hosts=allowed_hosts_config(),  # DNS rebinding to the localhost API answers 400
-        middleware=[OriginGuard()],  # a cookie-signed change must come from our own origin
+        # the time taken, when asked for (outermost); a cookie-signed change must come from our own origin
+        middleware=[*([ServerTiming()] if get_settings().server_timing else []), OriginGuard()],
         debug=False,
     )

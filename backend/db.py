@@ -197,7 +197,9 @@ async def start_pool() -> None:
     eng = engine()
     if isinstance(eng, PostgresEngine):
         # connections open as they are first needed (asyncpg's default opens all ten at once: ~100 ms)
-        await eng.start_connection_pool(min_size=1, max_size=10, connection_class=PooledConnection)
+        await eng.start_connection_pool(
+            min_size=1, max_size=get_settings().db_pool_size, connection_class=PooledConnection
+        )
 
 
 async def close_pool() -> None:

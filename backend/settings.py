@@ -56,6 +56,15 @@ class Settings(BaseSettings):
     console_url: str | None = None  # defaults to http://host:console_port
     allowed_hosts: list[str] = []  # further Host names the API answers to (JSON list in the environment)
     secure_cookies: bool = False  # force `secure` even when the public URL is http; always HttpOnly + Strict
+    # PostgreSQL connections an API process holds at most. Under load a connection stays taken while the
+    # process's event loop gets round to the answer, so ten were all taken at once: at a thousand assistants
+    # a query waited 42 ms for one at p95 (0.03 ms with twenty; docs/scale.md item 13). Each API process
+    # (`serve --processes N`) has its own: N x this plus the job queue's few stay under PostgreSQL's
+    # max_connections (100 by default).
+    db_pool_size: int = Field(default=20, ge=1, le=200)
+    # every API answer carries `Server-Timing: app;dur=<ms>`, the time from the request reaching the app to
+    # its answer's headers (the control-plane bench turns it on to tell the API's time from its own)
+    server_timing: bool = False
 
     # sandbox
     libvirt_uri: str = "qemu:///system"

@@ -33,8 +33,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("execution", {"execution", "fleet"}),
     # the engine and the Piccolo app over every capability's tables
     ("database", {"db", "piccolo_app", "piccolo_conf"}),
-    # what a serving process is: the Litestar app, /mcp, /metrics, health
-    ("serving", {"app", "mcp", "metrics", "system_controller"}),
+    # what a serving process is: the Litestar app, /mcp, /metrics, health, its Server-Timing
+    ("serving", {"app", "mcp", "metrics", "system_controller", "timing"}),
     # run beside the product, never by it: benches, soak, demo data, the injection training harness
     ("tools", {"benches", "soak", "demo", "injection_training", "localhost"}),
     ("command line", {"cli", "__main__"}),

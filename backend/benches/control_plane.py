@@ -49,6 +49,7 @@ from typing import Any
 import httpx
 
 from backend.settings import REPO_ROOT, get_settings
+from backend.timing import HEADER, app_ms
 
 ROUTE_IDS = re.compile(r"/\d+(?=/|$)")
 FINISHED = {"succeeded", "failed", "timed_out", "out_of_memory", "error", "cancelled", "rejected", "skipped"}
@@ -68,10 +69,12 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 class Latencies:
-    """Client-side time per route (ids replaced by `{id}`), from request sent to response headers."""
+    """Client-side time per route (ids replaced by `{id}`), from request sent to response headers; and the
+    API's own, from its Server-Timing header (`backend/timing.py`)."""
 
     def __init__(self) -> None:
         self.ms: dict[str, list[float]] = defaultdict(list)
+        self.in_api: dict[str, list[float]] = defaultdict(list)
         self.errors: dict[str, int] = defaultdict(int)
 
     def hooks(self) -> dict[str, list[Any]]:
@@ -84,6 +87,9 @@ class Latencies:
             if "wait_seconds" in request.url.params:  # held until the status moves: its own line
                 route += "?wait_seconds"
             self.ms[route].append((time.perf_counter() - request.extensions["bench_t0"]) * 1000)
+            in_api = app_ms(response.headers.get(HEADER))
+            if in_api is not None:
+                self.in_api[route].append(in_api)
             if response.status_code >= 500:
                 self.errors[route] += 1
 
@@ -92,10 +98,17 @@ class Latencies:
     def report(self) -> dict[str, Any]:
         out = {}
         for route, values in sorted(self.ms.items()):
-            out[route] = {"n": len(values), **{f"p{q}": _quantile(values, q / 100) for q in (50, 95, 99)}}
+            out[route] = _percentiles(values)
             if self.errors.get(route):
                 out[route]["5xx"] = self.errors[route]
         return out
+
+    def report_in_api(self) -> dict[str, Any]:
+        return {route: _percentiles(values) for route, values in sorted(self.in_api.items())}
+
+
+def _percentiles(values: list[float]) -> dict[str, Any]:
+    return {"n": len(values), **{f"p{q}": _quantile(values, q / 100) for q in (50, 95, 99)}}
 
 
 def _tree(pid: int) -> list[int]:
@@ -651,7 +664,11 @@ async def _bench(
         "mcp_assistants": mcp_n,
         "hosts": hosts_n,
         "seconds": round(elapsed, 1),
+        # as the bench's clients saw them: the API's time, the sockets' and the bench's own lateness (its event
+        # loop runs a thousand clients and fifty hosts, `bench_loop_lag_ms`)
         "routes_ms": latencies.report(),
+        # as the API timed them (Server-Timing): from the request reaching the app to its answer's headers
+        "routes_ms_in_api": latencies.report_in_api(),
         "counts": dict(sorted(counts.items())),
         "proposed_per_second": round(counts["proposed"] / elapsed, 2),
         # the runs of the assistants' phase (the backlog's are below)
@@ -687,6 +704,7 @@ async def _bench(
         # how late the bench's own event loop ran while it timed the requests (see `_loop_lag`)
         "bench_loop_lag_ms": {
             "p50": round(_quantile(lags or [0.0], 0.5), 1),
+            "p95": round(_quantile(lags or [0.0], 0.95), 1),
             "p99": round(_quantile(lags or [0.0], 0.99), 1),
             "max": round(max(lags, default=0.0), 1),
         },
@@ -725,6 +743,7 @@ def run_control_plane_bench(
         "CLEANROOM_MAX_PROPOSALS_PER_USER_PER_HOUR": "1000000",
         "CLEANROOM_MAX_PROPOSALS_PER_COMPANY_PER_HOUR": "1000000",
         "CLEANROOM_WORKER_HEARTBEAT_SECONDS": beat,
+        "CLEANROOM_SERVER_TIMING": "1",  # the API's own time per request, next to the clients' (`Latencies`)
         # the bench's one company stands for many: the operator's cap on one company's runs in flight (2 by
         # default) would otherwise be the dispatch rate (at most two runs at a time, about one a second)
         "CLEANROOM_COMPANY_CONCURRENCY_CAP": os.environ.get("CLEANROOM_BENCH_CP_COMPANY_CAP", "0"),

@@ -41,6 +41,17 @@ async def test_a_connection_given_back_inside_a_transaction_comes_back_without_i
         assert await conn.fetchval("SELECT count(*) FROM pool_probe") == 0
 
 
+async def test_the_pool_holds_as_many_connections_as_the_setting_says(empty_db: str, monkeypatch) -> None:
+    """`db_pool_size` (20 by default: ten were all taken at once under the control-plane bench)."""
+    from backend.settings import get_settings
+
+    assert db.engine().pool.get_max_size() == get_settings().db_pool_size == 20  # the app's, as started
+    await db.close_pool()
+    monkeypatch.setattr(get_settings(), "db_pool_size", 3)
+    await db.start_pool()
+    assert db.engine().pool.get_max_size() == 3
+
+
 @pytest.mark.parametrize("connection_class", [db.PooledConnection, asyncpg.Connection])
 async def test_session_state_outlives_a_request_only_without_the_reset_query(
     empty_db: str, connection_class: type[asyncpg.Connection]
