@@ -45,6 +45,7 @@ async def test_the_time_is_the_apps_own(demo_db: str, monkeypatch) -> None:
     from backend.tenancy import login_limits
 
     monkeypatch.setattr(get_settings(), "server_timing", True)
+    await _answers(demo_db)  # what a process does once (imports, the hasher's first use) is not compared
     quick, _ = await _answers(demo_db)
     verify = login_limits._verify
 
@@ -54,7 +55,8 @@ async def test_the_time_is_the_apps_own(demo_db: str, monkeypatch) -> None:
 
     monkeypatch.setattr(login_limits, "_verify", slow)
     slowed, _ = await _answers(demo_db)
-    assert app_ms(slowed.headers[HEADER]) - app_ms(quick.headers[HEADER]) >= 250, (quick.headers, slowed.headers)
+    took, before = app_ms(slowed.headers[HEADER]), app_ms(quick.headers[HEADER])
+    assert took >= 300 and took - before >= 150, (quick.headers, slowed.headers)  # room for the hash's jitter
 
 
 @pytest.mark.parametrize(
