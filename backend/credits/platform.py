@@ -17,8 +17,6 @@ import re
 import secrets
 from typing import Any
 
-from piccolo.engine.postgres import PostgresEngine
-
 from backend import clock
 from backend.audit import service as audit
 from backend.credits import service as credits
@@ -178,8 +176,7 @@ async def charge(
         return done, True
     try:
         async with audit.atomic():
-            if isinstance(Company._meta.db, PostgresEngine):  # the same key twice at once: one waits
-                await Company.select(Company.id).where(Company.id == company_row["id"]).lock_rows()
+            await credits.lock_company(company_row["id"])  # the same key twice at once: one waits
             if (done := await _replay(key, company_row, person, kind, amount)) is not None:
                 return done, True
             total, held, left = await credits.balance(company_row["id"])

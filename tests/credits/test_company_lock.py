@@ -1,0 +1,133 @@
+"""What spends a company's credits is serialized on the company's row, and nothing else waits on it
+(PostgreSQL; SQLite serializes every write transaction anyway).
+
+The lock `credits.lock_company` takes is FOR NO KEY UPDATE. Two spenders of one company cannot both hold it,
+so a reservation reads the spending of every one before it (the protection, as the hostile timing of
+tests/credits/test_no_overdraft.py attacks it). But a proposal of that company goes through while a spender
+holds it: inserting a run takes FOR KEY SHARE on the company's row, which NO KEY UPDATE lets through and FOR
+UPDATE (the strength used before, 2026-12-05) did not. At a thousand assistants of one company every
+proposal's INSERT waited behind the approvals and charges in flight (docs/scale.md, item 14). The control
+holds the row FOR UPDATE and shows the same proposal waiting, so the test sees a lock that blocks it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+
+from backend.audit import service as audit
+from backend.credits import service as credits
+from backend.runs.tables import Run
+from backend.tenancy.tables import Company
+from tests.runs.conftest import proposal
+
+pytestmark = pytest.mark.postgres
+
+WAITS = 1.5  # seconds a blocked party is given to show it is blocked; an unblocked one answers in far less
+HOLD = 4.0  # seconds the holder in a thread keeps the lock: a proposal blocked by it takes about that long
+
+
+async def _acme() -> int:
+    return (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
+
+
+@asynccontextmanager
+async def _held(lock: Callable[[int], Awaitable[object]]) -> AsyncIterator[None]:
+    """A transaction of another party holding the company's row by `lock` for the block's length."""
+    company_id = await _acme()
+    holding, done = asyncio.Event(), asyncio.Event()
+
+    async def spender() -> None:
+        async with audit.atomic():
+            await lock(company_id)
+            holding.set()
+            await done.wait()
+
+    task = asyncio.create_task(spender())
+    await asyncio.wait_for(holding.wait(), 10)
+    try:
+        yield
+    finally:
+        done.set()
+        await task
+
+
+async def _for_update(company_id: int) -> None:
+    await Company.select(Company.id).where(Company.id == company_id).lock_rows("UPDATE")
+
+
+def _hold_in_a_thread(lock: Callable[[int], Awaitable[object]], company_id: int) -> threading.Thread:
+    """Another party's transaction holding the row by `lock` for HOLD seconds, on an event loop of its own.
+    The test client answers a request on the test's loop's thread, so a holder on that loop could never
+    let go of a lock the request waits for; this one lets go by the clock."""
+    holding = threading.Event()
+
+    async def spender() -> None:
+        async with audit.atomic():
+            await lock(company_id)
+            holding.set()
+            await asyncio.sleep(HOLD)
+
+    thread = threading.Thread(target=asyncio.run, args=(spender(),))
+    thread.start()
+    assert holding.wait(10), "the holder never took the lock"
+    return thread
+
+
+async def _propose_while_held(client, alice, lock: Callable[[int], Awaitable[object]]) -> float:
+    """Seconds a proposal of the company took while another party held its row by `lock`."""
+    before = await Run.count()
+    holder = _hold_in_a_thread(lock, await _acme())
+    started = time.monotonic()
+    r = await client.post("/api/runs", json=proposal(), headers=alice)
+    took = time.monotonic() - started
+    holder.join()
+    assert r.status_code == 201, r.text
+    assert await Run.count() == before + 1
+    return took
+
+
+async def test_a_proposal_goes_through_while_a_spender_of_its_company_holds_the_lock(
+    client, alice, acme_on
+) -> None:
+    assert await _propose_while_held(client, alice, credits.lock_company) < HOLD / 2
+
+
+async def test_control_the_same_proposal_waits_while_the_row_is_held_for_update(
+    client, alice, acme_on
+) -> None:
+    took = await _propose_while_held(client, alice, _for_update)
+    assert took > HOLD / 2, (
+        "the proposal went through a row held FOR UPDATE: this test cannot see a blocking lock"
+    )
+
+
+async def test_a_second_spender_of_the_company_waits_for_the_first(demo_db: str) -> None:
+    """The protection itself: a reservation (or charge) of the same company cannot take the lock while
+    another holds it, so it reads what the first spent once that one commits."""
+    company_id = await _acme()
+    async with _held(credits.lock_company):
+
+        async def second() -> None:
+            async with audit.atomic():
+                await credits.lock_company(company_id)
+
+        waiting = asyncio.create_task(second())
+        done, _ = await asyncio.wait({waiting}, timeout=WAITS)
+        assert not done, "a second spender took the company's lock while the first held it"
+    await asyncio.wait_for(waiting, 30)
+
+
+async def test_control_a_spender_of_another_company_does_not_wait(demo_db: str) -> None:
+    other = (await Company.select(Company.id).where(Company.name != "Acme Analytics").first())["id"]
+    async with _held(credits.lock_company):
+
+        async def elsewhere() -> None:
+            async with audit.atomic():
+                await credits.lock_company(other)
+
+        await asyncio.wait_for(elsewhere(), WAITS)
