@@ -34,6 +34,7 @@ CHAT_TURN = "chat_turn"
 BASE_CHARGE = 1.0  # per run, also the minimum a pool must cover before a run is proposed or approved
 PER_VCPU_SECOND = 0.02
 PER_GIB_SECOND = 0.01
+CHARGE_LOCK = 7_311_004  # pg advisory lock (transaction), with a run's id: that run's charges take turns
 
 # What approved runs not yet finished hold against the pool (their maximum cost), per company: the runs
 # package registers the reader (backend/runs/holds.py); credits knows nothing of runs.
@@ -261,8 +262,8 @@ async def blocked_reason(
 
 
 async def lock_company(company_id: int) -> None:
-    """Serialize what spends a company's credits (a reservation, a charge, a platform charge) inside the
-    caller's transaction. PostgreSQL: the company's row locked FOR NO KEY UPDATE, which two spenders of one
+    """Serialize what spends a company's credits against what is left (a reservation, a platform charge)
+    inside the caller's transaction. PostgreSQL: the company's row locked FOR NO KEY UPDATE, which two spenders of one
     company cannot both hold, so each reads the spending of those before it; SQLite needs nothing, its write
     transaction holding the database's lock from BEGIN IMMEDIATE.
 
@@ -273,6 +274,15 @@ async def lock_company(company_id: int) -> None:
     behind charges and approvals (docs/scale.md, item 14)."""
     if isinstance(Company._meta.db, PostgresEngine):
         await Company.select(Company.id).where(Company.id == company_id).lock_rows("NO KEY UPDATE")
+
+
+async def _lock_charge_of(run_id: int) -> None:
+    """Serialize the charges of one run inside the caller's transaction (PostgreSQL: an advisory lock on the
+    run's id, held to the commit; SQLite: its write transaction already holds the database's lock). Not the
+    company's row: a charge spends what the run's approval already reserved and reads nothing of what is
+    left, so it needs no turn among the company's reservations, and it took one at every result."""
+    if isinstance(CreditCharge._meta.db, PostgresEngine):
+        await CreditCharge.raw("SELECT pg_advisory_xact_lock({}, {})", CHARGE_LOCK, run_id)
 
 
 async def reserve(
@@ -327,16 +337,15 @@ async def charge(
     the approver was shown), so a run that overran its wall time by the host's margin cannot overdraw. A run
     is charged once: a second charge of it (a fleet host posting its result again after the API stopped
     between charging and ending the run; the soak's kill_api found it) returns the first. The look-up, the
-    charge and its `credits.charged` entry are one transaction, serialized per company (PostgreSQL: the
-    company's row is locked first; SQLite: BEGIN IMMEDIATE), so two posts of one result at once charge it
-    once, and a charge never lands without its entry."""
+    charge and its `credits.charged` entry are one transaction, serialized per run (`_lock_charge_of`), so
+    two posts of one result at once charge it once, and a charge never lands without its entry."""
     credits, vcpu_s, gib_s = price(vcpus, memory_mib, seconds)
     data: dict[str, Any] = {}
     cap = round(reserved_credits or 0, 2)  # stored as REAL: single precision on PostgreSQL
     if cap and credits > cap:
         credits, data["capped_at_reservation"] = cap, cap
     async with audit.atomic():
-        await lock_company(company_id)
+        await _lock_charge_of(run_id)
         charged = await CreditCharge.select(CreditCharge.credits).where(CreditCharge.run_id == run_id).first()
         if charged is not None:  # its result posted again (the API stopped after charging it): charged once
             return charged["credits"]

@@ -1,5 +1,5 @@
-"""What spends a company's credits is serialized on the company's row, and nothing else waits on it
-(PostgreSQL; SQLite serializes every write transaction anyway).
+"""What spends a company's credits against what is left is serialized on the company's row, and nothing
+else waits on it (PostgreSQL; SQLite serializes every write transaction anyway).
 
 The lock `credits.lock_company` takes is FOR NO KEY UPDATE. Two spenders of one company cannot both hold it,
 so a reservation reads the spending of every one before it (the protection, as the hostile timing of
@@ -7,7 +7,10 @@ tests/credits/test_no_overdraft.py attacks it). But a proposal of that company g
 holds it: inserting a run takes FOR KEY SHARE on the company's row, which NO KEY UPDATE lets through and FOR
 UPDATE (the strength used before, 2026-12-05) did not. At a thousand assistants of one company every
 proposal's INSERT waited behind the approvals and charges in flight (docs/scale.md, item 14). The control
-holds the row FOR UPDATE and shows the same proposal waiting, so the test sees a lock that blocks it."""
+holds the row FOR UPDATE and shows the same proposal waiting, so the test sees a lock that blocks it.
+
+A run's charge takes no turn on the company's row at all: it spends what the approval reserved. Its charges
+take turns per run instead (two posts of one result at once), which the controls show."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import pytest
 
 from backend.audit import service as audit
 from backend.credits import service as credits
+from backend.credits.tables import CreditCharge
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
 from tests.runs.conftest import proposal
@@ -36,14 +40,14 @@ async def _acme() -> int:
 
 
 @asynccontextmanager
-async def _held(lock: Callable[[int], Awaitable[object]]) -> AsyncIterator[None]:
-    """A transaction of another party holding the company's row by `lock` for the block's length."""
+async def _held(lock: Callable[[int], Awaitable[object]], key: int | None = None) -> AsyncIterator[None]:
+    """A transaction of another party holding `lock` (of the company, or of `key`) for the block's length."""
     company_id = await _acme()
     holding, done = asyncio.Event(), asyncio.Event()
 
     async def spender() -> None:
         async with audit.atomic():
-            await lock(company_id)
+            await lock(company_id if key is None else key)
             holding.set()
             await done.wait()
 
@@ -131,3 +135,34 @@ async def test_control_a_spender_of_another_company_does_not_wait(demo_db: str) 
                 await credits.lock_company(other)
 
         await asyncio.wait_for(elsewhere(), WAITS)
+
+
+async def _charge(run_id: int) -> float:
+    return await credits.charge(
+        company_id=await _acme(), user_id=1, run_id=run_id, run_title="t", vcpus=1, memory_mib=512,
+        seconds=30.0, actor=f"worker:run-{run_id}",
+    )  # fmt: skip
+
+
+async def test_a_run_is_charged_while_a_reservation_of_its_company_holds_the_lock(demo_db: str) -> None:
+    """A charge spends what its run's approval reserved: it waits for no reservation of its company (it did
+    until 2026-12-05, at every result a host posted)."""
+    async with _held(credits.lock_company):
+        await asyncio.wait_for(_charge(9101), WAITS)
+    assert await CreditCharge.count().where(CreditCharge.run_id == 9101) == 1
+
+
+async def test_control_a_second_charge_of_the_same_run_waits_for_the_first(demo_db: str) -> None:
+    """What keeps a run charged once when its result is posted twice at once: the run's charges take turns
+    (tests/credits/test_charged_once.py attacks it with two posts at once)."""
+    async with _held(credits._lock_charge_of, key=9102):
+        charging = asyncio.create_task(_charge(9102))
+        done, _ = await asyncio.wait({charging}, timeout=WAITS)
+        assert not done, "a charge of the run went through while another charge of it was in its transaction"
+    await asyncio.wait_for(charging, 30)
+    assert await CreditCharge.count().where(CreditCharge.run_id == 9102) == 1
+
+
+async def test_control_a_charge_of_another_run_does_not_wait(demo_db: str) -> None:
+    async with _held(credits._lock_charge_of, key=9103):
+        await asyncio.wait_for(_charge(9104), WAITS)

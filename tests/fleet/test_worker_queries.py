@@ -28,7 +28,7 @@ VM_STARTED = 5  # the worker token; vm_started_at set while this host holds it, 
 # (an audit entry on PostgreSQL: the chain's advisory lock, its tail, the insert; the lock was added on
 # 2026-12-05, so that the appends of several API processes take turns instead of colliding)
 # (one output file): the worker token; whether it holds the run (before a byte is read); the whole run once
-# the upload is in; the charge 6 (the company locked, charged already?, the charge, its entry 3); its charge and
+# the upload is in; the charge 6 (the run's charges locked, charged already?, the charge, its entry 3); its charge and
 # sources on the run 1; the requester's context 2; the output folder 1; per output file 5 (the file, its
 # entry 3, the file read back); the end 4 (the run, its entry 3); whether it is a flow's step 1
 RESULT = 23
