@@ -271,19 +271,34 @@ async def record(
 
 
 async def _append_committed(batch: list[dict[str, Any]]) -> list[dict[str, Any] | Exception]:
-    """The batch in one transaction; when it fails, each entry on its own, so an entry the database refuses
-    (a value too long for its column) fails its own caller only. On PostgreSQL the transaction's connection
-    is taken before the lock, and the lock held until the commit: the lock's holder never waits for the
-    pool, whose connections transactions waiting for the lock may hold (`atomic`)."""
+    """The batch in one transaction; when it fails, each entry in one of its own, so an entry the database
+    refuses (a value too long for its column) fails its own caller only. On PostgreSQL the transaction's
+    connection is taken before the lock, and the lock held until the commit: the lock's holder never waits
+    for the pool, whose connections transactions waiting for the lock may hold (`atomic`)."""
     engine = AuditEntry._meta.db
     if not isinstance(engine, PostgresEngine):
         async with _lock():
             return await _append_each(batch, in_transaction=False)
-    async with engine.transaction() as transaction, _lock():
-        await _take_chain_lock()
-        results = await _append_each(batch, in_transaction=True)
-        await transaction.commit()
+    try:
+        return list(await _commit_chained(batch))
+    except Exception:
+        if len(batch) == 1:
+            raise
+    results: list[dict[str, Any] | Exception] = []
+    for fields in batch:
+        try:
+            results += await _commit_chained([fields])
+        except Exception as exc:
+            results.append(exc)
     return results
+
+
+async def _commit_chained(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """PostgreSQL: `batch` appended and committed in a transaction of its own, under the chain's lock."""
+    async with AuditEntry._meta.db.transaction() as transaction, _lock():
+        entries = await _append(batch, in_transaction=True, chain_lock=True)
+        await transaction.commit()
+    return entries
 
 
 async def _take_chain_lock() -> None:
@@ -309,28 +324,48 @@ async def _append_each(
     return results
 
 
+def _chained(
+    batch: list[dict[str, Any]], seq: int, prev_hash: str, tails: dict[int, str]
+) -> list[dict[str, Any]]:
+    """The batch's entries, in order, each linked to the one before it and to its company's last."""
+    entries = []
+    for fields in batch:
+        entry = {**fields, "seq": seq, "at": datetime.now(UTC), "prev_hash": prev_hash}
+        company = fields["company_id"]
+        entry["company_prev_hash"] = None if company is None else tails[company]
+        entry["hash"] = entry_hash(entry)
+        entries.append(entry)
+        seq, prev_hash = seq + 1, entry["hash"]
+        if company is not None:
+            tails[company] = entry["hash"]
+    return entries
+
+
 async def _append(
     batch: list[dict[str, Any]], *, in_transaction: bool, chain_lock: bool = False
 ) -> list[dict[str, Any]]:
-    """Insert the next entries, chained in order, taking the next seqs again when another process took
-    them: inside the caller's transaction (each try in a savepoint, so a lost seq does not abort it), or in
-    one transaction of their own. `chain_lock` (PostgreSQL, in a transaction that commits right after):
-    the chain's advisory lock first, so appends of several API processes take turns instead of retrying."""
+    """Insert the next entries, chained in order: inside the caller's transaction, or in one transaction of
+    their own.
+
+    `chain_lock` (PostgreSQL, in a transaction that commits right after): the chain's advisory lock first.
+    Every PostgreSQL append but one inside a caller's own transaction takes it, so while it is held nobody
+    else reads the tail, and the insert is tried once: no savepoint around it. Those two statements were a
+    third of what an append held the chain for, the one lock every audited write of every process waits on
+    (docs/scale.md, item 14). An append inside a caller's own transaction takes no chain lock (it would hold
+    it to that caller's commit, through whatever the caller does next). Should it take the seq this
+    one read, this insert fails and its transaction with it, instead of the trail forking; no code of the
+    product records an entry in a transaction of its own on PostgreSQL.
+
+    Otherwise each try is in a savepoint (inside the caller's transaction, so a lost seq does not abort it)
+    and a seq another writer took is read again and tried again."""
     engine = AuditEntry._meta.db
     if chain_lock:
         await _take_chain_lock()
+        entries = _chained(batch, *(await _tails([f["company_id"] for f in batch])))
+        await AuditEntry.insert(*(AuditEntry(**e) for e in entries))
+        return entries
     for attempt in range(5):
-        seq, prev_hash, tails = await _tails([f["company_id"] for f in batch])
-        entries = []
-        for fields in batch:
-            entry = {**fields, "seq": seq, "at": datetime.now(UTC), "prev_hash": prev_hash}
-            company = fields["company_id"]
-            entry["company_prev_hash"] = None if company is None else tails[company]
-            entry["hash"] = entry_hash(entry)
-            entries.append(entry)
-            seq, prev_hash = seq + 1, entry["hash"]
-            if company is not None:
-                tails[company] = entry["hash"]
+        entries = _chained(batch, *(await _tails([f["company_id"] for f in batch])))
         savepoint = await engine.current_transaction.get().savepoint() if in_transaction else None
         try:
             if in_transaction:
@@ -338,7 +373,7 @@ async def _append(
             else:
                 async with _write_transaction():
                     await AuditEntry.insert(*(AuditEntry(**e) for e in entries))
-        except Exception:  # another process took these seqs (unique); read the new tails and retry
+        except Exception:  # another writer took these seqs (unique); read the new tails and retry
             if savepoint is not None:
                 await savepoint.rollback_to()
             if attempt == 4:

@@ -244,3 +244,38 @@ async def test_an_append_waits_its_turn_behind_another_processs_append(
         await other.close()
     await _assert_chain_holds(2, before)
     assert len(reads) == 2  # each chained after one read of the tail: no seq taken twice, no retry
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("path", ["recorded alone", "recorded in atomic()", "control: the caller's own transaction"])
+async def test_an_append_under_the_chains_lock_sends_no_savepoint(
+    demo_db: str, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """Holding the chain's lock, no other append reads the tail, so the insert is tried once and needs no
+    savepoint: two statements fewer under the one lock every audited write of every process waits on
+    (docs/scale.md, item 14). Control: an entry inside a caller's own transaction takes no chain lock and
+    keeps its savepoint, which the count sees (so it would see one added back on the other paths)."""
+    from piccolo.engine.postgres import PostgresTransaction
+
+    savepoints: list[str] = []
+    real = PostgresTransaction.savepoint
+
+    async def counting(self: PostgresTransaction, name: str | None = None):
+        point = await real(self, name)
+        savepoints.append(point.name)
+        return point
+
+    monkeypatch.setattr(PostgresTransaction, "savepoint", counting)
+    before = await AuditEntry.count()
+    if path == "recorded alone":
+        await _record_at_once(3, "alone")
+    elif path == "recorded in atomic()":
+        async with audit.atomic():
+            await audit.record("test.atomic", actor="system", company_id=1)
+            await audit.record("test.atomic", actor="system", company_id=2)
+    else:
+        async with AuditEntry._meta.db.transaction():
+            await audit.record("test.own", actor="system", company_id=1)
+    expected = {"recorded alone": 3, "recorded in atomic()": 2}.get(path, 1)
+    await _assert_chain_holds(expected, before)
+    assert len(savepoints) == (1 if path.startswith("control") else 0), savepoints
