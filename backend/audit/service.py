@@ -275,19 +275,25 @@ async def _append_committed(batch: list[dict[str, Any]]) -> list[dict[str, Any] 
     refuses (a value too long for its column) fails its own caller only. On PostgreSQL the transaction's
     connection is taken before the lock, and the lock held until the commit: the lock's holder never waits
     for the pool, whose connections transactions waiting for the lock may hold (`atomic`)."""
-    engine = AuditEntry._meta.db
-    if not isinstance(engine, PostgresEngine):
+    if not isinstance(AuditEntry._meta.db, PostgresEngine):
         async with _lock():
-            return await _append_each(batch, in_transaction=False)
+            return await _each_if_refused(batch, lambda part: _append(part, in_transaction=False))
+    return await _each_if_refused(batch, _commit_chained)
+
+
+async def _each_if_refused(
+    batch: list[dict[str, Any]], append: Callable[[list[dict[str, Any]]], Awaitable[list[dict[str, Any]]]]
+) -> list[dict[str, Any] | Exception]:
+    """`append` of the whole batch; when that fails, of each entry on its own: one result or exception each."""
     try:
-        return list(await _commit_chained(batch))
+        return list(await append(batch))
     except Exception:
         if len(batch) == 1:
             raise
     results: list[dict[str, Any] | Exception] = []
     for fields in batch:
         try:
-            results += await _commit_chained([fields])
+            results += await append([fields])
         except Exception as exc:
             results.append(exc)
     return results
@@ -305,23 +311,6 @@ async def _take_chain_lock() -> None:
     """The chain's advisory lock, held to the commit of this transaction, which follows at once: the appends
     of the other API processes wait here instead of taking the same seq and retrying."""
     await AuditEntry.raw("SELECT pg_advisory_xact_lock({})", CHAIN_LOCK)
-
-
-async def _append_each(
-    batch: list[dict[str, Any]], *, in_transaction: bool
-) -> list[dict[str, Any] | Exception]:
-    try:
-        return list(await _append(batch, in_transaction=in_transaction))
-    except Exception:
-        if len(batch) == 1:
-            raise
-    results: list[dict[str, Any] | Exception] = []
-    for fields in batch:
-        try:
-            results += await _append([fields], in_transaction=in_transaction)
-        except Exception as exc:
-            results.append(exc)
-    return results
 
 
 def _chained(
