@@ -263,15 +263,15 @@ async def blocked_reason(
 
 async def lock_company(company_id: int) -> None:
     """Serialize what spends a company's credits against what is left (a reservation, a platform charge)
-    inside the caller's transaction. PostgreSQL: the company's row locked FOR NO KEY UPDATE, which two spenders of one
-    company cannot both hold, so each reads the spending of those before it; SQLite needs nothing, its write
-    transaction holding the database's lock from BEGIN IMMEDIATE.
+    inside the caller's transaction. PostgreSQL: the company's row locked FOR NO KEY UPDATE, which two
+    spenders of one company cannot both hold, so each reads the spending of those before it; SQLite needs
+    nothing, its write transaction holding the database's lock from BEGIN IMMEDIATE.
 
     Not FOR UPDATE: that strength also blocks the FOR KEY SHARE lock PostgreSQL takes on the company's row
     for every row inserted that references it (a run, a charge, an action item), so while any approval or
     charge of a company waited for its commit, every proposal of that company waited with it. Measured at a
-    thousand assistants of one company: the run's INSERT took 270 ms in the slowest twentieth of proposals,
-    behind charges and approvals (docs/scale.md, item 14)."""
+    thousand assistants of one company, making the run took 261 ms in the slowest twentieth of proposals,
+    its INSERT waiting behind charges and approvals (docs/scale.md, item 14)."""
     if isinstance(Company._meta.db, PostgresEngine):
         await Company.select(Company.id).where(Company.id == company_id).lock_rows("NO KEY UPDATE")
 

@@ -32,7 +32,7 @@ from tests.runs.conftest import proposal
 pytestmark = pytest.mark.postgres
 
 WAITS = 1.5  # seconds a blocked party is given to show it is blocked; an unblocked one answers in far less
-HOLD = 4.0  # seconds the holder in a thread keeps the lock: a proposal blocked by it takes about that long
+HOLD = 4.0  # seconds a holder keeps the lock at most: a proposal blocked by it takes about that long
 
 
 async def _acme() -> int:
@@ -41,55 +41,40 @@ async def _acme() -> int:
 
 @asynccontextmanager
 async def _held(lock: Callable[[int], Awaitable[object]], key: int | None = None) -> AsyncIterator[None]:
-    """A transaction of another party holding `lock` (of the company, or of `key`) for the block's length."""
-    company_id = await _acme()
-    holding, done = asyncio.Event(), asyncio.Event()
+    """Another party's transaction holding `lock` (of the company, or of `key`) until the block ends, or HOLD
+    seconds at most. It runs in a thread on an event loop of its own: the test client answers a request on
+    the test's own thread, so a holder on the test's loop could never let go of a lock that request waits
+    for; this one lets go by the clock then."""
+    key = await _acme() if key is None else key
+    holding, done = threading.Event(), threading.Event()
 
     async def spender() -> None:
         async with audit.atomic():
-            await lock(company_id if key is None else key)
+            await lock(key)
             holding.set()
-            await done.wait()
+            await asyncio.to_thread(done.wait, HOLD)
 
-    task = asyncio.create_task(spender())
-    await asyncio.wait_for(holding.wait(), 10)
+    thread = threading.Thread(target=asyncio.run, args=(spender(),))
+    thread.start()
     try:
+        assert await asyncio.to_thread(holding.wait, 10), "the holder never took the lock"
         yield
     finally:
         done.set()
-        await task
+        await asyncio.to_thread(thread.join)
 
 
 async def _for_update(company_id: int) -> None:
     await Company.select(Company.id).where(Company.id == company_id).lock_rows("UPDATE")
 
 
-def _hold_in_a_thread(lock: Callable[[int], Awaitable[object]], company_id: int) -> threading.Thread:
-    """Another party's transaction holding the row by `lock` for HOLD seconds, on an event loop of its own.
-    The test client answers a request on the test's loop's thread, so a holder on that loop could never
-    let go of a lock the request waits for; this one lets go by the clock."""
-    holding = threading.Event()
-
-    async def spender() -> None:
-        async with audit.atomic():
-            await lock(company_id)
-            holding.set()
-            await asyncio.sleep(HOLD)
-
-    thread = threading.Thread(target=asyncio.run, args=(spender(),))
-    thread.start()
-    assert holding.wait(10), "the holder never took the lock"
-    return thread
-
-
 async def _propose_while_held(client, alice, lock: Callable[[int], Awaitable[object]]) -> float:
     """Seconds a proposal of the company took while another party held its row by `lock`."""
     before = await Run.count()
-    holder = _hold_in_a_thread(lock, await _acme())
-    started = time.monotonic()
-    r = await client.post("/api/runs", json=proposal(), headers=alice)
-    took = time.monotonic() - started
-    holder.join()
+    async with _held(lock):
+        started = time.monotonic()
+        r = await client.post("/api/runs", json=proposal(), headers=alice)
+        took = time.monotonic() - started
     assert r.status_code == 201, r.text
     assert await Run.count() == before + 1
     return took
