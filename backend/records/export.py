@@ -38,7 +38,19 @@ class DatasetExport:
         return self.visible_total > self.rows
 
 
-async def export_dataset(ctx: UserContext, dataset_name: str, cap: int) -> DatasetExport:
+@dataclass
+class VisibleRows:
+    """The rows of a dataset a run may see, as the database driver returned them, before the CSV is built."""
+
+    dataset: Dataset
+    rows: Sequence[Mapping[str, Any]]
+    visible_total: int
+
+    def export(self) -> DatasetExport:
+        return build_export(self.dataset, self.rows, self.visible_total)
+
+
+async def visible_rows(ctx: UserContext, dataset_name: str, cap: int) -> VisibleRows:
     """The rows a run may see, oldest first, at most `cap`; count and rows read in one transaction."""
     dataset = require_dataset(ctx, dataset_name)
     table = dataset.table
@@ -52,7 +64,12 @@ async def export_dataset(ctx: UserContext, dataset_name: str, cap: int) -> Datas
             total, rows = await count_query, await engine.run_querystring(select_sql)
     else:  # inside the caller's transaction: only its connection sees its writes
         total, rows = await count_query, await engine.run_querystring(select_sql)
-    return await asyncio.to_thread(build_export, dataset, rows, total)  # CPU work: off the event loop
+    return VisibleRows(dataset, rows, total)
+
+
+async def export_dataset(ctx: UserContext, dataset_name: str, cap: int) -> DatasetExport:
+    """`visible_rows` as CSV, built off the event loop (CPU work)."""
+    return await asyncio.to_thread((await visible_rows(ctx, dataset_name, cap)).export)
 
 
 def build_export(

@@ -61,16 +61,14 @@ async def proposal_counts(ctx: UserContext, now: datetime | None = None) -> Coun
     waiting = '"run"."requested_by" = {} AND "run"."status" = {}'
     recent = '"run"."created_at" >= {} AND "run"."schedule_id" IS NULL'
     counting = QueryString(
-        f"SUM(CASE WHEN {waiting} THEN 1 ELSE 0 END) AS \"waiting\", "
+        f'SUM(CASE WHEN {waiting} THEN 1 ELSE 0 END) AS "waiting", '
         f'SUM(CASE WHEN {recent} AND "run"."requested_by" = {{}} THEN 1 ELSE 0 END) AS "mine", '
         f'SUM(CASE WHEN {recent} THEN 1 ELSE 0 END) AS "company"',
         *(ctx.user_id, RunStatus.awaiting_approval.value),
         *(since, ctx.user_id),
         since,
     )
-    either = WhereRaw(
-        f"(({waiting}) OR ({recent}))", ctx.user_id, RunStatus.awaiting_approval.value, since
-    )
+    either = WhereRaw(f"(({waiting}) OR ({recent}))", ctx.user_id, RunStatus.awaiting_approval.value, since)
     row = await Run.select(counting).where((Run.company == ctx.company_id) & either).first()
     return Counts(**{key: int((row or {}).get(key) or 0) for key in ("waiting", "mine", "company")})
 
@@ -154,26 +152,32 @@ async def _held(company_id: int, user_id: int | None) -> tuple[int, int]:
     since = clock.now() - timedelta(days=s.failed_bundle_retention_days, minutes=s.bundle_sweep_minutes)
     kept = await Run.raw(_KEPT_BUNDLES, company_id, since)
     by_dir = {r["bundle_dir"]: r for r in kept if r["bundle_dir"]}
-    present = await asyncio.to_thread(lambda: [d for d in by_dir if os.path.isdir(d)])
+    present = await asyncio.to_thread(lambda: [d for d in by_dir if os.path.isdir(d)]) if by_dir else []
     company_held += sum(by_dir[d]["staged_bytes"] for d in present)
     user_held += sum(by_dir[d]["staged_bytes"] for d in present if by_dir[d]["requested_by"] == user_id)
     return company_held, user_held
 
 
-async def check_staged(ctx: UserContext, staged: int = 0, bundle: int = 0) -> None:
+async def check_staged(
+    ctx: UserContext, staged: int = 0, bundle: int = 0, held: tuple[int, int] | None = None
+) -> tuple[int, int]:
     """Refuse when the user's runs hold `max_staged_bytes_per_user` or the company's
     `max_staged_bytes_per_company` on disk: before staging a bundle (`bundle`=0), when they hold the limit
     already with the `staged` bytes this proposal staged before (a flow's earlier steps); after staging
-    it, when the new `bundle` would take them over."""
+    it, when the new `bundle` would take them over. Returns what they hold, (company's, user's), which the
+    check after staging is given (`held`) instead of reading it again: neither check is atomic with the
+    run's insert (two proposals staging at once both pass either way), so a second read a moment later
+    narrows nothing that matters and cost two queries and a thread hop in every proposal."""
     s = get_settings()
     adding = staged + bundle
-    company_held, user_held = await _held(ctx.company_id, ctx.user_id)
-    for scope, limit, held in (
+    company_held, user_held = held if held is not None else await _held(ctx.company_id, ctx.user_id)
+    for scope, limit, taken in (
         ("company", s.max_staged_bytes_per_company, company_held),
         ("user", s.max_staged_bytes_per_user, user_held),
     ):
-        if held + adding > limit or (not bundle and held + adding >= limit):
-            raise _staged_refusal(scope, held, adding, limit)
+        if taken + adding > limit or (not bundle and taken + adding >= limit):
+            raise _staged_refusal(scope, taken, adding, limit)
+    return company_held, user_held
 
 
 def _staged_refusal(scope: str, held: int, adding: int, limit: int) -> TooMuchStagedData:
