@@ -10,7 +10,7 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
-from backend import db
+from backend import db, heap
 from backend.actions.controller import ActionItemsController
 from backend.audit import throttle as audit_throttle
 from backend.credits.controller import CreditsController, PlatformController
@@ -96,16 +96,22 @@ def served_app() -> Litestar:
     from backend.execution.process import poke_running_worker
 
     worker_here = os.environ.get(SERVE_WORKER_HERE, "1") != "0"
-    app = create_app(worker_here=worker_here)
+    app = create_app(worker_here=worker_here, settle_heap=True)
     if not worker_here and not fleet():
         queued.listen(poke_running_worker)
     return app
 
 
 def create_app(
-    *, database_url: str | None = None, run_hooks: bool = True, pool: bool = True, worker_here: bool = True
+    *,
+    database_url: str | None = None,
+    run_hooks: bool = True,
+    pool: bool = True,
+    worker_here: bool = True,
+    settle_heap: bool = False,
 ) -> Litestar:
-    """`worker_here=False`: runs go to a worker process (`cleanroom serve` supervises one), not this one."""
+    """`worker_here=False`: runs go to a worker process (`cleanroom serve` supervises one), not this one.
+    `settle_heap`: a served process's garbage collector set once it has started (`heap.settle`)."""
     db.configure(database_url)
 
     async def on_startup() -> None:
@@ -119,6 +125,8 @@ def create_app(
                 await DISPATCHER.start()
             elif worker_here:
                 await start_worker()
+        if settle_heap:
+            heap.settle()
 
     async def on_shutdown() -> None:
         if run_hooks:

@@ -79,7 +79,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             # (`served_app`): the worker of `serve` runs once, in its own process, and every API process wakes it
             os.environ[SERVE_WORKER_HERE] = "1" if local is None else "0"
             uvicorn.run(
-                create_app(worker_here=local is None) if processes == 1 else "backend.app:served_app",
+                create_app(worker_here=local is None, settle_heap=True)
+                if processes == 1
+                else "backend.app:served_app",
                 factory=processes > 1,
                 workers=processes if processes > 1 else None,
                 host=settings.host,
