@@ -159,10 +159,13 @@ async def limits_left(
     return found
 
 
-async def limit_reason(company_id: int, user_id: int, cost: float) -> str | None:
+async def limit_reason(
+    company_id: int, user_id: int, cost: float, company: dict[str, Any] | None = None
+) -> str | None:
     """Why `cost` more for this person would break a company admin's limit within the pool (per person a
-    period, per company a day: what was charged, what approved runs hold, and `cost`), or None."""
-    for limit in await limits_left(company_id, user_id):
+    period, per company a day: what was charged, what approved runs hold, and `cost`), or None. `company`:
+    its row, when the caller read it this request."""
+    for limit in await limits_left(company_id, user_id, company):
         if limit.taken + cost <= limit.limit:
             continue
         if limit.kind == "per_person":
@@ -286,13 +289,19 @@ async def _lock_charge_of(run_id: int) -> None:
 
 
 async def reserve(
-    company_id: int, cost: float, *, what: str = "this run", user_id: int | None = None
+    company_id: int,
+    cost: float,
+    *,
+    what: str = "this run",
+    user_id: int | None = None,
+    company: dict[str, Any] | None = None,
 ) -> None:
     """Hold `cost` against what is left, or PaymentRequired saying what is left. Only inside the write
     transaction that then stores the holding runs (`audit.atomic()`): on PostgreSQL the company's row is
     locked first, so every reservation of a company reads the holds of those before it (committed) and
     none after it; on SQLite that transaction holds the database's write lock from its BEGIN IMMEDIATE.
-    Either way two approvals never both spend the same credits."""
+    Either way two approvals never both spend the same credits. `company`: its row as the caller read it
+    this request, for the admin's limits (one query less while the company's row is locked)."""
     engine = Company._meta.db
     if engine.current_transaction.get() is None:
         raise RuntimeError("credits.reserve runs inside the transaction that stores the reservation")
@@ -305,7 +314,7 @@ async def reserve(
             f"{max(left, 0):.2f} of {total} credits are left{also}{await spent_by(company_id)}; lower its "
             "limits, or the operator can top the pool up"
         )
-    if user_id is not None and (reason := await limit_reason(company_id, user_id, cost)):
+    if user_id is not None and (reason := await limit_reason(company_id, user_id, cost, company)):
         raise PaymentRequired(reason, code="credit_limit")
 
 

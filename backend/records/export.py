@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from piccolo.querystring import QueryString
+
 from backend.records.columns import ColumnKind
 from backend.records.datasets import Dataset
 from backend.records.service import select_columns
@@ -38,6 +40,9 @@ class DatasetExport:
         return self.visible_total > self.rows
 
 
+_TOTAL = "cleanroom_visible_total"  # the count beside every row: no dataset has a field of that name
+
+
 @dataclass
 class VisibleRows:
     """The rows of a dataset a run may see, as the database driver returned them, before the CSV is built."""
@@ -51,20 +56,21 @@ class VisibleRows:
 
 
 async def visible_rows(ctx: UserContext, dataset_name: str, cap: int) -> VisibleRows:
-    """The rows a run may see, oldest first, at most `cap`; count and rows read in one transaction."""
+    """The rows a run may see, oldest first, at most `cap`, and how many it may see in all: one statement, so
+    both are read from one snapshot (it was a transaction of four round trips: BEGIN, the count, the rows,
+    COMMIT). Inside the caller's transaction it runs on that transaction's connection, which sees its writes."""
     dataset = require_dataset(ctx, dataset_name)
     table = dataset.table
     where = visible_where(ctx, dataset)
     count_query = table.count().where(where)
-    select_query = table.select(*select_columns(dataset)).where(where).order_by(table.id).limit(cap)
-    engine = table._meta.db
+    (count_sql,) = count_query.querystrings
+    total = QueryString(f'({{}}) AS "{_TOTAL}"', count_sql)
+    select_query = table.select(*select_columns(dataset), total).where(where).order_by(table.id).limit(cap)
     (select_sql,) = select_query.querystrings
-    if engine.current_transaction.get() is None:
-        async with engine.transaction():
-            total, rows = await count_query, await engine.run_querystring(select_sql)
-    else:  # inside the caller's transaction: only its connection sees its writes
-        total, rows = await count_query, await engine.run_querystring(select_sql)
-    return VisibleRows(dataset, rows, total)
+    rows = await table._meta.db.run_querystring(select_sql)
+    if rows:
+        return VisibleRows(dataset, rows, int(rows[0][_TOTAL]))
+    return VisibleRows(dataset, rows, 0 if cap > 0 else await count_query)  # no row: none visible, or no room
 
 
 async def export_dataset(ctx: UserContext, dataset_name: str, cap: int) -> DatasetExport:

@@ -42,10 +42,17 @@ def max_cost(limits: dict[str, Any]) -> float:
     return credits.max_cost(limits)
 
 
-async def reserve(company_id: int, steps: list[dict[str, Any]], *, what: str = "this run") -> list[float]:
+async def reserve(
+    company_id: int,
+    steps: list[dict[str, Any]],
+    *,
+    what: str = "this run",
+    company: dict[str, Any] | None = None,
+) -> list[float]:
     """Reserve the maximum cost of every run in `steps` (their limits) at once, or PaymentRequired. Call it
-    inside the `audit.atomic()` that then writes each run's `credits_reserved` (the costs returned)."""
+    inside the `audit.atomic()` that then writes each run's `credits_reserved` (the costs returned).
+    `company`: its row as read this request (the admin's limits are on it)."""
     costs = [max_cost(step["limits"]) for step in steps]
     asker = steps[0].get("requested_by") if steps else None  # held to the admin's per-person limit too
-    await credits.reserve(company_id, round(sum(costs), 2), what=what, user_id=asker)
+    await credits.reserve(company_id, round(sum(costs), 2), what=what, user_id=asker, company=company)
     return costs

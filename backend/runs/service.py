@@ -129,7 +129,9 @@ async def _approve_row(
     now = clock.now()
     # only a person's approval grants follow-ups (per the company setting at this moment)
     person = kind == ApprovalKind.person
-    grant = followups.grant_fields(company or await gates.company(company_id), now) if person else {}
+    if person and company is None:
+        company = await gates.company(company_id)
+    grant = followups.grant_fields(company, now) if person else {}
     data: dict[str, Any] = {
         "code_sha256": sha256_text(row["code"]),
         "bundle_sha256": row["bundle_sha256"],
@@ -146,7 +148,7 @@ async def _approve_row(
         action = "run.followup_auto_approved"
         data["narrowed_from_run"] = narrowed_from
     async with audit.atomic():  # its maximum cost held against the pool, or 402 and nothing changes
-        (data["credits_reserved"],) = await holds.reserve(company_id, [row])
+        (data["credits_reserved"],) = await holds.reserve(company_id, [row], company=company)
         values = {
             Run.status: RunStatus.queued,
             Run.credits_reserved: data["credits_reserved"],

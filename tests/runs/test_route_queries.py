@@ -30,20 +30,21 @@ pytestmark = pytest.mark.usefixtures("acme_on")
 # Each audit entry below costs one statement more on PostgreSQL, the chain's lock (`chain_locks`).
 AUTH = 2
 DETAIL = AUTH + 3  # the run; the credit pool and what was used; what approved runs hold
-PROPOSAL = 12
+PROPOSAL = 11
 WAIT_ANSWERED_AT_ONCE = DETAIL
 WAIT_HELD = AUTH + 1 + 4  # the run; after the wait: the run, the company (read again), the balance (2)
-# context 2, the run, the reservation (balance 2, the admin's limits; on PostgreSQL the company's row locked
-# first: one more), the decision, the audit entry 2 (3 on PostgreSQL: `chain_locks`), the run again
-APPROVE = 10
+# context 2, the run, the reservation (balance 2; the admin's limits are on the company's row read with the
+# caller; on PostgreSQL the company's row locked first: one more), the decision, the audit entry 2 (3 on
+# PostgreSQL: `chain_locks`), the run again
+APPROVE = 9
 # context 2, the run, its latest attempt, balance 2 (the gate; the answer's approval cost shows the same),
 # bounds 1, staged limits 2 (read once, before staging; the check after it uses the same figures), the deals
-# export 2, the run 1, the audit entry 2, the previous attempt's code
-REVISION = 15
+# export 1 (its rows and their count in one statement), the run 1, the audit entry 2, the previous attempt's code
+REVISION = 14
 # context 2, balance 2 (the gate; the page's approval gate shows the same), bounds 1, staged limits 2 per
-# step, the deals export 2 per step, the flow, its runs (one INSERT each), its hash, the audit entry 2, the
+# step, the deals export 1 per step, the flow, its runs (one INSERT each), its hash, the audit entry 2, the
 # page 3
-FLOW_PROPOSAL = 22
+FLOW_PROPOSAL = 20
 WATCH = '"run"."status" AS "status" FROM "run" WHERE "run"."id" IN'  # the shared status query a tick
 
 
@@ -71,13 +72,14 @@ async def test_a_run_detail_costs_five_queries_to_the_token_and_to_a_session(cli
     assert len(queries) == DETAIL, _said(queries)
 
 
-async def test_a_proposal_costs_twelve_queries(client, alice, monkeypatch) -> None:
+async def test_a_proposal_costs_eleven_queries(client, alice, monkeypatch) -> None:
     await _waiting_run(client, alice)  # the token's last_used_at written: not counted below
     with counted(monkeypatch) as queries:
         r = await client.post("/api/runs", json=proposal(conversation_id="c2"), headers=alice)
     assert r.status_code == 201, r.text
     # context 2, balance 2 (the gate; the answer's approval cost shows the same), bounds 1, staged limits
-    # 2 (read once: the check after staging uses the same figures), the deals export 2, the run 1 (its own root in the INSERT), the audit entry 2
+    # 2 (read once: the check after staging uses the same figures), the deals export 1, the run 1 (its own
+    # root in the INSERT), the audit entry 2
     assert len(queries) == PROPOSAL + chain_locks(), _said(queries)
 
 
@@ -98,7 +100,7 @@ async def test_a_wait_costs_the_detail_and_one_more_read_of_the_run(client, alic
     assert len(own) == WAIT_HELD, _said(own)
 
 
-async def test_an_approval_costs_ten_queries_eleven_on_postgresql(client, alice, monkeypatch) -> None:
+async def test_an_approval_costs_nine_queries_ten_on_postgresql(client, alice, monkeypatch) -> None:
     run_id = await _waiting_run(client, alice)
     await login(client, "alice@acme.example")
     run = (await client.get(f"/api/runs/{run_id}")).json()  # the session's first request: not counted
