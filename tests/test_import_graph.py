@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     # the engine and the Piccolo app over every capability's tables
     ("database", {"db", "piccolo_app", "piccolo_conf"}),
     # what a serving process is: the Litestar app, /mcp, /metrics, health, its Server-Timing
-    ("serving", {"app", "mcp", "metrics", "system_controller", "timing"}),
+    ("serving", {"app", "mcp", "metrics", "system_controller", "timing", "heap"}),
     # run beside the product, never by it: benches, soak, demo data, the injection training harness
     ("tools", {"benches", "soak", "demo", "injection_training", "localhost"}),
     ("command line", {"cli", "__main__"}),
