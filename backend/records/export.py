@@ -9,7 +9,6 @@ lineterminator "\\n" (tests hold it to that on awkward values).
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 from collections.abc import Mapping, Sequence
@@ -73,16 +72,11 @@ async def visible_rows(ctx: UserContext, dataset_name: str, cap: int) -> Visible
     return VisibleRows(dataset, rows, 0 if cap > 0 else await count_query)  # no row: none visible, or no room
 
 
-async def export_dataset(ctx: UserContext, dataset_name: str, cap: int) -> DatasetExport:
-    """`visible_rows` as CSV, built off the event loop (CPU work)."""
-    return await asyncio.to_thread((await visible_rows(ctx, dataset_name, cap)).export)
-
-
 def build_export(
     dataset: Dataset, rows: Sequence[Mapping[str, Any]], visible_total: int | None = None
 ) -> DatasetExport:
     """Rows as the records API returns them, each read by export column → the export and its CSV.
-    `export_dataset` passes the rows as the database driver returns them (asyncpg's records, SQLite's
+    `visible_rows` gives the rows as the database driver returns them (asyncpg's records, SQLite's
     dicts): Piccolo's copy of every row into a dict cost more than the export itself."""
     columns = dataset.export_columns
     types = dataset.export_types

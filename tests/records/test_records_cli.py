@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.records.export import export_dataset
+from backend.records.export import visible_rows
 from backend.tenancy.context import load_user_context_by_email
 
 CLEANROOM = str(Path(sys.executable).parent / "cleanroom")
@@ -38,5 +38,7 @@ async def test_records_csv_and_json_agree_with_the_staged_export(demo_db: str) -
     text = records_cli(demo_db, *as_bob, "--format", "csv")
     parsed = list(csv.DictReader(io.StringIO(text)))
     assert [int(r["id"]) for r in parsed] == [r["id"] for r in rows] and rows
-    export = await export_dataset(await load_user_context_by_email("bob@acme.example"), "deals", 5000)
+    export = (
+        await visible_rows(await load_user_context_by_email("bob@acme.example"), "deals", 5000)
+    ).export()
     assert not export.truncated and text.encode() == export.csv

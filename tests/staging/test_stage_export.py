@@ -16,7 +16,7 @@ import pytest
 from backend.errors import Forbidden
 from backend.records import service as records
 from backend.records.datasets import DATASETS
-from backend.records.export import export_dataset
+from backend.records.export import visible_rows
 from backend.staging.service import stage
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import User
@@ -143,7 +143,7 @@ async def test_staged_csv_is_byte_identical_to_the_records_api(demo_db: str) -> 
             if not ctx.can(name):
                 continue
             rows, total = await api_rows(ctx, name)
-            export = await export_dataset(ctx, name, CAP)
+            export = (await visible_rows(ctx, name, CAP)).export()
             assert export.csv == api_csv(export.columns, rows), (email, name)
             assert (export.rows, export.visible_total) == (len(rows), total)
             assert export.versions == {r["id"]: r["version"] for r in rows}
@@ -245,11 +245,11 @@ async def test_export_inside_a_transaction_sees_its_own_writes(demo_db: str) -> 
     from backend.records import tables as rt
 
     ctx = await load_user_context_by_email("bob@acme.example")
-    first = (await export_dataset(ctx, "deals", CAP)).csv
+    first = (await visible_rows(ctx, "deals", CAP)).export().csv
     deal_id = int(first.decode().splitlines()[1].split(",")[0])
     async with rt.Deal._meta.db.transaction():
         await rt.Deal.update({rt.Deal.notes: "edited, inside the transaction"}).where(rt.Deal.id == deal_id)
-        inside = await export_dataset(ctx, "deals", CAP)
+        inside = (await visible_rows(ctx, "deals", CAP)).export()
         rows, _ = await api_rows(ctx, "deals")
         assert inside.csv == api_csv(inside.columns, rows)
         assert b'"edited, inside the transaction"' in inside.csv and inside.csv != first
