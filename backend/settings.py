@@ -126,6 +126,10 @@ class Settings(BaseSettings):
     # queued, waiting, running) and failed runs keeping their bundle for a revision (backend/runs/limits.py)
     max_staged_bytes_per_company: int = 2 * 1024 * 1024 * 1024
     max_staged_bytes_per_user: int = 1024 * 1024 * 1024  # half the company's: one user never holds it all
+    # How far below zero the assistant platform's charges may take a company's pool (what they charge already
+    # happened, so a little overdraft is allowed); a charge that would go further is refused (402) and
+    # audited, and nothing is recorded. 0: never below zero.
+    platform_overdraft_credits: float = Field(default=100.0, ge=0)
     # a run that failed after its VM started keeps its bundle this long (it can be revised), then loses it
     failed_bundle_retention_days: float = 7.0
     bundle_sweep_minutes: float = 15.0  # how often the worker deletes bundles past their retention

@@ -122,13 +122,14 @@ def private_umask(settings) -> None:
 
 
 def _local_worker(settings) -> subprocess.Popen:
-    """`cleanroom worker --host-id local` beside the API, enrolled with a fresh token (a single-host fleet)."""
+    """`cleanroom worker --host-id local` beside the API, enrolled with a fresh token (a single-host fleet);
+    the `local` tokens of earlier starts are revoked as it is made."""
     from backend.cli.support import fail, run_db
     from backend.fleet import service
 
     if settings.workers != "fleet" or not settings.is_postgres:
         fail("--with-worker is for a fleet: set CLEANROOM_WORKERS=fleet and DATABASE_URL=postgresql://…")
-    token = run_db(lambda: service.enroll("local", created_by="cleanroom serve --with-worker"))
+    token = run_db(lambda: service.enroll_replacing("local", created_by="cleanroom serve --with-worker"))
     env = dict(
         os.environ, CLEANROOM_WORKER_TOKEN=token, CLEANROOM_API_BASE_URL=settings.effective_api_base_url
     )
