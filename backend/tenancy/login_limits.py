@@ -85,35 +85,34 @@ class Admission:
 
 
 class _Gate:
-    """At most `size` checks at once; when one ends, a waiting known pair goes before a waiting fresh one."""
+    """At most `size` checks at once; a free place goes to a waiting known pair before a waiting fresh one."""
 
     def __init__(self, size: int) -> None:
         self.free = size
         self.waiting: dict[str, deque[asyncio.Future[None]]] = {KNOWN: deque(), FRESH: deque()}
 
     async def acquire(self, lane: str) -> None:
-        if self.free > 0 and not any(self.waiting.values()):
-            self.free -= 1
-            return
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiting[lane].append(granted)
+        self._hand_out()
         try:
             await granted
         except asyncio.CancelledError:
             if granted.done() and not granted.cancelled():
                 self.release()  # handed the place just as it was cancelled: pass it on
-            else:
-                self.waiting[lane].remove(granted)
             raise
 
     def release(self) -> None:
-        for lane in (KNOWN, FRESH):
-            while self.waiting[lane]:
-                granted = self.waiting[lane].popleft()
-                if not granted.done():
-                    granted.set_result(None)
-                    return
         self.free += 1
+        self._hand_out()
+
+    def _hand_out(self) -> None:
+        for lane in (KNOWN, FRESH):
+            while self.free and self.waiting[lane]:
+                granted = self.waiting[lane].popleft()
+                if not granted.done():  # (a cancelled waiter is passed over)
+                    self.free -= 1
+                    granted.set_result(None)
 
 
 @dataclass

@@ -264,3 +264,31 @@ async def test_one_known_pair_cannot_fill_the_known_lane(demo_db: str, monkeypat
         assert await asyncio.gather(*alice) == [200] * 5
         assert await maria == 401
     assert checks.seen.index("demo!") <= 2  # after alice's running one and at most one other of hers
+
+
+async def test_the_gate_serves_known_first_and_passes_over_a_cancelled_waiter() -> None:
+    """The gate itself: one place; a fresh waiter, then a known one: the known goes first when the place is
+    freed. A waiter cancelled while waiting (its client gone) does not keep the place from the next one."""
+    gate = login_limits._Gate(1)
+    await gate.acquire(FRESH)
+    order: list[str] = []
+
+    async def wait(lane: str, name: str) -> None:
+        await gate.acquire(lane)
+        order.append(name)
+
+    fresh, gone, known = (
+        asyncio.create_task(wait(FRESH, "fresh")),
+        asyncio.create_task(wait(KNOWN, "gone")),
+        asyncio.create_task(wait(KNOWN, "known")),
+    )
+    await until(lambda: len(gate.waiting[FRESH]) + len(gate.waiting[KNOWN]) == 3, "three waiting")
+    gone.cancel()
+    gate.release()
+    await known
+    assert order == ["known"] and not fresh.done()
+    gate.release()
+    await fresh
+    assert order == ["known", "fresh"] and gone.cancelled()
+    gate.release()
+    assert gate.free == 1  # every place given back
