@@ -16,9 +16,11 @@ lengthen the wait, and the one flooding still gets a guess only now and then.
 
 The account's limit spreads guessing over many addresses thin, and it never locks the owner out: an
 address that signed in to the account before (a "known" pair, remembered per account: the latest
-`login_known_addresses_per_account`, for `login_known_address_days`) is exempt from it, and is held only by
-its own pair's and address's limits. A person on a new address while their account is under attack waits
-with the attacker; from any address they used before, they sign in at once.
+`login_known_addresses_per_account`, for `login_known_address_days`) is exempt from it, and from the
+address's limit too, and is held only by its own pair's: neither a flood on the account from elsewhere nor
+a flood of other e-mails from a shared address (an office, a proxy FORWARDED_ALLOW_IPS does not name) keeps
+the owner out; only someone guessing this very e-mail from this very address slows it down. A person on a new
+address while their account is under attack waits with the attacker.
 
 An argon2 check costs 64 MiB and tens of milliseconds of a core. Run on the event loop, a few dozen
 sign-ins a second would stall every request, the embedded worker and the schedules; so checks run in
@@ -143,8 +145,8 @@ async def is_known(email: str, ip: str) -> bool:
 
 
 async def admit(email: str, ip: str) -> Admission:
-    """Writes this attempt as a failure, then counts: refuses (429) while the (e-mail, address) pair, the
-    address, or (from an address the account never signed in from) the account is waiting out its backoff.
+    """Writes this attempt as a failure, then counts: refuses (429) while the (e-mail, address) pair is
+    waiting out its backoff, or, unless the pair signed in before, the address or the account is.
     The attempt is to be marked as succeeded when the password is right, or forgotten when never checked."""
     settings = get_settings()
     await _prune(settings)
@@ -154,10 +156,12 @@ async def admit(email: str, ip: str) -> Admission:
         attempt = LoginAttempt(email=email, ip=ip, at=clock.now(), succeeded=False)
         await attempt.save()
         limits = [
-            ((LoginAttempt.email == email) & (LoginAttempt.ip == ip), settings.login_attempts_per_window),
-            (LoginAttempt.ip == ip, settings.login_attempts_per_ip),
+            ((LoginAttempt.email == email) & (LoginAttempt.ip == ip), settings.login_attempts_per_window)
         ]
-        if not known:
+        if (
+            not known
+        ):  # a known pair answers for itself alone: others' failures on its address or e-mail don't
+            limits.append((LoginAttempt.ip == ip, settings.login_attempts_per_ip))
             limits.append((LoginAttempt.email == email, settings.login_attempts_per_account))
         wait = max([await _wait(settings, who, attempt.id, allowed) for who, allowed in limits])
         if wait <= 0:

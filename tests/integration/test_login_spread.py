@@ -156,6 +156,23 @@ async def test_control_without_the_account_limit_guessing_from_many_addresses_is
     assert codes == [401] * 15 and len(checks.seen) == 15
 
 
+async def test_a_flood_of_other_e_mails_from_a_shared_address_does_not_keep_a_known_person_out(
+    demo_db: str, monkeypatch
+) -> None:
+    """The attacker shares maria's office address (one NAT, or a proxy FORWARDED_ALLOW_IPS does not name) and
+    fails for made-up e-mails until the address is held. Maria, who signed in from the office before, still
+    does; alice, who never did, is held with the address (control: the address's limit is on)."""
+    Checks(monkeypatch)
+    office = "198.51.100.20"
+    per_ip = get_settings().login_attempts_per_ip
+    async with console_api(demo_db) as config:
+        assert await _console_sign_in(config, "maria@acme.example", "demo", office) == 200
+        codes = [await _console_sign_in(config, f"x{i}@acme.example", "g", office) for i in range(per_ip + 2)]
+        assert codes == [401] * per_ip + [429] * 2
+        assert await _console_sign_in(config, "maria@acme.example", "demo", office) == 200
+        assert await _console_sign_in(config, "alice@acme.example", "demo", office) == 429
+
+
 async def _console_detail(config, email: str, password: str, browser: str) -> str:
     from console.api import Api, ApiError
 
