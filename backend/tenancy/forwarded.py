@@ -242,7 +242,7 @@ def warn_unnamed_proxy(
     which: str, peer: str, request_headers: Mapping[str, str], environ: Mapping[str, str]
 ) -> None:
     """Logs, once per process and peer, a sign-in through a proxy that FORWARDED_ALLOW_IPS does not name."""
-    if peer in _warned or not proxy_unnamed(peer, request_headers, environ):
+    if peer in _warned or len(_warned) >= 64 or not proxy_unnamed(peer, request_headers, environ):
         return
     _warned.add(peer)
     log.warning(
