@@ -248,7 +248,8 @@ async def test_a_forged_forwarding_header_is_ignored(demo_db: str, monkeypatch) 
         {forwarded.ADDRESS_HEADER: "192.0.2.2", forwarded.SIGNATURE_HEADER: "1:00"},
         forwarded.headers("192.0.2.3", maria, key=b"a guessed secret of thirty-two bytes!"),
         forwarded.headers("192.0.2.4", maria, at=int(time.time()) - 3600),  # right key, an hour old: a replay
-        {**forwarded.headers("192.0.2.5", maria), forwarded.ADDRESS_HEADER: "192.0.2.6"},  # signed for another
+        # signed for another address
+        {**forwarded.headers("192.0.2.5", maria), forwarded.ADDRESS_HEADER: "192.0.2.6"},
         forwarded.headers("192.0.2.7", "alice@acme.example"),  # signed for another e-mail's sign-in
         forwarded.headers("192.0.2.8", maria, purpose=forwarded.PROBE),  # the console's probe, not a sign-in
     ]
