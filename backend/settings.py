@@ -157,12 +157,18 @@ class Settings(BaseSettings):
     login_attempts_per_window: int = 5
     login_window_seconds: int = 60
     login_attempts_per_ip: int = 20  # failed sign-ins per window from one address, across e-mails
-    # signs the browser address the console forwards with a sign-in (backend/tenancy/forwarded.py);
-    # unset: the file console_forward_secret in the data directory
+    # failed sign-ins of one e-mail, from any address it never signed in from, before each further one waits
+    # (a window, doubling; the addresses it signed in from are exempt: backend/tenancy/login_limits.py)
+    login_attempts_per_account: int = 10
+    login_known_addresses_per_account: int = 10  # the latest addresses an account signed in from, remembered
+    login_known_address_days: int = 90  # ... while used within this many days
+    # signs the browser address the console forwards with a sign-in (backend/tenancy/forwarded.py), at least
+    # 32 bytes (shorter: serve and the console refuse to start); unset: the file console_forward_secret in the
+    # data directory
     console_forward_secret: str | None = None
     login_attempts_keep_windows: int = 10  # attempts older than this many windows are pruned
     login_hash_concurrency: int = 2  # password checks at once (argon2: 64 MiB and a core each)
-    login_hash_queue: int = 32  # sign-ins waiting for a check before new ones are turned away
+    login_hash_queue: int = 32  # sign-ins waiting for a check, per lane (known, fresh), before new ones get 429
     session_hours: int = 12
 
     @property

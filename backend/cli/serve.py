@@ -49,6 +49,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise typer.Exit(2)
         filemodes.ensure_dirs(settings.data_dir)
         private_umask(settings)
+        _forwarding_checks(settings)
         console_proc = worker_proc = local = None
         if with_worker:
             worker_proc = _local_worker(settings)
@@ -106,6 +107,21 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 console_proc.wait(timeout=10)
             if worker_proc:
                 worker_proc.wait()
+
+
+def _forwarding_checks(settings) -> None:
+    """Refuses an unfit forwarding secret (backend/tenancy/forwarded.py) before anything starts, and warns
+    when the settings show a proxy in front of the API or the console that FORWARDED_ALLOW_IPS does not
+    name (the console, started below, checks its own the same way and its key against the API's)."""
+    from backend.cli.support import fail
+    from backend.tenancy import forwarded
+
+    try:
+        forwarded.secret()
+    except forwarded.ForwardSecretError as exc:
+        fail(str(exc))
+    if warning := forwarded.unnamed_proxy("api", settings, os.environ):
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
 
 
 def private_umask(settings) -> None:

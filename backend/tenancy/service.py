@@ -59,18 +59,18 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
     counted before the password is checked (login_limits), and the check runs off the event loop."""
     settings = get_settings()
     email = email.strip().lower()
-    attempt_id = await login_limits.admit(email, ip)
+    attempt = await login_limits.admit(email, ip)
     user = await User.select().where(User.email == email).first()
     stored = user["password_hash"] if user else _DUMMY_HASH
     try:
-        ok = await login_limits.check_password(_hasher, stored, password)
+        ok = await login_limits.check_password(_hasher, stored, password, attempt)
     except TooManyRequests:
-        await login_limits.forget(attempt_id)  # turned away before any check: not a failure
+        await login_limits.forget(attempt.id)  # turned away before any check: not a failure
         raise
     ok = ok and bool(user and user["active"])
     if not ok or user is None:
         raise NotAuthenticated("email or password is not correct", code="invalid_credentials")
-    await login_limits.succeeded(attempt_id)
+    await login_limits.succeeded(attempt.id)
     token = secrets.token_urlsafe(32)
     await Session.insert(
         Session(
