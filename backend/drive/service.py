@@ -25,7 +25,10 @@ from piccolo.query.functions.aggregate import Sum
 from backend import clock
 from backend.audit import service as audit
 from backend.convert import TEXT_EXTENSIONS, ConversionFailed, sniff_kind
-from backend.convert.sniff import mapped
+from backend.convert.model import ConvertLimits
+from backend.convert.service import not_a_word_document
+from backend.convert.sheets import open_zip_checked
+from backend.convert.sniff import extension, mapped
 from backend.drive import blobs
 from backend.drive.tables import DriveFile, DriveFolder
 from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
@@ -52,6 +55,11 @@ class QuotaExceeded(AppError):
 class TooManyUploads(AppError):
     status_code = 429
     code = "too_many_uploads"
+
+
+class UnreadableDocument(AppError):
+    status_code = 422
+    code = "unreadable_document"
 
 
 class TrashExpired(AppError):
@@ -91,10 +99,14 @@ def _check_visibility(visibility: str) -> str:
 def drive_kind(data: Any, name: str) -> str:
     """The kind the Drive shows, from the content (the name only tells text kinds apart). A file staging
     cannot convert is still stored, as "binary"; staging reports why it was not staged."""
+    if extension(name) == ".docx":
+        _check_word_document(data, name)
     try:
         kind = sniff_kind(data, name)
     except ConversionFailed:
         return "binary"
+    if kind == "docx":
+        _check_word_document(data, name)
     if kind != "text-like":
         return kind
     head = data[:8192]
@@ -102,6 +114,19 @@ def drive_kind(data: Any, name: str) -> str:
         return "binary"
     ext = "." + name.rsplit(".", 1)[1].lower() if "." in name.strip(".") else ""
     return TEXT_EXTENSIONS.get(ext, "text")
+
+
+def _check_word_document(data: Any, name: str) -> None:
+    """A Word document is kept only when the converter could read it: its type from its content, its
+    container within the converter's zip limits (members, unpacked size, expansion ratio, no encryption),
+    read from the central directory without inflating a byte. Else 422 and nothing is stored."""
+    try:
+        kind = sniff_kind(data, name)
+        if kind != "docx":
+            raise ConversionFailed(not_a_word_document(kind))
+        open_zip_checked(data, ConvertLimits.from_settings(), "Word document").close()
+    except ConversionFailed as exc:
+        raise UnreadableDocument(f"{name} was not stored: {exc}") from None
 
 
 def _team_for(ctx: UserContext) -> int | None:
