@@ -34,7 +34,8 @@ CHAT_TURN = "chat_turn"
 BASE_CHARGE = 1.0  # per run, also the minimum a pool must cover before a run is proposed or approved
 PER_VCPU_SECOND = 0.02
 PER_GIB_SECOND = 0.01
-CHARGE_LOCK = 7_311_004  # pg advisory lock (transaction), with a run's id: that run's charges take turns
+# PostgreSQL: the run's row, locked to the commit (`_lock_charge_of`): that run's charges take turns
+CHARGE_LOCK = 'SELECT "id" FROM "run" WHERE "id" = {} FOR NO KEY UPDATE'
 
 # What approved runs not yet finished hold against the pool (their maximum cost), per company: the runs
 # package registers the reader (backend/runs/holds.py); credits knows nothing of runs.
@@ -280,12 +281,15 @@ async def lock_company(company_id: int) -> None:
 
 
 async def _lock_charge_of(run_id: int) -> None:
-    """Serialize the charges of one run inside the caller's transaction (PostgreSQL: an advisory lock on the
-    run's id, held to the commit; SQLite: its write transaction already holds the database's lock). Not the
-    company's row: a charge spends what the run's approval already reserved and reads nothing of what is
-    left, so it needs no turn among the company's reservations, and it took one at every result."""
+    """Serialize the charges of one run inside the caller's transaction (PostgreSQL: the run's row, locked
+    to the commit; SQLite: its write transaction already holds the database's lock). Not the company's
+    row: a charge spends what the run's approval already reserved and reads nothing of what is left, so it
+    needs no turn among the company's reservations, and it took one at every result. The run's row, not an
+    advisory key: those any database role can take, a worker host's too (issue 52, D-M1); the run table
+    is out of its reach. (SQL by name: credits imports nothing of runs. A charge's transaction is its own
+    and short; nothing else in it touches the run, which is updated after it commits.)"""
     if isinstance(CreditCharge._meta.db, PostgresEngine):
-        await CreditCharge.raw("SELECT pg_advisory_xact_lock({}, {})", CHARGE_LOCK, run_id)
+        await CreditCharge.raw(CHARGE_LOCK, run_id)
 
 
 async def reserve(
