@@ -239,3 +239,34 @@ async def test_a_host_that_locks_the_job_queues_table_is_cut_off_and_dispatch_go
                 host.execute("SELECT 1")
         finally:
             host.close()
+
+
+async def test_the_apis_connections_carry_a_lock_and_a_statement_timeout(client, monkeypatch) -> None:
+    """Whatever lock is held for ever (an operator's stray session, too), the API's statement fails after
+    `db_lock_timeout_seconds` instead of waiting, and with it every writer behind it. Its pool (this test's
+    loop's, started as the app starts it) and its own job-queue connections carry both settings."""
+    from backend.settings import get_settings
+
+    settings = get_settings()
+    assert (settings.db_lock_timeout_seconds, settings.db_statement_timeout_seconds) == (10.0, 120.0)
+    pooled = {r["name"]: r["setting"] for r in await Run.raw(SHOW)}
+    assert pooled == {"lock_timeout": "10000", "statement_timeout": "120000"}  # ms
+    async with await fleet_queue.api_connection() as conn:
+        assert dict(await (await conn.execute(SHOW)).fetchall()) == pooled
+    # a lock held elsewhere: the API's statement gives up after its lock_timeout (a short one here)
+    monkeypatch.setattr(settings, "db_lock_timeout_seconds", 0.2)
+    api_url = fleet_queue.database_url()
+    with psycopg.connect(api_url) as holder:
+        holder.execute("SELECT name FROM api_lock WHERE name = 'chain' FOR UPDATE")
+        async with await fleet_queue.api_connection() as conn:
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                await conn.execute("SELECT name FROM api_lock WHERE name = 'chain' FOR UPDATE")
+    # control: the operator's own connections (the command line, a migration) carry no such limit
+    with psycopg.connect(api_url) as plain:
+        assert dict(plain.execute(SHOW).fetchall()) == {"lock_timeout": "0", "statement_timeout": "0"}
+    assert settings.postgres_timeouts(migration=True) == {"lock_timeout": "0ms", "statement_timeout": "0ms"}
+
+
+SHOW = (
+    "SELECT name, setting FROM pg_settings WHERE name IN ('lock_timeout', 'statement_timeout') ORDER BY name"
+)
