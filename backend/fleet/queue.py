@@ -7,9 +7,13 @@ worker may claim it (`service.claim`). So the queue never holds a long FIFO one 
 already at its share of the slots waits while another company's runs wait. Procrastinate delivers each job
 to its host's worker (LISTEN/NOTIFY, so pickup is immediate) and keeps it across restarts of the API.
 
-Workers reach the queue with a PostgreSQL role of their own (`make_worker_role`, `cleanroom workers
-db-role`): procrastinate's tables, sequences and functions, nothing of the product's. A hypervisor host
-runs hostile code in VMs; it holds no credential that reads or changes a company's data.
+Each host's worker reaches the queue with a PostgreSQL role of its own (`make_worker_role`, `cleanroom
+workers db-role HOST`): procrastinate's tables, sequences and functions, its rows limited by row-level
+security to its own host's queue, nothing of the product's, no temporary table. A hypervisor host runs
+hostile code in VMs; it holds no credential that reads or changes a company's data or another host's jobs,
+and no lock the API waits on: the API's own locks are on tables its role cannot see (`backend/locks.py`),
+and a host's session that keeps anyone waiting on a lock of procrastinate's tables is ended
+(`cut_off_blockers`). The API's connections carry a lock and a statement timeout (`api_options`).
 """
 
 from __future__ import annotations
