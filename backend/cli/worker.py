@@ -63,7 +63,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """Take approved runs from the job queue (PostgreSQL) and run each in a fresh VM on this host.
         The enrollment token comes from CLEANROOM_WORKER_TOKEN (see `cleanroom workers enroll`);
-        DATABASE_URL is the workers' role (`cleanroom workers db-role`), never the API's."""
+        DATABASE_URL is this host's own role (`cleanroom workers db-role HOST_ID`), never the API's."""
         from backend.settings import get_settings, valid_host_id
 
         if local:  # started and supervised by `cleanroom serve`: the in-process loop, in its own process
@@ -83,7 +83,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if not settings.is_postgres:
             fail(
                 "a fleet worker needs PostgreSQL: set DATABASE_URL=postgresql://… (the workers' role on the "
-                "API's database, `cleanroom workers db-role`)"
+                "API's database, `cleanroom workers db-role HOST_ID`)"
             )
         if not valid_host_id(host_id):
             fail("--host-id: 1-32 lower-case letters, digits or underscores")
