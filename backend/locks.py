@@ -8,7 +8,9 @@ table, or a row of it, needs a privilege on it, which no worker role has (`fleet
 grants procrastinate's objects only, and `cleanroom worker` refuses a role that reaches anything else).
 
 - `ApiLock` holds one row per short lock, taken `FOR UPDATE` inside the transaction it serialises and
-  released at its commit: `chain` (every audit append), `schema` (procrastinate's schema applied once).
+  released at its commit: `chain` (every audit append), `schema` (procrastinate's schema applied once). A
+  run's charges insert a row `charge:<run>` and delete it again in their transaction: a second charge of the
+  run inserting it waits on the unique index until the first ends (`credits._lock_charge_of`).
 - `ApiLeader` has no rows: the fleet's dispatching API process holds the table locked (`EXCLUSIVE`) in a
   transaction kept open on a connection of its own for as long as it leads. A table lock gives the
   transaction no transaction id and its idle session no snapshot, so holding it for days holds back no

@@ -4,8 +4,8 @@ role or the honest worker's, which works: so a fix taken away would be seen.
 
 - The API's locks: the four old advisory keys (schema 7311001, leader 7311002, audit chain 7311003, a
   run's charges 7311004/run) are held by the host, and the API proposes, approves, charges, leads and
-  dispatches regardless; the locks the API takes now (rows of `api_lock`, the `api_leader` table, the run's
-  row) are refused to the host's role.
+  dispatches regardless; the locks the API takes now (rows of `api_lock`, the `api_leader` table) are
+  refused to the host's role.
 - Other hosts' jobs: seen, deleted, re-queued, finished, moved, rewritten, invented: none of it, while its
   own jobs are fetched and finished as procrastinate does.
 - TEMP tables: refused.
@@ -82,10 +82,10 @@ async def test_a_host_holding_the_old_advisory_keys_freezes_nothing_and_may_take
         _refused(host, "SELECT name FROM api_lock WHERE name = 'schema' FOR UPDATE")
         _refused(host, "LOCK TABLE api_leader IN EXCLUSIVE MODE")
         _refused(host, "LOCK TABLE api_lock IN ACCESS EXCLUSIVE MODE")
-        _refused(host, "SELECT id FROM run WHERE id = %s FOR NO KEY UPDATE", first["id"])
+        _refused(host, "INSERT INTO api_lock (name) VALUES (%s)", f"charge:{first['id']}")  # a run's charges
 
         # the API serves meanwhile: a proposal and its approval (audited writes: the chain's lock), a charge
-        # (the run's lock), the lead (the leader's lock) and a dispatch, each within the time
+        # (the run's charge lock), the lead (the leader's lock) and a dispatch, each within the time
         async def serve() -> tuple[int, list[int]]:
             second = await _queued_run(client, alice)
             owner = await Run.select(Run.company, Run.requested_by).where(Run.id == first["id"]).first()
