@@ -394,7 +394,8 @@ async def _revoke_other_databases(
     conn: psycopg.AsyncConnection, role: str, only: list[str] | None
 ) -> tuple[list[str], list[str]]:
     """PUBLIC's CONNECT and TEMP taken from the cluster's other databases `role` may connect to (`only`:
-    those of them); those this connection's role may not change are left, and returned second."""
+    those of them); those not to be changed, and those this connection's role may not change, are left and
+    returned second."""
     rows = await (
         await conn.execute(
             "SELECT datname FROM pg_database WHERE datallowconn AND datname <> current_database() "
@@ -405,6 +406,7 @@ async def _revoke_other_databases(
     revoked, left = [], []
     for (database,) in rows:
         if only is not None and database not in only:
+            left.append(database)  # not to be changed: the role may still connect to it
             continue
         try:
             await conn.execute(

@@ -270,3 +270,40 @@ async def test_the_apis_connections_carry_a_lock_and_a_statement_timeout(client,
 SHOW = (
     "SELECT name, setting FROM pg_settings WHERE name IN ('lock_timeout', 'statement_timeout') ORDER BY name"
 )
+
+
+async def test_a_hosts_role_loses_the_clusters_other_databases_and_has_few_connections(client) -> None:
+    """PUBLIC's CONNECT (and TEMP) on the cluster's other databases let a host's role make temporary tables
+    there, on the same disk: the role setup takes them back from every other database it may change (here
+    one database of this test's own: the cluster's others are the test suite's)."""
+    from tests.conftest import POSTGRES_URL, _admin_sql, _with_db
+
+    api_url = fleet_queue.database_url()
+    other = f"t_other_{uuid.uuid4().hex[:10]}"
+    role, password = f"w_{uuid.uuid4().hex[:10]}_alpha", secrets.token_urlsafe(24)
+    await _admin_sql(f'CREATE DATABASE "{other}"')
+    try:
+        made = await fleet_queue.make_worker_role(api_url, "alpha", password, role=role, other_databases=[])
+        assert other in made.connect_left  # control: by default PUBLIC, so the role, may connect to it
+        elsewhere = fleet_queue.role_url(_with_db(POSTGRES_URL or "", other), role, password)
+        with psycopg.connect(elsewhere) as conn:
+            conn.execute("CREATE TEMP TABLE filler (x text)")
+        made = await fleet_queue.make_worker_role(
+            api_url, "alpha", password, role=role, other_databases=[other]
+        )
+        assert made.connect_revoked == [other] and other not in made.connect_left
+        with pytest.raises(psycopg.OperationalError, match="permission denied"):
+            psycopg.connect(elsewhere).close()
+        with psycopg.connect(api_url, autocommit=True) as api:
+            assert api.execute(
+                "SELECT rolconnlimit FROM pg_roles WHERE rolname = %s", (role,)
+            ).fetchone() == (fleet_queue.WORKER_CONNECTION_LIMIT,)
+        # its own database still takes it
+        with psycopg.connect(fleet_queue.role_url(api_url, role, password)) as conn:
+            assert conn.execute("SELECT current_user").fetchone() == (role,)
+    finally:
+        await _admin_sql(f'DROP DATABASE IF EXISTS "{other}" WITH (FORCE)')
+        with psycopg.connect(api_url, autocommit=True) as admin:
+            if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                admin.execute(f'DROP OWNED BY "{role}"')
+                admin.execute(f'DROP ROLE "{role}"')
