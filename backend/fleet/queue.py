@@ -86,9 +86,12 @@ def api_options() -> str:
     return " ".join(f"-c {name}={value}" for name, value in get_settings().postgres_timeouts().items())
 
 
-async def api_connection(url: str | None = None, **kwargs: Any) -> psycopg.AsyncConnection:
-    """A connection of the API's own (not the pool's), with the API's timeouts."""
-    return await psycopg.AsyncConnection.connect(url or database_url(), options=api_options(), **kwargs)
+async def api_connection(
+    url: str | None = None, *, extra: str = "", **kwargs: Any
+) -> psycopg.AsyncConnection:
+    """A connection of the API's own (not the pool's), with the API's timeouts (and `extra` options)."""
+    options = f"{api_options()} {extra}".strip()
+    return await psycopg.AsyncConnection.connect(url or database_url(), options=options, **kwargs)
 
 
 def make_app(url: str | None = None, *, name: str = "cleanroom-api") -> procrastinate.App:
@@ -743,7 +746,10 @@ class Dispatcher:
         while True:
             try:
                 async with await api_connection(
-                    autocommit=True, application_name="cleanroom-api-dispatcher"
+                    autocommit=True,
+                    application_name="cleanroom-api-dispatcher",
+                    # its transaction stays open while it leads: a cluster-wide idle limit is not for it
+                    extra="-c idle_in_transaction_session_timeout=0",
                 ) as conn:
                     self._conn = conn
                     while not await self._take_lead(conn):
