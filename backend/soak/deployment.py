@@ -195,8 +195,8 @@ def _mount_tmpfs(path: Path) -> bool:
 
 class FleetDeployment(Deployment):
     """A fleet on this machine: the API in fleet mode (`CLEANROOM_WORKERS=fleet`) on a PostgreSQL database of
-    its own, and two `cleanroom worker` hosts, each with its own data directory and the workers' database role
-    (procrastinate's tables only). A killed host is started again after a pause, as its supervisor would."""
+    its own, and two `cleanroom worker` hosts, each with its own data directory and its own database role
+    (procrastinate's tables only, its own queue's rows). A killed host is started again after a pause, as its supervisor would."""
 
     mode = "fleet"
     # fixed, and the fleet tests' own: their warm saved states are made once per image on this machine (a
