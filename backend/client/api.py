@@ -115,7 +115,7 @@ class CleanroomClient(ApiClient):
         return await self.call(LinkInfo, "POST", "/api/auth/password-link", json={"token": token})
 
     async def set_password(self, token: str, password: str) -> PasswordSet:
-        """No session needed: set a password by a one-time link; 400 `weak_password` says why not."""
+        """No session needed: set a password by a one-time link; 422 `weak_password` says why not."""
         body = {"token": token, "password": password}
         return await self.call(PasswordSet, "POST", "/api/auth/set-password", json=body)
 
