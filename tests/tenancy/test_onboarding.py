@@ -149,3 +149,33 @@ def test_the_operator_command_starts_a_company_and_prints_the_link(empty_db: str
         assert "Other" not in runner.invoke(app, ["companies", "list"]).output
     finally:
         get_settings.cache_clear()
+
+
+def test_serve_says_how_to_begin_on_an_empty_database_only(
+    empty_db: str, demo_db: str, monkeypatch, capsys
+) -> None:
+    from backend.cli.serve import EMPTY_DATABASE, _say_how_to_begin
+
+    for url, expected in ((empty_db, True), (demo_db, False)):  # the demo database is the control
+        monkeypatch.setenv("DATABASE_URL", url)
+        get_settings.cache_clear()
+        _say_how_to_begin()
+        assert (EMPTY_DATABASE in capsys.readouterr().out) is expected
+    get_settings.cache_clear()
+
+
+async def test_only_a_demo_company_gets_people_with_a_preset_password(demo_db: str) -> None:
+    from backend import clock
+    from backend.errors import Forbidden
+    from backend.tenancy import people
+    from backend.tenancy.tables import Company, User
+
+    acme = await Company.select(Company.id, Company.demo).where(Company.name == "Acme Analytics").first()
+    assert acme["demo"] is True  # the seed marks its companies
+    await people.add_seeded_person(
+        acme["id"], "d1@acme.example", "D", "", "member", "x", clock.now()
+    )  # control
+    await Company.update({Company.demo: False}).where(Company.id == acme["id"])
+    with pytest.raises(Forbidden):
+        await people.add_seeded_person(acme["id"], "d2@acme.example", "D", "", "member", "x", clock.now())
+    assert not await User.exists().where(User.email == "d2@acme.example")
