@@ -30,8 +30,7 @@ KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
 MAX_CREDITS = 100_000.0  # one charge at most: a typo of the platform's should not empty a year of pools
 
 
-def actor(token: dict[str, Any]) -> str:
-    """How the audit trail names what a platform credential did."""
+def _actor(token: dict[str, Any]) -> str:
     return f"platform:{token['name']} (token {token['id']})"
 
 
@@ -194,7 +193,7 @@ async def charge(
             await row.save()
             await audit.record(
                 "credits.platform_charged",
-                actor=actor(token),
+                actor=_actor(token),
                 company_id=company_row["id"],
                 subject_type="user",
                 subject_id=person["id"],
