@@ -573,9 +573,9 @@ async def change_own_password(ctx: UserContext, old: str, new: str) -> dict[str,
     attempt = await login_limits.admit(ctx.email, f"session:{ctx.session_id}")
     row = await User.select(User.password_hash).where(User.id == ctx.user_id).first()
     stored = (row or {}).get("password_hash") or passwords.dummy_hash()
-    if not await login_limits.check_password(passwords.hasher(), stored, old):
+    if not await login_limits.check_password(passwords.hasher(), stored, old, attempt):
         raise Forbidden("the current password is not correct", code="invalid_credentials")
-    await login_limits.succeeded(attempt)
+    await login_limits.succeeded(attempt.id)
     passwords.require_policy(new, email=ctx.email, name=ctx.name)
     hashed = await asyncio.to_thread(passwords.hash_password, new)
     async with audit.atomic():

@@ -66,6 +66,10 @@ class LoginResult(BaseModel):
     user: Me  # the session secret travels only in the HttpOnly cookie
 
 
+class ForwardingCheck(BaseModel):
+    signed: bool  # the probe's signature is made with this API's forwarding key
+
+
 class SignedOut(BaseModel):
     status: Literal["signed out"] = "signed out"
 

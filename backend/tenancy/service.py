@@ -59,7 +59,7 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
     counted before the password is checked (login_limits), and the check runs off the event loop."""
     settings = get_settings()
     email = email.strip().lower()
-    attempt_id = await login_limits.admit(email, ip)
+    attempt = await login_limits.admit(email, ip)
     user = (
         await User.select(User.id, User.password_hash, User.active, User.company.demo)
         .where(User.email == email)
@@ -68,9 +68,9 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
     # an unknown address, and a person who has not set a password yet, cost the same check as anyone
     stored = (user["password_hash"] if user else "") or passwords.dummy_hash()
     try:
-        ok = await login_limits.check_password(passwords.hasher(), stored, password)
+        ok = await login_limits.check_password(passwords.hasher(), stored, password, attempt)
     except TooManyRequests:
-        await login_limits.forget(attempt_id)  # turned away before any check: not a failure
+        await login_limits.forget(attempt.id)  # turned away before any check: not a failure
         raise
     ok = ok and bool(user and user["active"] and user["password_hash"])
     if not ok or user is None:
@@ -91,7 +91,7 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
         await User.update({User.password_hash: rehashed}).where(
             (User.id == user["id"]) & (User.password_hash == user["password_hash"])
         )
-    await login_limits.succeeded(attempt_id)
+    await login_limits.succeeded(attempt.id)
     token = secrets.token_urlsafe(32)
     await Session.insert(
         Session(

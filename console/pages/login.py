@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import os
 import re
 from urllib.parse import urlsplit
 
+from fastapi import Request
 from fastapi.responses import RedirectResponse
 from nicegui import app, ui
 
+from backend.tenancy import forwarded
 from console import session
 from console.api import Api, ApiError
 
@@ -41,7 +44,10 @@ def register() -> None:
         return None
 
     @ui.page("/login")
-    def login_page(next: str | None = None) -> RedirectResponse | None:  # noqa: A002 - the query name
+    def login_page(request: Request, next: str | None = None) -> RedirectResponse | None:  # noqa: A002
+        forwarded.warn_unnamed_proxy(
+            "console", request.client.host if request.client else "", request.headers, os.environ
+        )
         if app.storage.user.get("session") and session.me():
             return RedirectResponse(_safe_next(next))
         ui.page_title("Sign in · Cleanroom")
