@@ -340,13 +340,13 @@ async def invite(ctx: UserContext, email: str, *, name: str = "", role: str = ME
             code="already_member",
         )
     if existing is not None:  # another company's person: the same answer, nothing made, nothing usable sent
-        await audit.record(
+        await audit.record(  # the operator's trail, not the company's: its admins must not read it there
             "user.invite_elsewhere",
             actor=ctx.actor,
-            company_id=ctx.company_id,
+            company_id=None,
             subject_type="user",
             subject_id="",
-            data={"email_sha256": sha256_text(email), **ctx.via()},
+            data={"email_sha256": sha256_text(email), "by_company": ctx.company_id, **ctx.via()},
         )
         decoy = LINK_PREFIX + secrets.token_urlsafe(32)  # never stored: it opens the "not valid" answer
         expires_at = clock.now() + timedelta(hours=get_settings().invite_link_hours)
