@@ -16,12 +16,13 @@ from typing import Any
 from piccolo.engine.postgres import PostgresEngine
 from piccolo.engine.sqlite import SQLiteEngine, TransactionType
 
+from backend import locks
 from backend.audit import anchor
 from backend.audit.tables import AuditEntry
 from backend.hashing import sha256_json
 
 GENESIS = "0" * 64
-CHAIN_LOCK = 7_311_003  # pg advisory lock (transaction): appends of all API processes take turns
+CHAIN_LOCK = locks.CHAIN  # the row of `api_lock` (PostgreSQL) appends of all API processes take in turn
 _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
@@ -308,9 +309,11 @@ async def _commit_chained(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def _take_chain_lock() -> None:
-    """The chain's advisory lock, held to the commit of this transaction, which follows at once: the appends
-    of the other API processes wait here instead of taking the same seq and retrying."""
-    await AuditEntry.raw("SELECT pg_advisory_xact_lock({})", CHAIN_LOCK)
+    """The chain's lock, held to the commit of this transaction, which follows at once: the appends of the
+    other API processes wait here instead of taking the same seq and retrying. A row of `api_lock`, which no
+    worker host's database role can see (an advisory key any role could hold: issue 52, D-M1)."""
+    if not await AuditEntry.raw(locks.ROW_LOCK, CHAIN_LOCK):
+        raise locks.missing(CHAIN_LOCK)
 
 
 def _chained(
@@ -336,7 +339,7 @@ async def _append(
     """Insert the next entries, chained in order: inside the caller's transaction, or in one transaction of
     their own.
 
-    `chain_lock` (PostgreSQL, in a transaction that commits right after): the chain's advisory lock first.
+    `chain_lock` (PostgreSQL, in a transaction that commits right after): the chain's lock first.
     Every PostgreSQL append but one inside a caller's own transaction takes it, so while it is held nobody
     else reads the tail, and the insert is tried once: no savepoint around it. Those two statements were a
     third of what an append held the chain for, the one lock every audited write of every process waits on
