@@ -28,16 +28,19 @@ CSS = """
 MEMBER_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
+    ("Drive", "/drive", "folder"),
     ("Assistant access", "/access", "smart_toy"),
 ]
 AUDITOR_NAV = [  # reads the trail and every run and flow; decides nothing (no settings, credits, tokens)
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
+    ("Drive", "/drive", "folder"),
     ("Audit", "/audit", "fact_check"),
 ]
 ADMIN_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
+    ("Drive", "/drive", "folder"),
     ("Settings", "/settings", "tune"),
     ("Credits", "/credits", "toll"),
     ("Audit", "/audit", "fact_check"),
