@@ -85,21 +85,56 @@ def read() -> dict[int, str]:
     return anchored
 
 
-def check(table: dict[int, str]) -> tuple[int, str] | None:
-    """None when the table (seq -> hash) agrees with the anchor, else (first bad seq, what is wrong)."""
+def check(table: dict[int, str], *, whole: bool = True) -> tuple[int, str] | None:
+    """None when the table's entries (seq -> hash) agree with the anchor, else (first bad seq, what is wrong).
+    Every entry is checked, not only the head: one the anchor records with another hash was rewritten, and
+    one it does not list though it lists entries on both sides of it, or it is newer than the anchor's
+    first line, was put into the table behind the anchor's back (or its line was lost: the log says so).
+    `whole`: `table` is the whole trail, so it must also reach the anchor's newest entry (a company's
+    entries are a part of it, and its reasons name no global seq). An entry appended by another process a moment ago may not be anchored yet:
+    what the first reading misses is read again once."""
+    return check_counted(table, whole=whole)[0]
+
+
+def check_counted(table: dict[int, str], *, whole: bool = True) -> tuple[tuple[int, str] | None, int]:
+    """`check`, and how many of the table's entries the anchor lists (each compared with it)."""
     anchored = read()
+    problem = _problem(table, anchored, whole=whole)
+    if problem is not None and problem[2]:  # an entry not listed: its line may be on its way
+        anchored = read()
+        problem = _problem(table, anchored, whole=whole)
+    listed = sum(1 for seq in table if seq in anchored)
+    return (None if problem is None else problem[:2]), listed
+
+
+def _problem(table: dict[int, str], anchored: dict[int, str], *, whole: bool) -> tuple[int, str, bool] | None:
     if not anchored:
         return None
-    newest = max(anchored)
+    first, newest = min(anchored), max(anchored)
     head = max(table) if table else 0
-    if head < newest:
-        return head + 1, (
-            f"the table ends at entry #{head} but the anchor ({path()}) records entry #{newest}: "
-            f"the newest {newest - head} entries were deleted"
+    if whole and head < newest:
+        return (
+            head + 1,
+            (
+                f"the table ends at entry #{head} but the anchor ({path()}) records entry #{newest}: "
+                f"the newest {newest - head} entries were deleted"
+            ),
+            False,
         )
-    for seq, entry_hash in sorted(anchored.items()):
-        if seq in table and table[seq] != entry_hash:
-            return seq, f"entry #{seq} differs from its anchored hash (the chain was rewritten)"
+    named = (lambda seq: f"entry #{seq} ") if whole else (lambda seq: "the entry ")
+    for seq in sorted(table):
+        if seq in anchored and table[seq] != anchored[seq]:
+            return seq, f"{named(seq)}differs from its anchored hash (the chain was rewritten)", False
+        if seq not in anchored and seq >= first:
+            return (
+                seq,
+                (
+                    f"{named(seq)}is not in the anchor outside the database, which lists every entry since "
+                    "before it: it was put into the table behind the anchor's back (or its anchor line was "
+                    "lost: the server's log says so)"
+                ),
+                True,
+            )
     return None
 
 

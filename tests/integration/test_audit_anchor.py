@@ -77,10 +77,11 @@ async def test_a_rewritten_and_rehashed_chain_is_noticed(demo_db: str) -> None:
     await _record(3)
     last = await AuditEntry.select().order_by(AuditEntry.seq, ascending=False).first()
     forged = {**last, "actor": "mallory@acme.example"}
-    forged["hash"] = audit.entry_hash(forged)  # no secret: anyone can recompute the hash
-    await AuditEntry.update({AuditEntry.actor: forged["actor"], AuditEntry.hash: forged["hash"]}).where(
-        AuditEntry.id == last["id"]
-    )
+    forged["body_hash"] = audit.body_hash(forged)  # no secret: anyone can recompute the hashes
+    forged["hash"] = audit.entry_hash(forged)
+    await AuditEntry.update(
+        {AuditEntry.actor: forged["actor"], AuditEntry.body_hash: forged["body_hash"], AuditEntry.hash: forged["hash"]}
+    ).where(AuditEntry.id == last["id"])
     assert (await audit._verify_chain()).ok  # the in-table chain accepts the forgery
     result = await audit.verify()
     assert not result.ok and result.first_bad_seq == last["seq"] and "rewritten" in result.reason
