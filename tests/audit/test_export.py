@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from backend.audit import export, signing
 from backend.audit import service as audit
 from backend.audit.tables import AuditEntry
@@ -138,6 +140,14 @@ async def test_an_export_verifies_offline_and_the_verifier_agrees_with_the_backe
     assert any(e["action"] == "test.awkward" for e in entries)
     assert any(e["action"] == "settings.changed" for e in entries)
     assert [e["company_seq"] for e in entries] == list(range(1, len(before) + 1))
+    # D-L6: Globex's entries fall between Acme's (the global seqs have gaps: the control), yet neither the
+    # export nor the browsed trail shows them: Acme's own numbering, no global seq, no row id, no prev_hash
+    assert [r["seq"] for r in before] != list(range(before[0]["seq"], before[0]["seq"] + len(before)))
+    browsed = (await client.get("/api/audit", params={"limit": 1000})).json()
+    assert browsed[0]["action"] == "audit.exported"  # the export's own entry, after its range
+    assert [e["seq"] for e in browsed] == list(range(len(before) + 1, 0, -1))
+    assert not {"prev_hash", "id"} & set(browsed[0]) and '"prev_hash"' not in "\n".join(lines)
+    assert [e["hash"] for e in browsed[1:]] == [e["hash"] for e in reversed(entries)]  # the export's
     assert footer["count"] == len(before)
     assert footer["head"] == {"seq": before[-1]["company_seq"], "hash": before[-1]["body_hash"]}
     # every entry against the anchor file outside the database: each agrees (the seed's, written into the
@@ -374,3 +384,124 @@ def test_the_verifier_imports_the_standard_library_only() -> None:
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert names and names <= set(sys.stdlib_module_names) | {"__future__"}, names
+
+
+def _fabricated(verifier: Any, company_id: int, sign: Any, fingerprint: str) -> list[str]:
+    """The review's D-M2 file, redone for format 2: a two-entry company export made up by hand (an invented
+    approval and an accepted change), every hash recomputed with the public verifier's own functions, the
+    footer's head, count, line digest and a clean anchor check declared, signed by `sign` (None: unsigned)
+    naming `fingerprint`."""
+    header = {
+        "kind": "header",
+        "format": 2,
+        "scope": "company",
+        "company_id": company_id,
+        "link": "company_prev_hash",
+        "values": "all",
+        "from": None,
+        "to": None,
+        "exported_at": "2026-12-06T00:00:00+00:00",
+        "start": {"seq": None, "hash": audit.GENESIS},
+    }
+    lines, prev = [json.dumps(header, separators=(",", ":"))], audit.GENESIS
+    invented = [
+        ("run.approved", "run", {"code_sha256": "ab" * 32}),
+        ("action.accepted", "action_item", {"dataset": "deals", "changes": {"amount": 1}}),
+    ]
+    for number, (action, subject, data) in enumerate(invented, start=1):
+        salt = "11" * 16
+        entry = {
+            "form": 2,
+            "company_seq": number,
+            "at": f"2026-12-0{number}T09:00:00.000000+00:00",
+            "company_id": company_id,
+            "actor": "admin@acme.example",
+            "action": action,
+            "subject_type": subject,
+            "subject_id": "7",
+            "data": data,
+            "data_digest": verifier.contents_digest(salt, data),
+            "salt": salt,
+            "company_prev_hash": prev,
+        }
+        entry["hash"] = prev = verifier.body_hash(entry, number + 1)
+        lines.append(json.dumps(entry, separators=(",", ":")))
+    footer = {
+        "kind": "footer",
+        "count": 2,
+        "head": {"seq": 2, "hash": prev},
+        "anchor": {"listed": 2, "before_anchor": 0, "problem": None},
+        "lines_sha256": verifier.sha256("".join(line + "\n" for line in lines).encode()),
+        "key": {"algorithm": "ed25519", "fingerprint": fingerprint},
+    }
+    if sign is not None:
+        footer["signature"] = sign(verifier.SIGNED + verifier.canonical(footer))
+    return [*lines, json.dumps(footer, separators=(",", ":"))]
+
+
+@pytest.mark.sqlite  # the signature's claim, not an engine's
+async def test_a_fabricated_export_fails_and_the_genuine_one_passes(client, tmp_path) -> None:
+    """D-M2: the file's own footer proves nothing; only the server's signature, checked against a public key
+    the verifier was given, does. The key is published without signing in (GET /api/audit/public-key)."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    await _activity(client)
+    acme = await _company_id("Acme Analytics")
+    client.cookies.clear()
+    published = (await client.get("/api/audit/public-key")).json()  # nobody signed in
+    assert published["public_key"] == signing.public_text() and published["algorithm"] == "ed25519"
+    assert published["fingerprint"] == signing.fingerprint()
+    genuine = await _export(client)
+    ok = _verify(tmp_path, genuine, key=published["public_key"])
+    assert ok.returncode == 0, ok.stderr  # positive control: the genuine export, the published key
+    assert published["fingerprint"] in ok.stdout
+
+    verifier = _verifier_module()
+    mallory = Ed25519PrivateKey.generate()
+    mallory_public = mallory.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    mallory_key = base64.b64encode(mallory_public).decode()
+
+    def mallory_signs(message: bytes) -> str:
+        return base64.b64encode(mallory.sign(message)).decode()
+
+    genuine_signature = json.loads(genuine[-1])["signature"]
+    forgeries = {
+        "unsigned": (_fabricated(verifier, acme, None, published["fingerprint"]), "not signed"),
+        "signed by another key, naming the server's": (
+            _fabricated(verifier, acme, mallory_signs, published["fingerprint"]),
+            "does not verify",
+        ),
+        "signed by another key, naming it": (
+            _fabricated(verifier, acme, mallory_signs, verifier.fingerprint(mallory_public)),
+            "not the key you gave",
+        ),
+        "the genuine export's signature transplanted": (
+            _fabricated(verifier, acme, lambda _: genuine_signature, published["fingerprint"]),
+            "does not verify",
+        ),
+    }
+    for how, (lines, why) in forgeries.items():
+        result = _verify(tmp_path, lines)
+        assert result.returncode == 1, f"{how}: {result.stdout}"
+        assert "REFUSED" in result.stderr and why in result.stderr and "line 4" in result.stderr, (
+            how,
+            result.stderr,
+        )
+    # the forgery is otherwise a well-formed export: verified with the forger's own key it passes, so the
+    # refusals above are the signature's and nothing else's …
+    own = _verify(tmp_path, forgeries["signed by another key, naming it"][0], key=mallory_key)
+    assert own.returncode == 0, own.stderr
+    # … and the genuine export checked with a key other than the server's fails
+    wrong = _verify(tmp_path, genuine, key=mallory_key)
+    assert wrong.returncode == 1 and "not the key you gave" in wrong.stderr
+    # no key at all: the verifier does not run
+    alone = tmp_path / "alone"
+    missing = subprocess.run(
+        [sys.executable, "-I", "-S", VERIFIER.name, "export.jsonl"], cwd=alone, capture_output=True, text=True
+    )
+    assert missing.returncode == 2 and "--public-key" in missing.stderr

@@ -80,7 +80,11 @@ async def test_a_rewritten_and_rehashed_chain_is_noticed(demo_db: str) -> None:
     forged["body_hash"] = audit.body_hash(forged)  # no secret: anyone can recompute the hashes
     forged["hash"] = audit.entry_hash(forged)
     await AuditEntry.update(
-        {AuditEntry.actor: forged["actor"], AuditEntry.body_hash: forged["body_hash"], AuditEntry.hash: forged["hash"]}
+        {
+            AuditEntry.actor: forged["actor"],
+            AuditEntry.body_hash: forged["body_hash"],
+            AuditEntry.hash: forged["hash"],
+        }
     ).where(AuditEntry.id == last["id"])
     assert (await audit._verify_chain()).ok  # the in-table chain accepts the forgery
     result = await audit.verify()
@@ -118,3 +122,35 @@ def test_each_database_has_its_own_anchor(demo_db: str, _factories, engine: str)
     finally:
         db.configure(demo_db)
         _factories[engine].drop(other)
+
+
+async def test_an_entry_slipped_in_behind_the_anchor_is_noticed(demo_db: str) -> None:
+    """The review's D-M2 road for someone who can write the table: add an entry to a company's chain, hashed
+    and linked as the code would (no secret is needed), but never anchored. Once a genuine entry follows it,
+    the company's own check and the operator's name it; before, both pass (the positive control)."""
+    from backend.tenancy.tables import Company
+
+    acme = (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
+    await audit.record("test.event", actor="system", company_id=acme, data={"i": 0})
+    assert (await audit.verify_company(acme)).ok and (await audit.verify()).ok
+    (forged,) = audit._chained(
+        [
+            {
+                "action": "run.approved",
+                "actor": "admin@acme.example",
+                "company_id": acme,
+                "subject_type": "run",
+                "subject_id": "99",
+                "data": {},
+            }
+        ],
+        *(await audit._tails([acme])),
+    )
+    await AuditEntry.insert(AuditEntry(**forged))  # into the table only
+    await audit.record("test.event", actor="system", company_id=acme, data={"i": 1})  # a genuine one after
+    assert (await audit._verify_chain()).ok  # the in-table chains accept it
+    result = await audit.verify_company(acme)
+    assert not result.ok and "not in the anchor" in result.reason, result
+    assert result.first_bad_seq == forged["company_seq"]
+    whole = await audit.verify()
+    assert not whole.ok and whole.first_bad_seq == forged["seq"] and "not in the anchor" in whole.reason
