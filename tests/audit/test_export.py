@@ -377,6 +377,16 @@ def test_the_cli_exports_a_company_and_the_whole_trail(demo_db: str, engine: str
     assert refused.returncode == 1 and "line 3" in refused.stderr
     missing = subprocess.run([*cli, "--company", "Initech"], env=env, capture_output=True, text=True)
     assert missing.returncode == 1 and "no company" in missing.stderr
+    # the key that signed them, as `cleanroom audit public-key` prints it: kept 0600 outside the database
+    printed = subprocess.run(
+        [sys.executable, "-m", "backend", "audit", "public-key"], env=env, capture_output=True, text=True
+    )
+    assert printed.returncode == 0 and printed.stdout.strip() == signing.public_text(), printed.stderr
+    assert signing.fingerprint() in printed.stderr
+    assert oct(signing.key_path().stat().st_mode & 0o777) == "0o600"
+    key_file = tmp_path / "server.pub"
+    key_file.write_text(printed.stdout)
+    assert _verify(tmp_path, lines, key=str(key_file)).returncode == 0  # a file holding the key will do
 
 
 def test_the_verifier_imports_the_standard_library_only() -> None:
