@@ -515,3 +515,37 @@ async def test_a_fabricated_export_fails_and_the_genuine_one_passes(client, tmp_
         [sys.executable, "-I", "-S", VERIFIER.name, "export.jsonl"], cwd=alone, capture_output=True, text=True
     )
     assert missing.returncode == 2 and "--public-key" in missing.stderr
+
+
+def test_the_verifiers_ed25519_agrees_with_cryptography_and_rfc_8032() -> None:
+    """The stdlib verifier's Ed25519 check (RFC 8032's reference code) accepts what `cryptography` signs and
+    RFC 8032's test vector, and refuses a changed message, a changed signature, another key, and a signature
+    whose S is not reduced (s + L: the malleability RFC 8032 forbids)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    verifier = _verifier_module()
+    # RFC 8032, 7.1, TEST 2 (one-byte message 0x72)
+    public = bytes.fromhex("3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c")
+    signature = bytes.fromhex(
+        "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da"
+        "085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00"
+    )
+    assert verifier.ed25519_verify(public, b"\x72", signature)
+    assert not verifier.ed25519_verify(public, b"\x73", signature)
+    key = Ed25519PrivateKey.generate()
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    other = (
+        Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    )
+    for message in (b"", b"footer", os.urandom(300)):
+        signed = key.sign(message)
+        assert verifier.ed25519_verify(raw, message, signed)
+        assert not verifier.ed25519_verify(raw, message + b"!", signed)
+        assert not verifier.ed25519_verify(other, message, signed)
+        flipped = bytes([signed[0] ^ 1]) + signed[1:]
+        assert not verifier.ed25519_verify(raw, message, flipped)
+        s = int.from_bytes(signed[32:], "little") + verifier._Q  # the same point, S not reduced
+        assert not verifier.ed25519_verify(raw, message, signed[:32] + s.to_bytes(32, "little"))
