@@ -256,7 +256,13 @@ async def lines(export: Plan, reveal: Reveal | None = None) -> AsyncIterator[byt
                     "listed": listed,  # the entries the anchor records: each compared with it
                     # the rest are older than the anchor's first line: their hashes and links only
                     "before_anchor": count - listed,
-                    "problem": f"entry #{shown_as[problem[0]]}: {problem[1]}" if problem else None,
+                    "problem": (
+                        f"entry #{shown_as[problem[0]]}: {problem[1]}"
+                        if problem and problem[0] in shown_as
+                        else problem[1]
+                        if problem
+                        else None
+                    ),
                 },
                 "lines_sha256": digest.hexdigest(),
             }

@@ -491,8 +491,9 @@ async def verify_company(company_id: int) -> VerifyResult:
     table = {row["seq"]: row["hash"] for row in rows}
     problem = await asyncio.to_thread(functools.partial(anchor.check, table, whole=False))
     if problem:
-        bad = next(row for row in rows if row["seq"] == problem[0])
-        return VerifyResult(False, result.checked, bad["company_seq"], problem[1], result.head_hash)
+        bad = next((row for row in rows if row["seq"] == problem[0]), None)  # None: the anchor file's own
+        number = bad["company_seq"] if bad is not None else None
+        return VerifyResult(False, result.checked, number, problem[1], result.head_hash)
     return result
 
 

@@ -14,6 +14,7 @@ import base64
 import threading
 from pathlib import Path
 
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -71,6 +72,15 @@ def public_text() -> str:
 def fingerprint(raw: bytes | None = None) -> str:
     """sha256 of the raw public key, hex, first 32 digits: what the console shows and the footer names."""
     return sha256_bytes(public_raw() if raw is None else raw)[:32]
+
+
+def verifies(message: bytes, signature: str) -> bool:
+    """Whether `signature` (base64) is this key's over `message`."""
+    try:
+        private_key().public_key().verify(base64.b64decode(signature, validate=True), message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
 
 
 def sign(message: bytes) -> str:

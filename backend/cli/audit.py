@@ -13,8 +13,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     @audit_app.command("verify")
     def verify() -> None:
-        """Check every entry's hash and link, and the table against the head anchored in the data
-        directory (deleting the newest entries is noticed); exit 1 naming the first bad entry."""
+        """Check every entry's hash and link (in the hash form it was written with), and every entry against
+        the anchor in the data directory, whose signed head must verify (deleting the newest entries, or
+        rewriting or slipping in one, is noticed); exit 1 naming the first bad entry."""
         from backend.audit import anchor, service
 
         async def check() -> tuple[service.VerifyResult, str]:
@@ -25,9 +26,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             typer.echo(f"audit chain OK: {result.checked} entries, head {result.head_hash or '-'}")
             typer.echo(f"anchor: {anchor_file}" + ("" if Path(anchor_file).exists() else " (none yet)"))
             return
+        where = f" at entry #{result.first_bad_seq}" if result.first_bad_seq is not None else ""
         typer.echo(
-            f"audit chain BROKEN at entry #{result.first_bad_seq}: {result.reason} "
-            f"({result.checked} entries before it are intact)",
+            f"audit chain BROKEN{where}: {result.reason} ({result.checked} entries before it are intact)",
             err=True,
         )
         raise typer.Exit(1)

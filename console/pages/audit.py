@@ -421,6 +421,7 @@ def show_verdict(result: AuditVerification) -> None:
         with ui.row().classes("items-center gap-2 text-negative").mark("chain-broken"):
             ui.icon("gpp_bad").classes("text-2xl")
             ui.label(
-                f"Chain BROKEN at entry #{result.first_bad_seq}: {result.reason} "
+                f"Chain BROKEN{f' at entry #{result.first_bad_seq}' if result.first_bad_seq is not None else ''}: "
+                f"{result.reason} "
                 f"({widgets.number(result.checked)} entries checked)"
             )

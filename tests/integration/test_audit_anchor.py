@@ -94,12 +94,17 @@ async def test_a_rewritten_and_rehashed_chain_is_noticed(demo_db: str) -> None:
 async def test_the_anchor_is_one_private_line_per_entry(demo_db: str) -> None:
     await _record(1)
     path = anchor.path()
-    before = path.read_text().splitlines()
+
+    def entry_lines() -> list[str]:  # each write also ends with its signed head (a line of its own)
+        return [line for line in path.read_text().splitlines() if not line.startswith("signed ")]
+
+    before = entry_lines()
     await _record(2)
-    after = path.read_text().splitlines()
+    after = entry_lines()
     assert len(after) == len(before) + 2
     newest = await AuditEntry.select().order_by(AuditEntry.seq, ascending=False).first()
     assert after[-1] == f"{newest['seq']} {newest['hash']}"
+    assert path.read_text().splitlines()[-1].startswith(f"signed {newest['seq']} {newest['hash']} ")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
 
@@ -154,3 +159,56 @@ async def test_an_entry_slipped_in_behind_the_anchor_is_noticed(demo_db: str) ->
     assert result.first_bad_seq == forged["company_seq"]
     whole = await audit.verify()
     assert not whole.ok and whole.first_bad_seq == forged["seq"] and "not in the anchor" in whole.reason
+
+
+async def test_an_anchor_file_edited_to_match_a_rewritten_table_is_noticed(demo_db: str) -> None:
+    """Someone who can write the table and the anchor file, but cannot read the signing key (settings
+    `audit_signing_key` elsewhere): they rewrite the newest entry and its anchor line to agree. The anchor's
+    signed head no longer verifies; before the edit, everything passes (the positive control)."""
+    await _record(3)
+    assert (await audit.verify()).ok
+    last = await AuditEntry.select().order_by(AuditEntry.seq, ascending=False).first()
+    forged = {**last, "actor": "mallory@acme.example"}
+    forged["body_hash"] = audit.body_hash(forged)
+    forged["hash"] = audit.entry_hash(forged)
+    await AuditEntry.update(
+        {
+            AuditEntry.actor: forged["actor"],
+            AuditEntry.body_hash: forged["body_hash"],
+            AuditEntry.hash: forged["hash"],
+        }
+    ).where(AuditEntry.id == last["id"])
+    path = anchor.path()
+    text = path.read_text().replace(last["hash"], forged["hash"])  # the entry line and the signed head's
+    path.write_text(text)
+    assert anchor.read()[last["seq"]] == forged["hash"] and (await audit._verify_chain()).ok
+    result = await audit.verify()
+    assert not result.ok and "signed head does not verify" in result.reason, result
+    # restored, then an entry slipped into the table with an anchor line of its own, which no key signed
+    path.write_text(text.replace(forged["hash"], last["hash"]))
+    await AuditEntry.update(
+        {
+            AuditEntry.actor: last["actor"],
+            AuditEntry.body_hash: last["body_hash"],
+            AuditEntry.hash: last["hash"],
+        }
+    ).where(AuditEntry.id == last["id"])
+    assert (await audit.verify()).ok
+    (slipped,) = audit._chained(
+        [
+            {
+                "action": "run.approved",
+                "actor": "x",
+                "company_id": None,
+                "subject_type": "",
+                "subject_id": "",
+                "data": {},
+            }
+        ],
+        *(await audit._tails([])),
+    )
+    await AuditEntry.insert(AuditEntry(**slipped))
+    with open(path, "a") as fh:
+        fh.write(f"{slipped['seq']} {slipped['hash']}\n")
+    result = await audit.verify()
+    assert not result.ok and "edited after its last signed head" in result.reason, result
