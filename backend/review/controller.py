@@ -1,5 +1,6 @@
-"""GET /api/audit (the trail, filtered), /api/audit/runs/{id}/timeline and /api/audit/reports/...: for a
-company admin or an auditor, their own company's only. Reads: an auditor's session and tokens reach them."""
+"""GET /api/audit (the trail, filtered), /api/audit/export (signed; an auditor's holds the values they may
+read, digests elsewhere), /api/audit/runs/{id}/timeline and /api/audit/reports/...: for a company admin or an
+auditor, their own company's only. Reads: an auditor's session and tokens reach them."""
 
 from __future__ import annotations
 
