@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CLEANROOM_", extra="ignore")
 
     data_dir: Path = REPO_ROOT / "var"
+    # the Ed25519 key that signs audit exports (PEM, 0600; made on first use): default
+    # data_dir/audit-signing/ed25519.pem. Kept outside the database, so whoever can write the table cannot sign.
+    audit_signing_key: Path | None = None
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("DATABASE_URL", "CLEANROOM_DATABASE_URL")
     )

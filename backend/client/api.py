@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from backend.actions.schemas import ActionItemInfo
-from backend.audit.schemas import AuditEntryInfo, AuditVerification
+from backend.audit.schemas import AuditEntryInfo, AuditPublicKey, AuditVerification
 from backend.client.http import ApiClient, decode
 from backend.credits.schemas import CreditUsage
 from backend.drive.schemas import DriveFileInfo, DriveFolderInfo, DriveQuota
@@ -311,3 +311,6 @@ class CleanroomClient(ApiClient):
 
     async def verify_audit(self) -> AuditVerification:
         return await self.call(AuditVerification, "POST", "/api/audit/verify")
+
+    async def audit_public_key(self) -> AuditPublicKey:
+        return await self.call(AuditPublicKey, "GET", "/api/audit/public-key")

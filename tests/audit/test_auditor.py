@@ -401,3 +401,99 @@ async def test_an_auditor_of_acme_never_sees_globex(client) -> None:
     client.cookies.clear()
     await login(client, "admin@globex.example")
     assert (await client.get(f"/api/runs/{gid}")).status_code == 200
+
+
+@pytest.mark.sqlite  # the rule's claim, not an engine's
+async def test_an_auditors_export_holds_only_the_values_they_may_read_and_still_verifies(
+    client, tmp_path
+) -> None:
+    """D-H1: the export gives an auditor the values of an entry only when the other views would (the
+    record's visibility for a change, the run's own rule for its output); the others go out as their salted
+    digest, and the file still verifies offline. The company admin's export holds every value."""
+    from backend.audit import service as audit
+    from tests.audit.test_export import _verifier_module, _verify
+
+    run = await finished_run(client)
+    readable, hidden = await _deal_ids(AUDITOR)
+    employee = (await DATASETS["employees"].table.select(DATASETS["employees"].table.id).first())["id"]
+    acme = (await Run.select(Run.company).where(Run.id == run["id"]).first())["company"]
+    changes = {
+        "readable": ("deals", readable, {"stage": "VALUE-READABLE-4411"}),
+        "hidden": ("deals", hidden, {"stage": "VALUE-HIDDEN-DEAL-5522"}),
+        "salary": ("employees", employee, {"salary": "SALARY-VALUE-987654"}),  # HR: the auditor has none
+    }
+    for index, (dataset, record_id, values) in enumerate(changes.values(), start=1):
+        item = ActionItem(
+            company=acme,
+            run=run["id"],
+            index=index,
+            op="update",
+            dataset=dataset,
+            record_id=record_id,
+            changes=values,
+            status="accepted",
+            decided_by=ALICE,
+        )
+        await item.save()
+        await audit.record(  # as actions.service.accept records it
+            "action.accepted",
+            actor=ALICE,
+            company_id=acme,
+            subject_type="action_item",
+            subject_id=item.id,
+            data={
+                "run_id": run["id"],
+                "op": "update",
+                "dataset": dataset,
+                "record_id": record_id,
+                "changes": values,
+            },
+        )
+    await audit.record(
+        "test.output",
+        actor="system",
+        company_id=acme,
+        subject_type="run",
+        subject_id=run["id"],
+        data={"stdout": SECRET_STDOUT},
+    )
+    await make_auditor(client)
+    await login(client, AUDITOR)
+    response = await client.get("/api/audit/export")
+    assert response.status_code == 200, response.text
+    text = response.text
+    for secret in ("VALUE-HIDDEN-DEAL-5522", "SALARY-VALUE-987654", SECRET_STDOUT, SECRET_VALUE):
+        assert secret not in text, secret
+    assert "VALUE-READABLE-4411" in text  # a record the auditor may read: its values, as in the items view
+    lines = text.splitlines()
+    result = _verify(tmp_path, lines)
+    assert result.returncode == 0, result.stderr  # without the values, the file still verifies
+    assert "values are withheld from you" in result.stdout
+    assert json.loads(lines[0])["values"] == "readable"
+    mine = {json.loads(x)["company_seq"]: json.loads(x) for x in lines[1:-1]}
+
+    # positive control: the admin's export holds every value, and the digests the auditor got are theirs
+    client.cookies.clear()
+    await login(client, ADMIN)
+    full_lines = (await client.get("/api/audit/export")).text.splitlines()
+    assert "SALARY-VALUE-987654" in "\n".join(full_lines) and _verify(tmp_path, full_lines).returncode == 0
+    full = {json.loads(x)["company_seq"]: json.loads(x) for x in full_lines[1:-1]}
+    verifier = _verifier_module()
+    withheld = [n for n, line in mine.items() if "data_withheld" in line]
+    assert len(withheld) >= 4  # the hidden deal, the salary, the printed output, the finished run's change
+    for n in withheld:
+        line, complete = mine[n], full[n]
+        assert "salt" not in line and line["data_withheld"] and line["hash"] == complete["hash"]
+        assert line["data_digest"] == complete["data_digest"]
+        assert line["data_digest"] == verifier.contents_digest(complete["salt"], complete["data"])
+        # salted: the values alone do not give the digest (a guessed salary cannot be tested against it)
+        contents = {k: v for k, v in complete["data"].items() if k in verifier.CONTENT_KEYS}
+        assert line["data_digest"] != verifier.sha256(verifier.canonical(contents))
+    # an edited digest is refused: the withheld line is still bound to its hash
+    n = withheld[0]
+    forged = [
+        json.dumps({**json.loads(x), "data_digest": "0" * 64}) if json.loads(x).get("company_seq") == n else x
+        for x in lines
+    ]
+    refused = _verify(tmp_path, forged)
+    assert refused.returncode == 1 and "edited" in refused.stderr
