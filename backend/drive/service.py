@@ -70,7 +70,7 @@ class TrashExpired(AppError):
 UPLOAD_WINDOW = timedelta(hours=1)
 TRASH_DAYS = 30
 TRASH_KEPT = timedelta(days=TRASH_DAYS)
-SYSTEM_ACTOR = "system:drive-trash"
+SYSTEM_ACTOR = "system"  # the purge of expired trash (data.reason: expired)
 MB = 1024 * 1024
 # one quota check-and-insert at a time per company in this process, so two uploads cannot both fit the
 # same room (the API is the only process that files uploads)

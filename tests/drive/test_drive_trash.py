@@ -147,3 +147,20 @@ async def test_purging_now_frees_the_room_and_keeps_content_another_file_holds(c
     await client.delete(f"/api/drive/files/{second['id']}")
     assert (await client.delete(f"/api/drive/trash/{second['id']}")).status_code == 204
     assert not blobs.blob_path(second["sha256"]).exists()  # the last holder purged: the blob goes
+
+
+async def test_an_admin_deletes_a_members_file_which_stays_the_members_to_restore(client) -> None:
+    await _as(client, "alice@acme.example")
+    file_id = (await _upload(client, {}, "left-behind.csv", b"a\n1\n")).json()["id"]  # private
+    await _as(client, "admin@globex.example")  # another company's admin: as if it did not exist
+    assert (await client.delete(f"/api/drive/files/{file_id}")).status_code == 404
+    await _as(client, "admin@acme.example")  # the company's admin runs its Drive
+    assert (await client.delete(f"/api/drive/files/{file_id}")).status_code == 200
+    assert file_id in {f["id"] for f in (await client.get("/api/drive/trash")).json()}
+    await _as(client, "alice@acme.example")  # still hers: in her trash, and she restores it
+    assert [f["id"] for f in (await client.get("/api/drive/trash")).json()] == [file_id]
+    assert (await client.post(f"/api/drive/trash/{file_id}/restore")).status_code == 200
+    trashed = await AuditEntry.select(AuditEntry.actor).where(
+        AuditEntry.action == "drive.trashed", AuditEntry.subject_id == str(file_id)
+    )
+    assert ["admin@acme.example" in e["actor"] for e in trashed] == [True]
