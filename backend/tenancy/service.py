@@ -57,7 +57,6 @@ def hash_password(password: str) -> str:
 async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserContext]:
     """Returns (session token, user). Wrong email and wrong password fail identically. The attempt is
     counted before the password is checked (login_limits), and the check runs off the event loop."""
-    settings = get_settings()
     email = email.strip().lower()
     attempt_id = await login_limits.admit(email, ip)
     user = await User.select().where(User.email == email).first()
@@ -71,20 +70,57 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
     if not ok or user is None:
         raise NotAuthenticated("email or password is not correct", code="invalid_credentials")
     await login_limits.succeeded(attempt_id)
+    return await open_session(user["id"])
+
+
+async def open_session(user_id: int, *, how: dict[str, Any] | None = None) -> tuple[str, UserContext]:
+    """A new session for an active person who has just proved who they are (a password here, a company's
+    single sign-on in tenancy/sso.py); `how` joins the audit entry (the password's sign-in says nothing)."""
     token = secrets.token_urlsafe(32)
     await Session.insert(
         Session(
             token_hash=sha256_text(token),
-            user=user["id"],
+            user=user_id,
             created_at=clock.now(),
-            expires_at=clock.now() + timedelta(hours=settings.session_hours),
+            expires_at=clock.now() + timedelta(hours=get_settings().session_hours),
         )
     )
-    ctx = await load_user_context(user["id"])
+    ctx = await load_user_context(user_id)
     await audit.record(
-        "auth.login", actor=ctx.actor, company_id=ctx.company_id, subject_type="user", subject_id=ctx.user_id
+        "auth.login",
+        actor=ctx.actor,
+        company_id=ctx.company_id,
+        subject_type="user",
+        subject_id=ctx.user_id,
+        **({"data": how} if how else {}),
     )
     return token, ctx
+
+
+async def admit_member(company_id: int, email: str, name: str, *, via: str) -> int:
+    """Just-in-time membership (a company's single sign-on, tenancy/sso.py): a new person of the company, a
+    member with no usable password (they sign in through their provider), audited. Returns their id."""
+    email = email.strip().lower()
+    async with audit.atomic():
+        row = User(
+            company=company_id,
+            email=email,
+            name=name.strip()[:200] or email,
+            password_hash=hash_password(secrets.token_urlsafe(32)),  # known to nobody
+            role=MEMBER,
+            active=True,
+            created_at=clock.now(),
+        )
+        await row.save()
+        await audit.record(
+            "user.created",
+            actor=via,
+            company_id=company_id,
+            subject_type="user",
+            subject_id=row.id,
+            data={"email": email, "role": MEMBER, "how": "just-in-time membership", "via": via},
+        )
+    return row.id
 
 
 async def logout(token: str) -> None:
