@@ -39,6 +39,7 @@ ADMIN_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
     ("Settings", "/settings", "tune"),
+    ("Single sign-on", "/sso-settings", "vpn_key"),
     ("Credits", "/credits", "toll"),
     ("Audit", "/audit", "fact_check"),
     ("Health", "/health", "monitor_heart"),

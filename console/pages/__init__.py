@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def register() -> None:
-    from console.pages import access, audit, credits, flows, health, login, run_detail, runs, settings
+    from console.pages import access, audit, credits, flows, health, login, run_detail, runs, settings, sso
 
-    for module in (login, runs, run_detail, flows, settings, credits, audit, health, access):
+    for module in (login, runs, run_detail, flows, settings, credits, audit, health, access, sso):
         module.register()

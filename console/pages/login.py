@@ -8,6 +8,7 @@ from nicegui import app, ui
 
 from console import session
 from console.api import Api, ApiError
+from console.pages import sso
 
 _LOCAL_PATH = re.compile(r"/(?![/\\])[^\\\x00-\x20\x7f]*")  # one "/", then no "/" or "\\", no blanks
 
@@ -78,4 +79,30 @@ def register() -> None:
 
                 password.on("keydown.enter", submit)
                 button = ui.button("Sign in", on_click=submit).classes("w-full").mark("sign-in")
+
+                # a company's single sign-on, offered once the address's domain is one it serves
+                sso_button = (
+                    ui.button("", on_click=lambda: sso.start(email.value.strip(), _safe_next(next)))
+                    .props("outline")
+                    .classes("w-full")
+                    .mark("sso-sign-in")
+                )
+                sso_button.set_visibility(False)
+
+                async def offer_sso() -> None:
+                    address = email.value.strip()
+                    if "@" not in address or "." not in address.rpartition("@")[2]:
+                        sso_button.set_visibility(False)
+                        return
+                    try:
+                        offer = await Api(session.config()).sso_offer(address)
+                    except ApiError:
+                        offer = None
+                    if address != email.value.strip():
+                        return  # typed on meanwhile: the newer check decides
+                    if offer and offer.available:
+                        sso_button.text = f"Sign in with {offer.label}"
+                    sso_button.set_visibility(bool(offer and offer.available))
+
+                email.props("debounce=300").on_value_change(offer_sso)
         return None
