@@ -83,7 +83,7 @@ def register() -> None:
                 # a company's single sign-on, offered once the address's domain is one it serves
                 sso_button = (
                     ui.button("", on_click=lambda: sso.start(email.value.strip(), _safe_next(next)))
-                    .props("outline")
+                    .props("outline no-caps")
                     .classes("w-full")
                     .mark("sso-sign-in")
                 )
