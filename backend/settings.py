@@ -160,6 +160,23 @@ class Settings(BaseSettings):
     login_hash_concurrency: int = 2  # password checks at once (argon2: 64 MiB and a core each)
     login_hash_queue: int = 32  # sign-ins waiting for a check before new ones are turned away
     session_hours: int = 12
+    # argon2's parameters for new password hashes: "standard" (argon2-cffi's defaults, 64 MiB) everywhere
+    # but the test suite, which sets "cheap" (tests/conftest.py); a stored hash made with other parameters is
+    # rehashed at its next sign-in (backend/tenancy/passwords.py)
+    password_hash_profile: Literal["standard", "cheap"] = "standard"
+    # how long an invitation and a password-reset link stay valid
+    invite_link_hours: int = Field(default=72, ge=1, le=24 * 30)
+    reset_link_hours: int = Field(default=2, ge=1, le=72)
+
+    # mail (invitations, password resets): sent when smtp_host is set; otherwise the admin or the operator
+    # sees the link once and passes it on (a forgotten-password request then sends nothing)
+    smtp_host: str | None = None
+    smtp_port: int = 587
+    smtp_starttls: bool = True  # STARTTLS before signing in; false only for a relay on this host
+    smtp_username: str | None = None
+    smtp_password: str | None = Field(default=None, repr=False)
+    smtp_from: str = "cleanroom@localhost"
+    smtp_timeout_seconds: float = 10.0
 
     @property
     def effective_database_url(self) -> str:

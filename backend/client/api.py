@@ -21,7 +21,23 @@ from backend.runs.schemas import RunDetail, RunPage
 from backend.runs.status import RunStatus
 from backend.schedules.schemas import ScheduleInfo
 from backend.system_schemas import Health
-from backend.tenancy.schemas import ApiToken, CompanySettings, LoginResult, Me, NewApiToken, Person
+from backend.tenancy.schemas import (
+    ApiToken,
+    CompanySettings,
+    ForgotAnswer,
+    LinkInfo,
+    LinkIssued,
+    LinksRevoked,
+    LoginResult,
+    Me,
+    NewApiToken,
+    PasswordChanged,
+    PasswordSet,
+    PermissionGrid,
+    PersonDetail,
+    SetupState,
+    TeamView,
+)
 from backend.tenancy.sso_schemas import SsoOffer, SsoSettings, SsoStart
 
 # a review report's name -> the list it answers
@@ -86,8 +102,85 @@ class CleanroomClient(ApiClient):
     async def update_company_settings(self, **changes: Any) -> CompanySettings:
         return await self.call(CompanySettings, "PATCH", "/api/company/settings", json=changes)
 
-    async def people(self) -> list[Person]:
-        return await self.call(list[Person], "GET", "/api/company/people")
+    async def people(self) -> list[PersonDetail]:
+        """The company's people with role and status (active, invited, deactivated): admins and auditors."""
+        return await self.call(list[PersonDetail], "GET", "/api/company/people")
+
+    # a company run by its people (issue 53; docs/api.md "People, teams and permissions")
+    async def setup_state(self) -> SetupState:
+        """No session needed: whether any company exists yet (the sign-in page's "no company yet")."""
+        return await self.call(SetupState, "GET", "/api/setup")
+
+    async def invite(self, email: str, *, name: str = "", role: str = "member") -> LinkIssued:
+        """Admin: `link` is the one-time URL when no SMTP is set (shown once), None when it was mailed."""
+        body = {"email": email, "name": name, "role": role}
+        return await self.call(LinkIssued, "POST", "/api/company/people/invitations", json=body)
+
+    async def resend_invitation(self, user_id: int) -> LinkIssued:
+        return await self.call(LinkIssued, "POST", f"/api/company/people/{user_id}/invitation")
+
+    async def revoke_links(self, user_id: int) -> LinksRevoked:
+        return await self.call(LinksRevoked, "DELETE", f"/api/company/people/{user_id}/links")
+
+    async def send_password_reset(self, user_id: int) -> LinkIssued:
+        return await self.call(LinkIssued, "POST", f"/api/company/people/{user_id}/password-reset")
+
+    async def set_role(self, user_id: int, role: str) -> PersonDetail:
+        """member | admin | auditor; 409 `last_admin` for the company's last admin. Revokes their tokens."""
+        return await self.call(PersonDetail, "PATCH", f"/api/company/people/{user_id}", json={"role": role})
+
+    async def deactivate(self, user_id: int) -> PersonDetail:
+        return await self.call(PersonDetail, "POST", f"/api/company/people/{user_id}/deactivate")
+
+    async def reactivate(self, user_id: int) -> PersonDetail:
+        return await self.call(PersonDetail, "POST", f"/api/company/people/{user_id}/reactivate")
+
+    async def forgot_password(self, email: str) -> ForgotAnswer:
+        """No session needed; one answer for every address."""
+        return await self.call(ForgotAnswer, "POST", "/api/auth/forgot-password", json={"email": email})
+
+    async def password_link(self, token: str) -> LinkInfo:
+        """No session needed: what a link is for; 404 `link_invalid` for one that cannot be used."""
+        return await self.call(LinkInfo, "POST", "/api/auth/password-link", json={"token": token})
+
+    async def set_password(self, token: str, password: str) -> PasswordSet:
+        """No session needed: set a password by a one-time link; 422 `weak_password` says why not."""
+        body = {"token": token, "password": password}
+        return await self.call(PasswordSet, "POST", "/api/auth/set-password", json=body)
+
+    async def change_password(self, old_password: str, new_password: str) -> PasswordChanged:
+        body = {"old_password": old_password, "new_password": new_password}
+        return await self.call(PasswordChanged, "POST", "/api/me/password", json=body)
+
+    async def teams(self) -> list[TeamView]:
+        return await self.call(list[TeamView], "GET", "/api/company/teams")
+
+    async def create_team(self, name: str) -> TeamView:
+        return await self.call(TeamView, "POST", "/api/company/teams", json={"name": name})
+
+    async def rename_team(self, team_id: int, name: str) -> TeamView:
+        return await self.call(TeamView, "PATCH", f"/api/company/teams/{team_id}", json={"name": name})
+
+    async def delete_team(self, team_id: int) -> None:
+        await self.send("DELETE", f"/api/company/teams/{team_id}")
+
+    async def set_team_members(self, team_id: int, members: list[dict[str, Any]]) -> TeamView:
+        """`members`: [{"user_id": 3, "manager": False}, ...], the whole list."""
+        body = {"members": members}
+        return await self.call(TeamView, "PUT", f"/api/company/teams/{team_id}/members", json=body)
+
+    async def permission_grid(self) -> PermissionGrid:
+        return await self.call(PermissionGrid, "GET", "/api/company/permissions")
+
+    async def replace_permissions(
+        self,
+        *,
+        teams: dict[int, dict[str, str]] | None = None,
+        people: dict[int, dict[str, str]] | None = None,
+    ) -> PermissionGrid:
+        """Rows named are replaced whole ({dataset: read | edit | none}); others stay."""
+        body = {"teams": teams or {}, "people": people or {}}
+        return await self.call(PermissionGrid, "PUT", "/api/company/permissions", json=body)
 
     async def tokens(self) -> list[ApiToken]:
         """Never the secret."""

@@ -30,7 +30,8 @@ KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
 MAX_CREDITS = 100_000.0  # one charge at most: a typo of the platform's should not empty a year of pools
 
 
-def _actor(token: dict[str, Any]) -> str:
+def actor(token: dict[str, Any]) -> str:
+    """How the audit trail names what a platform credential did."""
     return f"platform:{token['name']} (token {token['id']})"
 
 
@@ -193,7 +194,7 @@ async def charge(
             await row.save()
             await audit.record(
                 "credits.platform_charged",
-                actor=_actor(token),
+                actor=actor(token),
                 company_id=company_row["id"],
                 subject_type="user",
                 subject_id=person["id"],

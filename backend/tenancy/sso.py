@@ -37,7 +37,7 @@ from backend.audit import service as audit
 from backend.errors import Conflict, Forbidden, Invalid, NotAuthenticated, NotFound
 from backend.hashing import sha256_text
 from backend.settings import get_settings
-from backend.tenancy import service
+from backend.tenancy import people, service
 from backend.tenancy.context import UserContext
 from backend.tenancy.sso_tables import CompanySso, SsoSignIn
 from backend.tenancy.tables import Company, User
@@ -394,7 +394,7 @@ async def _person_for(row: dict[str, Any], claims: dict[str, Any]) -> int:
         return person["id"]
     if person is None and row["jit_membership"]:
         name = str(claims.get("name") or email.partition("@")[0])[:200]
-        return await service.admit_member(row["company"], email, name, via=f"sso:{row['issuer']}")
+        return await people.admit_member(row["company"], email, name, via=f"sso:{row['issuer']}")
     refusal = "is deactivated" if person is not None and person["company"] == row["company"] else "was not invited"
     raise NotAuthenticated(
         f"{email} {refusal} in this company: ask its admin for an invitation", code=REFUSED

@@ -1,0 +1,79 @@
+"""The operator's companies (on the API's host, the API's database): `cleanroom companies create "Name"
+--admin EMAIL [--plan P]` starts a company and its first admin, who sets a password by a one-time link
+(printed here; also mailed when SMTP is set); `companies list` and `companies show`. Audited, naming the
+operator. The same over HTTP with the platform credential: /api/platform/companies (docs/api.md)."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from backend.cli.credits import _operator
+from backend.cli.support import group, run_db
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    companies_app = group("Companies: the operator starts one and its first admin.")
+    app.add_typer(companies_app, name="companies")
+
+    @companies_app.command("create")
+    def create(
+        name: str = typer.Argument(..., help="the company's name"),
+        admin: str = typer.Option(..., "--admin", help="the first admin's e-mail address"),
+        admin_name: str = typer.Option("", "--admin-name", help="the first admin's name"),
+        plan: str = typer.Option("team", "--plan", help="its plan (`cleanroom plans list`)"),
+    ) -> None:
+        """Start a company and its first admin; prints the admin's one-time link to set a password."""
+        from backend.credits import operator
+
+        row = run_db(
+            lambda: operator.start_company(name, admin, plan=plan, admin_name=admin_name, actor=_operator())
+        )
+        company, invitation = row["company"], row["invitation"]
+        typer.echo(
+            f"company {company['id']}: {company['name']} (plan {company['plan']}, {company['credit_pool']} credits a month)"
+        )
+        typer.echo(f"first admin: {invitation['email']}")
+        until = invitation["expires_at"].strftime("%Y-%m-%d %H:%M UTC")
+        if invitation["mailed"]:
+            typer.echo(f"a link to set their password was mailed to them (valid once, until {until})")
+        else:
+            typer.echo(
+                f"give them this link to set their password (valid once, until {until}; shown only now):"
+            )
+            typer.echo(invitation["link"])
+
+    @companies_app.command("list")
+    def list_(json_out: bool = typer.Option(False, "--json", help="one JSON list")) -> None:
+        """Every company: id, name, plan, pool, people, admins who can sign in."""
+        from backend.tenancy import people
+
+        rows = run_db(people.list_companies)
+        if json_out:
+            typer.echo(json.dumps(rows, indent=2, sort_keys=True, default=str))
+            return
+        if not rows:
+            typer.echo('no company yet: cleanroom companies create "Name" --admin EMAIL')
+        for c in rows:
+            demo = "  (demo)" if c["demo"] else ""
+            typer.echo(
+                f"{c['id']:<4} {c['name']:<30} plan {c['plan']:<10} {c['people']} people, "
+                f"{c['active_admins']} active admins{demo}"
+            )
+
+    @companies_app.command("show")
+    def show(
+        company: str = typer.Argument(..., help="the company's name or id"),
+        json_out: bool = typer.Option(False, "--json", help="one JSON object"),
+    ) -> None:
+        """One company and its people (role, status)."""
+        from backend.tenancy import people
+
+        row = run_db(lambda: people.show_company(company))
+        if json_out:
+            typer.echo(json.dumps(row, indent=2, sort_keys=True, default=str))
+            return
+        typer.echo(f"{row['id']}: {row['name']} (plan {row['plan']}, {row['credit_pool']} credits a month)")
+        for p in row["members"]:
+            typer.echo(f"  {p['email']:<40} {p['role']:<8} {p['status']}")
