@@ -73,8 +73,8 @@ def register() -> None:
             return redirect
         with theme.frame("Single sign-on"):
             ui.label(
-                "People whose e-mail domain your OpenID Connect provider serves are offered \"Sign in with "
-                "SSO\" on the sign-in page. Only people already in the company may sign in through it, unless "
+                'People whose e-mail domain your OpenID Connect provider serves are offered "Sign in with '
+                'SSO" on the sign-in page. Only people already in the company may sign in through it, unless '
                 "you turn on just-in-time membership (then a new address of those domains joins as a member)."
             ).classes("text-sm text-grey-7")
             container = ui.column().classes("w-full gap-4")
@@ -100,27 +100,37 @@ class SsoForm:
     def render(self, current: SsoSettings | None) -> None:
         self.container.clear()
         with self.container, ui.card().classes("w-full max-w-2xl gap-2").mark("sso-form"):
-            self.issuer = ui.input("Issuer (https://…)", value=current.issuer if current else "").classes(
-                "w-full"
-            ).mark("sso-issuer")
-            self.client_id = ui.input("Client ID", value=current.client_id if current else "").classes(
-                "w-full"
-            ).mark("sso-client-id")
+            self.issuer = (
+                ui.input("Issuer (https://…)", value=current.issuer if current else "")
+                .classes("w-full")
+                .mark("sso-issuer")
+            )
+            self.client_id = (
+                ui.input("Client ID", value=current.client_id if current else "")
+                .classes("w-full")
+                .mark("sso-client-id")
+            )
             hint = "stored; type a new one to replace it" if current and current.client_secret_set else ""
             self.secret = (
                 ui.input("Client secret", password=True, placeholder=hint)
                 .classes("w-full")
                 .mark("sso-client-secret")
             )
-            self.domains = ui.input(
-                "E-mail domains it serves (comma separated)",
-                value=", ".join(current.domains) if current else "",
-            ).classes("w-full").mark("sso-domains")
+            self.domains = (
+                ui.input(
+                    "E-mail domains it serves (comma separated)",
+                    value=", ".join(current.domains) if current else "",
+                )
+                .classes("w-full")
+                .mark("sso-domains")
+            )
             self.jit = ui.switch(
                 "Just-in-time membership (a new address of these domains joins as a member)",
                 value=current.jit_membership if current else False,
             ).mark("sso-jit")
-            self.enabled = ui.switch("Offered on the sign-in page", value=current.enabled if current else True)
+            self.enabled = ui.switch(
+                "Offered on the sign-in page", value=current.enabled if current else True
+            )
             self.enabled.mark("sso-enabled")
             redirect = current.redirect_uri if current else None
             if redirect:
