@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
+from backend import clock
 from backend.audit.tables import AuditEntry
+from backend.hashing import sha256_text
 from backend.tenancy import sso
-from backend.tenancy.sso_tables import CompanySso
+from backend.tenancy.sso_tables import CompanySso, SsoSignIn
 from backend.tenancy.tables import User
 from tests.conftest import login, token_for
 
@@ -234,3 +237,26 @@ async def test_the_secret_is_write_only_and_only_an_admin_in_a_session_configure
     plain_http = await client.put("/api/company/sso", json={"issuer": "http://idp.example.com"})
     assert plain_http.status_code == 422 and "https" in plain_http.text
 
+
+
+async def test_a_deactivated_person_or_a_late_return_is_refused(client, provider: str) -> None:
+    await configure(client, provider)
+    alice = (await User.select(User.id).where(User.email == "alice@acme.example").first())["id"]
+    await login(client, "admin@acme.example")
+    assert (await client.post(f"/api/company/people/{alice}/deactivate")).status_code == 200
+    client.cookies.clear()
+    refused = await sign_in(client, "alice@acme.example")
+    assert refused.status_code == 401 and "is deactivated" in refused.json()["detail"]
+    await login(client, "admin@acme.example")
+    assert (await client.post(f"/api/company/people/{alice}/reactivate")).status_code == 200
+    client.cookies.clear()
+    assert (await sign_in(client, "alice@acme.example")).status_code == 200  # control: active again
+    client.cookies.clear()
+    # a sign-in that took longer than its ten minutes (the state row says when it ends)
+    begun = await start(client, "alice@acme.example")
+    code, state = await at_provider(begun, "alice@acme.example")
+    await SsoSignIn.update({SsoSignIn.expires_at: clock.now() - timedelta(seconds=1)}).where(
+        SsoSignIn.state_hash == sha256_text(state)
+    )
+    late = await client.post("/api/auth/sso/return", json={"code": code, "state": state})
+    assert late.status_code == 401 and "took too long" in late.json()["detail"]
