@@ -2,6 +2,8 @@
 sign-in page says "No company yet"; the operator's command; the admin sets a password by the printed link,
 turns code execution on, invites a member (the link shown once), grants them `deals` in the grid; the member
 sets a password, creates their assistant's token; the assistant proposes over the API; the member approves.
+And the document's single sign-on: an admin names the company's provider on its page (a real OpenID Connect
+provider, `oidc-provider-mock`, started here on loopback) and signs in through it at the provider's own form.
 
 The servers have no guest image (an empty image cache), so the approved run ends at the VM stage at once:
 the claim here is the door (tests/console/test_browser.py runs an approved run in a real VM)."""
@@ -34,6 +36,14 @@ class EmptyServers(Servers):
 
     def env(self) -> dict[str, str]:
         return {**super().env(), "CLEANROOM_IMAGE_CACHE_DIR": str(self.data_dir / "no-images")}
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[str]:
+    from oidc_provider_mock import run_server_in_thread
+
+    with run_server_in_thread(port=0, require_nonce=True) as server:
+        yield f"http://localhost:{server.server_port}"
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +104,22 @@ def grant(driver, person: str, dataset: str, level: str) -> None:
     driver.find_element(By.XPATH, f"//div[contains(@class,'q-item')][normalize-space(.)='{level}']").click()
 
 
+def create_company(servers: Servers, name: str, admin: str) -> str:
+    """The operator's command (docs/onboarding.md, step 1): the admin's link, as it prints it."""
+    printed = subprocess.run(
+        [sys.executable, "-m", "backend", "companies", "create", name, "--admin", admin],
+        env=servers.env(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    found = LINK.search(printed)
+    assert found, printed
+    return found.group(0)
+
+
 def test_from_an_empty_database_to_a_members_approved_run(browser, servers: Servers) -> None:  # noqa: F811
     from selenium.webdriver.common.by import By
 
@@ -103,19 +129,9 @@ def test_from_an_empty_database_to_a_members_approved_run(browser, servers: Serv
     driver.get(servers.console_url + "/login")
     wait_for_text(driver, "No company yet")
     assert "Password" not in body_text(driver)
-    printed = subprocess.run(
-        [sys.executable, "-m", "backend", "companies", "create", "Initech", "--admin", ADMIN],
-        env=servers.env(),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    admin_link = LINK.search(printed)
-    assert admin_link, printed
+    admin_link = create_company(servers, "Initech", ADMIN)
     # 2. the admin sets a password by the link, and signs in
-    set_password_by_link(driver, admin_link.group(0), ADMIN_PW)
+    set_password_by_link(driver, admin_link, ADMIN_PW)
     sign_in(driver, servers, ADMIN, ADMIN_PW)
     # 3. code execution on
     nav(driver, "Settings")
@@ -172,3 +188,39 @@ def test_from_an_empty_database_to_a_members_approved_run(browser, servers: Serv
         after = assistant.get(f"/api/runs/{run['id']}").json()
     assert after["status"] not in ("awaiting_approval", "rejected"), after["status"]
     assert after["approval"]["by"] == MEMBER
+
+
+def test_an_admin_sets_up_single_sign_on_and_signs_in_through_it(
+    browser,  # noqa: F811
+    servers: Servers,
+    provider: str,
+) -> None:
+    driver = browser
+    admin = "gavin@hooli.test"
+    set_password_by_link(driver, create_company(servers, "Hooli", admin), ADMIN_PW)
+    sign_in(driver, servers, admin, ADMIN_PW)
+    nav(driver, "Single sign-on")
+    wait_for_text(driver, "Just-in-time membership")
+    field(driver, "Issuer (https://…)").send_keys(provider)
+    field(driver, "Client ID").send_keys("cleanroom-hooli")
+    field(driver, "Client secret").send_keys("browser-walk-secret-5d2")
+    field(driver, "E-mail domains it serves (comma separated)").send_keys("hooli.test")
+    click_button(driver, "Save")
+    wait_for_text(driver, "A client secret is stored (it is never shown).")
+    assert "browser-walk-secret-5d2" not in driver.page_source
+    # signed out, the sign-in page offers the company's provider for its domain
+    driver.delete_all_cookies()
+    driver.get(servers.console_url + "/login")
+    wait_for_text(driver, "Sign in")
+    field(driver, "Email").send_keys(admin)
+    wait_for_text(driver, "Sign in with Hooli SSO")
+    click_button(driver, "Sign in with Hooli SSO")
+    wait_for_text(driver, "Authorize Client")  # the provider's own page
+    assert driver.current_url.startswith(provider + "/oauth2/authorize")
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.NAME, "sub").send_keys(admin)
+    click_button(driver, "Authorize")
+    wait_for_text(driver, "Runs")  # back on the console, signed in as the admin
+    assert driver.current_url.startswith(servers.console_url + "/runs"), driver.current_url
+    wait_for_text(driver, "Hooli")
