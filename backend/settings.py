@@ -126,6 +126,10 @@ class Settings(BaseSettings):
     # queued, waiting, running) and failed runs keeping their bundle for a revision (backend/runs/limits.py)
     max_staged_bytes_per_company: int = 2 * 1024 * 1024 * 1024
     max_staged_bytes_per_user: int = 1024 * 1024 * 1024  # half the company's: one user never holds it all
+    # How far below zero the assistant platform's charges may take a company's pool (what they charge already
+    # happened, so a little overdraft is allowed); a charge that would go further is refused (402) and
+    # audited, and nothing is recorded. 0: never below zero.
+    platform_overdraft_credits: float = Field(default=100.0, ge=0)
     # a run that failed after its VM started keeps its bundle this long (it can be revised), then loses it
     failed_bundle_retention_days: float = 7.0
     bundle_sweep_minutes: float = 15.0  # how often the worker deletes bundles past their retention
@@ -153,12 +157,18 @@ class Settings(BaseSettings):
     login_attempts_per_window: int = 5
     login_window_seconds: int = 60
     login_attempts_per_ip: int = 20  # failed sign-ins per window from one address, across e-mails
-    # signs the browser address the console forwards with a sign-in (backend/tenancy/forwarded.py);
-    # unset: the file console_forward_secret in the data directory
+    # failed sign-ins of one e-mail, from any address it never signed in from, before each further one waits
+    # (a window, doubling; the addresses it signed in from are exempt: backend/tenancy/login_limits.py)
+    login_attempts_per_account: int = 10
+    login_known_addresses_per_account: int = 10  # the latest addresses an account signed in from, remembered
+    login_known_address_days: int = 90  # ... while used within this many days
+    # signs the browser address the console forwards with a sign-in (backend/tenancy/forwarded.py), at least
+    # 32 bytes (shorter: serve and the console refuse to start); unset: the file console_forward_secret in the
+    # data directory
     console_forward_secret: str | None = None
     login_attempts_keep_windows: int = 10  # attempts older than this many windows are pruned
     login_hash_concurrency: int = 2  # password checks at once (argon2: 64 MiB and a core each)
-    login_hash_queue: int = 32  # sign-ins waiting for a check before new ones are turned away
+    login_hash_queue: int = 32  # sign-ins waiting for a check, per lane (known, fresh), before new ones get 429
     session_hours: int = 12
     # argon2's parameters for new password hashes: "standard" (argon2-cffi's defaults, 64 MiB) everywhere
     # but the test suite, which sets "cheap" (tests/conftest.py); a stored hash made with other parameters is

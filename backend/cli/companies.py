@@ -1,7 +1,8 @@
 """The operator's companies (on the API's host, the API's database): `cleanroom companies create "Name"
 --admin EMAIL [--plan P]` starts a company and its first admin, who sets a password by a one-time link
 (printed here; also mailed when SMTP is set); `companies list` and `companies show`. Audited, naming the
-operator. The same over HTTP with the platform credential: /api/platform/companies (docs/api.md)."""
+operator. No HTTP route creates a company: platform credentials are scoped to companies (review D-L4) and a
+person's session belongs to one company, so starting one stays on the host, as plans and top-ups do."""
 
 from __future__ import annotations
 

@@ -9,13 +9,11 @@ from litestar import Controller, Request, Response, get, post
 from litestar.di import Provide
 from pydantic import BaseModel, Field
 
-from backend.credits import operator, platform
+from backend.credits import platform
 from backend.credits import service as credits
 from backend.credits.schemas import CreditUsage
-from backend.tenancy import people
 from backend.tenancy.auth import ASSISTANT_OK, SELF_AUTHENTICATED, provide_user
 from backend.tenancy.context import UserContext
-from backend.tenancy.schemas import CompanyCreateBody, CompanyCreated, CompanyDetail, CompanySummary
 
 
 class CreditsController(Controller):
@@ -75,26 +73,3 @@ class PlatformController(Controller):
         )
         headers = {"Idempotent-Replayed": "true"} if replayed else {}
         return Response(PlatformChargeResult(**answer), headers=headers)
-
-    # The operator's companies over HTTP (the same as `cleanroom companies create|list|show`), with the
-    # operator-issued platform credential: a person's session or an assistant's token gets 401 here.
-
-    @post("/companies", status_code=201)
-    async def create_company(self, request: Request, data: CompanyCreateBody) -> CompanyCreated:
-        """Start a company and its first admin; the admin's one-time link is mailed (SMTP) or returned once."""
-        token = await platform.token_for(request.headers.get("authorization", ""))
-        row = await operator.start_company(
-            data.name, data.admin_email, plan=data.plan, admin_name=data.admin_name, actor=platform.actor(token)
-        )
-        return CompanyCreated(**row)
-
-    @get("/companies")
-    async def companies(self, request: Request) -> list[CompanySummary]:
-        await platform.token_for(request.headers.get("authorization", ""))
-        return [CompanySummary(**row) for row in await people.list_companies()]
-
-    @get("/companies/{ref:str}")
-    async def company(self, request: Request, ref: str) -> CompanyDetail:
-        """One company (by id or exact name) and its people (no hashes)."""
-        await platform.token_for(request.headers.get("authorization", ""))
-        return CompanyDetail(**await people.show_company(ref))

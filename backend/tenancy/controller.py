@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from litestar import Controller, Request, Response, delete, get, patch, post, put
@@ -17,6 +18,7 @@ from backend.tenancy.schemas import (
     CompanySettings,
     ForgotAnswer,
     ForgotBody,
+    ForwardingCheck,
     GridBody,
     InviteBody,
     LinkInfo,
@@ -93,15 +95,30 @@ class AuthController(Controller):
     ) -> Response[LoginResult]:
         """The session secret travels only in the HttpOnly cookie, never in the body a script could read.
         Attempts are counted on the browser's address the console forwards (signed), else on the caller's."""
+        peer = request.client.host if request.client else ""
+        forwarded.warn_unnamed_proxy("api", peer, request.headers, os.environ)
         client_ip = forwarded.client_address(
-            request.client.host if request.client else "",
+            peer,
             request.headers.get(forwarded.ADDRESS_HEADER),
             request.headers.get(forwarded.SIGNATURE_HEADER),
+            data.email,
         )
         token, ctx = await service.login(data.email, data.password, ip=client_ip)
         company = await service.company_info(ctx.company_id)
         cookie = _session_cookie(token, max_age=get_settings().session_hours * 3600)
         return Response(LoginResult(user=me_payload(ctx, company, dataset_names)), cookies=[cookie])
+
+    @get("/forwarding")
+    async def forwarding(self, request: Request) -> ForwardingCheck:
+        """The console's probe at start: whether its signature on a forwarded address (`probe_headers`) is
+        made with this API's key. Says nothing else; a forged signature cannot come out `signed`."""
+        signed = forwarded.verified(
+            request.headers.get(forwarded.ADDRESS_HEADER),
+            request.headers.get(forwarded.SIGNATURE_HEADER),
+            "",
+            forwarded.PROBE,
+        )
+        return ForwardingCheck(signed=signed is not None)
 
     @post("/logout", status_code=200, dependencies={"user": Provide(provide_user)}, opt=AUDITOR_OK)
     async def logout(self, request: Request, user: UserContext) -> Response[SignedOut]:

@@ -49,6 +49,7 @@ FORGOT_ANSWER = (
     "for a short while and only once"
 )
 PERSON_FIELDS = (User.id, User.email, User.name, User.title, User.role, User.active, User.password_hash)
+FORGOT_INTERVAL_SECONDS = 300  # a forgotten-password mail at most this often per person
 _pending_mail: set[asyncio.Task[bool]] = set()
 
 
@@ -468,6 +469,11 @@ async def forgot_password(email: str) -> str:
     sha256_text(token)
     if row is None or not row["active"] or not row["password_hash"] or not mail.configured():
         return FORGOT_ANSWER
+    recent = clock.now() - timedelta(seconds=FORGOT_INTERVAL_SECONDS)
+    if await PersonLink.exists().where(
+        (PersonLink.user == row["id"]) & (PersonLink.kind == RESET) & (PersonLink.created_at > recent)
+    ):
+        return FORGOT_ANSWER  # one mail a few minutes at most: the form cannot be used to flood an inbox
     async with audit.atomic():
         link = await _new_link(row["id"], RESET, created_by="self-service")
         await audit.record(
@@ -562,10 +568,14 @@ async def change_own_password(ctx: UserContext, old: str, new: str) -> dict[str,
 
     if ctx.auth != SESSION:  # an auditor too changes their own: it decides nothing of the company's
         raise Forbidden("change your password signed in to the console", code="person_required")
+    # guesses of the current password are counted as sign-ins are (per person and session): a session left
+    # open cannot be used to find it out at argon2's speed
+    attempt = await login_limits.admit(ctx.email, f"session:{ctx.session_id}")
     row = await User.select(User.password_hash).where(User.id == ctx.user_id).first()
     stored = (row or {}).get("password_hash") or passwords.dummy_hash()
-    if not await login_limits.check_password(passwords.hasher(), stored, old):
+    if not await login_limits.check_password(passwords.hasher(), stored, old, attempt):
         raise Forbidden("the current password is not correct", code="invalid_credentials")
+    await login_limits.succeeded(attempt.id)
     passwords.require_policy(new, email=ctx.email, name=ctx.name)
     hashed = await asyncio.to_thread(passwords.hash_password, new)
     async with audit.atomic():

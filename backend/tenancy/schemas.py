@@ -66,6 +66,10 @@ class LoginResult(BaseModel):
     user: Me  # the session secret travels only in the HttpOnly cookie
 
 
+class ForwardingCheck(BaseModel):
+    signed: bool  # the probe's signature is made with this API's forwarding key
+
+
 class SignedOut(BaseModel):
     status: Literal["signed out"] = "signed out"
 
@@ -244,13 +248,6 @@ class GridBody(BaseModel):
     people: dict[int, dict[str, Literal["read", "edit", "none"]]] = Field(default_factory=dict)
 
 
-class CompanyCreateBody(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
-    admin_email: str = Field(min_length=3, max_length=254)
-    admin_name: str = Field(default="", max_length=200)
-    plan: str | None = None  # default: team
-
-
 class CompanySummary(BaseModel):
     id: int
     name: str
@@ -264,9 +261,3 @@ class CompanySummary(BaseModel):
 
 class CompanyDetail(CompanySummary):
     members: list[PersonDetail]
-
-
-class CompanyCreated(BaseModel):
-    company: CompanySummary
-    admin_id: int
-    invitation: LinkIssued

@@ -58,7 +58,7 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
     """Returns (session token, user). Wrong email and wrong password fail identically. The attempt is
     counted before the password is checked (login_limits), and the check runs off the event loop."""
     email = email.strip().lower()
-    attempt_id = await login_limits.admit(email, ip)
+    attempt = await login_limits.admit(email, ip)
     user = (
         await User.select(User.id, User.password_hash, User.active, User.company.demo)
         .where(User.email == email)
@@ -67,9 +67,9 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
     # an unknown address, and a person who has not set a password yet, cost the same check as anyone
     stored = (user["password_hash"] if user else "") or passwords.dummy_hash()
     try:
-        ok = await login_limits.check_password(passwords.hasher(), stored, password)
+        ok = await login_limits.check_password(passwords.hasher(), stored, password, attempt)
     except TooManyRequests:
-        await login_limits.forget(attempt_id)  # turned away before any check: not a failure
+        await login_limits.forget(attempt.id)  # turned away before any check: not a failure
         raise
     ok = ok and bool(user and user["active"] and user["password_hash"])
     if not ok or user is None:
@@ -90,7 +90,7 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
         await User.update({User.password_hash: rehashed}).where(
             (User.id == user["id"]) & (User.password_hash == user["password_hash"])
         )
-    await login_limits.succeeded(attempt_id)
+    await login_limits.succeeded(attempt.id)
     return await open_session(user["id"])
 
 

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import os
 import re
 from urllib.parse import urlsplit
 
+from fastapi import Request
 from fastapi.responses import RedirectResponse
 from nicegui import app, ui
 
+from backend.tenancy import forwarded
 from console import session
 from console.api import Api, ApiError
 from console.pages import sso
@@ -43,9 +46,13 @@ def register() -> None:
 
     @ui.page("/login")
     async def login_page(
+        request: Request,
         next: str | None = None,  # noqa: A002 - the query name
         email: str = "",
     ) -> RedirectResponse | None:
+        forwarded.warn_unnamed_proxy(
+            "console", request.client.host if request.client else "", request.headers, os.environ
+        )
         if app.storage.user.get("session") and session.me():
             return RedirectResponse(_safe_next(next))
         ui.page_title("Sign in · Cleanroom")

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from typer.testing import CliRunner
 
-from backend.credits import platform
+from backend.credits import operator
 from backend.settings import get_settings
 from tests.conftest import _shared_app, console_origin
 
@@ -38,17 +38,15 @@ async def test_from_an_empty_database_to_a_members_approved_run(empty_client) ->
     client = empty_client
     # the sign-in page's question, and the only thing it learns
     assert (await client.get("/api/setup")).json() == {"has_company": False}
-    # the operator, over HTTP with the platform credential (the CLI is the test below); a person's session or
-    # no credential at all: 401, nothing made
-    operator = (await platform.create_token("ops", created_by="test"))["token"]
-    body = {"name": "Initech", "admin_email": "Peter@Initech.test", "admin_name": "Peter"}
-    assert (await client.post("/api/platform/companies", json=body)).status_code == 401
+    # the operator starts it on the host (`cleanroom companies create`: the command's own test is below);
+    # no HTTP route creates a company, whatever credential is sent
+    body = {"name": "Initech", "admin_email": "peter@initech.test"}
+    for path in ("/api/platform/companies", "/api/companies", "/api/company"):
+        assert (await client.post(path, json=body)).status_code in (401, 404, 405)
     assert (await client.get("/api/setup")).json() == {"has_company": False}
-    r = await client.post(
-        "/api/platform/companies", json=body, headers={"Authorization": f"Bearer {operator}"}
+    started = await operator.start_company(
+        "Initech", "Peter@Initech.test", plan=None, admin_name="Peter", actor="cli:test"
     )
-    assert r.status_code == 201, r.text
-    started = r.json()
     assert started["company"]["name"] == "Initech" and started["company"]["demo"] is False
     invitation = started["invitation"]
     assert invitation["email"] == "peter@initech.test" and invitation["mailed"] is False
@@ -149,3 +147,33 @@ def test_the_operator_command_starts_a_company_and_prints_the_link(empty_db: str
         assert "Other" not in runner.invoke(app, ["companies", "list"]).output
     finally:
         get_settings.cache_clear()
+
+
+def test_serve_says_how_to_begin_on_an_empty_database_only(
+    empty_db: str, demo_db: str, monkeypatch, capsys
+) -> None:
+    from backend.cli.serve import EMPTY_DATABASE, _say_how_to_begin
+
+    for url, expected in ((empty_db, True), (demo_db, False)):  # the demo database is the control
+        monkeypatch.setenv("DATABASE_URL", url)
+        get_settings.cache_clear()
+        _say_how_to_begin()
+        assert (EMPTY_DATABASE in capsys.readouterr().out) is expected
+    get_settings.cache_clear()
+
+
+async def test_only_a_demo_company_gets_people_with_a_preset_password(demo_db: str) -> None:
+    from backend import clock
+    from backend.errors import Forbidden
+    from backend.tenancy import people
+    from backend.tenancy.tables import Company, User
+
+    acme = await Company.select(Company.id, Company.demo).where(Company.name == "Acme Analytics").first()
+    assert acme["demo"] is True  # the seed marks its companies
+    await people.add_seeded_person(
+        acme["id"], "d1@acme.example", "D", "", "member", "x", clock.now()
+    )  # control
+    await Company.update({Company.demo: False}).where(Company.id == acme["id"])
+    with pytest.raises(Forbidden):
+        await people.add_seeded_person(acme["id"], "d2@acme.example", "D", "", "member", "x", clock.now())
+    assert not await User.exists().where(User.email == "d2@acme.example")

@@ -252,14 +252,16 @@ async def test_no_answer_tells_a_known_address_from_an_unknown_one(client, smtp,
     to, content = await asyncio.to_thread(smtp.get, True, 10)
     assert to == [BOB] and "/set-password?token=crl_" in content
     assert smtp.empty()  # nothing went to the unknown address
+    again = await client.post("/api/auth/forgot-password", json={"email": BOB})  # a flood: the same answer,
+    assert again.json() == known.json()  # and no second mail within the interval (the next mail is ivy's)
     # sign-in: one answer, and one argon2 verify either way (an unknown address and a person without a
     # password yet are checked against a dummy hash)
     checks: list[str] = []
     real = login_limits.check_password
 
-    async def counted(hasher: Any, stored: str, password: str) -> bool:
+    async def counted(hasher: Any, stored: str, password: str, *rest: Any) -> bool:
         checks.append(stored[:9])
-        return await real(hasher, stored, password)
+        return await real(hasher, stored, password, *rest)
 
     monkeypatch.setattr(login_limits, "check_password", counted)
     await as_(client, ADMIN)
@@ -267,7 +269,8 @@ async def test_no_answer_tells_a_known_address_from_an_unknown_one(client, smtp,
         await client.post("/api/company/people/invitations", json={"email": "ivy@acme.example"})
     ).json()
     assert invited["mailed"] is True and invited["link"] is None
-    await asyncio.to_thread(smtp.get, True, 10)
+    to, _ = await asyncio.to_thread(smtp.get, True, 10)
+    assert to == ["ivy@acme.example"]
     client.cookies.clear()
     checks.clear()  # the admin's own sign-in above
     answers = []
@@ -343,8 +346,8 @@ async def test_an_assistant_token_is_refused_on_every_new_route(client) -> None:
         assert r.status_code == 403 and r.json()["error"] == "person_required", (method, path, r.text)
     after = await AuditEntry.select(AuditEntry.action).where(AuditEntry.seq > seq)
     assert {e["action"] for e in after} <= {"auth.person_required"}  # nothing but the refusals
-    # positive control: the admin's session reaches them
     await as_(client, ADMIN)
+    # positive control: the admin's session reaches the company's own routes
     assert (await client.get("/api/company/permissions")).status_code == 200
     assert (await client.post("/api/company/teams", json={"name": "Ops"})).status_code == 201
 
@@ -417,6 +420,14 @@ async def test_passwords_policy_rehash_and_own_change(client) -> None:
     # the two other sessions: the first sign-in of this test's, and `first`
     assert r.status_code == 200 and r.json() == {"other_sessions_ended": 2}
     assert (await client.get("/api/me")).status_code == 200  # this session goes on
+    # guessing the current password from an open session is counted like sign-ins: turned away (429)
+    statuses = []
+    for _ in range(get_settings().login_attempts_per_window + 1):
+        r = await client.post(
+            "/api/me/password", json={"old_password": "guess guess guess", "new_password": "x" * 20}
+        )
+        statuses.append(r.status_code)
+    assert statuses[0] == 403 and statuses[-1] == 429, statuses
     client.cookies.clear()
     client.cookies.update(first)
     assert (await client.get("/api/me")).status_code == 401  # the other one ended
