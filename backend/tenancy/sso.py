@@ -141,7 +141,9 @@ async def configure(ctx: UserContext, changes: dict[str, Any]) -> dict[str, Any]
     before = await _row(ctx.company_id)
     if before is None and not changes.get("client_secret"):
         raise Invalid("a new single sign-on needs the client secret the provider gave you")
-    current = {**before, "domains": domains_of(before)} if before else {"jit_membership": False, "enabled": True}
+    current = (
+        {**before, "domains": domains_of(before)} if before else {"jit_membership": False, "enabled": True}
+    )
     merged = {**current, **changes}
     for needed in ("issuer", "client_id", "domains"):
         if not merged.get(needed):
@@ -245,7 +247,9 @@ async def _metadata(issuer: str) -> dict[str, Any]:
     except (httpx.HTTPError, ValueError) as exc:
         raise NotAuthenticated(f"the sign-in provider cannot be reached ({exc})", code=REFUSED) from exc
     if not isinstance(metadata, dict) or metadata.get("issuer", "").rstrip("/") != issuer:
-        raise NotAuthenticated("the sign-in provider names another issuer than the one configured", code=REFUSED)
+        raise NotAuthenticated(
+            "the sign-in provider names another issuer than the one configured", code=REFUSED
+        )
     for needed in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
         if not isinstance(metadata.get(needed), str):
             raise NotAuthenticated(f"the sign-in provider publishes no {needed}", code=REFUSED)
@@ -350,7 +354,7 @@ async def validate_id_token(
     return claims
 
 
-async def complete(code: str, state: str, *, ip: str = "") -> tuple[str, UserContext]:
+async def complete(code: str, state: str) -> tuple[str, UserContext]:
     """The browser is back from the provider: a session for the person its ID token names, or a refusal."""
     pending = await _take_sign_in(state)
     row = await CompanySso.select().where(CompanySso.company == pending["company"]).first()
@@ -373,7 +377,7 @@ async def complete(code: str, state: str, *, ip: str = "") -> tuple[str, UserCon
     claims = await validate_id_token(row, metadata, id_token, pending["nonce"])
     user_id = await _person_for(row, claims)
     token, ctx = await service.open_session(
-        user_id, how={"method": "sso", "issuer": row["issuer"], "subject": str(claims["sub"])[:200], "ip": ip}
+        user_id, how={"method": "sso", "issuer": row["issuer"], "subject": str(claims["sub"])[:200]}
     )
     return token, ctx
 
@@ -395,8 +399,9 @@ async def _person_for(row: dict[str, Any], claims: dict[str, Any]) -> int:
     if person is None and row["jit_membership"]:
         name = str(claims.get("name") or email.partition("@")[0])[:200]
         return await people.admit_member(row["company"], email, name, via=f"sso:{row['issuer']}")
-    refusal = "is deactivated" if person is not None and person["company"] == row["company"] else "was not invited"
+    refusal = (
+        "is deactivated" if person is not None and person["company"] == row["company"] else "was not invited"
+    )
     raise NotAuthenticated(
         f"{email} {refusal} in this company: ask its admin for an invitation", code=REFUSED
     )
-

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from litestar import Controller, Request, Response, delete, get, post, put
+from litestar import Controller, Response, delete, get, post, put
 from litestar.di import Provide
 
 from backend.settings import get_settings
-from backend.tenancy import forwarded, sso
+from backend.tenancy import sso
 from backend.tenancy.auth import AUDITOR_OK, provide_user
 from backend.tenancy.context import UserContext
 from backend.tenancy.controller import _session_cookie, me_payload
@@ -36,16 +36,9 @@ class SsoSignInController(Controller):
         return SsoStart(**await sso.begin(data.email))
 
     @post("/return", status_code=200, opt=AUDITOR_OK)
-    async def finish(
-        self, request: Request, data: SsoReturnBody, dataset_names: list[str]
-    ) -> Response[LoginResult]:
+    async def finish(self, data: SsoReturnBody, dataset_names: list[str]) -> Response[LoginResult]:
         """The code and state the provider sent the browser back with: a session, as a password sign-in."""
-        client_ip = forwarded.client_address(
-            request.client.host if request.client else "",
-            request.headers.get(forwarded.ADDRESS_HEADER),
-            request.headers.get(forwarded.SIGNATURE_HEADER),
-        )
-        token, ctx = await sso.complete(data.code, data.state, ip=client_ip)
+        token, ctx = await sso.complete(data.code, data.state)
         company = await company_info(ctx.company_id)
         cookie = _session_cookie(token, max_age=get_settings().session_hours * 3600)
         return Response(LoginResult(user=me_payload(ctx, company, dataset_names)), cookies=[cookie])

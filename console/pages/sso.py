@@ -56,7 +56,7 @@ def register() -> None:
             return None
         api = Api(session.config())
         try:
-            result, response = await api.sso_return(code, state, headers=_forwarded())
+            result, response = await api.sso_return(code, state)
         except ApiError as exc:
             _refusal(exc.message)
             return None
@@ -82,13 +82,6 @@ def register() -> None:
         await ui.context.client.connected()
         await widgets.load_into(container, api.sso_settings, lambda current: SsoForm(container, current, api))
         return None
-
-
-def _forwarded() -> dict[str, str]:
-    from backend.tenancy import forwarded
-
-    address = ui.context.client.ip
-    return forwarded.headers(address) if address else {}
 
 
 class SsoForm:
