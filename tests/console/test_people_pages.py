@@ -162,3 +162,31 @@ async def test_the_sign_in_page_of_a_company_has_no_such_note(user: User) -> Non
     await user.open("/login")
     await user.should_see(marker="email", retries=50)
     await user.should_not_see(marker="no-company")
+
+
+async def test_a_reset_link_from_the_admin_sets_a_new_password_and_forgot_says_the_same_for_anyone(
+    user: User,
+) -> None:
+    await sign_in(user, "admin@acme.example", then="/people")
+    await user.should_see(marker="reset-bob@acme.example", retries=50)
+    user.find(marker="reset-bob@acme.example").click()
+    await user.should_see(marker="issued-link-url", retries=50)
+    link = shown_link(user)
+    await user.open("/logout")
+    user.find(marker="confirm-sign-out").click()
+    await user.should_see(marker="email", retries=50)
+    await user.open(f"/set-password?token={link_token(link)}")
+    await user.should_see("set a new password for Acme Analytics", retries=50)
+    user.find(marker="new-password").type(STRONG)
+    user.find(marker="repeat-password").type(STRONG)
+    user.find(marker="set-password").click()
+    await user.should_see(marker="password-set", retries=50)
+    assert await _signs_in("bob@acme.example", STRONG)
+    answers = []
+    for address in ("bob@acme.example", "nobody@acme.example"):  # a person, and an address nobody has
+        await user.open("/forgot-password")
+        user.find(marker="forgot-email").type(address)
+        user.find(marker="send-reset").click()
+        await user.should_see("If this address belongs", retries=50)
+        answers.append(next(iter(user.find(marker="forgot-answer").elements)).text)
+    assert answers[0] == answers[1]
