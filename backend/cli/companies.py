@@ -14,6 +14,15 @@ from backend.cli.credits import _operator
 from backend.cli.support import group, run_db
 
 
+def _print_link(issued: dict) -> None:
+    until = issued["expires_at"].strftime("%Y-%m-%d %H:%M UTC")
+    if issued["mailed"]:
+        typer.echo(f"a link to set their password was mailed to them (valid once, until {until})")
+    else:
+        typer.echo(f"give them this link to set their password (valid once, until {until}; shown only now):")
+        typer.echo(issued["link"])
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     companies_app = group("Companies: the operator starts one and its first admin.")
     app.add_typer(companies_app, name="companies")
@@ -36,14 +45,21 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             f"company {company['id']}: {company['name']} (plan {company['plan']}, {company['credit_pool']} credits a month)"
         )
         typer.echo(f"first admin: {invitation['email']}")
-        until = invitation["expires_at"].strftime("%Y-%m-%d %H:%M UTC")
-        if invitation["mailed"]:
-            typer.echo(f"a link to set their password was mailed to them (valid once, until {until})")
-        else:
-            typer.echo(
-                f"give them this link to set their password (valid once, until {until}; shown only now):"
-            )
-            typer.echo(invitation["link"])
+        _print_link(invitation)
+
+    @companies_app.command("admin")
+    def admin(
+        company: str = typer.Argument(..., help="the company's name or id"),
+        email: str = typer.Argument(
+            ..., help="the person to make an admin (of that company, or a new address)"
+        ),
+    ) -> None:
+        """Give a company an admin again: a person of it becomes an active admin with a fresh link to set a
+        password (their tokens are revoked); a new address is invited as an admin."""
+        from backend.tenancy import people
+
+        issued = run_db(lambda: people.operator_admin(company, email, actor=_operator()))
+        _print_link(issued)
 
     @companies_app.command("list")
     def list_(json_out: bool = typer.Option(False, "--json", help="one JSON list")) -> None:

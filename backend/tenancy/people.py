@@ -313,6 +313,45 @@ async def show_company(ref: str | int) -> dict[str, Any]:
     return {**summary, "members": [person_view(r) for r in rows]}
 
 
+async def operator_admin(company_ref: str | int, email: str, *, actor: str) -> dict[str, Any]:
+    """The operator gives a company an admin again (its admins all left, or locked themselves out): a person
+    of that company is made an active admin with a fresh link to set a password; a new address is invited
+    as one. Another company's person is refused. Audited in the company's trail, naming the operator."""
+    company_id = (await company_by_ref(company_ref))["id"]
+    company = await Company.select(Company.name).where(Company.id == company_id).first()
+    email = normal_email(email)
+    person = await User.select(*PERSON_FIELDS, User.company).where(User.email == email).first()
+    if person is not None and person["company"] != company_id:
+        raise Conflict(f"{email} has an account in another company", code="email_taken")
+    async with audit.atomic():
+        if person is None:
+            row = User(
+                company=company_id,
+                email=email,
+                name=email.partition("@")[0],
+                password_hash="",
+                role=ADMIN,
+                created_at=clock.now(),
+            )
+            await row.save()
+            user_id, before = row.id, None
+        else:
+            user_id, before = person["id"], {"role": person["role"], "active": person["active"]}
+            await User.update({User.role: ADMIN, User.active: True}).where(User.id == user_id)
+            await revoke_tokens(user_id)
+        kind = RESET if person is not None and person["password_hash"] else INVITE
+        link = await _new_link(user_id, kind, created_by=actor)
+        await audit.record(
+            "user.made_admin_by_operator",
+            actor=actor,
+            company_id=company_id,
+            subject_type="user",
+            subject_id=user_id,
+            data={"email": email, "before": before, "link_id": link["id"]},
+        )
+    return await _deliver(email, kind, company["name"] if company else "", link)
+
+
 # --- admins: people ------------------------------------------------------------------------------------------
 
 
@@ -340,13 +379,13 @@ async def invite(ctx: UserContext, email: str, *, name: str = "", role: str = ME
             code="already_member",
         )
     if existing is not None:  # another company's person: the same answer, nothing made, nothing usable sent
-        await audit.record(
+        await audit.record(  # the operator's trail, not the company's: its admins must not read it there
             "user.invite_elsewhere",
             actor=ctx.actor,
-            company_id=ctx.company_id,
+            company_id=None,
             subject_type="user",
             subject_id="",
-            data={"email_sha256": sha256_text(email), **ctx.via()},
+            data={"email_sha256": sha256_text(email), "by_company": ctx.company_id, **ctx.via()},
         )
         decoy = LINK_PREFIX + secrets.token_urlsafe(32)  # never stored: it opens the "not valid" answer
         expires_at = clock.now() + timedelta(hours=get_settings().invite_link_hours)

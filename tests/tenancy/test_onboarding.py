@@ -177,3 +177,28 @@ async def test_only_a_demo_company_gets_people_with_a_preset_password(demo_db: s
     with pytest.raises(Forbidden):
         await people.add_seeded_person(acme["id"], "d2@acme.example", "D", "", "member", "x", clock.now())
     assert not await User.exists().where(User.email == "d2@acme.example")
+
+
+def test_the_operator_gives_a_company_an_admin_again(demo_db: str, monkeypatch) -> None:
+    from backend.cli import app
+
+    monkeypatch.setenv("DATABASE_URL", demo_db)
+    get_settings.cache_clear()
+    try:
+        runner = CliRunner()
+        # another company's person: refused, nothing changed (the hostile case)
+        taken = runner.invoke(app, ["companies", "admin", "Acme Analytics", "gina@globex.example"])
+        assert taken.exit_code != 0 and "another company" in taken.output
+        # a person of the company: made an admin, with a reset link; a new address: invited as an admin
+        made = runner.invoke(app, ["companies", "admin", "Acme Analytics", "bob@acme.example"])
+        assert made.exit_code == 0 and "/set-password?token=crl_" in made.output, made.output
+        fresh = runner.invoke(app, ["companies", "admin", "Acme Analytics", "ops@acme.example"])
+        assert fresh.exit_code == 0, fresh.output
+        shown = runner.invoke(app, ["companies", "show", "Acme Analytics"]).output
+        roles = {line.split()[0]: line.split()[1:] for line in shown.splitlines()[1:]}
+        assert roles["bob@acme.example"][0] == "admin" and roles["ops@acme.example"] == ["admin", "invited"]
+        assert "gina@globex.example" not in shown
+        globex = runner.invoke(app, ["companies", "show", "Globex"]).output
+        assert "gina@globex.example" in globex and "member" in globex
+    finally:
+        get_settings.cache_clear()

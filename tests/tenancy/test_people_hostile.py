@@ -291,6 +291,11 @@ async def test_no_answer_tells_a_known_address_from_an_unknown_one(client, smtp,
     assert got == {(GINA,), ("fresh@acme.example",)}
     gina = await User.select(User.company.name).where(User.email == GINA).first()
     assert gina["company.name"] == "Globex"
+    # nor does the company's audit trail say it (the operator's does, hashed)
+    acme = (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
+    noted = await AuditEntry.select(AuditEntry.company_id).where(AuditEntry.action == "user.invite_elsewhere")
+    assert noted and all(e["company_id"] is None for e in noted)
+    assert GINA not in str(await AuditEntry.select(AuditEntry.data).where(AuditEntry.company_id == acme))
 
 
 async def test_without_smtp_the_link_of_an_address_elsewhere_leads_nowhere(client) -> None:

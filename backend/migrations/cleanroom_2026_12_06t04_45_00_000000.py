@@ -12,7 +12,7 @@ from piccolo.table import Table
 
 from backend.migrations._columns import params
 
-ID = "2026-12-06T04:12:00:000000"
+ID = "2026-12-06T04:45:00:000000"
 VERSION = "1.38.0"
 DESCRIPTION = "person links (invitations, resets), team permission sets, demo companies"
 
