@@ -11,7 +11,7 @@ from piccolo.table import Table
 
 from backend.migrations._columns import params
 
-ID = "2026-12-06T04:11:00:000000"
+ID = "2026-12-06T04:50:00:000000"
 VERSION = "1.38.0"
 DESCRIPTION = "a company's OpenID Connect provider and the sign-ins sent to it"
 
