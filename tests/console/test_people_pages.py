@@ -55,9 +55,9 @@ async def test_an_admin_invites_and_the_person_sets_a_password_by_the_link_once(
     user.find(marker="repeat-password").type("password1234")
     user.find(marker="set-password").click()
     await user.should_see(marker="set-password-error", retries=50)
-    assert await Person.select(Person.password_hash).where(Person.email == "newhire@acme.example").first() == {
-        "password_hash": ""
-    }
+    assert await Person.select(Person.password_hash).where(
+        Person.email == "newhire@acme.example"
+    ).first() == {"password_hash": ""}
     user.find(marker="new-password").clear().type(STRONG)
     user.find(marker="repeat-password").clear().type(STRONG)
     user.find(marker="set-password").click()
@@ -79,7 +79,9 @@ async def test_a_member_is_kept_from_people_and_teams(user: User) -> None:
         await user.should_not_see(marker="permission-grid")
 
 
-async def test_an_admin_changes_a_role_and_deactivates_then_reactivates(user: User, assistant: Assistant) -> None:
+async def test_an_admin_changes_a_role_and_deactivates_then_reactivates(
+    user: User, assistant: Assistant
+) -> None:
     await sign_in(user, "admin@acme.example", then="/people")
     await user.should_see(marker="role-bob@acme.example", retries=50)
     user.find(marker="role-bob@acme.example").elements.pop().value = "auditor"
@@ -95,7 +97,9 @@ async def test_an_admin_changes_a_role_and_deactivates_then_reactivates(user: Us
     assert people["alice@acme.example"]["status"] == "active"
 
 
-async def test_an_admin_makes_a_team_and_grants_a_dataset_in_the_grid(user: User, assistant: Assistant) -> None:
+async def test_an_admin_makes_a_team_and_grants_a_dataset_in_the_grid(
+    user: User, assistant: Assistant
+) -> None:
     await sign_in(user, "admin@acme.example", then="/teams")
     await user.should_see(marker="team-name", retries=50)
     user.find(marker="team-name").type("Analysts")

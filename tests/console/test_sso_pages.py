@@ -32,7 +32,9 @@ async def test_an_admin_configures_sso_and_the_secret_is_never_shown_back(
     assert row["client_secret"] == SECRET and row["issuer"] == "https://login.acme.example"
     await user.open("/sso-settings")  # read back: the secret is nowhere on the page
     await user.should_see(marker="sso-secret-set", retries=50)
-    assert all(SECRET not in (e.props.get("value") or "") for e in user.find(marker="sso-client-secret").elements)
+    assert all(
+        SECRET not in (e.props.get("value") or "") for e in user.find(marker="sso-client-secret").elements
+    )
     await user.should_not_see(SECRET)
     shown = await assistant.call("admin@acme.example", "GET", "/api/company/sso")
     assert SECRET not in str(shown) and shown["client_secret_set"] is True

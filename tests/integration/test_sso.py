@@ -100,9 +100,12 @@ async def test_a_person_of_the_company_signs_in_through_its_provider(client, pro
     me = await client.get("/api/me/")
     assert me.status_code == 200 and me.json()["company"]["name"] == "Acme Analytics"
     assert me.json()["auth"] == "session"
-    entry = await AuditEntry.select().where(AuditEntry.action == "auth.login").order_by(
-        AuditEntry.id, ascending=False
-    ).first()
+    entry = (
+        await AuditEntry.select()
+        .where(AuditEntry.action == "auth.login")
+        .order_by(AuditEntry.id, ascending=False)
+        .first()
+    )
     assert entry["actor"] == "alice@acme.example" and data_of(entry)["method"] == "sso"
 
 
@@ -214,7 +217,11 @@ async def test_the_secret_is_write_only_and_only_an_admin_in_a_session_configure
     assert shown["client_secret_set"] is True
     await login(client, "admin@acme.example")
     read = await client.get("/api/company/sso")
-    assert read.status_code == 200 and ACME_SECRET not in read.text and read.json()["client_id"] == "cleanroom-acme"
+    assert (
+        read.status_code == 200
+        and ACME_SECRET not in read.text
+        and read.json()["client_id"] == "cleanroom-acme"
+    )
     trail = await AuditEntry.select(AuditEntry.data).where(AuditEntry.action == "sso.configured")
     assert trail and all(ACME_SECRET not in str(e["data"]) for e in trail)
     assert data_of(trail[0])["client_secret"] == "changed"
@@ -236,7 +243,6 @@ async def test_the_secret_is_write_only_and_only_an_admin_in_a_session_configure
     await login(client, "admin@acme.example")
     plain_http = await client.put("/api/company/sso", json={"issuer": "http://idp.example.com"})
     assert plain_http.status_code == 422 and "https" in plain_http.text
-
 
 
 async def test_a_deactivated_person_or_a_late_return_is_refused(client, provider: str) -> None:
