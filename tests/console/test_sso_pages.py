@@ -73,3 +73,28 @@ async def test_a_return_this_browser_did_not_start_is_refused(user: User) -> Non
     await user.should_see("not started in this browser")
     await user.open("/runs")  # not signed in
     await user.should_see("Sign in")
+
+
+async def test_the_typed_client_answers_the_sso_schemas(api_app) -> None:
+    import httpx
+
+    from backend.tenancy.sso_schemas import SsoOffer, SsoSettings
+    from console.api import Api, ApiConfig, ApiError
+
+    config = ApiConfig("http://api.test", transport=httpx.ASGITransport(app=api_app))
+    admin, alice = Api(config), Api(config)
+    await admin.login("admin@acme.example", "demo")
+    await alice.login("alice@acme.example", "demo")
+    assert await admin.sso_settings() is None
+    saved = await admin.configure_sso(
+        issuer="https://login.acme.example", client_id="c", client_secret=SECRET, domains=["acme.example"]
+    )
+    assert isinstance(saved, SsoSettings) and saved.client_secret_set and SECRET not in saved.model_dump_json()
+    assert (await admin.sso_settings()) == saved
+    offer = await alice.sso_offer("alice@acme.example")
+    assert isinstance(offer, SsoOffer) and offer.available
+    with pytest.raises(ApiError) as refused:  # a member: no settings, read or written
+        await alice.configure_sso(jit_membership=True)
+    assert refused.value.status == 403
+    await admin.remove_sso()
+    assert await admin.sso_settings() is None and not (await alice.sso_offer("alice@acme.example")).available
