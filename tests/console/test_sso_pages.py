@@ -89,7 +89,9 @@ async def test_the_typed_client_answers_the_sso_schemas(api_app) -> None:
     saved = await admin.configure_sso(
         issuer="https://login.acme.example", client_id="c", client_secret=SECRET, domains=["acme.example"]
     )
-    assert isinstance(saved, SsoSettings) and saved.client_secret_set and SECRET not in saved.model_dump_json()
+    assert (
+        isinstance(saved, SsoSettings) and saved.client_secret_set and SECRET not in saved.model_dump_json()
+    )
     assert (await admin.sso_settings()) == saved
     offer = await alice.sso_offer("alice@acme.example")
     assert isinstance(offer, SsoOffer) and offer.available
