@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.console.servers import REPO, Servers
-from tests.console.test_browser import body_text, browser, click_button, wait_for_text  # noqa: F401 - fixture
+from tests.console.test_browser import CHROMEDRIVER, CHROMIUM, body_text, click_button, wait_for_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,6 +36,42 @@ class EmptyServers(Servers):
 
     def env(self) -> dict[str, str]:
         return {**super().env(), "CLEANROOM_IMAGE_CACHE_DIR": str(self.data_dir / "no-images")}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Headless Chromium as tests/console/test_browser.py starts it, resolving no name but this machine's: the
+    provider's pages link a stylesheet on a CDN, which must stay a failed load, never a request."""
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip("chromium and chromium-driver are not installed")
+    import shutil
+    import tempfile
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="cleanroom-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,1000",
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +156,7 @@ def create_company(servers: Servers, name: str, admin: str) -> str:
     return found.group(0)
 
 
-def test_from_an_empty_database_to_a_members_approved_run(browser, servers: Servers) -> None:  # noqa: F811
+def test_from_an_empty_database_to_a_members_approved_run(browser, servers: Servers) -> None:
     from selenium.webdriver.common.by import By
 
     driver = browser
@@ -191,7 +227,7 @@ def test_from_an_empty_database_to_a_members_approved_run(browser, servers: Serv
 
 
 def test_an_admin_sets_up_single_sign_on_and_signs_in_through_it(
-    browser,  # noqa: F811
+    browser,
     servers: Servers,
     provider: str,
 ) -> None:
