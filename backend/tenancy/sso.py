@@ -164,6 +164,14 @@ async def configure(ctx: UserContext, changes: dict[str, Any]) -> dict[str, Any]
         CompanySso.updated_at: clock.now(),
     }
     secret_changed = bool(changes.get("client_secret"))
+    if (
+        before is not None
+        and not secret_changed
+        and (issuer, client_id) != (before["issuer"], before["client_id"])
+    ):
+        # the stored secret goes only to the provider it was given for: otherwise the next sign-in would send
+        # it to whatever token endpoint the new issuer names, a way to read a write-only secret back
+        raise Invalid("a new issuer or client ID needs its client secret typed again")
     if secret_changed:
         values[CompanySso.client_secret] = str(changes["client_secret"])
     async with audit.atomic():

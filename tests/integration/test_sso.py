@@ -241,6 +241,12 @@ async def test_the_secret_is_write_only_and_only_an_admin_in_a_session_configure
     row = await CompanySso.select().first()
     assert row["jit_membership"] is False and row["issuer"] == provider
     await login(client, "admin@acme.example")
+    # the stored secret is not carried to another provider (it would be sent to its token endpoint)
+    moved = await client.put("/api/company/sso", json={"issuer": "https://idp.example.com"})
+    assert moved.status_code == 422 and "secret typed again" in moved.text
+    assert (await CompanySso.select(CompanySso.issuer).first())["issuer"] == provider
+    kept = await client.put("/api/company/sso", json={"jit_membership": True})  # control: same provider
+    assert kept.status_code == 200 and kept.json()["jit_membership"] is True
     plain_http = await client.put("/api/company/sso", json={"issuer": "http://idp.example.com"})
     assert plain_http.status_code == 422 and "https" in plain_http.text
 
