@@ -25,6 +25,7 @@ from backend.tenancy.schemas import (
     ApiToken,
     CompanySettings,
     ForgotAnswer,
+    ForwardingCheck,
     LinkInfo,
     LinkIssued,
     LinksRevoked,
@@ -61,6 +62,10 @@ class CleanroomClient(ApiClient):
         body = {"email": email, "password": password}
         response = await self.send("POST", "/api/auth/login", json=body, headers=headers)
         return decode(LoginResult, response), response
+
+    async def forwarding_check(self, headers: dict[str, str]) -> ForwardingCheck:
+        """Whether the API verifies the console's probe (signed in `headers`) with its own forwarding key."""
+        return await self.call(ForwardingCheck, "GET", "/api/auth/forwarding", headers=headers)
 
     async def sso_offer(self, email: str) -> SsoOffer:
         """Whether a company's single sign-on serves this address's domain."""
