@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
+import time
 
+import psycopg
 import pytest
 
 from backend import clock
@@ -159,18 +161,43 @@ async def _room_for_one(kind: str, ctx) -> tuple[int, type[Exception]]:
     return room // 2 + 1, drive.QuotaExceeded
 
 
-async def _two_processes_at_once(monkeypatch, kind: str) -> tuple[list[object], type[Exception]]:
+LOCK_WAITERS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+)
+
+
+def _meet_or_see_blocked(arrived: list[int], dsn: str) -> None:
+    """After its room check, each upload waits until the other has checked too (two guards that do not
+    exclude each other: both go on to insert), or until the database shows the other waiting on a lock (a
+    guard that does): the widest window, whichever the guard, and no time guessed."""
+    arrived.append(1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(6000):  # a minute at most
+            if len(arrived) >= 2 or conn.execute(LOCK_WAITERS).fetchone()[0]:
+                return
+            time.sleep(0.01)
+    raise AssertionError("the other upload neither checked its room nor waited on a lock")
+
+
+async def _two_processes_at_once(monkeypatch, dsn: str, kind: str) -> tuple[list[object], type[Exception]]:
     alice = await load_user_context_by_email("alice@acme.example")
     size, refusal = await _room_for_one(kind, alice)
     both_received = threading.Barrier(2, timeout=60)
-    sniff = drive._kind_of_file
+    sniff, check = drive._kind_of_file, drive._check_quota
+    arrived: list[int] = []
 
     def received_then_meet(path, name):  # each upload's bytes are on disk before either checks its room
         kind_of = sniff(path, name)
         both_received.wait()
         return kind_of
 
+    async def checked_then_meet(ctx, incoming: int) -> None:
+        await check(ctx, incoming)
+        if incoming:
+            await asyncio.to_thread(_meet_or_see_blocked, arrived, dsn)
+
     monkeypatch.setattr(drive, "_kind_of_file", received_then_meet)
+    monkeypatch.setattr(drive, "_check_quota", checked_then_meet)
 
     async def upload(i: int) -> object:
         try:
@@ -185,30 +212,22 @@ async def _two_processes_at_once(monkeypatch, kind: str) -> tuple[list[object], 
 @pytest.mark.postgres
 @pytest.mark.parametrize("kind", ["quota", "rate"])
 async def test_two_uploads_at_once_from_two_processes_into_room_for_one_land_one(
-    client, monkeypatch, kind: str
+    client, demo_db, monkeypatch, kind: str
 ) -> None:
-    answers, refusal = await _two_processes_at_once(monkeypatch, kind)
+    answers, refusal = await _two_processes_at_once(monkeypatch, demo_db, kind)
     assert sorted(type(a).__name__ for a in answers) == sorted(["dict", refusal.__name__]), answers
     names = {r["name"] for r in await DriveFile.select(DriveFile.name).where(DriveFile.name.like(f"{kind}-%"))}
     assert len(names) == 1 and _leftovers() == []  # the refused one left no row and no stray bytes
 
 
 @pytest.mark.postgres
-async def test_control_without_the_company_row_lock_both_land_past_the_room(client, monkeypatch) -> None:
+async def test_control_without_the_company_row_lock_both_land_past_the_room(client, demo_db, monkeypatch) -> None:
     async def no_lock(company_id: int) -> None:
         return None
 
-    both_checked = threading.Barrier(2, timeout=60)
-    check = drive._check_quota
-
-    async def checked_then_meet(ctx, incoming: int) -> None:  # both check their room before either inserts
-        await check(ctx, incoming)
-        if incoming:
-            await asyncio.to_thread(both_checked.wait)
-
     monkeypatch.setattr(drive, "lock_company", no_lock)
-    monkeypatch.setattr(drive, "_check_quota", checked_then_meet)
-    answers, _ = await _two_processes_at_once(monkeypatch, "quota")
+    check = drive._check_quota
+    answers, _ = await _two_processes_at_once(monkeypatch, demo_db, "quota")
     assert [type(a).__name__ for a in answers] == ["dict", "dict"], answers
     alice = await load_user_context_by_email("alice@acme.example")
     with pytest.raises(drive.QuotaExceeded):  # the company is now past its quota
