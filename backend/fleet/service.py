@@ -25,6 +25,7 @@ from piccolo.columns.combination import WhereRaw
 
 from backend import clock, filemodes
 from backend.audit import service as audit
+from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, NotAuthenticated, NotFound
 from backend.execution.execute import end_entry, end_unstarted, finish, keeps_bundle, record_result
 from backend.fleet.results import revalidate
@@ -313,8 +314,8 @@ async def hosts() -> list[dict[str, Any]]:
 # --- runs ---------------------------------------------------------------------------------------------
 
 
-# The company's switches as a condition of the claim: a switch turned off between the gate check below and the
-# claim's commit refuses the claim (the switch's own cancelling may not have reached the run yet)
+# The company's switches (the first two of `gates.gate_problem`) as a condition of the claim itself: a switch
+# turned off before the claim's commit refuses it, whether or not the switch's own cancelling reached the run yet
 _SWITCHES_ON = (
     'EXISTS (SELECT 1 FROM "company" WHERE "company"."id" = "run"."company" '
     'AND "company"."assistant_write_enabled" AND "company"."code_execution_enabled")'
@@ -325,10 +326,9 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
     """queued → running for this host, exactly once, and only if the run was dispatched to this host; what
     the worker needs to run it (no bundle path: the bundle comes by the signed URL). The host's being
     registered and not lost, and the company's switches being on, are conditions of the same statement;
-    asked apart only when the claim fails. The gates are checked first (`gates.gate_problem`, the rule the
-    embedded worker checks before a VM starts): a run whose gate closed since its approval (a switch turned
-    off, a pool used up) ends `cancelled` with the reason, audited, and the host is told 409."""
-    await _refuse_if_gated(host_id, run_id)
+    asked apart only when the claim fails. The gates are those the embedded worker checks before a VM starts
+    (`gates.gate_problem`): a run whose gate closed since its approval (a switch turned off, a pool used up)
+    ends `cancelled` with the reason, audited, and the host is told 409 `run_cancelled`."""
     now = clock.now()
     claimed = (
         await Run.update(
@@ -345,15 +345,22 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
             )
             & WhereRaw(_SWITCHES_ON)
         )
-        .returning(Run.id)
+        .returning(Run.id, Run.company, Run.bundle_dir)
     )
     if not claimed:
         host = await WorkerHost.select(WorkerHost.lost_at).where(WorkerHost.host_id == host_id).first()
         if host is None or host["lost_at"] is not None:
             raise Conflict("this host is not registered (or was declared lost): register again")
-        row = await Run.select(Run.status, Run.host_id, Run.vm_started_at).where(Run.id == run_id).first()
+        row = (
+            await Run.select(
+                Run.id, Run.company, Run.status, Run.host_id, Run.vm_started_at, Run.dispatched_to, Run.bundle_dir
+            )
+            .where(Run.id == run_id)
+            .first()
+        )
         if row is not None and row["status"] == RunStatus.queued:
-            await _refuse_if_gated(host_id, run_id)  # a switch turned off since the check above
+            if row["dispatched_to"] == host_id and (problem := await gates.gate_problem(row["company"])):
+                await _cancel_unstarted(row, problem, (Run.dispatched_to == host_id) & Run.host_id.is_null())
             raise Forbidden("this run was not dispatched to this host")
         ours = row is not None and row["status"] == RunStatus.running and row["host_id"] == host_id
         if ours and row["vm_started_at"] is None:
@@ -361,6 +368,10 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
             # update): the job again. Only one of this host's attempts passes `vm_started`.
             return await _job(host_id, run_id)
         raise Conflict("this run is not waiting to start (another worker holds it, or it ended)")
+    # the switches were on (a condition of the claim): the gate left is the pool, by the same rule
+    if problem := await credits.blocked_reason(claimed[0]["company"], holds=False):
+        row = {**claimed[0], "status": RunStatus.running}
+        await _cancel_unstarted(row, problem, (Run.host_id == host_id) & Run.vm_started_at.is_null())
     try:
         return await _job(host_id, run_id)
     except Exception:  # the worker gets a 5xx and tries the claim again: the run must still be claimable
@@ -380,21 +391,15 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
         raise
 
 
-async def _refuse_if_gated(host_id: str, run_id: int) -> None:
-    """A run dispatched to this host and still queued whose company's gates are closed now ends `cancelled`
-    (`gates.cancel_unstarted`: its entry, its bundle gone, its flow stopped), and the claim is refused 409
-    with the reason. Nothing happens to a run not waiting for this host (the claim refuses it as before)."""
-    row = (
-        await Run.select(Run.id, Run.company, Run.status, Run.bundle_dir)
-        .where((Run.id == run_id) & (Run.status == RunStatus.queued) & (Run.dispatched_to == host_id))
-        .first()
-    )
-    if row is None or (problem := await gates.gate_problem(row["company"])) is None:
-        return
-    mine = (Run.dispatched_to == host_id) & Run.host_id.is_null()
-    if await gates.cancel_unstarted(row, problem, actor=audit.run_actor(run_id), only_if=mine):
+async def _cancel_unstarted(row: dict[str, Any], problem: str, only_if: Any) -> None:
+    """End a run this host was about to start, whose company's gate is closed (`problem`), as `cancelled`
+    (`gates.cancel_unstarted`: its entry, its bundle gone, its flow stopped), and refuse the claim 409 with
+    the reason. Raises Conflict either way: if the run moved meanwhile, the claim is refused as for any
+    run not waiting to start."""
+    if await gates.cancel_unstarted(row, problem, actor=audit.run_actor(row["id"]), only_if=only_if):
         queued.announce()  # its slot is free
         raise Conflict(f"this run was cancelled before it started: {problem}", code="run_cancelled")
+    raise Conflict("this run is not waiting to start (another worker holds it, or it ended)")
 
 
 async def _job(host_id: str, run_id: int) -> dict[str, Any]:
