@@ -11,7 +11,6 @@ by `cleanroom drive purge-trash` (for a daily timer)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 import weakref
@@ -29,6 +28,7 @@ from backend.convert.model import ConvertLimits
 from backend.convert.service import not_a_word_document
 from backend.convert.sheets import open_zip_checked
 from backend.convert.sniff import extension, mapped
+from backend.credits.service import lock_company
 from backend.drive import blobs
 from backend.drive.tables import DriveFile, DriveFolder
 from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
@@ -72,12 +72,9 @@ TRASH_DAYS = 30
 TRASH_KEPT = timedelta(days=TRASH_DAYS)
 SYSTEM_ACTOR = "system"  # the purge of expired trash (data.reason: expired)
 MB = 1024 * 1024
-# one quota check-and-insert at a time per company in this process, so two uploads cannot both fit the
-# same room (the API is the only process that files uploads)
-_quota_locks: weakref.WeakValueDictionary[tuple[int, int], asyncio.Lock] = weakref.WeakValueDictionary()
 # blobs are shared by content across files and companies: a purge's "is this content still used?" and its
-# unlink, and an upload's keep and row insert, take this lock, so a purge never removes a blob a new file
-# has just come to share
+# unlink, and an upload's keep, row insert and commit, take this lock (per event loop, in this process), so a
+# purge never removes a blob a new file has just come to share
 _blob_locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
 
 
@@ -248,6 +245,7 @@ async def upload(
     person = run_id is None
     if person:
         await _check_upload_rate(ctx)
+        await purge_expired(ctx.company_id)  # before counting, and outside the filing transaction
         await _check_quota(ctx, 0)  # already full: refused before reading a byte
     size = len(data) if isinstance(data, bytes) else _stream_size(data)
     if size is not None and size > limit:
@@ -262,31 +260,41 @@ async def upload(
             raise TooLarge(f"{name} is over the limit per file of {limit:,} bytes") from None
     try:
         kind = await asyncio.to_thread(_kind_of_file, received.path, name)
-        lock = _quota_lock(ctx.company_id) if person else contextlib.nullcontext()
-        async with lock:
-            if person:
+
+        async def file_it() -> DriveFile:
+            digest = await asyncio.to_thread(blobs.keep, received)
+            row = await _file_row(
+                ctx, name, digest, received.size, kind, folder_id, visibility, run_id, source_datasets
+            )
+            await audit.record(
+                "drive.uploaded",
+                actor=audit_actor or ctx.actor,
+                company_id=ctx.company_id,
+                subject_type="drive_file",
+                subject_id=row.id,
+                data={
+                    "name": name,
+                    "size": received.size,
+                    "sha256": digest,
+                    "folder_id": folder_id,
+                    **({"source_datasets": sorted(set(source_datasets))} if source_datasets else {}),
+                },
+            )
+            return row
+
+        if person:
+            # the check and the insert, and the entry, in one transaction holding the company's row: a second
+            # upload of the company, in this process or any other, waits and then counts this one
+            async with _blob_lock(), audit.atomic():
+                await lock_company(ctx.company_id)
+                await _check_upload_rate(ctx)
                 await _check_quota(ctx, received.size)
+                row = await file_it()
+        else:
             async with _blob_lock():
-                digest = await asyncio.to_thread(blobs.keep, received)
-                row = await _file_row(
-                    ctx, name, digest, received.size, kind, folder_id, visibility, run_id, source_datasets
-                )
+                row = await file_it()
     finally:
         await asyncio.to_thread(blobs.discard, received)  # a no-op once kept
-    await audit.record(
-        "drive.uploaded",
-        actor=audit_actor or ctx.actor,
-        company_id=ctx.company_id,
-        subject_type="drive_file",
-        subject_id=row.id,
-        data={
-            "name": name,
-            "size": received.size,
-            "sha256": digest,
-            "folder_id": folder_id,
-            **({"source_datasets": sorted(set(source_datasets))} if source_datasets else {}),
-        },
-    )
     return file_payload(await DriveFile.select().where(DriveFile.id == row.id).first())
 
 
@@ -345,14 +353,6 @@ def _blob_lock() -> asyncio.Lock:
     return lock
 
 
-def _quota_lock(company_id: int) -> asyncio.Lock:
-    key = (id(asyncio.get_running_loop()), company_id)
-    lock = _quota_locks.get(key)
-    if lock is None:
-        lock = _quota_locks[key] = asyncio.Lock()
-    return lock
-
-
 async def _limits(company_id: int) -> dict[str, int]:
     row = (
         await Company.select(
@@ -374,8 +374,7 @@ async def _used(where: Any) -> int:
 
 async def _check_quota(ctx: UserContext, incoming: int) -> None:
     """The person's files and the company's (the trash included), with `incoming` added, within the
-    company's quotas. Files past their time in the trash are purged first."""
-    await purge_expired(ctx.company_id)
+    company's quotas. (An upload purges the company's expired trash first, outside its transaction.)"""
     limits = await _limits(ctx.company_id)
     for scope, where, quota_mb in (
         (

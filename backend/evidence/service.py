@@ -170,6 +170,12 @@ async def pack(ctx: UserContext, run_id: int) -> dict[str, Any]:
             "exit_code": result.get("exit_code"),
             "vm": result.get("vm"),
             "timings_ms": result.get("timings_ms"),
+            # who says what `vm` and `timings_ms` hold: a fleet host's account is its own, the API cannot check it
+            "vm_reported_by": (
+                f"fleet host {row['host_id']} (self-reported: not verified by the API)"
+                if row["host_id"]
+                else "the API's embedded worker"
+            ),
         },
         "outputs": [
             {"name": f.get("name"), "size": f.get("size"), "sha256": f.get("sha256")}

@@ -57,7 +57,6 @@ WEAK_PASSWORD_HINT = (
 async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserContext]:
     """Returns (session token, user). Wrong email and wrong password fail identically. The attempt is
     counted before the password is checked (login_limits), and the check runs off the event loop."""
-    settings = get_settings()
     email = email.strip().lower()
     attempt = await login_limits.admit(email, ip)
     user = (
@@ -92,18 +91,29 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
             (User.id == user["id"]) & (User.password_hash == user["password_hash"])
         )
     await login_limits.succeeded(attempt.id)
+    return await open_session(user["id"])
+
+
+async def open_session(user_id: int, *, how: dict[str, Any] | None = None) -> tuple[str, UserContext]:
+    """A new session for an active person who has just proved who they are (a password here, a company's
+    single sign-on in tenancy/sso.py); `how` joins the audit entry (the password's sign-in says nothing)."""
     token = secrets.token_urlsafe(32)
     await Session.insert(
         Session(
             token_hash=sha256_text(token),
-            user=user["id"],
+            user=user_id,
             created_at=clock.now(),
-            expires_at=clock.now() + timedelta(hours=settings.session_hours),
+            expires_at=clock.now() + timedelta(hours=get_settings().session_hours),
         )
     )
-    ctx = await load_user_context(user["id"])
+    ctx = await load_user_context(user_id)
     await audit.record(
-        "auth.login", actor=ctx.actor, company_id=ctx.company_id, subject_type="user", subject_id=ctx.user_id
+        "auth.login",
+        actor=ctx.actor,
+        company_id=ctx.company_id,
+        subject_type="user",
+        subject_id=ctx.user_id,
+        **({"data": how} if how else {}),
     )
     return token, ctx
 

@@ -334,6 +334,10 @@ class RunView:
                 if vm:
                     with ui.card().classes("w-full bg-grey-1").mark("isolation"):
                         ui.label("Isolation evidence").classes("font-medium")
+                        if run.host_id:  # a fleet host's account of its own VM: not something the API checked
+                            ui.label(
+                                f"Reported by host {run.host_id} itself; the service cannot verify it."
+                            ).classes("text-grey-8 text-sm").mark("isolation-self-reported")
                         virt = vm.virt_type
                         virt_text = {
                             "kvm": "KVM (hardware virtualization)",

@@ -32,6 +32,8 @@ ALICE = "alice@acme.example"
 # The routes other than reads an auditor may call: they change nothing of the company's.
 AUDITOR_ROUTES = {
     ("POST", "/api/auth/login"),
+    ("POST", "/api/auth/sso/start"),  # signing in through the company's single sign-on
+    ("POST", "/api/auth/sso/return"),
     ("POST", "/api/auth/logout"),
     ("POST", "/api/audit/verify"),
     ("POST", "/api/runs/{run_id:int}/reruns"),  # a re-run for evidence: actions discarded, nothing charged
