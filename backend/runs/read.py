@@ -190,10 +190,11 @@ def contents_withheld(ctx: UserContext, row: dict[str, Any], sources: list[str])
 
 def withhold(row: dict[str, Any], reason: str) -> dict[str, Any]:
     """The run as shown to someone who may not see what it made: nothing it printed, no output or refused
-    file listed (names, hashes and reasons are its code's choice), not the guest's error text, no excerpt of
-    its staged data; the placeholder says why. A run that never ran keeps its error: the service's words."""
+    file listed (names, hashes and reasons are its code's choice), not the guest's error text nor why its
+    actions.json was refused, no excerpt of its staged data; the placeholder says why. A run that never ran
+    keeps its error: the service's words."""
     result = row["result"]
-    error = row["error_message"]
+    error, note = row["error_message"], row["actions_note"]
     if result is not None:
         result = {
             **result,
@@ -205,8 +206,9 @@ def withhold(row: dict[str, Any], reason: str) -> dict[str, Any]:
             "error": None,
         }
         error = f"[{reason}]" if error else None
+        note = f"[{reason}]" if note else None  # a refused actions.json's reason: the guest may word it
     findings = [{**f, "excerpt": "", "span": None} for f in row["findings"] or []]
-    return {**row, "result": result, "findings": findings, "error_message": error}
+    return {**row, "result": result, "findings": findings, "error_message": error, "actions_note": note}
 
 
 @dataclass(frozen=True)

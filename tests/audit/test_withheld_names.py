@@ -50,7 +50,10 @@ def run_code(code: str, *, out_dir: Path, **_: Any) -> Any:
         exit_code=1,
         stdout="done\n",
         files=[OutputFile(name=OUTPUT, size=len(BODY), sha256=DIGEST)],
-        rejected_files=[RejectedFile(name=f"{SECRET}.bin", reason=f"not a kept type: {SECRET}")],
+        rejected_files=[
+            RejectedFile(name=f"{SECRET}.bin", reason=f"not a kept type: {SECRET}"),
+            RejectedFile(name="actions.json", reason=f"not valid JSON near {SECRET}"),  # the run's actions_note
+        ],
         error=f"Traceback: KeyError {SECRET}",
         timings_ms=Timings(total=800),
         vm=VmInfo(virt_type="kvm", nics=0, guest_interfaces=["lo"], image_hash="f" * 64),
@@ -151,6 +154,9 @@ async def test_a_runs_output_names_hashes_and_errors_follow_the_permission(
     mine = await views(client, HANNAH, rid)
     assert {path for path, _ in leaks(mine)} == set(mine)
     assert all(DIGEST in mine[p] for p in (f"/api/runs/{rid}", f"/api/runs/{rid}/evidence"))
+    client.cookies.clear()
+    await login(client, HANNAH)
+    assert SECRET in (await client.get(f"/api/runs/{rid}")).json()["actions_note"]
 
     # a company admin reads them too, in the reviewer's views
     admin = await views(client, ADMIN, rid, reviewer=True)
@@ -169,7 +175,8 @@ async def test_a_runs_output_names_hashes_and_errors_follow_the_permission(
     client.cookies.clear()
     await login(client, HANNAH)
     detail = (await client.get(f"/api/runs/{rid}")).json()
-    assert detail["withheld"] and detail["status"] == "failed" and detail["error_message"] == f"[{detail['withheld']}]"
+    assert detail["withheld"] and detail["status"] == "failed"
+    assert detail["error_message"] == detail["actions_note"] == f"[{detail['withheld']}]"
     (item,) = (await client.get(f"/api/runs/{rid}/action-items")).json()
     assert item["values_withheld"] and item["changes"] == {} and item["before"] is None
     trail = (await client.get(f"/api/runs/{rid}/audit")).json()
