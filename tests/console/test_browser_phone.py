@@ -1,7 +1,7 @@
 """The approval page on a phone (390x844) and on a desktop (1280x800), in real headless Chromium: on the
 phone the navigation drawer starts closed and the run is what shows, nothing makes the page wider than the
-screen (the code soft-wraps inside its own box, nothing of it out of sight), and Approve can be scrolled to and pressed; on the
-desktop the drawer stands open beside the page. Needs no VM: the demo run only waits for approval."""
+screen (the code soft-wraps inside its own box, nothing of it out of sight), and Approve can be scrolled
+to and pressed; on the desktop the drawer stands open beside the page. Needs no VM: the demo run only waits for approval."""
 
 from __future__ import annotations
 
@@ -100,14 +100,16 @@ def test_on_a_phone_the_run_shows_first_and_approve_is_within_reach(servers: Ser
     code = driver.find_element(By.CSS_SELECTOR, ".cr-code")
     assert rect(driver, code)["right"] <= width
     assert driver.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", code)
-    lines = driver.find_elements(By.CSS_SELECTOR, ".cr-code td.code pre > span[id^='cr-line-']")
-    heights = [rect(driver, line)["bottom"] - rect(driver, line)["top"] for line in lines]
-    assert lines and max(heights) >= 2 * min(heights)  # a long line took rows of its own, a short one one row
-    assert all(rect(driver, line)["right"] <= rect(driver, code)["right"] for line in lines)
-    numbers = driver.execute_script(
-        "return arguments[0].map(l => getComputedStyle(l, '::before').content)", lines[:3]
+    lines = driver.execute_script(  # each line of the code: its box and what numbers it (one round trip)
+        "return [...arguments[0].querySelectorAll('td.code pre > span[id^=\"cr-line-\"]')].map(l => {"
+        "const r = l.getBoundingClientRect();"
+        "return {height: r.height, right: r.right, number: getComputedStyle(l, '::before').content}; })",
+        code,
     )
-    assert numbers == ["counter(cr-line)"] * 3, numbers  # each line numbered in its first row
+    heights = [line["height"] for line in lines]
+    assert lines and max(heights) >= 2 * min(heights)  # a long line took rows of its own, a short one one row
+    assert all(line["right"] <= rect(driver, code)["right"] for line in lines)
+    assert {line["number"] for line in lines} == {"counter(cr-line)"}  # each line numbered in its first row
 
     # the run's story in reading order: plan, staged data, code, warnings, then the two buttons
     order = [
