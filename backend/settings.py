@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CLEANROOM_", extra="ignore")
 
     data_dir: Path = REPO_ROOT / "var"
+    # the Ed25519 key that signs audit exports (PEM, 0600; made on first use): default
+    # data_dir/audit-signing/ed25519.pem. Kept outside the database, so whoever can write the table cannot sign.
+    audit_signing_key: Path | None = None
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("DATABASE_URL", "CLEANROOM_DATABASE_URL")
     )
@@ -62,6 +65,19 @@ class Settings(BaseSettings):
     # (`serve --processes N`) has its own: N x this plus the job queue's few stay under PostgreSQL's
     # max_connections (100 by default).
     db_pool_size: int = Field(default=20, ge=1, le=200)
+    # PostgreSQL: how long a statement of the API (its pool, the fleet's dispatcher and job queue) waits for
+    # a lock, and runs at most, before it fails (0: no limit). A lock held by someone else for ever (a
+    # fleet host's role cannot reach the API's locks any more, but an operator's stray session can) then
+    # fails one request instead of freezing every writer and the pool with them (issue 52, D-M1). The
+    # longest legitimate waits are turns on the audit chain's lock, a few hundred ms at a thousand
+    # assistants (docs/scale.md), and the longest statements whole-table reads of the audit chain
+    # (`audit verify`, seconds at millions of entries). Migrations, and the command line (run by the
+    # operator, `audit verify` on a large chain), run without these (`db_migration_*`).
+    db_lock_timeout_seconds: float = Field(default=10.0, ge=0)
+    db_statement_timeout_seconds: float = Field(default=120.0, ge=0)
+    # a migration (one transaction each) may rewrite a whole table: its own limits, none by default
+    db_migration_lock_timeout_seconds: float = Field(default=0.0, ge=0)
+    db_migration_statement_timeout_seconds: float = Field(default=0.0, ge=0)
     # every API answer carries `Server-Timing: app;dur=<ms>`, the time from the request reaching the app to
     # its answer's headers (the control-plane bench turns it on to tell the API's time from its own)
     server_timing: bool = False
@@ -126,6 +142,10 @@ class Settings(BaseSettings):
     # queued, waiting, running) and failed runs keeping their bundle for a revision (backend/runs/limits.py)
     max_staged_bytes_per_company: int = 2 * 1024 * 1024 * 1024
     max_staged_bytes_per_user: int = 1024 * 1024 * 1024  # half the company's: one user never holds it all
+    # How far below zero the assistant platform's charges may take a company's pool (what they charge already
+    # happened, so a little overdraft is allowed); a charge that would go further is refused (402) and
+    # audited, and nothing is recorded. 0: never below zero.
+    platform_overdraft_credits: float = Field(default=100.0, ge=0)
     # a run that failed after its VM started keeps its bundle this long (it can be revised), then loses it
     failed_bundle_retention_days: float = 7.0
     bundle_sweep_minutes: float = 15.0  # how often the worker deletes bundles past their retention
@@ -153,13 +173,49 @@ class Settings(BaseSettings):
     login_attempts_per_window: int = 5
     login_window_seconds: int = 60
     login_attempts_per_ip: int = 20  # failed sign-ins per window from one address, across e-mails
-    # signs the browser address the console forwards with a sign-in (backend/tenancy/forwarded.py);
-    # unset: the file console_forward_secret in the data directory
+    # failed sign-ins of one e-mail, from any address it never signed in from, before each further one waits
+    # (a window, doubling; the addresses it signed in from are exempt: backend/tenancy/login_limits.py)
+    login_attempts_per_account: int = 10
+    login_known_addresses_per_account: int = 10  # the latest addresses an account signed in from, remembered
+    login_known_address_days: int = 90  # ... while used within this many days
+    # signs the browser address the console forwards with a sign-in (backend/tenancy/forwarded.py), at least
+    # 32 bytes (shorter: serve and the console refuse to start); unset: the file console_forward_secret in the
+    # data directory
     console_forward_secret: str | None = None
     login_attempts_keep_windows: int = 10  # attempts older than this many windows are pruned
     login_hash_concurrency: int = 2  # password checks at once (argon2: 64 MiB and a core each)
-    login_hash_queue: int = 32  # sign-ins waiting for a check before new ones are turned away
+    login_hash_queue: int = 32  # sign-ins waiting for a check, per lane (known, fresh), before new ones get 429
     session_hours: int = 12
+    # argon2's parameters for new password hashes: "standard" (argon2-cffi's defaults, 64 MiB) everywhere
+    # but the test suite, which sets "cheap" (tests/conftest.py); a stored hash made with other parameters is
+    # rehashed at its next sign-in (backend/tenancy/passwords.py)
+    password_hash_profile: Literal["standard", "cheap"] = "standard"
+    # how long an invitation and a password-reset link stay valid
+    invite_link_hours: int = Field(default=72, ge=1, le=24 * 30)
+    reset_link_hours: int = Field(default=2, ge=1, le=72)
+
+    # mail (invitations, password resets): sent when smtp_host is set; otherwise the admin or the operator
+    # sees the link once and passes it on (a forgotten-password request then sends nothing)
+    smtp_host: str | None = None
+    smtp_port: int = 587
+    smtp_starttls: bool = True  # STARTTLS before signing in; false only for a relay on this host
+    smtp_username: str | None = None
+    smtp_password: str | None = Field(default=None, repr=False)
+    smtp_from: str = "cleanroom@localhost"
+    smtp_timeout_seconds: float = 10.0
+
+    def postgres_timeouts(self, *, migration: bool = False) -> dict[str, str]:
+        """The API's `lock_timeout` and `statement_timeout` (or a migration's), as PostgreSQL settings a
+        connection is opened with (asyncpg's `server_settings`, libpq's `options`)."""
+        lock, statement = (
+            (self.db_migration_lock_timeout_seconds, self.db_migration_statement_timeout_seconds)
+            if migration
+            else (self.db_lock_timeout_seconds, self.db_statement_timeout_seconds)
+        )
+        return {
+            "lock_timeout": f"{round(lock * 1000)}ms",
+            "statement_timeout": f"{round(statement * 1000)}ms",
+        }
 
     @property
     def effective_database_url(self) -> str:

@@ -153,7 +153,7 @@ class Api(CleanroomClient):
         (backend/tenancy/forwarded.py)."""
         from backend.tenancy import forwarded
 
-        headers = forwarded.headers(client_address) if client_address else {}
+        headers = forwarded.headers(client_address, email) if client_address else {}
         result, response = await self.authenticate(email, password, headers=headers)
         self.session = session_from_set_cookie(response)
         if not self.session:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -14,10 +15,13 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from backend import filemodes
 from backend.settings import Settings, get_settings
+from backend.tenancy import forwarded
 from backend.tenancy.origin import host_names
-from console import pages, session, theme
+from console import forwarding, pages, session, theme
 from console import storage as console_storage
 from console.api import ApiConfig
+
+log = logging.getLogger("cleanroom.console")
 
 
 def build(config: ApiConfig) -> None:
@@ -59,8 +63,22 @@ def run() -> None:
         raise RuntimeError(
             f"NiceGUI would keep sessions in {Storage.path}, not {expected}: start `python -m console`"
         )
-    build(ApiConfig(settings.effective_api_base_url))
+    try:
+        forwarded.secret()  # an unfit forwarding secret: refuse before serving anyone
+    except forwarded.ForwardSecretError as exc:
+        raise SystemExit(f"cleanroom console: {exc}") from None
+    if warning := forwarded.unnamed_proxy("console", settings, os.environ):
+        log.warning(warning)
+    config = ApiConfig(settings.effective_api_base_url)
+    build(config)
     guard_hosts(app, settings)
+    refused: list[bool] = []
+
+    def mismatch() -> None:
+        refused.append(True)
+        app.shutdown()
+
+    app.on_startup(lambda: forwarding.check(config, mismatch))  # the API shares the key, else stop
     ui.run(
         host=settings.host,
         port=settings.console_port,
@@ -74,3 +92,5 @@ def run() -> None:
         # browser address the console forwards with a sign-in (backend/tenancy/forwarded.py)
         proxy_headers=bool(os.environ.get("FORWARDED_ALLOW_IPS")),
     )
+    if refused:
+        raise SystemExit(f"cleanroom console: {forwarding.MISMATCH}")

@@ -242,25 +242,43 @@ async def list_items(ctx: UserContext, run_id: int) -> list[ActionItemInfo]:
 VALUES_WITHHELD = "withheld: an auditor sees this change's values only when they may read the record"
 
 
-async def shown_to(
-    ctx: UserContext, run: dict[str, Any], item: ActionItemInfo, unreadable: list[str]
-) -> ActionItemInfo:
-    """An item as `ctx` sees it: what, where, its status and who decided it, and its values (proposed
-    changes, the record before, the raw entry, the reason) only when `ctx` may read what the run that
-    proposed it is computed from (`unreadable`: `unreadable_sources` of the run's sources, the rule its
-    printed output follows; a requester who lost a permission sees their old items' values no more), and,
-    for an auditor on someone else's run, the record itself, by the one visibility rule (records.visibility),
-    as any member would."""
+async def values_withheld(
+    ctx: UserContext, run: dict[str, Any], item: ActionItemInfo, unreadable: list[str] | None = None
+) -> str | None:
+    """Why `ctx` does not see an item's values (proposed changes, the record before, the raw entry, the
+    reason), or None. They are what the run that proposed them computed, so first the rule its printed output
+    follows: `unreadable_sources` of the run's sources (`unreadable`, when the caller read them already); a
+    requester who lost a permission sees their old items' values no more. Then, for an auditor on someone
+    else's run, the record itself, by the one visibility rule (records.visibility), as any member would."""
+    if unreadable is None:
+        unreadable = unreadable_sources(ctx, await run_sources(run))
     if unreadable:
-        return _withheld_item(item, withheld_reason(unreadable))
+        return withheld_reason(unreadable)
     if not ctx.is_auditor or run["requested_by"] == ctx.user_id:
-        return item
+        return None
     record_id = item.record_id if item.op == "update" else item.created_record_id
     dataset = DATASETS.get(item.dataset or "")
     table = dataset.table if dataset is not None and ctx.can(dataset.name) else None
     if table is not None and record_id is not None and await visible_row(ctx, table, record_id, table.id):
+        return None
+    return VALUES_WITHHELD
+
+
+async def may_read_values(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) -> bool:
+    """Whether `ctx` sees an item's values (`values_withheld`). The audit export asks this too, for the
+    entries about an item."""
+    return await values_withheld(ctx, run, item) is None
+
+
+async def shown_to(
+    ctx: UserContext, run: dict[str, Any], item: ActionItemInfo, unreadable: list[str] | None = None
+) -> ActionItemInfo:
+    """An item as `ctx` sees it: what, where, its status and who decided it, and its values only when
+    `values_withheld` says nothing."""
+    why = await values_withheld(ctx, run, item, unreadable)
+    if why is None:
         return item
-    return _withheld_item(item, VALUES_WITHHELD)
+    return _withheld_item(item, why)
 
 
 def _withheld_item(item: ActionItemInfo, reason: str) -> ActionItemInfo:

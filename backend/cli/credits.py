@@ -1,5 +1,5 @@
 """The operator's credit commands (on the API's host, the API's database): the assistant platform's
-credentials (`cleanroom platform token create|revoke|list`), plans (`cleanroom plans list|set|assign`) and
+credentials (`cleanroom platform token create|scope|revoke|list`), plans (`cleanroom plans list|set|assign`) and
 top-ups (`cleanroom credits top-up`). Each change is audited, naming the operator."""
 
 from __future__ import annotations
@@ -16,6 +16,22 @@ def _operator() -> str:
     return f"cli:{os.environ.get('USER', 'root')}"
 
 
+def _refs(companies: list[str]) -> list[int | str]:
+    """--company values: an id when all digits, else a name."""
+    return [int(c) if c.strip().isdigit() else c.strip() for c in companies]
+
+
+def _scope_text(row: dict) -> str:
+    if row.get("all_companies"):
+        return "charges every company"
+    names = [c["name"] if isinstance(c, dict) else c for c in row.get("companies") or []]
+    return (
+        "charges " + ", ".join(names)
+        if names
+        else "charges no company yet (`cleanroom platform token scope`)"
+    )
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     platform_app = group("The assistant platform: the credential it charges chat turns with.")
     app.add_typer(platform_app, name="platform")
@@ -23,14 +39,50 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     platform_app.add_typer(token_app, name="token")
 
     @token_app.command("create")
-    def token_create(name: str = typer.Argument(..., help="what the credential is for")) -> None:
+    def token_create(
+        name: str = typer.Argument(..., help="what the credential is for"),
+        company: list[str] = typer.Option(
+            [], "--company", help="a company (name or id) it may charge; repeat for more"
+        ),
+        all_companies: bool = typer.Option(
+            False, "--all-companies", help="it may charge every company (an explicit choice)"
+        ),
+    ) -> None:
         """A new platform credential, printed once (only its hash is kept): it reaches POST
-        /api/platform/charges and nothing else."""
+        /api/platform/charges and nothing else, for the companies named (--company, repeatable) or every
+        company (--all-companies)."""
         from backend.credits import platform
 
-        row = run_db(lambda: platform.create_token(name, created_by=_operator()))
-        typer.echo(f"platform credential {row['id']} ({row['name']}), shown only now:", err=True)
+        row = run_db(
+            lambda: platform.create_token(
+                name, created_by=_operator(), companies=_refs(company), all_companies=all_companies
+            )
+        )
+        typer.echo(
+            f"platform credential {row['id']} ({row['name']}, {_scope_text(row)}), shown only now:", err=True
+        )
         typer.echo(row["token"])
+
+    @token_app.command("scope")
+    def token_scope(
+        token_id: int = typer.Argument(..., help="its id (`cleanroom platform token list`)"),
+        company: list[str] = typer.Option(
+            [], "--company", help="a company (name or id) it may charge; repeat for more"
+        ),
+        all_companies: bool = typer.Option(
+            False, "--all-companies", help="it may charge every company (an explicit choice)"
+        ),
+    ) -> None:
+        """Set the companies a platform credential may charge (replacing its earlier ones). A credential made
+        before credentials were scoped charges nobody until this names its companies."""
+        from backend.credits import platform
+
+        row = run_db(
+            lambda: platform.scope_token(
+                token_id, actor=_operator(), companies=_refs(company), all_companies=all_companies
+            )
+        )
+        typer.echo(f"platform credential {token_id} ({row['prefix']}…, {row['name']}): {_scope_text(row)}")
 
     @token_app.command("revoke")
     def token_revoke(
@@ -54,7 +106,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         for t in rows:
             used = t["last_used_at"].isoformat(timespec="seconds") if t["last_used_at"] else "never"
             typer.echo(
-                f"{t['id']:<4} {t['prefix']}…  {t['name']:<24} last used {used}{'  revoked' if t['revoked'] else ''}"
+                f"{t['id']:<4} {t['prefix']}…  {t['name']:<24} last used {used}  {_scope_text(t)}"
+                f"{'  revoked' if t['revoked'] else ''}"
             )
 
     plans_app = group("Plans: name → monthly credits; a company's pool is its plan's, each month.")

@@ -49,6 +49,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise typer.Exit(2)
         filemodes.ensure_dirs(settings.data_dir)
         private_umask(settings)
+        _forwarding_checks(settings)
         console_proc = worker_proc = local = None
         if with_worker:
             worker_proc = _local_worker(settings)
@@ -72,6 +73,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if console:
             typer.echo(f"Cleanroom console  http://{settings.host}:{settings.console_port}")
         typer.echo(f"database           {settings.effective_database_url}")
+        _say_how_to_begin()
         if processes > 1:
             typer.echo(f"API processes      {processes}")
         try:
@@ -108,6 +110,37 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 worker_proc.wait()
 
 
+EMPTY_DATABASE = (
+    "no company yet. Start one and its first admin (who gets a one-time link to set a password):\n"
+    '  cleanroom companies create "Your company" --admin you@example.com\n'
+    "(docs/onboarding.md walks the rest; `cleanroom demo seed` fills a database with the demo companies instead)"
+)
+
+
+def _say_how_to_begin() -> None:
+    """An empty database says how to begin: the operator's first command (docs/onboarding.md)."""
+    from backend.cli.support import run_db
+    from backend.tenancy import people
+
+    if not run_db(people.any_company):
+        typer.secho(EMPTY_DATABASE, fg=typer.colors.YELLOW)
+
+
+def _forwarding_checks(settings) -> None:
+    """Refuses an unfit forwarding secret (backend/tenancy/forwarded.py) before anything starts, and warns
+    when the settings show a proxy in front of the API or the console that FORWARDED_ALLOW_IPS does not
+    name (the console, started below, checks its own the same way and its key against the API's)."""
+    from backend.cli.support import fail
+    from backend.tenancy import forwarded
+
+    try:
+        forwarded.secret()
+    except forwarded.ForwardSecretError as exc:
+        fail(str(exc))
+    if warning := forwarded.unnamed_proxy("api", settings, os.environ):
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+
+
 def private_umask(settings) -> None:
     """Everything `serve`, its worker and its console create is the service user's alone: umask 077 (the
     console's sessions, logs, whatever a library writes with default modes; what must be shared gets its
@@ -122,13 +155,14 @@ def private_umask(settings) -> None:
 
 
 def _local_worker(settings) -> subprocess.Popen:
-    """`cleanroom worker --host-id local` beside the API, enrolled with a fresh token (a single-host fleet)."""
+    """`cleanroom worker --host-id local` beside the API, enrolled with a fresh token (a single-host fleet);
+    the `local` tokens of earlier starts are revoked as it is made."""
     from backend.cli.support import fail, run_db
     from backend.fleet import service
 
     if settings.workers != "fleet" or not settings.is_postgres:
         fail("--with-worker is for a fleet: set CLEANROOM_WORKERS=fleet and DATABASE_URL=postgresql://…")
-    token = run_db(lambda: service.enroll("local", created_by="cleanroom serve --with-worker"))
+    token = run_db(lambda: service.enroll_replacing("local", created_by="cleanroom serve --with-worker"))
     env = dict(
         os.environ, CLEANROOM_WORKER_TOKEN=token, CLEANROOM_API_BASE_URL=settings.effective_api_base_url
     )

@@ -20,8 +20,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         faults: str = typer.Option(
             "",
             "--faults",
-            help="comma-separated: kill_api, kill_worker, restart_libvirtd, fill_disk; in a fleet also cut_database, "
-            "restart_postgres (default: all of the mode's)",
+            help="comma-separated: kill_api, kill_worker, fill_disk, restart_libvirtd; in a fleet also cut_database, "
+            "restart_postgres (default: the mode's faults that stay within the soak's own deployment; "
+            "restart_libvirtd kills the machine's libvirtd and runs only when named; restart_postgres only when "
+            "named, and only on a cluster that is the soak's own: the README's Fault soak section)",
         ),
         fault_every: float = typer.Option(20.0, "--fault-every", help="mean seconds between faults"),
         settle: float = typer.Option(

@@ -24,13 +24,17 @@ class CreditCharge(Table):
 
 class PlatformCharge(Table):
     """What the assistant platform charged to a company's pool for something that already happened (a chat
-    turn, or another named kind), filed once per idempotency key with a platform credential."""
+    turn, or another named kind), filed once per idempotency key of each platform credential."""
 
     company = ForeignKey(references=Company, null=False, index=True)
     user = ForeignKey(references=User, null=False)
     kind = Varchar(length=32)
     credits = Real()
-    idempotency_key = Varchar(length=200, unique=True, index=True)
+    idempotency_key = Varchar(length=200)  # the platform's own key, as it sent it
+    # sha256 of the credential's id and its key (`platform.token_key`): one charge per key *per credential*,
+    # so a second platform using the same key scheme neither collides with nor learns of another's charges.
+    # 200 long: the column was the unique `idempotency_key` before (migration 2026-12-06T04:30:00).
+    token_key = Varchar(length=200, unique=True, index=True)
     token_id = Integer(default=0)  # the platform credential that filed it
     left_after = Real(default=0.0)  # what was left of the pool right after it (the answer a replay gets)
     at = Timestamptz()
@@ -47,6 +51,16 @@ class PlatformToken(Table):
     created_by = Varchar(length=254, default="")
     last_used_at = Timestamptz(null=True, default=None)
     revoked = Boolean(default=False)
+    # the operator's explicit choice that it may charge every company; otherwise only the companies its
+    # PlatformTokenCompany rows name (none: it charges nobody, as credentials made before scopes existed)
+    all_companies = Boolean(default=False)
+
+
+class PlatformTokenCompany(Table):
+    """A company a platform credential may charge (`cleanroom platform token create NAME --company ...`)."""
+
+    token = ForeignKey(references=PlatformToken, null=False, index=True)
+    company = ForeignKey(references=Company, null=False)
 
 
 class CreditPlan(Table):
@@ -67,4 +81,4 @@ class CreditTopUp(Table):
     at = Timestamptz()
 
 
-TABLES = [CreditCharge, PlatformCharge, PlatformToken, CreditPlan, CreditTopUp]
+TABLES = [CreditCharge, PlatformCharge, PlatformToken, PlatformTokenCompany, CreditPlan, CreditTopUp]

@@ -82,6 +82,21 @@ async def revoke(token_id: int, actor: str) -> dict[str, Any]:
     return {**row, "revoked": True}
 
 
+async def enroll_replacing(host_id: str, created_by: str) -> str:
+    """A new enrollment token for `host_id` with every earlier live token of that host id revoked (each
+    audited), in one transaction: `serve --with-worker` enrolls its `local` host so at every start, and the
+    token of an earlier start (left in an old process's environment, a crash dump, a log) stops working.
+    Tokens of other host ids are untouched."""
+    async with audit.atomic():
+        earlier = await WorkerToken.select(WorkerToken.id).where(
+            (WorkerToken.host_id == host_id) & (WorkerToken.revoked.eq(False))
+        )
+        token = await enroll(host_id, created_by)
+        for row in earlier:
+            await revoke(row["id"], actor=created_by)
+    return token
+
+
 async def tokens() -> list[dict[str, Any]]:
     rows = await WorkerToken.select(
         WorkerToken.id,

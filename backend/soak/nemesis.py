@@ -2,9 +2,13 @@
 given what it needs to come back (a killed API is started again after a pause; a killed worker is started
 again by `serve` itself; a filled disk is freed after a while).
 
-`FAULTS` names them, `BY_MODE` says which a mode takes, `cleanroom soak --faults` chooses. `restart_libvirtd`
-and `restart_postgres` restart what every checkout on the machine shares: the short soaks in the suite leave
-them out (`cut_database` ends only the deployment's own database connections).
+`FAULTS` names them, `BY_MODE` says which a mode takes, `cleanroom soak --faults` chooses; without it a soak
+uses `DEFAULT_BY_MODE`, which holds no `SHARED` fault. `restart_libvirtd` and `restart_postgres` strike what
+the whole machine shares (every guest on it; every database of a PostgreSQL cluster, production's too), so
+they run only when named in --faults, and `restart_postgres` only on a cluster that is the soak's own: the
+cluster serving the soak's database must carry `OWN_CLUSTER_MARKER` in its data directory (a throwaway
+cluster made for soaks, the README's "Fault soak"), and it is that cluster that is restarted, by its own
+name (`cut_database` ends only the deployment's own database connections).
 """
 
 from __future__ import annotations
@@ -45,18 +49,57 @@ def cut_database(dep: Deployment, rng: random.Random) -> str:
     return f"connections to {dep.name} cut"
 
 
+OWN_CLUSTER_MARKER = "cleanroom-soak-cluster"  # in a cluster's data directory: it is a soak's to restart
+
+
+def server_cluster(url: str) -> dict[str, str]:
+    """What the PostgreSQL server at `url` says of itself: its data directory and its cluster's name
+    (Debian's `VERSION/NAME`). Needs a superuser, as the soak's database URL is."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        return {
+            "data_directory": str(conn.execute("SHOW data_directory").fetchone()[0]),  # type: ignore[index]
+            "cluster_name": str(conn.execute("SHOW cluster_name").fetchone()[0]),  # type: ignore[index]
+        }
+
+
+def own_cluster(server: dict[str, str]) -> tuple[str, str]:
+    """(version, name) of the cluster `server` describes (`server_cluster`), if it is a soak's own: its data
+    directory, on this machine, holds OWN_CLUSTER_MARKER. Anything else (production's cluster, the test
+    suite's, a server on another machine, a data directory this user cannot read) is ValueError."""
+    data = Path(server.get("data_directory") or "/nonexistent")
+    version, _, name = (server.get("cluster_name") or "").partition("/")
+    try:
+        marked = (data / OWN_CLUSTER_MARKER).is_file()
+    except OSError:
+        marked = False
+    if not marked:
+        raise ValueError(
+            f"restart_postgres restarts only a PostgreSQL cluster that is the soak's own, and the one serving "
+            f"its database ({server.get('cluster_name') or '?'}, {data}) has no {OWN_CLUSTER_MARKER} in its data "
+            "directory: point CLEANROOM_BENCH_POSTGRES_URL at a throwaway cluster made for soaks (the README's "
+            "'Fault soak'), "
+            "or leave restart_postgres out"
+        )
+    if not version or not name:
+        raise ValueError(f"cannot tell which cluster serves the soak's database (cluster_name {server!r})")
+    return version, name
+
+
 def restart_postgres(dep: Deployment, rng: random.Random) -> str:
-    """The machine's PostgreSQL restarted (every database on it: not in the suite)."""
-    versions = sorted(
-        Path("/usr/lib/postgresql").iterdir(), key=lambda p: [int(x) for x in p.name.split(".")]
-    )
+    """The soak's own PostgreSQL cluster restarted (every connection to it ends; opt-in, see the module)."""
+    if not isinstance(dep, FleetDeployment):
+        return "no database server here (skipped)"
+    version, name = own_cluster(server_cluster(dep.env["DATABASE_URL"]))
     done = subprocess.run(
-        ["pg_ctlcluster", versions[-1].name, "main", "restart", "-m", "fast"],
+        ["pg_ctlcluster", version, name, "restart", "-m", "fast"],
         check=False,
         capture_output=True,
         text=True,
     )
-    return f"PostgreSQL restarted ({done.returncode}{': ' + done.stderr.strip()[-200:] if done.returncode else ''})"
+    tail = ": " + done.stderr.strip()[-200:] if done.returncode else ""
+    return f"PostgreSQL {version}/{name} restarted ({done.returncode}{tail})"
 
 
 def restart_libvirtd(dep: Deployment, rng: random.Random) -> str:
@@ -96,3 +139,19 @@ BY_MODE = {
     "embedded": ("kill_api", "kill_worker", "restart_libvirtd", "fill_disk"),
     "fleet": ("kill_api", "kill_worker", "restart_libvirtd", "fill_disk", "cut_database", "restart_postgres"),
 }
+# what the whole machine shares: only when named in --faults
+SHARED = frozenset({"restart_libvirtd", "restart_postgres"})
+DEFAULT_BY_MODE = {mode: tuple(f for f in faults if f not in SHARED) for mode, faults in BY_MODE.items()}
+
+
+def chosen_faults(mode: str, faults: list[str] | None, admin_url: Callable[[], str]) -> list[str]:
+    """The faults a soak of `mode` uses: those named (each the mode's), else the mode's default, which holds no
+    shared fault. `restart_postgres` is refused (ValueError) unless the cluster at `admin_url()` is the
+    soak's own (`own_cluster`), before anything is deployed."""
+    chosen = list(faults or DEFAULT_BY_MODE[mode])
+    unknown = sorted(set(chosen) - set(BY_MODE[mode]))
+    if unknown:
+        raise ValueError(f"fault(s) {', '.join(unknown)} not in mode {mode}: {', '.join(BY_MODE[mode])}")
+    if "restart_postgres" in chosen:
+        own_cluster(server_cluster(admin_url()))
+    return chosen

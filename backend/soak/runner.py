@@ -18,7 +18,7 @@ from typing import Any
 
 from backend.soak import invariants
 from backend.soak.deployment import Deployment, FleetDeployment
-from backend.soak.nemesis import BY_MODE, FAULTS
+from backend.soak.nemesis import FAULTS, chosen_faults
 from backend.soak.workload import History, Workload
 
 MODES = {"embedded": Deployment, "fleet": FleetDeployment}
@@ -60,10 +60,9 @@ def soak(
 ) -> dict[str, Any]:
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not built yet; modes: {', '.join(MODES)}")
-    faults = faults or list(BY_MODE[mode])
-    unknown = sorted(set(faults) - set(BY_MODE[mode]))
-    if unknown:
-        raise ValueError(f"fault(s) {', '.join(unknown)} not in mode {mode}: {', '.join(BY_MODE[mode])}")
+    from backend.benches.workers import _admin_url
+
+    faults = chosen_faults(mode, faults, _admin_url)
     dep = MODES[mode]()
     history = History()
     try:

@@ -19,7 +19,7 @@ async def test_runs_and_chat_turns_side_by_side(
     run = await assistant.propose()
     await assistant.approve("alice@acme.example", run)
     await execute_with_stand_in_vm(run["id"], monkeypatch)
-    made = await platform.create_token("chat", created_by="cli:test")
+    made = await platform.create_token("chat", created_by="cli:test", companies=["Acme Analytics"])
     token = await PlatformToken.select().where(PlatformToken.id == made["id"]).first()
     for key, who in (("t1", "alice@acme.example"), ("t2", "bob@acme.example")):
         await platform.charge(token, company="Acme Analytics", user=who, kind="chat_turn", amount=3, key=key)

@@ -10,6 +10,7 @@ import pytest
 from nicegui.testing.user import User
 
 from backend import clock
+from backend.credits.platform import token_key
 from backend.credits.tables import PlatformCharge
 from backend.tenancy.tables import Company
 from backend.tenancy.tables import User as Person
@@ -37,6 +38,7 @@ async def _chat_turn(credits: float) -> None:
             kind="chat_turn",
             credits=credits,
             idempotency_key=f"turn-{credits}",
+            token_key=token_key(0, f"turn-{credits}"),
             at=clock.now() - timedelta(hours=1),
         )
     )

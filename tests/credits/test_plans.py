@@ -20,6 +20,7 @@ from backend.audit.tables import AuditEntry
 from backend.cli import app
 from backend.credits import operator
 from backend.credits import service as credits
+from backend.credits.platform import token_key
 from backend.credits.tables import CreditTopUp, PlatformCharge
 from backend.settings import get_settings
 from backend.tenancy.tables import Company, User
@@ -108,7 +109,11 @@ async def test_the_operators_cli_sets_plans_assigns_them_and_tops_up(client, dem
 
 
 async def test_the_platform_credential_commands(client, demo_db, monkeypatch) -> None:
-    done = await _cli(monkeypatch, demo_db, "platform", "token", "create", "chat")
+    done = await _cli(monkeypatch, demo_db, "platform", "token", "create", "chat")  # no scope: refused
+    assert done.exit_code != 0 and "--all-companies" in done.output
+    done = await _cli(
+        monkeypatch, demo_db, "platform", "token", "create", "chat", "--company", "Acme Analytics"
+    )
     assert done.exit_code == 0, done.output
     token = done.stdout.strip().splitlines()[-1]
     assert token.startswith("cpt_")
@@ -117,16 +122,35 @@ async def test_the_platform_credential_commands(client, demo_db, monkeypatch) ->
     assert (await client.post("/api/platform/charges", json=body, headers=headers)).status_code == 200
     listed = await _cli(monkeypatch, demo_db, "platform", "token", "list")
     assert done.exit_code == 0 and "chat" in listed.output and token not in listed.output
+    assert "charges Acme Analytics" in listed.output
     token_id = listed.output.split()[0]
+    globex = {**body, "company": "Globex", "user": "gina@globex.example", "idempotency_key": "cli-g"}
+    assert (await client.post("/api/platform/charges", json=globex, headers=headers)).status_code == 404
+    done = await _cli(
+        monkeypatch,
+        demo_db,
+        "platform",
+        "token",
+        "scope",
+        token_id,
+        "--company",
+        "Acme Analytics",
+        "--company",
+        "Globex",
+    )
+    assert done.exit_code == 0 and "charges Acme Analytics, Globex" in done.output, done.output
+    assert (await client.post("/api/platform/charges", json=globex, headers=headers)).status_code == 200
     done = await _cli(monkeypatch, demo_db, "platform", "token", "revoke", token_id)
     assert done.exit_code == 0, done.output
     body["idempotency_key"] = "cli-2"
     assert (await client.post("/api/platform/charges", json=body, headers=headers)).status_code == 401
     assert (
         await AuditEntry.count().where(
-            AuditEntry.action.is_in(["platform.token_created", "platform.token_revoked"])
+            AuditEntry.action.is_in(
+                ["platform.token_created", "platform.token_scoped", "platform.token_revoked"]
+            )
         )
-        == 2
+        == 3
     )
 
 
@@ -143,6 +167,7 @@ async def test_last_periods_charges_and_top_ups_do_not_count(client) -> None:
             kind="chat_turn",
             credits=50,
             idempotency_key="old",
+            token_key=token_key(0, "old"),
             at=start - timedelta(seconds=1),
         )
     )

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from backend import clock
+from backend.credits.platform import token_key
 from backend.credits.tables import CreditCharge, PlatformCharge
 from backend.tenancy.tables import Company, User
 from tests.conftest import approve_as, login, token_for
@@ -82,7 +83,15 @@ async def _charge(kind: str, credits: float, at: datetime) -> None:
         return
     key = f"{kind}-{at.isoformat()}"
     await PlatformCharge.insert(
-        PlatformCharge(company=acme, user=alice, kind=kind, credits=credits, idempotency_key=key, at=at)
+        PlatformCharge(
+            company=acme,
+            user=alice,
+            kind=kind,
+            credits=credits,
+            idempotency_key=key,
+            token_key=token_key(0, key),
+            at=at,
+        )
     )
 
 

@@ -101,6 +101,7 @@ async def test_without_the_limit_the_same_burst_checks_every_guess(demo_db: str,
     hasher = CountingHasher(monkeypatch)
     monkeypatch.setattr(get_settings(), "login_attempts_per_window", 100)
     monkeypatch.setattr(get_settings(), "login_attempts_per_ip", 100)
+    monkeypatch.setattr(get_settings(), "login_attempts_per_account", 100)
     async with api(demo_db) as client:
         burst = await asyncio.gather(
             *(_sign_in(client, "maria@acme.example", f"guess{i}") for i in range(20))
@@ -220,7 +221,8 @@ async def test_a_flood_through_the_console_slows_its_address_and_nobody_else(
         assert await _console_sign_in(config, "maria@acme.example", "demo", ELSEWHERE) == 200
         assert await _console_sign_in(config, "alice@acme.example", "demo", "2001:db8::5") == 200
     addresses = {r["ip"] for r in await LoginAttempt.select(LoginAttempt.ip)}
-    assert addresses == {ATTACKER, ELSEWHERE, "2001:db8::5"}  # the browsers', never the console's own
+    # the browsers' (an IPv6 one as its /64), never the console's own
+    assert addresses == {ATTACKER, ELSEWHERE, "2001:db8::/64"}
 
 
 async def test_the_same_flood_counted_on_the_consoles_address_locks_everyone_out(
@@ -240,12 +242,16 @@ async def test_a_forged_forwarding_header_is_ignored(demo_db: str, monkeypatch) 
     from backend.tenancy import forwarded
 
     hasher = CountingHasher(monkeypatch)
+    maria = "maria@acme.example"
     forged = [
         {forwarded.ADDRESS_HEADER: "192.0.2.1"},
         {forwarded.ADDRESS_HEADER: "192.0.2.2", forwarded.SIGNATURE_HEADER: "1:00"},
-        forwarded.headers("192.0.2.3", key=b"a guessed secret"),
-        forwarded.headers("192.0.2.4", at=int(time.time()) - 3600),  # right key, an hour old: a replay
-        {**forwarded.headers("192.0.2.5"), forwarded.ADDRESS_HEADER: "192.0.2.6"},  # signed for another
+        forwarded.headers("192.0.2.3", maria, key=b"a guessed secret of thirty-two bytes!"),
+        forwarded.headers("192.0.2.4", maria, at=int(time.time()) - 3600),  # right key, an hour old: a replay
+        # signed for another address
+        {**forwarded.headers("192.0.2.5", maria), forwarded.ADDRESS_HEADER: "192.0.2.6"},
+        forwarded.headers("192.0.2.7", "alice@acme.example"),  # signed for another e-mail's sign-in
+        forwarded.headers("192.0.2.8", maria, purpose=forwarded.PROBE),  # the console's probe, not a sign-in
     ]
     async with api(demo_db) as attacker:
         codes = []
@@ -261,10 +267,32 @@ async def test_a_forged_forwarding_header_is_ignored(demo_db: str, monkeypatch) 
         r = await attacker.post(
             "/api/auth/login",
             json={"email": "maria@acme.example", "password": "demo"},
-            headers=forwarded.headers(ELSEWHERE),
+            headers=forwarded.headers(ELSEWHERE, "Maria@acme.example "),  # as typed: compared as signed in
         )
         assert r.status_code == 200
         assert await LoginAttempt.count().where(LoginAttempt.ip == ELSEWHERE) == 1
+
+
+@pytest.mark.sqlite
+async def test_a_captured_signature_is_good_once_and_for_its_own_e_mail(demo_db: str, monkeypatch) -> None:
+    """Someone who sees the console's call for alice's sign-in replays its header: for maria's e-mail, and
+    again for alice's. Both are counted on the replayer's own address; the original was believed (control)."""
+    from backend.tenancy import forwarded
+
+    CountingHasher(monkeypatch)
+    captured = forwarded.headers(ELSEWHERE, "alice@acme.example")
+    async with api(demo_db) as client:
+        body = {"email": "alice@acme.example", "password": "demo"}
+        assert (await client.post("/api/auth/login", json=body, headers=captured)).status_code == 200
+        for email in ("maria@acme.example", "alice@acme.example"):
+            body = {"email": email, "password": "guess"}
+            assert (await client.post("/api/auth/login", json=body, headers=captured)).status_code == 401
+    rows = await LoginAttempt.select(LoginAttempt.email, LoginAttempt.ip).order_by(LoginAttempt.id)
+    assert [(r["email"], r["ip"]) for r in rows] == [
+        ("alice@acme.example", ELSEWHERE),  # the console's own call: believed
+        ("maria@acme.example", ATTACKER),  # replayed for another e-mail: the caller's address
+        ("alice@acme.example", ATTACKER),  # replayed as it was: seen before
+    ]
 
 
 def _wait_said(response: httpx.Response) -> int:

@@ -4,7 +4,7 @@ window with one every 10 s gave, in less time. The API and its
 worker (the fleet's hosts) are killed, the data disk filled and, in the fleet, the database's connections
 cut while the workload runs; every invariant must hold (`backend/soak/invariants.py`; their failing cases are
 in test_invariants.py). libvirtd and PostgreSQL are left running here: they are the machine's, and another
-checkout's suite may be using them (`cleanroom soak` restarts them)."""
+checkout's suite may be using them (`cleanroom soak` strikes them only when named; test_faults.py)."""
 
 from __future__ import annotations
 
