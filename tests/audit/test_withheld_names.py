@@ -4,8 +4,8 @@ The hostile party is the run's code: it names its output after a secret value of
 a file refused with the secret in the reason, and ends with the secret in its error text. A reader who may
 not see what the run computed from - its requester once the HR permission is taken away, an auditor (no HR
 permission) - must find neither the names, the reason, the error text nor the output's sha256 (a one-number
-file is confirmed from its hash) in the run's detail, evidence pack, audit entries, timeline, re-run view
-or action items. Positive controls: the requester while she holds the permission, and a company admin, read
+file is confirmed from its hash) in the run's detail, evidence pack, audit entries and export, timeline,
+re-run view or action items. Positive controls: the requester while she holds the permission, and a company admin, read
 all of them; the same views, so the test notices the rule being taken out of any one of them."""
 
 from __future__ import annotations
@@ -130,6 +130,7 @@ async def views(client: Any, email: str, run_id: int, *, reviewer: bool = False)
             f"/api/audit/runs/{run_id}/timeline",
             f"/api/runs/{run_id}/reruns",
             "/api/audit?action=drive.uploaded",
+            "/api/audit/export",  # the names as contents: a digest in their place for the auditor
         ]
     seen = {}
     for path in paths:
