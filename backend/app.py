@@ -37,6 +37,7 @@ from backend.tenancy.audit_controller import AuditController
 from backend.tenancy.auth import scope_guard
 from backend.tenancy.controller import AuthController, CompanyController, MeController, SetupController
 from backend.tenancy.origin import OriginGuard, allowed_hosts_config
+from backend.tenancy.sso_controller import SsoSettingsController, SsoSignInController
 from backend.timing import ServerTiming
 
 log = logging.getLogger("cleanroom")
@@ -73,6 +74,8 @@ CONTROLLERS = [
     SetupController,  # GET /api/setup: whether any company exists (nothing else), for the sign-in page
     MeController,
     CompanyController,
+    SsoSignInController,
+    SsoSettingsController,
     RecordsController,
     AuditController,
     ReviewController,  # GET /api/audit (filtered), a run's timeline, the reports

@@ -18,6 +18,19 @@ CSS = """
 .cr-code td { vertical-align: top; }
 .cr-code pre { margin: 0; padding: 0; line-height: 1.45 !important; font-size: 13px; font-family: inherit;
   white-space: pre; background: transparent; }
+@media (max-width: 599.98px) {
+  /* a phone soft-wraps the code (issue 52, D-L7): nothing sits out of sight past the right edge of the box.
+     Line numbers move into each line (the table's column could not follow a wrapped line), and a wrapped
+     line's continuation is indented under its text. */
+  .cr-code pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+  .cr-code td.linenos { display: none; }
+  .cr-code td.code { padding-left: 0; }
+  .cr-code td.code pre { counter-reset: cr-line; }
+  .cr-code td.code pre > span[id^="cr-line-"] { display: block; counter-increment: cr-line;
+    padding-left: 3.2em; text-indent: -3.2em; }
+  .cr-code td.code pre > span[id^="cr-line-"]::before { content: counter(cr-line); display: inline-block;
+    width: 2.6em; margin-right: 0.6em; text-align: right; text-indent: 0; color: #8a8f98; user-select: none; }
+}
 .cr-pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px;
   white-space: pre-wrap; word-break: break-word; background: #f6f7f9; border-radius: 4px; padding: 8px; }
 .cr-clickable tbody tr { cursor: pointer; }
@@ -34,11 +47,16 @@ AUDITOR_NAV = [  # reads the trail and every run and flow; decides nothing (no s
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
     ("Audit", "/audit", "fact_check"),
+    ("People", "/people", "group"),
+    ("Teams and permissions", "/teams", "lock_person"),
 ]
 ADMIN_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
+    ("People", "/people", "group"),
+    ("Teams and permissions", "/teams", "lock_person"),
     ("Settings", "/settings", "tune"),
+    ("Single sign-on", "/sso-settings", "vpn_key"),
     ("Credits", "/credits", "toll"),
     ("Audit", "/audit", "fact_check"),
     ("Health", "/health", "monitor_heart"),
@@ -75,6 +93,7 @@ def frame(title: str) -> Iterator[None]:
                 with ui.column().classes("px-4 py-2 gap-0"):
                     ui.label(me.email if me else "").classes("font-medium")
                     ui.label(f"role: {me.role if me else '?'}").classes("text-xs text-grey-7")
+                    ui.link("Your account (password)", "/account").classes("text-sm").mark("account")
                 ui.separator()
                 ui.menu_item("Sign out", on_click=session.end_session).mark("sign-out")  # a POST, never a GET
     # value=None: Quasar opens the drawer beside the page at desktop width and keeps it closed (an overlay

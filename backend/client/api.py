@@ -25,6 +25,7 @@ from backend.tenancy.schemas import (
     ApiToken,
     CompanySettings,
     ForgotAnswer,
+    ForwardingCheck,
     LinkInfo,
     LinkIssued,
     LinksRevoked,
@@ -38,6 +39,7 @@ from backend.tenancy.schemas import (
     SetupState,
     TeamView,
 )
+from backend.tenancy.sso_schemas import SsoOffer, SsoSettings, SsoStart
 
 # a review report's name -> the list it answers
 REPORTS: dict[str, Any] = {
@@ -60,6 +62,38 @@ class CleanroomClient(ApiClient):
         body = {"email": email, "password": password}
         response = await self.send("POST", "/api/auth/login", json=body, headers=headers)
         return decode(LoginResult, response), response
+
+    async def forwarding_check(self, headers: dict[str, str]) -> ForwardingCheck:
+        """Whether the API verifies the console's probe (signed in `headers`) with its own forwarding key."""
+        return await self.call(ForwardingCheck, "GET", "/api/auth/forwarding", headers=headers)
+
+    async def sso_offer(self, email: str) -> SsoOffer:
+        """Whether a company's single sign-on serves this address's domain."""
+        return await self.call(SsoOffer, "GET", "/api/auth/sso", params={"email": email})
+
+    async def sso_start(self, email: str) -> SsoStart:
+        """Where to send the browser for the company's provider, and the state to expect back."""
+        return await self.call(SsoStart, "POST", "/api/auth/sso/start", json={"email": email})
+
+    async def sso_return(
+        self, code: str, state: str, headers: dict[str, str] | None = None
+    ) -> tuple[LoginResult, httpx.Response]:
+        """The provider's code and state: the sign-in answer, and the response whose Set-Cookie carries the
+        session (as `authenticate`)."""
+        body = {"code": code, "state": state}
+        response = await self.send("POST", "/api/auth/sso/return", json=body, headers=headers)
+        return decode(LoginResult, response), response
+
+    async def sso_settings(self) -> SsoSettings | None:
+        """The company's single sign-on (None: none); the secret is never in it."""
+        return await self.call(SsoSettings | None, "GET", "/api/company/sso")
+
+    async def configure_sso(self, **settings: Any) -> SsoSettings:
+        """`client_secret` is sent, never shown again; a field left out keeps its value."""
+        return await self.call(SsoSettings, "PUT", "/api/company/sso", json=settings)
+
+    async def remove_sso(self) -> None:
+        await self.send("DELETE", "/api/company/sso")
 
     async def logout(self) -> None:
         await self.send("POST", "/api/auth/logout")

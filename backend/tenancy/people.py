@@ -691,6 +691,32 @@ async def set_role(ctx: UserContext, user_id: int, role: str) -> dict[str, Any]:
     return person_view({**person, "role": role})
 
 
+async def admit_member(company_id: int, email: str, name: str, *, via: str) -> int:
+    """Just-in-time membership (a company's single sign-on turned it on, tenancy/sso.py): an address of a
+    domain the company's provider serves, which the provider has just vouched for, joins as a member. No
+    password (they sign in through their provider, or set one by a reset link); audited. Returns their id."""
+    email = normal_email(email)
+    async with audit.atomic():
+        person = User(
+            company=company_id,
+            email=email,
+            name=(name or email.partition("@")[0]).strip()[:200],
+            password_hash="",
+            role=MEMBER,
+            created_at=clock.now(),
+        )
+        await person.save()
+        await audit.record(
+            "user.created",
+            actor=via,
+            company_id=company_id,
+            subject_type="user",
+            subject_id=person.id,
+            data={"email": email, "role": MEMBER, "how": "just-in-time membership", "via": via},
+        )
+    return person.id
+
+
 # --- the demo and the tests' fixtures -------------------------------------------------------------------------
 
 

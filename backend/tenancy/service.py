@@ -57,7 +57,6 @@ WEAK_PASSWORD_HINT = (
 async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserContext]:
     """Returns (session token, user). Wrong email and wrong password fail identically. The attempt is
     counted before the password is checked (login_limits), and the check runs off the event loop."""
-    settings = get_settings()
     email = email.strip().lower()
     attempt = await login_limits.admit(email, ip)
     user = (
@@ -92,18 +91,29 @@ async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserCo
             (User.id == user["id"]) & (User.password_hash == user["password_hash"])
         )
     await login_limits.succeeded(attempt.id)
+    return await open_session(user["id"])
+
+
+async def open_session(user_id: int, *, how: dict[str, Any] | None = None) -> tuple[str, UserContext]:
+    """A new session for an active person who has just proved who they are (a password here, a company's
+    single sign-on in tenancy/sso.py); `how` joins the audit entry (the password's sign-in says nothing)."""
     token = secrets.token_urlsafe(32)
     await Session.insert(
         Session(
             token_hash=sha256_text(token),
-            user=user["id"],
+            user=user_id,
             created_at=clock.now(),
-            expires_at=clock.now() + timedelta(hours=settings.session_hours),
+            expires_at=clock.now() + timedelta(hours=get_settings().session_hours),
         )
     )
-    ctx = await load_user_context(user["id"])
+    ctx = await load_user_context(user_id)
     await audit.record(
-        "auth.login", actor=ctx.actor, company_id=ctx.company_id, subject_type="user", subject_id=ctx.user_id
+        "auth.login",
+        actor=ctx.actor,
+        company_id=ctx.company_id,
+        subject_type="user",
+        subject_id=ctx.user_id,
+        **({"data": how} if how else {}),
     )
     return token, ctx
 
@@ -238,23 +248,24 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= pool:
                 raise Invalid(f"{name} must be a whole number from 0 (no limit) to the pool, {pool}")
         update[getattr(Company, name)] = value
-    if update:
-        await Company.update(update).where(Company.id == ctx.company_id)
-    after = await company_info(ctx.company_id)
-    diff = {
-        k: {"from": before[k], "to": after[k]}
-        for k in (*SETTING_NAMES, *NUMBER_SETTINGS, *LIMIT_SETTINGS)
-        if before[k] != after[k]
-    }
-    if diff:
-        await audit.record(
-            "settings.changed",
-            actor=ctx.actor,
-            company_id=ctx.company_id,
-            subject_type="company",
-            subject_id=ctx.company_id,
-            data={**diff, **ctx.via()},
-        )
+    async with audit.atomic():  # the change and `settings.changed` land together, or neither
+        if update:
+            await Company.update(update).where(Company.id == ctx.company_id)
+        after = await company_info(ctx.company_id)
+        diff = {
+            k: {"from": before[k], "to": after[k]}
+            for k in (*SETTING_NAMES, *NUMBER_SETTINGS, *LIMIT_SETTINGS)
+            if before[k] != after[k]
+        }
+        if diff:
+            await audit.record(
+                "settings.changed",
+                actor=ctx.actor,
+                company_id=ctx.company_id,
+                subject_type="company",
+                subject_id=ctx.company_id,
+                data={**diff, **ctx.via()},
+            )
     await _cancel_queued_runs(ctx, before, after)
     return after
 
