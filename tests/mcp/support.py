@@ -123,7 +123,7 @@ class StdioClients:
     person minted when it starts: starting one is an interpreter importing the MCP SDK and the client (about 2
     CPU-seconds, 8-10 s of a test under load), which a test paid for each stdio client before. The clients live
     in an event loop of their own in a thread (a test's loop ends with its test); a test awaits their calls
-    from its own loop through `_Remote`. A process that has ended (a test broke it) is started again."""
+    from its own loop through `_Remote`. A person whose client has failed (its holder ended) gets a new one."""
 
     def __init__(self, server: ApiServer) -> None:
         self.server = server
