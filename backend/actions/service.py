@@ -17,8 +17,9 @@ from backend.audit import service as audit
 from backend.errors import Conflict, Forbidden, NotFound
 from backend.records.columns import ColumnKind
 from backend.records.datasets import DATASETS, REFERENCES, Dataset, kind_of
-from backend.records.visibility import visible_row
-from backend.runs.read import get_run_row
+from backend.records.visibility import unreadable_sources, visible_row
+from backend.runs.read import get_run_row, withheld_reason
+from backend.runs.sources import run_sources
 from backend.runs.tables import Run
 from backend.sandbox import actions_cap
 from backend.staging.service import staged_versions
@@ -234,35 +235,54 @@ async def list_items(ctx: UserContext, run_id: int) -> list[ActionItemInfo]:
         .order_by(ActionItem.index)
         .output(load_json=True)
     )
-    return [await shown_to(ctx, run, item_payload(r, run)) for r in rows]
+    unreadable = unreadable_sources(ctx, await run_sources(run))
+    return [await shown_to(ctx, run, item_payload(r, run), unreadable) for r in rows]
 
 
 VALUES_WITHHELD = "withheld: an auditor sees this change's values only when they may read the record"
 
 
-async def may_read_values(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) -> bool:
-    """Whether `ctx` sees an item's values: anyone but an auditor (who reached the run), the run's own
-    requester, and an auditor who may read the record itself, by the one visibility rule. The audit export
-    asks this too, for the entries about an item."""
+async def values_withheld(
+    ctx: UserContext, run: dict[str, Any], item: ActionItemInfo, unreadable: list[str] | None = None
+) -> str | None:
+    """Why `ctx` does not see an item's values (proposed changes, the record before, the raw entry, the
+    reason), or None. They are what the run that proposed them computed, so first the rule its printed output
+    follows: `unreadable_sources` of the run's sources (`unreadable`, when the caller read them already); a
+    requester who lost a permission sees their old items' values no more. Then, for an auditor on someone
+    else's run, the record itself, by the one visibility rule (records.visibility), as any member would."""
+    if unreadable is None:
+        unreadable = unreadable_sources(ctx, await run_sources(run))
+    if unreadable:
+        return withheld_reason(unreadable)
     if not ctx.is_auditor or run["requested_by"] == ctx.user_id:
-        return True
+        return None
     record_id = item.record_id if item.op == "update" else item.created_record_id
     dataset = DATASETS.get(item.dataset or "")
     table = dataset.table if dataset is not None and ctx.can(dataset.name) else None
-    return (
-        table is not None
-        and record_id is not None
-        and bool(await visible_row(ctx, table, record_id, table.id))
-    )
+    if table is not None and record_id is not None and await visible_row(ctx, table, record_id, table.id):
+        return None
+    return VALUES_WITHHELD
 
 
-async def shown_to(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) -> ActionItemInfo:
-    """An item of someone else's run as an auditor sees it: what, where, its status and who decided it, and its
-    values (proposed changes, the record before, the raw entry, the reason) only when the auditor may read
-    the record itself, by the one visibility rule (records.visibility), as any member would."""
-    if await may_read_values(ctx, run, item):
+async def may_read_values(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) -> bool:
+    """Whether `ctx` sees an item's values (`values_withheld`). The audit export asks this too, for the
+    entries about an item."""
+    return await values_withheld(ctx, run, item) is None
+
+
+async def shown_to(
+    ctx: UserContext, run: dict[str, Any], item: ActionItemInfo, unreadable: list[str] | None = None
+) -> ActionItemInfo:
+    """An item as `ctx` sees it: what, where, its status and who decided it, and its values only when
+    `values_withheld` says nothing."""
+    why = await values_withheld(ctx, run, item, unreadable)
+    if why is None:
         return item
-    withheld = {"changes": {}, "before": None, "raw": None, "reason": VALUES_WITHHELD}
+    return _withheld_item(item, why)
+
+
+def _withheld_item(item: ActionItemInfo, reason: str) -> ActionItemInfo:
+    withheld = {"changes": {}, "before": None, "raw": None, "reason": reason}
     return item.model_copy(update={**withheld, "values_withheld": True})
 
 
@@ -322,9 +342,14 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
         parsed = parse_entry(entry)  # writable fields and value types, again
         await _check_permission(ctx, parsed)  # the decider's edit permission and the record's visibility, now
         run = (
-            await Run.select(Run.id, Run.datasets).where(Run.id == row["run"]).output(load_json=True).first()
+            await Run.select(Run.id, *ITEM_RUN_COLUMNS)
+            .where(Run.id == row["run"])
+            .output(load_json=True)
+            .first()
         )
         await _check_bounds(ctx, run, parsed)  # the run's scope, and references inside the company, now
+        if unreadable := unreadable_sources(ctx, await run_sources(run)):  # its values are withheld from them
+            raise ItemProblem(withheld_reason(unreadable))
     except ItemProblem as exc:
         await audit.record(
             "action.refused",
@@ -338,8 +363,16 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
     values = {getattr(dataset.table, f): coerce(dataset, f, v) for f, v in row["changes"].items()}
     now = clock.now()
     table = dataset.table
+    accepted = {
+        "run_id": row["run"],
+        "op": row["op"],
+        "dataset": row["dataset"],
+        "record_id": row["record_id"],
+        "changes": row["changes"],
+    }
     if row["op"] == "update":
-        async with ActionItem._meta.db.transaction():
+        # the decision, the write and its entry (`action.accepted`, or `action.conflict`) in one transaction
+        async with audit.atomic():
             # claim the item first (a write, so SQLite serialises the two writers instead of failing one)
             await _decide(item_id, ItemStatus.accepted, ctx)
             values[table.version] = row["staged_version"] + 1
@@ -360,17 +393,18 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
                 await ActionItem.update(
                     {ActionItem.status: ItemStatus.conflict, ActionItem.problem: problem}
                 ).where(ActionItem.id == item_id)
+                await audit.record(
+                    "action.conflict",
+                    actor=ctx.actor,
+                    company_id=ctx.company_id,
+                    subject_type="action_item",
+                    subject_id=item_id,
+                    data={"run_id": row["run"], "dataset": row["dataset"], "record_id": row["record_id"]},
+                )
+            else:
+                await _record_accepted(ctx, item_id, accepted)
         if conflict:
-            await audit.record(
-                "action.conflict",
-                actor=ctx.actor,
-                company_id=ctx.company_id,
-                subject_type="action_item",
-                subject_id=item_id,
-                data={"run_id": row["run"], "dataset": row["dataset"], "record_id": row["record_id"]},
-            )
             raise Conflict(problem)
-        created = None
     else:
         record = table(
             company=ctx.company_id,
@@ -383,50 +417,63 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
         )
         for column, value in values.items():
             setattr(record, column._meta.name, value)
-        async with ActionItem._meta.db.transaction():
+        async with audit.atomic():  # the decision, the new record and `action.accepted` land together
             await _decide(
                 item_id, ItemStatus.accepted, ctx
             )  # first: a second accept stops here and creates nothing
             await record.save()
-            created = record.id
-            await ActionItem.update({ActionItem.created_record_id: created}).where(ActionItem.id == item_id)
+            await ActionItem.update({ActionItem.created_record_id: record.id}).where(
+                ActionItem.id == item_id
+            )
+            await _record_accepted(ctx, item_id, {**accepted, "record_id": record.id})
+    return await get_item(ctx, item_id)
+
+
+async def _record_accepted(ctx: UserContext, item_id: int, data: dict[str, Any]) -> None:
+    """`action.accepted`, inside the transaction of the decision and the write it records."""
     await audit.record(
         "action.accepted",
         actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="action_item",
         subject_id=item_id,
-        data={
-            "run_id": row["run"],
-            "op": row["op"],
-            "dataset": row["dataset"],
-            "record_id": row["record_id"] or created,
-            "changes": row["changes"],
-        },
+        data=data,
     )
-    return await get_item(ctx, item_id)
 
 
 async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> ActionItemInfo:
     ctx.require_person("rejecting a proposed change")
     row = await _item_for(ctx, item_id)
-    await _decide(item_id, ItemStatus.rejected, ctx, (reason or "").strip()[:2000] or None)
-    await audit.record(
-        "action.rejected",
-        actor=ctx.actor,
-        company_id=ctx.company_id,
-        subject_type="action_item",
-        subject_id=item_id,
-        data={"run_id": row["run"], "reason": reason or ""},
-    )
+    async with audit.atomic():  # the decision and `action.rejected` land together, or neither
+        await _decide(item_id, ItemStatus.rejected, ctx, (reason or "").strip()[:2000] or None)
+        await audit.record(
+            "action.rejected",
+            actor=ctx.actor,
+            company_id=ctx.company_id,
+            subject_type="action_item",
+            subject_id=item_id,
+            data={"run_id": row["run"], "reason": reason or ""},
+        )
     return await get_item(ctx, item_id)
 
 
 async def get_item(ctx: UserContext, item_id: int) -> ActionItemInfo:
     row = await _visible_item(ctx, item_id)
     run = (
-        await Run.select(Run.narrowed_from, Run.flow_id, Run.flow_step, Run.requested_by)
-        .where(Run.id == row["run"])
-        .first()
+        await Run.select(*ITEM_RUN_COLUMNS).where(Run.id == row["run"]).output(load_json=True).first()
     )
-    return await shown_to(ctx, run, item_payload(row, run))
+    unreadable = unreadable_sources(ctx, await run_sources(run))
+    return await shown_to(ctx, run, item_payload(row, run), unreadable)
+
+
+# what an item shows of its run, and what the run's sources are read from (runs.sources.run_sources)
+ITEM_RUN_COLUMNS = (
+    Run.narrowed_from,
+    Run.flow_id,
+    Run.flow_step,
+    Run.requested_by,
+    Run.company,
+    Run.datasets,
+    Run.file_ids,
+    Run.source_datasets,
+)

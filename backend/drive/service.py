@@ -266,6 +266,7 @@ async def upload(
             row = await _file_row(
                 ctx, name, digest, received.size, kind, folder_id, visibility, run_id, source_datasets
             )
+            named = {"name": name, "sha256": digest}
             await audit.record(
                 "drive.uploaded",
                 actor=audit_actor or ctx.actor,
@@ -273,9 +274,10 @@ async def upload(
                 subject_type="drive_file",
                 subject_id=row.id,
                 data={
-                    "name": name,
+                    # a run's output: its name and hash are what the run's code chose and made, the run's
+                    # contents (audit CONTENT_KEYS), shown as the run's outputs are
+                    **(named if run_id is None else {"run_id": run_id, "outputs": [named]}),
                     "size": received.size,
-                    "sha256": digest,
                     "folder_id": folder_id,
                     **({"source_datasets": sorted(set(source_datasets))} if source_datasets else {}),
                 },

@@ -33,6 +33,8 @@ from backend.errors import Conflict, Forbidden, NotFound
 from backend.evidence.tables import IN_FLIGHT, EvidenceRerun, RerunStatus
 from backend.hashing import sha256_text
 from backend.runs import gates, queued
+from backend.runs.read import contents_withheld
+from backend.runs.sources import run_sources
 from backend.runs.tables import RETRYABLE, Run, RunStatus
 from backend.settings import get_settings
 from backend.tenancy.context import UserContext
@@ -253,9 +255,20 @@ def outcome_of(result: Any) -> dict[str, Any]:
     }
 
 
-def _public(row: dict[str, Any]) -> dict[str, Any]:
+# what a re-run's outcome and comparison hold of what the code made: its files' names and hashes, its refused
+# files and why, the guest's error text (the code chose them: they can carry data)
+OUTCOME_CONTENTS = ("files", "rejected_files", "error")
+
+
+def _public(row: dict[str, Any], withheld: str | None) -> dict[str, Any]:
+    """A re-run as shown; `withheld` (runs.read.contents_withheld of its run for the reader): without what
+    the code made, only whether it matched."""
     outcome = dict(row["outcome"] or {})
     outcome.pop("stdout_sha256", None)  # an auditor does not see what someone's run printed, nor its hash
+    comparison = row["comparison"]
+    if withheld:
+        outcome = {k: v for k, v in outcome.items() if k not in OUTCOME_CONTENTS}
+        comparison = {**comparison, "files": []} if comparison else comparison
     return {
         "id": row["id"],
         "run_id": row["run"],
@@ -266,13 +279,19 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
         "finished_at": row["finished_at"],
         "error_message": row["error_message"],
         "outcome": outcome or None,
-        "comparison": row["comparison"],
+        "comparison": comparison,
+        "withheld": withheld,
         **NOT_CHARGED,
     }
 
 
+async def _withheld(ctx: UserContext, run: dict[str, Any]) -> str | None:
+    """Why `ctx` does not see what the run's code made: the run detail's one rule."""
+    return contents_withheld(ctx, run, await run_sources(run))
+
+
 async def get(ctx: UserContext, run_id: int, rerun_id: int) -> dict[str, Any]:
-    await _run_for(ctx, run_id)
+    run = await _run_for(ctx, run_id)
     row = (
         await EvidenceRerun.select()
         .where(
@@ -285,7 +304,7 @@ async def get(ctx: UserContext, run_id: int, rerun_id: int) -> dict[str, Any]:
     )
     if row is None:
         raise NotFound(f"no re-run {rerun_id} of run {run_id}")
-    return _public(row)
+    return _public(row, await _withheld(ctx, run))
 
 
 async def overview(ctx: UserContext, run_id: int) -> dict[str, Any]:
@@ -301,6 +320,7 @@ async def overview(ctx: UserContext, run_id: int) -> dict[str, Any]:
         .order_by(EvidenceRerun.id, ascending=False)
         .output(load_json=True)
     )
+    withheld = await _withheld(ctx, run)
     return {
         "run_id": run_id,
         "retention_days": days,
@@ -308,12 +328,13 @@ async def overview(ctx: UserContext, run_id: int) -> dict[str, Any]:
         "available": why is None,
         "unavailable_code": why[0] if why else None,
         "unavailable_reason": why[1] if why else None,
-        "items": [_public(r) for r in rows],
+        "items": [_public(r, withheld) for r in rows],
     }
 
 
-async def for_pack(run_id: int, company_id: int) -> list[dict[str, Any]]:
-    """The run's re-runs for its evidence pack, oldest first: who asked, when, and what matched."""
+async def for_pack(run_id: int, company_id: int, *, withheld: str | None) -> list[dict[str, Any]]:
+    """The run's re-runs for its evidence pack, oldest first: who asked, when, and what matched (each file
+    by name and hash unless `withheld`)."""
     rows = (
         await EvidenceRerun.select()
         .where((EvidenceRerun.run == run_id) & (EvidenceRerun.company == company_id))
@@ -322,7 +343,8 @@ async def for_pack(run_id: int, company_id: int) -> list[dict[str, Any]]:
     )
     out = []
     for row in rows:
-        public, comparison = _public(row), row["comparison"] or {}
+        public = _public(row, withheld)
+        comparison = public["comparison"] or {}
         out.append(
             {
                 "id": public["id"],

@@ -462,27 +462,29 @@ async def vm_started(host_id: str, run_id: int) -> None:
     second attempt of the same host (a claim answered twice) is refused, so one VM runs the run. Holding
     the run is a condition of the same statement, which returns the company for the entry; why it failed
     is asked apart only when it did."""
-    started = (
-        await Run.update({Run.vm_started_at: clock.now()})
-        .where(
-            (Run.id == run_id)
-            & (Run.host_id == host_id)
-            & (Run.status == RunStatus.running)
-            & Run.vm_started_at.is_null()
+    async with audit.atomic():  # the start and `run.started` land together, or neither
+        started = (
+            await Run.update({Run.vm_started_at: clock.now()})
+            .where(
+                (Run.id == run_id)
+                & (Run.host_id == host_id)
+                & (Run.status == RunStatus.running)
+                & Run.vm_started_at.is_null()
+            )
+            .returning(Run.company)
         )
-        .returning(Run.company)
-    )
+        if started:
+            await audit.record(
+                "run.started",
+                actor=audit.host_actor(host_id),
+                company_id=started[0]["company"],
+                subject_type="run",
+                subject_id=run_id,
+                data={"host_id": host_id},
+            )
     if not started:
         await held_run(host_id, run_id, Run.id)  # 403 when this host does not hold it
         raise Conflict("this run's VM was started already")
-    await audit.record(
-        "run.started",
-        actor=audit.host_actor(host_id),
-        company_id=started[0]["company"],
-        subject_type="run",
-        subject_id=run_id,
-        data={"host_id": host_id},
-    )
 
 
 async def refuse(host_id: str, run_id: int, problem: str) -> None:

@@ -197,6 +197,7 @@ class RunView:
                 ui.chip("revision: changes shown", icon="difference", color="blue-1")
             if widgets.code_findings(run):
                 ui.chip("invisible characters in the code", icon="visibility", color="red-2")
+            widgets.wide_line_chips(run.code or "")
             ui.chip(f"{widgets.code_lines(run.code or '')} lines of code", icon="code", color="grey-3")
 
     def plan(self, run: RunDetail) -> None:

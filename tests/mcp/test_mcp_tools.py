@@ -24,7 +24,7 @@ from tests.mcp.support import (
     text,
 )
 
-pytestmark = pytest.mark.slow  # a real API server, and a subprocess per stdio client
+pytestmark = pytest.mark.slow  # a real API server, and a stdio subprocess per person (tests/mcp/conftest.py)
 
 TOOLS = {
     "list_datasets",
