@@ -30,6 +30,7 @@ TOOLS = {
     "list_datasets",
     "list_drive_files",
     "search_drive",
+    "upload_file",
     "propose_run",
     "revise_run",
     "ask_followup",
