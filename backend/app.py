@@ -26,6 +26,7 @@ from backend.mcp.http import mcp_endpoint, mcp_lifespan
 from backend.metrics import metrics_endpoint
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
+from backend.records.datasets_controller import DatasetsController
 from backend.review.controller import ReviewController
 from backend.runs import gates, queued
 from backend.runs.controller import RunsController
@@ -73,6 +74,7 @@ CONTROLLERS = [
     MeController,
     CompanyController,
     RecordsController,
+    DatasetsController,
     AuditController,
     ReviewController,  # GET /api/audit (filtered), a run's timeline, the reports
     DriveController,
