@@ -13,7 +13,7 @@ from pathlib import Path
 
 import asyncpg
 from asyncpg.pool import Pool
-from piccolo.apps.migrations.commands.forwards import run_forwards
+from piccolo.apps.migrations.commands.forwards import ForwardsMigrationManager, run_forwards
 from piccolo.apps.migrations.tables import Migration
 from piccolo.engine.base import Engine
 from piccolo.engine.postgres import PostgresEngine
@@ -21,6 +21,7 @@ from piccolo.engine.sqlite import SQLiteEngine
 from piccolo.table import Table, create_db_tables, drop_db_tables
 
 from backend import filemodes
+from backend import locks as locks_tables
 from backend.actions import tables as actions_tables
 from backend.audit import tables as audit_tables
 from backend.credits import tables as credits_tables
@@ -32,12 +33,14 @@ from backend.records import tables as records_tables
 from backend.runs import tables as runs_tables
 from backend.schedules import tables as schedules_tables
 from backend.settings import get_settings
+from backend.tenancy import sso_tables
 from backend.tenancy import tables as tenancy_tables
 
 # Every capability's tables, in dependency order. Capability code never imports this module: it reaches
 # the engine through its own table (`Table._meta.db`), so the tables do not depend back on the whole.
 TABLE_MODULES = [
     tenancy_tables,
+    sso_tables,
     audit_tables,
     records_tables,
     drive_tables,
@@ -48,6 +51,7 @@ TABLE_MODULES = [
     fleet_tables,
     flows_tables,
     evidence_tables,
+    locks_tables,
 ]
 
 _engine: Engine | None = None
@@ -156,14 +160,37 @@ def is_postgres() -> bool:
 
 async def create_schema() -> None:
     """Bring the database to the current schema by running the Piccolo migrations in backend/migrations
-    (Piccolo finds the engine in backend.piccolo_conf, whose DB is this module's engine())."""
+    (Piccolo finds the engine in backend.piccolo_conf, whose DB is this module's engine()).
+
+    PostgreSQL: the pool's connections carry the API's lock and statement timeouts (`start_pool`); a
+    migration may rewrite a whole table, so pending migrations run on connections of their own with the
+    migration's limits (none by default), this module's engine standing in for the pool's meanwhile."""
+    global _engine
     current = engine()
-    Migration._meta.db = current
     os.environ["PICCOLO_CONF"] = "backend.piccolo_conf"
-    with contextlib.redirect_stdout(io.StringIO()) as out:  # piccolo prints progress; keep ours quiet
-        response = await run_forwards(app_name="cleanroom", migration_id="all", fake=False)
+    migrating = current
+    if isinstance(current, PostgresEngine) and await _migrations_pending(current):
+        config = {**current.config, "server_settings": get_settings().postgres_timeouts(migration=True)}
+        migrating = LoopPostgresEngine(config=config, log_queries=False)
+    Migration._meta.db = _engine = migrating
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) as out:  # piccolo prints progress; keep ours quiet
+            response = await run_forwards(app_name="cleanroom", migration_id="all", fake=False)
+    finally:
+        Migration._meta.db = _engine = current
     if not response.success:
         raise RuntimeError(f"database migration failed: {response.message}\n{out.getvalue()}")
+
+
+async def _migrations_pending(current: Engine) -> bool:
+    """Whether a migration of backend/migrations has not run on this database (two queries)."""
+    Migration._meta.db = current
+    if not await Migration.table_exists():
+        return True
+    manager = ForwardsMigrationManager(app_name="cleanroom")
+    folder = manager.get_app_config("cleanroom").resolved_migrations_folder_path
+    known = manager.get_migration_ids(manager.get_migration_modules(folder))
+    return bool(set(known) - set(await Migration.get_migrations_which_ran(app_name="cleanroom")))
 
 
 async def create_tables_without_migrations() -> None:
@@ -195,12 +222,17 @@ class PooledConnection(asyncpg.Connection):
         return ""
 
 
-async def start_pool() -> None:
+async def start_pool(*, timeouts: bool = True) -> None:
+    """`timeouts`: the pool's connections carry the API's `lock_timeout` and `statement_timeout`
+    (settings `db_lock_timeout_seconds`, `db_statement_timeout_seconds`): a lock someone holds for ever
+    fails a request instead of freezing every writer, and the pool with them (issue 52, D-M1). The command
+    line's pool goes without (`cli.support.run_db`: an operator's `audit verify` of a large chain)."""
     eng = engine()
     if isinstance(eng, PostgresEngine):
+        extra = {"server_settings": get_settings().postgres_timeouts()} if timeouts else {}
         # connections open as they are first needed (asyncpg's default opens all ten at once: ~100 ms)
         await eng.start_connection_pool(
-            min_size=1, max_size=get_settings().db_pool_size, connection_class=PooledConnection
+            min_size=1, max_size=get_settings().db_pool_size, connection_class=PooledConnection, **extra
         )
 
 

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CLEANROOM_", extra="ignore")
 
     data_dir: Path = REPO_ROOT / "var"
+    # the Ed25519 key that signs audit exports (PEM, 0600; made on first use): default
+    # data_dir/audit-signing/ed25519.pem. Kept outside the database, so whoever can write the table cannot sign.
+    audit_signing_key: Path | None = None
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("DATABASE_URL", "CLEANROOM_DATABASE_URL")
     )
@@ -62,6 +65,19 @@ class Settings(BaseSettings):
     # (`serve --processes N`) has its own: N x this plus the job queue's few stay under PostgreSQL's
     # max_connections (100 by default).
     db_pool_size: int = Field(default=20, ge=1, le=200)
+    # PostgreSQL: how long a statement of the API (its pool, the fleet's dispatcher and job queue) waits for
+    # a lock, and runs at most, before it fails (0: no limit). A lock held by someone else for ever (a
+    # fleet host's role cannot reach the API's locks any more, but an operator's stray session can) then
+    # fails one request instead of freezing every writer and the pool with them (issue 52, D-M1). The
+    # longest legitimate waits are turns on the audit chain's lock, a few hundred ms at a thousand
+    # assistants (docs/scale.md), and the longest statements whole-table reads of the audit chain
+    # (`audit verify`, seconds at millions of entries). Migrations, and the command line (run by the
+    # operator, `audit verify` on a large chain), run without these (`db_migration_*`).
+    db_lock_timeout_seconds: float = Field(default=10.0, ge=0)
+    db_statement_timeout_seconds: float = Field(default=120.0, ge=0)
+    # a migration (one transaction each) may rewrite a whole table: its own limits, none by default
+    db_migration_lock_timeout_seconds: float = Field(default=0.0, ge=0)
+    db_migration_statement_timeout_seconds: float = Field(default=0.0, ge=0)
     # every API answer carries `Server-Timing: app;dur=<ms>`, the time from the request reaching the app to
     # its answer's headers (the control-plane bench turns it on to tell the API's time from its own)
     server_timing: bool = False
@@ -170,6 +186,36 @@ class Settings(BaseSettings):
     login_hash_concurrency: int = 2  # password checks at once (argon2: 64 MiB and a core each)
     login_hash_queue: int = 32  # sign-ins waiting for a check, per lane (known, fresh), before new ones get 429
     session_hours: int = 12
+    # argon2's parameters for new password hashes: "standard" (argon2-cffi's defaults, 64 MiB) everywhere
+    # but the test suite, which sets "cheap" (tests/conftest.py); a stored hash made with other parameters is
+    # rehashed at its next sign-in (backend/tenancy/passwords.py)
+    password_hash_profile: Literal["standard", "cheap"] = "standard"
+    # how long an invitation and a password-reset link stay valid
+    invite_link_hours: int = Field(default=72, ge=1, le=24 * 30)
+    reset_link_hours: int = Field(default=2, ge=1, le=72)
+
+    # mail (invitations, password resets): sent when smtp_host is set; otherwise the admin or the operator
+    # sees the link once and passes it on (a forgotten-password request then sends nothing)
+    smtp_host: str | None = None
+    smtp_port: int = 587
+    smtp_starttls: bool = True  # STARTTLS before signing in; false only for a relay on this host
+    smtp_username: str | None = None
+    smtp_password: str | None = Field(default=None, repr=False)
+    smtp_from: str = "cleanroom@localhost"
+    smtp_timeout_seconds: float = 10.0
+
+    def postgres_timeouts(self, *, migration: bool = False) -> dict[str, str]:
+        """The API's `lock_timeout` and `statement_timeout` (or a migration's), as PostgreSQL settings a
+        connection is opened with (asyncpg's `server_settings`, libpq's `options`)."""
+        lock, statement = (
+            (self.db_migration_lock_timeout_seconds, self.db_migration_statement_timeout_seconds)
+            if migration
+            else (self.db_lock_timeout_seconds, self.db_statement_timeout_seconds)
+        )
+        return {
+            "lock_timeout": f"{round(lock * 1000)}ms",
+            "statement_timeout": f"{round(statement * 1000)}ms",
+        }
 
     @property
     def effective_database_url(self) -> str:

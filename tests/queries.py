@@ -18,7 +18,7 @@ from backend.tenancy.tables import Company
 
 def chain_locks(entries: int = 1) -> int:
     """What `entries` audit entries cost beyond their tail and insert: on PostgreSQL each transaction that
-    appends takes the chain's advisory lock first, one statement (backend/audit/service.py), so that the
+    appends takes the chain's lock first, one statement (backend/audit/service.py), so that the
     appends of several API processes take turns; SQLite has one writer and no such lock."""
     return entries if db.is_postgres() else 0
 

@@ -561,7 +561,9 @@ async def _bench(
     jobs: dict[str, list[tuple[float, float]]] = defaultdict(list)  # host -> (job began, ended)
     ended: dict[int, float] = {}  # run -> when its host had posted its result
 
-    app = make_app(fleet.worker_database_url, name="cleanroom-bench-control-plane")
+    # one procrastinate worker routes the jobs of every simulated host: a role that sees every host's queue,
+    # the API's (a real host's own role sees its queue only, `cleanroom workers db-role`)
+    app = make_app(fleet.env["DATABASE_URL"], name="cleanroom-bench-control-plane")
 
     @app.task(name=TASK, pass_context=True)
     async def route(context: procrastinate.JobContext, run_id: int) -> None:

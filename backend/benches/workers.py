@@ -58,8 +58,9 @@ class FleetServer:
         # a database already seeded with the demo companies to clone (the test suite's template), so the API's
         # `demo seed` finds companies and skips; without one the API seeds an empty database
         self.template = template
-        self.role = f"{self.name}_worker"  # roles are the server's, not the database's: one per fleet
-        self.worker_database_url = ""
+        # roles are the server's, not the database's: one per host of this fleet (`workers db-role HOST`)
+        self.roles: dict[str, str] = {}
+        self.worker_database_urls: dict[str, str] = {}
         base = _admin_url().rpartition("/")[0]
         self.env = {
             "DATABASE_URL": f"{base}/{self.name}",
@@ -81,11 +82,6 @@ class FleetServer:
             self.server = ApiServer(
                 self.env, processes=self.processes, seeded=bool(self.template)
             ).__enter__()
-            password = secrets.token_urlsafe(24)
-            self.cli("workers", "db-role", self.role, env={"CLEANROOM_WORKER_DB_PASSWORD": password})
-            from backend.fleet.queue import role_url
-
-            self.worker_database_url = role_url(self.env["DATABASE_URL"], self.role, password)
         except BaseException:
             self.__exit__()
             raise
@@ -98,7 +94,8 @@ class FleetServer:
             if self.server is not None:
                 self.server.__exit__()
             _admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-            _admin(f'DROP ROLE IF EXISTS "{self.role}"')  # its grants went with the database
+            for role in self.roles.values():
+                _admin(f'DROP ROLE IF EXISTS "{role}"')  # its grants went with the database
 
     @property
     def url(self) -> str:
@@ -117,6 +114,24 @@ class FleetServer:
         )
         return out.stdout.strip()
 
+    def worker_database_url(self, host_id: str) -> str:
+        """Host `host_id`'s own role (`cleanroom workers db-role`), made the first time it is asked for."""
+        if host_id not in self.worker_database_urls:
+            from backend.fleet.queue import role_url
+
+            password = secrets.token_urlsafe(24)
+            role = self.roles[host_id] = f"{self.name}_{host_id}"
+            self.cli(  # the cluster's other databases are not the bench's to change
+                "workers",
+                "db-role",
+                host_id,
+                role,
+                "--leave-other-databases",
+                env={"CLEANROOM_WORKER_DB_PASSWORD": password},
+            )
+            self.worker_database_urls[host_id] = role_url(self.env["DATABASE_URL"], role, password)
+        return self.worker_database_urls[host_id]
+
     def start_worker(self, host_id: str, capacity: int = 1) -> None:
         assert self.server is not None
         if host_id not in self.tokens:
@@ -127,7 +142,7 @@ class FleetServer:
             capacity=capacity,
             env=self.server.env,
             token=self.tokens[host_id],
-            database_url=self.worker_database_url,
+            database_url=self.worker_database_url(host_id),
             data_dir=data,
         )
 

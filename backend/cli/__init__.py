@@ -6,6 +6,7 @@ from __future__ import annotations
 from backend.cli import (
     audit,
     bench,
+    companies,
     credits,
     datasets,
     demo,
@@ -31,6 +32,7 @@ for _module in (
     worker,
     health,
     demo,
+    companies,
     records,
     datasets,
     audit,

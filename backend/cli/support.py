@@ -33,7 +33,7 @@ def run_db(fn: Callable[[], Awaitable[T]], *, create: bool = True) -> T:
 
     async def main() -> Any:
         db.configure()
-        await db.start_pool()
+        await db.start_pool(timeouts=False)  # the operator's commands: no API time limits
         try:
             if create:
                 await db.create_schema()

@@ -8,6 +8,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 from urllib.parse import urlsplit
 
 import typer
@@ -62,7 +63,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """Take approved runs from the job queue (PostgreSQL) and run each in a fresh VM on this host.
         The enrollment token comes from CLEANROOM_WORKER_TOKEN (see `cleanroom workers enroll`);
-        DATABASE_URL is the workers' role (`cleanroom workers db-role`), never the API's."""
+        DATABASE_URL is this host's own role (`cleanroom workers db-role HOST_ID`), never the API's."""
         from backend.settings import get_settings, valid_host_id
 
         if local:  # started and supervised by `cleanroom serve`: the in-process loop, in its own process
@@ -82,12 +83,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if not settings.is_postgres:
             fail(
                 "a fleet worker needs PostgreSQL: set DATABASE_URL=postgresql://… (the workers' role on the "
-                "API's database, `cleanroom workers db-role`)"
+                "API's database, `cleanroom workers db-role HOST_ID`)"
             )
         if not valid_host_id(host_id):
             fail("--host-id: 1-32 lower-case letters, digits or underscores")
         if not full_db_role:
-            _check_db_role(settings.effective_database_url)
+            _check_db_role(settings.effective_database_url, host_id)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         run_worker(
             host_id=host_id,
@@ -96,21 +97,34 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             capacity=capacity or settings.max_concurrent_vms,
         )
 
-    def _check_db_role(url: str) -> None:
-        """A hypervisor host holds no credential that reads or changes the product's tables."""
+    def _check_db_role(url: str, host_id: str) -> None:
+        """A hypervisor host holds no credential that reads or changes the product's tables, another host's
+        jobs, or the database's disk (temporary tables): its own role, `cleanroom workers db-role HOST`."""
         import psycopg
 
-        from backend.fleet.queue import product_tables_reachable
+        from backend.fleet.queue import product_tables_reachable, worker_role_problems
 
         try:
             reachable = product_tables_reachable(url)
+            problems, others = worker_role_problems(url, host_id)
         except psycopg.Error as exc:
             fail(f"the job queue's database is not reachable with DATABASE_URL: {exc}")
         if reachable:
             shown = ", ".join(reachable[:6]) + (" …" if len(reachable) > 6 else "")
             fail(
                 f"DATABASE_URL's role may read or change the product's tables ({shown}); a worker host gets "
-                "the workers' role only: on the API's host run `cleanroom workers db-role` and use its URL"
+                f"its own role only: on the API's host run `cleanroom workers db-role {host_id}` and use its URL"
+            )
+        if problems:
+            fail(
+                f"DATABASE_URL's role is not host {host_id}'s own: {'; '.join(problems)}. On the API's host "
+                f"run `cleanroom workers db-role {host_id}` and use its URL"
+            )
+        if others:
+            logging.getLogger("cleanroom.fleet.worker").warning(
+                "this host's role may still connect to the cluster's databases %s: their owner should "
+                "REVOKE CONNECT, TEMPORARY ON DATABASE … FROM PUBLIC",
+                ", ".join(others),
             )
 
     def _local_worker() -> None:
@@ -142,20 +156,29 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     @workers.command("db-role")
     def db_role(
-        role: str = typer.Argument("cleanroom_worker", help="the PostgreSQL role the workers log in as"),
+        host_id: str = typer.Argument(..., help="the host the role is for (its --host-id)"),
+        role: str = typer.Argument("", help="the role's name (default cleanroom_worker_HOST_ID)"),
+        leave_other_databases: bool = typer.Option(
+            False,
+            "--leave-other-databases",
+            help="keep PUBLIC's CONNECT on the cluster's other databases (a cluster shared with other "
+            "applications that rely on it); the role may then connect to them",
+        ),
     ) -> None:
-        """Create (or reset) the workers' PostgreSQL role on the API's database: it may use procrastinate's
-        tables, sequences and functions and nothing of the product's. The password comes from
-        CLEANROOM_WORKER_DB_PASSWORD, else it is asked for; run it again after an upgrade."""
-        import asyncio
-        import re
-
-        from backend.fleet.queue import make_worker_role, product_tables_reachable, role_url
-        from backend.settings import get_settings
+        """Create (or reset) host HOST_ID's PostgreSQL role on the API's database: it may use procrastinate's
+        tables, sequences and functions, its rows limited to HOST_ID's queue by row-level security, and
+        nothing of the product's. PUBLIC loses TEMP on this database and CONNECT and TEMP on the cluster's
+        other databases. The password comes from CLEANROOM_WORKER_DB_PASSWORD, else it is asked for; run it
+        again after an upgrade. One role per host: a host holds no credential for another's jobs."""
+        from backend.fleet.queue import make_worker_role, product_tables_reachable, role_url, worker_role_of
+        from backend.settings import get_settings, valid_host_id
 
         settings = get_settings()
         if not settings.is_postgres:
             fail("the workers' role is for a fleet: set DATABASE_URL=postgresql://… (the API's database)")
+        if not valid_host_id(host_id):
+            fail("HOST_ID: 1-32 lower-case letters, digits or underscores")
+        role = role or worker_role_of(host_id)
         if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", role):
             fail("the role: lower-case letters, digits and underscores, at most 63")
         password = os.environ.get(PASSWORD_ENV) or typer.prompt(
@@ -164,17 +187,38 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if len(password) < 16:
             fail("the workers' role password: at least 16 characters")
         url = settings.effective_database_url
-        try:
-            granted = asyncio.run(make_worker_role(url, role, password))
+        try:  # the database's migrations first: the API's lock rows
+            made = run_db(
+                lambda: make_worker_role(
+                    url, host_id, password, role=role, other_databases=[] if leave_other_databases else None
+                )
+            )
         except Exception as exc:
             fail(f"could not make the workers' role: {exc}")
         worker_url = role_url(url, role, password)
         reachable = product_tables_reachable(worker_url)
         if reachable:  # a grant to PUBLIC, or default privileges: the role is not what it must be
             fail(f"the role {role} can still reach the product's tables: {', '.join(reachable)}")
-        typer.echo(f"role {role}: procrastinate only ({len(granted)} tables, sequences and functions)")
+        typer.echo(
+            f"role {role}: procrastinate only, host {host_id}'s queue only "
+            f"({len(made.granted)} tables, sequences and functions)"
+        )
+        if made.connect_revoked:
+            typer.echo(f"PUBLIC may no longer connect to: {', '.join(made.connect_revoked)}")
+        if made.connect_left:
+            typer.echo(
+                f"warning: {role} may still connect to {', '.join(made.connect_left)} (as their owner: "
+                "REVOKE CONNECT, TEMPORARY ON DATABASE … FROM PUBLIC)",
+                err=True,
+            )
+        if not made.can_cut_off:
+            typer.echo(
+                f"warning: the API's role is not a member of {role}, so it cannot end a session of this host "
+                f"that blocks the job queue; as a superuser: GRANT {role} TO <the API's role>",
+                err=True,
+            )
         shown = role_url(url, role, "PASSWORD")
-        typer.echo(f"give each worker host DATABASE_URL={shown} (PASSWORD: the one just set, URL-encoded)")
+        typer.echo(f"give host {host_id} DATABASE_URL={shown} (PASSWORD: the one just set, URL-encoded)")
 
     @workers.command("revoke")
     def revoke(token_id: int = typer.Argument(..., help="the token's id (`cleanroom workers list`)")) -> None:

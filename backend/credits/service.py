@@ -34,7 +34,13 @@ CHAT_TURN = "chat_turn"
 BASE_CHARGE = 1.0  # per run, also the minimum a pool must cover before a run is proposed or approved
 PER_VCPU_SECOND = 0.02
 PER_GIB_SECOND = 0.01
-CHARGE_LOCK = 7_311_004  # pg advisory lock (transaction), with a run's id: that run's charges take turns
+# PostgreSQL: a row of the API's lock table (`backend.locks`) inserted for the run and deleted again in the
+# same transaction; another charge of the run inserting it waits for that transaction to end (its unique index)
+CHARGE_LOCK = 'INSERT INTO "api_lock" ("name") VALUES ({})'
+CHARGED_UNLOCKING = (
+    'WITH "gone" AS (DELETE FROM "api_lock" WHERE "name" = {}) '
+    'SELECT "credits" FROM "credit_charge" WHERE "run_id" = {} LIMIT 1'
+)
 
 # What approved runs not yet finished hold against the pool (their maximum cost), per company: the runs
 # package registers the reader (backend/runs/holds.py); credits knows nothing of runs.
@@ -279,13 +285,23 @@ async def lock_company(company_id: int) -> None:
         await Company.select(Company.id).where(Company.id == company_id).lock_rows("NO KEY UPDATE")
 
 
-async def _lock_charge_of(run_id: int) -> None:
-    """Serialize the charges of one run inside the caller's transaction (PostgreSQL: an advisory lock on the
-    run's id, held to the commit; SQLite: its write transaction already holds the database's lock). Not the
-    company's row: a charge spends what the run's approval already reserved and reads nothing of what is
-    left, so it needs no turn among the company's reservations, and it took one at every result."""
+async def _lock_charge_of(run_id: int) -> float | None:
+    """Serialize the charges of one run inside the caller's transaction, and return what the run was charged
+    before (None: nothing yet). SQLite: its write transaction already holds the database's lock. PostgreSQL:
+    a row `charge:<run>` inserted into `api_lock`: another transaction inserting the same waits on the
+    unique index until this one ends, whatever this one does with the row meanwhile; so the next statement
+    deletes it again (no row is left behind) while it reads the charge, in a snapshot taken after the wait.
+    Two statements, as the advisory lock and the read were. Not the company's row: a charge spends what the
+    run's approval already reserved and reads nothing of what is left, so it needs no turn among the
+    company's reservations, and it took one at every result. Not an advisory key: those any database role
+    can take, a fleet host's too (issue 52, D-M1); `api_lock` is out of its reach."""
     if isinstance(CreditCharge._meta.db, PostgresEngine):
-        await CreditCharge.raw("SELECT pg_advisory_xact_lock({}, {})", CHARGE_LOCK, run_id)
+        name = f"charge:{run_id}"
+        await CreditCharge.raw(CHARGE_LOCK, name)
+        rows = await CreditCharge.raw(CHARGED_UNLOCKING, name, run_id)
+        return rows[0]["credits"] if rows else None
+    charged = await CreditCharge.select(CreditCharge.credits).where(CreditCharge.run_id == run_id).first()
+    return None if charged is None else charged["credits"]
 
 
 async def reserve(
@@ -354,10 +370,9 @@ async def charge(
     if cap and credits > cap:
         credits, data["capped_at_reservation"] = cap, cap
     async with audit.atomic():
-        await _lock_charge_of(run_id)
-        charged = await CreditCharge.select(CreditCharge.credits).where(CreditCharge.run_id == run_id).first()
+        charged = await _lock_charge_of(run_id)
         if charged is not None:  # its result posted again (the API stopped after charging it): charged once
-            return charged["credits"]
+            return charged
         await CreditCharge.insert(
             CreditCharge(
                 company=company_id,

@@ -1,7 +1,7 @@
 """`cleanroom worker --host-id NAME`: one process per hypervisor host, taking run jobs from procrastinate.
 
-It reaches the job queue with the workers' PostgreSQL role (`cleanroom workers db-role`: procrastinate's
-tables only, never the product's) and takes jobs from its own host's queue only. It needs no shared
+It reaches the job queue with its host's own PostgreSQL role (`cleanroom workers db-role HOST`: procrastinate's
+tables only, never the product's, its rows limited to its own host's queue) and takes jobs from that queue. It needs no shared
 filesystem with the API: it claims a run over HTTP with its enrollment token (only a run dispatched to
 this host), fetches the staged bundle by the signed URL it got, re-hashes code and bundle against the
 approval before any VM exists (a mismatch refuses the run), runs it in a fresh VM here, and sends the

@@ -7,9 +7,13 @@ worker may claim it (`service.claim`). So the queue never holds a long FIFO one 
 already at its share of the slots waits while another company's runs wait. Procrastinate delivers each job
 to its host's worker (LISTEN/NOTIFY, so pickup is immediate) and keeps it across restarts of the API.
 
-Workers reach the queue with a PostgreSQL role of their own (`make_worker_role`, `cleanroom workers
-db-role`): procrastinate's tables, sequences and functions, nothing of the product's. A hypervisor host
-runs hostile code in VMs; it holds no credential that reads or changes a company's data.
+Each host's worker reaches the queue with a PostgreSQL role of its own (`make_worker_role`, `cleanroom
+workers db-role HOST`): procrastinate's tables, sequences and functions, its rows limited by row-level
+security to its own host's queue, nothing of the product's, no temporary table. A hypervisor host runs
+hostile code in VMs; it holds no credential that reads or changes a company's data or another host's jobs,
+and no lock the API waits on: the API's own locks are on tables its role cannot see (`backend/locks.py`),
+and a host's session that keeps anyone waiting on a lock of procrastinate's tables is ended
+(`cut_off_blockers`). The API's connections carry a lock and a statement timeout (`api_options`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +36,7 @@ from procrastinate.exceptions import AlreadyEnqueued, ProcrastinateException
 from procrastinate.jobs import Status
 from psycopg import sql
 
+from backend import locks
 from backend.execution.queue import queued_runs
 from backend.execution.retention import sweep_bundles
 from backend.fleet import service
@@ -43,8 +49,8 @@ from backend.settings import get_settings
 log = logging.getLogger("cleanroom.fleet")
 TASK = "cleanroom.run"
 QUEUE = "runs"
-SCHEMA_LOCK = 7_311_001  # pg advisory lock: one process applies procrastinate's schema
-LEADER_LOCK = 7_311_002  # pg advisory lock, held for a session: the API process of a fleet that dispatches
+SCHEMA_LOCK = locks.SCHEMA  # the row of `api_lock` held while one process applies procrastinate's schema
+LEADER_LOCK = locks.LEADER_LOCK  # `api_leader` locked for as long as an API process of a fleet dispatches
 WAKE_CHANNEL = "cleanroom_dispatch"  # NOTIFY: a run queued in another API process wakes the dispatching one
 PREFIX = "procrastinate_"  # procrastinate's tables, sequences and functions: all a worker's role may use
 LIKE_PREFIX = PREFIX.replace("_", "\\_") + "%"
@@ -74,22 +80,41 @@ def database_url() -> str:
     return dsn or get_settings().effective_database_url
 
 
+def api_options() -> str:
+    """The API's `lock_timeout` and `statement_timeout` (settings), as libpq's `options`: the API's own
+    connections to the job queue carry them as its pool's do (`db.start_pool`)."""
+    return " ".join(f"-c {name}={value}" for name, value in get_settings().postgres_timeouts().items())
+
+
+async def api_connection(
+    url: str | None = None, *, extra: str = "", **kwargs: Any
+) -> psycopg.AsyncConnection:
+    """A connection of the API's own (not the pool's), with the API's timeouts (and `extra` options)."""
+    options = f"{api_options()} {extra}".strip()
+    return await psycopg.AsyncConnection.connect(url or database_url(), options=options, **kwargs)
+
+
 def make_app(url: str | None = None, *, name: str = "cleanroom-api") -> procrastinate.App:
     """`name` is the connections' application_name (`cleanroom-worker-<host>` in a worker): an operator
-    sees in pg_stat_activity who holds which connection."""
+    sees in pg_stat_activity who holds which connection. The API's (`cleanroom-api`) carry its timeouts."""
     url = url or database_url()
     if not url.startswith(("postgres://", "postgresql://")):
         raise RuntimeError("workers in a fleet need PostgreSQL (DATABASE_URL=postgresql://…)")
-    connector = procrastinate.PsycopgConnector(conninfo=url, kwargs={"application_name": name})
+    kwargs: dict[str, Any] = {"application_name": name}
+    if name == "cleanroom-api":
+        kwargs["options"] = api_options()
+    connector = procrastinate.PsycopgConnector(conninfo=url, kwargs=kwargs)
     return procrastinate.App(connector=connector)
 
 
 async def ensure_schema(app: procrastinate.App, url: str | None = None) -> None:
-    """Procrastinate's tables, once per database (under an advisory lock: API processes may race). The API
-    applies it; a worker's role may not create anything (`schema_ready`)."""
+    """Procrastinate's tables, once per database (under the `schema` row of `api_lock`: API processes may
+    race). The API applies it; a worker's role may not create anything (`schema_ready`)."""
     url = url or database_url()
-    async with await psycopg.AsyncConnection.connect(url) as conn, conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+    async with await api_connection(url) as conn, conn.transaction():
+        row = await (await conn.execute(locks.ROW_LOCK.format("%s"), (SCHEMA_LOCK,))).fetchone()
+        if row is None:
+            raise locks.missing(SCHEMA_LOCK)
         row = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
         if row and row[0]:
             return
@@ -122,11 +147,146 @@ def product_tables_reachable(url: str) -> list[str]:
         return [row[0] for row in conn.execute(PRODUCT_REACH).fetchall()]
 
 
-async def make_worker_role(url: str, role: str, password: str) -> list[str]:
-    """Create (or bring back to exactly this) the workers' role in the database of `url` (the API's): it
-    logs in with `password` (sent as a SCRAM verifier, never in clear) and may use procrastinate's tables,
-    sequences and functions and nothing else. Idempotent; run again after an upgrade of procrastinate.
-    Returns the objects granted; raises when the role can still reach a product table (a grant to PUBLIC)."""
+ROLE_CHECK = """
+SELECT has_database_privilege(current_database(), 'TEMP') AS temp,
+       (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user) AS bypass,
+       (SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class c
+         WHERE c.relname = ANY(%(tables)s) AND c.relkind = 'r' AND NOT c.relrowsecurity) AS open_tables,
+       (SELECT array_agg(qual) FROM pg_policies
+         WHERE tablename = 'procrastinate_jobs' AND current_user = ANY(roles)) AS job_policies,
+       (SELECT array_agg(policyname::text) FROM pg_policies
+         WHERE tablename = ANY(%(tables)s) AND 'public' = ANY(roles)) AS public_policies,
+       (SELECT array_agg(datname::text ORDER BY datname) FROM pg_database WHERE datallowconn
+         AND datname <> current_database() AND has_database_privilege(oid, 'CONNECT')) AS other_databases
+"""
+
+
+def worker_role_problems(url: str, host_id: str) -> tuple[list[str], list[str]]:
+    """Why the role of `url` is not host `host_id`'s own (`make_worker_role`), and what it may still do
+    that it should not but this host cannot change (connect to other databases of the cluster)."""
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        row = conn.execute(ROLE_CHECK, {"tables": [JOBS, EVENTS, DEFERS, WORKERS]}).fetchone()
+    assert row is not None
+    temp, bypass, open_tables, job_policies, public_policies, others = row
+    problems = []
+    if temp:
+        problems.append("it may create temporary tables (TEMP): a host could fill the database's disk")
+    if bypass:
+        problems.append("it is a superuser or bypasses row-level security")
+    if open_tables:
+        problems.append(f"procrastinate's tables {', '.join(open_tables)} have no row-level security")
+    if public_policies:
+        problems.append(f"policies for PUBLIC on procrastinate's tables: {', '.join(public_policies)}")
+    own = f"'{queue_of(host_id)}'"
+    if not job_policies or any(own not in (qual or "") for qual in job_policies):
+        problems.append(f"its jobs are not limited to this host's queue {queue_of(host_id)}")
+    return problems, list(others or [])
+
+
+WORKER_ROLE_PREFIX = "cleanroom_worker_"  # a host's role: this and its host id
+WORKER_CONNECTION_LIMIT = 10  # a host's worker holds 5-6 (procrastinate's pool, its listener, a check)
+LOCK_MAX = 128  # the longest `lock` a host may give its own job (procrastinate's retry may set one)
+OWNER_COLUMN = "cleanroom_role"  # procrastinate_workers: the role that registered the row
+# What a host's worker changes in its own jobs (procrastinate's fetch, finish and retry functions): never
+# the arguments, task or queueing lock the API wrote. Column privileges: no table-wide UPDATE.
+JOB_COLUMNS = (
+    "status",
+    "worker_id",
+    "attempts",
+    "abort_requested",
+    "scheduled_at",
+    "priority",
+    "queue_name",
+    "lock",
+)
+JOBS, EVENTS, DEFERS, WORKERS = (
+    "procrastinate_jobs",
+    "procrastinate_events",
+    "procrastinate_periodic_defers",
+    "procrastinate_workers",
+)
+
+
+def worker_role_of(host_id: str) -> str:
+    return f"{WORKER_ROLE_PREFIX}{host_id}"
+
+
+def _policies(role: str, host_id: str) -> dict[str, list[sql.Composable]]:
+    """The row-level policies of `role` on procrastinate's tables, which the API's role owns (the owner is
+    not subject to them; every other role sees no row of a table without a policy of its own):
+    - jobs: only those of its host's queue, seen, taken, finished or retried, and none moved out of it;
+      no job inserted (no INSERT privilege either: the API makes the jobs);
+    - events: inserted only by procrastinate's triggers (`pg_trigger_depth`), of its own jobs; none read;
+    - periodic defers (none in this product): none seen (the trigger that unlinks a deleted job's runs);
+    - workers: only the rows this role registered (`cleanroom_role`), so no host ends another's worker."""
+    name, who = sql.Identifier(role), sql.Identifier(role)
+    queue = sql.Literal(queue_of(host_id))
+    own_job = sql.SQL("queue_name = {}").format(queue)
+    return {
+        JOBS: [
+            sql.SQL("CREATE POLICY {} ON procrastinate_jobs TO {} USING ({}) WITH CHECK ({} AND ").format(
+                name, who, own_job, own_job
+            )
+            + sql.SQL("coalesce(length(lock), 0) <= {})").format(sql.Literal(LOCK_MAX))
+        ],
+        EVENTS: [
+            sql.SQL(
+                "CREATE POLICY {} ON procrastinate_events FOR INSERT TO {} WITH CHECK (pg_trigger_depth() > 0 "
+                "AND EXISTS (SELECT 1 FROM procrastinate_jobs j WHERE j.id = job_id))"
+            ).format(name, who)
+        ],
+        DEFERS: [
+            sql.SQL(
+                "CREATE POLICY {} ON procrastinate_periodic_defers TO {} USING (false) WITH CHECK (false)"
+            ).format(name, who)
+        ],
+        WORKERS: [
+            sql.SQL(
+                "CREATE POLICY {} ON procrastinate_workers TO {} USING ({} = current_user) WITH CHECK ({} = current_user)"
+            ).format(name, who, sql.Identifier(OWNER_COLUMN), sql.Identifier(OWNER_COLUMN))
+        ],
+    }
+
+
+# what each table grants a host's role (its rows limited by the policies above)
+TABLE_GRANTS = {
+    JOBS: "GRANT SELECT, DELETE, UPDATE ({}) ON procrastinate_jobs TO {{}}".format(", ".join(JOB_COLUMNS)),
+    EVENTS: "GRANT INSERT ON procrastinate_events TO {}",
+    DEFERS: "GRANT SELECT (job_id), UPDATE (job_id) ON procrastinate_periodic_defers TO {}",
+    WORKERS: "GRANT SELECT, INSERT, UPDATE (last_heartbeat), DELETE ON procrastinate_workers TO {}",
+}
+
+
+@dataclass
+class WorkerRole:
+    role: str
+    granted: list[str]  # procrastinate's tables, sequences and functions
+    connect_revoked: list[str]  # other databases PUBLIC may no longer connect to
+    connect_left: list[str]  # other databases the role may still connect to (not this role's to change)
+    can_cut_off: bool  # the API's role may end this role's sessions (`cut_off_blockers`)
+
+
+async def make_worker_role(
+    url: str,
+    host_id: str,
+    password: str,
+    *,
+    role: str | None = None,
+    other_databases: list[str] | None = None,
+) -> WorkerRole:
+    """Create (or bring back to exactly this) host `host_id`'s PostgreSQL role in the database of `url` (the
+    API's): it logs in with `password` (sent as a SCRAM verifier, never in clear), at most
+    `WORKER_CONNECTION_LIMIT` connections at once, and may use procrastinate's objects, its rows limited to
+    its host's queue by row-level security (`_policies`), and nothing else. Idempotent; run again after an
+    upgrade of procrastinate.
+
+    Also: PUBLIC loses TEMP on this database (a host could fill its disk with temporary tables; the API's
+    own role keeps TEMP by a grant of its own), and CONNECT and TEMP on every other database of the cluster
+    that this role may change (`other_databases`: those only; None: every one); the others are returned.
+    The API's role is made a member of the role, so it may end the role's sessions (`cut_off_blockers`).
+    Raises when the role can still reach a product table (a grant to PUBLIC) or a procrastinate function
+    runs as its owner."""
+    role = role or worker_role_of(host_id)
     app = make_app(url)
     await ensure_schema(app, url)
     granted: list[str] = []
@@ -135,8 +295,8 @@ async def make_worker_role(url: str, role: str, password: str) -> list[str]:
         name = sql.Identifier(role)
         exists = await (await conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))).fetchone()
         attributes = sql.SQL(
-            "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD {}"
-        ).format(sql.Literal(verifier))
+            "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS CONNECTION LIMIT {} PASSWORD {}"
+        ).format(sql.Literal(WORKER_CONNECTION_LIMIT), sql.Literal(verifier))
         verb = sql.SQL("ALTER ROLE" if exists else "CREATE ROLE")
         await conn.execute(sql.SQL("{} {} {}").format(verb, name, attributes))
         schema = (
@@ -148,6 +308,7 @@ async def make_worker_role(url: str, role: str, password: str) -> list[str]:
             ).fetchone()
         )[0]
         database = (await (await conn.execute("SELECT current_database()")).fetchone())[0]
+        db_name = sql.Identifier(database)
         async with conn.transaction():
             nsp = sql.Identifier(schema)
             # whatever the role was given before (a re-run after an upgrade, a hand-made grant): gone
@@ -155,14 +316,33 @@ async def make_worker_role(url: str, role: str, password: str) -> list[str]:
                 await conn.execute(
                     sql.SQL("REVOKE ALL ON ALL {} IN SCHEMA {} FROM {}").format(sql.SQL(kind), nsp, name)
                 )
-            await conn.execute(
-                sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(database), name)
-            )
+            await conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM {}").format(db_name, name))
+            await conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db_name, name))
+            # no temporary tables for anyone but the API's own role (which may be the database's owner)
+            await conn.execute(sql.SQL("GRANT TEMPORARY ON DATABASE {} TO CURRENT_USER").format(db_name))
+            await conn.execute(sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(db_name))
             await conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(nsp, name))
+            # which role registered each worker row (procrastinate's insert is its own role's)
+            await conn.execute(
+                sql.SQL(
+                    "ALTER TABLE procrastinate_workers ADD COLUMN IF NOT EXISTS {} name NOT NULL DEFAULT current_user"
+                ).format(sql.Identifier(OWNER_COLUMN))
+            )
+            for table, policies in _policies(role, host_id).items():
+                await conn.execute(
+                    sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(sql.Identifier(table))
+                )
+                await conn.execute(
+                    sql.SQL("DROP POLICY IF EXISTS {} ON {}").format(name, sql.Identifier(table))
+                )
+                for policy in policies:
+                    await conn.execute(policy)
+                await conn.execute(sql.SQL(TABLE_GRANTS[table]).format(name))
+                granted.append(table)
             objects = await (
                 await conn.execute(
                     "SELECT c.relkind::text, c.oid::regclass::text FROM pg_class c "
-                    "WHERE c.relnamespace = %s::regnamespace AND c.relname LIKE %s AND c.relkind IN ('r', 'S') "
+                    "WHERE c.relnamespace = %s::regnamespace AND c.relname LIKE %s AND c.relkind = 'S' "
                     "UNION ALL SELECT 'f', p.oid::regprocedure::text FROM pg_proc p "
                     "WHERE p.pronamespace = %s::regnamespace AND p.proname LIKE %s ORDER BY 1, 2",
                     (schema, LIKE_PREFIX, schema, LIKE_PREFIX),
@@ -170,7 +350,6 @@ async def make_worker_role(url: str, role: str, password: str) -> list[str]:
             ).fetchall()
             for kind, target in objects:
                 grant = {
-                    "r": "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {} TO {}",
                     "S": "GRANT USAGE, SELECT ON SEQUENCE {} TO {}",
                     "f": "GRANT EXECUTE ON FUNCTION {} TO {}",
                 }[kind]
@@ -182,9 +361,108 @@ async def make_worker_role(url: str, role: str, password: str) -> list[str]:
                 (LIKE_PREFIX,),
             )
         ).fetchall()
+        temp = (
+            await (
+                await conn.execute("SELECT has_database_privilege(%s, current_database(), 'TEMP')", (role,))
+            ).fetchone()
+        )[0]
+        can_cut_off = await _member_of(conn, role)
+        revoked, left = await _revoke_other_databases(conn, role, other_databases)
     if definers:  # would run with their owner's rights, whatever the role was granted
         raise RuntimeError(f"procrastinate functions run as their owner (SECURITY DEFINER): {definers}")
-    return granted
+    if temp:  # REVOKE by a role that does not own the database only warns
+        raise RuntimeError(
+            f"PUBLIC keeps TEMP on database {database}: as its owner run "
+            f'REVOKE TEMPORARY ON DATABASE "{database}" FROM PUBLIC, then this again'
+        )
+    return WorkerRole(role, granted, revoked, left, can_cut_off)
+
+
+async def _member_of(conn: psycopg.AsyncConnection, role: str) -> bool:
+    """Make the API's role a member of `role` (what PostgreSQL asks before one role ends another's session),
+    unless it is a superuser already; False when it may not (the operator grants it, or nothing cuts off a
+    host holding a lock the API waits on)."""
+    row = await (await conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).fetchone()
+    if row and row[0]:
+        return True
+    try:
+        await conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(role)))
+    except psycopg.errors.InsufficientPrivilege as exc:
+        log.warning("the API's role cannot be made a member of %s: %s", role, exc)
+        return False
+    return True
+
+
+async def _revoke_other_databases(
+    conn: psycopg.AsyncConnection, role: str, only: list[str] | None
+) -> tuple[list[str], list[str]]:
+    """PUBLIC's CONNECT and TEMP taken from the cluster's other databases `role` may connect to (`only`:
+    those of them); those not to be changed, and those this connection's role may not change, are left and
+    returned second."""
+    rows = await (
+        await conn.execute(
+            "SELECT datname FROM pg_database WHERE datallowconn AND datname <> current_database() "
+            "AND has_database_privilege(%s, oid, 'CONNECT') ORDER BY datname",
+            (role,),
+        )
+    ).fetchall()
+    revoked, left = [], []
+    for (database,) in rows:
+        if only is not None and database not in only:
+            left.append(database)  # not to be changed: the role may still connect to it
+            continue
+        try:
+            await conn.execute(
+                sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(
+                    sql.Identifier(database)
+                )
+            )
+        except psycopg.Error as exc:
+            log.warning("PUBLIC keeps CONNECT on database %s: %s", database, exc)
+        reach = await (
+            await conn.execute("SELECT has_database_privilege(%s, %s, 'CONNECT')", (role, database))
+        ).fetchone()
+        (left if reach and reach[0] else revoked).append(database)
+    return revoked, left
+
+
+HOST_ROLES = "SELECT unnest(roles)::text FROM pg_policies WHERE tablename = 'procrastinate_jobs'"
+BLOCKERS = f"""
+SELECT DISTINCT h.pid, h.usename::text AS role FROM pg_stat_activity w
+CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS b(pid)
+JOIN pg_stat_activity h ON h.pid = b.pid
+WHERE w.datname = current_database() AND w.wait_event_type = 'Lock'
+  AND w.query_start < now() - make_interval(secs => %(seconds)s)
+  AND h.usename::text IN ({HOST_ROLES})
+"""
+CUT_OFF_SECONDS = 2.0  # a host's session that has kept anyone waiting on a lock this long is ended
+
+
+async def cut_off_blockers(app: procrastinate.App, seconds: float = CUT_OFF_SECONDS) -> list[dict[str, Any]]:
+    """End the sessions of hosts' roles that keep anyone of this database waiting on a lock for `seconds`
+    (the API, or other hosts). Procrastinate's own work on a host holds a row for milliseconds; what is
+    held longer (`LOCK TABLE procrastinate_workers`, a job's row kept `FOR UPDATE` in an open transaction)
+    is a compromised host's, and would stop dispatch for every host. The host's worker, if it is honest,
+    connects again. Needs the API's role to be a member of the hosts' roles (`make_worker_role` makes it
+    one). Returns those ended, each logged with its role: the operator revokes that host."""
+    ended = []
+    for row in await app.connector.execute_query_all_async(BLOCKERS, seconds=seconds):
+        try:
+            done = await app.connector.execute_query_one_async(
+                "SELECT pg_terminate_backend(%(pid)s) AS done", pid=row["pid"]
+            )
+        except Exception as exc:  # not a member of that role (the operator did not let the API be one)
+            log.error("a session of %s blocks the job queue and cannot be ended: %s", row["role"], exc)
+            continue
+        if done and done["done"]:
+            log.error(
+                "ended a session of %s that kept the job queue waiting on a lock for over %.0f s; "
+                "a worker host does not do that: revoke it if it does it again",
+                row["role"],
+                seconds,
+            )
+            ended.append(row)
+    return ended
 
 
 def role_url(url: str, role: str, password: str) -> str:
@@ -409,8 +687,11 @@ class Dispatcher:
     reap workers whose heartbeat stopped, fire due schedules and sweep retained bundles.
 
     With several API processes (`cleanroom serve --processes N`), one of them does it: the one holding the
-    session advisory lock `LEADER_LOCK` on a connection of its own. The others try again every heartbeat, so
-    when the leader dies (its connection closes, PostgreSQL lets the lock go) another takes over within one.
+    table `api_leader` locked (`LEADER_LOCK`) in a transaction it keeps open on a connection of its own. The
+    others try again every heartbeat, so when the leader dies (its connection closes, PostgreSQL lets the
+    lock go) another takes over within one. A table no worker host's role may lock, not an advisory key any
+    role could take first (issue 52, D-M1); a table lock gives that transaction no transaction id, so
+    leading for days holds back no vacuum.
     A run queued in a process that does not lead wakes the leader with a NOTIFY. What the loop does is also
     safe twice (conditional claims and ends, `_claim_firing`, procrastinate's queueing lock): a leader that
     lost its connection mid-pass finishes that pass beside its successor without doing anything twice."""
@@ -459,19 +740,32 @@ class Dispatcher:
             log.info("could not wake the dispatching API process", exc_info=True)
 
     async def _lead(self) -> None:
-        """Wait for the leader lock, then dispatch for as long as the connection holding it lives."""
+        """Wait for the leader lock, then dispatch for as long as the connection holding it lives. Until
+        then the connection wakes the leader (`_notify`); once it holds the lock, in a transaction, it
+        cannot hear (PostgreSQL delivers a NOTIFY between transactions): a second connection LISTENs."""
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(
-                    database_url(), autocommit=True, application_name="cleanroom-api-dispatcher"
+                async with await api_connection(
+                    autocommit=True,
+                    application_name="cleanroom-api-dispatcher",
+                    # its transaction stays open while it leads: a cluster-wide idle limit is not for it
+                    extra="-c idle_in_transaction_session_timeout=0",
                 ) as conn:
                     self._conn = conn
                     while not await self._take_lead(conn):
                         await asyncio.sleep(get_settings().worker_heartbeat_seconds)
-                    log.info("this API process (pid %d) dispatches the fleet's runs", os.getpid())
-                    self.leading = True
-                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(WAKE_CHANNEL)))
-                    await self._dispatch_while_held(conn)
+                    self._conn = None
+                    try:
+                        log.info("this API process (pid %d) dispatches the fleet's runs", os.getpid())
+                        self.leading = True
+                        async with await api_connection(
+                            autocommit=True, application_name="cleanroom-api-dispatcher-listen"
+                        ) as ears:
+                            await ears.execute(sql.SQL("LISTEN {}").format(sql.Identifier(WAKE_CHANNEL)))
+                            await self._dispatch_while_held(conn, ears)
+                    finally:
+                        with contextlib.suppress(Exception):
+                            await conn.rollback()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -482,18 +776,42 @@ class Dispatcher:
 
     @staticmethod
     async def _take_lead(conn: psycopg.AsyncConnection) -> bool:
-        row = await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (LEADER_LOCK,))).fetchone()
-        return bool(row and row[0])
+        """`api_leader` locked in a transaction left open (True), or the transaction ended (False: another
+        process leads)."""
+        await conn.execute("BEGIN")
+        try:
+            await conn.execute(LEADER_LOCK)
+        except psycopg.errors.LockNotAvailable:
+            await conn.rollback()
+            return False
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.rollback()
+            raise
+        return True
 
-    async def _dispatch_while_held(self, conn: psycopg.AsyncConnection) -> None:
-        """The loop, and the lock's connection heard (its NOTIFYs wake the loop); when the connection ends,
-        so does the loop: the lock is gone and another process may lead."""
+    async def _dispatch_while_held(
+        self, conn: psycopg.AsyncConnection, ears: psycopg.AsyncConnection
+    ) -> None:
+        """The loop; `ears` heard (its NOTIFYs wake the loop); the lock's connection asked every heartbeat
+        whether it lives. When either connection ends, so does the loop: the lock is gone (or may be) and
+        another process may lead."""
 
         async def hear() -> None:
-            async for _ in conn.notifies():
+            async for _ in ears.notifies():
                 self._wake.set()
 
-        tasks = [asyncio.create_task(self._loop()), asyncio.create_task(hear())]
+        async def hold() -> None:
+            while True:
+                await asyncio.sleep(get_settings().worker_heartbeat_seconds)
+                await conn.execute("SELECT 1")  # in the lock's transaction: no snapshot kept between
+
+        tasks = [
+            asyncio.create_task(self._loop()),
+            asyncio.create_task(hear()),
+            asyncio.create_task(hold()),
+            asyncio.create_task(self._guard()),
+        ]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -503,6 +821,17 @@ class Dispatcher:
         for task in done:
             task.result()  # the connection's error, if that is what ended it
         raise RuntimeError("the leader lock's connection closed")
+
+    async def _guard(self) -> None:
+        """Beside the loop, not in it (a pass may be the one waiting): hosts that keep anyone waiting on a
+        lock are cut off (`cut_off_blockers`)."""
+        assert self.app is not None
+        while True:
+            await asyncio.sleep(REAP_EVERY_SECONDS)
+            try:
+                await cut_off_blockers(self.app)
+            except Exception:
+                log.exception("looking for hosts that block the job queue failed; trying again")
 
     async def _loop(self) -> None:
         assert self.app is not None

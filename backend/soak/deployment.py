@@ -195,8 +195,8 @@ def _mount_tmpfs(path: Path) -> bool:
 
 class FleetDeployment(Deployment):
     """A fleet on this machine: the API in fleet mode (`CLEANROOM_WORKERS=fleet`) on a PostgreSQL database of
-    its own, and two `cleanroom worker` hosts, each with its own data directory and the workers' database role
-    (procrastinate's tables only). A killed host is started again after a pause, as its supervisor would."""
+    its own, and two `cleanroom worker` hosts, each with its own data directory and its own database role
+    (procrastinate's tables only, its own queue's rows). A killed host is started again after a pause, as its supervisor would."""
 
     mode = "fleet"
     # fixed, and the fleet tests' own: their warm saved states are made once per image on this machine (a
@@ -207,7 +207,8 @@ class FleetDeployment(Deployment):
         from backend.benches.workers import _admin, _admin_url
 
         self.name = f"soak_{uuid.uuid4().hex[:10]}"
-        self.role = f"{self.name}_worker"
+        # one role per host (`cleanroom workers db-role HOST`): each sees its own queue only
+        self.roles = {host: f"{self.name}_{host}" for host in self.HOSTS}
         _admin(f'CREATE DATABASE "{self.name}"')
         super().__init__(
             {
@@ -219,7 +220,7 @@ class FleetDeployment(Deployment):
                 "CLEANROOM_WORKER_LOST_SECONDS": "20",
             }
         )
-        self.worker_url = ""
+        self.worker_urls: dict[str, str] = {}
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.tokens: dict[str, str] = {}
         self.lock = threading.Lock()  # the nemesis and the supervisor both start hosts
@@ -232,17 +233,18 @@ class FleetDeployment(Deployment):
 
     def seed(self) -> None:
         super().seed()
-        password = secrets.token_urlsafe(24)
         from backend.fleet.queue import role_url
 
-        subprocess.run(
-            [sys.executable, "-m", "backend", "workers", "db-role", self.role],
-            env={**self.env, "CLEANROOM_WORKER_DB_PASSWORD": password},
-            cwd=REPO_ROOT,
-            check=True,
-            capture_output=True,
-        )
-        self.worker_url = role_url(self.env["DATABASE_URL"], self.role, password)
+        for host, role in self.roles.items():
+            password = secrets.token_urlsafe(24)
+            subprocess.run(  # the cluster's other databases are not the soak's to change
+                [sys.executable, "-m", "backend", "workers", "db-role", host, role, "--leave-other-databases"],
+                env={**self.env, "CLEANROOM_WORKER_DB_PASSWORD": password},
+                cwd=REPO_ROOT,
+                check=True,
+                capture_output=True,
+            )
+            self.worker_urls[host] = role_url(self.env["DATABASE_URL"], role, password)
 
     def start(self, timeout: float = 120.0) -> None:
         super().start(timeout)
@@ -261,7 +263,7 @@ class FleetDeployment(Deployment):
             capacity=1,
             env=self.env,
             token=self.tokens[host],
-            database_url=self.worker_url,
+            database_url=self.worker_urls[host],
             data_dir=data,
         )
 
@@ -329,4 +331,5 @@ class FleetDeployment(Deployment):
                 proc.kill()
         super().remove()
         _admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-        _admin(f'DROP ROLE IF EXISTS "{self.role}"')
+        for role in self.roles.values():
+            _admin(f'DROP ROLE IF EXISTS "{role}"')

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from backend.benches.control_plane import _tree
-from backend.benches.workers import FleetServer, _admin_url
+from backend.benches.workers import FleetServer
 from backend.fleet.queue import LEADER_LOCK
 from tests.conftest import POSTGRES_URL
 
@@ -48,14 +48,16 @@ def _sql(fleet: FleetServer, query: str, *args: object) -> list[tuple]:
 
 
 def _leaders(fleet: FleetServer) -> int:
-    """How many sessions of the fleet's database hold the leader lock (PostgreSQL's own view)."""
-    with psycopg.connect(_admin_url(), autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
-            "WHERE l.locktype = 'advisory' AND l.objid = %s AND l.granted AND d.datname = %s",
-            (LEADER_LOCK, fleet.name),
-        ).fetchone()
-    return int(row[0]) if row else 0
+    """How many sessions of the fleet's database hold the leader lock, the table `api_leader` locked
+    (`LEADER_LOCK`; PostgreSQL's own view)."""
+    assert "api_leader" in LEADER_LOCK and "EXCLUSIVE" in LEADER_LOCK
+    rows = _sql(
+        fleet,
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'relation' AND relation = 'api_leader'::regclass "
+        "AND mode = 'ExclusiveLock' AND granted "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
+    return int(rows[0][0]) if rows else 0
 
 
 def _leads(fleet: FleetServer) -> list[int]:

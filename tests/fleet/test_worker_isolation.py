@@ -49,7 +49,8 @@ async def test_the_workers_role_reaches_the_job_queue_and_nothing_of_the_product
 ) -> None:
     role, password = worker_role
     api_url = fleet_queue.database_url()
-    granted = await fleet_queue.make_worker_role(api_url, role, password)
+    made = await fleet_queue.make_worker_role(api_url, "alpha", password, role=role, other_databases=[])
+    granted = made.granted
     assert "procrastinate_jobs" in granted and any(g.startswith("procrastinate_fetch_job") for g in granted)
     assert all(g.startswith("procrastinate_") for g in granted), granted
     worker_url = fleet_queue.role_url(api_url, role, password)
@@ -106,12 +107,12 @@ async def test_the_workers_role_is_made_again_exactly_and_a_public_grant_is_caug
     taken back; a product table granted to PUBLIC is reported instead of ignored."""
     role, password = worker_role
     api_url = fleet_queue.database_url()
-    await fleet_queue.make_worker_role(api_url, role, password)
+    await fleet_queue.make_worker_role(api_url, "alpha", password, role=role, other_databases=[])
     worker_url = fleet_queue.role_url(api_url, role, password)
     with psycopg.connect(api_url, autocommit=True) as admin:
         admin.execute(f'GRANT SELECT ON run TO "{role}"')
     assert fleet_queue.product_tables_reachable(worker_url) == ["run"]  # the check sees a grant
-    await fleet_queue.make_worker_role(api_url, role, password)
+    await fleet_queue.make_worker_role(api_url, "alpha", password, role=role, other_databases=[])
     assert fleet_queue.product_tables_reachable(worker_url) == []
     with psycopg.connect(api_url, autocommit=True) as admin:
         admin.execute("GRANT SELECT ON app_user TO PUBLIC")
@@ -143,11 +144,36 @@ async def test_the_worker_command_refuses_the_apis_database_role_and_db_role_mak
     refused = _cli("worker", "--host-id", "alpha", "--api", "http://127.0.0.1:9", env=env)
     assert refused.returncode == 1, refused.stderr
     assert "may read or change the product's tables" in refused.stderr and "db-role" in refused.stderr
-    made = _cli("workers", "db-role", role, env={**env, "CLEANROOM_WORKER_DB_PASSWORD": password})
+    # (the cluster's other databases are the test suite's: left as they are)
+    made = _cli(
+        "workers",
+        "db-role",
+        "alpha",
+        role,
+        "--leave-other-databases",
+        env={**env, "CLEANROOM_WORKER_DB_PASSWORD": password},
+    )
     assert made.returncode == 0, made.stderr
-    assert "procrastinate only" in made.stdout and f"{role}:PASSWORD@" in made.stdout
-    assert fleet_queue.product_tables_reachable(fleet_queue.role_url(api_url, role, password)) == []
-    short = _cli("workers", "db-role", role, env={**env, "CLEANROOM_WORKER_DB_PASSWORD": "short"})
+    assert "procrastinate only, host alpha's queue only" in made.stdout and f"{role}:PASSWORD@" in made.stdout
+    worker_url = fleet_queue.role_url(api_url, role, password)
+    assert fleet_queue.product_tables_reachable(worker_url) == []
+    # the role is alpha's: beta's worker refuses it, and a role that may make temporary tables too
+    worker_env = {**env, "DATABASE_URL": worker_url}
+    with psycopg.connect(api_url, autocommit=True) as admin:
+        database = admin.execute("SELECT current_database()").fetchone()[0]
+        admin.execute(f'GRANT TEMPORARY ON DATABASE "{database}" TO "{role}"')
+    other = _cli("worker", "--host-id", "beta", "--api", "http://127.0.0.1:9", env=worker_env)
+    assert other.returncode == 1, other.stderr
+    assert "not limited to this host's queue runs.beta" in other.stderr, other.stderr
+    assert "temporary tables (TEMP)" in other.stderr, other.stderr
+    with psycopg.connect(api_url, autocommit=True) as admin:
+        admin.execute(f'REVOKE TEMPORARY ON DATABASE "{database}" FROM "{role}"')
+    # positive control: the role as made is alpha's own, with nothing to object to (the same check)
+    assert fleet_queue.worker_role_problems(worker_url, "alpha")[0] == []
+    assert fleet_queue.worker_role_problems(worker_url, "beta")[0] == [
+        "its jobs are not limited to this host's queue runs.beta"
+    ]
+    short = _cli("workers", "db-role", "alpha", role, env={**env, "CLEANROOM_WORKER_DB_PASSWORD": "short"})
     assert short.returncode == 1 and "at least 16" in short.stderr
 
 

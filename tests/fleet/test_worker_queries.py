@@ -25,7 +25,7 @@ HEARTBEAT = 1  # one statement: the worker token, the host's row updated, the ru
 CLAIM = 3  # the worker token; the run queued → running for it while its host is not lost; its job
 BUNDLE = 2  # the worker token; the run's holder, status and bundle folder (was the whole row)
 VM_STARTED = 5  # the worker token; vm_started_at set while this host holds it, returning its company; entry 3
-# (an audit entry on PostgreSQL: the chain's advisory lock, its tail, the insert; the lock was added on
+# (an audit entry on PostgreSQL: the chain's lock, its tail, the insert; the lock was added on
 # 2026-12-05, so that the appends of several API processes take turns instead of colliding)
 # (one output file): the worker token; whether it holds the run (before a byte is read); the whole run once
 # the upload is in; the charge 6 (the run's charges locked, charged already?, the charge, its entry 3); its charge and

@@ -204,13 +204,13 @@ async def test_an_entry_is_not_held_up_by_a_transaction_still_running_on_postgre
 async def test_an_append_waits_its_turn_behind_another_processs_append(
     demo_db: str, monkeypatch: pytest.MonkeyPatch, lock: str
 ) -> None:
-    """Appends of several API processes take turns on the chain's advisory lock, held by an append until its
-    commit, instead of taking the same seq and retrying. Another process (a connection of its own) holds the
-    lock: an entry recorded alone, and one recorded in a transaction, each wait for it, then chain after it
-    with one read of the tail. Control: with the lock's number changed the same appends go straight through,
-    so the test would notice the lock taken away."""
+    """Appends of several API processes take turns on the chain's lock (its row of `api_lock`), held by an
+    append until its commit, instead of taking the same seq and retrying. Another process (a connection of
+    its own) holds the lock: an entry recorded alone, and one recorded in a transaction, each wait for it,
+    then chain after it with one read of the tail. Control: with the app's side locking another row the same
+    appends go straight through, so the test would notice the lock taken away."""
     if lock != "the chain's":
-        monkeypatch.setattr(audit, "CHAIN_LOCK", audit.CHAIN_LOCK + 1)
+        monkeypatch.setattr(audit, "CHAIN_LOCK", "schema")
     before = await AuditEntry.count()
     reads: list[int] = []
     real_tails = audit._tails
@@ -230,8 +230,8 @@ async def test_an_append_waits_its_turn_behind_another_processs_append(
         for append in (audit.record("test.alone", actor="system", company_id=1), in_transaction()):
             holding = other.transaction()
             await holding.start()
-            # the number itself, not `audit.CHAIN_LOCK`, which the control changes on the app's side only
-            await other.execute("SELECT pg_advisory_xact_lock($1)", 7_311_003)
+            # the row itself, not `audit.CHAIN_LOCK`, which the control changes on the app's side only
+            await other.execute("SELECT name FROM api_lock WHERE name = 'chain' FOR UPDATE")
             task = asyncio.ensure_future(append)
             done, _ = await asyncio.wait([task], timeout=1 if lock == "the chain's" else 10)
             if lock == "the chain's":
