@@ -157,11 +157,27 @@ async def test_rows_keep_their_owners_and_the_dataset_permission_applies(client)
     assert (await client.get("/api/records/shipments")).status_code == 403
     listed = {d["name"]: d for d in (await client.get("/api/records/")).json()}
     assert listed["shipments"]["access"] is None and listed["shipments"]["types"]["pieces"] == "integer"
-    await _grant("Sales", "shipments", "read")
-    # now: her own row and the company row, never bob's private one
+    client.cookies.clear()
+    # the admin grants it to the East team through the permission grid (issue 53's), by its name
+    await login(client, "admin@acme.example")
+    grid = (await client.get("/api/company/permissions")).json()
+    assert "shipments" in grid["datasets"]
+    east = next(t["id"] for t in grid["teams"] if t["name"] == "East")
+    r = await client.put("/api/company/permissions", json={"teams": {str(east): {"shipments": "read"}}})
+    assert r.status_code == 200, r.text
+    client.cookies.clear()
+    # alice (East): her own private row and the company row, never bob's private one
+    await login(client, "alice@acme.example")
     page = (await client.get("/api/records/shipments")).json()
     assert sorted(i["ref"] for i in page["items"]) == ["S1", "S3"]
+    me = (await client.get("/api/me/")).json()
+    assert me["permissions"].get("shipments") == "read"
     client.cookies.clear()
+    # bob (West) holds no grant on it: 403, although the company row is there
+    await login(client, "bob@acme.example")
+    assert (await client.get("/api/records/shipments")).status_code == 403
+    client.cookies.clear()
+    await _grant("Sales", "shipments", "read")  # now bob too: his own private row and the company row
     await login(client, "bob@acme.example")
     assert sorted(i["ref"] for i in (await client.get("/api/records/shipments")).json()["items"]) == [
         "S2",
