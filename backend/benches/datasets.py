@@ -203,5 +203,6 @@ def bench_datasets() -> dict[str, Any]:
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
     result["database"] = "postgresql"
-    result["load"] = f"one process, one caller, {os.cpu_count()} cores, nothing else asked of the database"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    result["load"] = f"one process, one caller; {os.cpu_count()} cores, load average {load} at the end"
     return result
