@@ -64,35 +64,25 @@ def _chunks(rows: int, size: int = 100_000) -> list[tuple[int, int]]:
 
 
 async def _setup(rows: int) -> dict[str, Any]:
-    from backend import clock
     from backend.records import defined
     from backend.records import tables as t
     from backend.records.columns import ColumnKind
     from backend.records.values import ColumnSpec
+    from backend.tenancy import grid, people
     from backend.tenancy.context import OPERATOR, load_user_context
-    from backend.tenancy.tables import Company, PermissionSet, Team, TeamMembership, User, UserPermissionSet
 
-    company = (await Company.insert(Company(name="Bench Co", created_at=clock.now())).returning(Company.id))[
-        0
-    ]["id"]
-    ids = {}
-    for who, role in (("admin", "admin"), ("member", "member"), ("other", "member")):
-        user = User(company=company, email=f"{who}@bench.example", name=who, password_hash="-", role=role)
-        ids[who] = (await User.insert(user).returning(User.id))[0]["id"]
-    teams = {}
-    for name in ("mine", "theirs"):
-        teams[name] = (await Team.insert(Team(company=company, name=name)).returning(Team.id))[0]["id"]
-    await TeamMembership.insert(
-        TeamMembership(team=teams["mine"], user=ids["member"]),
-        TeamMembership(team=teams["theirs"], user=ids["other"]),
-    )
+    # the company, its people, teams and grants through tenancy, the one package that writes them
+    made = await people.create_company("Bench Co", "admin@bench.example", actor="bench")
+    company = made["company"]["id"]
+    ids = {"admin": made["admin_id"]}
+    for who in ("member", "other"):
+        ids[who] = await people.admit_member(company, f"{who}@bench.example", who, via="bench")
+    teams = {
+        "mine": await grid.seed_team(company, "mine", [(ids["member"], False)]),
+        "theirs": await grid.seed_team(company, "theirs", [(ids["other"], False)]),
+    }
     grants = {"shipments": "read", "tasks": "read"}
-    ps = (
-        await PermissionSet.insert(PermissionSet(company=company, name="b", grants=grants)).returning(
-            PermissionSet.id
-        )
-    )[0]
-    await UserPermissionSet.insert(UserPermissionSet(user=ids["member"], permission_set=ps["id"]))
+    await grid.seed_permission_sets(company, {"b": grants}, {ids["member"]: ["b"]})
     admin = await load_user_context(ids["admin"], auth=OPERATOR)
     spec = defined.DatasetSpec(
         "shipments", "Shipments", [ColumnSpec(n, ColumnKind(k)) for n, k in COLUMNS], key_column="ref"
