@@ -195,6 +195,8 @@ async def create_tables_without_migrations() -> None:
     """Only for comparing the migrations with the table definitions in tests."""
     engine()
     await create_db_tables(*all_tables(), if_not_exists=True)
+    for statement in records_tables.EXTRA_INDEXES:
+        await records_tables.DatasetRow.raw(statement)
 
 
 async def drop_schema() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from backend import clock, decisions
@@ -15,9 +15,11 @@ from backend.actions.schemas import ActionItemInfo
 from backend.actions.tables import ActionItem, ItemStatus
 from backend.audit import service as audit
 from backend.errors import Conflict, Forbidden, NotFound
-from backend.records.columns import ColumnKind
-from backend.records.datasets import DATASETS, REFERENCES, Dataset, kind_of
-from backend.records.visibility import visible_row
+from backend.records import tables as record_tables
+from backend.records.datasets import DATASETS, REFERENCES, AnyDataset
+from backend.records.service import select_columns
+from backend.records.values import ValueProblem, coerce_value, to_json
+from backend.records.visibility import find_dataset, visible_record
 from backend.runs.read import get_run_row
 from backend.runs.tables import Run
 from backend.sandbox import actions_cap
@@ -29,50 +31,15 @@ class ItemProblem(Exception):
     pass
 
 
-def coerce(dataset: Dataset, field: str, value: Any) -> Any:
-    """A proposed value as the column's Python type; ItemProblem with a readable reason otherwise."""
+def coerce(dataset: AnyDataset, field: str, value: Any) -> Any:
+    """A proposed value as the column's Python type; ItemProblem with a readable reason otherwise. The same
+    check (records/values.py) for a built-in's column and a company-defined one's."""
     if field not in dataset.writable_fields:  # ids, owners, teams, versions: never a proposal's
         raise ItemProblem(f"{field} cannot be changed by a proposal")
-    column = getattr(dataset.table, field)
-    kind = kind_of(column)
-    if value is None:
-        if column._meta.null:
-            return None
-        raise ItemProblem(f"{field} cannot be empty")
     try:
-        if kind is ColumnKind.string:
-            if not isinstance(value, str):
-                raise ItemProblem(f"{field} must be text")
-            length = getattr(column, "length", None)
-            if length and len(value) > length:
-                raise ItemProblem(f"{field} is longer than {length} characters")
-            allowed = dataset.enums.get(field)
-            if allowed and value not in allowed:
-                raise ItemProblem(f"{field} must be one of {list(allowed)}")
-            return value
-        if kind is ColumnKind.integer:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ItemProblem(f"{field} must be a whole number")
-            return value
-        if kind is ColumnKind.number:
-            if isinstance(value, bool) or not isinstance(value, int | float | str):
-                raise ItemProblem(f"{field} must be a number")
-            number = Decimal(str(value))
-            if not number.is_finite():
-                raise ItemProblem(f"{field} must be a finite number")
-            return number
-        if kind is ColumnKind.boolean:
-            if not isinstance(value, bool):
-                raise ItemProblem(f"{field} must be true or false")
-            return value
-        if kind is ColumnKind.date:
-            return dt.date.fromisoformat(str(value))
-        if kind is ColumnKind.datetime:
-            parsed = dt.datetime.fromisoformat(str(value))
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
-    except (ValueError, InvalidOperation) as exc:
-        raise ItemProblem(f"{field}: {value!r} is not a valid {kind}") from exc
-    raise ItemProblem(f"{field} cannot be changed by a proposal")
+        return coerce_value(dataset.spec(field), value)
+    except ValueProblem as exc:
+        raise ItemProblem(str(exc)) from exc
 
 
 def _json_value(value: Any) -> Any:
@@ -83,8 +50,18 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def parse_entry(entry: Any) -> dict[str, Any]:
-    """Shape check of one actions.json entry (no database access)."""
+async def entry_dataset(entry: Any, company_id: int) -> AnyDataset | None:
+    """The dataset an actions.json entry names, a built-in or one `company_id` defined; None when it names
+    none (parse_entry then says why)."""
+    name = entry.get("dataset") if isinstance(entry, dict) else None
+    if not isinstance(name, str) or not name:
+        return None
+    return await find_dataset(company_id, name)
+
+
+def parse_entry(entry: Any, dataset: AnyDataset | None = None) -> dict[str, Any]:
+    """Shape check of one actions.json entry (no database access). `dataset`: the one it names, as
+    `entry_dataset` found it in the company (default: the built-ins only)."""
     if not isinstance(entry, dict):
         raise ItemProblem("each action must be an object")
     unknown = set(entry) - {"op", "dataset", "record_id", "changes", "reason"}
@@ -93,8 +70,9 @@ def parse_entry(entry: Any) -> dict[str, Any]:
     op = entry.get("op")
     if op not in ("create", "update"):
         raise ItemProblem("op must be 'create' or 'update'")
-    dataset = DATASETS.get(entry.get("dataset") or "")
     if dataset is None:
+        dataset = DATASETS.get(entry.get("dataset") or "")
+    if dataset is None or dataset.name != entry.get("dataset"):
         raise ItemProblem(f"unknown dataset {entry.get('dataset')!r}")
     record_id = entry.get("record_id")
     if op == "update" and (isinstance(record_id, bool) or not isinstance(record_id, int)):
@@ -115,25 +93,42 @@ def parse_entry(entry: Any) -> dict[str, Any]:
     return {
         "op": op,
         "dataset": dataset.name,
+        "builtin": dataset.builtin,
         "record_id": record_id,
         "changes": changes,
         "reason": reason[:2000],
     }
 
 
-async def _check_permission(ctx: UserContext, parsed: dict[str, Any]) -> dict[str, Any] | None:
-    """What the user may change: edit permission on the dataset, and for updates a record they can see."""
-    dataset = DATASETS[parsed["dataset"]]
+async def _check_permission(
+    ctx: UserContext, parsed: dict[str, Any], dataset: AnyDataset
+) -> dict[str, Any] | None:
+    """What the user may change: edit permission on the dataset, and for updates a record they can see (the
+    one visibility rule, `visible_record`); for a company-defined dataset's create, a new external key."""
     if not ctx.can(dataset.name, "edit"):
         raise ItemProblem(f"{ctx.email} has no edit permission on {dataset.name}")
     if parsed["op"] == "update":
-        record = await visible_row(ctx, dataset.table, parsed["record_id"])
+        record = await visible_record(ctx, dataset, parsed["record_id"], *select_columns(dataset))
         if record is None:
             raise ItemProblem(
                 f"{dataset.name} record {parsed['record_id']} does not exist or is not visible to {ctx.email}"
             )
-        return record
+        return dataset.decode([record])[0]
+    if not dataset.builtin:
+        await _new_key(dataset, parsed["changes"])
     return None
+
+
+async def _new_key(dataset: AnyDataset, changes: dict[str, Any]) -> str:
+    """A create in a company-defined dataset sets its key column to a key no row of the dataset has."""
+    value = changes.get(dataset.key_column)
+    if value is None or value == "":
+        raise ItemProblem(f"a new {dataset.name} record needs its key column {dataset.key_column}")
+    key = str(to_json(coerce(dataset, dataset.key_column, value)))
+    table = record_tables.DatasetRow
+    if await table.exists().where((table.dataset == dataset.id) & (table.external_key == key)):
+        raise ItemProblem(f"{dataset.name} already has a record with {dataset.key_column} {key!r}")
+    return key
 
 
 async def _check_bounds(ctx: UserContext, run: dict[str, Any], parsed: dict[str, Any]) -> None:
@@ -146,7 +141,7 @@ async def _check_bounds(ctx: UserContext, run: dict[str, Any], parsed: dict[str,
             f"a change to {parsed['dataset']} is outside the scope that was approved"
         )
     for field, value in parsed["changes"].items():
-        target = REFERENCES.get(field)
+        target = REFERENCES.get(field) if parsed.get("builtin", True) else None
         if target is None or value is None:
             continue
         table = DATASETS[target].table
@@ -173,7 +168,9 @@ async def ingest(run: dict[str, Any], entries: list[Any], requester: UserContext
             "status": ItemStatus.pending,
         }
         try:
-            parsed = parse_entry(entry)
+            dataset = await entry_dataset(entry, requester.company_id)
+            parsed = parse_entry(entry, dataset)
+            assert dataset is not None  # parse_entry refused an entry naming no dataset
             item.update(
                 op=parsed["op"],
                 dataset=parsed["dataset"],
@@ -181,7 +178,7 @@ async def ingest(run: dict[str, Any], entries: list[Any], requester: UserContext
                 changes=parsed["changes"],
                 reason=parsed["reason"],
             )
-            record = await _check_permission(requester, parsed)
+            record = await _check_permission(requester, parsed, dataset)
             await _check_bounds(requester, run, parsed)
             if record is not None:
                 item["before"] = {f: _json_value(record.get(f)) for f in parsed["changes"]}
@@ -247,9 +244,9 @@ async def shown_to(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) 
     if not ctx.is_auditor or run["requested_by"] == ctx.user_id:
         return item
     record_id = item.record_id if item.op == "update" else item.created_record_id
-    dataset = DATASETS.get(item.dataset or "")
-    table = dataset.table if dataset is not None and ctx.can(dataset.name) else None
-    if table is not None and record_id is not None and await visible_row(ctx, table, record_id, table.id):
+    dataset = await find_dataset(ctx.company_id, item.dataset) if item.dataset else None
+    readable = dataset is not None and ctx.can(dataset.name) and record_id is not None
+    if readable and await visible_record(ctx, dataset, record_id, dataset.table.id):  # type: ignore[arg-type]
         return item
     withheld = {"changes": {}, "before": None, "raw": None, "reason": VALUES_WITHHELD}
     return item.model_copy(update={**withheld, "values_withheld": True})
@@ -306,10 +303,13 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
     entry = {"op": row["op"], "dataset": row["dataset"], "changes": row["changes"], "reason": row["reason"]}
     if row["op"] == "update":
         entry["record_id"] = row["record_id"]
-    dataset = DATASETS[row["dataset"]]
+    dataset = await find_dataset(ctx.company_id, row["dataset"])
     try:
-        parsed = parse_entry(entry)  # writable fields and value types, again
-        await _check_permission(ctx, parsed)  # the decider's edit permission and the record's visibility, now
+        if dataset is None:
+            raise ItemProblem(f"the dataset {row['dataset']!r} no longer exists")
+        parsed = parse_entry(entry, dataset)  # writable fields and value types, again
+        # the decider's edit permission and the record's visibility (a new key for a create), now
+        await _check_permission(ctx, parsed, dataset)
         run = (
             await Run.select(Run.id, Run.datasets).where(Run.id == row["run"]).output(load_json=True).first()
         )
@@ -324,6 +324,9 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
             data={"run_id": row["run"], "problem": str(exc)},
         )
         raise Forbidden(f"not applied: {exc}") from exc
+    if not dataset.builtin:
+        created = await _accept_defined(ctx, row, dataset)
+        return await _accepted(ctx, item_id, row, created)
     values = {getattr(dataset.table, f): coerce(dataset, f, v) for f, v in row["changes"].items()}
     now = clock.now()
     table = dataset.table
@@ -379,6 +382,92 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
             await record.save()
             created = record.id
             await ActionItem.update({ActionItem.created_record_id: created}).where(ActionItem.id == item_id)
+    return await _accepted(ctx, item_id, row, created)
+
+
+async def _conflict(ctx: UserContext, item_id: int, row: dict[str, Any], found: Any) -> Conflict:
+    problem = (
+        f"the record changed since it was staged (staged version {row['staged_version']}, now {found}); "
+        "nothing was written"
+    )
+    await ActionItem.update({ActionItem.status: ItemStatus.conflict, ActionItem.problem: problem}).where(
+        ActionItem.id == item_id
+    )
+    return Conflict(problem)
+
+
+async def _accept_defined(ctx: UserContext, row: dict[str, Any], dataset: AnyDataset) -> int | None:
+    """An accepted change to a company-defined dataset's row: the same claim, version check and ownership
+    of a created row as a built-in's, the values merged into the row's JSON."""
+    item_id = row["id"]
+    changes = {f: to_json(coerce(dataset, f, v)) for f, v in row["changes"].items()}
+    table = record_tables.DatasetRow
+    now = clock.now()
+    if row["op"] == "update":
+        error: Conflict | None = None
+        async with ActionItem._meta.db.transaction():
+            await _decide(item_id, ItemStatus.accepted, ctx)
+            current = (
+                await table.select(table.values, table.version)
+                .where((table.id == row["record_id"]) & (table.dataset == dataset.id))
+                .first()
+            )
+            if current is None or current["version"] != row["staged_version"]:
+                error = await _conflict(ctx, item_id, row, current["version"] if current else "deleted")
+            else:
+                values = current["values"]
+                merged = {**(json.loads(values) if isinstance(values, str) else values or {}), **changes}
+                update: dict[Any, Any] = {
+                    table.values: json.dumps(merged),
+                    table.version: row["staged_version"] + 1,
+                    table.updated_at: now,
+                }
+                if dataset.key_column in changes:
+                    update[table.external_key] = str(changes[dataset.key_column])
+                written = (
+                    await table.update(update)
+                    .where((table.id == row["record_id"]) & (table.version == row["staged_version"]))
+                    .returning(table.id)
+                )
+                if not written:
+                    error = await _conflict(ctx, item_id, row, "changed meanwhile")
+        if error is not None:
+            await audit.record(
+                "action.conflict",
+                actor=ctx.actor,
+                company_id=ctx.company_id,
+                subject_type="action_item",
+                subject_id=item_id,
+                data={"run_id": row["run"], "dataset": row["dataset"], "record_id": row["record_id"]},
+            )
+            raise error
+        return None
+    key = await _new_key(dataset, row["changes"])
+    async with ActionItem._meta.db.transaction():
+        await _decide(item_id, ItemStatus.accepted, ctx)  # first: a second accept stops here
+        created = (
+            await table.insert(
+                table(
+                    company=ctx.company_id,
+                    dataset=dataset.id,
+                    external_key=key,
+                    owner=ctx.user_id,
+                    team=min(ctx.team_ids) if ctx.team_ids else None,
+                    visibility="team" if ctx.team_ids else "private",
+                    values=json.dumps(changes),
+                    created_at=now,
+                    updated_at=now,
+                    version=1,
+                )
+            ).returning(table.id)
+        )[0]["id"]
+        await ActionItem.update({ActionItem.created_record_id: created}).where(ActionItem.id == item_id)
+    return created
+
+
+async def _accepted(
+    ctx: UserContext, item_id: int, row: dict[str, Any], created: int | None
+) -> ActionItemInfo:
     await audit.record(
         "action.accepted",
         actor=ctx.actor,

@@ -34,7 +34,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if fmt not in ("json", "csv"):
             raise typer.BadParameter("--format must be json or csv")
 
-        async def go() -> tuple[list[str], list[dict[str, Any]]]:
+        async def go() -> tuple[Any, list[dict[str, Any]]]:
             ctx = await load_user_context_by_email(as_email)
             items: list[dict[str, Any]] = []
             page = 1
@@ -44,10 +44,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 if len(items) >= result.total or not result.items:
                     break
                 page += 1
-            return get_dataset(dataset).export_columns, items
+            return await get_dataset(ctx.company_id, dataset), items
 
-        columns, items = run_db(go)
+        found, items = run_db(go)
+        columns = found.export_columns
         if fmt == "json":
             typer.echo(json.dumps([{c: r.get(c) for c in columns} for r in items], default=_cell, indent=1))
         else:
-            typer.echo(build_export(get_dataset(dataset), items).csv.decode(), nl=False)
+            typer.echo(build_export(found, items).csv.decode(), nl=False)

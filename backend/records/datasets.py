@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 from piccolo.columns import (
     Boolean,
@@ -22,6 +25,7 @@ from piccolo.table import Table
 
 from backend.records import tables as t
 from backend.records.columns import ColumnKind
+from backend.records.values import TEXT_MAX, ColumnSpec, from_json
 
 # Piccolo's column classes → the kind of value; subclasses follow their base (SmallInt and BigInt are
 # Integers, Decimal is a Numeric, DoublePrecision and Float are Reals).
@@ -53,10 +57,33 @@ SYSTEM_FIELDS = ("id", "company", "owner", "team", "visibility", "created_at", "
 
 @dataclass(frozen=True)
 class Dataset:
+    """A built-in dataset: one Piccolo table of its own (records/tables.py)."""
+
     name: str
     table: type[Table]
     label: str
     enums: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    builtin = True
+    id = None  # a company-defined dataset's definition id; built-ins have none
+
+    def scope(self) -> Any:
+        """What narrows `table` to this dataset's rows beyond the visibility rule: nothing for a built-in."""
+        return None
+
+    def spec(self, name: str) -> ColumnSpec:
+        column = getattr(self.table, name)
+        kind = kind_of(column)
+        length = getattr(column, "length", None) if kind is ColumnKind.string else None
+        return ColumnSpec(name, kind, bool(column._meta.null), length, self.enums.get(name))
+
+    @property
+    def specs(self) -> list[ColumnSpec]:
+        return [self.spec(name) for name in self.fields]
+
+    def decode(self, rows: Any) -> Any:
+        """Rows as read by `select_columns`, as the API shows them: a built-in's are already so."""
+        return rows
 
     @property
     def fields(self) -> list[str]:
@@ -91,6 +118,132 @@ class Dataset:
         return {
             c: types.get(c, types.get(c.removesuffix("_id"), ColumnKind.string)) for c in self.export_columns
         }
+
+
+SYSTEM_EXPORT_COLUMNS = ("id", "owner_id", "team_id", "visibility", "created_at", "updated_at", "version")
+
+
+@dataclass(frozen=True)
+class DefinedDataset:
+    """A dataset a company defined (records/defined.py). Its rows are `DatasetRow`s with `dataset` = `id`: the
+    same system columns as a built-in table's, so `records.visibility` reads both with one rule; its own
+    columns are the keys of each row's `values`. Same properties as `Dataset`, so the records API, exports,
+    staging and proposed changes read both alike."""
+
+    id: int
+    company_id: int
+    name: str
+    label: str
+    columns: tuple[ColumnSpec, ...]
+    key_column: str
+    writable: tuple[str, ...]
+    template: str = ""
+    version: int = 1
+
+    builtin = False
+
+    @property
+    def table(self) -> type[Table]:
+        return t.DatasetRow
+
+    def scope(self) -> Any:
+        return t.DatasetRow.dataset == self.id
+
+    @cached_property
+    def _specs(self) -> dict[str, ColumnSpec]:
+        return {c.name: c for c in self.columns}
+
+    def spec(self, name: str) -> ColumnSpec:
+        return self._specs[name]
+
+    @property
+    def specs(self) -> list[ColumnSpec]:
+        return list(self.columns)
+
+    @property
+    def enums(self) -> dict[str, tuple[str, ...]]:
+        return {c.name: c.enum for c in self.columns if c.enum}
+
+    @property
+    def fields(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def writable_fields(self) -> list[str]:
+        return list(self.writable)
+
+    @property
+    def export_columns(self) -> list[str]:
+        return ["id", *self.fields, *SYSTEM_EXPORT_COLUMNS[1:]]
+
+    @property
+    def column_types(self) -> dict[str, ColumnKind]:
+        return {c.name: c.kind for c in self.columns}
+
+    @property
+    def export_types(self) -> dict[str, ColumnKind]:
+        system = {
+            "id": ColumnKind.integer,
+            "owner_id": ColumnKind.integer,
+            "team_id": ColumnKind.integer,
+            "visibility": ColumnKind.string,
+            "created_at": ColumnKind.datetime,
+            "updated_at": ColumnKind.datetime,
+            "version": ColumnKind.integer,
+        }
+        return {c: system[c] if c in system else self.column_types[c] for c in self.export_columns}
+
+    def decode(self, rows: Any) -> list[dict[str, Any]]:
+        """Rows read as `id, values, owner_id, team_id, visibility, created_at, updated_at, version` → rows
+        keyed by export column, each value the Python type a built-in column of its kind reads as."""
+        specs = self.columns
+        out = []
+        for row in rows:
+            raw = row["values"]
+            values = json.loads(raw) if isinstance(raw, str | bytes) else (raw or {})
+            item: dict[str, Any] = {"id": row["id"]}
+            for spec in specs:
+                item[spec.name] = from_json(spec.kind, values.get(spec.name))
+            for name in SYSTEM_EXPORT_COLUMNS[1:]:
+                item[name] = row[name]
+            out.append(item)
+        return out
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> DefinedDataset:
+        columns = row["columns"]
+        writable = row["writable"]
+        columns = json.loads(columns) if isinstance(columns, str) else columns
+        writable = json.loads(writable) if isinstance(writable, str) else writable
+        return cls(
+            id=row["id"],
+            company_id=row["company"],
+            name=row["name"],
+            label=row["label"],
+            columns=tuple(ColumnSpec.read(c) for c in columns),
+            key_column=row["key_column"],
+            writable=tuple(writable),
+            template=row.get("template") or "",
+            version=row.get("version") or 1,
+        )
+
+
+AnyDataset = Dataset | DefinedDataset
+
+
+def template_specs(dataset: Dataset) -> list[ColumnSpec]:
+    """A built-in's columns as a company-defined dataset starts from them (`datasets create --template`):
+    the same kinds, enums and emptiness; text as long as the built-in's, or TEXT_MAX for unbounded text."""
+    return [
+        ColumnSpec(
+            s.name,
+            s.kind,
+            s.nullable,
+            (s.max_length or TEXT_MAX) if s.kind is ColumnKind.string else None,
+            s.enum,
+        )
+        for s in dataset.specs
+    ]
 
 
 DATASETS: dict[str, Dataset] = {

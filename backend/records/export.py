@@ -18,7 +18,7 @@ from typing import Any
 from piccolo.querystring import QueryString
 
 from backend.records.columns import ColumnKind
-from backend.records.datasets import Dataset
+from backend.records.datasets import AnyDataset
 from backend.records.service import select_columns
 from backend.records.visibility import require_dataset, visible_where
 from backend.tenancy.context import UserContext
@@ -26,7 +26,7 @@ from backend.tenancy.context import UserContext
 
 @dataclass
 class DatasetExport:
-    dataset: Dataset
+    dataset: AnyDataset
     columns: list[str]
     values: list[Sequence[Any]]  # one sequence per column, in row order, as written (datetimes in ISO form)
     csv: bytes
@@ -46,7 +46,7 @@ _TOTAL = "cleanroom_visible_total"  # the count beside every row: no dataset has
 class VisibleRows:
     """The rows of a dataset a run may see, as the database driver returned them, before the CSV is built."""
 
-    dataset: Dataset
+    dataset: AnyDataset
     rows: Sequence[Mapping[str, Any]]
     visible_total: int
 
@@ -58,7 +58,7 @@ async def visible_rows(ctx: UserContext, dataset_name: str, cap: int) -> Visible
     """The rows a run may see, oldest first, at most `cap`, and how many it may see in all: one statement, so
     both are read from one snapshot (it was a transaction of four round trips: BEGIN, the count, the rows,
     COMMIT). Inside the caller's transaction it runs on that transaction's connection, which sees its writes."""
-    dataset = require_dataset(ctx, dataset_name)
+    dataset = await require_dataset(ctx, dataset_name)
     table = dataset.table
     where = visible_where(ctx, dataset)
     count_query = table.count().where(where)
@@ -68,12 +68,12 @@ async def visible_rows(ctx: UserContext, dataset_name: str, cap: int) -> Visible
     (select_sql,) = select_query.querystrings
     rows = await table._meta.db.run_querystring(select_sql)
     if rows:
-        return VisibleRows(dataset, rows, int(rows[0][_TOTAL]))
+        return VisibleRows(dataset, dataset.decode(rows), int(rows[0][_TOTAL]))
     return VisibleRows(dataset, rows, 0 if cap > 0 else await count_query)  # no row: none visible, or no room
 
 
 def build_export(
-    dataset: Dataset, rows: Sequence[Mapping[str, Any]], visible_total: int | None = None
+    dataset: AnyDataset, rows: Sequence[Mapping[str, Any]], visible_total: int | None = None
 ) -> DatasetExport:
     """Rows as the records API returns them, each read by export column → the export and its CSV.
     `visible_rows` gives the rows as the database driver returns them (asyncpg's records, SQLite's

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from piccolo.columns import (
+    JSON,
+    JSONB,
     BigInt,
     Boolean,
     Date,
@@ -174,6 +176,51 @@ class Product(RecordColumns, Table):
     description = Text(default="")
 
 
+class DatasetDefinition(Table):
+    """A dataset a company defines (records/defined.py): its columns and kinds, its key, what a proposal may
+    change. Its rows live in `DatasetRow`; its name is unique in the company and never a built-in's."""
+
+    company = ForeignKey(references=Company, null=False, index=True)
+    name = Varchar(length=40)
+    label = Varchar(length=200)
+    # [{"name", "kind" (a ColumnKind), "enum": [..] | null, "nullable": bool, "max_length": int | null}]
+    columns = JSON(default=[])
+    key_column = Varchar(length=63)
+    writable = JSON(default=[])  # the column names a proposed change may set
+    template = Varchar(length=40, default="")  # the built-in it was started from, if any
+    created_by = Varchar(length=254, default="")
+    created_at = Timestamptz()
+    updated_at = Timestamptz()
+    version = Integer(default=1)
+
+
+class DatasetRow(Table):
+    """Every row of every company-defined dataset: the built-ins' system columns (company, owner, team,
+    visibility, version) as real columns, so THE visibility rule (records/visibility.py) reads it as it reads a
+    built-in table, and the company's own columns in `values` (JSONB on PostgreSQL). Unique on
+    (dataset, external_key) and indexed on (dataset, id): see EXTRA_INDEXES and docs/datasets.md."""
+
+    company = ForeignKey(references=Company, null=False, index=True)
+    dataset = ForeignKey(references=DatasetDefinition, null=False)
+    external_key = Varchar(length=200)
+    owner = ForeignKey(references=User, null=False, index=True)
+    team = ForeignKey(references=Team, null=True, default=None, index=True)
+    visibility = Varchar(length=10, default="company")
+    values = JSONB(default={})
+    created_at = Timestamptz()
+    updated_at = Timestamptz()
+    version = Integer(default=1)
+
+
+# Indexes Piccolo's table definitions cannot say (composite ones): made by the migration that makes the tables
+# and by `db.create_tables_without_migrations`, so both schemas stay the same.
+EXTRA_INDEXES = [
+    'CREATE UNIQUE INDEX IF NOT EXISTS "dataset_definition_company_name" '
+    'ON "dataset_definition" ("company", "name")',
+    'CREATE UNIQUE INDEX IF NOT EXISTS "dataset_row_dataset_key" ON "dataset_row" ("dataset", "external_key")',
+    'CREATE INDEX IF NOT EXISTS "dataset_row_dataset_id" ON "dataset_row" ("dataset", "id")',
+]
+
 TABLES = [
     Contact,
     Account,
@@ -187,4 +234,6 @@ TABLES = [
     SigningEnvelope,
     InventoryItem,
     Product,
+    DatasetDefinition,
+    DatasetRow,
 ]

@@ -26,11 +26,13 @@ from piccolo.columns.combination import And, Or, Where, WhereRaw
 from piccolo.table import Table
 
 from backend.errors import Forbidden, NotFound
-from backend.records.datasets import DATASETS, Dataset
+from backend.records import tables as t
+from backend.records.datasets import DATASETS, AnyDataset, Dataset, DefinedDataset
 from backend.tenancy.context import UserContext
 
 
-def get_dataset(name: str) -> Dataset:
+def builtin_dataset(name: str) -> Dataset:
+    """A built-in dataset by name (no company needed); 404 for any other name."""
     dataset = DATASETS.get(name)
     if dataset is None:
         raise NotFound(
@@ -40,8 +42,44 @@ def get_dataset(name: str) -> Dataset:
     return dataset
 
 
-def require_dataset(ctx: UserContext, name: str, level: str = "read") -> Dataset:
-    dataset = get_dataset(name)
+async def find_dataset(company_id: int, name: str) -> AnyDataset | None:
+    """A built-in, or a dataset `company_id` defined, by name; None for any other name (another company's
+    dataset of that name included: definitions are looked up within the caller's company only)."""
+    builtin = DATASETS.get(name)
+    if builtin is not None:
+        return builtin
+    row = (
+        await t.DatasetDefinition.select()
+        .where((t.DatasetDefinition.company == company_id) & (t.DatasetDefinition.name == name))
+        .first()
+    )
+    return DefinedDataset.from_row(row) if row else None
+
+
+async def company_datasets(company_id: int) -> list[AnyDataset]:
+    """The built-ins, then the datasets the company defined (by name)."""
+    rows = (
+        await t.DatasetDefinition.select()
+        .where(t.DatasetDefinition.company == company_id)
+        .order_by(t.DatasetDefinition.name)
+    )
+    return [*DATASETS.values(), *(DefinedDataset.from_row(r) for r in rows)]
+
+
+async def get_dataset(company_id: int, name: str) -> AnyDataset:
+    dataset = await find_dataset(company_id, name)
+    if dataset is None:
+        raise NotFound(
+            {"message": f"unknown dataset {name!r}", "valid_datasets": sorted(DATASETS)},
+            code="unknown_dataset",
+        )
+    return dataset
+
+
+async def require_dataset(ctx: UserContext, name: str, level: str = "read") -> AnyDataset:
+    """The dataset, when `ctx` holds `level` on it (per-dataset permissions, built-in or company-defined
+    alike); 404 for a name unknown in the caller's company, 403 without the permission."""
+    dataset = await get_dataset(ctx.company_id, name)
     if not ctx.can(name, level):
         what = "read" if level == "read" else "change"
         raise Forbidden(
@@ -52,12 +90,15 @@ def require_dataset(ctx: UserContext, name: str, level: str = "read") -> Dataset
     return dataset
 
 
-def visible_where(ctx: UserContext, dataset: Dataset) -> Any:
-    """The WHERE clause selecting exactly the rows of `dataset` that `ctx` may see.
+def visible_where(ctx: UserContext, dataset: AnyDataset) -> Any:
+    """The WHERE clause selecting exactly the rows of `dataset` that `ctx` may see: `owned_rows_where` on its
+    table, narrowed to the dataset's own rows for a company-defined one (they share `dataset_row`).
 
     Call `require_dataset` first; this function assumes the dataset permission was checked.
     """
-    return owned_rows_where(ctx, dataset.table)
+    where = owned_rows_where(ctx, dataset.table)
+    scope = dataset.scope()
+    return where if scope is None else And(where, scope)
 
 
 def owned_rows_where(ctx: UserContext, table: type[Table]) -> Any:
@@ -92,6 +133,14 @@ def _not_derived_from(table: type[Table], dataset: str) -> WhereRaw:
     column = f'"{table._meta.tablename}"."source_datasets"'
     escaped = dataset.replace("!", "!!").replace("%", "!%").replace("_", "!_")
     return WhereRaw(f"COALESCE(CAST({column} AS TEXT), '[]') NOT LIKE {{}} ESCAPE '!'", f'%"{escaped}"%')
+
+
+async def visible_record(
+    ctx: UserContext, dataset: AnyDataset, row_id: int, *columns: Any
+) -> dict[str, Any] | None:
+    """One row of `dataset` through `visible_where`, or None (as `visible_row`, for either kind of dataset)."""
+    table = dataset.table
+    return await table.select(*columns).where(And(visible_where(ctx, dataset), table.id == row_id)).first()
 
 
 async def visible_row(

@@ -323,7 +323,7 @@ async def check(p: Proposal) -> list[PlannedStep]:
             else:
                 found = await asyncio.to_thread(code_findings, step.code)
                 run_limits = dict(step.limits or {})
-            staging.check_datasets(p.ctx, step.datasets)
+            await staging.check_datasets(p.ctx, step.datasets)
             if step.frozen_sha256 is not None and sha256_text(step.code) != step.frozen_sha256:
                 raise Refused("the origin run's code no longer matches its hash")
             receives = check_receives(k, step.receives) if p.by is Proposer.flow else list(step.receives)

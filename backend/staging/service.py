@@ -45,11 +45,12 @@ class StagedBundle:
         return self.manifest["bundle_sha256"]
 
 
-def check_datasets(ctx: UserContext, datasets: list[str]) -> list[str]:
-    """Unknown names → 404 listing the valid ones; any dataset without permission → 403 naming each, with why."""
+async def check_datasets(ctx: UserContext, datasets: list[str]) -> list[str]:
+    """Unknown names → 404 listing the valid ones; any dataset without permission → 403 naming each, with why.
+    A company-defined dataset is known only within its own company."""
     names = list(dict.fromkeys(d.strip() for d in datasets if d.strip()))
     for name in names:
-        get_dataset(name)
+        await get_dataset(ctx.company_id, name)
     refused = [
         {"dataset": n, "reason": f"{ctx.email} holds no permission set granting read access to {n}"}
         for n in names
@@ -192,7 +193,7 @@ async def stage(
 ) -> StagedBundle:
     """`allow_empty`: a flow's later step may work only on what earlier steps handed on."""
     cap = row_cap or get_settings().export_row_cap
-    names = check_datasets(ctx, datasets)
+    names = await check_datasets(ctx, datasets)
     file_rows = [await drive.get_file(ctx, fid) for fid in dict.fromkeys(file_ids)]
     if not names and not file_rows and not allow_empty:
         raise Invalid("nothing to stage: name at least one dataset or Drive file")
