@@ -1,0 +1,531 @@
+"""Datasets a company defines, and the storage of their rows (issue 54). The design and its figures:
+docs/datasets.md. The contract file imports and database syncs build on: /work/team/54-storage.md.
+
+- `define_dataset` / `update_dataset`: a company admin's decision in a session (never an assistant token),
+  confined to their own company, audited (`dataset.defined`, `dataset.updated`).
+- `upsert_rows` / `delete_rows`: bulk writes of a dataset's rows by external key, for imports and syncs. They
+  open no transaction of their own: inside the caller's `async with DatasetRow._meta.db.transaction():` they
+  commit or roll back with it. Each row's owner, team and visibility come from its `owner_email`, `team` and
+  `visibility` keys, else from the `RowDefaults` the caller chose.
+
+Rows are read only through records/visibility.py (THE rule), exactly as a built-in table's rows are.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from piccolo.engine.postgres import PostgresEngine
+from piccolo.querystring import QueryString
+
+from backend import clock
+from backend.audit import service as audit
+from backend.errors import Conflict, Forbidden, Invalid, NotFound
+from backend.records import tables as t
+from backend.records.columns import ColumnKind
+from backend.records.datasets import DATASETS, SYSTEM_FIELDS, DefinedDataset, template_specs
+from backend.records.values import TEXT_MAX, ColumnSpec, ValueProblem, coerce_value, to_json
+from backend.tenancy.context import UserContext
+from backend.tenancy.tables import Team, User
+
+NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")  # a dataset's name: also its permission's and its CSV's
+COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,62}$")  # a column's name: written inline in JSON paths (service.py)
+MAX_COLUMNS = 200
+KEY_MAX = 200  # dataset_row.external_key's length
+RESERVED = frozenset(
+    {*SYSTEM_FIELDS, "owner_id", "team_id", "values", "external_key", "dataset", "cleanroom_visible_total"}
+)
+# a row's keys that set its ownership (they are also stored as values when the dataset has such a column)
+OWNER_EMAIL, TEAM, VISIBILITY = "owner_email", "team", "visibility"
+VISIBILITIES = t.VISIBILITIES
+
+
+@dataclass
+class DatasetSpec:
+    """What an admin defines. `writable`: the columns a proposed change may set (None: every column)."""
+
+    name: str
+    label: str
+    columns: list[ColumnSpec]
+    key_column: str
+    writable: list[str] | None = None
+    template: str = ""
+
+
+def spec_from_template(template: str, name: str, label: str = "", key_column: str = "") -> DatasetSpec:
+    """A spec starting from one of the twelve built-ins: its columns, kinds, enums and writable columns. The key
+    column is the caller's choice (default: the built-in's first column)."""
+    builtin = DATASETS.get(template)
+    if builtin is None:
+        raise Invalid(
+            {
+                "message": f"no built-in dataset {template!r} to start from",
+                "valid_templates": sorted(DATASETS),
+            },
+            code="unknown_template",
+        )
+    columns = template_specs(builtin)
+    return DatasetSpec(
+        name=name,
+        label=label or builtin.label,
+        columns=columns,
+        key_column=key_column or columns[0].name,
+        writable=list(builtin.writable_fields),
+        template=template,
+    )
+
+
+def check_spec(spec: DatasetSpec) -> DatasetSpec:
+    """The spec, checked: names, kinds, the key column and the writable ones; Invalid saying what is wrong."""
+    problems: list[str] = []
+    if not NAME.match(spec.name or ""):
+        problems.append(
+            "name must be 1-40 characters: lowercase letters, digits and _, starting with a letter"
+        )
+    elif spec.name in DATASETS:
+        problems.append(f"{spec.name!r} is a built-in dataset's name; use it as a template instead")
+    if not (spec.label or "").strip() or len(spec.label) > 200:
+        problems.append("label must be 1-200 characters")
+    if not spec.columns:
+        problems.append("a dataset needs at least one column")
+    if len(spec.columns) > MAX_COLUMNS:
+        problems.append(f"a dataset has at most {MAX_COLUMNS} columns")
+    seen: set[str] = set()
+    for column in spec.columns:
+        if not COLUMN.match(column.name or ""):
+            problems.append(
+                f"column {column.name!r}: 1-63 lowercase letters, digits and _, starting with a letter"
+            )
+        elif column.name in RESERVED:
+            problems.append(f"column {column.name!r} is a name every record has already")
+        if column.name in seen:
+            problems.append(f"column {column.name!r} appears twice")
+        seen.add(column.name)
+        if column.enum and column.kind is not ColumnKind.string:
+            problems.append(f"column {column.name!r}: only text columns have enums")
+        if column.enum and (len(column.enum) > 500 or any(not isinstance(v, str) for v in column.enum)):
+            problems.append(f"column {column.name!r}: an enum is at most 500 text values")
+        if column.max_length is not None and (column.kind is not ColumnKind.string or column.max_length < 1):
+            problems.append(f"column {column.name!r}: max_length is a positive length of a text column")
+    if spec.key_column not in seen:
+        problems.append(f"key column {spec.key_column!r} is not one of the columns")
+    writable = list(
+        dict.fromkeys(spec.writable if spec.writable is not None else [c.name for c in spec.columns])
+    )
+    unknown = [w for w in writable if w not in seen]
+    if unknown:
+        problems.append(f"writable columns {unknown} are not columns of the dataset")
+    if spec.template and spec.template not in DATASETS:
+        problems.append(f"no built-in dataset {spec.template!r} to start from")
+    if problems:
+        raise Invalid({"message": "; ".join(problems), "problems": problems}, code="invalid_dataset")
+    columns = [
+        ColumnSpec(
+            c.name,
+            c.kind,
+            c.nullable and c.name != spec.key_column,  # every row has its key
+            (c.max_length or TEXT_MAX) if c.kind is ColumnKind.string else None,
+            tuple(c.enum) if c.enum else None,
+        )
+        for c in spec.columns
+    ]
+    return DatasetSpec(spec.name, spec.label.strip(), columns, spec.key_column, writable, spec.template)
+
+
+def _require_admin(ctx: UserContext, what: str) -> None:
+    ctx.require_person(what)  # a session or the operator: never the assistant's token, never an auditor
+    if not ctx.is_admin:
+        raise Forbidden(
+            f"only a company admin can {what.removesuffix(' a dataset')} datasets", code="forbidden"
+        )
+
+
+def _definition_values(spec: DatasetSpec) -> dict[str, Any]:
+    return {
+        "label": spec.label,
+        "columns": json.dumps([c.describe() for c in spec.columns]),
+        "key_column": spec.key_column,
+        "writable": json.dumps(spec.writable),
+        "template": spec.template,
+    }
+
+
+async def define_dataset(ctx: UserContext, spec: DatasetSpec) -> DefinedDataset:
+    """A new dataset of the admin's company; 409 when the company has one of that name."""
+    _require_admin(ctx, "defining a dataset")
+    spec = check_spec(spec)
+    table = t.DatasetDefinition
+    if await table.exists().where((table.company == ctx.company_id) & (table.name == spec.name)):
+        raise Conflict(f"this company already has a dataset named {spec.name!r}", code="dataset_exists")
+    now = clock.now()
+    values = _definition_values(spec)
+    await table.insert(
+        table(
+            company=ctx.company_id,
+            name=spec.name,
+            created_by=ctx.email,
+            created_at=now,
+            updated_at=now,
+            version=1,
+            **values,
+        )
+    )
+    dataset = await get_defined(ctx.company_id, spec.name)
+    await audit.record(
+        "dataset.defined",
+        actor=ctx.actor,
+        company_id=ctx.company_id,
+        subject_type="dataset",
+        subject_id=spec.name,
+        data={**_audited(spec), "via": ctx.via()},
+    )
+    return dataset
+
+
+async def update_dataset(ctx: UserContext, name: str, spec: DatasetSpec) -> DefinedDataset:
+    """The admin's new definition of `name` (the name stays). Once the dataset has rows, a column keeps its
+    kind and the key column stays: rows already stored were checked against them."""
+    _require_admin(ctx, "changing a dataset")
+    current = await get_defined(ctx.company_id, name)
+    spec = check_spec(
+        DatasetSpec(name, spec.label, spec.columns, spec.key_column, spec.writable, spec.template)
+    )
+    row = t.DatasetRow
+    if await row.exists().where(row.dataset == current.id):
+        before = {c.name: c.kind for c in current.columns}
+        changed = [c.name for c in spec.columns if c.name in before and before[c.name] is not c.kind]
+        if changed or spec.key_column != current.key_column:
+            raise Conflict(
+                {
+                    "message": "the dataset has rows: a column's kind and the key column cannot change "
+                    "(define a new dataset and import into it)",
+                    "changed_kinds": changed,
+                },
+                code="dataset_has_rows",
+            )
+    table = t.DatasetDefinition
+    values = {getattr(table, k): v for k, v in _definition_values(spec).items()}
+    values[table.updated_at] = clock.now()
+    values[table.version] = current.version + 1
+    await table.update(values).where(table.id == current.id)
+    await audit.record(
+        "dataset.updated",
+        actor=ctx.actor,
+        company_id=ctx.company_id,
+        subject_type="dataset",
+        subject_id=name,
+        data={**_audited(spec), "via": ctx.via()},
+    )
+    return await get_defined(ctx.company_id, name)
+
+
+def _audited(spec: DatasetSpec) -> dict[str, Any]:
+    return {
+        "label": spec.label,
+        "columns": [c.describe() for c in spec.columns],
+        "key_column": spec.key_column,
+        "writable": spec.writable,
+        "template": spec.template,
+    }
+
+
+async def get_defined(company_id: int, name: str) -> DefinedDataset:
+    """A dataset `company_id` defined; 404 otherwise (another company's of the same name included)."""
+    table = t.DatasetDefinition
+    row = await table.select().where((table.company == company_id) & (table.name == name)).first()
+    if row is None:
+        raise NotFound(f"no dataset {name!r} defined in this company", code="unknown_dataset")
+    return DefinedDataset.from_row(row)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rows in bulk: imports and syncs
+
+
+@dataclass(frozen=True)
+class RowDefaults:
+    """Ownership for rows that do not say it themselves (no `owner_email` / `team` / `visibility` key)."""
+
+    owner_id: int  # a person of the dataset's company
+    team_id: int | None = None  # a team of the dataset's company
+    visibility: str = "company"  # private | team | company
+
+
+@dataclass(frozen=True)
+class Refusal:
+    row: int  # the row's number as the caller counts (first_row + its index)
+    reason: str
+
+
+@dataclass
+class UpsertResult:
+    added: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    refused: list[Refusal] = field(default_factory=list)
+
+    def add(self, other: UpsertResult) -> None:
+        self.added += other.added
+        self.changed += other.changed
+        self.unchanged += other.unchanged
+        self.refused.extend(other.refused)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    key: str
+    owner: int
+    team: int | None
+    visibility: str
+    values: dict[str, Any]  # JSON-ready, keys sorted
+
+
+class Directory:
+    """A company's people (by lowercased e-mail) and teams (by name), read once per import or sync."""
+
+    def __init__(self, company_id: int, people: dict[str, int], teams: dict[str, int]) -> None:
+        self.company_id = company_id
+        self.people = people
+        self.teams = teams
+        self.ids = set(people.values())
+        self.team_ids = set(teams.values())
+
+    @classmethod
+    async def load(cls, company_id: int) -> Directory:
+        people = await User.select(User.id, User.email).where(User.company == company_id)
+        teams = await Team.select(Team.id, Team.name).where(Team.company == company_id)
+        return cls(
+            company_id,
+            {p["email"].strip().lower(): p["id"] for p in people},
+            {tm["name"]: tm["id"] for tm in teams},
+        )
+
+
+BATCH = 2000  # rows per statement
+
+
+def _prepare(
+    dataset: DefinedDataset, row: Mapping[str, Any], defaults: RowDefaults, people: Directory, from_text: bool
+) -> _Prepared:
+    columns = dataset.columns
+    names = {c.name for c in columns}
+    unknown = [k for k in row if k not in names and k not in (OWNER_EMAIL, TEAM, VISIBILITY)]
+    if unknown:
+        raise ValueProblem(f"unknown columns {sorted(unknown)}")
+    values: dict[str, Any] = {}
+    for spec in columns:
+        values[spec.name] = to_json(coerce_value(spec, row.get(spec.name), from_text=from_text))
+    key = values[dataset.key_column]
+    key = "" if key is None else str(key)
+    if not key:
+        raise ValueProblem(f"the key column {dataset.key_column} is empty")
+    if len(key) > KEY_MAX:
+        raise ValueProblem(f"the key {dataset.key_column} is longer than {KEY_MAX} characters")
+    owner, team, visibility = defaults.owner_id, defaults.team_id, defaults.visibility
+    email = row.get(OWNER_EMAIL)
+    if email not in (None, ""):
+        found = people.people.get(str(email).strip().lower())
+        if found is None:
+            raise ValueProblem(f"owner_email {email!r} is not a person of this company")
+        owner = found
+    team_name = row.get(TEAM)
+    if team_name not in (None, ""):
+        found_team = people.teams.get(str(team_name).strip())
+        if found_team is None:
+            raise ValueProblem(f"team {team_name!r} is not a team of this company")
+        team = found_team
+    seen = row.get(VISIBILITY)
+    if seen not in (None, ""):
+        visibility = str(seen).strip().lower()
+    if visibility not in VISIBILITIES:
+        raise ValueProblem(f"visibility must be one of {list(VISIBILITIES)}")
+    if visibility == "team" and team is None:
+        raise ValueProblem("a team row needs a team (a `team` value, or the import's default team)")
+    return _Prepared(key, owner, team, visibility, dict(sorted(values.items())))
+
+
+def _check_defaults(defaults: RowDefaults, people: Directory) -> None:
+    if defaults.owner_id not in people.ids:
+        raise Invalid("the default owner is not a person of the dataset's company", code="invalid_defaults")
+    if defaults.team_id is not None and defaults.team_id not in people.team_ids:
+        raise Invalid("the default team is not a team of the dataset's company", code="invalid_defaults")
+    if defaults.visibility not in VISIBILITIES:
+        raise Invalid(f"the default visibility must be one of {list(VISIBILITIES)}", code="invalid_defaults")
+
+
+def _postgres() -> bool:
+    return isinstance(t.DatasetRow._meta.db, PostgresEngine)
+
+
+async def _run(sql: str, *args: Any) -> list[dict[str, Any]]:
+    return await t.DatasetRow._meta.db.run_querystring(QueryString(sql, *args))
+
+
+async def _existing(dataset: DefinedDataset, keys: list[str]) -> dict[str, dict[str, Any]]:
+    cols = '"external_key", "owner", "team", "visibility", "values"'
+    if _postgres():
+        rows = await _run(
+            f'SELECT {cols} FROM "dataset_row" WHERE "dataset" = {{}} AND "external_key" = ANY({{}}::text[])',
+            dataset.id,
+            keys,
+        )
+    else:
+        marks = ", ".join("{}" for _ in keys)
+        rows = await _run(
+            f'SELECT {cols} FROM "dataset_row" WHERE "dataset" = {{}} AND "external_key" IN ({marks})',
+            dataset.id,
+            *keys,
+        )
+    out = {}
+    for r in rows:
+        values = r["values"]
+        out[r["external_key"]] = {**r, "values": json.loads(values) if isinstance(values, str) else values}
+    return out
+
+
+_UPSERT_TAIL = """
+ON CONFLICT ("dataset", "external_key") DO UPDATE SET "owner" = excluded."owner", "team" = excluded."team",
+  "visibility" = excluded."visibility", "values" = excluded."values", "updated_at" = excluded."updated_at",
+  "version" = "dataset_row"."version" + 1"""
+_COLUMNS = (
+    '"company", "dataset", "external_key", "owner", "team", "visibility", "values", "created_at", '
+    '"updated_at", "version"'
+)
+
+
+async def _write(dataset: DefinedDataset, rows: list[_Prepared]) -> None:
+    now = clock.now()
+    if _postgres():
+        await _run(
+            f'INSERT INTO "dataset_row" ({_COLUMNS}) SELECT {{}}, {{}}, u.k, u.o, u.tm, u.v, CAST(u.j AS JSONB), '
+            "{}, {}, 1 FROM unnest({}::text[], {}::integer[], {}::integer[], {}::text[], {}::text[]) "
+            f"AS u(k, o, tm, v, j){_UPSERT_TAIL}",
+            dataset.company_id,
+            dataset.id,
+            now,
+            now,
+            [r.key for r in rows],
+            [r.owner for r in rows],
+            [r.team for r in rows],
+            [r.visibility for r in rows],
+            [json.dumps(r.values) for r in rows],
+        )
+        return
+    marks = ", ".join("({}, {}, {}, {}, {}, {}, {}, {}, {}, 1)" for _ in rows)
+    args: list[Any] = []
+    for r in rows:
+        args += [
+            dataset.company_id,
+            dataset.id,
+            r.key,
+            r.owner,
+            r.team,
+            r.visibility,
+            json.dumps(r.values),
+            now,
+            now,
+        ]
+    await _run(f'INSERT INTO "dataset_row" ({_COLUMNS}) VALUES {marks}{_UPSERT_TAIL}', *args)
+
+
+async def upsert_rows(
+    dataset: DefinedDataset,
+    rows: Sequence[Mapping[str, Any]],
+    defaults: RowDefaults,
+    *,
+    from_text: bool = True,
+    first_row: int = 1,
+    dry_run: bool = False,
+    directory: Directory | None = None,
+) -> UpsertResult:
+    """Add or change `dataset`'s rows by their key column; say what was added, changed, left unchanged and
+    refused (each refusal with its row number, `first_row` + index, and why). A refused row is not written;
+    the others are, unless `dry_run`. A row whose values and ownership equal the stored ones is unchanged (its
+    version stays); a changed row's version goes up by one, so a proposed change staged before it conflicts.
+
+    `rows`: mappings of column name → value (text from a file with `from_text`, else typed values), plus
+    optional `owner_email`, `team` (a team's name) and `visibility`. No transaction of its own: wrap the
+    whole import in one for all-or-nothing. `directory`: the company's people and teams, read once per
+    import (`Directory.load`) when the caller calls this per chunk."""
+    people = directory or await Directory.load(dataset.company_id)
+    _check_defaults(defaults, people)
+    result = UpsertResult()
+    batch: dict[str, _Prepared] = {}
+    seen: dict[str, int] = {}
+
+    async def flush() -> None:
+        if not batch:
+            return
+        existing = await _existing(dataset, list(batch))
+        writes = []
+        for key, prepared in batch.items():
+            old = existing.get(key)
+            if old is None:
+                result.added += 1
+            elif (old["owner"], old["team"], old["visibility"], old["values"]) == (
+                prepared.owner,
+                prepared.team,
+                prepared.visibility,
+                prepared.values,
+            ):
+                result.unchanged += 1
+                continue
+            else:
+                result.changed += 1
+            writes.append(prepared)
+        if writes and not dry_run:
+            step = BATCH if _postgres() else 300  # SQLite: 10 parameters a row, at most 32,766 a statement
+            for i in range(0, len(writes), step):
+                await _write(dataset, writes[i : i + step])
+        batch.clear()
+
+    for index, row in enumerate(rows):
+        number = first_row + index
+        try:
+            prepared = _prepare(dataset, row, defaults, people, from_text)
+        except ValueProblem as exc:
+            result.refused.append(Refusal(number, str(exc)))
+            continue
+        if prepared.key in seen:
+            result.refused.append(
+                Refusal(number, f"key {prepared.key!r} appears again (first at row {seen[prepared.key]})")
+            )
+            continue
+        seen[prepared.key] = number
+        batch[prepared.key] = prepared
+        if len(batch) >= BATCH:
+            await flush()
+    await flush()
+    return result
+
+
+async def delete_rows(dataset: DefinedDataset, keys: Sequence[str]) -> int:
+    """Delete `dataset`'s rows with these keys (a key with no row is skipped); how many were deleted. No
+    transaction of its own, as `upsert_rows`."""
+    deleted = 0
+    unique = list(dict.fromkeys(str(k) for k in keys))
+    for i in range(0, len(unique), BATCH if _postgres() else 500):
+        part = unique[i : i + (BATCH if _postgres() else 500)]
+        if _postgres():
+            rows = await _run(
+                'DELETE FROM "dataset_row" WHERE "dataset" = {} AND "external_key" = ANY({}::text[]) RETURNING "id"',
+                dataset.id,
+                part,
+            )
+        else:
+            marks = ", ".join("{}" for _ in part)
+            rows = await _run(
+                f'DELETE FROM "dataset_row" WHERE "dataset" = {{}} AND "external_key" IN ({marks}) RETURNING "id"',
+                dataset.id,
+                *part,
+            )
+        deleted += len(rows)
+    return deleted
+
+
+async def row_count(dataset: DefinedDataset) -> int:
+    return await t.DatasetRow.count().where(t.DatasetRow.dataset == dataset.id)
