@@ -21,7 +21,6 @@ import csv
 import io
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -201,7 +200,9 @@ class RowStream:
     rows: Iterator[tuple[int, list[str]]]
 
 
-def stream_rows(path: Path, filename: str, limits: RowLimits | None = None, *, bwrap: bool = True) -> RowStream:
+def stream_rows(
+    path: Path, filename: str, limits: RowLimits | None = None, *, bwrap: bool = True
+) -> RowStream:
     """The first sheet of the file at `path`, parsed in the confined child, as (row number, cells) pairs.
 
     ImportFileRefused for a file that cannot be read (said in the child's words), a file past the limits

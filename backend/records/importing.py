@@ -14,22 +14,21 @@ grows with the file is the set of keys seen (for duplicate keys), a few tens of 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from backend import db
+from backend.records import defined
 from backend.records.columns import ColumnKind
 from backend.records.datasets import DefinedDataset
+from backend.records.defined import RowDefaults
 from backend.records.tables import DatasetRow
-from backend.records.values import TEXT_MAX, ColumnSpec, ValueProblem, coerce_value, to_json
+from backend.records.values import TEXT_MAX, ColumnSpec
 
 BATCH = 5000
 REFUSALS_LISTED = 100
-KEY_MAX = 200  # dataset_row.external_key's length
 INFER_SAMPLE = 1000
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
@@ -167,142 +166,115 @@ def infer_columns(header: list[str], rows: Iterable[list[str]]) -> list[ColumnSp
 
 # --- the one path rows take in -----------------------------------------------------------------------------
 
-
-@dataclass
-class Ownership:
-    """Who a new row belongs to (rows already there keep theirs)."""
-
-    owner_id: int
-    team_id: int | None = None
-    visibility: str = "company"
+OWNERSHIP_COLUMNS = ("owner_email", "team", "visibility")
 
 
-def _prepare(
-    dataset: DefinedDataset,
-    header: list[str],
-    rows: Iterable[tuple[int, list[Any]]],
-    report: ImportReport,
-    *,
-    from_text: bool,
-) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    """(row number, key, values as stored) for each acceptable row; refusals go to `report`."""
+def _positions(dataset: DefinedDataset, header: list[str], report: ImportReport) -> dict[str, int]:
+    """Which cell holds which column: a header naming a column (as is, or as `column_name` spells it), or one of
+    the ownership columns `defined.upsert_rows` reads; other headers are ignored and listed in the report."""
+    fields = set(dataset.fields) | set(OWNERSHIP_COLUMNS)
     positions: dict[str, int] = {}
     for i, h in enumerate(header):
-        name = h if h in dataset.fields else column_name(h)
-        if name in dataset.fields and name not in positions:
+        name = h if h in fields else column_name(h)
+        if name in fields and name not in positions:
             positions[name] = i
         else:
-            report.ignored_columns.append(h)
+            report.ignored_columns.append(h[:100])
     if dataset.key_column not in positions:
         raise ImportRefused(
             f"the file has no column {dataset.key_column!r}, the key of dataset {dataset.name!r} "
-            f"(its columns: {', '.join(header[:20])})"
+            f"(its columns: {', '.join(h[:40] for h in header[:20])})"
         )
-    specs = [(spec, positions.get(spec.name)) for spec in dataset.columns]
-    key_at = positions[dataset.key_column]
-    keys_seen: set[str] = set()
+    return positions
+
+
+def _chunks(
+    rows: Iterable[tuple[int, list[Any]]], positions: dict[str, int], report: ImportReport, from_text: bool
+) -> Iterator[tuple[list[int], list[dict[str, Any]]]]:
+    """Rows as `upsert_rows` takes them, BATCH at a time, with their row numbers."""
+    numbers: list[int] = []
+    mapped: list[dict[str, Any]] = []
+    empty = "" if from_text else None
     for number, cells in rows:
         report.rows_read += 1
-        raw_key = cells[key_at] if key_at < len(cells) else ""
-        key = "" if raw_key is None else str(raw_key).strip()
-        if not key:
-            report.refuse(number, f"the key column {dataset.key_column} is empty")
-            continue
-        if len(key) > KEY_MAX:
-            report.refuse(number, f"the key is longer than {KEY_MAX} characters")
-            continue
-        if key in keys_seen:
-            report.refuse(number, f"key {key[:40]!r} appears again (an earlier row has it)")
-            continue
-        values: dict[str, Any] = {}
-        try:
-            for spec, at in specs:
-                if at is None:
-                    continue
-                value = cells[at] if at < len(cells) else ("" if from_text else None)
-                if not from_text and value is not None and spec.kind is ColumnKind.string:
-                    value = value if isinstance(value, str) else str(value)
-                values[spec.name] = to_json(coerce_value(spec, value, from_text=from_text))
-        except ValueProblem as exc:
-            report.refuse(number, str(exc)[:300])
-            continue
-        keys_seen.add(key)
-        yield number, key, values
+        width = len(cells)
+        numbers.append(number)
+        mapped.append({name: cells[at] if at < width else empty for name, at in positions.items()})
+        if len(mapped) >= BATCH:
+            yield numbers, mapped
+            numbers, mapped = [], []
+    if mapped:
+        yield numbers, mapped
 
 
-def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+class Loader:
+    """Rows into `dataset` through `defined.upsert_rows`, one chunk per `feed`. A key repeated in a later chunk
+    is refused here (upsert_rows sees one chunk). The caller holds the transaction when applying."""
 
+    def __init__(
+        self,
+        dataset: DefinedDataset,
+        positions: dict[str, int],
+        directory: defined.Directory,
+        *,
+        apply: bool,
+        defaults: RowDefaults,
+        from_text: bool,
+        report: ImportReport,
+    ) -> None:
+        self.dataset, self.positions, self.directory = dataset, positions, directory
+        self.apply, self.defaults, self.from_text, self.report = apply, defaults, from_text, report
+        self.keys_seen: set[str] = set()
 
-async def _existing(dataset: DefinedDataset, keys: list[str]) -> dict[str, dict[str, Any]]:
-    if db.is_postgres():
-        rows = await DatasetRow.raw(
-            'SELECT external_key, "values"::text AS v FROM dataset_row WHERE dataset = {} '
-            "AND external_key = ANY({}::text[])",
-            dataset.id,
-            keys,
+    @classmethod
+    async def start(
+        cls,
+        dataset: DefinedDataset,
+        header: list[str],
+        *,
+        apply: bool,
+        defaults: RowDefaults,
+        from_text: bool = True,
+        report: ImportReport | None = None,
+    ) -> Loader:
+        report = report or ImportReport(dataset=dataset.name, applied=apply)
+        positions = _positions(dataset, header, report)
+        directory = await defined.Directory.load(dataset.company_id)
+        return cls(
+            dataset, positions, directory, apply=apply, defaults=defaults, from_text=from_text, report=report
         )
-    else:
-        rows = await DatasetRow.select(
-            DatasetRow.external_key, DatasetRow.values.as_alias("v")
-        ).where((DatasetRow.dataset == dataset.id) & DatasetRow.external_key.is_in(keys))
-    out = {}
-    for row in rows:
-        value = row["v"]
-        out[row["external_key"]] = json.loads(value) if isinstance(value, str | bytes) else (value or {})
-    return out
 
+    async def feed(self, rows: Iterable[tuple[int, list[Any]]]) -> None:
+        for numbers, chunk in _chunks(rows, self.positions, self.report, self.from_text):
+            await self._chunk(numbers, chunk)
 
-async def _write(
-    dataset: DefinedDataset, owner: Ownership, upserts: list[tuple[str, dict[str, Any]]], now: dt.datetime
-) -> None:
-    if not upserts:
-        return
-    sql = (
-        'INSERT INTO dataset_row (company, dataset, external_key, owner, team, visibility, "values", '
-        "created_at, updated_at, version) {} "
-        'ON CONFLICT (dataset, external_key) DO UPDATE SET "values" = excluded."values", '
-        "updated_at = excluded.updated_at, version = dataset_row.version + 1"
-    )
-    if db.is_postgres():
-        source = (
-            "SELECT {}, {}, k, {}, {}::int, {}, v::jsonb, {}, {}, 1 "
-            "FROM unnest({}::text[], {}::text[]) AS t(k, v)"
+    async def _chunk(self, numbers: list[int], chunk: list[dict[str, Any]]) -> None:
+        report, key_at = self.report, self.dataset.key_column
+        fresh_numbers, fresh = [], []
+        for number, row in zip(numbers, chunk, strict=True):
+            raw = row.get(key_at)
+            key = "" if raw is None else str(raw).strip()
+            if key and key in self.keys_seen:
+                report.refuse(number, f"key {key[:40]!r} appears again (an earlier row has it)")
+                continue
+            if key:
+                self.keys_seen.add(key)
+            fresh_numbers.append(number)
+            fresh.append(row)
+        result = await defined.upsert_rows(
+            self.dataset,
+            fresh,
+            self.defaults,
+            from_text=self.from_text,
+            first_row=0,
+            dry_run=not self.apply,
+            directory=self.directory,
         )
-        await DatasetRow.raw(
-            sql.format(source),
-            dataset.company_id,
-            dataset.id,
-            owner.owner_id,
-            owner.team_id,
-            owner.visibility,
-            now,
-            now,
-            now,
-            [k for k, _ in upserts],
-            [json.dumps(v, separators=(",", ":")) for _, v in upserts],
-        )
-        return
-    for key, values in upserts:
-        await DatasetRow.raw(
-            sql.format("VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, 1)"),
-            dataset.company_id,
-            dataset.id,
-            key,
-            owner.owner_id,
-            owner.team_id,
-            owner.visibility,
-            json.dumps(values, separators=(",", ":")),
-            now,
-            now,
-        )
+        report.added += result.added
+        report.changed += result.changed
+        report.unchanged += result.unchanged
+        for refusal in result.refused:
+            report.refuse(fresh_numbers[refusal.row], refusal.reason[:300])
 
 
 async def load_rows(
@@ -311,32 +283,16 @@ async def load_rows(
     rows: Iterable[tuple[int, list[Any]]],
     *,
     apply: bool,
-    owner: Ownership,
+    defaults: RowDefaults,
     from_text: bool = True,
     report: ImportReport | None = None,
 ) -> ImportReport:
-    """Count (and, with `apply`, write) `rows` into `dataset`. The caller holds the transaction when applying
-    (`apply_rows`), so a failure part-way leaves nothing."""
-    report = report or ImportReport(dataset=dataset.name, applied=apply)
-    now = dt.datetime.now(dt.UTC)
-    prepared = _prepare(dataset, header, rows, report, from_text=from_text)
-    for batch in _batches(prepared, BATCH):
-        existing = await _existing(dataset, [key for _, key, _ in batch])
-        upserts: list[tuple[str, dict[str, Any]]] = []
-        for _number, key, values in batch:
-            before = existing.get(key)
-            if before is None:
-                report.added += 1
-            elif {**before, **values} == before:
-                report.unchanged += 1
-                continue
-            else:
-                report.changed += 1
-                values = {**before, **values}  # columns the file does not have keep their values
-            upserts.append((key, values))
-        if apply:
-            await _write(dataset, owner, upserts, now)
-    return report
+    """Count (and, with `apply`, write) `rows` — (row number, cells under `header`) — into `dataset`."""
+    loader = await Loader.start(
+        dataset, header, apply=apply, defaults=defaults, from_text=from_text, report=report
+    )
+    await loader.feed(rows)
+    return loader.report
 
 
 async def apply_rows(
@@ -344,7 +300,7 @@ async def apply_rows(
     header: list[str],
     rows: Iterable[tuple[int, list[Any]]],
     *,
-    owner: Ownership,
+    defaults: RowDefaults,
     audit_action: str,
     actor: str,
     audit_data: dict[str, Any],
@@ -356,7 +312,7 @@ async def apply_rows(
 
     async with DatasetRow._meta.db.transaction():
         report = await load_rows(
-            dataset, header, rows, apply=True, owner=owner, from_text=from_text, report=report
+            dataset, header, rows, apply=True, defaults=defaults, from_text=from_text, report=report
         )
         await audit.record(
             audit_action,
