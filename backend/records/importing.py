@@ -13,19 +13,29 @@ grows with the file is the set of keys seen (for duplicate keys), a few tens of 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 from typing import Any
 
+from backend.audit import service as audit
+from backend.convert.rows import ImportFileRefused, RowLimits, RowStream, stream_rows
+from backend.errors import Conflict, Forbidden, Invalid
+from backend.hashing import sha256_file
 from backend.records import defined
 from backend.records.columns import ColumnKind
 from backend.records.datasets import DefinedDataset
 from backend.records.defined import RowDefaults
 from backend.records.tables import DatasetRow
 from backend.records.values import TEXT_MAX, ColumnSpec
+from backend.records.visibility import find_dataset
+from backend.settings import get_settings
+from backend.tenancy.context import UserContext
 
 BATCH = 5000
 REFUSALS_LISTED = 100
@@ -295,31 +305,132 @@ async def load_rows(
     return loader.report
 
 
-async def apply_rows(
-    dataset: DefinedDataset,
-    header: list[str],
-    rows: Iterable[tuple[int, list[Any]]],
-    *,
-    defaults: RowDefaults,
-    audit_action: str,
-    actor: str,
-    audit_data: dict[str, Any],
-    from_text: bool = True,
-    report: ImportReport | None = None,
-) -> ImportReport:
-    """`load_rows(apply=True)` and its audit entry in one transaction: whole or nothing."""
-    from backend.audit import service as audit
+# --- importing a file: the service the API, the CLI and the console call -----------------------------------
 
-    async with DatasetRow._meta.db.transaction():
-        report = await load_rows(
-            dataset, header, rows, apply=True, defaults=defaults, from_text=from_text, report=report
+
+def row_limits() -> RowLimits:
+    settings = get_settings()
+    return RowLimits(
+        max_rows=settings.import_max_rows,
+        max_input_bytes=settings.import_max_bytes,
+        time_limit_seconds=settings.import_time_limit_seconds,
+    )
+
+
+def _require_importer(ctx: UserContext, name: str) -> None:
+    """A person (a session or the operator: never the assistant's token, never an auditor) who may change the
+    dataset: an admin, or whoever the dataset's permissions grant `edit`."""
+    ctx.require_person("importing into a dataset")
+    if not ctx.can(name, "edit"):
+        raise Forbidden(
+            f"{ctx.email} has no permission to change {name}: ask a company admin for edit access to it",
+            code="dataset_forbidden",
         )
-        await audit.record(
-            audit_action,
-            actor=actor,
-            company_id=dataset.company_id,
-            subject_type="dataset",
-            subject_id=dataset.id,
-            data={**audit_data, **report.summary()},
+
+
+async def _open(path: Path, filename: str) -> RowStream:
+    try:
+        return await asyncio.to_thread(stream_rows, path, filename, row_limits())
+    except ImportFileRefused as exc:
+        raise Invalid(str(exc), code="import_file_refused") from exc
+
+
+async def _take(rows: Iterator[tuple[int, list[str]]], n: int) -> list[tuple[int, list[str]]]:
+    try:
+        return await asyncio.to_thread(lambda: list(itertools.islice(rows, n)))
+    except ImportFileRefused as exc:
+        raise Invalid(str(exc), code="import_file_refused") from exc
+
+
+async def preview_file(ctx: UserContext, path: Path, filename: str) -> dict[str, Any]:
+    """The file's columns with their inferred kinds (from its first `INFER_SAMPLE` rows), for a person to
+    confirm before a new dataset is defined from it. Nothing is written."""
+    ctx.require_person("importing a file")
+    stream = await _open(path, filename)
+    try:
+        sample = await _take(stream.rows, INFER_SAMPLE)
+    finally:
+        stream.rows.close()
+    columns = infer_columns(stream.header, [cells for _, cells in sample])
+    return {
+        "kind": stream.kind,
+        "header": stream.header,
+        "columns": [c.describe() for c in columns],
+        "sampled_rows": len(sample),
+    }
+
+
+async def import_file(
+    ctx: UserContext,
+    name: str,
+    path: Path,
+    filename: str,
+    *,
+    dry_run: bool,
+    create: defined.DatasetSpec | None = None,
+    defaults: RowDefaults | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Import the file at `path` into dataset `name` (upsert by its key), or only say what it would do
+    (`dry_run`). `create`: the dataset does not exist yet; it is defined from this spec (the inferred columns,
+    as the person confirmed them) when the import is applied. The applied import is one transaction with its
+    audit entry (the file's sha256 and the counts)."""
+    if create is not None:
+        if create.name != name:
+            raise Invalid("the new dataset's name and the import's dataset differ")
+        defined._require_admin(ctx, "defining a dataset")
+        spec = defined.check_spec(create)
+        if await find_dataset(ctx.company_id, name) is not None:
+            raise Conflict(f"this company already has a dataset named {name!r}", code="dataset_exists")
+        dataset = DefinedDataset(
+            id=-1,
+            company_id=ctx.company_id,
+            name=spec.name,
+            label=spec.label,
+            columns=tuple(spec.columns),
+            key_column=spec.key_column,
+            writable=tuple(spec.writable or [c.name for c in spec.columns]),
         )
-    return report
+    else:
+        _require_importer(ctx, name)
+        dataset = await defined.get_defined(ctx.company_id, name)
+    defaults = defaults or RowDefaults(owner_id=ctx.user_id)
+    sha256 = await asyncio.to_thread(sha256_file, path)
+    stream = await _open(path, filename)
+    report = ImportReport(dataset=name, applied=not dry_run, sha256=sha256)
+    try:
+        if dry_run:
+            await _feed(dataset, stream, False, defaults, report, progress)
+        else:
+            if create is not None:
+                dataset = await defined.define_dataset(ctx, spec)
+            async with DatasetRow._meta.db.transaction():
+                await _feed(dataset, stream, True, defaults, report, progress)
+                await audit.record(
+                    "dataset.imported",
+                    actor=ctx.actor,
+                    company_id=ctx.company_id,
+                    subject_type="dataset",
+                    subject_id=dataset.id,
+                    data={"file_sha256": sha256, "file_kind": stream.kind, **report.summary()},
+                )
+    except ImportRefused as exc:
+        raise Invalid(str(exc), code="import_refused") from exc
+    finally:
+        stream.rows.close()
+    return report.as_dict()
+
+
+async def _feed(
+    dataset: DefinedDataset,
+    stream: RowStream,
+    apply: bool,
+    defaults: RowDefaults,
+    report: ImportReport,
+    progress: Callable[[int], None] | None,
+) -> None:
+    loader = await Loader.start(dataset, stream.header, apply=apply, defaults=defaults, report=report)
+    while chunk := await _take(stream.rows, BATCH):
+        await loader.feed(chunk)
+        if progress is not None:
+            progress(report.rows_read)

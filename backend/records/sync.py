@@ -43,6 +43,8 @@ log = logging.getLogger("cleanroom.records.sync")
 
 SECRET_FILE = "source_secret_key"
 FETCH_ROWS = 5000
+FIRST_FETCH_ROWS = 16
+FETCH_BYTES = 8 * 1024 * 1024
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}(\.[A-Za-z_][A-Za-z0-9_$]{0,62})?$")
 
 
@@ -294,10 +296,11 @@ async def _read_into(
         sql, args = source_sql(source)
         capped = _Capped(settings.sync_max_rows, settings.sync_max_bytes)
         async with connection.transaction(readonly=True, isolation="repeatable_read"):
-            cursor = await connection.cursor(sql, *args, prefetch=FETCH_ROWS)
+            cursor = await connection.cursor(sql, *args)
             loader: importing.Loader | None = None
+            fetch = FIRST_FETCH_ROWS
             while True:
-                records = await cursor.fetch(FETCH_ROWS)
+                records = await cursor.fetch(fetch)
                 if not records:
                     break
                 if loader is None:
@@ -318,6 +321,10 @@ async def _read_into(
                         report=report,
                     )
                 await loader.feed(capped.take(list(records), header, stamp_at))
+                # as many rows as fit FETCH_BYTES at the size seen so far: a source of 1 MB rows is read a few
+                # at a time, never 5,000 MB in one answer
+                average = max(1, capped.bytes // max(1, capped.rows))
+                fetch = max(1, min(FETCH_ROWS, FETCH_BYTES // average))
         return capped.largest
     finally:
         await connection.close(timeout=5)
