@@ -193,7 +193,9 @@ class Settings(BaseSettings):
     console_forward_secret: str | None = None
     login_attempts_keep_windows: int = 10  # attempts older than this many windows are pruned
     login_hash_concurrency: int = 2  # password checks at once (argon2: 64 MiB and a core each)
-    login_hash_queue: int = 32  # sign-ins waiting for a check, per lane (known, fresh), before new ones get 429
+    login_hash_queue: int = (
+        32  # sign-ins waiting for a check, per lane (known, fresh), before new ones get 429
+    )
     session_hours: int = 12
 
     def postgres_timeouts(self, *, migration: bool = False) -> dict[str, str]:

@@ -24,7 +24,21 @@ app = group("Cleanroom: approved code on private data.", add_completion=False)
 bench_app = group("Benchmarks (medians; --json for machines).", no_args_is_help=False)
 app.add_typer(bench_app, name="bench")
 
-for _module in (bench, serve, worker, health, demo, records, audit, credits, drive, staging, sandbox, soak, mcp):
+for _module in (
+    bench,
+    serve,
+    worker,
+    health,
+    demo,
+    records,
+    audit,
+    credits,
+    drive,
+    staging,
+    sandbox,
+    soak,
+    mcp,
+):
     _module.register(app, bench_app)
 
 

@@ -317,7 +317,12 @@ def _ods_encrypted(archive: zipfile.ZipFile) -> bool:
 
 
 def _parse_ods(
-    stream, limits: ConvertLimits, budget: CellBudget, deadline: Deadline, comments: list[str], make_builder=None
+    stream,
+    limits: ConvertLimits,
+    budget: CellBudget,
+    deadline: Deadline,
+    comments: list[str],
+    make_builder=None,
 ):
     """Yields (sheet, hidden, builder) per sheet; `make_builder(limits, budget)` (default `SheetBuilder`) lets
     the import's row stream (backend/convert/rows.py) emit rows as they are read instead of keeping them."""

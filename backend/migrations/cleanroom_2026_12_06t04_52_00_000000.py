@@ -3,10 +3,22 @@ the table as it was when this was written, created with the engine's own DDL."""
 
 from piccolo.apps.migrations.auto.migration_manager import MigrationManager
 from piccolo.columns import ForeignKey, Integer, Text, Timestamptz, Varchar
+from piccolo.engine.finder import engine_finder
 from piccolo.table import Table
 
-from backend.records.tables import DatasetDefinition
-from backend.tenancy.tables import Company, User
+
+# the referenced tables as this migration sees them: only their names (and Piccolo's serial id) matter here
+class Company(Table, tablename="company"):
+    pass
+
+
+class User(Table, tablename="app_user"):
+    pass
+
+
+class DatasetDefinition(Table, tablename="dataset_definition"):
+    pass
+
 
 ID = "2026-12-06T04:52:00:000000"
 VERSION = "1.38.0"
@@ -35,6 +47,10 @@ class DatasetSource(Table, tablename="dataset_source"):
 
 
 async def _create() -> None:
+    engine = engine_finder()
+    assert engine is not None
+    for table in (Company, User, DatasetDefinition, DatasetSource):
+        table._meta.db = engine  # the database being migrated, not the one found when this module loaded
     await DatasetSource.create_table(if_not_exists=True)
 
 

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from backend.records import importing
 from backend.records.datasets import DefinedDataset
@@ -143,6 +144,31 @@ def _check_source(query: str, table: str, updated_at_column: str) -> None:
         raise ValueError("the query must be one SELECT statement")
 
 
+def _check_cron(cron: str, timezone: str) -> None:
+    from croniter import croniter
+
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {timezone!r}") from exc
+    if not croniter.is_valid(cron):
+        raise ValueError(f"{cron!r} is not a valid cron expression (minute hour day month weekday)")
+    now = dt.datetime.now(dt.UTC)
+    first = next_fire(cron, timezone, now)
+    if next_fire(cron, timezone, first) - first < dt.timedelta(
+        minutes=get_settings().min_schedule_interval_minutes
+    ):
+        raise ValueError(
+            f"a sync may run at most once every {get_settings().min_schedule_interval_minutes} minutes"
+        )
+
+
+def next_fire(cron: str, timezone: str, after: dt.datetime) -> dt.datetime:
+    from croniter import croniter
+
+    return croniter(cron, after.astimezone(ZoneInfo(timezone))).get_next(dt.datetime).astimezone(dt.UTC)
+
+
 def _quoted(name: str) -> str:
     return ".".join(f'"{part}"' for part in name.split("."))
 
@@ -195,11 +221,9 @@ async def set_source(
 ) -> dict[str, Any]:
     """Create or replace the dataset's source (the caller checked the person and the permission). `dsn` None
     keeps the stored connection string."""
-    from backend.schedules.service import _validate, next_fire
-
     _check_source(query, table, updated_at_column)
     if cron:
-        _validate(cron, timezone)
+        _check_cron(cron, timezone)
     now = dt.datetime.now(dt.UTC)
     existing = await DatasetSource.select().where(DatasetSource.dataset == dataset.id).first()
     if dsn is None and existing is None:
@@ -400,7 +424,6 @@ async def sync_due(now: dt.datetime | None = None) -> list[int]:
     """Sync every source whose schedule fell due (the dispatching loop calls this beside `schedules.fire_due`);
     a failing one is recorded on its source and the others go on. Returns the dataset ids synced."""
     from backend.records.tables import DatasetDefinition
-    from backend.schedules.service import next_fire
 
     now = now or dt.datetime.now(dt.UTC)
     due = await DatasetSource.select().where(
@@ -428,3 +451,22 @@ async def sync_due(now: dt.datetime | None = None) -> list[int]:
             await sync_dataset(DefinedDataset.from_row(row), actor="schedule")
         done.append(source["dataset"])
     return done
+
+
+_due_task: asyncio.Task[list[int]] | None = None
+
+
+def start_due_syncs() -> None:
+    """From the dispatching loops (execution/queue.py, fleet/queue.py): `sync_due` in a task of its own, one at
+    a time per process, so a long sync never holds up the runs' dispatch. The claim in `sync_due` keeps two
+    processes from syncing the same source for the same firing."""
+    global _due_task
+    if _due_task is not None and not _due_task.done():
+        return
+    _due_task = asyncio.get_running_loop().create_task(sync_due())
+    _due_task.add_done_callback(_done)
+
+
+def _done(task: asyncio.Task[list[int]]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("scheduled syncs failed: %s", type(task.exception()).__name__)

@@ -111,9 +111,7 @@ async def user_for_session(token: str) -> UserContext:
     if not row or row["expires_at"] < clock.now():
         raise NotAuthenticated("your session has expired; sign in again")
     user, company = split_user_row(row)
-    return await load_user_context(
-        user["id"], user=user, company=company, auth=SESSION, session_id=row["id"]
-    )
+    return await load_user_context(user["id"], user=user, company=company, auth=SESSION, session_id=row["id"])
 
 
 async def user_for_api_token(token: str) -> UserContext:
