@@ -35,8 +35,9 @@ from backend.settings import get_settings
 from backend.system_controller import SystemController
 from backend.tenancy.audit_controller import AuditController
 from backend.tenancy.auth import scope_guard
-from backend.tenancy.controller import AuthController, CompanyController, MeController
+from backend.tenancy.controller import AuthController, CompanyController, MeController, SetupController
 from backend.tenancy.origin import OriginGuard, allowed_hosts_config
+from backend.tenancy.sso_controller import SsoSettingsController, SsoSignInController
 from backend.timing import ServerTiming
 
 log = logging.getLogger("cleanroom")
@@ -70,8 +71,11 @@ def dataset_names() -> list[str]:
 # every HTTP controller, by capability
 CONTROLLERS = [
     AuthController,
+    SetupController,  # GET /api/setup: whether any company exists (nothing else), for the sign-in page
     MeController,
     CompanyController,
+    SsoSignInController,
+    SsoSettingsController,
     RecordsController,
     AuditController,
     ReviewController,  # GET /api/audit (filtered), a run's timeline, the reports

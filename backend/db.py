@@ -34,12 +34,14 @@ from backend.records import tables as records_tables
 from backend.runs import tables as runs_tables
 from backend.schedules import tables as schedules_tables
 from backend.settings import get_settings
+from backend.tenancy import sso_tables
 from backend.tenancy import tables as tenancy_tables
 
 # Every capability's tables, in dependency order. Capability code never imports this module: it reaches
 # the engine through its own table (`Table._meta.db`), so the tables do not depend back on the whole.
 TABLE_MODULES = [
     tenancy_tables,
+    sso_tables,
     audit_tables,
     records_tables,
     records_sync_tables,

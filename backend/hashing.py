@@ -53,3 +53,14 @@ def canonical_json(value: Any) -> bytes:
 
 def sha256_json(value: Any) -> str:
     return sha256_bytes(canonical_json(value))
+
+
+def salted_digest(salt: bytes, value: Any) -> str:
+    """sha256(salt || canonical JSON of `value`): a digest of contents that whoever lacks the salt cannot test
+    guesses against (a salary, a rating: few likely values)."""
+    return sha256_bytes(salt + canonical_json(value))
+
+
+def sha256_stream() -> Any:
+    """An incremental sha256 (update with bytes, hexdigest at the end): a streamed file's digest."""
+    return hashlib.sha256()

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CLEANROOM_", extra="ignore")
 
     data_dir: Path = REPO_ROOT / "var"
+    # the Ed25519 key that signs audit exports (PEM, 0600; made on first use): default
+    # data_dir/audit-signing/ed25519.pem. Kept outside the database, so whoever can write the table cannot sign.
+    audit_signing_key: Path | None = None
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("DATABASE_URL", "CLEANROOM_DATABASE_URL")
     )
@@ -197,6 +200,23 @@ class Settings(BaseSettings):
         32  # sign-ins waiting for a check, per lane (known, fresh), before new ones get 429
     )
     session_hours: int = 12
+    # argon2's parameters for new password hashes: "standard" (argon2-cffi's defaults, 64 MiB) everywhere
+    # but the test suite, which sets "cheap" (tests/conftest.py); a stored hash made with other parameters is
+    # rehashed at its next sign-in (backend/tenancy/passwords.py)
+    password_hash_profile: Literal["standard", "cheap"] = "standard"
+    # how long an invitation and a password-reset link stay valid
+    invite_link_hours: int = Field(default=72, ge=1, le=24 * 30)
+    reset_link_hours: int = Field(default=2, ge=1, le=72)
+
+    # mail (invitations, password resets): sent when smtp_host is set; otherwise the admin or the operator
+    # sees the link once and passes it on (a forgotten-password request then sends nothing)
+    smtp_host: str | None = None
+    smtp_port: int = 587
+    smtp_starttls: bool = True  # STARTTLS before signing in; false only for a relay on this host
+    smtp_username: str | None = None
+    smtp_password: str | None = Field(default=None, repr=False)
+    smtp_from: str = "cleanroom@localhost"
+    smtp_timeout_seconds: float = 10.0
 
     def postgres_timeouts(self, *, migration: bool = False) -> dict[str, str]:
         """The API's `lock_timeout` and `statement_timeout` (or a migration's), as PostgreSQL settings a

@@ -15,10 +15,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-import httpx
-
 from backend.tenancy import forwarded
-from console.api import ApiConfig
+from console.api import Api, ApiConfig, ApiError
 
 log = logging.getLogger("cleanroom.console")
 
@@ -37,12 +35,10 @@ class Unanswered(Exception):
 async def shares_key(config: ApiConfig, *, key: bytes | None = None) -> bool:
     """Whether the API verifies a probe signed with this console's key (or `key`)."""
     try:
-        response = await config.http().get("/api/auth/forwarding", headers=forwarded.probe_headers(key=key))
-    except httpx.HTTPError as exc:
-        raise Unanswered(f"{config.base_url}: {exc}") from exc
-    if response.status_code != 200:
-        raise Unanswered(f"{config.base_url}: HTTP {response.status_code} {response.text[:200]}")
-    return response.json().get("signed") is True
+        answer = await Api(config).forwarding_check(forwarded.probe_headers(key=key))
+    except ApiError as exc:
+        raise Unanswered(f"{config.base_url}: {exc.message}") from exc
+    return answer.signed
 
 
 async def check(

@@ -34,11 +34,16 @@ AUDITOR_NAV = [  # reads the trail and every run and flow; decides nothing (no s
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
     ("Audit", "/audit", "fact_check"),
+    ("People", "/people", "group"),
+    ("Teams and permissions", "/teams", "lock_person"),
 ]
 ADMIN_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
+    ("People", "/people", "group"),
+    ("Teams and permissions", "/teams", "lock_person"),
     ("Settings", "/settings", "tune"),
+    ("Single sign-on", "/sso-settings", "vpn_key"),
     ("Credits", "/credits", "toll"),
     ("Audit", "/audit", "fact_check"),
     ("Health", "/health", "monitor_heart"),
@@ -75,6 +80,7 @@ def frame(title: str) -> Iterator[None]:
                 with ui.column().classes("px-4 py-2 gap-0"):
                     ui.label(me.email if me else "").classes("font-medium")
                     ui.label(f"role: {me.role if me else '?'}").classes("text-xs text-grey-7")
+                    ui.link("Your account (password)", "/account").classes("text-sm").mark("account")
                 ui.separator()
                 ui.menu_item("Sign out", on_click=session.end_session).mark("sign-out")  # a POST, never a GET
     # value=None: Quasar opens the drawer beside the page at desktop width and keeps it closed (an overlay

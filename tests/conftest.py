@@ -41,6 +41,9 @@ os.environ.setdefault("CLEANROOM_LOGIN_ATTEMPTS_PER_WINDOW", "5")
 os.environ.setdefault("CLEANROOM_STANDBY_IN_SERVICE", "off")
 # the Host names the in-process test clients use (Litestar's and the console tests' ASGI transport)
 os.environ.setdefault("CLEANROOM_ALLOWED_HOSTS", '["testserver.local", "api.test"]')
+# passwords hashed in tests (set by a link, changed, rehashed at sign-in) use argon2's cheapest profile, the
+# demo template's: production's is tests/unit/test_password_hashing.py's subject (backend/tenancy/passwords.py)
+os.environ.setdefault("CLEANROOM_PASSWORD_HASH_PROFILE", "cheap")
 
 from backend import db  # noqa: E402
 from backend.settings import get_settings  # noqa: E402
@@ -50,7 +53,7 @@ POSTGRES_URL = os.environ.get("CLEANROOM_TEST_POSTGRES_URL")
 ENGINES = ["sqlite", "postgres"]
 
 
-CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)  # the "cheap" profile's parameters
 
 
 def _with_db(url: str, name: str) -> str:

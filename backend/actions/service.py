@@ -237,16 +237,24 @@ async def list_items(ctx: UserContext, run_id: int) -> list[ActionItemInfo]:
 VALUES_WITHHELD = "withheld: an auditor sees this change's values only when they may read the record"
 
 
+async def may_read_values(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) -> bool:
+    """Whether `ctx` sees an item's values: anyone but an auditor (who reached the run), the run's own
+    requester, and an auditor who may read the record itself, by the one visibility rule. The audit export
+    asks this too, for the entries about an item."""
+    if not ctx.is_auditor or run["requested_by"] == ctx.user_id:
+        return True
+    record_id = item.record_id if item.op == "update" else item.created_record_id
+    dataset = await find_dataset(ctx.company_id, item.dataset) if item.dataset else None
+    if dataset is None or not ctx.can(dataset.name) or record_id is None:
+        return False
+    return bool(await visible_record(ctx, dataset, record_id, dataset.table.id))  # type: ignore[arg-type]
+
+
 async def shown_to(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) -> ActionItemInfo:
     """An item of someone else's run as an auditor sees it: what, where, its status and who decided it, and its
     values (proposed changes, the record before, the raw entry, the reason) only when the auditor may read
     the record itself, by the one visibility rule (records.visibility), as any member would."""
-    if not ctx.is_auditor or run["requested_by"] == ctx.user_id:
-        return item
-    record_id = item.record_id if item.op == "update" else item.created_record_id
-    dataset = await find_dataset(ctx.company_id, item.dataset) if item.dataset else None
-    readable = dataset is not None and ctx.can(dataset.name) and record_id is not None
-    if readable and await visible_record(ctx, dataset, record_id, dataset.table.id):  # type: ignore[arg-type]
+    if await may_read_values(ctx, run, item):
         return item
     withheld = {"changes": {}, "before": None, "raw": None, "reason": VALUES_WITHHELD}
     return item.model_copy(update={**withheld, "values_withheld": True})

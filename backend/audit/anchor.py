@@ -8,6 +8,12 @@ carries another hash (the chain was rewritten).
 
 One file per database (the key is a hash of the database's identity, never its password), so a data
 directory shared by several databases (tests, a reset demo) keeps their anchors apart.
+
+Each write ends with a `signed SEQ HASH SIGNATURE` line: its newest entry's hash signed with the audit signing
+key (backend/audit/signing.py, kept outside the database). The head's hash covers every entry before it
+(each links to the one before), so `check` verifies the newest signed line and that no entry line comes
+after it: whoever can edit this file but not read the key cannot make it agree with a rewritten table.
+Lines written before signing existed are read as before.
 """
 
 from __future__ import annotations
@@ -21,12 +27,14 @@ from urllib.parse import urlsplit, urlunsplit
 from piccolo.engine.sqlite import SQLiteEngine
 
 from backend import filemodes
+from backend.audit import signing
 from backend.audit.tables import AuditEntry
 from backend.hashing import sha256_text
 from backend.settings import get_settings
 
 log = logging.getLogger("cleanroom.audit")
 DIRECTORY = "audit-anchor"
+SIGNED_HEAD = b"cleanroom audit anchor head\n"  # then the database's identity, the seq and the hash
 
 
 def database_identity() -> str:
@@ -57,11 +65,17 @@ def append_many(lines: list[tuple[int, str]]) -> None:
     if not lines:
         return
     target = path()
+    text = "".join(f"{seq} {entry_hash}\n" for seq, entry_hash in lines)
+    head_seq, head_hash = max(lines)
+    try:
+        text += f"signed {head_seq} {head_hash} {signing.sign(_head_message(head_seq, head_hash))}\n"
+    except Exception as exc:  # noqa: BLE001 - the lines still go in; `check` reports the unsigned head
+        log.error("could not sign the audit anchor's head #%s: %s", head_seq, exc)
     try:
         filemodes.private_dir(target.parent)
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, filemodes.PRIVATE_FILE)
         try:
-            os.write(fd, "".join(f"{seq} {entry_hash}\n" for seq, entry_hash in lines).encode("ascii"))
+            os.write(fd, text.encode("ascii"))
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -69,6 +83,42 @@ def append_many(lines: list[tuple[int, str]]) -> None:
         log.error(
             "could not anchor audit entries #%s in %s: %s", ", #".join(str(s) for s, _ in lines), target, exc
         )
+
+
+def _head_message(seq: int, entry_hash: str) -> bytes:
+    return SIGNED_HEAD + f"{database_identity()} {seq} {entry_hash}".encode()
+
+
+def _signed_head(lines: list[str]) -> tuple[int, str, str, bool] | None:
+    """The newest `signed` line: (seq, hash, signature, whether an entry line follows it), or None."""
+    for index in range(len(lines) - 1, -1, -1):
+        words = lines[index].split()
+        if len(words) == 4 and words[0] == "signed" and words[1].isdigit():
+            after = any(line.split(" ", 1)[0].isdigit() for line in lines[index + 1 :])
+            return int(words[1]), words[2], words[3], after
+    return None
+
+
+def _head_problem(anchored: dict[int, str]) -> tuple[int | None, str] | None:
+    """What is wrong with the anchor's signed head, or None (also when nothing was ever signed)."""
+    target = path()
+    if not target.exists():
+        return None
+    head = _signed_head(target.read_text(encoding="ascii", errors="replace").splitlines())
+    if head is None:
+        return None
+    seq, entry_hash, signature, after = head
+    if not signing.verifies(_head_message(seq, entry_hash), signature):
+        return (
+            seq,
+            "the anchor's signed head does not verify with the audit signing key: the anchor file was edited",
+        )
+    if anchored.get(seq) != entry_hash or after:
+        return (
+            seq,
+            "the anchor file was edited after its last signed head (its lines disagree with the signature)",
+        )
+    return None
 
 
 def read() -> dict[int, str]:
@@ -85,21 +135,60 @@ def read() -> dict[int, str]:
     return anchored
 
 
-def check(table: dict[int, str]) -> tuple[int, str] | None:
-    """None when the table (seq -> hash) agrees with the anchor, else (first bad seq, what is wrong)."""
+def check(table: dict[int, str], *, whole: bool = True) -> tuple[int | None, str] | None:
+    """None when the table's entries (seq -> hash) agree with the anchor, else (first bad seq, what is wrong).
+    Every entry is checked, not only the head: one the anchor records with another hash was rewritten, and
+    one it does not list though it lists entries on both sides of it, or it is newer than the anchor's
+    first line, was put into the table behind the anchor's back (or its line was lost: the log says so).
+    `whole`: `table` is the whole trail, so it must also reach the anchor's newest entry (a company's
+    entries are a part of it, and its reasons name no global seq). An entry appended by another process a moment ago may not be anchored yet:
+    what the first reading misses is read again once."""
+    return check_counted(table, whole=whole)[0]
+
+
+def check_counted(table: dict[int, str], *, whole: bool = True) -> tuple[tuple[int | None, str] | None, int]:
+    """`check`, and how many of the table's entries the anchor lists (each compared with it)."""
     anchored = read()
+    problem = _problem(table, anchored, whole=whole)
+    if problem is not None and problem[2]:  # an entry not listed: its line may be on its way
+        anchored = read()
+        problem = _problem(table, anchored, whole=whole)
+    listed = sum(1 for seq in table if seq in anchored)
+    if problem is None:
+        head = _head_problem(anchored)
+        if head is not None:
+            return head, listed
+    return (None if problem is None else problem[:2]), listed
+
+
+def _problem(table: dict[int, str], anchored: dict[int, str], *, whole: bool) -> tuple[int, str, bool] | None:
     if not anchored:
         return None
-    newest = max(anchored)
+    first, newest = min(anchored), max(anchored)
     head = max(table) if table else 0
-    if head < newest:
-        return head + 1, (
-            f"the table ends at entry #{head} but the anchor ({path()}) records entry #{newest}: "
-            f"the newest {newest - head} entries were deleted"
+    if whole and head < newest:
+        return (
+            head + 1,
+            (
+                f"the table ends at entry #{head} but the anchor ({path()}) records entry #{newest}: "
+                f"the newest {newest - head} entries were deleted"
+            ),
+            False,
         )
-    for seq, entry_hash in sorted(anchored.items()):
-        if seq in table and table[seq] != entry_hash:
-            return seq, f"entry #{seq} differs from its anchored hash (the chain was rewritten)"
+    named = (lambda seq: f"entry #{seq} ") if whole else (lambda seq: "the entry ")
+    for seq in sorted(table):
+        if seq in anchored and table[seq] != anchored[seq]:
+            return seq, f"{named(seq)}differs from its anchored hash (the chain was rewritten)", False
+        if seq not in anchored and seq >= first:
+            return (
+                seq,
+                (
+                    f"{named(seq)}is not in the anchor outside the database, which lists every entry since "
+                    "before it: it was put into the table behind the anchor's back (or its anchor line was "
+                    "lost: the server's log says so)"
+                ),
+                True,
+            )
     return None
 
 

@@ -1,31 +1,60 @@
-"""The audit trail as JSON Lines that verify offline (scripts/verify_audit_export.py, stdlib only).
+"""The audit trail as JSON Lines that verify offline (scripts/verify_audit_export.py, stdlib only), signed.
 
 Line 1 is a header (`"kind": "header"`): the scope (one company's chain, or the whole trail for the operator),
-the range asked for, and the chain's starting point: the hash of the entry just before the first exported
-one (GENESIS at the very beginning), so a range links to what precedes it. Each following line is one
-entry: exactly the fields its hash covers (`service.hashed_fields`) plus `hash`. The last line is a footer
-(`"kind": "footer"`): how many entries, the head (the last entry's seq and hash) and the anchor, the hash the
-data directory's anchor file recorded for that seq. The verifier recomputes every hash, follows every link
-(`company_prev_hash` for a company, `prev_hash` and consecutive seqs for the whole trail), and compares the
-head with the footer and the anchor; a missing footer is a truncated file.
+the range asked for, whether values are all there or only those the reader may read, and the chain's
+starting point: the entry just before the first exported one (GENESIS at the very beginning), so a range
+links to what precedes it. Each following line is one entry, in the form its hash was made with
+(service.HASH_FORM; the chain changes form once):
+
+- form 2, a company's export: the company's own number (`company_seq`, never the global seq) and the
+  fields its `body_hash` covers, `data_digest` among them, with `hash` being that body hash, which is what
+  the company's next entry links to (`company_prev_hash`; no `prev_hash`, another company's hash). When the
+  reader may read the entry's subject record (`reveal`), or the entry holds no contents, `data` holds the
+  contents too and `salt` is given, so the verifier recomputes the digest; otherwise the contents are left
+  out, named in `data_withheld`, and the digest stands for them: the line still verifies.
+- form 2, the whole trail (the operator's): also `seq`, `prev_hash` and `body_hash`; `hash` covers those.
+- form 1 (entries written before form 2): the fields its hash covers verbatim (global `seq` and `prev_hash`
+  among them), plus `company_seq`. Its contents cannot be withheld and the line still check: withheld, the
+  line keeps its hash for the links but its content is not recomputable (`data_withheld`).
+
+The last line is a footer (`"kind": "footer"`): how many entries, the head, what checking every exported
+entry against the anchor outside the database found (`anchor.problem`, None when each agrees), the sha256
+of every byte before the footer, and an Ed25519 signature over the rest of the footer by the key kept
+outside the database (backend/audit/signing.py). The verifier refuses the file unless that signature
+verifies against a public key given to it.
 
 Entries are read in batches by seq and written as they are read, so an export of any size streams."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from backend.audit import anchor
-from backend.audit.service import GENESIS, hashed_fields
+from backend.audit import anchor, signing
+from backend.audit.service import (
+    GENESIS,
+    company_link,
+    data_digest,
+    form,
+    hashed_fields,
+    split_contents,
+)
 from backend.audit.tables import AuditEntry
 from backend.errors import Invalid
+from backend.hashing import canonical_json, sha256_stream
 
-FORMAT = 1
+FORMAT = 2
+SIGNED = (
+    b"cleanroom audit export footer\n"  # what the signature covers: this, then the footer's canonical JSON
+)
+# the ids of the rows in a batch whose contents the reader may read (None: every row's, the admin's and
+# the operator's)
+Reveal = Callable[[list[dict[str, Any]]], Awaitable[set[int]]]
 BATCH = 500
 MEDIA_TYPE = "application/jsonl"
 
@@ -50,15 +79,18 @@ def parse_bound(value: str | None, *, end: bool) -> datetime | None:
 
 @dataclass
 class Plan:
-    """What one export holds, fixed before the first line is written (entries appended meanwhile are not)."""
+    """What one export holds, fixed before the first line is written (entries appended meanwhile are not).
+    Seqs are global (to read by); `shown` numbers are the scope's own (company_seq in a company's export)."""
 
     company_id: int | None  # None: the whole trail (the operator's)
     first_seq: int | None  # None with last_seq None: nothing in the range
     last_seq: int | None
-    start_seq: int | None  # the entry the range links to (None: the chain's beginning)
+    start_shown: int | None  # the number of the entry the range links to (None: the chain's beginning)
     start_hash: str
     since: datetime | None
     until: datetime | None
+    first_shown: int | None = None
+    last_shown: int | None = None
 
     @property
     def empty(self) -> bool:
@@ -70,10 +102,23 @@ def _scoped(query: Any, company_id: int | None) -> Any:
 
 
 async def _seq(company_id: int | None, *conditions: Any, newest: bool) -> dict[str, Any] | None:
-    query = _scoped(AuditEntry.select(AuditEntry.seq, AuditEntry.hash), company_id)
+    query = _scoped(
+        AuditEntry.select(
+            AuditEntry.seq,
+            AuditEntry.hash,
+            AuditEntry.body_hash,
+            AuditEntry.hash_form,
+            AuditEntry.company_seq,
+        ),
+        company_id,
+    )
     for condition in conditions:
         query = query.where(condition)
     return await query.order_by(AuditEntry.seq, ascending=not newest).first()
+
+
+def _shown(row: dict[str, Any], company_id: int | None) -> int:
+    return row["company_seq"] if company_id is not None else row["seq"]
 
 
 async def plan(company_id: int | None, since: datetime | None = None, until: datetime | None = None) -> Plan:
@@ -86,53 +131,98 @@ async def plan(company_id: int | None, since: datetime | None = None, until: dat
     if first is None or last is None or first["seq"] > last["seq"]:
         return Plan(company_id, None, None, None, GENESIS, since, until)
     before = await _seq(company_id, AuditEntry.seq < first["seq"], newest=True)
+    link = company_link if company_id is not None else (lambda row: row["hash"])
     return Plan(
         company_id,
         first["seq"],
         last["seq"],
-        before["seq"] if before else None,
-        before["hash"] if before else GENESIS,
+        _shown(before, company_id) if before else None,
+        link(before) if before else GENESIS,
         since,
         until,
+        _shown(first, company_id),
+        _shown(last, company_id),
     )
-
-
-def _anchored(seq: int) -> str | None:
-    """The anchor file's hash for `seq`, read line by line (a later line for a seq wins, as in anchor.read)."""
-    found = None
-    target = anchor.path()
-    if not target.exists():
-        return None
-    prefix = f"{seq} "
-    with open(target, encoding="ascii", errors="replace") as fh:
-        for line in fh:
-            if line.startswith(prefix):
-                entry_hash = line.strip().partition(" ")[2]
-                if len(entry_hash) == 64:
-                    found = entry_hash
-    return found
 
 
 def _line(value: dict[str, Any]) -> bytes:
     return (json.dumps(value, separators=(",", ":")) + "\n").encode("ascii")
 
 
-async def lines(export: Plan) -> AsyncIterator[bytes]:
-    """The export, one line at a time."""
-    yield _line(
+def entry_line(row: dict[str, Any], *, company: bool, shown: bool) -> dict[str, Any]:
+    """One entry as its export line (see the module's docstring)."""
+    facts, contents = split_contents(row["data"])
+    values = shown or not contents
+    if form(row) == 1:
+        # its hash covers seq and prev_hash, so a form-1 line keeps them, unless its values are withheld:
+        # then its hash is kept for the links but cannot be recomputed, and neither is needed
+        line = {**hashed_fields(row), "form": 1, "company_seq": row["company_seq"], "hash": row["hash"]}
+        if not values:
+            hidden = ("seq", "prev_hash") if company else ()
+            line = {k: v for k, v in line.items() if k not in hidden}
+            line.update(data=facts, data_withheld=sorted(contents))
+        return line
+    line = {
+        "form": 2,
+        "company_seq": row["company_seq"],
+        "at": hashed_fields(row)["at"],
+        "company_id": row["company_id"],
+        "actor": row["actor"],
+        "action": row["action"],
+        "subject_type": row["subject_type"],
+        "subject_id": str(row["subject_id"]),
+        "data": {**facts, **contents} if values else facts,
+        "data_digest": data_digest(row["salt"], contents),
+        "company_prev_hash": row["company_prev_hash"],
+    }
+    if values:
+        line["salt"] = row["salt"]
+    else:
+        line["data_withheld"] = sorted(contents)
+    if company:
+        return {**line, "hash": row["body_hash"]}
+    return {
+        **line,
+        "seq": row["seq"],
+        "prev_hash": row["prev_hash"],
+        "body_hash": row["body_hash"],
+        "hash": row["hash"],
+    }
+
+
+def signed_footer(footer: dict[str, Any]) -> dict[str, Any]:
+    """The footer with the key's fingerprint and its signature over the rest."""
+    unsigned = {**footer, "key": {"algorithm": signing.ALGORITHM, "fingerprint": signing.fingerprint()}}
+    return {**unsigned, "signature": signing.sign(SIGNED + canonical_json(unsigned))}
+
+
+async def lines(export: Plan, reveal: Reveal | None = None) -> AsyncIterator[bytes]:
+    """The export, one line at a time. `reveal`: which entries' contents the reader may see (None: all)."""
+    company = export.company_id is not None
+    digest = sha256_stream()
+
+    def out(value: dict[str, Any]) -> bytes:
+        line = _line(value)
+        digest.update(line)
+        return line
+
+    yield out(
         {
             "kind": "header",
             "format": FORMAT,
-            "scope": "all" if export.company_id is None else "company",
+            "scope": "company" if company else "all",
             "company_id": export.company_id,
-            "link": "prev_hash" if export.company_id is None else "company_prev_hash",
+            "link": "company_prev_hash" if company else "prev_hash",
+            "values": "all" if reveal is None else "readable",
             "from": export.since.isoformat() if export.since else None,
             "to": export.until.isoformat() if export.until else None,
             "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "start": {"seq": export.start_seq, "hash": export.start_hash},
+            "start": {"seq": export.start_shown, "hash": export.start_hash},
         }
     )
-    count, head_seq, head_hash = 0, export.start_seq, export.start_hash
+    count, head_shown, head_hash = 0, export.start_shown, export.start_hash
+    table: dict[int, str] = {}  # seq -> hash, checked against the anchor
+    shown_as: dict[int, int] = {}
     if not export.empty:
         after = export.first_seq - 1  # type: ignore[operator]
         while True:
@@ -145,23 +235,42 @@ async def lines(export: Plan) -> AsyncIterator[bytes]:
             )
             if not rows:
                 break
+            readable = None if reveal is None else await reveal(rows)
             for row in rows:
-                yield _line({**hashed_fields(row), "hash": row["hash"]})
-                count, head_seq, head_hash = count + 1, row["seq"], row["hash"]
+                shown = readable is None or row["id"] in readable
+                yield out(entry_line(row, company=company, shown=shown))
+                head_shown = _shown(row, export.company_id)
+                head_hash = company_link(row) if company else row["hash"]
+                table[row["seq"]], shown_as[row["seq"]] = row["hash"], head_shown
+                count += 1
             after = rows[-1]["seq"]
-    anchored = await asyncio.to_thread(_anchored, head_seq) if head_seq is not None else None
+    problem, listed = await asyncio.to_thread(functools.partial(anchor.check_counted, table, whole=False))
     yield _line(
-        {
-            "kind": "footer",
-            "count": count,
-            "head": {"seq": head_seq, "hash": head_hash},
-            # what the anchor file outside the database says the head entry's hash is (None: not anchored)
-            "anchor": {"seq": head_seq, "hash": anchored} if anchored else None,
-        }
+        signed_footer(
+            {
+                "kind": "footer",
+                "count": count,
+                "head": {"seq": head_shown, "hash": head_hash},
+                # every exported entry against the anchor outside the database (None: each agrees)
+                "anchor": {
+                    "listed": listed,  # the entries the anchor records: each compared with it
+                    # the rest are older than the anchor's first line: their hashes and links only
+                    "before_anchor": count - listed,
+                    "problem": (
+                        f"entry #{shown_as[problem[0]]}: {problem[1]}"
+                        if problem and problem[0] in shown_as
+                        else problem[1]
+                        if problem
+                        else None
+                    ),
+                },
+                "lines_sha256": digest.hexdigest(),
+            }
+        )
     )
 
 
 def filename(export: Plan) -> str:
     scope = "all" if export.company_id is None else f"company-{export.company_id}"
-    span = f"{export.first_seq}-{export.last_seq}" if not export.empty else "empty"
+    span = f"{export.first_shown}-{export.last_shown}" if not export.empty else "empty"
     return f"audit-{scope}-{span}.jsonl"

@@ -9,8 +9,7 @@ from pydantic import BaseModel
 
 
 class AuditEntryInfo(BaseModel):
-    id: int
-    seq: int  # 1, 2, 3 … over all companies, without gaps
+    seq: int  # the company's own 1, 2, 3 … (company_seq): never the global seq, whose gaps count the others'
     at: datetime
     company_id: int | None
     actor: str  # an email, "assistant:<email> (token N)", or "system"
@@ -18,21 +17,27 @@ class AuditEntryInfo(BaseModel):
     subject_type: str
     subject_id: str
     data: dict[str, Any]  # what the action recorded; its keys depend on the action
-    prev_hash: str
     company_prev_hash: str | None  # the company's previous entry's hash: the company's own chain
-    hash: str
+    hash: str  # what the company's next entry links to (a form-2 entry's body hash; no global field in it)
     data_withheld: list[str] = []  # keys of `data` holding record or output contents not shown (an auditor's)
 
     @classmethod
     def of(cls, row: dict[str, Any], *, contents: bool = True) -> AuditEntryInfo:
-        """An entry as browsed; without `contents` (an auditor) the values a run or a proposed change carried
-        are left out and named in `data_withheld` (the hash still covers them: the export holds them all)."""
+        """An entry as a company browses it: its company's numbering and chain, no global seq, row id or
+        `prev_hash` (another company's entry's hash). Without `contents` (an auditor) the values a run or a
+        proposed change carried are left out and named in `data_withheld` (the hash still covers them, as a
+        salted digest since hash form 2)."""
+        shown = {
+            **row,
+            "seq": row["company_seq"] if row.get("company_seq") is not None else row["seq"],
+            "hash": row["body_hash"] if (row.get("hash_form") or 1) >= 2 else row["hash"],
+        }
         if contents or not isinstance(row.get("data"), dict):
-            return cls(**row)
+            return cls(**shown)
         data = row["data"]
         withheld = sorted(k for k in data if k in CONTENT_KEYS)
         return cls(
-            **{**row, "data": {k: v for k, v in data.items() if k not in CONTENT_KEYS}},
+            **{**shown, "data": {k: v for k, v in data.items() if k not in CONTENT_KEYS}},
             data_withheld=withheld,
         )
 
@@ -47,3 +52,9 @@ class AuditVerification(BaseModel):
     first_bad_seq: int | None
     reason: str | None
     head_hash: str | None  # the company chain's head
+
+
+class AuditPublicKey(BaseModel):
+    algorithm: Literal["ed25519"]
+    public_key: str  # the 32 raw bytes, base64: what scripts/verify_audit_export.py --public-key takes
+    fingerprint: str  # sha256 of the raw key, hex, first 32 digits: what the console and each export name

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import json
+import secrets
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,10 +20,12 @@ from piccolo.engine.sqlite import SQLiteEngine, TransactionType
 
 from backend import locks
 from backend.audit import anchor
+from backend.audit.schemas import CONTENT_KEYS
 from backend.audit.tables import AuditEntry
-from backend.hashing import sha256_json
+from backend.hashing import salted_digest, sha256_json
 
 GENESIS = "0" * 64
+HASH_FORM = 2  # what every new entry is hashed with (form 1: `data` verbatim; see tables.AuditEntry)
 CHAIN_LOCK = locks.CHAIN  # the row of `api_lock` (PostgreSQL) appends of all API processes take in turn
 _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
@@ -143,8 +147,8 @@ def _load(data: Any) -> Any:
 
 
 def hashed_fields(entry: dict[str, Any]) -> dict[str, Any]:
-    """What an entry's hash covers, as JSON values (the exported lines of backend/audit/export.py are these
-    plus the hash, so an offline verifier recomputes it from the line alone)."""
+    """What a form-1 entry's hash covers, as JSON values (a form-1 line of an export is these plus the hash,
+    so an offline verifier recomputes it from the line alone)."""
     body = {
         "seq": entry["seq"],
         "at": _utc(entry["at"]),
@@ -161,24 +165,94 @@ def hashed_fields(entry: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def form(entry: dict[str, Any]) -> int:
+    return int(entry.get("hash_form") or 1)
+
+
+def split_contents(data: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An entry's `data` as (its facts, its contents): the values of CONTENT_KEYS (records' and outputs'
+    values), which a form-2 hash covers only as a salted digest."""
+    data = _load(data)
+    if not isinstance(data, dict):
+        return {}, {}
+    return (
+        {k: v for k, v in data.items() if k not in CONTENT_KEYS},
+        {k: data[k] for k in CONTENT_KEYS if k in data},
+    )
+
+
+def data_digest(salt: str, contents: dict[str, Any]) -> str:
+    """sha256(salt || canonical contents); `salt` is the entry's, hex."""
+    return salted_digest(bytes.fromhex(salt), contents)
+
+
+def body_fields(entry: dict[str, Any], digest: str | None = None) -> dict[str, Any]:
+    """What a form-2 entry's `body_hash` covers: its own facts, its contents as a digest (computed from the
+    entry's `data` and `salt` unless given) and its company link; no global seq, no other company's hash."""
+    facts, contents = split_contents(entry["data"])
+    return {
+        "form": 2,
+        "company_id": entry["company_id"],
+        "company_seq": entry["company_seq"],
+        "at": _utc(entry["at"]),
+        "actor": entry["actor"],
+        "action": entry["action"],
+        "subject_type": entry["subject_type"],
+        "subject_id": str(entry["subject_id"]),
+        "data": facts,
+        "data_digest": digest if digest is not None else data_digest(entry["salt"], contents),
+        "company_prev_hash": entry["company_prev_hash"],
+    }
+
+
+def body_hash(entry: dict[str, Any]) -> str:
+    return sha256_json(body_fields(entry))
+
+
+def chain_fields(entry: dict[str, Any], body: str) -> dict[str, Any]:
+    """What a form-2 entry's (global) `hash` covers: its place in the whole trail and its body's hash."""
+    return {"form": 2, "seq": entry["seq"], "prev_hash": entry["prev_hash"], "body_hash": body}
+
+
 def entry_hash(entry: dict[str, Any]) -> str:
-    return sha256_json(hashed_fields(entry))
+    """The entry's hash by the formula of its own form."""
+    if form(entry) == 1:
+        return sha256_json(hashed_fields(entry))
+    return sha256_json(chain_fields(entry, body_hash(entry)))
 
 
-async def _tails(company_ids: list[int | None]) -> tuple[int, str, dict[int, str]]:
-    """The next entry's seq, the hash it links to, and for each company the hash its chain links to
-    (GENESIS for a company's first entry): read in one round trip, under the append lock."""
+def company_link(entry: dict[str, Any]) -> str:
+    """What the company's next entry links to (`company_prev_hash`) and a company's view calls this entry's
+    hash: a form-2 entry's body hash (no global field in it), a form-1 entry's hash."""
+    return entry["body_hash"] if form(entry) >= 2 else entry["hash"]
+
+
+def entry_problem(entry: dict[str, Any]) -> str | None:
+    """Why an entry's stored hashes are not its content's, or None."""
+    if form(entry) not in (1, 2):
+        return f"unknown hash form {entry.get('hash_form')!r}"
+    if form(entry) == 2 and (not entry.get("salt") or entry.get("body_hash") != body_hash(entry)):
+        return "content does not match its hash (the entry was altered)"
+    if entry_hash(entry) != entry["hash"]:
+        return "content does not match its hash (the entry was altered)"
+    return None
+
+
+async def _tails(company_ids: list[int | None]) -> tuple[int, str, dict[int, tuple[str, int]]]:
+    """The next entry's seq, the hash it links to, and for each company what its chain links to and its
+    last company_seq ((GENESIS, 0) before a company's first entry): read in one round trip, under the
+    append lock."""
     companies = sorted({c for c in company_ids if c is not None})
     last = 'FROM "audit_entry" ORDER BY "seq" DESC LIMIT 1'
     columns = [f'(SELECT "seq" {last}) AS "seq"', f'(SELECT "hash" {last}) AS "hash"']
-    columns += [
-        f'(SELECT "hash" FROM "audit_entry" WHERE "company_id" = {{}} ORDER BY "seq" DESC LIMIT 1) AS "c{k}"'
-        for k in range(len(companies))
-    ]
-    rows = await AuditEntry.raw("SELECT " + ", ".join(columns), *companies)
+    mine = 'FROM "audit_entry" WHERE "company_id" = {} ORDER BY "seq" DESC LIMIT 1'
+    for k in range(len(companies)):
+        columns.append(f'(SELECT COALESCE("body_hash", "hash") {mine}) AS "c{k}"')
+        columns.append(f'(SELECT "company_seq" {mine}) AS "n{k}"')
+    rows = await AuditEntry.raw("SELECT " + ", ".join(columns), *(c for c in companies for _ in (0, 1)))
     row = rows[0] if rows else {}
     seq = int(row.get("seq") or 0)
-    tails = {c: row.get(f"c{k}") or GENESIS for k, c in enumerate(companies)}
+    tails = {c: (row.get(f"c{k}") or GENESIS, int(row.get(f"n{k}") or 0)) for k, c in enumerate(companies)}
     return seq + 1, (row.get("hash") or GENESIS) if seq else GENESIS, tails
 
 
@@ -317,19 +391,24 @@ async def _take_chain_lock() -> None:
 
 
 def _chained(
-    batch: list[dict[str, Any]], seq: int, prev_hash: str, tails: dict[int, str]
+    batch: list[dict[str, Any]], seq: int, prev_hash: str, tails: dict[int, tuple[str, int]]
 ) -> list[dict[str, Any]]:
-    """The batch's entries, in order, each linked to the one before it and to its company's last."""
+    """The batch's entries, in order, hashed in the current form, each linked to the one before it and to
+    its company's last, and numbered in its company."""
     entries = []
     for fields in batch:
         entry = {**fields, "seq": seq, "at": datetime.now(UTC), "prev_hash": prev_hash}
         company = fields["company_id"]
-        entry["company_prev_hash"] = None if company is None else tails[company]
-        entry["hash"] = entry_hash(entry)
+        link, number = (None, None) if company is None else (tails[company][0], tails[company][1] + 1)
+        entry.update(
+            company_prev_hash=link, company_seq=number, hash_form=HASH_FORM, salt=secrets.token_hex(16)
+        )
+        entry["body_hash"] = body_hash(entry)
+        entry["hash"] = sha256_json(chain_fields(entry, entry["body_hash"]))
         entries.append(entry)
         seq, prev_hash = seq + 1, entry["hash"]
         if company is not None:
-            tails[company] = entry["hash"]
+            tails[company] = (entry["body_hash"], number)
     return entries
 
 
@@ -389,7 +468,8 @@ class VerifyResult:
 
 async def verify() -> VerifyResult:
     """The whole chain (every company's entries: the operator's check, `cleanroom audit verify`), then
-    the table against the head anchored outside it, which notices the newest entries being deleted."""
+    the table against the anchor outside it, which notices the newest entries being deleted, an entry
+    rewritten, and one inserted among anchored ones."""
     result = await _verify_chain()
     if not result.ok:
         return result
@@ -402,24 +482,54 @@ async def verify() -> VerifyResult:
 
 
 async def verify_company(company_id: int) -> VerifyResult:
-    """One company's own chain, read from its entries alone: each entry's hash, and its link to the
-    company's previous entry. What a company admin may run; it says nothing about other companies."""
-    expected_prev = GENESIS
-    checked = 0
+    """One company's own chain, read from its entries alone: each entry's hash, its link to the company's
+    previous entry, its company_seq following the one before, and every entry against the anchor outside
+    the database (an entry rewritten, or inserted among anchored ones, fails, not only a changed head). What
+    a company admin or auditor may run; it says nothing about other companies: `first_bad_seq` is the
+    company's own number (company_seq), and the head is the company's link hash."""
     rows = await AuditEntry.select().where(AuditEntry.company_id == company_id).order_by(AuditEntry.seq)
+    result = company_chain(rows)
+    if not result.ok:
+        return result
+    table = {row["seq"]: row["hash"] for row in rows}
+    problem = await asyncio.to_thread(functools.partial(anchor.check, table, whole=False))
+    if problem:
+        bad = next((row for row in rows if row["seq"] == problem[0]), None)  # None: the anchor file's own
+        number = bad["company_seq"] if bad is not None else None
+        return VerifyResult(False, result.checked, number, problem[1], result.head_hash)
+    return result
+
+
+def company_chain(rows: list[dict[str, Any]]) -> VerifyResult:
+    """A company's entries (oldest first) checked on their own: hashes, links, company_seq."""
+    expected_prev, expected_number, checked, seen_form2 = GENESIS, 1, 0, False
     for row in rows:
-        if entry_hash(row) != row["hash"]:
-            return VerifyResult(
-                False, checked, row["seq"], "content does not match its hash (the entry was altered)"
+        number = row.get("company_seq")
+        problem = entry_problem(row)
+        if problem is None and form(row) == 1 and seen_form2:
+            problem = "a form-1 entry after form 2 (the chain changes form once)"
+        if problem is None and form(row) == 2 and row["company_prev_hash"] is None:
+            problem = "it names no previous company entry"
+        if (
+            problem is None
+            and row["company_prev_hash"] is not None
+            and row["company_prev_hash"] != expected_prev
+        ):
+            problem = (
+                "it does not link to the company's previous entry (an entry before it was deleted or altered)"
             )
-        if row["company_prev_hash"] is not None and row["company_prev_hash"] != expected_prev:
-            return VerifyResult(
-                False,
-                checked,
-                row["seq"],
-                "it does not link to the company's previous entry (an entry before it was deleted or altered)",
-            )
-        expected_prev = row["hash"]
+        if (
+            problem is None
+            and number is not None
+            and expected_number is not None
+            and number != expected_number
+        ):
+            problem = f"expected the company's entry #{expected_number} here (an entry was deleted or moved)"
+        if problem:
+            return VerifyResult(False, checked, number, problem)
+        seen_form2 = seen_form2 or form(row) == 2
+        expected_prev = company_link(row)
+        expected_number = None if number is None else number + 1
         checked += 1
     return VerifyResult(True, checked, head_hash=expected_prev if checked else None)
 
@@ -428,6 +538,7 @@ async def _verify_chain() -> VerifyResult:
     expected_prev = GENESIS
     expected_seq = 1
     checked = 0
+    seen_form2 = False
     rows = await AuditEntry.select().order_by(AuditEntry.id)
     for row in rows:
         if row["seq"] != expected_seq:
@@ -442,10 +553,12 @@ async def _verify_chain() -> VerifyResult:
             return VerifyResult(
                 False, checked, row["seq"], "prev_hash does not match the previous entry's hash"
             )
-        if entry_hash(row) != row["hash"]:
-            return VerifyResult(
-                False, checked, row["seq"], "content does not match its hash (the entry was altered)"
-            )
+        problem = entry_problem(row)
+        if problem is None and form(row) == 1 and seen_form2:
+            problem = "a form-1 entry after form 2 (the chain changes form once)"
+        if problem:
+            return VerifyResult(False, checked, row["seq"], problem)
+        seen_form2 = seen_form2 or form(row) == 2
         expected_prev = row["hash"]
         expected_seq += 1
         checked += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 from backend.cli import (
     audit,
     bench,
+    companies,
     credits,
     demo,
     drive,
@@ -30,6 +31,7 @@ for _module in (
     worker,
     health,
     demo,
+    companies,
     records,
     audit,
     credits,

@@ -13,8 +13,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     @audit_app.command("verify")
     def verify() -> None:
-        """Check every entry's hash and link, and the table against the head anchored in the data
-        directory (deleting the newest entries is noticed); exit 1 naming the first bad entry."""
+        """Check every entry's hash and link (in the hash form it was written with), and every entry against
+        the anchor in the data directory, whose signed head must verify (deleting the newest entries, or
+        rewriting or slipping in one, is noticed); exit 1 naming the first bad entry."""
         from backend.audit import anchor, service
 
         async def check() -> tuple[service.VerifyResult, str]:
@@ -25,12 +26,26 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             typer.echo(f"audit chain OK: {result.checked} entries, head {result.head_hash or '-'}")
             typer.echo(f"anchor: {anchor_file}" + ("" if Path(anchor_file).exists() else " (none yet)"))
             return
+        where = f" at entry #{result.first_bad_seq}" if result.first_bad_seq is not None else ""
         typer.echo(
-            f"audit chain BROKEN at entry #{result.first_bad_seq}: {result.reason} "
-            f"({result.checked} entries before it are intact)",
+            f"audit chain BROKEN{where}: {result.reason} ({result.checked} entries before it are intact)",
             err=True,
         )
         raise typer.Exit(1)
+
+    @audit_app.command("public-key")
+    def public_key() -> None:
+        """Print the public key that signs audit exports (base64, what scripts/verify_audit_export.py
+        --public-key takes) on standard output, its fingerprint and key file on standard error. The key is
+        made on first use (0600), outside the database."""
+        from backend.audit import signing
+
+        try:
+            text = signing.public_text()
+        except signing.KeyProblem as exc:
+            fail(str(exc))
+        typer.echo(text)
+        typer.echo(f"fingerprint {signing.fingerprint()} (key file {signing.key_path()})", err=True)
 
     @audit_app.command("export")
     def export_(
@@ -41,8 +56,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         until: str = typer.Option(None, "--to", help="ISO date or date-time (a date includes that day)"),
         out: Path = typer.Option(None, "--out", help="write here (mode 0600) instead of standard output"),
     ) -> None:
-        """Write audit entries as JSON Lines with the chain's start, head and anchor, streamed; check the
-        file anywhere with `python3 scripts/verify_audit_export.py FILE` (no database, no install)."""
+        """Write audit entries as JSON Lines with the chain's start and head, every entry checked against
+        the anchor, the footer signed, streamed (the operator's: every value); check the file anywhere with
+        `python3 scripts/verify_audit_export.py FILE --public-key KEY` (no database, no install)."""
         import json
         import os
         import sys
@@ -66,7 +82,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 actor="operator",
                 company_id=company_id,
                 subject_type="audit",
-                data={"from": since, "to": until, "first_seq": plan.first_seq, "last_seq": plan.last_seq},
+                data={"from": since, "to": until, "first": plan.first_shown, "last": plan.last_shown},
             )
             if out is None:
                 target = sys.stdout.buffer

@@ -73,6 +73,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if console:
             typer.echo(f"Cleanroom console  http://{settings.host}:{settings.console_port}")
         typer.echo(f"database           {settings.effective_database_url}")
+        _say_how_to_begin()
         if processes > 1:
             typer.echo(f"API processes      {processes}")
         try:
@@ -107,6 +108,22 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 console_proc.wait(timeout=10)
             if worker_proc:
                 worker_proc.wait()
+
+
+EMPTY_DATABASE = (
+    "no company yet. Start one and its first admin (who gets a one-time link to set a password):\n"
+    '  cleanroom companies create "Your company" --admin you@example.com\n'
+    "(docs/onboarding.md walks the rest; `cleanroom demo seed` fills a database with the demo companies instead)"
+)
+
+
+def _say_how_to_begin() -> None:
+    """An empty database says how to begin: the operator's first command (docs/onboarding.md)."""
+    from backend.cli.support import run_db
+    from backend.tenancy import people
+
+    if not run_db(people.any_company):
+        typer.secho(EMPTY_DATABASE, fg=typer.colors.YELLOW)
 
 
 def _forwarding_checks(settings) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from backend.actions.schemas import ActionItemInfo
-from backend.audit.schemas import AuditEntryInfo, AuditVerification
+from backend.audit.schemas import AuditEntryInfo, AuditPublicKey, AuditVerification
 from backend.client.http import ApiClient, decode
 from backend.credits.schemas import CreditUsage
 from backend.drive.schemas import DriveFileInfo, DriveFolderInfo
@@ -21,7 +21,25 @@ from backend.runs.schemas import RunDetail, RunPage
 from backend.runs.status import RunStatus
 from backend.schedules.schemas import ScheduleInfo
 from backend.system_schemas import Health
-from backend.tenancy.schemas import ApiToken, CompanySettings, LoginResult, Me, NewApiToken, Person
+from backend.tenancy.schemas import (
+    ApiToken,
+    CompanySettings,
+    ForgotAnswer,
+    ForwardingCheck,
+    LinkInfo,
+    LinkIssued,
+    LinksRevoked,
+    LoginResult,
+    Me,
+    NewApiToken,
+    PasswordChanged,
+    PasswordSet,
+    PermissionGrid,
+    PersonDetail,
+    SetupState,
+    TeamView,
+)
+from backend.tenancy.sso_schemas import SsoOffer, SsoSettings, SsoStart
 
 # a review report's name -> the list it answers
 REPORTS: dict[str, Any] = {
@@ -45,6 +63,38 @@ class CleanroomClient(ApiClient):
         response = await self.send("POST", "/api/auth/login", json=body, headers=headers)
         return decode(LoginResult, response), response
 
+    async def forwarding_check(self, headers: dict[str, str]) -> ForwardingCheck:
+        """Whether the API verifies the console's probe (signed in `headers`) with its own forwarding key."""
+        return await self.call(ForwardingCheck, "GET", "/api/auth/forwarding", headers=headers)
+
+    async def sso_offer(self, email: str) -> SsoOffer:
+        """Whether a company's single sign-on serves this address's domain."""
+        return await self.call(SsoOffer, "GET", "/api/auth/sso", params={"email": email})
+
+    async def sso_start(self, email: str) -> SsoStart:
+        """Where to send the browser for the company's provider, and the state to expect back."""
+        return await self.call(SsoStart, "POST", "/api/auth/sso/start", json={"email": email})
+
+    async def sso_return(
+        self, code: str, state: str, headers: dict[str, str] | None = None
+    ) -> tuple[LoginResult, httpx.Response]:
+        """The provider's code and state: the sign-in answer, and the response whose Set-Cookie carries the
+        session (as `authenticate`)."""
+        body = {"code": code, "state": state}
+        response = await self.send("POST", "/api/auth/sso/return", json=body, headers=headers)
+        return decode(LoginResult, response), response
+
+    async def sso_settings(self) -> SsoSettings | None:
+        """The company's single sign-on (None: none); the secret is never in it."""
+        return await self.call(SsoSettings | None, "GET", "/api/company/sso")
+
+    async def configure_sso(self, **settings: Any) -> SsoSettings:
+        """`client_secret` is sent, never shown again; a field left out keeps its value."""
+        return await self.call(SsoSettings, "PUT", "/api/company/sso", json=settings)
+
+    async def remove_sso(self) -> None:
+        await self.send("DELETE", "/api/company/sso")
+
     async def logout(self) -> None:
         await self.send("POST", "/api/auth/logout")
 
@@ -57,8 +107,85 @@ class CleanroomClient(ApiClient):
     async def update_company_settings(self, **changes: Any) -> CompanySettings:
         return await self.call(CompanySettings, "PATCH", "/api/company/settings", json=changes)
 
-    async def people(self) -> list[Person]:
-        return await self.call(list[Person], "GET", "/api/company/people")
+    async def people(self) -> list[PersonDetail]:
+        """The company's people with role and status (active, invited, deactivated): admins and auditors."""
+        return await self.call(list[PersonDetail], "GET", "/api/company/people")
+
+    # a company run by its people (issue 53; docs/api.md "People, teams and permissions")
+    async def setup_state(self) -> SetupState:
+        """No session needed: whether any company exists yet (the sign-in page's "no company yet")."""
+        return await self.call(SetupState, "GET", "/api/setup")
+
+    async def invite(self, email: str, *, name: str = "", role: str = "member") -> LinkIssued:
+        """Admin: `link` is the one-time URL when no SMTP is set (shown once), None when it was mailed."""
+        body = {"email": email, "name": name, "role": role}
+        return await self.call(LinkIssued, "POST", "/api/company/people/invitations", json=body)
+
+    async def resend_invitation(self, user_id: int) -> LinkIssued:
+        return await self.call(LinkIssued, "POST", f"/api/company/people/{user_id}/invitation")
+
+    async def revoke_links(self, user_id: int) -> LinksRevoked:
+        return await self.call(LinksRevoked, "DELETE", f"/api/company/people/{user_id}/links")
+
+    async def send_password_reset(self, user_id: int) -> LinkIssued:
+        return await self.call(LinkIssued, "POST", f"/api/company/people/{user_id}/password-reset")
+
+    async def set_role(self, user_id: int, role: str) -> PersonDetail:
+        """member | admin | auditor; 409 `last_admin` for the company's last admin. Revokes their tokens."""
+        return await self.call(PersonDetail, "PATCH", f"/api/company/people/{user_id}", json={"role": role})
+
+    async def deactivate(self, user_id: int) -> PersonDetail:
+        return await self.call(PersonDetail, "POST", f"/api/company/people/{user_id}/deactivate")
+
+    async def reactivate(self, user_id: int) -> PersonDetail:
+        return await self.call(PersonDetail, "POST", f"/api/company/people/{user_id}/reactivate")
+
+    async def forgot_password(self, email: str) -> ForgotAnswer:
+        """No session needed; one answer for every address."""
+        return await self.call(ForgotAnswer, "POST", "/api/auth/forgot-password", json={"email": email})
+
+    async def password_link(self, token: str) -> LinkInfo:
+        """No session needed: what a link is for; 404 `link_invalid` for one that cannot be used."""
+        return await self.call(LinkInfo, "POST", "/api/auth/password-link", json={"token": token})
+
+    async def set_password(self, token: str, password: str) -> PasswordSet:
+        """No session needed: set a password by a one-time link; 422 `weak_password` says why not."""
+        body = {"token": token, "password": password}
+        return await self.call(PasswordSet, "POST", "/api/auth/set-password", json=body)
+
+    async def change_password(self, old_password: str, new_password: str) -> PasswordChanged:
+        body = {"old_password": old_password, "new_password": new_password}
+        return await self.call(PasswordChanged, "POST", "/api/me/password", json=body)
+
+    async def teams(self) -> list[TeamView]:
+        return await self.call(list[TeamView], "GET", "/api/company/teams")
+
+    async def create_team(self, name: str) -> TeamView:
+        return await self.call(TeamView, "POST", "/api/company/teams", json={"name": name})
+
+    async def rename_team(self, team_id: int, name: str) -> TeamView:
+        return await self.call(TeamView, "PATCH", f"/api/company/teams/{team_id}", json={"name": name})
+
+    async def delete_team(self, team_id: int) -> None:
+        await self.send("DELETE", f"/api/company/teams/{team_id}")
+
+    async def set_team_members(self, team_id: int, members: list[dict[str, Any]]) -> TeamView:
+        """`members`: [{"user_id": 3, "manager": False}, ...], the whole list."""
+        body = {"members": members}
+        return await self.call(TeamView, "PUT", f"/api/company/teams/{team_id}/members", json=body)
+
+    async def permission_grid(self) -> PermissionGrid:
+        return await self.call(PermissionGrid, "GET", "/api/company/permissions")
+
+    async def replace_permissions(
+        self,
+        *,
+        teams: dict[int, dict[str, str]] | None = None,
+        people: dict[int, dict[str, str]] | None = None,
+    ) -> PermissionGrid:
+        """Rows named are replaced whole ({dataset: read | edit | none}); others stay."""
+        body = {"teams": teams or {}, "people": people or {}}
+        return await self.call(PermissionGrid, "PUT", "/api/company/permissions", json=body)
 
     async def tokens(self) -> list[ApiToken]:
         """Never the secret."""
@@ -187,3 +314,6 @@ class CleanroomClient(ApiClient):
 
     async def verify_audit(self) -> AuditVerification:
         return await self.call(AuditVerification, "POST", "/api/audit/verify")
+
+    async def audit_public_key(self) -> AuditPublicKey:
+        return await self.call(AuditPublicKey, "GET", "/api/audit/public-key")

@@ -122,3 +122,19 @@ async def top_up(company: str, amount: int, *, reason: str, actor: str) -> dict[
             data={"credits": amount, "reason": reason[:500], "top_up_id": entry.id},
         )
     return {"company": row["name"], "credits": amount, "reason": reason[:500], "id": entry.id}
+
+
+async def start_company(
+    name: str, admin_email: str, *, plan: str | None, actor: str, admin_name: str = ""
+) -> dict[str, Any]:
+    """The operator starts a company on a plan (default `team`) with its first admin, who gets a one-time link
+    to set a password (tenancy/people.py writes both; the plan's credits are the operator's, read here)."""
+    from backend.tenancy import people
+
+    plan = plan or "team"
+    known = await plans()
+    if plan not in known:
+        raise NotFound(f"no plan {plan!r}; plans: {', '.join(sorted(known))}")
+    return await people.create_company(
+        name, admin_email, admin_name=admin_name, plan=plan, credit_pool=known[plan], actor=actor
+    )

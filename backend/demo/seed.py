@@ -14,16 +14,9 @@ from backend import db
 from backend.audit import anchor as audit_anchor
 from backend.audit import service as audit
 from backend.records import tables as rt
+from backend.tenancy import grid, people
 from backend.tenancy.service import hash_password
-from backend.tenancy.tables import (
-    PLANS,
-    Company,
-    PermissionSet,
-    Team,
-    TeamMembership,
-    User,
-    UserPermissionSet,
-)
+from backend.tenancy.tables import PLANS, Company
 
 DEMO_PASSWORD = "demo"
 BASE_DAY = dt.date(2026, 1, 5)
@@ -211,6 +204,7 @@ async def _company(name: str, plan: str, code_execution_enabled: bool = False) -
         credit_pool=PLANS[plan],
         code_execution_enabled=code_execution_enabled,
         created_at=BASE_TIME,
+        demo=True,  # its people keep the demo password (tenancy/passwords.py): only a demo company may
     )
     await row.save()
     return row.id
@@ -225,35 +219,19 @@ async def _people(
 ) -> People:
     pw = hash_password(DEMO_PASSWORD)
     ids: dict[str, int] = {}
-    for email, name, title, role in users:
-        u = User(
-            company=company_id,
-            email=email,
-            name=name,
-            title=title,
-            password_hash=pw,
-            role=role,
-            created_at=BASE_TIME,
-        )
-        await u.save()
-        ids[email] = u.id
+    for email, name, title, role in users:  # people, teams and grants are written by tenancy alone
+        ids[email] = await people.add_seeded_person(company_id, email, name, title, role, pw, BASE_TIME)
     team_ids: dict[str, int] = {}
     team_of: dict[str, int | None] = {email: None for email in ids}
     for team_name, members in teams.items():
-        team = Team(company=company_id, name=team_name)
-        await team.save()
-        team_ids[team_name] = team.id
-        for email, manager in members:
-            await TeamMembership(team=team.id, user=ids[email], is_manager=manager).save()
-            team_of[email] = team_of[email] or team.id
-    set_ids: dict[str, int] = {}
-    for set_name, grants in perm_sets.items():
-        ps = PermissionSet(company=company_id, name=set_name, grants=grants)
-        await ps.save()
-        set_ids[set_name] = ps.id
-    for email, set_names in assignment.items():
-        for set_name in set_names:
-            await UserPermissionSet(user=ids[email], permission_set=set_ids[set_name]).save()
+        team_ids[team_name] = await grid.seed_team(
+            company_id, team_name, [(ids[email], manager) for email, manager in members]
+        )
+        for email, _manager in members:
+            team_of[email] = team_of[email] or team_ids[team_name]
+    await grid.seed_permission_sets(
+        company_id, perm_sets, {ids[email]: names for email, names in assignment.items()}
+    )
     return People(company_id, ids, team_ids, team_of)
 
 

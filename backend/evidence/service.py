@@ -33,7 +33,8 @@ def _entry(row: dict[str, Any]) -> dict[str, Any]:
     data = row["data"] if isinstance(row["data"], dict) else {}
     withheld = sorted(k for k in data if k in CONTENT_KEYS)
     return {
-        "seq": row["seq"],
+        # the company's own numbering and link (the lines of its audit export): no global seq, no prev_hash
+        "seq": row["company_seq"] if row.get("company_seq") is not None else row["seq"],
         "at": row["at"],
         "actor": row["actor"],
         "action": row["action"],
@@ -41,9 +42,8 @@ def _entry(row: dict[str, Any]) -> dict[str, Any]:
         "subject_id": row["subject_id"],
         "data": {k: v for k, v in data.items() if k not in CONTENT_KEYS},
         "data_withheld": withheld,
-        "prev_hash": row["prev_hash"],
         "company_prev_hash": row["company_prev_hash"],
-        "hash": row["hash"],
+        "hash": audit.company_link(row),
     }
 
 

@@ -1,14 +1,19 @@
-"""GET /api/audit (the trail, filtered), /api/audit/runs/{id}/timeline and /api/audit/reports/...: for a
-company admin or an auditor, their own company's only. Reads: an auditor's session and tokens reach them."""
+"""GET /api/audit (the trail, filtered), /api/audit/export (signed; an auditor's holds the values they may
+read, digests elsewhere), /api/audit/runs/{id}/timeline and /api/audit/reports/...: for a company admin or an
+auditor, their own company's only. Reads: an auditor's session and tokens reach them."""
 
 from __future__ import annotations
 
 from litestar import Controller, get
 from litestar.di import Provide
 from litestar.params import Parameter
+from litestar.response import Stream
 
+from backend.audit import export
+from backend.audit import service as audit
 from backend.audit.export import parse_bound
 from backend.audit.schemas import AuditEntryInfo
+from backend.errors import Forbidden
 from backend.review import service
 from backend.review.schemas import (
     AcceptedPerPerson,
@@ -69,6 +74,32 @@ class ReviewController(Controller):
             offset=offset,
         )
         return [AuditEntryInfo.of(row, contents=not user.is_auditor) for row in rows]
+
+    @get("/export", media_type=export.MEDIA_TYPE)
+    async def export_entries(
+        self, user: UserContext, since: str | None = SINCE, until: str | None = UNTIL
+    ) -> Stream:
+        """The company's entries as JSON Lines with the chain's start and head, every entry checked against
+        the anchor, the footer signed, streamed; `from` and `to` are ISO dates or date-times (a date as `to`
+        includes that day). An auditor gets the values of the entries whose record they may read (the rules
+        of the other views), the digest of the others. Checked offline, with no database, by
+        scripts/verify_audit_export.py --public-key. The export itself is audited (after the last exported
+        entry)."""
+        if not user.sees_company_history:
+            raise Forbidden("only a company admin or an auditor can export the audit trail")
+        plan = await export.plan(user.company_id, parse_bound(since, end=False), parse_bound(until, end=True))
+        await audit.record(
+            "audit.exported",
+            actor=user.actor,
+            company_id=user.company_id,
+            subject_type="audit",
+            data={"from": since, "to": until, "first": plan.first_shown, "last": plan.last_shown},
+        )
+        return Stream(
+            export.lines(plan, service.export_reveal(user)),
+            media_type=export.MEDIA_TYPE,
+            headers={"Content-Disposition": f'attachment; filename="{export.filename(plan)}"'},
+        )
 
     @get("/runs/{run_id:int}/timeline")
     async def run_timeline(self, user: UserContext, run_id: int) -> RunTimeline:

@@ -16,7 +16,7 @@ class TimelineStep(BaseModel):
     actor: str
     action: str  # the audit entry's action (a "scanned" or "outputs" step names the entry it was read from)
     summary: str
-    seq: int  # the entry's place in the chain: find it in an export, check its hash there
+    seq: int  # the entry's place in the company's chain (company_seq): find it in an export, check it there
     hash: str
 
 

@@ -9,7 +9,9 @@ import json
 from datetime import datetime
 from typing import Any
 
+from backend.actions.service import item_payload, may_read_values
 from backend.actions.tables import ActionItem, ItemStatus
+from backend.audit import export
 from backend.audit import service as audit
 from backend.audit.tables import AuditEntry
 from backend.errors import Forbidden, NotFound
@@ -22,6 +24,8 @@ from backend.review.schemas import (
     TimelineStep,
     UnreviewedFollowup,
 )
+from backend.runs.read import auditor_withholds
+from backend.runs.rows import whole_run
 from backend.runs.tables import ApprovalKind, Run
 from backend.schedules.tables import Schedule
 from backend.tenancy.context import UserContext, token_actor
@@ -35,6 +39,48 @@ WARNING_LEVELS = ("high", "medium")
 def require_reviewer(ctx: UserContext) -> None:
     if not ctx.sees_company_history:
         raise Forbidden("only a company admin or an auditor can browse the audit trail")
+
+
+def export_reveal(ctx: UserContext) -> export.Reveal | None:
+    """Whose contents a reader of the company's audit export sees: every entry's for an admin (None); for
+    an auditor, by the rules the other views use: an entry about a run only when they see that run's
+    contents (runs.read.auditor_withholds), one about an action item only when they see its values
+    (actions.service.may_read_values: the record's visibility); none about anything else. The rest go out
+    as their digest and still verify."""
+    if not ctx.is_auditor:
+        return None
+
+    async def reveal(rows: list[dict[str, Any]]) -> set[int]:
+        holding = [row for row in rows if audit.split_contents(row["data"])[1]]
+        about = {(r["subject_type"], int(r["subject_id"])) for r in holding if str(r["subject_id"]).isdigit()}
+        item_ids = sorted(i for kind, i in about if kind == "action_item")
+        items = {
+            row["id"]: row
+            for row in (
+                await ActionItem.select()
+                .where(ActionItem.id.is_in(item_ids) & (ActionItem.company == ctx.company_id))
+                .output(load_json=True)
+                if item_ids
+                else []
+            )
+        }
+        run_ids = {i for kind, i in about if kind == "run"} | {item["run"] for item in items.values()}
+        runs = {i: await whole_run(i, company_id=ctx.company_id) for i in sorted(run_ids)}
+        shown: set[int] = set()
+        for row in holding:
+            subject = int(row["subject_id"]) if str(row["subject_id"]).isdigit() else None
+            if row["subject_type"] == "run":
+                run = runs.get(subject)
+                if run is not None and auditor_withholds(ctx, run) is None:
+                    shown.add(row["id"])
+            elif row["subject_type"] == "action_item" and subject in items:
+                item = items[subject]
+                run = runs.get(item["run"])
+                if run is not None and await may_read_values(ctx, run, item_payload(item, run)):
+                    shown.add(row["id"])
+        return shown
+
+    return reveal
 
 
 def _json(value: Any) -> Any:
@@ -181,8 +227,8 @@ def _steps_of(entry: dict[str, Any]) -> list[TimelineStep]:
             actor=entry["actor"],
             action=action,
             summary=summary,
-            seq=entry["seq"],
-            hash=entry["hash"],
+            seq=entry["company_seq"] if entry.get("company_seq") is not None else entry["seq"],
+            hash=audit.company_link(entry),
         )
 
     if action in ("run.proposed", "run.revised", "flow.proposed"):
@@ -342,13 +388,13 @@ async def approved_despite_warning(
 async def _approval_seqs(ctx: UserContext, run_ids: list[int]) -> dict[str, int]:
     if not run_ids:
         return {}
-    rows = await AuditEntry.select(AuditEntry.subject_id, AuditEntry.seq).where(
+    rows = await AuditEntry.select(AuditEntry.subject_id, AuditEntry.company_seq).where(
         (AuditEntry.company_id == ctx.company_id)
         & (AuditEntry.subject_type == "run")
         & AuditEntry.subject_id.is_in([str(i) for i in run_ids])
         & AuditEntry.action.is_in(list(APPROVALS))
     )
-    return {r["subject_id"]: r["seq"] for r in rows}
+    return {r["subject_id"]: r["company_seq"] for r in rows}  # the company's own numbering
 
 
 async def unreviewed_followups(

@@ -148,7 +148,8 @@ _USER_AND_COMPANY = joined_user_sql("", '"app_user" u', 'u."id" = {}')
 
 
 # Everything else a permission decision reads of the user, in one statement: the teams they belong to and
-# manage, the members of the teams they manage, and the grants of their permission sets within their company.
+# manage, the members of the teams they manage, and the grants of their own permission sets and of their teams'
+# within their company (the admins' grid: tenancy/grid.py).
 _FACTS = """
 SELECT 'team' AS kind, tm."team" AS ref, CASE WHEN tm."is_manager" THEN 1 ELSE 0 END AS flag, NULL AS grants
   FROM "team_membership" tm WHERE tm."user" = {}
@@ -160,6 +161,11 @@ UNION ALL
 SELECT 'grants', ps."id", 0, CAST(ps."grants" AS TEXT)
   FROM "user_permission_set" ups JOIN "permission_set" ps ON ps."id" = ups."permission_set"
   WHERE ups."user" = {} AND ps."company" = {}
+UNION ALL
+SELECT 'grants', ps."id", 0, CAST(ps."grants" AS TEXT)
+  FROM "team_membership" tm JOIN "team_permission_set" tps ON tps."team" = tm."team"
+  JOIN "permission_set" ps ON ps."id" = tps."permission_set"
+  WHERE tm."user" = {} AND ps."company" = {}
 """
 
 
@@ -179,7 +185,7 @@ async def load_user_context(
     managed: set[int] = set()
     managed_users: set[int] = set()
     permissions: dict[str, str] = {}
-    for fact in await User.raw(_FACTS, user_id, user_id, user_id, user["company"]):
+    for fact in await User.raw(_FACTS, user_id, user_id, user_id, user["company"], user_id, user["company"]):
         if fact["kind"] == "team":
             team_ids.add(fact["ref"])
             if fact["flag"]:

@@ -34,10 +34,6 @@ class SettingsBody(BaseModel):
     plan: str | None = None  # the operator's, likewise
 
 
-class RoleBody(BaseModel):
-    role: Literal["member", "auditor"]  # an auditor reads the trail and every run's history, decides nothing
-
-
 class Person(BaseModel):
     id: int
     email: str
@@ -114,3 +110,154 @@ class CompanySettings(BaseModel):
     credit_pool: int  # the plan's monthly credits (the operator's; top-ups show in GET /api/credits)
     credit_limit_per_person: int = 0  # the admin's limits within the pool; 0: none
     credit_limit_per_day: int = 0
+
+
+# --- issue 53: companies, people, teams and dataset permissions ------------------------------------------------
+
+
+class SetupState(BaseModel):
+    has_company: bool  # false on an empty database: the operator starts one (`cleanroom companies create`)
+
+
+class PersonDetail(BaseModel):
+    id: int
+    email: str
+    name: str
+    title: str
+    role: str  # admin | member | auditor
+    active: bool
+    status: Literal["active", "invited", "deactivated"]  # invited: no password set yet
+
+
+class InviteBody(BaseModel):
+    email: str = Field(min_length=3, max_length=254)
+    name: str = Field(default="", max_length=200)
+    role: Literal["member", "admin", "auditor"] = "member"
+
+
+class LinkIssued(BaseModel):
+    """An invitation or a reset link: mailed when SMTP is set (`mailed`), else `link` is shown this once."""
+
+    email: str
+    kind: Literal["invite", "reset"]
+    expires_at: datetime
+    mailed: bool
+    link: str | None  # the URL to pass on; None when it was mailed
+
+
+class LinksRevoked(BaseModel):
+    revoked: int
+
+
+class RoleChangeBody(BaseModel):
+    role: Literal["member", "admin", "auditor"]
+
+
+class ActiveBody(BaseModel):
+    active: bool
+
+
+class LinkTokenBody(BaseModel):
+    token: str = Field(min_length=1, max_length=200)
+
+
+class LinkInfo(BaseModel):
+    kind: Literal["invite", "reset"]
+    email: str
+    company: str
+    expires_at: datetime
+
+
+class SetPasswordBody(BaseModel):
+    token: str = Field(min_length=1, max_length=200)
+    password: str = Field(min_length=1, max_length=1000)
+
+
+class PasswordSet(BaseModel):
+    email: str
+    kind: Literal["invite", "reset"]
+
+
+class ForgotBody(BaseModel):
+    email: str = Field(min_length=1, max_length=254)
+
+
+class ForgotAnswer(BaseModel):
+    message: str  # the same for every address
+
+
+class ChangePasswordBody(BaseModel):
+    old_password: str = Field(min_length=1, max_length=1000)
+    new_password: str = Field(min_length=1, max_length=1000)
+
+
+class PasswordChanged(BaseModel):
+    other_sessions_ended: int
+
+
+class TeamMember(BaseModel):
+    user_id: int
+    email: str = ""
+    manager: bool = False
+
+
+class TeamView(BaseModel):
+    id: int
+    name: str
+    members: list[TeamMember]
+
+
+class TeamBody(BaseModel):
+    name: str = Field(min_length=1, max_length=100)
+
+
+class MemberRef(BaseModel):
+    user_id: int
+    manager: bool = False
+
+
+class TeamMembersBody(BaseModel):
+    members: list[MemberRef]
+
+
+class GridTeamRow(BaseModel):
+    id: int
+    name: str
+    grants: dict[str, Literal["read", "edit"]]
+
+
+class GridPersonRow(BaseModel):
+    id: int
+    email: str
+    name: str
+    role: str
+    active: bool
+    grants: dict[str, Literal["read", "edit"]]  # their own row; their teams' rows add to it
+
+
+class PermissionGrid(BaseModel):
+    datasets: list[str]
+    teams: list[GridTeamRow]
+    people: list[GridPersonRow]
+
+
+class GridBody(BaseModel):
+    """Rows to replace, whole: team id or person id -> {dataset: read | edit | none}; rows not named stay."""
+
+    teams: dict[int, dict[str, Literal["read", "edit", "none"]]] = Field(default_factory=dict)
+    people: dict[int, dict[str, Literal["read", "edit", "none"]]] = Field(default_factory=dict)
+
+
+class CompanySummary(BaseModel):
+    id: int
+    name: str
+    plan: str
+    credit_pool: int
+    created_at: datetime
+    demo: bool
+    people: int
+    active_admins: int  # admins who set a password and are active
+
+
+class CompanyDetail(CompanySummary):
+    members: list[PersonDetail]

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
-from argon2 import PasswordHasher
-
 from backend import clock
 from backend.audit import service as audit
-from backend.errors import Forbidden, Invalid, NotAuthenticated, NotFound, TooManyRequests
+from backend.errors import Forbidden, Invalid, NotAuthenticated, TooManyRequests
 from backend.hashing import sha256_text
 from backend.settings import get_settings
-from backend.tenancy import login_limits
+from backend.tenancy import login_limits, passwords, people
 from backend.tenancy.context import (
-    AUDITOR,
-    MEMBER,
     SESSION,
     TOKEN,
     UserContext,
@@ -27,8 +24,6 @@ from backend.tenancy.context import (
 )
 from backend.tenancy.tables import ApiToken, Company, Session, User
 
-_hasher = PasswordHasher()
-_DUMMY_HASH = _hasher.hash("not-a-real-password")
 SETTING_NAMES = ("code_execution_enabled", "assistant_write_enabled", "followup_without_reapproval")
 # whole-number settings and their allowed range: how long and how often one approval lets follow-ups through
 NUMBER_SETTINGS = {
@@ -50,39 +45,75 @@ TOKEN_PREFIX = "crt_"
 ASSISTANT_SCOPE = "assistant"  # the one scope issued today: read, upload, propose, revise, follow up
 
 
-def hash_password(password: str) -> str:
-    return _hasher.hash(password)
+hash_password = (
+    passwords.hash_password
+)  # the one hasher (tenancy/passwords.py); the demo seed imports it here
+WEAK_PASSWORD_HINT = (
+    "email or password is not correct (a password shorter than 12 characters or a common one no longer "
+    "signs in outside the demo: use 'forgot password' or ask your admin for a reset link)"
+)
 
 
 async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserContext]:
     """Returns (session token, user). Wrong email and wrong password fail identically. The attempt is
     counted before the password is checked (login_limits), and the check runs off the event loop."""
-    settings = get_settings()
     email = email.strip().lower()
     attempt = await login_limits.admit(email, ip)
-    user = await User.select().where(User.email == email).first()
-    stored = user["password_hash"] if user else _DUMMY_HASH
+    user = (
+        await User.select(User.id, User.password_hash, User.active, User.company.demo)
+        .where(User.email == email)
+        .first()
+    )
+    # an unknown address, and a person who has not set a password yet, cost the same check as anyone
+    stored = (user["password_hash"] if user else "") or passwords.dummy_hash()
     try:
-        ok = await login_limits.check_password(_hasher, stored, password, attempt)
+        ok = await login_limits.check_password(passwords.hasher(), stored, password, attempt)
     except TooManyRequests:
         await login_limits.forget(attempt.id)  # turned away before any check: not a failure
         raise
-    ok = ok and bool(user and user["active"])
+    ok = ok and bool(user and user["active"] and user["password_hash"])
     if not ok or user is None:
-        raise NotAuthenticated("email or password is not correct", code="invalid_credentials")
+        raise NotAuthenticated(WEAK_PASSWORD_HINT, code="invalid_credentials")
+    if not user["company.demo"] and not passwords.acceptable(password):
+        # the right password, but one the policy refuses (set before it, or by hand): it no longer signs in
+        # anywhere but a demo company; the same answer as a wrong one, and its owner sets a new one by a link
+        await audit.record(
+            "auth.weak_password_refused",
+            actor=email,
+            company_id=None,
+            subject_type="user",
+            subject_id=user["id"],
+        )
+        raise NotAuthenticated(WEAK_PASSWORD_HINT, code="invalid_credentials")
+    if passwords.needs_rehash(user["password_hash"]):  # argon2's parameters changed since it was hashed
+        rehashed = await asyncio.to_thread(passwords.hash_password, password)
+        await User.update({User.password_hash: rehashed}).where(
+            (User.id == user["id"]) & (User.password_hash == user["password_hash"])
+        )
     await login_limits.succeeded(attempt.id)
+    return await open_session(user["id"])
+
+
+async def open_session(user_id: int, *, how: dict[str, Any] | None = None) -> tuple[str, UserContext]:
+    """A new session for an active person who has just proved who they are (a password here, a company's
+    single sign-on in tenancy/sso.py); `how` joins the audit entry (the password's sign-in says nothing)."""
     token = secrets.token_urlsafe(32)
     await Session.insert(
         Session(
             token_hash=sha256_text(token),
-            user=user["id"],
+            user=user_id,
             created_at=clock.now(),
-            expires_at=clock.now() + timedelta(hours=settings.session_hours),
+            expires_at=clock.now() + timedelta(hours=get_settings().session_hours),
         )
     )
-    ctx = await load_user_context(user["id"])
+    ctx = await load_user_context(user_id)
     await audit.record(
-        "auth.login", actor=ctx.actor, company_id=ctx.company_id, subject_type="user", subject_id=ctx.user_id
+        "auth.login",
+        actor=ctx.actor,
+        company_id=ctx.company_id,
+        subject_type="user",
+        subject_id=ctx.user_id,
+        **({"data": how} if how else {}),
     )
     return token, ctx
 
@@ -168,7 +199,10 @@ async def list_api_tokens(ctx: UserContext) -> list[dict[str, Any]]:
 
 
 async def revoke_api_token(ctx: UserContext, token_id: int) -> None:
-    ctx.require_person("revoking an API token")
+    """A person revokes one of their own tokens; an auditor too (review D-L2): revoking decides nothing of
+    the company's, it only takes a credential of theirs away. Never a token itself."""
+    if not ctx.is_person:
+        ctx.require_person("revoking an API token")
     await ApiToken.update({ApiToken.revoked: True}).where(
         (ApiToken.id == token_id) & (ApiToken.user == ctx.user_id)
     )
@@ -258,46 +292,9 @@ async def _refuse_pool_change(ctx: UserContext, asked: dict[str, Any], before: d
     )
 
 
-PERSON_COLUMNS = (User.id, User.email, User.name, User.title, User.role, User.active)
-ASSIGNABLE_ROLES = (MEMBER, AUDITOR)  # what an admin sets here; making an admin is the operator's (seed, CLI)
-
-
-async def list_people(ctx: UserContext) -> list[dict[str, Any]]:
-    """The company's people and their roles: for its admins (who assign roles) and auditors."""
-    if not ctx.sees_company_history:
-        raise Forbidden("only a company admin or an auditor can list the company's people")
-    return await User.select(*PERSON_COLUMNS).where(User.company == ctx.company_id).order_by(User.email)
-
-
-async def set_role(ctx: UserContext, user_id: int, role: str) -> dict[str, Any]:
-    """An admin makes a person of their company an auditor, or a member again (taking it away); audited.
-    An admin's own role and other admins' are not changed here, and nobody is made an admin here."""
-    ctx.require_person("changing a person's role")
-    if not ctx.is_admin:
-        raise Forbidden("only a company admin can change a person's role")
-    if role not in ASSIGNABLE_ROLES:
-        raise Invalid(f"role must be one of {list(ASSIGNABLE_ROLES)}; an admin is made by the operator")
-    person = (
-        await User.select(*PERSON_COLUMNS)
-        .where((User.id == user_id) & (User.company == ctx.company_id))
-        .first()
-    )
-    if person is None:
-        raise NotFound(f"no person {user_id} in this company")
-    if person["role"] not in ASSIGNABLE_ROLES:
-        raise Forbidden(f"{person['email']} is a company admin: their role is not changed here")
-    if person["role"] != role:
-        async with audit.atomic():  # the change and its entry land together or not at all
-            await User.update({User.role: role}).where(User.id == user_id)
-            await audit.record(
-                "user.role_changed",
-                actor=ctx.actor,
-                company_id=ctx.company_id,
-                subject_type="user",
-                subject_id=user_id,
-                data={"email": person["email"], "from": person["role"], "to": role, **ctx.via()},
-            )
-    return {**person, "role": role}
+# a company's people are run in tenancy/people.py; these two names stay for the callers that had them here
+list_people = people.list_people
+set_role = people.set_role
 
 
 # What else happens when a switch is turned off. The runs package registers here the cancellation of the

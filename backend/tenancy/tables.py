@@ -34,6 +34,9 @@ class Company(Table):
     # evidence (backend/evidence/rerun.py); 0, the default: not kept
     evidence_retention_days = Integer(default=0)
     created_at = Timestamptz()
+    # a demo company (`cleanroom demo seed`): its people keep the demo's short passwords; in any other company
+    # a password that fails the policy no longer signs in (backend/tenancy/passwords.py)
+    demo = Boolean(default=False)
 
 
 class User(Table, tablename="app_user"):
@@ -41,7 +44,7 @@ class User(Table, tablename="app_user"):
     email = Varchar(length=254, unique=True, index=True)
     name = Varchar(length=200)
     title = Varchar(length=200, default="")
-    password_hash = Varchar(length=200, secret=True)
+    password_hash = Varchar(length=200, secret=True)  # "" until the person sets one by their link
     role = Varchar(length=10, default="member")  # admin | member | auditor (tenancy/context.py ROLES)
     active = Boolean(default=True)
     created_at = Timestamptz()
@@ -68,6 +71,27 @@ class PermissionSet(Table):
 class UserPermissionSet(Table):
     user = ForeignKey(references=User, null=False, index=True)
     permission_set = ForeignKey(references=PermissionSet, null=False)
+
+
+class TeamPermissionSet(Table):
+    """A team's grants: every member and manager of the team holds them (backend/tenancy/grid.py)."""
+
+    team = ForeignKey(references=Team, null=False, index=True)
+    permission_set = ForeignKey(references=PermissionSet, null=False)
+
+
+class PersonLink(Table):
+    """A one-time link a person sets their password with: an invitation (`invite`) or a reset (`reset`).
+    Only its hash is stored; it is used once, expires, and can be revoked (backend/tenancy/people.py)."""
+
+    user = ForeignKey(references=User, null=False, index=True)
+    kind = Varchar(length=10)  # invite | reset
+    token_hash = Varchar(length=64, unique=True, index=True)
+    created_by = Varchar(length=300)
+    created_at = Timestamptz()
+    expires_at = Timestamptz()
+    used_at = Timestamptz(null=True, default=None)
+    revoked = Boolean(default=False)
 
 
 class Session(Table, tablename="login_session"):
@@ -102,6 +126,8 @@ TABLES = [
     TeamMembership,
     PermissionSet,
     UserPermissionSet,
+    TeamPermissionSet,
+    PersonLink,
     Session,
     ApiToken,
     LoginAttempt,

@@ -4,7 +4,35 @@ from __future__ import annotations
 
 
 def register() -> None:
-    from console.pages import access, audit, credits, flows, health, login, run_detail, runs, settings
+    from console.pages import (
+        access,
+        account,
+        audit,
+        credits,
+        flows,
+        health,
+        login,
+        people,
+        run_detail,
+        runs,
+        settings,
+        sso,
+        teams,
+    )
 
-    for module in (login, runs, run_detail, flows, settings, credits, audit, health, access):
+    for module in (
+        login,
+        runs,
+        run_detail,
+        flows,
+        settings,
+        credits,
+        audit,
+        health,
+        access,
+        sso,
+        people,
+        teams,
+        account,
+    ):
         module.register()

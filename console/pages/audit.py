@@ -78,8 +78,10 @@ def register() -> None:
                         "verify-button"
                     )
                     ui.label(
-                        "Recomputes every entry's hash and its link to the one before; any edit or gap shows."
+                        "Recomputes every entry's hash and its link to the one before, and checks each "
+                        "against the anchor kept outside the database; any edit or gap shows."
                     ).classes("text-sm text-grey-7")
+                signing_key = ui.column().classes("w-full").mark("signing-key")
                 verdict = ui.column().classes("w-full")
             with ui.row().classes("items-end gap-3 w-full").mark("audit-filters"):
                 query = (
@@ -198,6 +200,17 @@ def register() -> None:
                 show_verdict(result)  # type: ignore[arg-type]
 
         await ui.context.client.connected()
+        try:
+            key = await api.audit_public_key()
+        except Exception:  # noqa: BLE001 - the page works without it; the export's verifier needs the key itself
+            key = None
+        with signing_key:
+            if key is not None:
+                ui.label(
+                    f"Exports are signed with the server's Ed25519 key, fingerprint {key.fingerprint}: check one "
+                    "with scripts/verify_audit_export.py FILE --public-key KEY (the key: GET /api/audit/public-key "
+                    "or `cleanroom audit public-key`)."
+                ).classes("text-xs font-mono text-grey-7")
         try:
             people = await api.people()
         except Exception:  # noqa: BLE001 - the filter still works by typing nothing; the trail loads below
@@ -408,6 +421,7 @@ def show_verdict(result: AuditVerification) -> None:
         with ui.row().classes("items-center gap-2 text-negative").mark("chain-broken"):
             ui.icon("gpp_bad").classes("text-2xl")
             ui.label(
-                f"Chain BROKEN at entry #{result.first_bad_seq}: {result.reason} "
+                f"Chain BROKEN{f' at entry #{result.first_bad_seq}' if result.first_bad_seq is not None else ''}: "
+                f"{result.reason} "
                 f"({widgets.number(result.checked)} entries checked)"
             )

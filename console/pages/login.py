@@ -11,6 +11,7 @@ from nicegui import app, ui
 from backend.tenancy import forwarded
 from console import session
 from console.api import Api, ApiError
+from console.pages import sso
 
 _LOCAL_PATH = re.compile(r"/(?![/\\])[^\\\x00-\x20\x7f]*")  # one "/", then no "/" or "\\", no blanks
 
@@ -44,20 +45,37 @@ def register() -> None:
         return None
 
     @ui.page("/login")
-    def login_page(request: Request, next: str | None = None) -> RedirectResponse | None:  # noqa: A002
+    async def login_page(
+        request: Request,
+        next: str | None = None,  # noqa: A002 - the query name
+        email: str = "",
+    ) -> RedirectResponse | None:
         forwarded.warn_unnamed_proxy(
             "console", request.client.host if request.client else "", request.headers, os.environ
         )
         if app.storage.user.get("session") and session.me():
             return RedirectResponse(_safe_next(next))
         ui.page_title("Sign in · Cleanroom")
+        try:
+            has_company = (await Api(session.config()).setup_state()).has_company
+        except ApiError:
+            has_company = True  # the API will say what is wrong at sign-in
         with ui.column().classes("absolute-center items-center gap-4"):
             with ui.row().classes("items-center gap-2"):
                 ui.icon("shield", color="primary").classes("text-4xl")
                 ui.label("Cleanroom").classes("text-3xl font-semibold text-primary")
+            if not has_company:  # an empty database: nobody could sign in; say how to begin, nothing else
+                with ui.card().classes("w-96 p-6 gap-2").mark("no-company"):
+                    ui.label("No company yet").classes("text-xl")
+                    ui.label(
+                        "The operator of this Cleanroom starts one on the server: "
+                        'cleanroom companies create "Name" --admin you@example.com'
+                    ).classes("text-sm")
+                return None
             with ui.card().classes("w-96 p-6 gap-3"):
                 ui.label("Sign in").classes("text-xl")
-                email = ui.input("Email").props("outlined autofocus").classes("w-full").mark("email")
+                email_input = ui.input("Email", value=email).props("outlined autofocus").classes("w-full")
+                email_input.mark("email")
                 password = (
                     ui.input("Password", password=True, password_toggle_button=True)
                     .props("outlined")
@@ -72,7 +90,9 @@ def register() -> None:
                     button.props("loading")
                     api = Api(session.config())
                     try:
-                        signed_in = await api.login(email.value.strip(), password.value, ui.context.client.ip)
+                        signed_in = await api.login(
+                            email_input.value.strip(), password.value, ui.context.client.ip
+                        )
                     except ApiError as exc:
                         error.text = exc.message
                         error.set_visibility(True)
@@ -84,4 +104,31 @@ def register() -> None:
 
                 password.on("keydown.enter", submit)
                 button = ui.button("Sign in", on_click=submit).classes("w-full").mark("sign-in")
+                ui.link("Forgot your password?", "/forgot-password").classes("text-sm").mark("forgot-link")
+
+                # a company's single sign-on, offered once the address's domain is one it serves
+                sso_button = (
+                    ui.button("", on_click=lambda: sso.start(email_input.value.strip(), _safe_next(next)))
+                    .props("outline no-caps")
+                    .classes("w-full")
+                    .mark("sso-sign-in")
+                )
+                sso_button.set_visibility(False)
+
+                async def offer_sso() -> None:
+                    address = email_input.value.strip()
+                    if "@" not in address or "." not in address.rpartition("@")[2]:
+                        sso_button.set_visibility(False)
+                        return
+                    try:
+                        offer = await Api(session.config()).sso_offer(address)
+                    except ApiError:
+                        offer = None
+                    if address != email_input.value.strip():
+                        return  # typed on meanwhile: the newer check decides
+                    if offer and offer.available:
+                        sso_button.text = f"Sign in with {offer.label}"
+                    sso_button.set_visibility(bool(offer and offer.available))
+
+                email_input.props("debounce=300").on_value_change(offer_sso)
         return None

@@ -19,7 +19,7 @@ from backend.records.visibility import visible_where
 from backend.runs.tables import Run
 from backend.tenancy.auth import AUDITOR_OK_KEY, SELF_AUTHENTICATED_KEY, TOKEN_SCOPES
 from backend.tenancy.context import AUDITOR_REFUSED, load_user_context_by_email
-from backend.tenancy.tables import PermissionSet, User, UserPermissionSet
+from backend.tenancy.tables import ApiToken, PermissionSet, User, UserPermissionSet
 from tests.audit.test_evidence import SECRET_EXCERPT, SECRET_STDOUT, SECRET_VALUE
 from tests.audit.test_evidence import _run as finished_run
 from tests.conftest import approve_as, login, token_for
@@ -32,9 +32,18 @@ ALICE = "alice@acme.example"
 # The routes other than reads an auditor may call: they change nothing of the company's.
 AUDITOR_ROUTES = {
     ("POST", "/api/auth/login"),
+    ("POST", "/api/auth/sso/start"),  # signing in through the company's single sign-on
+    ("POST", "/api/auth/sso/return"),
     ("POST", "/api/auth/logout"),
     ("POST", "/api/audit/verify"),
     ("POST", "/api/runs/{run_id:int}/reruns"),  # a re-run for evidence: actions discarded, nothing charged
+    # their own credentials (issue 53, review D-L2): revoking a token of theirs, changing their password, and
+    # the link and forgotten-password routes anyone may call; none changes anything of the company's
+    ("DELETE", "/api/me/tokens/{token_id:int}"),
+    ("POST", "/api/me/password"),
+    ("POST", "/api/auth/forgot-password"),
+    ("POST", "/api/auth/password-link"),
+    ("POST", "/api/auth/set-password"),
 }
 
 
@@ -146,15 +155,16 @@ async def test_only_an_admin_sets_roles_and_nobody_is_made_admin_here(client) ->
     r = await client.patch(f"/api/company/people/{frank}", json={"role": "auditor"}, headers=admin_token)
     assert r.status_code == 403 and r.json()["error"] == "person_required"
     await login(client, ADMIN)
-    assert (await client.patch(f"/api/company/people/{frank}", json={"role": "admin"})).status_code in (
-        400,
-        422,
-    )
-    assert (await client.patch(f"/api/company/people/{admin}", json={"role": "member"})).status_code == 403
+    # issue 53: an admin makes admins too, and the company keeps one: its last admin is not demoted
+    r = await client.patch(f"/api/company/people/{admin}", json={"role": "member"})
+    assert r.status_code == 409 and r.json()["error"] == "last_admin"
+    assert (await client.patch(f"/api/company/people/{frank}", json={"role": "nobody"})).status_code in (400, 422)
     gina = await _user_id("gina@globex.example")
     assert (await client.patch(f"/api/company/people/{gina}", json={"role": "auditor"})).status_code == 404
     roles = {u["email"]: u["role"] for u in await User.select(User.email, User.role)}
     assert roles[AUDITOR] == "member" and roles[ADMIN] == "admin" and roles["gina@globex.example"] == "member"
+    assert (await client.patch(f"/api/company/people/{frank}", json={"role": "admin"})).status_code == 200
+    assert (await client.patch(f"/api/company/people/{frank}", json={"role": "member"})).status_code == 200
 
 
 async def test_an_auditor_cannot_make_themselves_admin(client) -> None:
@@ -184,7 +194,6 @@ async def test_every_route_but_reads_refuses_an_auditor_walked_from_the_route_ta
         ("PATCH", "/api/company/settings"),
         ("PATCH", "/api/company/people/{user_id:int}"),
         ("POST", "/api/me/tokens"),
-        ("DELETE", "/api/me/tokens/{token_id:int}"),
     ):
         assert known in routes
     await enable_code()
@@ -193,6 +202,10 @@ async def test_every_route_but_reads_refuses_an_auditor_walked_from_the_route_ta
     before_seq = (await AuditEntry.select(AuditEntry.seq).order_by(AuditEntry.seq, ascending=False).first())[
         "seq"
     ]
+    # the role change revoked it (review D-L2) ...
+    assert (await client.get("/api/me", headers=token)).status_code == 401
+    # ... and were one to outlive that, the guard still refuses it: made valid again by hand for the walk
+    await ApiToken.update({ApiToken.revoked: False}).where(ApiToken.user == await _user_id(AUDITOR))
     await login(client, AUDITOR)
     assert await walk(client, routes) == []  # the session: refused on every one
     client.cookies.clear()
@@ -261,7 +274,6 @@ async def test_the_service_layer_refuses_an_auditors_context_too(demo_db) -> Non
         actions.accept(auditor, 1),
         actions.reject(auditor, 1),
         tenancy.create_api_token(auditor, "x"),
-        tenancy.revoke_api_token(auditor, 1),
         tenancy.update_company_settings(auditor, {"code_execution_enabled": True}),
         tenancy.set_role(auditor, auditor.user_id, "member"),
     ):
@@ -273,6 +285,7 @@ async def test_the_service_layer_refuses_an_auditors_context_too(demo_db) -> Non
         "code_execution_enabled"
     ]
     assert (await tenancy.set_role(admin, auditor.user_id, "member"))["role"] == "member"
+    await tenancy.revoke_api_token(auditor, 1)  # their own token, were it theirs: not refused (review D-L2)
 
 
 async def test_an_auditor_reads_every_runs_history_but_not_its_contents(client) -> None:
@@ -390,3 +403,99 @@ async def test_an_auditor_of_acme_never_sees_globex(client) -> None:
     client.cookies.clear()
     await login(client, "admin@globex.example")
     assert (await client.get(f"/api/runs/{gid}")).status_code == 200
+
+
+@pytest.mark.sqlite  # the rule's claim, not an engine's
+async def test_an_auditors_export_holds_only_the_values_they_may_read_and_still_verifies(
+    client, tmp_path
+) -> None:
+    """D-H1: the export gives an auditor the values of an entry only when the other views would (the
+    record's visibility for a change, the run's own rule for its output); the others go out as their salted
+    digest, and the file still verifies offline. The company admin's export holds every value."""
+    from backend.audit import service as audit
+    from tests.audit.test_export import _verifier_module, _verify
+
+    run = await finished_run(client)
+    readable, hidden = await _deal_ids(AUDITOR)
+    employee = (await DATASETS["employees"].table.select(DATASETS["employees"].table.id).first())["id"]
+    acme = (await Run.select(Run.company).where(Run.id == run["id"]).first())["company"]
+    changes = {
+        "readable": ("deals", readable, {"stage": "VALUE-READABLE-4411"}),
+        "hidden": ("deals", hidden, {"stage": "VALUE-HIDDEN-DEAL-5522"}),
+        "salary": ("employees", employee, {"salary": "SALARY-VALUE-987654"}),  # HR: the auditor has none
+    }
+    for index, (dataset, record_id, values) in enumerate(changes.values(), start=1):
+        item = ActionItem(
+            company=acme,
+            run=run["id"],
+            index=index,
+            op="update",
+            dataset=dataset,
+            record_id=record_id,
+            changes=values,
+            status="accepted",
+            decided_by=ALICE,
+        )
+        await item.save()
+        await audit.record(  # as actions.service.accept records it
+            "action.accepted",
+            actor=ALICE,
+            company_id=acme,
+            subject_type="action_item",
+            subject_id=item.id,
+            data={
+                "run_id": run["id"],
+                "op": "update",
+                "dataset": dataset,
+                "record_id": record_id,
+                "changes": values,
+            },
+        )
+    await audit.record(
+        "test.output",
+        actor="system",
+        company_id=acme,
+        subject_type="run",
+        subject_id=run["id"],
+        data={"stdout": SECRET_STDOUT},
+    )
+    await make_auditor(client)
+    await login(client, AUDITOR)
+    response = await client.get("/api/audit/export")
+    assert response.status_code == 200, response.text
+    text = response.text
+    for secret in ("VALUE-HIDDEN-DEAL-5522", "SALARY-VALUE-987654", SECRET_STDOUT, SECRET_VALUE):
+        assert secret not in text, secret
+    assert "VALUE-READABLE-4411" in text  # a record the auditor may read: its values, as in the items view
+    lines = text.splitlines()
+    result = _verify(tmp_path, lines)
+    assert result.returncode == 0, result.stderr  # without the values, the file still verifies
+    assert "values are withheld from you" in result.stdout
+    assert json.loads(lines[0])["values"] == "readable"
+    mine = {json.loads(x)["company_seq"]: json.loads(x) for x in lines[1:-1]}
+
+    # positive control: the admin's export holds every value, and the digests the auditor got are theirs
+    client.cookies.clear()
+    await login(client, ADMIN)
+    full_lines = (await client.get("/api/audit/export")).text.splitlines()
+    assert "SALARY-VALUE-987654" in "\n".join(full_lines) and _verify(tmp_path, full_lines).returncode == 0
+    full = {json.loads(x)["company_seq"]: json.loads(x) for x in full_lines[1:-1]}
+    verifier = _verifier_module()
+    withheld = [n for n, line in mine.items() if "data_withheld" in line]
+    assert len(withheld) >= 4  # the hidden deal, the salary, the printed output, the finished run's change
+    for n in withheld:
+        line, complete = mine[n], full[n]
+        assert "salt" not in line and line["data_withheld"] and line["hash"] == complete["hash"]
+        assert line["data_digest"] == complete["data_digest"]
+        assert line["data_digest"] == verifier.contents_digest(complete["salt"], complete["data"])
+        # salted: the values alone do not give the digest (a guessed salary cannot be tested against it)
+        contents = {k: v for k, v in complete["data"].items() if k in verifier.CONTENT_KEYS}
+        assert line["data_digest"] != verifier.sha256(verifier.canonical(contents))
+    # an edited digest is refused: the withheld line is still bound to its hash
+    n = withheld[0]
+    forged = [
+        json.dumps({**json.loads(x), "data_digest": "0" * 64}) if json.loads(x).get("company_seq") == n else x
+        for x in lines
+    ]
+    refused = _verify(tmp_path, forged)
+    assert refused.returncode == 1 and "edited" in refused.stderr

@@ -122,9 +122,10 @@ async def test_the_pack_tells_the_story_without_contents_and_its_hashes_are_the_
     client.cookies.clear()
     await login(client, "admin@acme.example")
     exported = await client.get("/api/audit/export")
-    lines = {json.loads(x).get("seq"): json.loads(x) for x in exported.text.splitlines()[1:-1]}
+    lines = {json.loads(x).get("company_seq"): json.loads(x) for x in exported.text.splitlines()[1:-1]}
     for entry in pack["audit_entries"]:
         assert lines[entry["seq"]]["hash"] == entry["hash"]
+        assert "prev_hash" not in entry  # another company's entry's hash (D-L6)
     assert (await client.get(f"/api/runs/{run['id']}/evidence")).status_code == 200  # an admin sees it
 
 

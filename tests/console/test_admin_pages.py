@@ -106,6 +106,10 @@ async def test_audit_search_and_verify(user: User, assistant: Assistant) -> None
     user.find(marker="verify-button").click()
     await user.should_see(marker="chain-ok", retries=50)
     await user.should_see("Chain intact")
+    # the key that signs exports, by the fingerprint the verifier's key must have (issue 52)
+    from backend.audit import signing
+
+    await user.should_see(f"fingerprint {signing.fingerprint()}", retries=50)
 
 
 async def test_health_page_answers_even_without_a_vm(user: User) -> None:

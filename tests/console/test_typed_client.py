@@ -22,7 +22,20 @@ from backend.runs.status import RunStatus
 from backend.schedules.schemas import ScheduleInfo
 from backend.staging.manifest import Manifest
 from backend.system_schemas import Health
-from backend.tenancy.schemas import ApiToken, CompanySettings, Me, NewApiToken, Person
+from backend.tenancy.schemas import (
+    ApiToken,
+    CompanySettings,
+    ForgotAnswer,
+    LinkInfo,
+    LinkIssued,
+    Me,
+    NewApiToken,
+    PasswordChanged,
+    PermissionGrid,
+    PersonDetail,
+    SetupState,
+    TeamView,
+)
 from console.api import Api, ApiConfig, ApiError
 from tests.console.support import Assistant, execute_with_stand_in_vm
 
@@ -73,7 +86,7 @@ async def test_every_endpoint_the_clients_call_answers_its_schema(
     me = await alice.me()
     assert isinstance(me, Me) and me.email == "alice@acme.example" and me.company.name == "Acme Analytics"
     assert isinstance(await admin.company_settings(), CompanySettings)
-    assert all(isinstance(p, Person) for p in await admin.people())
+    assert all(isinstance(p, PersonDetail) for p in await admin.people())
     assert isinstance(await admin.credits(), CreditUsage)
     assert all(isinstance(s, ScheduleInfo) for s in await admin.schedules())
     assert isinstance(await admin.health(), Health)
@@ -92,6 +105,43 @@ async def test_every_endpoint_the_clients_call_answers_its_schema(
         await assistant_api.approve(run.id, run.code_sha256, run.bundle_sha256)
     assert refused.value.status == 403
     await alice.revoke_token(created.id)
+
+
+async def test_the_people_teams_and_permissions_methods_answer_their_schemas(api_app) -> None:
+    """Issue 53's client methods, which the console's People and Teams pages call, against the real API."""
+    from urllib.parse import parse_qs, urlparse
+
+    config = ApiConfig("http://api.test", transport=httpx.ASGITransport(app=api_app))
+    admin, anyone = Api(config), Api(config)
+    await admin.login("admin@acme.example", "demo")
+    assert await anyone.setup_state() == SetupState(has_company=True)
+    issued = await admin.invite("nia@acme.example", name="Nia")
+    assert isinstance(issued, LinkIssued) and issued.link and not issued.mailed
+    nia = next(p for p in await admin.people() if p.email == "nia@acme.example")
+    assert nia.status == "invited"
+    issued = await admin.resend_invitation(nia.id)
+    token = parse_qs(urlparse(issued.link or "").query)["token"][0]
+    assert isinstance(await anyone.password_link(token), LinkInfo)
+    assert (await anyone.set_password(token, "lantern quiet orbit 42")).email == "nia@acme.example"
+    assert isinstance(await anyone.forgot_password("nia@acme.example"), ForgotAnswer)
+    assert (await admin.send_password_reset(nia.id)).kind == "reset"
+    assert (await admin.revoke_links(nia.id)).revoked == 1
+    assert (await admin.set_role(nia.id, "auditor")).role == "auditor"
+    assert (await admin.deactivate(nia.id)).status == "deactivated"
+    assert (await admin.reactivate(nia.id)).status == "active"
+    team = await admin.create_team("Analysts")
+    assert isinstance(team, TeamView)
+    team = await admin.set_team_members(team.id, [{"user_id": nia.id, "manager": True}])
+    assert [m.user_id for m in team.members] == [nia.id]
+    assert (await admin.rename_team(team.id, "Data")).name == "Data"
+    assert any(t.id == team.id for t in await admin.teams())
+    grid = await admin.replace_permissions(teams={team.id: {"deals": "read"}})
+    assert isinstance(grid, PermissionGrid) and isinstance(await admin.permission_grid(), PermissionGrid)
+    await admin.delete_team(team.id)
+    niav = Api(config)
+    await niav.login("nia@acme.example", "lantern quiet orbit 42")
+    changed = await niav.change_password("lantern quiet orbit 42", "copper meadow violin 7")
+    assert isinstance(changed, PasswordChanged)
 
 
 async def test_one_shared_http_client_that_keeps_no_session_and_closes(api_app) -> None:

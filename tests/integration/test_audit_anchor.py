@@ -77,10 +77,15 @@ async def test_a_rewritten_and_rehashed_chain_is_noticed(demo_db: str) -> None:
     await _record(3)
     last = await AuditEntry.select().order_by(AuditEntry.seq, ascending=False).first()
     forged = {**last, "actor": "mallory@acme.example"}
-    forged["hash"] = audit.entry_hash(forged)  # no secret: anyone can recompute the hash
-    await AuditEntry.update({AuditEntry.actor: forged["actor"], AuditEntry.hash: forged["hash"]}).where(
-        AuditEntry.id == last["id"]
-    )
+    forged["body_hash"] = audit.body_hash(forged)  # no secret: anyone can recompute the hashes
+    forged["hash"] = audit.entry_hash(forged)
+    await AuditEntry.update(
+        {
+            AuditEntry.actor: forged["actor"],
+            AuditEntry.body_hash: forged["body_hash"],
+            AuditEntry.hash: forged["hash"],
+        }
+    ).where(AuditEntry.id == last["id"])
     assert (await audit._verify_chain()).ok  # the in-table chain accepts the forgery
     result = await audit.verify()
     assert not result.ok and result.first_bad_seq == last["seq"] and "rewritten" in result.reason
@@ -89,12 +94,17 @@ async def test_a_rewritten_and_rehashed_chain_is_noticed(demo_db: str) -> None:
 async def test_the_anchor_is_one_private_line_per_entry(demo_db: str) -> None:
     await _record(1)
     path = anchor.path()
-    before = path.read_text().splitlines()
+
+    def entry_lines() -> list[str]:  # each write also ends with its signed head (a line of its own)
+        return [line for line in path.read_text().splitlines() if not line.startswith("signed ")]
+
+    before = entry_lines()
     await _record(2)
-    after = path.read_text().splitlines()
+    after = entry_lines()
     assert len(after) == len(before) + 2
     newest = await AuditEntry.select().order_by(AuditEntry.seq, ascending=False).first()
     assert after[-1] == f"{newest['seq']} {newest['hash']}"
+    assert path.read_text().splitlines()[-1].startswith(f"signed {newest['seq']} {newest['hash']} ")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
 
@@ -117,3 +127,88 @@ def test_each_database_has_its_own_anchor(demo_db: str, _factories, engine: str)
     finally:
         db.configure(demo_db)
         _factories[engine].drop(other)
+
+
+async def test_an_entry_slipped_in_behind_the_anchor_is_noticed(demo_db: str) -> None:
+    """The review's D-M2 road for someone who can write the table: add an entry to a company's chain, hashed
+    and linked as the code would (no secret is needed), but never anchored. Once a genuine entry follows it,
+    the company's own check and the operator's name it; before, both pass (the positive control)."""
+    from backend.tenancy.tables import Company
+
+    acme = (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
+    await audit.record("test.event", actor="system", company_id=acme, data={"i": 0})
+    assert (await audit.verify_company(acme)).ok and (await audit.verify()).ok
+    (forged,) = audit._chained(
+        [
+            {
+                "action": "run.approved",
+                "actor": "admin@acme.example",
+                "company_id": acme,
+                "subject_type": "run",
+                "subject_id": "99",
+                "data": {},
+            }
+        ],
+        *(await audit._tails([acme])),
+    )
+    await AuditEntry.insert(AuditEntry(**forged))  # into the table only
+    await audit.record("test.event", actor="system", company_id=acme, data={"i": 1})  # a genuine one after
+    assert (await audit._verify_chain()).ok  # the in-table chains accept it
+    result = await audit.verify_company(acme)
+    assert not result.ok and "not in the anchor" in result.reason, result
+    assert result.first_bad_seq == forged["company_seq"]
+    whole = await audit.verify()
+    assert not whole.ok and whole.first_bad_seq == forged["seq"] and "not in the anchor" in whole.reason
+
+
+async def test_an_anchor_file_edited_to_match_a_rewritten_table_is_noticed(demo_db: str) -> None:
+    """Someone who can write the table and the anchor file, but cannot read the signing key (settings
+    `audit_signing_key` elsewhere): they rewrite the newest entry and its anchor line to agree. The anchor's
+    signed head no longer verifies; before the edit, everything passes (the positive control)."""
+    await _record(3)
+    assert (await audit.verify()).ok
+    last = await AuditEntry.select().order_by(AuditEntry.seq, ascending=False).first()
+    forged = {**last, "actor": "mallory@acme.example"}
+    forged["body_hash"] = audit.body_hash(forged)
+    forged["hash"] = audit.entry_hash(forged)
+    await AuditEntry.update(
+        {
+            AuditEntry.actor: forged["actor"],
+            AuditEntry.body_hash: forged["body_hash"],
+            AuditEntry.hash: forged["hash"],
+        }
+    ).where(AuditEntry.id == last["id"])
+    path = anchor.path()
+    text = path.read_text().replace(last["hash"], forged["hash"])  # the entry line and the signed head's
+    path.write_text(text)
+    assert anchor.read()[last["seq"]] == forged["hash"] and (await audit._verify_chain()).ok
+    result = await audit.verify()
+    assert not result.ok and "signed head does not verify" in result.reason, result
+    # restored, then an entry slipped into the table with an anchor line of its own, which no key signed
+    path.write_text(text.replace(forged["hash"], last["hash"]))
+    await AuditEntry.update(
+        {
+            AuditEntry.actor: last["actor"],
+            AuditEntry.body_hash: last["body_hash"],
+            AuditEntry.hash: last["hash"],
+        }
+    ).where(AuditEntry.id == last["id"])
+    assert (await audit.verify()).ok
+    (slipped,) = audit._chained(
+        [
+            {
+                "action": "run.approved",
+                "actor": "x",
+                "company_id": None,
+                "subject_type": "",
+                "subject_id": "",
+                "data": {},
+            }
+        ],
+        *(await audit._tails([])),
+    )
+    await AuditEntry.insert(AuditEntry(**slipped))
+    with open(path, "a") as fh:
+        fh.write(f"{slipped['seq']} {slipped['hash']}\n")
+    result = await audit.verify()
+    assert not result.ok and "edited after its last signed head" in result.reason, result

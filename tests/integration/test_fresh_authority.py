@@ -102,15 +102,25 @@ async def test_a_disabled_account_and_a_role_taken_away_hold_at_the_next_request
     run_id = run.json()["id"]
     # bob's token, minted as a member: alice's run is not his to see
     assert (await client.get(f"/api/runs/{run_id}", headers=bob_token)).status_code == 404
-    # made an auditor, the same token reads it at its next request (positive control); taken back to
-    # member, the next request does not
+    # made an auditor: the role change revokes the token at once (review D-L2: a member's token must not
+    # read as an auditor); bob's own session reads it at its next request (positive control), and taken back
+    # to member, his session's next request does not
     await login(client, "admin@acme.example")
     bob = await User.select(User.id).where(User.email == "bob@acme.example").first()
     assert (await client.patch(f"/api/company/people/{bob['id']}", json={"role": "auditor"})).status_code == 200
-    assert (await client.get(f"/api/runs/{run_id}", headers=bob_token)).status_code == 200
+    assert (await client.get(f"/api/runs/{run_id}", headers=bob_token)).status_code == 401
+    admin_cookies = dict(client.cookies)
+    client.cookies.clear()
+    await login(client, "bob@acme.example")
+    bob_cookies = dict(client.cookies)
+    assert (await client.get(f"/api/runs/{run_id}")).status_code == 200
+    client.cookies.clear()
+    client.cookies.update(admin_cookies)
     assert (await client.patch(f"/api/company/people/{bob['id']}", json={"role": "member"})).status_code == 200
     client.cookies.clear()
-    assert (await client.get(f"/api/runs/{run_id}", headers=bob_token)).status_code == 404
+    client.cookies.update(bob_cookies)
+    assert (await client.get(f"/api/runs/{run_id}")).status_code == 404
+    client.cookies.clear()
     # alice's account disabled: her token's next request is refused
     assert (await client.get(f"/api/runs/{run_id}", headers=alice)).status_code == 200
     await User.update({User.active: False}).where(User.email == "alice@acme.example")

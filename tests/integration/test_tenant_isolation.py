@@ -101,10 +101,13 @@ async def test_a_company_admin_verifies_only_their_companys_chain(client) -> Non
     await login(client, "admin@globex.example")
     await audit.record("test.event", actor="system", company_id=acme_id)  # Acme is busy meanwhile
     globex = (await client.post("/api/audit/verify")).json()
-    own = await AuditEntry.select(AuditEntry.seq, AuditEntry.hash).where(AuditEntry.company_id == globex_id)
+    own = await AuditEntry.select(AuditEntry.seq, AuditEntry.body_hash).where(
+        AuditEntry.company_id == globex_id
+    )
     assert globex["ok"] is True and globex["scope"] == "company"
     assert globex["checked"] == len(own) < await AuditEntry.count()  # no global count
-    assert globex["head_hash"] == max(own, key=lambda r: r["seq"])["hash"]  # the company chain's head
+    # the company chain's head: its newest entry's body hash, which names no global field
+    assert globex["head_hash"] == max(own, key=lambda r: r["seq"])["body_hash"]
     global_head = await AuditEntry.select(AuditEntry.hash).order_by(AuditEntry.seq, ascending=False).first()
     assert globex["head_hash"] != global_head["hash"]  # not the table's
     assert set(globex) == {"ok", "scope", "checked", "first_bad_seq", "reason", "head_hash"}
@@ -126,7 +129,7 @@ async def test_tampering_with_one_company_breaks_only_its_chain(client) -> None:
     await AuditEntry.delete().where(AuditEntry.id == victim["id"])  # an Acme entry vanishes
     acme = await _verify_as(client, "admin@acme.example")
     assert acme["ok"] is False and "does not link" in acme["reason"]
-    assert acme["first_bad_seq"] > victim["seq"]
+    assert acme["first_bad_seq"] == victim["company_seq"] + 1  # the company's own numbering
     globex = await _verify_as(client, "admin@globex.example")
     assert globex["ok"] is True  # Globex's chain never reads Acme's entries
 
@@ -137,7 +140,9 @@ async def test_an_altered_company_entry_is_named(client) -> None:
     entry = await audit.record("test.event", actor="system", company_id=acme_id, data={"n": 1})
     await AuditEntry.update({AuditEntry.actor: "mallory@acme.example"}).where(AuditEntry.seq == entry["seq"])
     acme = await _verify_as(client, "admin@acme.example")
-    assert acme["ok"] is False and acme["first_bad_seq"] == entry["seq"] and "altered" in acme["reason"]
+    assert (
+        acme["ok"] is False and acme["first_bad_seq"] == entry["company_seq"] and "altered" in acme["reason"]
+    )
 
 
 async def test_members_still_cannot_verify(client) -> None:

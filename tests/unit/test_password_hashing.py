@@ -1,12 +1,28 @@
-"""Passwords are hashed with argon2id at its production parameters (the tests' demo template uses the
-cheapest profile to sign in quickly; nothing outside tests/conftest.py does)."""
+"""Passwords are hashed with argon2id at its production parameters: the "standard" profile, the settings'
+default (the test suite sets the cheapest profile, "cheap", in tests/conftest.py to sign in quickly)."""
 
 from __future__ import annotations
 
 from argon2 import PasswordHasher, Type, extract_parameters
 
-from backend.tenancy.service import hash_password
+from backend.settings import Settings
+from backend.tenancy.passwords import PROFILES, hasher
 from tests.conftest import CHEAP_HASHER
+
+
+def hash_password(password: str) -> str:
+    """As a deployment hashes: the settings' default profile."""
+    return hasher(Settings.model_fields["password_hash_profile"].default).hash(password)
+
+
+def test_the_cheap_profile_is_the_tests_template_profile() -> None:
+    cheap = extract_parameters(hasher("cheap").hash("x"))
+    assert (cheap.time_cost, cheap.memory_cost, cheap.parallelism) == (
+        CHEAP_HASHER.time_cost,
+        CHEAP_HASHER.memory_cost,
+        CHEAP_HASHER.parallelism,
+    )
+    assert set(PROFILES) == {"standard", "cheap"}
 
 
 def test_production_hashes_use_argon2id_at_the_library_defaults() -> None:
