@@ -26,6 +26,7 @@ from backend.mcp.http import mcp_endpoint, mcp_lifespan
 from backend.metrics import metrics_endpoint
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
+from backend.records.import_controller import DatasetImportController
 from backend.review.controller import ReviewController
 from backend.runs import gates, queued
 from backend.runs.controller import RunsController
@@ -77,6 +78,7 @@ CONTROLLERS = [
     SsoSignInController,
     SsoSettingsController,
     RecordsController,
+    DatasetImportController,  # /api/datasets/…/import, /source, /sync: a person's, never a token's
     AuditController,
     ReviewController,  # GET /api/audit (filtered), a run's timeline, the reports
     DriveController,
