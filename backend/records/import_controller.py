@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -39,6 +40,61 @@ class ImportForm(BaseModel):
 class PreviewForm(BaseModel):
     model_config = {"arbitrary_types_allowed": True}
     file: UploadFile
+
+
+class RefusalInfo(BaseModel):
+    row: int
+    reason: str
+
+
+class ImportReportInfo(BaseModel):
+    """What an import (or a sync) did, or would do for a dry run: counts, and at most `refusals_listed`
+    refusals listed (`refusals_not_listed` says how many more)."""
+
+    dataset: str
+    applied: bool
+    rows_read: int
+    added: int
+    changed: int
+    unchanged: int
+    refused: int
+    sha256: str
+    refusals: list[RefusalInfo]
+    refusals_listed: int
+    refusals_not_listed: int
+    ignored_columns: list[str]
+
+
+class ColumnInfo(BaseModel):
+    name: str
+    kind: str
+    nullable: bool
+    max_length: int | None
+    enum: list[str] | None
+
+
+class PreviewInfo(BaseModel):
+    kind: str
+    header: list[str]
+    columns: list[ColumnInfo]
+    sampled_rows: int
+
+
+class SourceInfo(BaseModel):
+    dataset_id: int
+    connection: str  # "set (hidden)" or "not set": never the connection string
+    query: str
+    table: str
+    updated_at_column: str
+    cursor: str
+    cron: str
+    timezone: str
+    next_sync_at: datetime | None
+    status: str
+    last_error: str
+    last_attempt_at: datetime | None
+    last_synced_at: datetime | None
+    last_summary: ImportReportInfo | None
 
 
 class SourceBody(BaseModel):
@@ -94,7 +150,7 @@ class DatasetImportController(Controller):
     @post("/import/preview", status_code=200)
     async def preview(
         self, user: UserContext, data: Annotated[PreviewForm, Body(media_type=RequestEncodingType.MULTI_PART)]
-    ) -> dict[str, Any]:
+    ) -> PreviewInfo:
         """The file's columns and their inferred kinds, to confirm before a new dataset is defined from it."""
         user.require_person("importing a file")
         try:
@@ -102,7 +158,7 @@ class DatasetImportController(Controller):
         finally:
             await data.file.close()
         try:
-            return await importing.preview_file(user, path, data.file.filename)
+            return PreviewInfo(**await importing.preview_file(user, path, data.file.filename))
         finally:
             path.unlink(missing_ok=True)
 
@@ -112,7 +168,7 @@ class DatasetImportController(Controller):
         user: UserContext,
         name: str,
         data: Annotated[ImportForm, Body(media_type=RequestEncodingType.MULTI_PART)],
-    ) -> dict[str, Any]:
+    ) -> ImportReportInfo:
         """Import a CSV/XLSX/ODS file (`dry_run` true: only count what it would do). With `columns`, the
         dataset is new and is defined (admin) when the import is applied."""
         user.require_person("importing into a dataset")
@@ -122,26 +178,27 @@ class DatasetImportController(Controller):
         finally:
             await data.file.close()
         try:
-            return await importing.import_file(
+            report = await importing.import_file(
                 user, name, path, data.file.filename, dry_run=data.dry_run, create=spec
             )
+            return ImportReportInfo(**report)
         finally:
             path.unlink(missing_ok=True)
 
     @get("/{name:str}/source")
-    async def source(self, user: UserContext, name: str) -> dict[str, Any]:
+    async def source(self, user: UserContext, name: str) -> SourceInfo:
         """The dataset's sync source as its page shows it: status, last error, never the connection string."""
         dataset = await _source_dataset(user, name)
         try:
-            return await sync.get_source(dataset)
+            return SourceInfo(**await sync.get_source(dataset))
         except LookupError as exc:
             raise NotFound(str(exc), code="no_source") from exc
 
     @put("/{name:str}/source")
-    async def set_source(self, user: UserContext, name: str, data: SourceBody) -> dict[str, Any]:
+    async def set_source(self, user: UserContext, name: str, data: SourceBody) -> SourceInfo:
         dataset = await _source_dataset(user, name)
         try:
-            return await sync.set_source(
+            shown = await sync.set_source(
                 dataset,
                 owner_id=user.user_id,
                 dsn=data.connection,
@@ -153,14 +210,17 @@ class DatasetImportController(Controller):
             )
         except ValueError as exc:
             raise Invalid(str(exc), code="invalid_source") from exc
+        return SourceInfo(**shown)
 
     @post("/{name:str}/sync", status_code=200)
-    async def sync_now(self, user: UserContext, name: str) -> dict[str, Any]:
+    async def sync_now(self, user: UserContext, name: str) -> ImportReportInfo:
         """Sync now. A failed sync answers 422 with the reason; the last good data stays."""
         dataset = await _source_dataset(user, name)
         try:
-            return await sync.sync_dataset(dataset, actor=user.actor)
+            result = await sync.sync_dataset(dataset, actor=user.actor)
         except LookupError as exc:
             raise NotFound(str(exc), code="no_source") from exc
         except sync.SyncRefused as exc:
             raise Invalid(str(exc), code="sync_failed") from exc
+        result.pop("status", None)
+        return ImportReportInfo(**result)
