@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from litestar import Litestar, Router
+from litestar import Litestar, Request, Router
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
@@ -15,7 +15,7 @@ from backend.actions.controller import ActionItemsController
 from backend.audit import throttle as audit_throttle
 from backend.credits.controller import CreditsController, PlatformController
 from backend.drive.controller import DriveController
-from backend.errors import EXCEPTION_HANDLERS, unexpected_handler
+from backend.errors import EXCEPTION_HANDLERS, AppError, unexpected_handler
 from backend.evidence.controller import EvidenceController
 from backend.execution import start_worker, stop_worker
 from backend.fleet.controller import WorkerController
@@ -26,7 +26,9 @@ from backend.mcp.http import mcp_endpoint, mcp_lifespan
 from backend.metrics import metrics_endpoint
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
+from backend.records.datasets_controller import DatasetsController
 from backend.records.import_controller import DatasetImportController
+from backend.records.visibility import company_datasets
 from backend.review.controller import ReviewController
 from backend.runs import gates, queued
 from backend.runs.controller import RunsController
@@ -35,7 +37,7 @@ from backend.schedules.controller import SchedulesController
 from backend.settings import get_settings
 from backend.system_controller import SystemController
 from backend.tenancy.audit_controller import AuditController
-from backend.tenancy.auth import scope_guard
+from backend.tenancy.auth import authenticate, scope_guard
 from backend.tenancy.controller import AuthController, CompanyController, MeController, SetupController
 from backend.tenancy.origin import OriginGuard, allowed_hosts_config
 from backend.tenancy.sso_controller import SsoSettingsController, SsoSignInController
@@ -64,9 +66,17 @@ CODE_RUNS = Router(
 )
 
 
-def dataset_names() -> list[str]:
-    """Every dataset's name, for handlers outside `records` that describe a person's access (/api/me)."""
-    return list(DATASET_NAMES)
+async def dataset_names(request: Request) -> list[str]:
+    """Every dataset's name, for handlers outside `records` that describe a person's access (/api/me, the
+    permission grid): the built-ins, then the datasets the caller's company defined. Signing in (/api/auth/...)
+    answers with the built-ins only: a cookie of an earlier session must not name another company's datasets."""
+    if request.scope["path"].startswith("/api/auth/"):
+        return list(DATASET_NAMES)
+    try:
+        user = await authenticate(request)
+    except AppError:
+        return list(DATASET_NAMES)
+    return [d.name for d in await company_datasets(user.company_id)]
 
 
 # every HTTP controller, by capability
@@ -79,6 +89,7 @@ CONTROLLERS = [
     SsoSettingsController,
     RecordsController,
     DatasetImportController,  # /api/datasets/…/import, /source, /sync: a person's, never a token's
+    DatasetsController,
     AuditController,
     ReviewController,  # GET /api/audit (filtered), a run's timeline, the reports
     DriveController,
@@ -150,7 +161,7 @@ def create_app(
     fleet_handlers = [WorkerController] if fleet() else []
     return Litestar(
         route_handlers=[*CONTROLLERS, *fleet_handlers],
-        dependencies={"dataset_names": Provide(dataset_names, sync_to_thread=False)},
+        dependencies={"dataset_names": Provide(dataset_names)},
         exception_handlers=handlers,
         guards=[scope_guard],  # a token reaches only what its scope opens; the rest is a person's
         on_startup=[on_startup],

@@ -247,7 +247,7 @@ async def may_read_values(ctx: UserContext, run: dict[str, Any], item: ActionIte
     dataset = await find_dataset(ctx.company_id, item.dataset) if item.dataset else None
     if dataset is None or not ctx.can(dataset.name) or record_id is None:
         return False
-    return bool(await visible_record(ctx, dataset, record_id, dataset.table.id))  # type: ignore[arg-type]
+    return bool(await visible_record(ctx, dataset, record_id, dataset.table.id))
 
 
 async def shown_to(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) -> ActionItemInfo:

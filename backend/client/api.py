@@ -14,7 +14,7 @@ from backend.credits.schemas import CreditUsage
 from backend.drive.schemas import DriveFileInfo, DriveFolderInfo
 from backend.evidence.schemas import Rerun, Reruns
 from backend.flows.schemas import FlowDetail, FlowPage
-from backend.records.schemas import DatasetInfo, RecordPage
+from backend.records.schemas import DatasetBody, DatasetDefinitionInfo, DatasetInfo, RecordPage
 from backend.review import schemas as review
 from backend.review.schemas import RunTimeline
 from backend.runs.schemas import RunDetail, RunPage
@@ -267,6 +267,29 @@ class CleanroomClient(ApiClient):
     # records and drive
     async def datasets(self) -> list[DatasetInfo]:
         return await self.call(list[DatasetInfo], "GET", "/api/records/")
+
+    async def dataset_definitions(self) -> list[DatasetDefinitionInfo]:
+        """The company's own datasets' definitions."""
+        return await self.call(list[DatasetDefinitionInfo], "GET", "/api/datasets/")
+
+    async def dataset_templates(self) -> list[DatasetDefinitionInfo]:
+        """The twelve built-ins, as templates."""
+        return await self.call(list[DatasetDefinitionInfo], "GET", "/api/datasets/templates")
+
+    async def dataset_definition(self, name: str) -> DatasetDefinitionInfo:
+        return await self.call(DatasetDefinitionInfo, "GET", f"/api/datasets/{name}")
+
+    async def define_dataset(self, body: DatasetBody) -> DatasetDefinitionInfo:
+        """Admin, signed in: a new company-defined dataset."""
+        return await self.call(
+            DatasetDefinitionInfo, "POST", "/api/datasets/", json=body.model_dump(mode="json")
+        )
+
+    async def update_dataset(self, name: str, body: DatasetBody) -> DatasetDefinitionInfo:
+        """Admin, signed in: the dataset's new definition (its name stays)."""
+        return await self.call(
+            DatasetDefinitionInfo, "PUT", f"/api/datasets/{name}", json=body.model_dump(mode="json")
+        )
 
     async def records(self, dataset: str, **params: Any) -> RecordPage:
         return await self.call(RecordPage, "GET", f"/api/records/{dataset}", params=params)

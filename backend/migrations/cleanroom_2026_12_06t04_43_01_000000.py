@@ -17,6 +17,9 @@ INDEXES = [
     'ON "dataset_definition" ("company", "name")',
     'CREATE UNIQUE INDEX IF NOT EXISTS "dataset_row_dataset_key" ON "dataset_row" ("dataset", "external_key")',
     'CREATE INDEX IF NOT EXISTS "dataset_row_dataset_id" ON "dataset_row" ("dataset", "id")',
+    # THE rule's columns, so counting what a reader sees is an index-only scan (docs/datasets.md)
+    'CREATE INDEX IF NOT EXISTS "dataset_row_visible" '
+    'ON "dataset_row" ("dataset", "visibility", "team", "owner", "company")',
 ]
 
 

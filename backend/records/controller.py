@@ -5,12 +5,27 @@ from litestar.di import Provide
 from litestar.params import Parameter
 
 from backend.records import service
-from backend.records.datasets import DATASETS
+from backend.records.datasets import AnyDataset
 from backend.records.schemas import DatasetInfo, Record, RecordPage
+from backend.records.visibility import company_datasets
 from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
 
 RESERVED = {"page", "page_size", "sort"}
+
+
+def dataset_info(user: UserContext, d: AnyDataset) -> DatasetInfo:
+    return DatasetInfo(
+        name=d.name,
+        label=d.label,
+        access=user.access(d.name),
+        fields=d.export_columns,
+        types=d.export_types,
+        origin="builtin" if d.builtin else "company",
+        key_column=None if d.builtin else d.key_column,  # type: ignore[union-attr]
+        writable=d.writable_fields,
+        enums={k: list(v) for k, v in d.enums.items()},
+    )
 
 
 class RecordsController(Controller):
@@ -21,16 +36,9 @@ class RecordsController(Controller):
 
     @get("/")
     async def datasets(self, user: UserContext) -> list[DatasetInfo]:
-        return [
-            DatasetInfo(
-                name=d.name,
-                label=d.label,
-                access=user.access(d.name),
-                fields=d.export_columns,
-                types=d.export_types,
-            )
-            for d in DATASETS.values()
-        ]
+        """The twelve built-ins, then the datasets the caller's company defined, each with its fields, their
+        kinds and the caller's access."""
+        return [dataset_info(user, d) for d in await company_datasets(user.company_id)]
 
     @get("/{dataset:str}")
     async def list_records(

@@ -195,15 +195,22 @@ class DefinedDataset:
 
     def decode(self, rows: Any) -> list[dict[str, Any]]:
         """Rows read as `id, values, owner_id, team_id, visibility, created_at, updated_at, version` → rows
-        keyed by export column, each value the Python type a built-in column of its kind reads as."""
-        specs = self.columns
+        keyed by export column, each value the Python type a built-in column of its kind reads as (text,
+        whole numbers and booleans are stored as such; only numbers, dates and datetimes are converted)."""
+        plain = [c.name for c in self.columns if c.kind in _STORED_AS_IS]
+        converted = [(c.name, c.kind) for c in self.columns if c.kind not in _STORED_AS_IS]
+        loads = json.loads
         out = []
         for row in rows:
             raw = row["values"]
-            values = json.loads(raw) if isinstance(raw, str | bytes) else (raw or {})
+            values = loads(raw) if isinstance(raw, str | bytes) else (raw or {})
+            get = values.get
             item: dict[str, Any] = {"id": row["id"]}
-            for spec in specs:
-                item[spec.name] = from_json(spec.kind, values.get(spec.name))
+            for name in plain:
+                item[name] = get(name)
+            for name, kind in converted:
+                value = get(name)
+                item[name] = None if value is None else from_json(kind, value)
             for name in SYSTEM_EXPORT_COLUMNS[1:]:
                 item[name] = row[name]
             out.append(item)
@@ -229,6 +236,7 @@ class DefinedDataset:
 
 
 AnyDataset = Dataset | DefinedDataset
+_STORED_AS_IS = (ColumnKind.string, ColumnKind.integer, ColumnKind.boolean)
 
 
 def template_specs(dataset: Dataset) -> list[ColumnSpec]:

@@ -107,6 +107,53 @@ async def test_list_datasets_says_when_an_export_truncates(api_server: ApiServer
     assert tasks["visible_rows"] > 5000 and tasks["export_rows"] == 5000 and tasks["export_truncated"] is True
 
 
+async def test_list_datasets_describes_a_company_defined_dataset(connect, api_server: ApiServer) -> None:
+    """Issue 54: a dataset the company defined is listed with its columns and kinds, its key and writable
+    columns, to a reader holding it (the admin); a member without a grant is not shown it (control)."""
+    claims = {
+        "name": "mcp_claims",
+        "label": "Claims",
+        "columns": [
+            {"name": "claim_no", "kind": "string"},
+            {"name": "amount", "kind": "number"},
+            {"name": "filed_on", "kind": "date"},
+            {"name": "state", "kind": "string", "enum": ["open", "paid"]},
+        ],
+        "key_column": "claim_no",
+        "writable": ["state"],
+    }
+    with api_server.session(ACME_ADMIN) as admin:
+        r = admin.post("/api/datasets/", json=claims)
+        assert r.status_code in (201, 409), (
+            r.text
+        )  # 409: defined by an earlier run of this test on this server
+    token, _ = api_server.token(ACME_ADMIN)
+    async with http_client(api_server, token) as client:
+        listing = structured(await client.call_tool("list_datasets", {}))
+    found = next(d for d in listing["datasets"] if d["name"] == "mcp_claims")
+    types = {c["name"]: c["type"] for c in found["columns"]}
+    assert types == {
+        "id": "integer",
+        "claim_no": "string",
+        "amount": "number",
+        "filed_on": "date",
+        "state": "string",
+        "owner_id": "integer",
+        "team_id": "integer",
+        "visibility": "string",
+        "created_at": "datetime",
+        "updated_at": "datetime",
+        "version": "integer",
+    }
+    assert (
+        found["origin"] == "company" and found["key_column"] == "claim_no" and found["writable"] == ["state"]
+    )
+    assert found["enums"] == {"state": ["open", "paid"]} and found["visible_rows"] == 0
+    async with connect(BOB) as client:
+        names = {d["name"] for d in structured(await client.call_tool("list_datasets", {}))["datasets"]}
+    assert "mcp_claims" not in names and "deals" in names
+
+
 async def test_drive_listing_and_search(connect) -> None:
     async with connect(MARIA) as client:
         listing = structured(await client.call_tool("list_drive_files", {}))
