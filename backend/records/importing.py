@@ -14,10 +14,13 @@ grows with the file is the set of keys seen (for duplicate keys), a few tens of 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import itertools
+import queue
 import re
-from collections.abc import Callable, Iterable, Iterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -430,7 +433,49 @@ async def _feed(
     progress: Callable[[int], None] | None,
 ) -> None:
     loader = await Loader.start(dataset, stream.header, apply=apply, defaults=defaults, report=report)
-    while chunk := await _take(stream.rows, BATCH):
+    async for chunk in _prefetched(stream.rows):
         await loader.feed(chunk)
         if progress is not None:
             progress(report.rows_read)
+
+
+PREFETCH_CHUNKS = 3  # chunks read ahead from the converter child while the previous ones are written
+
+
+async def _prefetched(rows: Iterator[tuple[int, list[str]]]) -> AsyncIterator[list[tuple[int, list[str]]]]:
+    """`rows` in chunks of BATCH, read by a thread of its own up to PREFETCH_CHUNKS ahead: the converter child
+    keeps parsing while the database writes (its pipe alone holds a few hundred rows). Memory: at most
+    PREFETCH_CHUNKS + 1 chunks. A reading error is raised here, in order, as ImportFileRefused → Invalid."""
+    chunks: queue.Queue[Any] = queue.Queue(maxsize=PREFETCH_CHUNKS)
+    stop = threading.Event()
+    done = object()
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                chunk = list(itertools.islice(rows, BATCH))
+                if not chunk:
+                    break
+                chunks.put(chunk)
+            chunks.put(done)
+        except BaseException as exc:  # handed to the reader in order
+            chunks.put(exc)
+
+    reader = threading.Thread(target=read, daemon=True, name="import-reader")
+    reader.start()
+    try:
+        while True:
+            item = await asyncio.to_thread(chunks.get)
+            if item is done:
+                return
+            if isinstance(item, ImportFileRefused):
+                raise Invalid(str(item), code="import_file_refused") from item
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while reader.is_alive():  # unblock a reader waiting on a full queue, then let it end
+            with contextlib.suppress(queue.Empty):
+                chunks.get_nowait()
+            await asyncio.to_thread(reader.join, 0.05)
