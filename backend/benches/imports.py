@@ -30,7 +30,8 @@ from typing import Any
 BASE_URL = os.environ.get(
     "CLEANROOM_BENCH_POSTGRES_URL", "postgresql://cleanroom:cleanroom@127.0.0.1:5432/postgres"
 )
-TARGET_DB, SOURCE_DB = "cleanroom_bench_imports", "cleanroom_bench_source"
+TARGET_DB = os.environ.get("CLEANROOM_BENCH_IMPORT_DB", "cleanroom_bench_imports")
+SOURCE_DB = TARGET_DB.replace("imports", "source") if "imports" in TARGET_DB else f"{TARGET_DB}_source"
 ROWS = int(os.environ.get("CLEANROOM_BENCH_IMPORT_ROWS", "1000000"))
 CHANGED = 10_000
 ADMIN = "admin@acme.example"
