@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.convert.model import MAX_COLUMNS, ConversionFailed, ConvertLimits, Deadline, cell_text, describe
@@ -121,7 +121,7 @@ def emit_rows(data: bytes, filename: str, limits: RowLimits, out) -> None:
                 if index % 4096 == 0:
                     deadline.check()
                 emitter.add_row(index, [cell_text(v) for v in row])
-        out.write(json.dumps({"end": True}) + "\n")
+        out.write(json.dumps({"end": True, "peak_rss_kib": _peak_rss_kib()}) + "\n")
     except ConversionFailed as exc:
         out.write(json.dumps({"error": str(exc)}) + "\n")
     except csv.Error as exc:
@@ -132,6 +132,18 @@ def emit_rows(data: bytes, filename: str, limits: RowLimits, out) -> None:
         out.write(json.dumps({"error": f"The file cannot be read ({type(exc).__name__}: {str(exc)[:200]})."}))
         out.write("\n")
     out.flush()
+
+
+def _peak_rss_kib() -> int:
+    """This process's peak resident memory (VmHWM), for the bench: the child's own, whatever namespaces hide."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def _lines(text: str) -> Iterator[str]:
@@ -210,6 +222,7 @@ class RowStream:
     header: list[str]
     kind: str
     rows: Iterator[tuple[int, list[str]]]
+    stats: dict[str, int] = field(default_factory=dict)  # filled at the end: the child's peak_rss_kib
 
 
 def stream_rows(
@@ -321,11 +334,13 @@ def stream_rows(
                 elif isinstance(item, dict) and "error" in item:
                     raise ImportFileRefused(str(item["error"]))
                 elif isinstance(item, dict) and item.get("end"):
+                    stream.stats["peak_rss_kib"] = int(item.get("peak_rss_kib") or 0)
                     return
         finally:
             cleanup()
 
-    return RowStream(header=[str(h) for h in first["header"]], kind=str(first.get("kind", "")), rows=rows())
+    stream = RowStream(header=[str(h) for h in first["header"]], kind=str(first.get("kind", "")), rows=rows())
+    return stream
 
 
 def main() -> None:
