@@ -128,6 +128,9 @@ class Settings(BaseSettings):
     cold_boot_timeout_seconds: int = 240
 
     # runs
+    # re-runs for evidence (backend/evidence/rerun.py) one company may ask for in 24 hours: they are not
+    # charged, so this bounds the VM time an auditor's requests take (one at a time per company besides)
+    rerun_daily_budget: int = Field(default=20, ge=0)
     max_attempts: int = 3
     max_actions_per_run: int = 500
     max_code_bytes: int = 200_000

@@ -18,6 +18,19 @@ CSS = """
 .cr-code td { vertical-align: top; }
 .cr-code pre { margin: 0; padding: 0; line-height: 1.45 !important; font-size: 13px; font-family: inherit;
   white-space: pre; background: transparent; }
+@media (max-width: 599.98px) {
+  /* a phone soft-wraps the code (issue 52, D-L7): nothing sits out of sight past the right edge of the box.
+     Line numbers move into each line (the table's column could not follow a wrapped line), and a wrapped
+     line's continuation is indented under its text. */
+  .cr-code pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+  .cr-code td.linenos { display: none; }
+  .cr-code td.code { padding-left: 0; }
+  .cr-code td.code pre { counter-reset: cr-line; }
+  .cr-code td.code pre > span[id^="cr-line-"] { display: block; counter-increment: cr-line;
+    padding-left: 3.2em; text-indent: -3.2em; }
+  .cr-code td.code pre > span[id^="cr-line-"]::before { content: counter(cr-line); display: inline-block;
+    width: 2.6em; margin-right: 0.6em; text-align: right; text-indent: 0; color: #8a8f98; user-select: none; }
+}
 .cr-pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px;
   white-space: pre-wrap; word-break: break-word; background: #f6f7f9; border-radius: 4px; padding: 8px; }
 .cr-clickable tbody tr { cursor: pointer; }

@@ -246,8 +246,11 @@ class Excerpt(ui.element):
 
 
 def code_block(code: str) -> ui.html:
-    """The full code, syntax-highlighted, with line numbers; invisible characters made visible."""
-    formatter = HtmlFormatter(linenos="table", noclasses=True, style="default", nobackground=True)
+    """The full code, syntax-highlighted, with line numbers; invisible characters made visible. Each line is
+    a span of its own (`cr-line-N`): a phone soft-wraps them and numbers them itself (console/theme.py)."""
+    formatter = HtmlFormatter(
+        linenos="table", noclasses=True, style="default", nobackground=True, linespans="cr-line"
+    )
     html = highlight(reveal_invisible(code), PythonLexer(stripnl=False, ensurenl=True), formatter)
     return ui.html(html, sanitize=False).classes("cr-code w-full overflow-x-auto border rounded").mark("code")
 
@@ -321,6 +324,52 @@ def code_findings(run: RunDetail) -> list[Finding]:
 
 def code_lines(code: str) -> int:
     return code.count("\n") + (0 if code.endswith("\n") else 1)
+
+
+# Code can be hidden past what a reader sees of a line: `x = 1`, 300 spaces, then `; open(...)` reads as one
+# harmless line in a box that scrolls sideways. The approval screen flags lines longer than LONG_LINE columns
+# (tabs at 8) and runs of more than SPACE_RUN spaces between two characters of a line (indentation and trailing
+# spaces hide nothing after them; indentation that pushes code out of sight is a long line).
+LONG_LINE = 150
+SPACE_RUN = 20
+_SPACE_RUN = re.compile(rf"\S\s{{{SPACE_RUN + 1},}}\S")  # any space: U+00A0, U+2003… too
+
+
+def wide_lines(code: str) -> tuple[list[int], list[int]]:
+    """The line numbers (from 1) of lines longer than LONG_LINE columns, and of lines with a run of more than
+    SPACE_RUN spaces inside them."""
+    long, spaced = [], []
+    for number, line in enumerate(code.splitlines(), start=1):
+        wide = line.expandtabs(8)
+        if len(wide) > LONG_LINE:
+            long.append(number)
+        if _SPACE_RUN.search(wide):
+            spaced.append(number)
+    return long, spaced
+
+
+def _line_list(numbers: list[int]) -> str:
+    shown = ", ".join(str(n) for n in numbers[:5])
+    return shown + (f" and {len(numbers) - 5} more" if len(numbers) > 5 else "")
+
+
+def wide_line_chips(code: str, where: str = "") -> None:
+    """The approval summary's flags for code a reader may not see on the line it is on (`where`: which
+    step's code, on a flow's page)."""
+    long, spaced = wide_lines(code)
+    if long:
+        ui.chip(
+            f"{where}line(s) {_line_list(long)} longer than {LONG_LINE} columns: read them to the end",
+            icon="keyboard_tab",
+            color="red-2",
+        ).mark("long-lines")
+    if spaced:
+        ui.chip(
+            f"{where}line(s) {_line_list(spaced)} with a run of more than {SPACE_RUN} spaces: "
+            "code may sit out of sight after it",
+            icon="space_bar",
+            color="red-2",
+        ).mark("space-runs")
 
 
 def bundle_hash(run: RunDetail) -> str | None:

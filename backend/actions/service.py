@@ -19,8 +19,9 @@ from backend.records import tables as record_tables
 from backend.records.datasets import DATASETS, REFERENCES, AnyDataset
 from backend.records.service import select_columns
 from backend.records.values import ValueProblem, coerce_value, to_json
-from backend.records.visibility import find_dataset, visible_record
-from backend.runs.read import get_run_row
+from backend.records.visibility import find_dataset, unreadable_sources, visible_record
+from backend.runs.read import get_run_row, withheld_reason
+from backend.runs.sources import run_sources
 from backend.runs.tables import Run
 from backend.sandbox import actions_cap
 from backend.staging.service import staged_versions
@@ -121,13 +122,14 @@ async def _check_permission(
 
 async def _new_key(dataset: AnyDataset, changes: dict[str, Any]) -> str:
     """A create in a company-defined dataset sets its key column to a key no row of the dataset has."""
-    value = changes.get(dataset.key_column)
+    key_column = dataset.key_column  # type: ignore[union-attr]
+    value = changes.get(key_column)
     if value is None or value == "":
-        raise ItemProblem(f"a new {dataset.name} record needs its key column {dataset.key_column}")
-    key = str(to_json(coerce(dataset, dataset.key_column, value)))
+        raise ItemProblem(f"a new {dataset.name} record needs its key column {key_column}")
+    key = str(to_json(coerce(dataset, key_column, value)))
     table = record_tables.DatasetRow
     if await table.exists().where((table.dataset == dataset.id) & (table.external_key == key)):
-        raise ItemProblem(f"{dataset.name} already has a record with {dataset.key_column} {key!r}")
+        raise ItemProblem(f"{dataset.name} already has a record with {key_column} {key!r}")
     return key
 
 
@@ -231,32 +233,54 @@ async def list_items(ctx: UserContext, run_id: int) -> list[ActionItemInfo]:
         .order_by(ActionItem.index)
         .output(load_json=True)
     )
-    return [await shown_to(ctx, run, item_payload(r, run)) for r in rows]
+    unreadable = unreadable_sources(ctx, await run_sources(run))
+    return [await shown_to(ctx, run, item_payload(r, run), unreadable) for r in rows]
 
 
 VALUES_WITHHELD = "withheld: an auditor sees this change's values only when they may read the record"
 
 
-async def may_read_values(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) -> bool:
-    """Whether `ctx` sees an item's values: anyone but an auditor (who reached the run), the run's own
-    requester, and an auditor who may read the record itself, by the one visibility rule. The audit export
-    asks this too, for the entries about an item."""
+async def values_withheld(
+    ctx: UserContext, run: dict[str, Any], item: ActionItemInfo, unreadable: list[str] | None = None
+) -> str | None:
+    """Why `ctx` does not see an item's values (proposed changes, the record before, the raw entry, the
+    reason), or None. They are what the run that proposed them computed, so first the rule its printed output
+    follows: `unreadable_sources` of the run's sources (`unreadable`, when the caller read them already); a
+    requester who lost a permission sees their old items' values no more. Then, for an auditor on someone
+    else's run, the record itself, by the one visibility rule (records.visibility), as any member would."""
+    if unreadable is None:
+        unreadable = unreadable_sources(ctx, await run_sources(run))
+    if unreadable:
+        return withheld_reason(unreadable)
     if not ctx.is_auditor or run["requested_by"] == ctx.user_id:
-        return True
+        return None
     record_id = item.record_id if item.op == "update" else item.created_record_id
     dataset = await find_dataset(ctx.company_id, item.dataset) if item.dataset else None
-    if dataset is None or not ctx.can(dataset.name) or record_id is None:
-        return False
-    return bool(await visible_record(ctx, dataset, record_id, dataset.table.id))
+    readable = dataset is not None and ctx.can(dataset.name) and record_id is not None
+    if readable and await visible_record(ctx, dataset, record_id, dataset.table.id):  # type: ignore[arg-type]
+        return None
+    return VALUES_WITHHELD
 
 
-async def shown_to(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) -> ActionItemInfo:
-    """An item of someone else's run as an auditor sees it: what, where, its status and who decided it, and its
-    values (proposed changes, the record before, the raw entry, the reason) only when the auditor may read
-    the record itself, by the one visibility rule (records.visibility), as any member would."""
-    if await may_read_values(ctx, run, item):
+async def may_read_values(ctx: UserContext, run: dict[str, Any], item: ActionItemInfo) -> bool:
+    """Whether `ctx` sees an item's values (`values_withheld`). The audit export asks this too, for the
+    entries about an item."""
+    return await values_withheld(ctx, run, item) is None
+
+
+async def shown_to(
+    ctx: UserContext, run: dict[str, Any], item: ActionItemInfo, unreadable: list[str] | None = None
+) -> ActionItemInfo:
+    """An item as `ctx` sees it: what, where, its status and who decided it, and its values only when
+    `values_withheld` says nothing."""
+    why = await values_withheld(ctx, run, item, unreadable)
+    if why is None:
         return item
-    withheld = {"changes": {}, "before": None, "raw": None, "reason": VALUES_WITHHELD}
+    return _withheld_item(item, why)
+
+
+def _withheld_item(item: ActionItemInfo, reason: str) -> ActionItemInfo:
+    withheld = {"changes": {}, "before": None, "raw": None, "reason": reason}
     return item.model_copy(update={**withheld, "values_withheld": True})
 
 
@@ -319,9 +343,14 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
         # the decider's edit permission and the record's visibility (a new key for a create), now
         await _check_permission(ctx, parsed, dataset)
         run = (
-            await Run.select(Run.id, Run.datasets).where(Run.id == row["run"]).output(load_json=True).first()
+            await Run.select(Run.id, *ITEM_RUN_COLUMNS)
+            .where(Run.id == row["run"])
+            .output(load_json=True)
+            .first()
         )
         await _check_bounds(ctx, run, parsed)  # the run's scope, and references inside the company, now
+        if unreadable := unreadable_sources(ctx, await run_sources(run)):  # its values are withheld from them
+            raise ItemProblem(withheld_reason(unreadable))
     except ItemProblem as exc:
         await audit.record(
             "action.refused",
@@ -332,24 +361,22 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
             data={"run_id": row["run"], "problem": str(exc)},
         )
         raise Forbidden(f"not applied: {exc}") from exc
-    if not dataset.builtin:
-        created = await _accept_defined(ctx, row, dataset)
-        return await _accepted(ctx, item_id, row, created)
-    values = {getattr(dataset.table, f): coerce(dataset, f, v) for f, v in row["changes"].items()}
+    coerced = {f: coerce(dataset, f, v) for f, v in row["changes"].items()}
     now = clock.now()
     table = dataset.table
+    accepted = {
+        "run_id": row["run"],
+        "op": row["op"],
+        "dataset": row["dataset"],
+        "record_id": row["record_id"],
+        "changes": row["changes"],
+    }
     if row["op"] == "update":
-        async with ActionItem._meta.db.transaction():
+        # the decision, the write and its entry (`action.accepted`, or `action.conflict`) in one transaction
+        async with audit.atomic():
             # claim the item first (a write, so SQLite serialises the two writers instead of failing one)
             await _decide(item_id, ItemStatus.accepted, ctx)
-            values[table.version] = row["staged_version"] + 1
-            values[table.updated_at] = now
-            written = (
-                await table.update(values)
-                .where((table.id == row["record_id"]) & (table.version == row["staged_version"]))
-                .returning(table.id)
-            )
-            conflict = not written
+            conflict = not await _write_update(dataset, row, coerced, now)
             if conflict:
                 current = await table.select(table.version).where(table.id == row["record_id"]).first()
                 found = current["version"] if current else "deleted"
@@ -360,159 +387,121 @@ async def accept(ctx: UserContext, item_id: int) -> ActionItemInfo:
                 await ActionItem.update(
                     {ActionItem.status: ItemStatus.conflict, ActionItem.problem: problem}
                 ).where(ActionItem.id == item_id)
+                await audit.record(
+                    "action.conflict",
+                    actor=ctx.actor,
+                    company_id=ctx.company_id,
+                    subject_type="action_item",
+                    subject_id=item_id,
+                    data={"run_id": row["run"], "dataset": row["dataset"], "record_id": row["record_id"]},
+                )
+            else:
+                await _record_accepted(ctx, item_id, accepted)
         if conflict:
-            await audit.record(
-                "action.conflict",
-                actor=ctx.actor,
-                company_id=ctx.company_id,
-                subject_type="action_item",
-                subject_id=item_id,
-                data={"run_id": row["run"], "dataset": row["dataset"], "record_id": row["record_id"]},
-            )
             raise Conflict(problem)
-        created = None
     else:
-        record = table(
-            company=ctx.company_id,
-            owner=ctx.user_id,
-            team=min(ctx.team_ids) if ctx.team_ids else None,
-            visibility="team" if ctx.team_ids else "private",
-            created_at=now,
-            updated_at=now,
-            version=1,
-        )
-        for column, value in values.items():
-            setattr(record, column._meta.name, value)
-        async with ActionItem._meta.db.transaction():
+        key = None if dataset.builtin else await _new_key(dataset, row["changes"])
+        async with audit.atomic():  # the decision, the new record and `action.accepted` land together
             await _decide(
                 item_id, ItemStatus.accepted, ctx
             )  # first: a second accept stops here and creates nothing
-            await record.save()
-            created = record.id
+            created = await _write_create(ctx, dataset, coerced, key, now)
             await ActionItem.update({ActionItem.created_record_id: created}).where(ActionItem.id == item_id)
-    return await _accepted(ctx, item_id, row, created)
+            await _record_accepted(ctx, item_id, {**accepted, "record_id": created})
+    return await get_item(ctx, item_id)
 
 
-async def _conflict(ctx: UserContext, item_id: int, row: dict[str, Any], found: Any) -> Conflict:
-    problem = (
-        f"the record changed since it was staged (staged version {row['staged_version']}, now {found}); "
-        "nothing was written"
-    )
-    await ActionItem.update({ActionItem.status: ItemStatus.conflict, ActionItem.problem: problem}).where(
-        ActionItem.id == item_id
-    )
-    return Conflict(problem)
+async def _write_update(dataset: AnyDataset, row: dict[str, Any], coerced: dict[str, Any], now: Any) -> bool:
+    """The accepted change written only while the record is at the staged version; whether it was. A
+    company-defined row's changed values are merged into its JSON (and its key follows its key column)."""
+    table = dataset.table
+    where = (table.id == row["record_id"]) & (table.version == row["staged_version"])
+    values: dict[Any, Any] = {table.version: row["staged_version"] + 1, table.updated_at: now}
+    if dataset.builtin:
+        values.update({getattr(table, f): v for f, v in coerced.items()})
+    else:
+        where = where & (table.dataset == dataset.id)
+        current = await table.select(table.values).where(where).first()
+        if current is None:
+            return False
+        stored = current["values"]
+        stored = json.loads(stored) if isinstance(stored, str) else (stored or {})
+        changes = {f: to_json(v) for f, v in coerced.items()}
+        values[table.values] = json.dumps(dict(sorted({**stored, **changes}.items())))
+        key_column = dataset.key_column  # type: ignore[union-attr]
+        if key_column in changes:
+            values[table.external_key] = str(changes[key_column])
+    return bool(await table.update(values).where(where).returning(table.id))
 
 
-async def _accept_defined(ctx: UserContext, row: dict[str, Any], dataset: AnyDataset) -> int | None:
-    """An accepted change to a company-defined dataset's row: the same claim, version check and ownership
-    of a created row as a built-in's, the values merged into the row's JSON."""
-    item_id = row["id"]
-    changes = {f: to_json(coerce(dataset, f, v)) for f, v in row["changes"].items()}
-    table = record_tables.DatasetRow
-    now = clock.now()
-    if row["op"] == "update":
-        error: Conflict | None = None
-        async with ActionItem._meta.db.transaction():
-            await _decide(item_id, ItemStatus.accepted, ctx)
-            current = (
-                await table.select(table.values, table.version)
-                .where((table.id == row["record_id"]) & (table.dataset == dataset.id))
-                .first()
-            )
-            if current is None or current["version"] != row["staged_version"]:
-                error = await _conflict(ctx, item_id, row, current["version"] if current else "deleted")
-            else:
-                values = current["values"]
-                merged = {**(json.loads(values) if isinstance(values, str) else values or {}), **changes}
-                update: dict[Any, Any] = {
-                    table.values: json.dumps(merged),
-                    table.version: row["staged_version"] + 1,
-                    table.updated_at: now,
-                }
-                if dataset.key_column in changes:
-                    update[table.external_key] = str(changes[dataset.key_column])
-                written = (
-                    await table.update(update)
-                    .where((table.id == row["record_id"]) & (table.version == row["staged_version"]))
-                    .returning(table.id)
-                )
-                if not written:
-                    error = await _conflict(ctx, item_id, row, "changed meanwhile")
-        if error is not None:
-            await audit.record(
-                "action.conflict",
-                actor=ctx.actor,
-                company_id=ctx.company_id,
-                subject_type="action_item",
-                subject_id=item_id,
-                data={"run_id": row["run"], "dataset": row["dataset"], "record_id": row["record_id"]},
-            )
-            raise error
-        return None
-    key = await _new_key(dataset, row["changes"])
-    async with ActionItem._meta.db.transaction():
-        await _decide(item_id, ItemStatus.accepted, ctx)  # first: a second accept stops here
-        created = (
-            await table.insert(
-                table(
-                    company=ctx.company_id,
-                    dataset=dataset.id,
-                    external_key=key,
-                    owner=ctx.user_id,
-                    team=min(ctx.team_ids) if ctx.team_ids else None,
-                    visibility="team" if ctx.team_ids else "private",
-                    values=json.dumps(changes),
-                    created_at=now,
-                    updated_at=now,
-                    version=1,
-                )
-            ).returning(table.id)
-        )[0]["id"]
-        await ActionItem.update({ActionItem.created_record_id: created}).where(ActionItem.id == item_id)
-    return created
+async def _write_create(
+    ctx: UserContext, dataset: AnyDataset, coerced: dict[str, Any], key: str | None, now: Any
+) -> int:
+    """A created record, owned as every created record is: by the decider, in their first team."""
+    table = dataset.table
+    owned = {
+        "company": ctx.company_id,
+        "owner": ctx.user_id,
+        "team": min(ctx.team_ids) if ctx.team_ids else None,
+        "visibility": "team" if ctx.team_ids else "private",
+        "created_at": now,
+        "updated_at": now,
+        "version": 1,
+    }
+    if dataset.builtin:
+        record = table(**owned)
+        for field, value in coerced.items():
+            setattr(record, field, value)
+        await record.save()
+        return record.id
+    values = json.dumps(dict(sorted({f: to_json(v) for f, v in coerced.items()}.items())))
+    record = table(**owned, dataset=dataset.id, external_key=key, values=values)
+    return (await table.insert(record).returning(table.id))[0]["id"]
 
 
-async def _accepted(
-    ctx: UserContext, item_id: int, row: dict[str, Any], created: int | None
-) -> ActionItemInfo:
+async def _record_accepted(ctx: UserContext, item_id: int, data: dict[str, Any]) -> None:
+    """`action.accepted`, inside the transaction of the decision and the write it records."""
     await audit.record(
         "action.accepted",
         actor=ctx.actor,
         company_id=ctx.company_id,
         subject_type="action_item",
         subject_id=item_id,
-        data={
-            "run_id": row["run"],
-            "op": row["op"],
-            "dataset": row["dataset"],
-            "record_id": row["record_id"] or created,
-            "changes": row["changes"],
-        },
+        data=data,
     )
-    return await get_item(ctx, item_id)
 
 
 async def reject(ctx: UserContext, item_id: int, reason: str | None = None) -> ActionItemInfo:
     ctx.require_person("rejecting a proposed change")
     row = await _item_for(ctx, item_id)
-    await _decide(item_id, ItemStatus.rejected, ctx, (reason or "").strip()[:2000] or None)
-    await audit.record(
-        "action.rejected",
-        actor=ctx.actor,
-        company_id=ctx.company_id,
-        subject_type="action_item",
-        subject_id=item_id,
-        data={"run_id": row["run"], "reason": reason or ""},
-    )
+    async with audit.atomic():  # the decision and `action.rejected` land together, or neither
+        await _decide(item_id, ItemStatus.rejected, ctx, (reason or "").strip()[:2000] or None)
+        await audit.record(
+            "action.rejected",
+            actor=ctx.actor,
+            company_id=ctx.company_id,
+            subject_type="action_item",
+            subject_id=item_id,
+            data={"run_id": row["run"], "reason": reason or ""},
+        )
     return await get_item(ctx, item_id)
 
 
 async def get_item(ctx: UserContext, item_id: int) -> ActionItemInfo:
     row = await _visible_item(ctx, item_id)
-    run = (
-        await Run.select(Run.narrowed_from, Run.flow_id, Run.flow_step, Run.requested_by)
-        .where(Run.id == row["run"])
-        .first()
-    )
-    return await shown_to(ctx, run, item_payload(row, run))
+    run = await Run.select(*ITEM_RUN_COLUMNS).where(Run.id == row["run"]).output(load_json=True).first()
+    unreadable = unreadable_sources(ctx, await run_sources(run))
+    return await shown_to(ctx, run, item_payload(row, run), unreadable)
+
+
+# what an item shows of its run, and what the run's sources are read from (runs.sources.run_sources)
+ITEM_RUN_COLUMNS = (
+    Run.narrowed_from,
+    Run.flow_id,
+    Run.flow_step,
+    Run.requested_by,
+    Run.company,
+    Run.datasets,
+    Run.file_ids,
+    Run.source_datasets,
+)

@@ -42,7 +42,13 @@ class AuditEntryInfo(BaseModel):
         )
 
 
-CONTENT_KEYS = ("changes", "before", "stdout", "stderr", "excerpt", "raw")  # values, not facts about them
+# what an entry carries that is a record's or a run's contents, not a fact about them: proposed values, a
+# record before, printed output, staged excerpts, a raw actions.json entry, and the names, hashes and
+# reasons of what a run wrote, was refused or was handed (its code chose them, so they can carry data:
+# `run.finished`, `run.rerun_finished`, `flow.step_handed`, a run output's `drive.uploaded`)
+VALUE_KEYS = ("changes", "before", "stdout", "stderr", "excerpt", "raw")
+OUTPUT_KEYS = ("outputs", "rejected_files", "carried", "files")
+CONTENT_KEYS = (*VALUE_KEYS, *OUTPUT_KEYS)
 
 
 class AuditVerification(BaseModel):

@@ -26,7 +26,7 @@ from backend.localhost import start_fleet_host
 from backend.settings import REPO_ROOT
 
 TRIVIAL = "import time\nprint(time.time_ns(), flush=True)\n"
-FINISHED = {"succeeded", "failed", "timed_out", "out_of_memory", "error", "cancelled", "rejected"}
+FINISHED = {"succeeded", "failed", "timed_out", "out_of_memory", "error", "cancelled", "rejected", "skipped"}
 
 
 def _admin_url() -> str:

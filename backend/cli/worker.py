@@ -47,7 +47,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         api_url: str = typer.Option(
             None, "--api", help="the API's base URL (default: settings api_base_url)", show_default=False
         ),
-        capacity: int = typer.Option(None, help="VMs at once (default: settings max_concurrent_vms)"),
+        capacity: int = typer.Option(
+            None, help="VMs at once, within what the host was enrolled for (default: settings max_concurrent_vms)"
+        ),
         insecure: bool = typer.Option(
             False, "--insecure", help="allow plain http to a non-loopback --api (the token travels in clear)"
         ),
@@ -141,14 +143,22 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     app.add_typer(workers, name="workers")
 
     @workers.command("enroll")
-    def enroll(host_id: str = typer.Argument(..., help="the host id the token is for")) -> None:
-        """A new enrollment token for HOST_ID, printed once (only its hash is kept)."""
+    def enroll(
+        host_id: str = typer.Argument(..., help="the host id the token is for"),
+        capacity: int = typer.Option(
+            None, help="the most VMs at once the host is offered runs for (default: settings max_concurrent_vms)"
+        ),
+    ) -> None:
+        """A new enrollment token for HOST_ID, printed once (only its hash is kept). The host's capacity is
+        set here: what it says when it registers is capped by it."""
         from backend.errors import AppError
         from backend.fleet import service
 
         try:
             token = run_db(
-                lambda: service.enroll(host_id, created_by=f"cli:{os.environ.get('USER', 'root')}")
+                lambda: service.enroll(
+                    host_id, created_by=f"cli:{os.environ.get('USER', 'root')}", capacity=capacity
+                )
             )
         except AppError as exc:
             fail(str(exc.detail))

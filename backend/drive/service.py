@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
-import weakref
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -18,6 +16,7 @@ from backend import clock
 from backend.audit import service as audit
 from backend.convert import TEXT_EXTENSIONS, ConversionFailed, sniff_kind
 from backend.convert.sniff import mapped
+from backend.credits.service import lock_company
 from backend.drive import blobs
 from backend.drive.tables import DriveFile, DriveFolder
 from backend.errors import AppError, Invalid, NotFound
@@ -48,9 +47,6 @@ class TooManyUploads(AppError):
 
 UPLOAD_WINDOW = timedelta(hours=1)
 MB = 1024 * 1024
-# one quota check-and-insert at a time per company in this process, so two uploads cannot both fit the
-# same room (the API is the only process that files uploads)
-_quota_locks: weakref.WeakValueDictionary[tuple[int, int], asyncio.Lock] = weakref.WeakValueDictionary()
 
 
 def _check_name(name: str) -> str:
@@ -215,30 +211,42 @@ async def upload(
             raise TooLarge(f"{name} is over the limit per file of {limit:,} bytes") from None
     try:
         kind = await asyncio.to_thread(_kind_of_file, received.path, name)
-        lock = _quota_lock(ctx.company_id) if person else contextlib.nullcontext()
-        async with lock:
-            if person:
-                await _check_quota(ctx, received.size)
+
+        async def file_it() -> DriveFile:
             digest = await asyncio.to_thread(blobs.keep, received)
             row = await _file_row(
                 ctx, name, digest, received.size, kind, folder_id, visibility, run_id, source_datasets
             )
+            named = {"name": name, "sha256": digest}
+            await audit.record(
+                "drive.uploaded",
+                actor=audit_actor or ctx.actor,
+                company_id=ctx.company_id,
+                subject_type="drive_file",
+                subject_id=row.id,
+                data={
+                    # a run's output: its name and hash are what the run's code chose and made, the run's
+                    # contents (audit CONTENT_KEYS), shown as the run's outputs are
+                    **(named if run_id is None else {"run_id": run_id, "outputs": [named]}),
+                    "size": received.size,
+                    "folder_id": folder_id,
+                    **({"source_datasets": sorted(set(source_datasets))} if source_datasets else {}),
+                },
+            )
+            return row
+
+        if person:
+            # the check and the insert, and the entry, in one transaction holding the company's row: a second
+            # upload of the company, in this process or any other, waits and then counts this one
+            async with audit.atomic():
+                await lock_company(ctx.company_id)
+                await _check_upload_rate(ctx)
+                await _check_quota(ctx, received.size)
+                row = await file_it()
+        else:
+            row = await file_it()
     finally:
         await asyncio.to_thread(blobs.discard, received)  # a no-op once kept
-    await audit.record(
-        "drive.uploaded",
-        actor=audit_actor or ctx.actor,
-        company_id=ctx.company_id,
-        subject_type="drive_file",
-        subject_id=row.id,
-        data={
-            "name": name,
-            "size": received.size,
-            "sha256": digest,
-            "folder_id": folder_id,
-            **({"source_datasets": sorted(set(source_datasets))} if source_datasets else {}),
-        },
-    )
     return file_payload(await DriveFile.select().where(DriveFile.id == row.id).first())
 
 
@@ -287,14 +295,6 @@ async def _file_row(
     )
     await row.save()
     return row
-
-
-def _quota_lock(company_id: int) -> asyncio.Lock:
-    key = (id(asyncio.get_running_loop()), company_id)
-    lock = _quota_locks.get(key)
-    if lock is None:
-        lock = _quota_locks[key] = asyncio.Lock()
-    return lock
 
 
 async def _limits(company_id: int) -> dict[str, int]:

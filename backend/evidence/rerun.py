@@ -10,7 +10,8 @@ output and each output file's sha256 match the original run's.
 
 Never the assistant's token (the handler does not open to it), never a member, never another company's
 person. Not charged: a re-run is an audit check, not the company's work, so it draws nothing from the credit
-pool and is bounded instead (one re-run at a time per company, under the original run's own limits); the
+pool and is bounded instead (one re-run at a time per company, held on the company's row so it holds across
+API processes; at most `rerun_daily_budget` a company in 24 hours; under the original run's own limits); the
 request's and the result's audit entries say `charged: false`. Only runs whose VM ran keep a bundle, and not a
 flow's steps (what earlier steps handed them is not kept). In a fleet (`CLEANROOM_WORKERS=fleet`) re-runs are
 refused: the hypervisor hosts take runs only.
@@ -27,10 +28,13 @@ from typing import Any
 
 from backend import clock
 from backend.audit import service as audit
+from backend.credits import service as credits
 from backend.errors import Conflict, Forbidden, NotFound
 from backend.evidence.tables import IN_FLIGHT, EvidenceRerun, RerunStatus
 from backend.hashing import sha256_text
 from backend.runs import gates, queued
+from backend.runs.read import contents_withheld
+from backend.runs.sources import run_sources
 from backend.runs.tables import RETRYABLE, Run, RunStatus
 from backend.settings import get_settings
 from backend.tenancy.context import UserContext
@@ -124,10 +128,14 @@ async def request(ctx: UserContext, run_id: int) -> dict[str, Any]:
     company = await gates.require_feature(ctx.company_id)
     days = int(company["evidence_retention_days"] or 0)
     why = unavailable(run, days, company)
-    if why is None and await EvidenceRerun.exists().where(
-        (EvidenceRerun.company == ctx.company_id) & EvidenceRerun.status.is_in(list(IN_FLIGHT))
-    ):
-        why = ("rerun_in_progress", "a re-run of this company is queued or running; wait for it to end")
+    if why is None:
+        # the company's row held to the commit: the look at what is in flight (and spent today) and the insert
+        # are one step for every API process (two requests at once, in one process or two, queue one)
+        async with audit.atomic():  # the row and its entry land together or not at all
+            await credits.lock_company(ctx.company_id)
+            why = await _busy_or_spent(ctx.company_id)
+            if why is None:
+                row = await _queue(ctx, run_id, run)
     if why is not None:
         code, message = why
         await audit.record(
@@ -139,33 +147,65 @@ async def request(ctx: UserContext, run_id: int) -> dict[str, Any]:
             data={"reason": code, "message": message, **ctx.via()},
         )
         raise Conflict(message, code=code)
-    async with audit.atomic():  # the row and its entry land together or not at all
-        row = EvidenceRerun(
-            run=run_id,
-            company=ctx.company_id,
-            requested_by=ctx.user_id,
-            actor=ctx.actor,
-            status=RerunStatus.queued,
-            created_at=clock.now(),
-        )
-        await row.save()
-        await audit.record(
-            "run.rerun_requested",
-            actor=ctx.actor,
-            company_id=ctx.company_id,
-            subject_type="run",
-            subject_id=run_id,
-            data={
-                "rerun_id": row.id,
-                "code_sha256": run["approved_code_sha256"],
-                "bundle_sha256": run["approved_bundle_sha256"],
-                "actions": "discarded unread",
-                **NOT_CHARGED,
-                **ctx.via(),
-            },
-        )
     queued.announce()  # the worker picks re-runs up with runs
     return await get(ctx, run_id, row.id)
+
+
+BUDGET_WINDOW = timedelta(days=1)
+
+
+async def _busy_or_spent(company_id: int) -> tuple[str, str] | None:
+    """Why the company may not queue another re-run now (one in flight; its daily budget spent), or None.
+    Called holding the company's row (`request`)."""
+    if await EvidenceRerun.exists().where(
+        (EvidenceRerun.company == company_id) & EvidenceRerun.status.is_in(list(IN_FLIGHT))
+    ):
+        return "rerun_in_progress", "a re-run of this company is queued or running; wait for it to end"
+    budget = get_settings().rerun_daily_budget
+    since = clock.now() - BUDGET_WINDOW
+    recent = (
+        await EvidenceRerun.select(EvidenceRerun.created_at)
+        .where((EvidenceRerun.company == company_id) & (EvidenceRerun.created_at >= since))
+        .order_by(EvidenceRerun.created_at)
+    )
+    if len(recent) >= budget:
+        again = recent[len(recent) - budget]["created_at"] + BUDGET_WINDOW if budget else None
+        return (
+            "rerun_budget_spent",
+            f"this company has had {len(recent)} re-runs for evidence in the last 24 hours; the service allows "
+            f"{budget} a day (re-runs are not charged)"
+            + (f"; the next is possible from {again:%Y-%m-%d %H:%M} UTC" if again else ""),
+        )
+    return None
+
+
+async def _queue(ctx: UserContext, run_id: int, run: dict[str, Any]) -> EvidenceRerun:
+    """The re-run's row and its `run.rerun_requested` entry (inside the caller's transaction)."""
+    row = EvidenceRerun(
+        run=run_id,
+        company=ctx.company_id,
+        requested_by=ctx.user_id,
+        actor=ctx.actor,
+        status=RerunStatus.queued,
+        created_at=clock.now(),
+    )
+    await row.save()
+    await audit.record(
+        "run.rerun_requested",
+        actor=ctx.actor,
+        company_id=ctx.company_id,
+        subject_type="run",
+        subject_id=run_id,
+        data={
+            "rerun_id": row.id,
+            "code_sha256": run["approved_code_sha256"],
+            "bundle_sha256": run["approved_bundle_sha256"],
+            "actions": "discarded unread",
+            **NOT_CHARGED,
+            **ctx.via(),
+        },
+    )
+    return row
 
 
 def compare(original: dict[str, Any] | None, outcome: dict[str, Any]) -> dict[str, Any]:
@@ -215,9 +255,20 @@ def outcome_of(result: Any) -> dict[str, Any]:
     }
 
 
-def _public(row: dict[str, Any]) -> dict[str, Any]:
+# what a re-run's outcome and comparison hold of what the code made: its files' names and hashes, its refused
+# files and why, the guest's error text (the code chose them: they can carry data)
+OUTCOME_CONTENTS = ("files", "rejected_files", "error")
+
+
+def _public(row: dict[str, Any], withheld: str | None) -> dict[str, Any]:
+    """A re-run as shown; `withheld` (runs.read.contents_withheld of its run for the reader): without what
+    the code made, only whether it matched."""
     outcome = dict(row["outcome"] or {})
     outcome.pop("stdout_sha256", None)  # an auditor does not see what someone's run printed, nor its hash
+    comparison = row["comparison"]
+    if withheld:
+        outcome = {k: v for k, v in outcome.items() if k not in OUTCOME_CONTENTS}
+        comparison = {**comparison, "files": []} if comparison else comparison
     return {
         "id": row["id"],
         "run_id": row["run"],
@@ -228,13 +279,19 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
         "finished_at": row["finished_at"],
         "error_message": row["error_message"],
         "outcome": outcome or None,
-        "comparison": row["comparison"],
+        "comparison": comparison,
+        "withheld": withheld,
         **NOT_CHARGED,
     }
 
 
+async def _withheld(ctx: UserContext, run: dict[str, Any]) -> str | None:
+    """Why `ctx` does not see what the run's code made: the run detail's one rule."""
+    return contents_withheld(ctx, run, await run_sources(run))
+
+
 async def get(ctx: UserContext, run_id: int, rerun_id: int) -> dict[str, Any]:
-    await _run_for(ctx, run_id)
+    run = await _run_for(ctx, run_id)
     row = (
         await EvidenceRerun.select()
         .where(
@@ -247,7 +304,7 @@ async def get(ctx: UserContext, run_id: int, rerun_id: int) -> dict[str, Any]:
     )
     if row is None:
         raise NotFound(f"no re-run {rerun_id} of run {run_id}")
-    return _public(row)
+    return _public(row, await _withheld(ctx, run))
 
 
 async def overview(ctx: UserContext, run_id: int) -> dict[str, Any]:
@@ -263,6 +320,7 @@ async def overview(ctx: UserContext, run_id: int) -> dict[str, Any]:
         .order_by(EvidenceRerun.id, ascending=False)
         .output(load_json=True)
     )
+    withheld = await _withheld(ctx, run)
     return {
         "run_id": run_id,
         "retention_days": days,
@@ -270,12 +328,13 @@ async def overview(ctx: UserContext, run_id: int) -> dict[str, Any]:
         "available": why is None,
         "unavailable_code": why[0] if why else None,
         "unavailable_reason": why[1] if why else None,
-        "items": [_public(r) for r in rows],
+        "items": [_public(r, withheld) for r in rows],
     }
 
 
-async def for_pack(run_id: int, company_id: int) -> list[dict[str, Any]]:
-    """The run's re-runs for its evidence pack, oldest first: who asked, when, and what matched."""
+async def for_pack(run_id: int, company_id: int, *, withheld: str | None) -> list[dict[str, Any]]:
+    """The run's re-runs for its evidence pack, oldest first: who asked, when, and what matched (each file
+    by name and hash unless `withheld`)."""
     rows = (
         await EvidenceRerun.select()
         .where((EvidenceRerun.run == run_id) & (EvidenceRerun.company == company_id))
@@ -284,7 +343,8 @@ async def for_pack(run_id: int, company_id: int) -> list[dict[str, Any]]:
     )
     out = []
     for row in rows:
-        public, comparison = _public(row), row["comparison"] or {}
+        public = _public(row, withheld)
+        comparison = public["comparison"] or {}
         out.append(
             {
                 "id": public["id"],

@@ -19,6 +19,9 @@ class EvidencePack(BaseModel):
     isolation: dict[str, Any]
     outputs: list[dict[str, Any]]
     rejected_outputs: list[dict[str, Any]]
+    # why `outputs`, `rejected_outputs`, the entries' output names and the re-runs' files are empty: the reader
+    # may not see what the run made (runs.read.contents_withheld); None when they are listed
+    outputs_withheld: str | None = None
     action_items: list[dict[str, Any]]
     actions_discarded: bool
     credits_charged: float | None
@@ -53,6 +56,9 @@ class Rerun(BaseModel):
     error_message: str | None
     outcome: dict[str, Any] | None  # the re-run VM's status, exit code, files (name, size, sha256), vm
     comparison: RerunComparison | None
+    # why the outcome's and comparison's files (names, hashes, refused files) and the guest's error are not
+    # shown: the reader may not see what the run made (runs.read.contents_withheld); None when they are
+    withheld: str | None = None
     charged: bool  # always false: a re-run for evidence draws nothing from the credit pool
     credits: float
 

@@ -5,7 +5,10 @@ cover the run with their chain hashes (match them against an audit export: scrip
 
 Never record contents or output contents: no printed output, no excerpt of staged data in a warning, no
 proposed change's values (an audit entry's `changes` is withheld; its hash still names the exported line).
-Only someone who may see the run gets it (runs.read.get_run_row)."""
+Only someone who may see the run gets it (runs.read.get_run_row). What the run made - its output and refused
+files' names, sizes, hashes and reasons, its audit entries' `outputs`/`rejected_files`, its re-runs' files -
+only someone who may see its contents, by the run detail's one rule (`runs.read.contents_withheld`): its
+code chose those names, so they can carry data."""
 
 from __future__ import annotations
 
@@ -13,15 +16,16 @@ from typing import Any
 
 from backend.actions.tables import ActionItem
 from backend.audit import service as audit
+from backend.audit.schemas import OUTPUT_KEYS, VALUE_KEYS
 from backend.audit.tables import AuditEntry
 from backend.evidence import rerun
 from backend.runs import read
+from backend.runs.sources import run_sources
 from backend.runs.tables import Run
 from backend.tenancy.context import UserContext
 from backend.tenancy.tables import User
 
 FORMAT = 1
-CONTENT_KEYS = ("changes", "before", "stdout", "stderr", "excerpt", "raw")  # values, never shown here
 FINDING_KEYS = ("path", "sheet", "row", "column", "severity", "category", "reason")  # no excerpt, no span
 
 
@@ -29,9 +33,12 @@ def _finding(finding: dict[str, Any]) -> dict[str, Any]:
     return {k: finding.get(k) for k in FINDING_KEYS}
 
 
-def _entry(row: dict[str, Any]) -> dict[str, Any]:
+def _entry(row: dict[str, Any], *, outputs: bool) -> dict[str, Any]:
+    """An entry without its values (never shown here), and without the names of what the run made unless
+    `outputs` (the reader may see the run's contents)."""
     data = row["data"] if isinstance(row["data"], dict) else {}
-    withheld = sorted(k for k in data if k in CONTENT_KEYS)
+    hidden = VALUE_KEYS if outputs else (*VALUE_KEYS, *OUTPUT_KEYS)
+    withheld = sorted(k for k in data if k in hidden)
     return {
         # the company's own numbering and link (the lines of its audit export): no global seq, no prev_hash
         "seq": row["company_seq"] if row.get("company_seq") is not None else row["seq"],
@@ -40,7 +47,7 @@ def _entry(row: dict[str, Any]) -> dict[str, Any]:
         "action": row["action"],
         "subject_type": row["subject_type"],
         "subject_id": row["subject_id"],
-        "data": {k: v for k, v in data.items() if k not in CONTENT_KEYS},
+        "data": {k: v for k, v in data.items() if k not in hidden},
         "data_withheld": withheld,
         "company_prev_hash": row["company_prev_hash"],
         "hash": audit.company_link(row),
@@ -74,7 +81,9 @@ async def _revisions(row: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-async def _audit_entries(company_id: int, run_id: int, item_ids: list[int]) -> list[dict[str, Any]]:
+async def _audit_entries(
+    company_id: int, run_id: int, item_ids: list[int], *, outputs: bool
+) -> list[dict[str, Any]]:
     about_run = (AuditEntry.subject_type == "run") & (AuditEntry.subject_id == str(run_id))
     query = AuditEntry.select().where(AuditEntry.company_id == company_id)
     if item_ids:
@@ -87,7 +96,7 @@ async def _audit_entries(company_id: int, run_id: int, item_ids: list[int]) -> l
     rows = await query.order_by(AuditEntry.seq)
     for row in rows:
         row["data"] = audit.hashed_fields(row)["data"]
-    return [_entry(row) for row in rows]
+    return [_entry(row, outputs=outputs) for row in rows]
 
 
 def _approval_session(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -117,7 +126,8 @@ async def pack(ctx: UserContext, run_id: int) -> dict[str, Any]:
         .where(ActionItem.run == run_id)
         .order_by(ActionItem.index)
     )
-    entries = await _audit_entries(row["company"], run_id, [i["id"] for i in items])
+    withheld = read.contents_withheld(ctx, row, await run_sources(row))
+    entries = await _audit_entries(row["company"], run_id, [i["id"] for i in items], outputs=not withheld)
     result = row["result"] or {}
     manifest = row["manifest"] or {}
     return {
@@ -144,7 +154,7 @@ async def pack(ctx: UserContext, run_id: int) -> dict[str, Any]:
             "datasets": row["datasets"],
             "file_ids": row["file_ids"],
             "files": [
-                {k: v for k, v in f.items() if k not in CONTENT_KEYS} for f in manifest.get("files") or []
+                {k: v for k, v in f.items() if k not in VALUE_KEYS} for f in manifest.get("files") or []
             ],
             "errors": manifest.get("errors") or [],
             "source_datasets": row["source_datasets"],
@@ -170,17 +180,25 @@ async def pack(ctx: UserContext, run_id: int) -> dict[str, Any]:
             "exit_code": result.get("exit_code"),
             "vm": result.get("vm"),
             "timings_ms": result.get("timings_ms"),
+            # who says what `vm` and `timings_ms` hold: a fleet host's account is its own, the API cannot check it
+            "vm_reported_by": (
+                f"fleet host {row['host_id']} (self-reported: not verified by the API)"
+                if row["host_id"]
+                else "the API's embedded worker"
+            ),
         },
         "outputs": [
             {"name": f.get("name"), "size": f.get("size"), "sha256": f.get("sha256")}
-            for f in result.get("files") or []
+            for f in ([] if withheld else result.get("files") or [])
         ],
         "rejected_outputs": [
-            {"name": f.get("name"), "reason": f.get("reason")} for f in result.get("rejected_files") or []
+            {"name": f.get("name"), "reason": f.get("reason")}
+            for f in ([] if withheld else result.get("rejected_files") or [])
         ],
+        "outputs_withheld": withheld,
         "action_items": items,
         "actions_discarded": row["actions_discarded"],
         "credits_charged": row["credits_charged"],
         "audit_entries": entries,
-        "reruns": await rerun.for_pack(row["id"], row["company"]),
+        "reruns": await rerun.for_pack(row["id"], row["company"], withheld=withheld),
     }

@@ -212,14 +212,17 @@ async def source_datasets(run: dict[str, Any]) -> list[str]:
     return sorted(await staged_sources(run))
 
 
-async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
+async def record_result(run: dict[str, Any], result: Any, out_dir: Path, *, seconds: float | None = None) -> str:
     """Charge, then store what came back. The charge comes first and reads nothing the guest chose (only
-    the host's clock and the approved limits): no output name, actions.json entry or other hostile output
-    can end a run uncharged. Storing outputs and turning actions into items cannot raise past here: a
-    file Drive refuses becomes a rejected file, an actions.json that cannot become items becomes none."""
+    a clock and the approved limits): no output name, actions.json entry or other hostile output can end a
+    run uncharged. `seconds`: the run time charged, measured by the API (a fleet run: `service.api_seconds`);
+    None for the embedded worker, whose own sandbox call timed it. Storing outputs and turning actions into
+    items cannot raise past here: a file Drive refuses becomes a rejected file, an actions.json that cannot
+    become items becomes none."""
     run_id, company_id = run["id"], run["company"]
     actor = audit.run_actor(run_id)
-    seconds = max(0.0, (result.timings_ms.total or 0) / 1000)
+    if seconds is None:
+        seconds = max(0.0, (result.timings_ms.total or 0) / 1000)
     charged = await credits.charge(
         company_id=company_id,
         user_id=run["requested_by"],
@@ -275,6 +278,8 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path) -> str:
             "actions": None if result.actions is None else len(result.actions),
             "actions_discarded": bool(result.actions_discarded),
             "vm": result.vm.model_dump(mode="json"),
+            # a fleet host's account of its VM (virtualization, interfaces, image) is its own word
+            **({"vm_self_reported_by": run["host_id"]} if run.get("host_id") else {}),
             "credits": charged,
             "source_datasets": run.get("source_datasets"),
         },

@@ -13,6 +13,7 @@ from pathlib import Path
 from litestar import Controller, Request, get, post
 from litestar.response import Stream
 
+from backend import clock
 from backend.errors import AppError
 from backend.fleet import service, transfer
 from backend.fleet.schemas import Done, HeartbeatBody, HostBody, Job, RefuseBody, Registered
@@ -48,14 +49,16 @@ class WorkerController(Controller):
 
     @post("/hosts", status_code=200)
     async def register(self, request: Request, data: HostBody) -> Registered:
-        """A worker starts: its host id comes from its token; runs it held before are settled."""
-        host_id = await _host(request)
+        """A worker starts: its host id and the most VMs it is offered come from its token (the operator's
+        enrollment); runs it held before are settled."""
+        host_id, enrolled_capacity = await service.enrolled(request.headers.get("authorization", ""))
         settled = await service.register(
             host_id,
             libvirt_uri=data.libvirt_uri,
             virt_type=data.virt_type,
             image_hash=data.image_hash,
             capacity=data.capacity,
+            enrolled_capacity=enrolled_capacity,
         )
         return Registered(host_id=host_id, settled_runs=settled)
 
@@ -123,6 +126,7 @@ class WorkerController(Controller):
     @post("/runs/{run_id:int}/result", status_code=200)
     async def result(self, request: Request, run_id: int, expires: int, sig: str) -> Done:
         """The run's result and output files (a tar stream) from the host holding it, with its signed URL."""
+        arrived_at = clock.now()  # the end of its run time, on the API's clock (`service.api_seconds`)
         host_id = await _host(request)
         service.check_signature(run_id, host_id, "result", expires, sig)
         # refused before a byte is read; `record` reads the whole run again once the upload is in (the run
@@ -145,7 +149,7 @@ class WorkerController(Controller):
                 raise AppError(
                     f"the result could not be read: {exc}", code="invalid", status_code=422
                 ) from exc
-            status = await service.record(host_id, run_id, result, out / transfer.FILES)
+            status = await service.record(host_id, run_id, result, out / transfer.FILES, arrived_at=arrived_at)
             return Done(status=status)
         finally:
             await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)

@@ -25,13 +25,14 @@ from piccolo.columns.combination import WhereRaw
 
 from backend import clock, filemodes
 from backend.audit import service as audit
+from backend.credits import service as credits
 from backend.errors import AppError, Conflict, Forbidden, NotAuthenticated, NotFound
 from backend.execution.execute import end_entry, end_unstarted, finish, keeps_bundle, record_result
 from backend.fleet.results import revalidate
 from backend.fleet.tables import WorkerHost, WorkerToken
 from backend.flows import progress as flows
 from backend.hashing import sha256_text
-from backend.runs import queued
+from backend.runs import gates, queued
 from backend.runs.rows import whole_run
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult
@@ -47,9 +48,17 @@ WORKER_LOST = "worker lost"
 # --- enrollment tokens --------------------------------------------------------------------------------
 
 
-async def enroll(host_id: str, created_by: str) -> str:
-    """A new enrollment token for `host_id`; the plain token is returned once, only its hash is kept."""
+MAX_CAPACITY = 256  # VMs one host may be offered at once
+
+
+async def enroll(host_id: str, created_by: str, capacity: int | None = None) -> str:
+    """A new enrollment token for `host_id`; the plain token is returned once, only its hash is kept.
+    `capacity`: the most VMs at once its host is offered runs for (default `max_concurrent_vms`), the
+    operator's word: what the host says when it registers is capped by it (`register`)."""
     _check_host_id(host_id)
+    capacity = get_settings().max_concurrent_vms if capacity is None else capacity
+    if not 1 <= capacity <= MAX_CAPACITY:
+        raise AppError(f"a host's capacity is 1 to {MAX_CAPACITY} VMs", code="invalid")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     await WorkerToken.insert(
         WorkerToken(
@@ -58,10 +67,16 @@ async def enroll(host_id: str, created_by: str) -> str:
             token_hash=sha256_text(token),
             created_at=clock.now(),
             created_by=created_by,
+            capacity=capacity,
         )
     )
     await audit.record(
-        "worker.enrolled", actor=created_by, company_id=None, subject_type="worker", subject_id=host_id
+        "worker.enrolled",
+        actor=created_by,
+        company_id=None,
+        subject_type="worker",
+        subject_id=host_id,
+        data={"capacity": capacity},
     )
     return token
 
@@ -130,15 +145,27 @@ async def _host_of(row: dict[str, Any] | None) -> str:
 async def host_for_token(header: str) -> str:
     """The host id an `Authorization: Bearer cwt_…` header enrolled; 401 for anything else (a person's
     session, the assistant's token, a revoked or unknown worker token)."""
+    return (await enrolled(header))[0]
+
+
+async def enrolled(header: str) -> tuple[str, int]:
+    """`host_for_token`, and the capacity the operator enrolled that token with (a token made before
+    capacities were set: the API's `max_concurrent_vms`)."""
     token = _presented_token(header)
     row = (
         await WorkerToken.select(
-            WorkerToken.id, WorkerToken.host_id, WorkerToken.revoked, WorkerToken.last_used_at
+            WorkerToken.id,
+            WorkerToken.host_id,
+            WorkerToken.revoked,
+            WorkerToken.last_used_at,
+            WorkerToken.capacity,
         )
         .where(WorkerToken.token_hash == sha256_text(token))
         .first()
     )
-    return await _host_of(row)
+    host_id = await _host_of(row)
+    assert row is not None
+    return host_id, row["capacity"] or get_settings().max_concurrent_vms
 
 
 def _check_host_id(host_id: str) -> None:
@@ -182,15 +209,20 @@ def check_signature(run_id: int, host_id: str, purpose: str, expires: int, sig: 
 # --- hosts --------------------------------------------------------------------------------------------
 
 
-async def register(host_id: str, *, libvirt_uri: str, virt_type: str, image_hash: str, capacity: int) -> int:
+async def register(
+    host_id: str, *, libvirt_uri: str, virt_type: str, image_hash: str, capacity: int, enrolled_capacity: int
+) -> int:
     """A worker (re)starts. Runs this host held before are from a previous life of it: those whose VM had
-    not started go back to the queue, the others end `worker lost`. Returns how many were settled."""
+    not started go back to the queue, the others end `worker lost`. Returns how many were settled. The
+    slots it is offered runs for are what it says (`capacity`: it may run fewer) within what the operator
+    enrolled it with (`enrolled_capacity`): a host that says more gets no larger share of the queue."""
     now = clock.now()
+    granted = max(1, min(capacity, enrolled_capacity))
     values = {
         WorkerHost.libvirt_uri: libvirt_uri[:200],
         WorkerHost.virt_type: virt_type[:10],
         WorkerHost.image_hash: image_hash[:64],
-        WorkerHost.capacity: max(1, capacity),
+        WorkerHost.capacity: granted,
         WorkerHost.running: 0,
         WorkerHost.draining: False,
         WorkerHost.started_at: now,
@@ -213,7 +245,8 @@ async def register(host_id: str, *, libvirt_uri: str, virt_type: str, image_hash
         data={
             "virt_type": virt_type,
             "image_hash": image_hash,
-            "capacity": capacity,
+            "capacity": granted,
+            **({"capacity_asked": capacity} if capacity != granted else {}),
             "settled_runs": settled,
         },
     )
@@ -296,10 +329,21 @@ async def hosts() -> list[dict[str, Any]]:
 # --- runs ---------------------------------------------------------------------------------------------
 
 
+# The company's switches (the first two of `gates.gate_problem`) as a condition of the claim itself: a switch
+# turned off before the claim's commit refuses it, whether or not the switch's own cancelling reached the run yet
+_SWITCHES_ON = (
+    'EXISTS (SELECT 1 FROM "company" WHERE "company"."id" = "run"."company" '
+    'AND "company"."assistant_write_enabled" AND "company"."code_execution_enabled")'
+)
+
+
 async def claim(host_id: str, run_id: int) -> dict[str, Any]:
     """queued → running for this host, exactly once, and only if the run was dispatched to this host; what
     the worker needs to run it (no bundle path: the bundle comes by the signed URL). The host's being
-    registered and not lost is a condition of the same statement; asked apart only when the claim fails."""
+    registered and not lost, and the company's switches being on, are conditions of the same statement;
+    asked apart only when the claim fails. The gates are those the embedded worker checks before a VM starts
+    (`gates.gate_problem`): a run whose gate closed since its approval (a switch turned off, a pool used up)
+    ends `cancelled` with the reason, audited, and the host is told 409 `run_cancelled`."""
     now = clock.now()
     claimed = (
         await Run.update(
@@ -314,15 +358,24 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
                 'AND "worker_host"."lost_at" IS NULL)',
                 host_id,
             )
+            & WhereRaw(_SWITCHES_ON)
         )
-        .returning(Run.id)
+        .returning(Run.id, Run.company, Run.bundle_dir)
     )
     if not claimed:
         host = await WorkerHost.select(WorkerHost.lost_at).where(WorkerHost.host_id == host_id).first()
         if host is None or host["lost_at"] is not None:
             raise Conflict("this host is not registered (or was declared lost): register again")
-        row = await Run.select(Run.status, Run.host_id, Run.vm_started_at).where(Run.id == run_id).first()
+        row = (
+            await Run.select(
+                Run.id, Run.company, Run.status, Run.host_id, Run.vm_started_at, Run.dispatched_to, Run.bundle_dir
+            )
+            .where(Run.id == run_id)
+            .first()
+        )
         if row is not None and row["status"] == RunStatus.queued:
+            if row["dispatched_to"] == host_id and (problem := await gates.gate_problem(row["company"])):
+                await _cancel_unstarted(row, problem, (Run.dispatched_to == host_id) & Run.host_id.is_null())
             raise Forbidden("this run was not dispatched to this host")
         ours = row is not None and row["status"] == RunStatus.running and row["host_id"] == host_id
         if ours and row["vm_started_at"] is None:
@@ -330,6 +383,10 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
             # update): the job again. Only one of this host's attempts passes `vm_started`.
             return await _job(host_id, run_id)
         raise Conflict("this run is not waiting to start (another worker holds it, or it ended)")
+    # the switches were on (a condition of the claim): the gate left is the pool, by the same rule
+    if problem := await credits.blocked_reason(claimed[0]["company"], holds=False):
+        row = {**claimed[0], "status": RunStatus.running}
+        await _cancel_unstarted(row, problem, (Run.host_id == host_id) & Run.vm_started_at.is_null())
     try:
         return await _job(host_id, run_id)
     except Exception:  # the worker gets a 5xx and tries the claim again: the run must still be claimable
@@ -347,6 +404,17 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
             & Run.vm_started_at.is_null()
         )
         raise
+
+
+async def _cancel_unstarted(row: dict[str, Any], problem: str, only_if: Any) -> None:
+    """End a run this host was about to start, whose company's gate is closed (`problem`), as `cancelled`
+    (`gates.cancel_unstarted`: its entry, its bundle gone, its flow stopped), and refuse the claim 409 with
+    the reason. Raises Conflict either way: if the run moved meanwhile, the claim is refused as for any
+    run not waiting to start."""
+    if await gates.cancel_unstarted(row, problem, actor=audit.run_actor(row["id"]), only_if=only_if):
+        queued.announce()  # its slot is free
+        raise Conflict(f"this run was cancelled before it started: {problem}", code="run_cancelled")
+    raise Conflict("this run is not waiting to start (another worker holds it, or it ended)")
 
 
 async def _job(host_id: str, run_id: int) -> dict[str, Any]:
@@ -394,27 +462,29 @@ async def vm_started(host_id: str, run_id: int) -> None:
     second attempt of the same host (a claim answered twice) is refused, so one VM runs the run. Holding
     the run is a condition of the same statement, which returns the company for the entry; why it failed
     is asked apart only when it did."""
-    started = (
-        await Run.update({Run.vm_started_at: clock.now()})
-        .where(
-            (Run.id == run_id)
-            & (Run.host_id == host_id)
-            & (Run.status == RunStatus.running)
-            & Run.vm_started_at.is_null()
+    async with audit.atomic():  # the start and `run.started` land together, or neither
+        started = (
+            await Run.update({Run.vm_started_at: clock.now()})
+            .where(
+                (Run.id == run_id)
+                & (Run.host_id == host_id)
+                & (Run.status == RunStatus.running)
+                & Run.vm_started_at.is_null()
+            )
+            .returning(Run.company)
         )
-        .returning(Run.company)
-    )
+        if started:
+            await audit.record(
+                "run.started",
+                actor=audit.host_actor(host_id),
+                company_id=started[0]["company"],
+                subject_type="run",
+                subject_id=run_id,
+                data={"host_id": host_id},
+            )
     if not started:
         await held_run(host_id, run_id, Run.id)  # 403 when this host does not hold it
         raise Conflict("this run's VM was started already")
-    await audit.record(
-        "run.started",
-        actor=audit.host_actor(host_id),
-        company_id=started[0]["company"],
-        subject_type="run",
-        subject_id=run_id,
-        data={"host_id": host_id},
-    )
 
 
 async def refuse(host_id: str, run_id: int, problem: str) -> None:
@@ -424,12 +494,17 @@ async def refuse(host_id: str, run_id: int, problem: str) -> None:
     queued.announce()  # its slot is free
 
 
-async def record(host_id: str, run_id: int, result: SandboxResult, out_dir: Path) -> str:
+async def record(
+    host_id: str, run_id: int, result: SandboxResult, out_dir: Path, *, arrived_at: datetime | None = None
+) -> str:
     """File what a worker brought back, exactly as the in-process worker does, once it was re-checked
-    against the output policies (`results.revalidate`): a worker host is no more trusted than a guest."""
+    against the output policies (`results.revalidate`): a worker host is no more trusted than a guest.
+    The run is charged for the time on the API's clock from its VM's start (`vm_started`; the claim, if the
+    host never said it) to its result's arrival (`arrived_at`, when the upload began; default now), never
+    for the timings the host reports."""
     run = await held_run(host_id, run_id)
     result = await asyncio.to_thread(revalidate, result, out_dir, read_actions=bool(run["read_actions"]))
-    status = await record_result(run, result, out_dir)
+    status = await record_result(run, result, out_dir, seconds=api_seconds(run, arrived_at or clock.now()))
     if not keeps_bundle(status) or run["flow_id"] is not None:  # as the in-process worker does
         await asyncio.to_thread(remove_bundle, run["bundle_dir"])
     if run["flow_id"] is not None:
@@ -438,6 +513,13 @@ async def record(host_id: str, run_id: int, result: SandboxResult, out_dir: Path
     # pass every heartbeat did it, so a fleet with a backlog ran its slots' worth per heartbeat at most
     queued.announce()
     return status
+
+
+def api_seconds(run: dict[str, Any], arrived_at: datetime) -> float:
+    """How long a fleet run ran by the API's clock: from its VM's start (the claim, when the host never
+    said) to its result's arrival. What the host reports (`timings_ms`) is its own word, and not billed."""
+    began = run["vm_started_at"] or run["started_at"] or arrived_at
+    return max(0.0, (arrived_at - began).total_seconds())
 
 
 async def release(host_id: str, run_id: int, problem: str) -> str:

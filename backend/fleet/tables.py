@@ -31,6 +31,9 @@ class WorkerToken(Table):
     created_by = Varchar(length=254, default="")
     last_used_at = Timestamptz(null=True, default=None)
     revoked = Boolean(default=False)
+    # the most VMs at once its host is offered runs for, set by the operator at enrollment: what the host says
+    # at registration is capped by it (None: a token made before this existed, capped by `max_concurrent_vms`)
+    capacity = Integer(null=True, default=None)
 
 
 TABLES = [WorkerHost, WorkerToken]

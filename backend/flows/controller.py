@@ -47,7 +47,10 @@ class FlowsController(Controller):
 
     @get("/{flow_id:int}/audit", opt=ASSISTANT_OK)
     async def flow_audit(self, user: UserContext, flow_id: int) -> list[AuditEntryInfo]:
-        await service.get_flow_row(user, flow_id)
+        """The flow's entries; what its steps handed on (names, hashes) only to whoever may see what its
+        steps made (the run detail's rule over every step's sources)."""
+        row = await service.get_flow_row(user, flow_id)
+        contents = await service.contents_withheld_of_flow(user, row) is None
         entries = await audit.search(user.company_id, subject_type="flow", subject_id=str(flow_id), limit=500)
-        shown = (AuditEntryInfo.of(e, contents=not user.is_auditor) for e in entries)
+        shown = (AuditEntryInfo.of(e, contents=contents) for e in entries)
         return sorted(shown, key=lambda e: e.seq)

@@ -26,7 +26,7 @@ from backend import clock, filemodes
 from backend.audit import service as audit
 from backend.flows.tables import Flow, FlowStatus
 from backend.hashing import sha256_file
-from backend.runs import ended, queued
+from backend.runs import ended, gates, queued
 from backend.runs.sources import run_sources, staged_sources
 from backend.runs.tables import Run, RunStatus
 from backend.settings import get_settings
@@ -244,22 +244,33 @@ def wire() -> None:
 
 
 async def step_ended(run_id: int, status: str) -> None:
-    """The flow moves on after one of its steps ended with `status` (no-op for a run outside a flow)."""
+    """The flow moves on after one of its steps ended with `status` (no-op for a run outside a flow). A
+    success queues the next step only while the gates stand (`gates.gate_problem`, the rule a run's start
+    checks): with one closed, the next step is cancelled with the reason and the rest are skipped. The
+    flow ends once none of its steps is queued or running (a step a fleet host still runs while its
+    successors were cancelled ends it), `failed` unless every later step succeeded."""
     run = await Run.select(Run.id, Run.company, Run.flow_id, Run.flow_step).where(Run.id == run_id).first()
     if run is None or run["flow_id"] is None:
         return
     flow_id, k = run["flow_id"], run["flow_step"]
     steps = (
-        await Run.select(Run.id, Run.flow_step, Run.status, Run.bundle_dir)
+        await Run.select(Run.id, Run.company, Run.flow_step, Run.status, Run.bundle_dir)
         .where((Run.flow_id == flow_id) & (Run.flow_step > k) & (Run.status == RunStatus.waiting))
         .order_by(Run.flow_step)
     )
     if status == RunStatus.succeeded and steps:
         nxt = steps[0]
-        await Run.update({Run.status: RunStatus.queued, Run.updated_at: clock.now()}).where(
-            (Run.id == nxt["id"]) & (Run.status == RunStatus.waiting)
-        )
-        queued.announce()
+        reason = await gates.gate_problem(run["company"])
+        if reason is None:
+            await Run.update({Run.status: RunStatus.queued, Run.updated_at: clock.now()}).where(
+                (Run.id == nxt["id"]) & (Run.status == RunStatus.waiting)
+            )
+            queued.announce()
+            return
+        # a gate closed while this step ran (in a fleet the switch's cancelling found the next step waiting
+        # only if it ran before this end): the next step never starts, and the flow stops at it
+        if await gates.cancel_unstarted(nxt, reason, actor=audit.run_actor(nxt["id"]), announce=False):
+            await step_ended(nxt["id"], RunStatus.cancelled)
         return
     now = clock.now()
     for step in steps:  # a step that did not succeed: the later ones never run
@@ -277,15 +288,15 @@ async def step_ended(run_id: int, status: str) -> None:
         )
         if done:
             await asyncio.to_thread(remove_bundle, step["bundle_dir"])
-    if status == RunStatus.succeeded:
-        remaining = await Run.count().where(
-            (Run.flow_id == flow_id)
-            & (Run.flow_step > k)
-            & Run.status.is_in([RunStatus.queued, RunStatus.running])
-        )
-        if remaining:
-            return
-    final = FlowStatus.succeeded if status == RunStatus.succeeded else FlowStatus.failed
+    in_flight = await Run.count().where(
+        (Run.flow_id == flow_id) & (Run.id != run_id) & Run.status.is_in([RunStatus.queued, RunStatus.running])
+    )
+    if in_flight:  # its end ends the flow
+        return
+    stopped_later = status == RunStatus.succeeded and await Run.exists().where(
+        (Run.flow_id == flow_id) & (Run.flow_step > k) & (Run.status != RunStatus.succeeded)
+    )
+    final = FlowStatus.succeeded if status == RunStatus.succeeded and not stopped_later else FlowStatus.failed
     ended = await (
         Flow.update({Flow.status: final, Flow.finished_at: now, Flow.updated_at: now})
         .where((Flow.id == flow_id) & (Flow.status == FlowStatus.running))

@@ -26,10 +26,9 @@ from backend.flows.schemas import (
 )
 from backend.flows.tables import Capability, Flow, FlowStatus
 from backend.hashing import sha256_json, sha256_text
-from backend.records.visibility import unreadable_sources
 from backend.runs import gates, holds, proposal, queued
 from backend.runs.proposal import Made, PlannedStep, Proposal, Proposer, StepSpec
-from backend.runs.read import Known, auditor_withholds, can_decide, present, withheld_reason
+from backend.runs.read import Known, can_decide, contents_withheld, present
 from backend.runs.schemas import PersonRef, Rejection
 from backend.runs.tables import ApprovalKind, Run, RunStatus
 from backend.staging import service as staging
@@ -188,6 +187,13 @@ async def get_flow_row(ctx: UserContext, flow_id: int) -> dict[str, Any]:
     if row is None or not (ctx.sees_company_history or row["requested_by"] == ctx.user_id):
         raise NotFound(f"no flow {flow_id}")
     return row
+
+
+async def contents_withheld_of_flow(ctx: UserContext, row: dict[str, Any]) -> str | None:
+    """Why `ctx` does not see what a flow's steps made (by the run detail's rule, over what every step is
+    computed from), or None."""
+    _, inherits = await progress.flow_sources(await flow_runs(row["id"]))
+    return contents_withheld(ctx, row, sorted(set().union(*inherits.values())))
 
 
 async def flow_runs(flow_id: int) -> list[dict[str, Any]]:
@@ -376,8 +382,7 @@ async def flow_detail(
     out_steps = []
     for step in steps:
         sources = inherits[step["id"]]
-        unreadable = unreadable_sources(ctx, sources)  # the rule Drive applies to its outputs
-        withheld = withheld_reason(unreadable) if unreadable else auditor_withholds(ctx, row)
+        withheld = contents_withheld(ctx, row, sources)  # the rule Drive applies to its outputs
         out_steps.append(
             FlowStep(
                 step=step["flow_step"],

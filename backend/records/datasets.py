@@ -81,7 +81,7 @@ class Dataset:
     def specs(self) -> list[ColumnSpec]:
         return [self.spec(name) for name in self.fields]
 
-    def decode(self, rows: Any) -> Any:
+    def decode(self, rows: Any, *, typed: bool = True) -> Any:
         """Rows as read by `select_columns`, as the API shows them: a built-in's are already so."""
         return rows
 
@@ -193,17 +193,25 @@ class DefinedDataset:
         }
         return {c: system[c] if c in system else self.column_types[c] for c in self.export_columns}
 
-    def decode(self, rows: Any) -> list[dict[str, Any]]:
+    def decode(self, rows: Any, *, typed: bool = True) -> list[dict[str, Any]]:
         """Rows read as `id, values, owner_id, team_id, visibility, created_at, updated_at, version` → rows
         keyed by export column, each value the Python type a built-in column of its kind reads as (text,
-        whole numbers and booleans are stored as such; only numbers, dates and datetimes are converted)."""
-        plain = [c.name for c in self.columns if c.kind in _STORED_AS_IS]
-        converted = [(c.name, c.kind) for c in self.columns if c.kind not in _STORED_AS_IS]
-        loads = json.loads
+        whole numbers and booleans are stored as such; only numbers, dates and datetimes are converted).
+
+        `typed=False` (the CSV export): numbers, dates and datetimes stay the canonical text they are stored
+        as, which is exactly what the CSV writes for the typed values (str(Decimal), isoformat())."""
+        plain = [c.name for c in self.columns if not typed or c.kind in _STORED_AS_IS]
+        converted = (
+            [] if not typed else [(c.name, c.kind) for c in self.columns if c.kind not in _STORED_AS_IS]
+        )
+        raws = [row["values"] for row in rows]
+        if all(isinstance(raw, str) for raw in raws):  # one parse of all the rows: a C call, not one per row
+            parsed = json.loads("[" + ",".join(raws) + "]") if raws else []
+        else:
+            parsed = [json.loads(raw) if isinstance(raw, str | bytes) else (raw or {}) for raw in raws]
+        system = SYSTEM_EXPORT_COLUMNS[1:]
         out = []
-        for row in rows:
-            raw = row["values"]
-            values = loads(raw) if isinstance(raw, str | bytes) else (raw or {})
+        for row, values in zip(rows, parsed, strict=True):
             get = values.get
             item: dict[str, Any] = {"id": row["id"]}
             for name in plain:
@@ -211,7 +219,7 @@ class DefinedDataset:
             for name, kind in converted:
                 value = get(name)
                 item[name] = None if value is None else from_json(kind, value)
-            for name in SYSTEM_EXPORT_COLUMNS[1:]:
+            for name in system:
                 item[name] = row[name]
             out.append(item)
         return out

@@ -68,7 +68,7 @@ async def visible_rows(ctx: UserContext, dataset_name: str, cap: int) -> Visible
     (select_sql,) = select_query.querystrings
     rows = await table._meta.db.run_querystring(select_sql)
     if rows:
-        return VisibleRows(dataset, dataset.decode(rows), int(rows[0][_TOTAL]))
+        return VisibleRows(dataset, dataset.decode(rows, typed=False), int(rows[0][_TOTAL]))
     return VisibleRows(dataset, rows, 0 if cap > 0 else await count_query)  # no row: none visible, or no room
 
 
@@ -83,8 +83,8 @@ def build_export(
     values: list[Sequence[Any]] = []
     for name in columns:
         column = [row[name] for row in rows]
-        if types[name] is ColumnKind.datetime:
-            column = [None if v is None else v.isoformat() for v in column]
+        if types[name] is ColumnKind.datetime:  # a company-defined row's are ISO text already (decode)
+            column = [v if v is None or v.__class__ is str else v.isoformat() for v in column]
         values.append(column)
     versions = dict(zip(values[0], values[columns.index("version")], strict=True)) if rows else {}
     total = len(rows) if visible_total is None else visible_total

@@ -24,8 +24,9 @@ from backend.review.schemas import (
     TimelineStep,
     UnreviewedFollowup,
 )
-from backend.runs.read import auditor_withholds
+from backend.runs.read import contents_withheld
 from backend.runs.rows import whole_run
+from backend.runs.sources import run_sources
 from backend.runs.tables import ApprovalKind, Run
 from backend.schedules.tables import Schedule
 from backend.tenancy.context import UserContext, token_actor
@@ -44,9 +45,10 @@ def require_reviewer(ctx: UserContext) -> None:
 def export_reveal(ctx: UserContext) -> export.Reveal | None:
     """Whose contents a reader of the company's audit export sees: every entry's for an admin (None); for
     an auditor, by the rules the other views use: an entry about a run only when they see that run's
-    contents (runs.read.auditor_withholds), one about an action item only when they see its values
-    (actions.service.may_read_values: the record's visibility); none about anything else. The rest go out
-    as their digest and still verify."""
+    contents (runs.read.contents_withheld: someone else's run never, their own while they read its sources),
+    one about an action item only when they see its values (actions.service.may_read_values: the run's
+    sources and the record's visibility); none about anything else. The rest go out as their digest and
+    still verify."""
     if not ctx.is_auditor:
         return None
 
@@ -71,7 +73,7 @@ def export_reveal(ctx: UserContext) -> export.Reveal | None:
             subject = int(row["subject_id"]) if str(row["subject_id"]).isdigit() else None
             if row["subject_type"] == "run":
                 run = runs.get(subject)
-                if run is not None and auditor_withholds(ctx, run) is None:
+                if run is not None and contents_withheld(ctx, run, await run_sources(run)) is None:
                     shown.add(row["id"])
             elif row["subject_type"] == "action_item" and subject in items:
                 item = items[subject]
@@ -217,7 +219,9 @@ def _rerun_summary(action: str, data: dict[str, Any], actor: str) -> str:
     )
 
 
-def _steps_of(entry: dict[str, Any]) -> list[TimelineStep]:
+def _steps_of(entry: dict[str, Any], outputs_shown: bool = True) -> list[TimelineStep]:
+    """The timeline's steps read from one entry; the names of a run's outputs only with `outputs` (the
+    reader may see what the run made)."""
     action, data = entry["action"], _json(entry["data"]) or {}
 
     def step(stage: str, summary: str) -> TimelineStep:
@@ -267,6 +271,8 @@ def _steps_of(entry: dict[str, Any]) -> list[TimelineStep]:
         ]
         outputs = data.get("outputs") or []
         names = ", ".join(str(o.get("name")) for o in outputs if isinstance(o, dict)) or "none"
+        if not outputs_shown:
+            names = "names withheld (you may not see what this run made)"
         out.append(step("outputs", f"{len(outputs)} output file(s): {names}"))
         if data.get("actions") is not None:
             out.append(step("items", f"{data['actions']} change(s) proposed"))
@@ -297,8 +303,19 @@ async def timeline(ctx: UserContext, run_id: int) -> RunTimeline:
     decided, each step with the entry (seq and hash) it was read from. A flow's step includes its flow's."""
     require_reviewer(ctx)
     run = (
-        await Run.select(Run.id, Run.title, Run.status, Run.flow_id)
+        await Run.select(
+            Run.id,
+            Run.title,
+            Run.status,
+            Run.flow_id,
+            Run.requested_by,
+            Run.company,
+            Run.datasets,
+            Run.file_ids,
+            Run.source_datasets,
+        )
         .where((Run.id == run_id) & (Run.company == ctx.company_id))
+        .output(load_json=True)
         .first()
     )
     if run is None:
@@ -317,7 +334,14 @@ async def timeline(ctx: UserContext, run_id: int) -> RunTimeline:
         .where((AuditEntry.company_id == ctx.company_id) & either)
         .order_by(AuditEntry.seq)
     )
-    steps = [s for row in rows for s in _steps_of(row)]
+    sources = await run_sources(run)
+
+    def outputs(row: dict[str, Any]) -> bool:  # a run's end names the sources of what it made
+        data = _json(row["data"]) or {}
+        named = data.get("source_datasets") if isinstance(data, dict) else None
+        return contents_withheld(ctx, run, named if isinstance(named, list) else sources) is None
+
+    steps = [s for row in rows for s in _steps_of(row, outputs(row))]
     return RunTimeline(
         run_id=run["id"], title=run["title"], status=run["status"], flow_id=run["flow_id"], steps=steps
     )

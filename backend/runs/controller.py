@@ -18,6 +18,7 @@ from backend.runs.schemas import (
     RunDetail,
     RunPage,
 )
+from backend.runs.sources import run_sources
 from backend.runs.tables import RunStatus
 from backend.runs.watch import watch
 from backend.tenancy.auth import ASSISTANT_OK, provide_user
@@ -103,7 +104,11 @@ class RunsController(Controller):
 
     @get("/{run_id:int}/audit", opt=ASSISTANT_OK)
     async def run_audit(self, user: UserContext, run_id: int) -> list[AuditEntryInfo]:
-        await read.get_run_row(user, run_id)
+        """The run's entries; the values and output names they carry only to whoever may see what the run
+        made (the run detail's rule: not an auditor on someone else's run, nor a requester who lost a
+        permission its sources need)."""
+        row = await read.get_run_row(user, run_id)
+        contents = read.contents_withheld(user, row, await run_sources(row)) is None
         entries = await audit.search(user.company_id, subject_type="run", subject_id=str(run_id), limit=500)
-        shown = (AuditEntryInfo.of(e, contents=not user.is_auditor) for e in entries)
+        shown = (AuditEntryInfo.of(e, contents=contents) for e in entries)
         return sorted(shown, key=lambda e: e.seq)

@@ -1,6 +1,7 @@
 """The gates, in order: the assistant's write ability (else the feature is absent) → the company switch
-→ credits. Checked when a run is proposed or approved, and again right before its VM starts; turning a
-gate off cancels what is already queued."""
+→ credits. Checked when a run is proposed or approved, again right before its VM starts (the embedded
+worker's start, a fleet host's claim) and before a flow's next step is queued; turning a gate off cancels
+what is already queued and a flow's steps still waiting."""
 
 from __future__ import annotations
 
@@ -96,15 +97,35 @@ async def gate_problem(company_id: int) -> str | None:
 
 
 async def cancel_queued(company_id: int, reason: str, *, actor: str) -> list[int]:
-    """End every queued run of the company without starting a VM (a gate was turned off). Audited per run;
-    its staged bundle is deleted (the manifest and its hashes stay in the row and the audit trail)."""
-    rows = await Run.select(Run.id, Run.bundle_dir).where(
-        (Run.company == company_id) & (Run.status == RunStatus.queued)
+    """End every run of the company that has not started: queued runs, and a flow's steps `waiting` for the
+    step before them (in a fleet that step may be running on a host; its successors never start). Queued
+    runs first, so a flow whose first step is cancelled skips the rest as before; a waiting step cancelled
+    here stops its flow (the steps after it are skipped). Audited per run; its staged bundle is deleted
+    (the manifest and its hashes stay in the row and the audit trail)."""
+    rows = await Run.select(Run.id, Run.company, Run.status, Run.flow_step, Run.bundle_dir).where(
+        (Run.company == company_id) & Run.status.is_in([RunStatus.queued, RunStatus.waiting])
     )
+    rows.sort(key=lambda r: (r["status"] != RunStatus.queued, r["flow_step"] or 0, r["id"]))
     cancelled = []
     for row in rows:
-        now = datetime.now(UTC)
-        # the status condition makes this safe against the worker picking the run up at the same moment
+        if await cancel_unstarted(row, reason, actor=actor):
+            cancelled.append(row["id"])
+    return cancelled
+
+
+async def cancel_unstarted(
+    row: dict[str, Any], reason: str, *, actor: str, only_if: Any = None, announce: bool = True
+) -> bool:
+    """End one run that has not started (`row`: its id, company, status and bundle_dir) as `cancelled`
+    because of `reason` (a gate: `gate_problem`'s words), if it is still in that status (and matches
+    `only_if`): its entry `run.cancelled` in the same transaction, its bundle deleted, its end announced
+    (`announce`: the flow it is a step of moves on). False when it was no longer there to cancel."""
+    now = datetime.now(UTC)
+    # the status condition makes this safe against a worker picking the run up at the same moment
+    where = (Run.id == row["id"]) & (Run.status == row["status"])
+    if only_if is not None:
+        where = where & only_if
+    async with audit.atomic():  # the end and its entry: both or neither
         done = (
             await Run.update(
                 {
@@ -114,23 +135,24 @@ async def cancel_queued(company_id: int, reason: str, *, actor: str) -> list[int
                     Run.error_message: f"cancelled before it started: {reason}",
                 }
             )
-            .where((Run.id == row["id"]) & (Run.status == RunStatus.queued))
+            .where(where)
             .returning(Run.id)
         )
-        if not done:
-            continue
-        cancelled.append(row["id"])
-        await asyncio.to_thread(remove_bundle, row["bundle_dir"])
+        if done:
+            await audit.record(
+                "run.cancelled",
+                actor=actor,
+                company_id=row["company"],
+                subject_type="run",
+                subject_id=row["id"],
+                data={"reason": reason},
+            )
+    if not done:
+        return False
+    await asyncio.to_thread(remove_bundle, row["bundle_dir"])
+    if announce:
         await ended.announce(row["id"], RunStatus.cancelled)
-        await audit.record(
-            "run.cancelled",
-            actor=actor,
-            company_id=company_id,
-            subject_type="run",
-            subject_id=row["id"],
-            data={"reason": reason},
-        )
-    return cancelled
+    return True
 
 
 def wire() -> None:

@@ -176,14 +176,39 @@ def withheld_reason(unreadable: list[str]) -> str:
     )
 
 
+def contents_withheld(ctx: UserContext, row: dict[str, Any], sources: list[str]) -> str | None:
+    """Why `ctx` does not see what a run (or a flow, `row` with its `requested_by`) made - what it printed
+    and concluded, and the names, sizes, hashes and reasons of what it wrote or was refused, which its code
+    chose and so can carry data - or None when they may: the auditor rule, then the rule Drive applies to
+    the run's outputs (`unreadable_sources` of what it is computed from). The one rule of the run's detail,
+    its flow's page, its audit entries, its evidence pack, its re-runs and its action items' values."""
+    withheld = auditor_withholds(ctx, row)
+    if unreadable := unreadable_sources(ctx, sources):
+        withheld = withheld_reason(unreadable)
+    return withheld
+
+
 def withhold(row: dict[str, Any], reason: str) -> dict[str, Any]:
-    """The run as shown to someone who lost a permission its sources need: nothing it printed, no output
-    file listed, no excerpt of its staged data; the placeholder says why."""
+    """The run as shown to someone who may not see what it made: nothing it printed, no output or refused
+    file listed (names, hashes and reasons are its code's choice), not the guest's error text nor why its
+    actions.json was refused, no excerpt of its staged data; the placeholder says why. A run that never ran
+    keeps its error: the service's words."""
     result = row["result"]
+    error, note = row["error_message"], row["actions_note"]
     if result is not None:
-        result = {**result, "stdout": f"[{reason}]", "stderr": "", "stdout_truncated": False, "files": []}
+        result = {
+            **result,
+            "stdout": f"[{reason}]",
+            "stderr": "",
+            "stdout_truncated": False,
+            "files": [],
+            "rejected_files": [],
+            "error": None,
+        }
+        error = f"[{reason}]" if error else None
+        note = f"[{reason}]" if note else None  # a refused actions.json's reason: the guest may word it
     findings = [{**f, "excerpt": "", "span": None} for f in row["findings"] or []]
-    return {**row, "result": result, "findings": findings}
+    return {**row, "result": result, "findings": findings, "error_message": error, "actions_note": note}
 
 
 @dataclass(frozen=True)
@@ -212,9 +237,7 @@ async def present(
     company's credit balance when this request read it already (a proposal's credit gate), else read here
     when the run waits for approval: once a request either way."""
     sources = await run_sources(row) if sources is None else sources
-    withheld = auditor_withholds(ctx, row)
-    if unreadable := unreadable_sources(ctx, sources):  # the rule Drive applies to the run's outputs
-        withheld = withheld_reason(unreadable)
+    withheld = contents_withheld(ctx, row, sources)
     if withheld:
         row = withhold(row, withheld)
     requester = known.requester if known else await _requester(ctx, row["requested_by"])

@@ -248,23 +248,24 @@ async def update_company_settings(ctx: UserContext, changes: dict[str, Any]) -> 
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= pool:
                 raise Invalid(f"{name} must be a whole number from 0 (no limit) to the pool, {pool}")
         update[getattr(Company, name)] = value
-    if update:
-        await Company.update(update).where(Company.id == ctx.company_id)
-    after = await company_info(ctx.company_id)
-    diff = {
-        k: {"from": before[k], "to": after[k]}
-        for k in (*SETTING_NAMES, *NUMBER_SETTINGS, *LIMIT_SETTINGS)
-        if before[k] != after[k]
-    }
-    if diff:
-        await audit.record(
-            "settings.changed",
-            actor=ctx.actor,
-            company_id=ctx.company_id,
-            subject_type="company",
-            subject_id=ctx.company_id,
-            data={**diff, **ctx.via()},
-        )
+    async with audit.atomic():  # the change and `settings.changed` land together, or neither
+        if update:
+            await Company.update(update).where(Company.id == ctx.company_id)
+        after = await company_info(ctx.company_id)
+        diff = {
+            k: {"from": before[k], "to": after[k]}
+            for k in (*SETTING_NAMES, *NUMBER_SETTINGS, *LIMIT_SETTINGS)
+            if before[k] != after[k]
+        }
+        if diff:
+            await audit.record(
+                "settings.changed",
+                actor=ctx.actor,
+                company_id=ctx.company_id,
+                subject_type="company",
+                subject_id=ctx.company_id,
+                data={**diff, **ctx.via()},
+            )
     await _cancel_queued_runs(ctx, before, after)
     return after
 

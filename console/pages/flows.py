@@ -318,6 +318,8 @@ class FlowView:
                 ui.chip(f"{len(truncated)} input(s) truncated", icon="content_cut", color="amber-2")
             if any(widgets.code_findings(r) for r in runs):
                 ui.chip("invisible characters in the code", icon="visibility", color="red-2")
+            for step in flow.steps:
+                widgets.wide_line_chips(step.run.code or "", where=f"step {step.step}: ")
             lines = sum(widgets.code_lines(r.code or "") for r in runs)
             ui.chip(f"{len(runs)} steps, {lines} lines of code", icon="code", color="grey-3")
 

@@ -123,9 +123,11 @@ class PeoplePage:
     async def set_role(self, person: PersonDetail, role: str) -> None:
         if role == person.role:
             return
-        if await widgets.call(self.api.set_role(person.id, role)) is not FAILED:
-            ui.notify(f"{person.email} is now {role}", type="positive")
+        # the list is loaded again before the notice, so what the notice says is what the list shows
+        changed = await widgets.call(self.api.set_role(person.id, role)) is not FAILED
         await self.load()
+        if changed:
+            ui.notify(f"{person.email} is now {role}", type="positive")
 
     async def resend(self, person: PersonDetail) -> None:
         issued = await widgets.call(self.api.resend_invitation(person.id))
@@ -144,10 +146,11 @@ class PeoplePage:
 
     async def set_active(self, person: PersonDetail, active: bool) -> None:
         change = self.api.reactivate(person.id) if active else self.api.deactivate(person.id)
-        if await widgets.call(change) is not FAILED:
+        changed = await widgets.call(change) is not FAILED
+        await self.load()
+        if changed:
             ui.notify(
                 f"{person.email} reactivated"
                 if active
                 else f"{person.email} deactivated: their sessions and API tokens ended"
             )
-        await self.load()

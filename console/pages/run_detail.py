@@ -197,6 +197,7 @@ class RunView:
                 ui.chip("revision: changes shown", icon="difference", color="blue-1")
             if widgets.code_findings(run):
                 ui.chip("invisible characters in the code", icon="visibility", color="red-2")
+            widgets.wide_line_chips(run.code or "")
             ui.chip(f"{widgets.code_lines(run.code or '')} lines of code", icon="code", color="grey-3")
 
     def plan(self, run: RunDetail) -> None:
@@ -334,6 +335,10 @@ class RunView:
                 if vm:
                     with ui.card().classes("w-full bg-grey-1").mark("isolation"):
                         ui.label("Isolation evidence").classes("font-medium")
+                        if run.host_id:  # a fleet host's account of its own VM: not something the API checked
+                            ui.label(
+                                f"Reported by host {run.host_id} itself; the service cannot verify it."
+                            ).classes("text-grey-8 text-sm").mark("isolation-self-reported")
                         virt = vm.virt_type
                         virt_text = {
                             "kvm": "KVM (hardware virtualization)",

@@ -119,21 +119,24 @@ class TeamsPage:
                     ).props("flat dense").mark(f"save-members-{team.name}")
 
     async def rename(self, team: TeamView, name: str) -> None:
-        if await widgets.call(self.api.rename_team(team.id, name.strip())) is not FAILED:
+        changed = await widgets.call(self.api.rename_team(team.id, name.strip())) is not FAILED
+        await self.load()  # loaded again before the notice: the notice tells what the page shows
+        if changed:
             ui.notify("Team renamed", type="positive")
-        await self.load()
 
     async def delete(self, team: TeamView) -> None:
-        if await widgets.call(self.api.delete_team(team.id)) is not FAILED:
+        changed = await widgets.call(self.api.delete_team(team.id)) is not FAILED
+        await self.load()  # loaded again before the notice: the notice tells what the page shows
+        if changed:
             ui.notify(f"Team {team.name} deleted")
-        await self.load()
 
     async def save_members(self, team: TeamView, members: list[int], managers: list[int]) -> None:
         everyone = list(dict.fromkeys([*members, *managers]))  # a manager is a member too
         body = [{"user_id": uid, "manager": uid in managers} for uid in everyone]
-        if await widgets.call(self.api.set_team_members(team.id, body)) is not FAILED:
+        changed = await widgets.call(self.api.set_team_members(team.id, body)) is not FAILED
+        await self.load()  # loaded again before the notice: the notice tells what the page shows
+        if changed:
             ui.notify("Members saved", type="positive")
-        await self.load()
 
     # ------------------------------------------------------------------------------------------------ grid
 
@@ -172,6 +175,7 @@ class TeamsPage:
         people: dict[int, dict[str, str]] = {}
         for (kind, row_id), cells in self.cells.items():
             (teams if kind == "team" else people)[row_id] = {d: c.value for d, c in cells.items()}
-        if await widgets.call(self.api.replace_permissions(teams=teams, people=people)) is not FAILED:
+        changed = await widgets.call(self.api.replace_permissions(teams=teams, people=people)) is not FAILED
+        await self.load()  # loaded again before the notice: the notice tells what the page shows
+        if changed:
             ui.notify("Permissions saved (and recorded in the audit trail)", type="positive")
-        await self.load()

@@ -301,7 +301,9 @@ async def test_an_auditor_reads_every_runs_history_but_not_its_contents(client) 
     assert body["approval"]["by"] == ALICE and body["withheld"]
     assert body["findings"][0]["severity"] == "high"  # the warning shown at approval, not its excerpt
     pack = await client.get(f"/api/runs/{run['id']}/evidence")
-    assert pack.status_code == 200 and pack.json()["outputs"][0]["sha256"] == "ab" * 32
+    # what the run made is its contents (D-L1): not its output's name or hash either; the requester's pack
+    # lists them (tests/audit/test_evidence.py, tests/audit/test_withheld_names.py)
+    assert pack.status_code == 200 and pack.json()["outputs"] == [] and pack.json()["outputs_withheld"]
     assert (await client.get(f"/api/runs/{run['id']}/evidence/html")).status_code == 200
     items = await client.get(f"/api/runs/{run['id']}/action-items")
     assert items.status_code == 200 and items.json()[0]["decided_by"] == ALICE

@@ -233,3 +233,87 @@ async def test_a_rerun_left_running_by_a_dead_worker_ends_as_error(client, monke
     (finished,) = await _entries(run["id"], "run.rerun_finished")
     assert finished["data"]["status"] == "error"
     assert run["bundle_dir"] in await sweep_bundles(clock.now() + timedelta(days=30))  # then it goes
+
+
+# --- across processes, and a budget (security review 2026-12-06, D-L5) ---------------------------------
+# "One re-run at a time per company" was a look followed by an insert: two requests at once (two API
+# processes) both saw none in flight and both queued, and re-runs are not charged, so an auditor could keep
+# VMs busy for free. The look and the insert now hold the company's row; and a company has a daily budget.
+
+
+@pytest.mark.postgres
+async def test_two_rerun_requests_at_once_from_two_processes_queue_one(client, demo_db, monkeypatch) -> None:
+    """Two admins' requests at once, one in the test's event loop and one in another thread's (two API
+    processes in miniature); each waits after its look until the other has looked too, or until the
+    database shows the other waiting on the company's row. Without the row lock (the control, first) both
+    queue; with it one queues and one is told 409."""
+    import asyncio
+
+    from backend.errors import Conflict
+    from backend.evidence import rerun as reruns
+    from backend.tenancy.context import load_user_context_by_email
+    from tests.drive.test_drive_quotas import _meet_or_see_blocked
+
+    run = await _ran(client, monkeypatch, days=7)
+    admin = await load_user_context_by_email(ADMIN)
+    looked = reruns._busy_or_spent
+
+    async def ask() -> object:
+        try:
+            return await reruns.request(admin, run["id"])
+        except Conflict as exc:
+            return exc.code
+
+    async def two_at_once() -> list[object]:
+        arrived: list[int] = []
+
+        async def looked_then_meet(company_id: int):
+            why = await looked(company_id)
+            await asyncio.to_thread(_meet_or_see_blocked, arrived, demo_db)
+            return why
+
+        with monkeypatch.context() as patch:
+            patch.setattr(reruns, "_busy_or_spent", looked_then_meet)
+            answers = await asyncio.gather(ask(), asyncio.to_thread(asyncio.run, ask()))
+        return sorted("queued" if isinstance(a, dict) else a for a in answers)
+
+    async def no_lock(company_id: int) -> None:
+        return None
+
+    with monkeypatch.context() as patch:  # the control: the look and the insert, nothing held between
+        patch.setattr(reruns.credits, "lock_company", no_lock)
+        assert await two_at_once() == ["queued", "queued"]
+    assert await EvidenceRerun.count().where(EvidenceRerun.run == run["id"]) == 2
+    await EvidenceRerun.delete(force=True)
+
+    assert await two_at_once() == ["queued", "rerun_in_progress"]
+    assert await EvidenceRerun.count().where(EvidenceRerun.run == run["id"]) == 1
+
+
+@pytest.mark.sqlite
+async def test_a_companys_daily_rerun_budget_spent_refuses_the_next(client, monkeypatch) -> None:
+    from backend.settings import get_settings
+
+    run = await _ran(client, monkeypatch, days=7)
+    monkeypatch.setattr(get_settings(), "rerun_daily_budget", 1)
+    monkeypatch.setattr("backend.sandbox.run_code", fake_run_code)
+    path = f"/api/runs/{run['id']}/reruns"
+    await _as(client, ADMIN)
+    first = await client.post(path)
+    assert first.status_code == 202, first.text
+    assert await execute_rerun(first.json()["id"]) == "finished"  # not in flight any more: only the budget
+    r = await client.post(path)
+    assert r.status_code == 409 and r.json()["error"] == "rerun_budget_spent", r.text
+    assert "1 re-runs for evidence in the last 24 hours; the service allows 1 a day" in r.json()["detail"]
+    refused = await _entries(run["id"], "run.rerun_refused")
+    assert [e["data"]["reason"] for e in refused] == ["rerun_budget_spent"]
+    assert await EvidenceRerun.count() == 1
+    # control: a budget of two lets the second through (and a day-old re-run no longer counts)
+    monkeypatch.setattr(get_settings(), "rerun_daily_budget", 2)
+    assert (await client.post(path)).status_code == 202
+    second = (await EvidenceRerun.select(EvidenceRerun.id).order_by(EvidenceRerun.id, ascending=False).first())["id"]
+    assert await execute_rerun(second) == "finished"
+    day_old = clock.now() - timedelta(days=1, minutes=1)
+    await EvidenceRerun.update({EvidenceRerun.created_at: day_old}).where(EvidenceRerun.id > 0)
+    monkeypatch.setattr(get_settings(), "rerun_daily_budget", 1)
+    assert (await client.post(path)).status_code == 202

@@ -246,9 +246,17 @@ async def test_a_runs_timeline_reads_its_story_from_the_trail(client) -> None:
     timeline = r.json()
     stages = [s["stage"] for s in timeline["steps"]]
     assert stages == ["proposed", "scanned", "approved", "vm", "vm", "outputs", "items", "items"]
-    assert "chart.png" in timeline["steps"][5]["summary"]
+    # an output's name is what the run made (D-L1): an auditor reads how many, not their names
+    assert "1 output file(s)" in timeline["steps"][5]["summary"]
+    assert "chart.png" not in timeline["steps"][5]["summary"]
     seqs = [s["seq"] for s in timeline["steps"]]
     assert seqs == sorted(seqs)
+    client.cookies.clear()
+    await login(client, "admin@acme.example")  # positive control: an admin reads the names
+    admin_view = (await client.get(f"/api/audit/runs/{runs['warned']['id']}/timeline")).json()
+    assert "chart.png" in admin_view["steps"][5]["summary"]
+    client.cookies.clear()
+    await login(client, AUDITOR)
     rejected = (await client.get(f"/api/audit/runs/{runs['rejected']['id']}/timeline")).json()
     assert [s["stage"] for s in rejected["steps"]] == ["proposed", "scanned", "rejected"]
     assert "too broad" in rejected["steps"][-1]["summary"]

@@ -1,7 +1,7 @@
 """The approval page on a phone (390x844) and on a desktop (1280x800), in real headless Chromium: on the
 phone the navigation drawer starts closed and the run is what shows, nothing makes the page wider than the
-screen (the code scrolls sideways inside its own box), and Approve can be scrolled to and pressed; on the
-desktop the drawer stands open beside the page. Needs no VM: the demo run only waits for approval."""
+screen (the code soft-wraps inside its own box, nothing of it out of sight), and Approve can be scrolled
+to and pressed; on the desktop the drawer stands open beside the page. Needs no VM: the demo run only waits for approval."""
 
 from __future__ import annotations
 
@@ -93,11 +93,23 @@ def test_on_a_phone_the_run_shows_first_and_approve_is_within_reach(servers: Ser
     )
     assert 0 <= rect(driver, title)["top"] < 844  # the run's name on the first screen
 
-    # nothing makes the page wider than the phone: the long code lines scroll inside the code box
+    # nothing makes the page wider than the phone, and nothing of the code sits out of sight past the code
+    # box's right edge: the long lines soft-wrap (D-L7; they used to scroll sideways inside the box, where
+    # `x = 1`, 300 spaces and a call read as one harmless line), each line numbered in its own first row
     assert driver.execute_script("return document.documentElement.scrollWidth") <= width
     code = driver.find_element(By.CSS_SELECTOR, ".cr-code")
     assert rect(driver, code)["right"] <= width
-    assert driver.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth", code)
+    assert driver.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", code)
+    lines = driver.execute_script(  # each line of the code: its box and what numbers it (one round trip)
+        "return [...arguments[0].querySelectorAll('td.code pre > span[id^=\"cr-line-\"]')].map(l => {"
+        "const r = l.getBoundingClientRect();"
+        "return {height: r.height, right: r.right, number: getComputedStyle(l, '::before').content}; })",
+        code,
+    )
+    heights = [line["height"] for line in lines]
+    assert lines and max(heights) >= 2 * min(heights)  # a long line took rows of its own, a short one one row
+    assert all(line["right"] <= rect(driver, code)["right"] for line in lines)
+    assert {line["number"] for line in lines} == {"counter(cr-line)"}  # each line numbered in its first row
 
     # the run's story in reading order: plan, staged data, code, warnings, then the two buttons
     order = [
@@ -146,6 +158,8 @@ def test_on_a_desktop_the_drawer_stands_open_beside_the_run(servers: Servers, sc
     page = rect(driver, driver.find_element(By.CSS_SELECTOR, ".cr-page"))
     assert page["left"] >= drawer["right"]  # beside the run, not over it
     assert not driver.find_element(By.CSS_SELECTOR, ".cr-nav-toggle").is_displayed()
+    # the phone's soft-wrap stays the phone's: a desktop keeps the line-number column
+    assert driver.find_element(By.CSS_SELECTOR, ".cr-code td.linenos").is_displayed()
     assert driver.execute_script("return document.documentElement.scrollWidth") <= width
     approve = driver.find_element(By.XPATH, APPROVE)
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", approve)

@@ -4,9 +4,17 @@ filling the shared disk; each has its positive control (another person, a raised
 
 from __future__ import annotations
 
+import asyncio
 import io
+import threading
+import time
 
+import psycopg
+import pytest
+
+from backend import clock
 from backend.drive import service as drive
+from backend.drive.tables import DriveFile
 from backend.hashing import CHUNK
 from backend.settings import get_settings
 from backend.tenancy.context import load_user_context_by_email
@@ -126,3 +134,101 @@ async def test_quotas_are_company_settings_an_admin_changes_and_a_member_cannot(
     )
     r = await client.patch("/api/company/settings", json={"drive_quota_mb_per_user": 0})
     assert r.status_code in (400, 422), r.text
+
+
+# --- across processes (security review 2026-12-06, D-L5) ------------------------------------------------
+# The guard was an asyncio lock per process (per event loop): under `serve --processes N`, N uploads fitted the
+# same room. Here two uploads run at once as two API processes would: one in the test's event loop, one in an
+# event loop of its own in another thread, each with its own connections to one PostgreSQL database and (under
+# the old guard) its own lock; both past reading their bytes before either checks. One fits and one is refused:
+# the guard is the company's row, held in the database. The control takes the row lock away (what a guard of
+# each process's own amounts to across processes) and the same two both land past the room.
+
+
+async def _room_for_one(kind: str, ctx) -> tuple[int, type[Exception]]:
+    """Set Acme's limits so one more upload of the returned size fits and a second does not."""
+    if kind == "rate":
+        since = clock.now() - drive.UPLOAD_WINDOW
+        recent = await DriveFile.count().where(
+            (DriveFile.owner == ctx.user_id) & DriveFile.run_id.is_null() & (DriveFile.created_at >= since)
+        )
+        await _set(drive_uploads_per_hour=recent + 1)
+        return 64, drive.TooManyUploads
+    used = int(await drive._used(DriveFile.company == ctx.company_id))
+    quota_mb = used // MB + 2
+    await _set(drive_quota_mb_per_company=quota_mb)
+    room = quota_mb * MB - used
+    return room // 2 + 1, drive.QuotaExceeded
+
+
+LOCK_WAITERS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+)
+
+
+def _meet_or_see_blocked(arrived: list[int], dsn: str) -> None:
+    """After its room check, each upload waits until the other has checked too (two guards that do not
+    exclude each other: both go on to insert), or until the database shows the other waiting on a lock (a
+    guard that does): the widest window, whichever the guard, and no time guessed."""
+    arrived.append(1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(6000):  # a minute at most
+            if len(arrived) >= 2 or conn.execute(LOCK_WAITERS).fetchone()[0]:
+                return
+            time.sleep(0.01)
+    raise AssertionError("the other upload neither checked its room nor waited on a lock")
+
+
+async def _two_processes_at_once(monkeypatch, dsn: str, kind: str) -> tuple[list[object], type[Exception]]:
+    alice = await load_user_context_by_email("alice@acme.example")
+    size, refusal = await _room_for_one(kind, alice)
+    both_received = threading.Barrier(2, timeout=60)
+    sniff, check = drive._kind_of_file, drive._check_quota
+    arrived: list[int] = []
+
+    def received_then_meet(path, name):  # each upload's bytes are on disk before either checks its room
+        kind_of = sniff(path, name)
+        both_received.wait()
+        return kind_of
+
+    async def checked_then_meet(ctx, incoming: int) -> None:
+        await check(ctx, incoming)
+        if incoming:
+            await asyncio.to_thread(_meet_or_see_blocked, arrived, dsn)
+
+    monkeypatch.setattr(drive, "_kind_of_file", received_then_meet)
+    monkeypatch.setattr(drive, "_check_quota", checked_then_meet)
+
+    async def upload(i: int) -> object:
+        try:
+            return await drive.upload(alice, f"{kind}-{i}.bin", b"x" * size)
+        except Exception as exc:  # noqa: BLE001 - the refusal is the answer
+            return exc
+
+    answers = await asyncio.gather(upload(0), asyncio.to_thread(asyncio.run, upload(1)))
+    return list(answers), refusal
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("kind", ["quota", "rate"])
+async def test_two_uploads_at_once_from_two_processes_into_room_for_one_land_one(
+    client, demo_db, monkeypatch, kind: str
+) -> None:
+    answers, refusal = await _two_processes_at_once(monkeypatch, demo_db, kind)
+    assert sorted(type(a).__name__ for a in answers) == sorted(["dict", refusal.__name__]), answers
+    names = {r["name"] for r in await DriveFile.select(DriveFile.name).where(DriveFile.name.like(f"{kind}-%"))}
+    assert len(names) == 1 and _leftovers() == []  # the refused one left no row and no stray bytes
+
+
+@pytest.mark.postgres
+async def test_control_without_the_company_row_lock_both_land_past_the_room(client, demo_db, monkeypatch) -> None:
+    async def no_lock(company_id: int) -> None:
+        return None
+
+    monkeypatch.setattr(drive, "lock_company", no_lock)
+    check = drive._check_quota
+    answers, _ = await _two_processes_at_once(monkeypatch, demo_db, "quota")
+    assert [type(a).__name__ for a in answers] == ["dict", "dict"], answers
+    alice = await load_user_context_by_email("alice@acme.example")
+    with pytest.raises(drive.QuotaExceeded):  # the company is now past its quota
+        await check(alice, 0)

@@ -45,7 +45,7 @@ def executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 async def _host(client, host_id: str, capacity: int = 2) -> tuple[FleetWorker, dict[str, str]]:
     """A registered host and the real worker of it, talking to the in-process API."""
-    token = await service.enroll(host_id, created_by="test")
+    token = await service.enroll(host_id, created_by="test", capacity=capacity)  # the operator's slots
     headers = {"Authorization": f"Bearer {token}"}
     response = await client.post("/api/worker/hosts", json={"capacity": capacity}, headers=headers)
     assert response.status_code == 200, response.text

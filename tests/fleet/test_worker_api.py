@@ -44,7 +44,9 @@ async def _dispatch() -> list[int]:
 
 
 async def _worker(client, host_id: str, capacity: int = 2) -> dict[str, str]:
-    headers = {"Authorization": f"Bearer {await service.enroll(host_id, created_by='test')}"}
+    """`host_id` enrolled by the operator for `capacity` VMs, registered saying it runs that many."""
+    token = await service.enroll(host_id, created_by="test", capacity=capacity)
+    headers = {"Authorization": f"Bearer {token}"}
     response = await client.post("/api/worker/hosts", json={"capacity": capacity}, headers=headers)
     assert response.status_code == 200, response.text
     return headers

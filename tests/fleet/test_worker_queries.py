@@ -22,7 +22,8 @@ from tests.queries import counted
 pytestmark = pytest.mark.postgres
 
 HEARTBEAT = 1  # one statement: the worker token, the host's row updated, the runs it holds by the database
-CLAIM = 3  # the worker token; the run queued → running for it while its host is not lost; its job
+CLAIM = 4  # the worker token; the run queued → running for it while its host is not lost and its company's
+# switches are on; the pool's gate (2026-12-06, D-M3: the embedded worker's start-time check, at the claim); its job
 BUNDLE = 2  # the worker token; the run's holder, status and bundle folder (was the whole row)
 VM_STARTED = 5  # the worker token; vm_started_at set while this host holds it, returning its company; entry 3
 # (an audit entry on PostgreSQL: the chain's lock, its tail, the insert; the lock was added on

@@ -347,7 +347,19 @@ async def test_a_requester_who_lost_hr_no_longer_reads_what_her_runs_and_flows_c
     plain = (await _as(client, HANNAH, f"/api/runs/{run_id}", token=True)).json()
     assert secret in plain["result"]["stdout"] and plain["output_files"] and plain["withheld"] is None
 
+    def handed(trail: Any) -> dict[str, Any]:
+        return next(e for e in trail.json() if e["action"] == "flow.step_handed" and e["data"]["step"] == 2)
+
+    trail = await _as(client, HANNAH, f"/api/flows/{flow['id']}/audit")  # what step 2 was handed, by name
+    assert [c["name"] for c in handed(trail)["data"]["carried"]] == ["step-1/conclusion.json", "step-1/pay.csv"]
+
     await _revoke_hr(HANNAH)
+
+    # D-L1: the names (and hashes) of what a step was handed are its contents too, in the flow's trail
+    trail = await _as(client, HANNAH, f"/api/flows/{flow['id']}/audit")
+    assert "carried" not in handed(trail)["data"] and "carried" in handed(trail)["data_withheld"]
+    admin_trail = await _as(client, ADMIN, f"/api/flows/{flow['id']}/audit")  # control: the admin's has them
+    assert "step-1/pay.csv" in [c["name"] for c in handed(admin_trail)["data"]["carried"]]
 
     after = await _as(client, HANNAH, f"/api/flows/{flow['id']}")
     assert secret not in after.text

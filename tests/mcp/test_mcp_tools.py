@@ -107,7 +107,7 @@ async def test_list_datasets_says_when_an_export_truncates(api_server: ApiServer
     assert tasks["visible_rows"] > 5000 and tasks["export_rows"] == 5000 and tasks["export_truncated"] is True
 
 
-async def test_list_datasets_describes_a_company_defined_dataset(connect, api_server: ApiServer) -> None:
+async def test_list_datasets_describes_a_company_defined_dataset(api_server: ApiServer) -> None:
     """Issue 54: a dataset the company defined is listed with its columns and kinds, its key and writable
     columns, to a reader holding it (the admin); a member without a grant is not shown it (control)."""
     claims = {
@@ -149,7 +149,8 @@ async def test_list_datasets_describes_a_company_defined_dataset(connect, api_se
         found["origin"] == "company" and found["key_column"] == "claim_no" and found["writable"] == ["state"]
     )
     assert found["enums"] == {"state": ["open", "paid"]} and found["visible_rows"] == 0
-    async with connect(BOB) as client:
+    bob, _ = api_server.token(BOB)
+    async with http_client(api_server, bob) as client:
         names = {d["name"] for d in structured(await client.call_tool("list_datasets", {}))["datasets"]}
     assert "mcp_claims" not in names and "deals" in names
 

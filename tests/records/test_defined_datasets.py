@@ -271,3 +271,58 @@ async def test_proposed_changes_to_a_company_dataset_are_checked_like_a_builtins
     assert r.status_code == 409, r.text
     again = await DatasetRow.select().where(DatasetRow.id == s1["id"]).first()
     assert again["values"] == after["values"] and again["version"] == after["version"]
+
+
+def test_the_export_writes_stored_text_exactly_as_the_typed_values_would() -> None:
+    """The CSV export of a company-defined dataset skips converting numbers, dates and datetimes (they are
+    stored as the text the CSV writes); the bytes equal those of the typed rows the records API returns, on
+    awkward values. Control: a value stored in another spelling would differ (the comparison can fail)."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from backend.records.columns import ColumnKind as K
+    from backend.records.datasets import DefinedDataset
+    from backend.records.export import build_export
+    from backend.records.values import ColumnSpec, coerce_value, to_json
+
+    specs = (
+        ColumnSpec("ref", K.string),
+        ColumnSpec("amount", K.number),
+        ColumnSpec("on", K.date),
+        ColumnSpec("at", K.datetime),
+        ColumnSpec("ok", K.boolean),
+        ColumnSpec("n", K.integer),
+    )
+    ds = DefinedDataset(1, 1, "s", "S", specs, "ref", ())
+    raw = [
+        {
+            "ref": 'a,"b"\n',
+            "amount": "1.50",
+            "on": "2026-01-02",
+            "at": "2026-01-02T03:04:05.123456+02:00",
+            "ok": "true",
+        },
+        {"ref": "c", "amount": "-0.000", "at": "2026-01-02 03:04", "n": "-7"},
+        {"ref": "d", "amount": "1E+2", "ok": "0"},
+    ]
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    rows = [
+        {
+            "id": i,
+            "values": json.dumps(
+                {s.name: to_json(coerce_value(s, r.get(s.name), from_text=True)) for s in specs}
+            ),
+            "owner_id": 1,
+            "team_id": None,
+            "visibility": "company",
+            "created_at": now,
+            "updated_at": now,
+            "version": 1,
+        }
+        for i, r in enumerate(raw, start=1)
+    ]
+    typed = ds.decode(rows)
+    assert typed[0]["amount"] == Decimal("1.50") and isinstance(typed[0]["at"], dt.datetime)
+    assert build_export(ds, typed).csv == build_export(ds, ds.decode(rows, typed=False)).csv
+    respelled = [{**rows[0], "values": rows[0]["values"].replace('"1.50"', '"1.5"')}]
+    assert build_export(ds, ds.decode(respelled)).csv != build_export(ds, ds.decode(rows[:1])).csv
