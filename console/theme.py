@@ -41,11 +41,13 @@ CSS = """
 MEMBER_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
+    ("Drive", "/drive", "folder"),
     ("Assistant access", "/access", "smart_toy"),
 ]
 AUDITOR_NAV = [  # reads the trail and every run and flow; decides nothing (no settings, credits, tokens)
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
+    ("Drive", "/drive", "folder"),
     ("Audit", "/audit", "fact_check"),
     ("People", "/people", "group"),
     ("Teams and permissions", "/teams", "lock_person"),
@@ -53,6 +55,7 @@ AUDITOR_NAV = [  # reads the trail and every run and flow; decides nothing (no s
 ADMIN_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
+    ("Drive", "/drive", "folder"),
     ("People", "/people", "group"),
     ("Teams and permissions", "/teams", "lock_person"),
     ("Settings", "/settings", "tune"),

@@ -26,7 +26,6 @@ EXTRAS_BY_PATH = {"tests/": ("dev", "train"), "backend/injection_training/": ("t
 
 # Declared, but no module of ours imports them: the reason each one is there.
 USED_WITHOUT_IMPORT = {
-    "defusedxml": "openpyxl parses workbook XML through it when it is installed (openpyxl.xml.DEFUSEDXML)",
     "pytest-asyncio": "pytest plugin (asyncio_mode = auto)",
     "pytest-timeout": "pytest plugin (per-test ceilings, tests/conftest.py)",
     "ruff": "linter, run by scripts/test",

@@ -49,3 +49,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         for row in run_db(go):
             typer.echo(f"{row['id']}\t{row['kind']}\t{row['size']}\t{row['visibility']}\t{row['name']}")
+
+    @drive_app.command("purge-trash")
+    def purge_trash() -> None:
+        """Purge every company's Drive files that have been in the trash for 30 days (for a daily timer;
+        the API also purges a company's on its next upload, quota read or trash listing)."""
+        from backend.drive import service
+
+        typer.echo(f"purged {run_db(service.purge_expired)} files")

@@ -15,7 +15,6 @@ async def serve_stdio(api_url: str, token: str, console_url: str | None) -> None
     import httpx
 
     from backend.mcp.api import ApiError, CleanroomApi
-    from backend.mcp.tools import build_server
 
     async with httpx.AsyncClient(base_url=api_url.rstrip("/"), timeout=httpx.Timeout(120.0)) as client:
         api = CleanroomApi(client, token)
@@ -27,6 +26,8 @@ async def serve_stdio(api_url: str, token: str, console_url: str | None) -> None
                 print(f"cleanroom mcp: {exc}", file=sys.stderr)
                 raise SystemExit(1) from None
             print(f"cleanroom mcp: warning: {exc}", file=sys.stderr)  # the API may come up later
+        from backend.mcp.tools import build_server  # the MCP server's SDK, after a refused token has ended it
+
         server = build_server(lambda _ctx: api, console_url=console_url)
         await server.run_stdio_async()
 

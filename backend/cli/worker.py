@@ -71,8 +71,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if local:  # started and supervised by `cleanroom serve`: the in-process loop, in its own process
             _local_worker()
             return
-        from backend.fleet.host_agent import run_worker
-
         token = os.environ.get("CLEANROOM_WORKER_TOKEN", "").strip()
         if not token:
             fail(
@@ -91,6 +89,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             fail("--host-id: 1-32 lower-case letters, digits or underscores")
         if not full_db_role:
             _check_db_role(settings.effective_database_url, host_id)
+        # imported after the refusals above: a refused start does not load the host agent (1 CPU-second)
+        from backend.fleet.host_agent import run_worker
+
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         run_worker(
             host_id=host_id,

@@ -11,7 +11,7 @@ from backend.actions.schemas import ActionItemInfo
 from backend.audit.schemas import AuditEntryInfo, AuditPublicKey, AuditVerification
 from backend.client.http import ApiClient, decode
 from backend.credits.schemas import CreditUsage
-from backend.drive.schemas import DriveFileInfo, DriveFolderInfo
+from backend.drive.schemas import DriveFileInfo, DriveFolderInfo, DriveQuota
 from backend.evidence.schemas import Rerun, Reruns
 from backend.flows.schemas import FlowDetail, FlowPage
 from backend.records.schemas import DatasetBody, DatasetDefinitionInfo, DatasetInfo, RecordPage
@@ -300,6 +300,37 @@ class CleanroomClient(ApiClient):
     async def drive_folders(self, parent_id: int | None = None) -> list[DriveFolderInfo]:
         params = {"parent_id": parent_id}
         return await self.call(list[DriveFolderInfo], "GET", "/api/drive/folders", params=params)
+
+    async def create_folder(self, name: str, parent_id: int | None = None) -> DriveFolderInfo:
+        body = {"name": name, "parent_id": parent_id}
+        return await self.call(DriveFolderInfo, "POST", "/api/drive/folders", json=body)
+
+    async def upload_file(
+        self, name: str, data: bytes, *, folder_id: int | None = None, visibility: str = "private"
+    ) -> DriveFileInfo:
+        """A multipart upload, as a browser's form sends it (the API checks size, quotas, rate and name)."""
+        form = {"visibility": visibility, **({"folder_id": str(folder_id)} if folder_id is not None else {})}
+        files = {"file": (name, data, "application/octet-stream")}
+        return await self.call(DriveFileInfo, "POST", "/api/drive/files", data=form, files=files)
+
+    async def share_file(self, file_id: int, visibility: str) -> DriveFileInfo:
+        body = {"visibility": visibility}
+        return await self.call(DriveFileInfo, "PATCH", f"/api/drive/files/{file_id}", json=body)
+
+    async def trash_file(self, file_id: int) -> DriveFileInfo:
+        return await self.call(DriveFileInfo, "DELETE", f"/api/drive/files/{file_id}")
+
+    async def drive_trash(self) -> list[DriveFileInfo]:
+        return await self.call(list[DriveFileInfo], "GET", "/api/drive/trash")
+
+    async def restore_file(self, file_id: int) -> DriveFileInfo:
+        return await self.call(DriveFileInfo, "POST", f"/api/drive/trash/{file_id}/restore")
+
+    async def purge_file(self, file_id: int) -> None:
+        await self.send("DELETE", f"/api/drive/trash/{file_id}")
+
+    async def drive_quota(self) -> DriveQuota:
+        return await self.call(DriveQuota, "GET", "/api/drive/quota")
 
     async def file_content(self, file_id: int) -> tuple[bytes, str]:
         response = await self.send("GET", f"/api/drive/files/{file_id}/content")

@@ -126,6 +126,8 @@ PRELOAD_MODULES = (
     "charset_normalizer",
     "defusedxml.ElementTree",  # re-imports xml.etree.ElementTree afresh
     "defusedxml.expatreader",
+    "defusedxml.minidom",
+    "mammoth",  # .docx (backend/convert/docx.py)
     "odf.opendocument",
     "PIL.Image",
 )
@@ -136,6 +138,8 @@ PRELOAD_MODULES = (
 CHECKED_MODULES = (
     "backend.convert.service",
     "charset_normalizer",
+    "defusedxml.minidom",
+    "mammoth",
     "odf.opendocument",
     "openpyxl.formula.translate",
     "openpyxl.styles.numbers",

@@ -27,7 +27,7 @@ DAMAGED_PART_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,
 )
 
-KINDS = ("xlsx", "ods", "csv", "pdf", "image", "text", "markdown", "json")
+KINDS = ("xlsx", "ods", "csv", "pdf", "docx", "image", "text", "markdown", "json")
 SPREADSHEET_KINDS = ("xlsx", "ods", "csv")
 
 # Excel's own ceiling for one cell; anything longer is cut and warned about.

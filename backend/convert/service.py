@@ -14,6 +14,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 
+from backend.convert.docx import convert_docx
 from backend.convert.image import convert_image
 from backend.convert.model import (
     SPREADSHEET_KINDS,
@@ -48,6 +49,8 @@ def convert(data: bytes, filename: str, *, limits: ConvertLimits | None = None) 
             )
         deadline = Deadline(limits.time_limit_seconds)
         kind = sniff_kind(data, filename)
+        if extension(filename) == ".docx" and kind != "docx":
+            raise ConversionFailed(not_a_word_document(kind))
         converted = _convert_kind(kind, data, filename, limits, deadline)
     except ConversionFailed as exc:
         converted = Converted(kind=getattr(exc, "kind", None) or kind, error=str(exc))
@@ -86,6 +89,12 @@ def convert(data: bytes, filename: str, *, limits: ConvertLimits | None = None) 
     return converted
 
 
+def not_a_word_document(kind: str) -> str:
+    """A file named .docx whose content is something else: refused rather than read as that."""
+    what = KIND_WORDS.get(kind, "text or an unknown format")
+    return f"The file is named .docx but it is not a Word document (its content is {what}); it was not read."
+
+
 def _convert_kind(
     kind: str, data: bytes, filename: str, limits: ConvertLimits, deadline: Deadline
 ) -> Converted:
@@ -95,6 +104,8 @@ def _convert_kind(
         return convert_ods(data, limits, deadline)
     if kind == "pdf":
         return convert_pdf(data, limits, deadline)
+    if kind == "docx":
+        return convert_docx(data, limits, deadline)
     if kind == "image":
         return convert_image(data, limits, deadline)
     try:
@@ -102,7 +113,7 @@ def _convert_kind(
     except NotText as exc:
         raise ConversionFailed(
             f"This file is not a format Cleanroom can convert ({exc}). Supported: Excel (.xlsx), "
-            "OpenDocument (.ods), CSV, PDF, images, plain text, Markdown and JSON."
+            "OpenDocument (.ods), Word (.docx), CSV, PDF, images, plain text, Markdown and JSON."
         ) from exc
     text_kind = _text_kind(text, filename)
     try:

@@ -7,6 +7,7 @@ import io
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
+from typing import Any
 from xml.etree import ElementTree as ET
 from xml.parsers import expat
 
@@ -171,14 +172,15 @@ def finish_sheets(
 # --- zip containers ------------------------------------------------------------------------------------
 
 
-def open_zip_checked(data: bytes, limits: ConvertLimits, what: str) -> zipfile.ZipFile:
-    """Open an xlsx/ods container and refuse decompression bombs before any parser touches it.
+def open_zip_checked(data: bytes | Any, limits: ConvertLimits, what: str) -> zipfile.ZipFile:
+    """Open an xlsx/ods/docx container and refuse decompression bombs before any parser touches it.
+    `data`: bytes, or a seekable file (Drive checks an uploaded .docx here, mapped, before keeping it).
 
     Python's zipfile never inflates a member past its declared size (a lying header fails the CRC check),
     so the declared sizes are a trustworthy upper bound.
     """
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
+        archive = zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes | bytearray) else data)
         members = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
         raise ConversionFailed(f"The {what} is damaged and cannot be opened ({exc}).") from exc

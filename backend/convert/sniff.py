@@ -49,6 +49,7 @@ EXTENSION_KINDS = {
     ".xlsx": "xlsx",
     ".xlsm": "xlsx",
     ".ods": "ods",
+    ".docx": "docx",
     ".pdf": "pdf",
     ".png": "image",
     ".jpg": "image",
@@ -63,6 +64,7 @@ EXTENSION_KINDS = {
 KIND_WORDS = {
     "xlsx": "an Excel workbook",
     "ods": "an OpenDocument spreadsheet",
+    "docx": "a Word document",
     "csv": "CSV text",
     "pdf": "a PDF",
     "image": "an image",
@@ -149,7 +151,11 @@ def _zip_kind(data: bytes | MappedFile, filename: str) -> str:
         NotImplementedError,  # a compression method zipfile does not know
     ) as exc:
         what = KIND_WORDS.get(EXTENSION_KINDS.get(extension(filename), ""), "")
-        what = what if what in (KIND_WORDS["xlsx"], KIND_WORDS["ods"]) else "a zip-based document"
+        what = (
+            what
+            if what in (KIND_WORDS["xlsx"], KIND_WORDS["ods"], KIND_WORDS["docx"])
+            else "a zip-based document"
+        )
         raise ConversionFailed(
             f"The file looks like {what} but is damaged or incomplete (was the upload cut short?)."
         ) from exc
@@ -163,16 +169,18 @@ def _zip_kind(data: bytes | MappedFile, filename: str) -> str:
         raise ConversionFailed(
             "Excel binary workbooks (.xlsb) are not supported; save it as .xlsx and upload again."
         )
-    if "word/document.xml" in names or mimetype.startswith(b"application/vnd.oasis.opendocument.text"):
+    if "word/document.xml" in names:
+        return "docx"
+    if mimetype.startswith(b"application/vnd.oasis.opendocument.text"):
         raise ConversionFailed(
-            "Word-processor documents are not supported yet; save it as PDF and upload again."
+            "OpenDocument text files (.odt) are not supported yet; save it as .docx or PDF and upload again."
         )
     if "ppt/presentation.xml" in names or mimetype.startswith(
         b"application/vnd.oasis.opendocument.presentation"
     ):
         raise ConversionFailed("Presentations are not supported yet; save it as PDF and upload again.")
     if "[Content_Types].xml" in names:
-        raise ConversionFailed("This Office file is damaged: it has no workbook inside.")
+        raise ConversionFailed("This Office file is damaged: it has no workbook or document inside.")
     raise ConversionFailed("Zip archives are not supported; upload the files inside it one by one.")
 
 

@@ -71,3 +71,8 @@ def discard(received: Received) -> None:
 def receive_bytes(data: bytes) -> Received:
     """`receive` for content already in memory (a run's output, the CLI, the demo seed)."""
     return receive(io.BytesIO(data), len(data))
+
+
+def remove(digest: str) -> None:
+    """Delete a blob no file holds any more (the caller checked, under the service's blob lock)."""
+    blob_path(digest).unlink(missing_ok=True)

@@ -4,15 +4,26 @@ import unicodedata
 from typing import Annotated
 from urllib.parse import quote
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, Response, delete, get, patch, post
 from litestar.di import Provide
 from litestar.enums import RequestEncodingType
 from litestar.params import Body
 
 from backend.drive import service
-from backend.drive.schemas import DriveFileInfo, DriveFolderInfo, FolderBody, UploadForm
-from backend.tenancy.auth import ASSISTANT_OK, provide_user
+from backend.drive.schemas import (
+    DriveFileInfo,
+    DriveFolderInfo,
+    DriveQuota,
+    FolderBody,
+    UploadForm,
+    VisibilityBody,
+)
+from backend.tenancy.auth import ASSISTANT_OK, TOKEN_SCOPES, provide_user
 from backend.tenancy.context import UserContext
+
+# sharing, deleting, restoring and purging a file are a person's decision: refused to the assistant's token
+# (403 person_required, audited as every such refusal is), though the controller opens reading and uploading
+PERSON_ONLY = {TOKEN_SCOPES: frozenset()}
 
 
 def content_disposition(name: str) -> str:
@@ -94,3 +105,28 @@ class DriveController(Controller):
                 "X-Content-Type-Options": "nosniff",
             },
         )
+
+    @patch("/files/{file_id:int}", opt=PERSON_ONLY)
+    async def share(self, user: UserContext, file_id: int, data: VisibilityBody) -> DriveFileInfo:
+        return DriveFileInfo(**await service.set_visibility(user, file_id, data.visibility))
+
+    @delete("/files/{file_id:int}", status_code=200, opt=PERSON_ONLY)
+    async def trash(self, user: UserContext, file_id: int) -> DriveFileInfo:
+        """To the trash: restorable by its owner for 30 days, then purged."""
+        return DriveFileInfo(**await service.trash(user, file_id))
+
+    @get("/trash")
+    async def trashed(self, user: UserContext) -> list[DriveFileInfo]:
+        return [DriveFileInfo(**f) for f in await service.list_trash(user)]
+
+    @post("/trash/{file_id:int}/restore", status_code=200, opt=PERSON_ONLY)
+    async def restore(self, user: UserContext, file_id: int) -> DriveFileInfo:
+        return DriveFileInfo(**await service.restore(user, file_id))
+
+    @delete("/trash/{file_id:int}", status_code=204, opt=PERSON_ONLY)
+    async def purge(self, user: UserContext, file_id: int) -> None:
+        await service.purge(user, file_id)
+
+    @get("/quota")
+    async def quota(self, user: UserContext) -> DriveQuota:
+        return DriveQuota(**await service.quota(user))

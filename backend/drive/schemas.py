@@ -42,3 +42,20 @@ class DriveFileInfo(BaseModel):
     run_id: int | None
     source_datasets: list[str]
     created_at: datetime
+    trashed_at: datetime | None = None  # in the trash since then (only the trash listing shows these)
+    purge_at: datetime | None = None  # purged then unless restored before
+
+
+class VisibilityBody(BaseModel):
+    visibility: str  # private (the owner), team or company
+
+
+class DriveQuota(BaseModel):
+    """What the caller and their company keep in Drive, the trash included, against the quotas."""
+
+    user_used_bytes: int
+    user_trash_bytes: int  # of user_used_bytes, in the trash (freed when purged)
+    user_quota_bytes: int
+    company_used_bytes: int
+    company_quota_bytes: int
+    trash_days: int  # how long a deleted file can be restored before it is purged

@@ -114,17 +114,22 @@ def owned_rows_where(ctx: UserContext, table: type[Table]) -> Any:
     allowed = Or(allowed, And(table.visibility == "private", table.owner.is_in(private_owners)))
     where = And(same_company, allowed)
     if hasattr(table, "source_datasets"):
-        for name in unreadable_sources(ctx, DATASETS):
+        for name in unreadable_sources(ctx, [*DATASETS, *ctx.company_datasets]):
             where = And(where, _not_derived_from(table, name))
     return where
 
 
 def unreadable_sources(ctx: UserContext, sources: Any) -> list[str]:
     """The datasets among `sources` (the tags of a run's outputs) that `ctx` may not read: anything tagged
-    with one of them is hidden from `ctx`. None for an admin; a tag that names no dataset hides nothing."""
+    with one of them is hidden from `ctx`. None for an admin; a tag that names no dataset (neither a built-in
+    nor one the company defined) hides nothing."""
     if ctx.is_admin:
         return []
-    return sorted(name for name in set(sources) if name in DATASETS and not ctx.can(name, "read"))
+    return sorted(
+        name
+        for name in set(sources)
+        if (name in DATASETS or name in ctx.company_datasets) and not ctx.can(name, "read")
+    )
 
 
 def _not_derived_from(table: type[Table], dataset: str) -> WhereRaw:

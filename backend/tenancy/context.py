@@ -39,6 +39,9 @@ class UserContext:
     managed_team_ids: frozenset[int] = frozenset()
     managed_user_ids: frozenset[int] = frozenset()  # members of the teams the user manages
     permissions: dict[str, str] = field(default_factory=dict)  # dataset -> read | edit
+    # the names of the datasets the company defined (records/defined.py): a tag naming one of them is a dataset's
+    # as a built-in's name is (records/visibility.py `unreadable_sources`)
+    company_datasets: frozenset[str] = frozenset()
     auth: str = UNSTATED  # SESSION | TOKEN | OPERATOR; UNSTATED decides nothing (never a person by default)
     session_id: int | None = None
     token_id: int | None = None
@@ -166,6 +169,9 @@ SELECT 'grants', ps."id", 0, CAST(ps."grants" AS TEXT)
   FROM "team_membership" tm JOIN "team_permission_set" tps ON tps."team" = tm."team"
   JOIN "permission_set" ps ON ps."id" = tps."permission_set"
   WHERE tm."user" = {} AND ps."company" = {}
+UNION ALL
+SELECT 'dataset', NULL, 0, dd."name"
+  FROM "dataset_definition" dd WHERE dd."company" = {}
 """
 
 
@@ -185,13 +191,19 @@ async def load_user_context(
     managed: set[int] = set()
     managed_users: set[int] = set()
     permissions: dict[str, str] = {}
-    for fact in await User.raw(_FACTS, user_id, user_id, user_id, user["company"], user_id, user["company"]):
+    defined: set[str] = set()
+    facts = await User.raw(
+        _FACTS, user_id, user_id, user_id, user["company"], user_id, user["company"], user["company"]
+    )
+    for fact in facts:
         if fact["kind"] == "team":
             team_ids.add(fact["ref"])
             if fact["flag"]:
                 managed.add(fact["ref"])
         elif fact["kind"] == "managed":
             managed_users.add(fact["ref"])
+        elif fact["kind"] == "dataset":
+            defined.add(fact["grants"])
         else:
             grants = fact["grants"]
             for dataset, level in (json.loads(grants) if isinstance(grants, str) else grants or {}).items():
@@ -207,6 +219,7 @@ async def load_user_context(
         managed_team_ids=frozenset(managed),
         managed_user_ids=frozenset(managed_users),
         permissions=permissions,
+        company_datasets=frozenset(defined),
         company=company,
         **auth,  # type: ignore[arg-type]
     )

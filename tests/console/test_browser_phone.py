@@ -1,11 +1,14 @@
 """The approval page on a phone (390x844) and on a desktop (1280x800), in real headless Chromium: on the
 phone the navigation drawer starts closed and the run is what shows, nothing makes the page wider than the
 screen (the code soft-wraps inside its own box, nothing of it out of sight), and Approve can be scrolled
-to and pressed; on the desktop the drawer stands open beside the page. Needs no VM: the demo run only waits for approval."""
+to and pressed; on the desktop the drawer stands open beside the page. And the Drive page (issue 54), on these
+same servers (a server start costs more than the test): a person uploads a file through the page's uploader,
+sees it listed, deletes it to the trash and restores it. Needs no VM: the demo run only waits for approval."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +168,46 @@ def test_on_a_desktop_the_drawer_stands_open_beside_the_run(servers: Servers, sc
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", approve)
     box = rect(driver, approve)
     assert box["left"] >= drawer["right"] and box["top"] >= 0 and box["bottom"] <= 800
+
+
+# --- the Drive page -----------------------------------------------------------------------------------
+
+NAME = "east-forecast.csv"
+
+
+def _alice_drive(servers: Servers) -> tuple[set[str], set[str]]:
+    """What the API itself says Alice has in Drive and in the trash (not what the page shows)."""
+    with api_as(servers, "alice@acme.example") as api:
+        files = {f["name"] for f in api.get("/api/drive/files", params={"all": "true"}).json()}
+        trash = {f["name"] for f in api.get("/api/drive/trash").json()}
+    return files, trash
+
+
+def test_upload_see_delete_and_restore_on_the_drive_page(servers: Servers, browser, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = browser
+    wait = WebDriverWait(driver, 30, poll_frequency=0.25)
+    upload = tmp_path / NAME
+    upload.write_bytes(b"region,forecast\nEast,1400\n")
+    sign_in(driver, servers, "alice@acme.example")
+    driver.get(servers.console_url + "/drive")
+    wait_for_text(driver, "You keep")
+    wait_for_text(driver, "The trash is empty.")
+
+    driver.find_element(By.CSS_SELECTOR, ".q-uploader input[type=file]").send_keys(str(upload))
+    row = f"//*[contains(@class, 'nicegui-row')][.//*[normalize-space(.)='{NAME}']]"
+    wait.until(lambda d: d.find_elements(By.XPATH, f"{row}//button[@aria-label='Delete']"))
+    assert NAME in _alice_drive(servers)[0]  # stored by the API as Alice
+
+    driver.find_element(By.XPATH, f"{row}//button[@aria-label='Delete']").click()
+    wait_for_text(driver, "Restore")  # the trash lists it
+    files, trash = _alice_drive(servers)
+    assert NAME not in files and NAME in trash
+
+    driver.find_element(By.XPATH, "//button[contains(normalize-space(.), 'Restore')]").click()
+    wait_for_text(driver, "The trash is empty.")
+    wait.until(lambda d: d.find_elements(By.XPATH, f"{row}//button[@aria-label='Delete']"))
+    files, trash = _alice_drive(servers)
+    assert NAME in files and NAME not in trash

@@ -168,12 +168,13 @@ def test_other_unusable_files(data, name, words):
     assert_refused(convert(data, name), *words)
 
 
-def test_word_document_is_refused_with_advice():
+def test_opendocument_text_is_refused_with_advice():
+    # Word documents convert now (tests/convert/test_convert_docx.py); .odt is still refused, with advice
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
-        archive.writestr("[Content_Types].xml", "<Types/>")
-        archive.writestr("word/document.xml", "<document/>")
-    assert_refused(convert(out.getvalue(), "letter.docx"), "not supported", "PDF")
+        archive.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        archive.writestr("content.xml", "<office:document-content/>")
+    assert_refused(convert(out.getvalue(), "letter.odt"), "not supported", ".docx or PDF")
 
 
 # --- limits -----------------------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ ASSISTANT_ROUTES = {
     ("POST", "/api/drive/files"),
     ("GET", "/api/drive/files/{file_id:int}"),
     ("GET", "/api/drive/files/{file_id:int}/content"),
+    ("GET", "/api/drive/trash"),  # reads (issue 54); deleting, restoring, purging, sharing are a person's
+    ("GET", "/api/drive/quota"),
     ("POST", "/api/runs"),
     ("GET", "/api/runs"),
     ("GET", "/api/runs/{run_id:int}"),

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
+import inspect
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -111,6 +116,78 @@ async def stdio_client(server: ApiServer, token: str) -> AsyncIterator[Client]:
     )
     async with Client(params) as client:
         yield client
+
+
+class StdioClients:
+    """One `cleanroom mcp` stdio process per person for the whole test session, each holding a token of that
+    person minted when it starts: starting one is an interpreter importing the MCP SDK and the client (about 2
+    CPU-seconds, 8-10 s of a test under load), which a test paid for each stdio client before. The clients live
+    in an event loop of their own in a thread (a test's loop ends with its test); a test awaits their calls
+    from its own loop through `_Remote`. A person whose client has failed (its holder ended) gets a new one."""
+
+    def __init__(self, server: ApiServer) -> None:
+        self.server = server
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="mcp-stdio-clients", daemon=True)
+        self.thread.start()
+        self.held: dict[str, tuple[_Remote, asyncio.Event, concurrent.futures.Future[None]]] = {}
+
+    def client(self, email: str) -> _Remote:
+        held = self.held.get(email)
+        if held is not None and not held[2].done():
+            return held[0]
+        token, _ = self.server.token(email)
+        ready: concurrent.futures.Future[Client] = concurrent.futures.Future()
+        stop = asyncio.Event()
+        holding = asyncio.run_coroutine_threadsafe(self._hold(token, ready, stop), self.loop)
+        remote = _Remote(ready.result(timeout=120), self.loop)
+        self.held[email] = (remote, stop, holding)
+        return remote
+
+    async def _hold(self, token: str, ready: concurrent.futures.Future[Client], stop: asyncio.Event) -> None:
+        try:
+            async with stdio_client(self.server, token) as client:
+                ready.set_result(client)
+                await stop.wait()
+        except BaseException as e:
+            if not ready.done():
+                ready.set_exception(e)
+            raise
+
+    @asynccontextmanager
+    async def connect(self, email: str) -> AsyncIterator[Client]:
+        """As `stdio_client`, but the person's running process (the `connect` fixture's stdio transport)."""
+        yield self.client(email)  # type: ignore[misc] - the Client's calls, awaited from this loop
+
+    def close(self) -> None:
+        for _, stop, _ in self.held.values():
+            self.loop.call_soon_threadsafe(stop.set)
+        for _, _, holding in self.held.values():
+            with contextlib.suppress(Exception):  # a process a test broke has failed that test already
+                holding.result(timeout=60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=60)
+        self.loop.close()
+
+
+class _Remote:
+    """A `Client` living in `StdioClients`'s loop, called from a test's loop: its coroutine methods run there."""
+
+    def __init__(self, client: Client, loop: asyncio.AbstractEventLoop) -> None:
+        self._client = client
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self._client, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        async def call(*args: object, **kwargs: object) -> object:
+            return await asyncio.wrap_future(
+                asyncio.run_coroutine_threadsafe(attr(*args, **kwargs), self._loop)
+            )
+
+        return call
 
 
 def structured(result: CallToolResult) -> dict:

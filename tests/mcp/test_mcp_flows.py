@@ -12,7 +12,7 @@ import pytest
 from backend.hashing import sha256_text
 from tests.mcp.support import BOB, GINA, MARIA, ApiServer, http_client, structured, text
 
-pytestmark = pytest.mark.slow  # a real API server, and a subprocess per stdio client
+pytestmark = pytest.mark.slow  # a real API server, and a stdio subprocess per person (tests/mcp/conftest.py)
 
 TOTALS = """\
 import json

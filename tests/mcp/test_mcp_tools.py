@@ -24,12 +24,13 @@ from tests.mcp.support import (
     text,
 )
 
-pytestmark = pytest.mark.slow  # a real API server, and a subprocess per stdio client
+pytestmark = pytest.mark.slow  # a real API server, and a stdio subprocess per person (tests/mcp/conftest.py)
 
 TOOLS = {
     "list_datasets",
     "list_drive_files",
     "search_drive",
+    "upload_file",
     "propose_run",
     "revise_run",
     "ask_followup",

@@ -326,3 +326,47 @@ def test_the_export_writes_stored_text_exactly_as_the_typed_values_would() -> No
     assert build_export(ds, typed).csv == build_export(ds, ds.decode(rows, typed=False)).csv
     respelled = [{**rows[0], "values": rows[0]["values"].replace('"1.50"', '"1.5"')}]
     assert build_export(ds, ds.decode(respelled)).csv != build_export(ds, ds.decode(rows[:1])).csv
+
+
+@pytest.mark.sqlite
+async def test_an_output_computed_from_a_company_dataset_is_withheld_as_a_builtins_would_be(client) -> None:
+    """A run's output tagged with a company-defined dataset is hidden from whoever may not read that dataset,
+    by the same rule as a built-in's tag (records/visibility.py `unreadable_sources`, Drive's WHERE clause):
+    the hostile reader is bob (West, no grant on shipments), the controls alice once East holds it, and the
+    admin. A tag that names no dataset still hides nothing."""
+    from backend.drive import service as drive
+    from backend.drive.tables import DriveFile
+    from backend.records.visibility import unreadable_sources
+
+    await _define_as_admin(client)
+    await login(client, "admin@acme.example")
+    grid = (await client.get("/api/company/permissions")).json()
+    east = next(t["id"] for t in grid["teams"] if t["name"] == "East")
+    r = await client.put("/api/company/permissions", json={"teams": {str(east): {"shipments": "read"}}})
+    assert r.status_code == 200, r.text
+    client.cookies.clear()
+    admin = await load_user_context_by_email("admin@acme.example")
+    # a run's output shared company-wide, computed from shipments; and one from a tag that names no dataset
+    for name, tags in (("by-route.csv", ["shipments"]), ("other.csv", ["shipments2"])):
+        await drive._file_row(admin, name, "0" * 64, 10, "csv", None, "company", None, tags)
+    bob = await load_user_context_by_email("bob@acme.example")
+    alice = await load_user_context_by_email("alice@acme.example")
+    assert bob.company_datasets == frozenset({"shipments"})
+    assert unreadable_sources(bob, ["shipments", "deals", "shipments2"]) == ["shipments"]
+    assert unreadable_sources(alice, ["shipments", "deals"]) == []  # control: East reads it
+    assert unreadable_sources(admin, ["shipments"]) == []
+
+    async def names(email: str) -> set[str]:
+        await login(client, email)
+        r = await client.get("/api/drive/files")
+        client.cookies.clear()
+        assert r.status_code == 200, r.text
+        body = r.json()
+        items = body["items"] if isinstance(body, dict) else body
+        return {f["name"] for f in items}
+
+    assert "by-route.csv" not in await names("bob@acme.example")
+    assert "other.csv" in await names("bob@acme.example")
+    assert {"by-route.csv", "other.csv"} <= await names("alice@acme.example")
+    assert {"by-route.csv", "other.csv"} <= await names("admin@acme.example")
+    assert await DriveFile.count() >= 2

@@ -62,6 +62,12 @@ class DriveFile(DriveFileInfo):
     run_id: int | None = Field(default=None, description="set when the file is an output of that run")
 
 
+class UploadedFile(BaseModel):
+    file: DriveFileInfo = Field(description="the stored file; its id goes into propose_run's `files`")
+    user_used_bytes: int = Field(description="what this user now keeps in Drive (the trash included)")
+    user_quota_bytes: int = Field(description="this user's Drive quota")
+
+
 class DriveFileList(BaseModel):
     files: list[DriveFile]
     total: int
