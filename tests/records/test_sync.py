@@ -10,6 +10,7 @@ where it was planted on purpose."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import uuid
@@ -156,6 +157,17 @@ async def test_sync_from_a_real_second_database_full_incremental_and_hostile_sou
     )
     again = await sync.sync_dataset(ds, actor=admin.actor)
     assert (again["rows_read"], again["changed"], again["unchanged"]) == (50, 1, 49)
+
+    # on a schedule: a source whose firing fell due is synced by the dispatcher's `sync_due`, once
+    await sync.set_source(
+        ds, owner_id=admin.user_id, dsn=None, table="shipments", updated_at_column="updated", cron="0 * * * *"
+    )
+    await _source_rows(source_db, "UPDATE shipments SET weight = 2, updated = '2029-01-01' WHERE ref = 'S-7'")
+    past = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    await DatasetSource.update({DatasetSource.next_sync_at: past}).where(DatasetSource.dataset == ds.id)
+    assert await sync.sync_due() == [ds.id]
+    assert await sync.sync_due() == []  # the firing was claimed: the next is in the future
+    assert (await _values(ds.id))["S-7"] == "2"
 
     # the connection string never leaks: the password looked for everywhere it must not be
     password = source_db.split(":")[2].split("@")[0]
