@@ -27,6 +27,7 @@ from backend.metrics import metrics_endpoint
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
 from backend.records.datasets_controller import DatasetsController
+from backend.records.import_controller import DatasetImportController
 from backend.records.visibility import company_datasets
 from backend.review.controller import ReviewController
 from backend.runs import gates, queued
@@ -87,6 +88,7 @@ CONTROLLERS = [
     SsoSignInController,
     SsoSettingsController,
     RecordsController,
+    DatasetImportController,  # /api/datasets/…/import, /source, /sync: a person's, never a token's
     DatasetsController,
     AuditController,
     ReviewController,  # GET /api/audit (filtered), a run's timeline, the reports

@@ -29,6 +29,7 @@ from backend.drive import tables as drive_tables
 from backend.evidence import tables as evidence_tables
 from backend.fleet import tables as fleet_tables
 from backend.flows import tables as flows_tables
+from backend.records import sync_tables as records_sync_tables
 from backend.records import tables as records_tables
 from backend.runs import tables as runs_tables
 from backend.schedules import tables as schedules_tables
@@ -43,6 +44,7 @@ TABLE_MODULES = [
     sso_tables,
     audit_tables,
     records_tables,
+    records_sync_tables,
     drive_tables,
     runs_tables,
     actions_tables,

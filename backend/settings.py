@@ -172,6 +172,18 @@ class Settings(BaseSettings):
     # at most this much of a converter's answer is read (JSON: ~17 bytes a cell, so a 5M-cell sheet is ~90 MB)
     convert_max_output_bytes: int = 256 * 1024 * 1024
 
+    # company-defined datasets: imports from files and syncs from the company's PostgreSQL (issue 54)
+    import_max_rows: int = 2_000_000
+    import_max_bytes: int = 512 * 1024 * 1024
+    import_time_limit_seconds: float = 900.0
+    # seals sync sources' connection strings (a Fernet key); unset: the file source_secret_key in the data dir
+    source_secret_key: str | None = None
+    sync_connect_timeout_seconds: float = 10.0
+    sync_statement_timeout_seconds: float = 60.0  # each statement on the source
+    sync_timeout_seconds: float = 600.0  # one whole sync
+    sync_max_rows: int = 2_000_000
+    sync_max_bytes: int = 1024 * 1024 * 1024
+
     # auth
     login_attempts_per_window: int = 5
     login_window_seconds: int = 60
@@ -187,7 +199,9 @@ class Settings(BaseSettings):
     console_forward_secret: str | None = None
     login_attempts_keep_windows: int = 10  # attempts older than this many windows are pruned
     login_hash_concurrency: int = 2  # password checks at once (argon2: 64 MiB and a core each)
-    login_hash_queue: int = 32  # sign-ins waiting for a check, per lane (known, fresh), before new ones get 429
+    login_hash_queue: int = (
+        32  # sign-ins waiting for a check, per lane (known, fresh), before new ones get 429
+    )
     session_hours: int = 12
     # argon2's parameters for new password hashes: "standard" (argon2-cffi's defaults, 64 MiB) everywhere
     # but the test suite, which sets "cheap" (tests/conftest.py); a stored hash made with other parameters is

@@ -70,7 +70,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if ctx.invoked_subcommand is None:
             benches.run_suites(sorted(benches.SUITES), json_out)
 
-    benches.add_suite(bench_app, "scanner", _scanner_suite, "Injection scanner throughput (cells per second).")
+    benches.add_suite(
+        bench_app, "scanner", _scanner_suite, "Injection scanner throughput (cells per second)."
+    )
     benches.add_suite(
         bench_app,
         "injection",

@@ -320,6 +320,12 @@ def _spawn(argv: list[str], workdir: Path, bwrap: bool) -> subprocess.Popen:
     env = {key: os.environ[key] for key in KEPT_ENV if key in os.environ}
     env.update(HOME=str(workdir), TMPDIR=str(workdir), OMP_THREAD_LIMIT="1", PYTHONDONTWRITEBYTECODE="1")
     env[IDENTITY_ENV] = "" if identity is None else f"{identity[0]}:{identity[1]}"
+    # the child imports the `backend` package the parent runs (bound read-only by `bwrap_argv`), not whichever
+    # one the virtualenv's editable install names (another checkout, not bound: a worktree's child failed)
+    import backend
+
+    root = str(Path(backend.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = ":".join(p for p in (env.get("PYTHONPATH", ""), root) if p)
     if bwrap:
         argv = [*bwrap_argv(workdir), *argv]
     return subprocess.Popen(

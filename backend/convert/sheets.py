@@ -318,7 +318,17 @@ def _ods_encrypted(archive: zipfile.ZipFile) -> bool:
         return False
 
 
-def _parse_ods(stream, limits: ConvertLimits, budget: CellBudget, deadline: Deadline, comments: list[str]):
+def _parse_ods(
+    stream,
+    limits: ConvertLimits,
+    budget: CellBudget,
+    deadline: Deadline,
+    comments: list[str],
+    make_builder=None,
+):
+    """Yields (sheet, hidden, builder) per sheet; `make_builder(limits, budget)` (default `SheetBuilder`) lets
+    the import's row stream (backend/convert/rows.py) emit rows as they are read instead of keeping them."""
+    make_builder = make_builder or SheetBuilder
     hidden_styles: set[str] = set()
     stack: list[ET.Element] = []
     sheet_name = ""
@@ -334,7 +344,7 @@ def _parse_ods(stream, limits: ConvertLimits, budget: CellBudget, deadline: Dead
                 sheet_count += 1
                 sheet_name = elem.get(A_NAME) or f"Sheet{sheet_count}"
                 sheet_hidden = elem.get(A_STYLE_NAME, "") in hidden_styles
-                builder = SheetBuilder(limits, budget)
+                builder = make_builder(limits, budget)
                 row_index = 0
             continue
         stack.pop()

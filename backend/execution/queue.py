@@ -12,6 +12,7 @@ from backend.execution.execute import execute, finish, recover
 from backend.execution.rerun import execute_rerun, queued_reruns
 from backend.execution.retention import sweep_bundles
 from backend.flows import progress as flows
+from backend.records import sync as records_sync
 from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.standby import service_standby_count, start_standby_pool, stop_standby_pool
@@ -156,6 +157,7 @@ class Worker:
                 if loop.time() - self._last_schedule_check > get_settings().schedule_check_seconds:
                     self._last_schedule_check = loop.time()
                     await schedules.fire_due()
+                    records_sync.start_due_syncs()  # datasets synced from a company's database
                 if loop.time() - self._last_sweep > 60 * get_settings().bundle_sweep_minutes:
                     await self._sweep()
                 vms = max(1, get_settings().max_concurrent_vms)

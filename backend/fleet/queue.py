@@ -41,6 +41,7 @@ from backend.execution.queue import queued_runs
 from backend.execution.retention import sweep_bundles
 from backend.fleet import service
 from backend.fleet.tables import WorkerHost
+from backend.records import sync as records_sync
 from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
 from backend.schedules import service as schedules
@@ -851,6 +852,7 @@ class Dispatcher:
                 if loop.time() - self._last_schedules > get_settings().schedule_check_seconds:
                     self._last_schedules = loop.time()
                     await schedules.fire_due()
+                    records_sync.start_due_syncs()  # datasets synced from a company's database
                 await dispatch(self.app)
                 if loop.time() - last_sweep > 60 * get_settings().bundle_sweep_minutes:
                     last_sweep = loop.time()

@@ -261,8 +261,10 @@ def concepts(token: str) -> frozenset[str]:
                 tags |= hit
         if n >= 6 and (
             token.endswith(_YOU_ENDINGS_6)
-            or n >= 7 and token.endswith(_YOU_ENDINGS_7)
-            or n >= 8 and token.endswith(_YOU_ENDINGS_8)
+            or n >= 7
+            and token.endswith(_YOU_ENDINGS_7)
+            or n >= 8
+            and token.endswith(_YOU_ENDINGS_8)
         ):
             tags.add("YOU")
     out = frozenset(tags) if tags else _EMPTY

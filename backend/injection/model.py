@@ -147,7 +147,9 @@ def concept_features_all(toks: list[str]) -> tuple[set[str], bool]:
             tags |= c
         elif t in _PLACEHOLDERS:
             feats.add(t)
-    reader = not tags.isdisjoint(READER_CUES)  # else: not the concept block's business (plain business requests)
+    reader = not tags.isdisjoint(
+        READER_CUES
+    )  # else: not the concept block's business (plain business requests)
     if not reader and len(tags) < 2:
         return set(), False  # nor the language-free scorer's (lf_view): one concept is not an instruction
     ordered = sorted(tags)
@@ -170,7 +172,9 @@ def concept_features_all(toks: list[str]) -> tuple[set[str], bool]:
 
 
 _LF_DROP = frozenset({"<id>", "<longnum>", "#tags1"})
-_FRENCH = frozenset({"le", "la", "les", "l", "d", "une", "est", "pour", "dans", "et", "avec", "sur", "au", "aux"})  # not de, sv
+_FRENCH = frozenset(
+    {"le", "la", "les", "l", "d", "une", "est", "pour", "dans", "et", "avec", "sur", "au", "aux"}
+)  # not de, sv
 _YOU = frozenset({"YOU"})
 
 

@@ -26,9 +26,21 @@ from backend.injection_training.benign import NOTES, Table, _Filler, note_templa
 
 CORPUS = Path(__file__).with_name("intents")
 LANGS = ["en", "de", "fr", "es", "it", "pt", "nl", "pl", "tr", "sv", "ja", "zh"]
-LOCALE = {"en": "en_US", "de": "de_DE", "fr": "fr_FR", "es": "es_ES", "it": "it_IT", "pt": "pt_BR",
-          "nl": "nl_NL", "pl": "pl_PL", "tr": "tr_TR", "sv": "sv_SE", "ja": "ja_JP", "zh": "zh_CN",
-          "cs": "cs_CZ"}  # fmt: skip  (cs: only the blind set, blind/)
+LOCALE = {
+    "en": "en_US",
+    "de": "de_DE",
+    "fr": "fr_FR",
+    "es": "es_ES",
+    "it": "it_IT",
+    "pt": "pt_BR",
+    "nl": "nl_NL",
+    "pl": "pl_PL",
+    "tr": "tr_TR",
+    "sv": "sv_SE",
+    "ja": "ja_JP",
+    "zh": "zh_CN",
+    "cs": "cs_CZ",
+}  # fmt: skip  (cs: only the blind set, blind/)
 INTENTS = ["record", "exfil", "omit", "persona", "conditional", "automation", "addressed", "split", "encoded"]
 SEP = " || "
 

@@ -302,11 +302,15 @@ class TrainingData:
         model.threshold = calibrate(model, self.cal_cells, self.cal_hard)
         if LF_C:
             lf_reps = [LF_CORPUS_WEIGHT if w[3] is not None else 1 for w in self.pos]
-            pos_lf = [cf for cf, k, n in zip(self.pos_lf, keep_pos, lf_reps, strict=True) if k for _ in range(n)]
+            pos_lf = [
+                cf for cf, k, n in zip(self.pos_lf, keep_pos, lf_reps, strict=True) if k for _ in range(n)
+            ]
             # the corpus's benign twins count as often as its attacks: the corpus weight must not make the
             # scorer read a French contract clause or a password notice as an attack
             neg_reps = [LF_CORPUS_WEIGHT if key is not None else 1 for key in self.neg_keys]
-            neg_lf = [cf for cf, k, n in zip(self.neg_lf, keep_neg, neg_reps, strict=True) if k for _ in range(n)]
+            neg_lf = [
+                cf for cf, k, n in zip(self.neg_lf, keep_neg, neg_reps, strict=True) if k for _ in range(n)
+            ]
             add_language_free(model, pos_lf, neg_lf, self.cal_cells, self.cal_hard)
         model.meta.update(
             {
@@ -411,9 +415,13 @@ def train_language_free_only(log: bool = True) -> Model:
     pos_lf = [cf for cf, n in zip(data.pos_lf, reps, strict=True) for _ in range(n)]
     neg_lf = [cf for cf, n in zip(data.neg_lf, neg_reps, strict=True) for _ in range(n)]
     add_language_free(base, pos_lf, neg_lf, data.cal_cells, data.cal_hard)
-    base.meta["language_free_only"] = "n-gram model kept from the previous artifact; language-free scorer fitted"
+    base.meta["language_free_only"] = (
+        "n-gram model kept from the previous artifact; language-free scorer fitted"
+    )
     if log:
-        print(json.dumps({k: v for k, v in base.meta.items() if k.startswith("lf")}, indent=1), file=sys.stderr)
+        print(
+            json.dumps({k: v for k, v in base.meta.items() if k.startswith("lf")}, indent=1), file=sys.stderr
+        )
     return base
 
 

@@ -80,6 +80,7 @@ TABLES: list[tuple[str, str, list[tuple[str, type, dict[str, Any]]]]] = [
     ),
 ]
 
+
 async def forwards():
     manager = MigrationManager(migration_id=ID, app_name="cleanroom", description=DESCRIPTION)
     for class_name, tablename, columns in TABLES:

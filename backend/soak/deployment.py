@@ -238,7 +238,16 @@ class FleetDeployment(Deployment):
         for host, role in self.roles.items():
             password = secrets.token_urlsafe(24)
             subprocess.run(  # the cluster's other databases are not the soak's to change
-                [sys.executable, "-m", "backend", "workers", "db-role", host, role, "--leave-other-databases"],
+                [
+                    sys.executable,
+                    "-m",
+                    "backend",
+                    "workers",
+                    "db-role",
+                    host,
+                    role,
+                    "--leave-other-databases",
+                ],
                 env={**self.env, "CLEANROOM_WORKER_DB_PASSWORD": password},
                 cwd=REPO_ROOT,
                 check=True,

@@ -1,0 +1,226 @@
+"""The API of imports and syncs (issue 54): a person's decisions, never the assistant's token (no ASSISTANT_OK:
+the token guard answers 403 person_required), each checked again in the service (`ctx.require_person`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from litestar import Controller, get, post, put
+from litestar.datastructures import UploadFile
+from litestar.di import Provide
+from litestar.enums import RequestEncodingType
+from litestar.params import Body
+from pydantic import BaseModel
+
+from backend.errors import Invalid, NotFound
+from backend.hashing import StreamTooLong, copy_hashed
+from backend.records import defined, importing, sync
+from backend.records.values import ColumnSpec
+from backend.settings import get_settings
+from backend.tenancy.auth import provide_user
+from backend.tenancy.context import UserContext
+
+
+class ImportForm(BaseModel):
+    model_config = {"arbitrary_types_allowed": True}
+    file: UploadFile
+    dry_run: bool = True
+    # a new dataset: its label, key column and columns (JSON: the preview's `columns`, as confirmed)
+    label: str = ""
+    key_column: str = ""
+    columns: str = ""
+    writable: str = ""  # JSON list; empty: every column
+
+
+class PreviewForm(BaseModel):
+    model_config = {"arbitrary_types_allowed": True}
+    file: UploadFile
+
+
+class RefusalInfo(BaseModel):
+    row: int
+    reason: str
+
+
+class ImportReportInfo(BaseModel):
+    """What an import (or a sync) did, or would do for a dry run: counts, and at most `refusals_listed`
+    refusals listed (`refusals_not_listed` says how many more)."""
+
+    dataset: str
+    applied: bool
+    rows_read: int
+    added: int
+    changed: int
+    unchanged: int
+    refused: int
+    sha256: str
+    refusals: list[RefusalInfo]
+    refusals_listed: int
+    refusals_not_listed: int
+    ignored_columns: list[str]
+
+
+class ColumnInfo(BaseModel):
+    name: str
+    kind: str
+    nullable: bool
+    max_length: int | None
+    enum: list[str] | None
+
+
+class PreviewInfo(BaseModel):
+    kind: str
+    header: list[str]
+    columns: list[ColumnInfo]
+    sampled_rows: int
+
+
+class SourceInfo(BaseModel):
+    dataset_id: int
+    connection: str  # "set (hidden)" or "not set": never the connection string
+    query: str
+    table: str
+    updated_at_column: str
+    cursor: str
+    cron: str
+    timezone: str
+    next_sync_at: datetime | None
+    status: str
+    last_error: str
+    last_attempt_at: datetime | None
+    last_synced_at: datetime | None
+    last_summary: ImportReportInfo | None
+
+
+class SourceBody(BaseModel):
+    connection: str | None = None  # postgresql://…; omitted: keep the stored one (never shown back)
+    query: str = ""
+    table: str = ""
+    updated_at_column: str = ""
+    cron: str = ""
+    timezone: str = "UTC"
+
+
+async def _spooled(upload: UploadFile) -> Path:
+    """The uploaded part copied to a private temporary file in chunks (the converter child reads it from there)."""
+    limit = get_settings().import_max_bytes
+    folder = Path(get_settings().data_dir) / "tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = tempfile.NamedTemporaryFile(dir=folder, prefix="import-", delete=False)  # noqa: SIM115
+    path = Path(handle.name)
+    try:
+        with handle:
+            await asyncio.to_thread(copy_hashed, upload.file, handle, limit)
+    except StreamTooLong as exc:
+        path.unlink(missing_ok=True)
+        raise Invalid(
+            f"the file is over the {limit / 2**20:,.0f} MiB import limit", code="too_large"
+        ) from exc
+    return path
+
+
+def _new_spec(name: str, form: ImportForm) -> defined.DatasetSpec | None:
+    if not form.columns:
+        return None
+    try:
+        columns = [ColumnSpec.read(c) for c in json.loads(form.columns)]
+        writable = json.loads(form.writable) if form.writable else None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise Invalid(f"columns must be the preview's JSON list of columns ({exc})") from exc
+    return defined.DatasetSpec(
+        name=name, label=form.label or name, columns=columns, key_column=form.key_column, writable=writable
+    )
+
+
+async def _source_dataset(user: UserContext, name: str) -> Any:
+    importing._require_importer(user, name)
+    return await defined.get_defined(user.company_id, name)
+
+
+class DatasetImportController(Controller):
+    path = "/api/datasets"
+    tags = ["datasets"]
+    dependencies = {"user": Provide(provide_user)}
+
+    @post("/import/preview", status_code=200)
+    async def preview(
+        self, user: UserContext, data: Annotated[PreviewForm, Body(media_type=RequestEncodingType.MULTI_PART)]
+    ) -> PreviewInfo:
+        """The file's columns and their inferred kinds, to confirm before a new dataset is defined from it."""
+        user.require_person("importing a file")
+        try:
+            path = await _spooled(data.file)
+        finally:
+            await data.file.close()
+        try:
+            return PreviewInfo(**await importing.preview_file(user, path, data.file.filename))
+        finally:
+            path.unlink(missing_ok=True)
+
+    @post("/{name:str}/import", status_code=200)
+    async def import_file(
+        self,
+        user: UserContext,
+        name: str,
+        data: Annotated[ImportForm, Body(media_type=RequestEncodingType.MULTI_PART)],
+    ) -> ImportReportInfo:
+        """Import a CSV/XLSX/ODS file (`dry_run` true: only count what it would do). With `columns`, the
+        dataset is new and is defined (admin) when the import is applied."""
+        user.require_person("importing into a dataset")
+        spec = _new_spec(name, data)
+        try:
+            path = await _spooled(data.file)
+        finally:
+            await data.file.close()
+        try:
+            report = await importing.import_file(
+                user, name, path, data.file.filename, dry_run=data.dry_run, create=spec
+            )
+            return ImportReportInfo(**report)
+        finally:
+            path.unlink(missing_ok=True)
+
+    @get("/{name:str}/source")
+    async def source(self, user: UserContext, name: str) -> SourceInfo:
+        """The dataset's sync source as its page shows it: status, last error, never the connection string."""
+        dataset = await _source_dataset(user, name)
+        try:
+            return SourceInfo(**await sync.get_source(dataset))
+        except LookupError as exc:
+            raise NotFound(str(exc), code="no_source") from exc
+
+    @put("/{name:str}/source")
+    async def set_source(self, user: UserContext, name: str, data: SourceBody) -> SourceInfo:
+        dataset = await _source_dataset(user, name)
+        try:
+            shown = await sync.set_source(
+                dataset,
+                owner_id=user.user_id,
+                dsn=data.connection,
+                query=data.query,
+                table=data.table,
+                updated_at_column=data.updated_at_column,
+                cron=data.cron,
+                timezone=data.timezone,
+            )
+        except ValueError as exc:
+            raise Invalid(str(exc), code="invalid_source") from exc
+        return SourceInfo(**shown)
+
+    @post("/{name:str}/sync", status_code=200)
+    async def sync_now(self, user: UserContext, name: str) -> ImportReportInfo:
+        """Sync now. A failed sync answers 422 with the reason; the last good data stays."""
+        dataset = await _source_dataset(user, name)
+        try:
+            result = await sync.sync_dataset(dataset, actor=user.actor)
+        except LookupError as exc:
+            raise NotFound(str(exc), code="no_source") from exc
+        except sync.SyncRefused as exc:
+            raise Invalid(str(exc), code="sync_failed") from exc
+        result.pop("status", None)
+        return ImportReportInfo(**result)

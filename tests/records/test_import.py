@@ -1,0 +1,276 @@
+"""Importing a file into a company-defined dataset (issue 54, item 3): kinds inferred and shown before anything
+is written, a dry run that counts what the import would do, the import itself upserting by the external key
+in one transaction with its audit entry (the file's hash and counts, never a value), and the parties who may
+not import refused beside the ones who may.
+
+The file is parsed by the confined converter child (backend/convert/rows.py) in the tests that say so; the
+others feed rows straight in (`Loader`), to keep the suite fast."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from backend.audit.tables import AuditEntry
+from backend.convert.rows import ImportFileRefused, stream_rows
+from backend.errors import AppError, Forbidden, Invalid, NotFound
+from backend.records import defined, importing
+from backend.records.columns import ColumnKind
+from backend.records.tables import DatasetRow
+from backend.tenancy.context import TOKEN, load_user_context_by_email
+
+CSV = (
+    "Ref,Weight,Shipped On,Fragile,Note\n"
+    "S-1,12.5,2026-01-02,true,first\n"
+    "S-2,3,2026-01-03,false,second\n"
+    "S-3,7.25,2026-01-04,true,third\n"
+)
+
+
+def _spec(preview: dict) -> defined.DatasetSpec:
+    from backend.records.values import ColumnSpec
+
+    columns = [ColumnSpec.read(c) for c in preview["columns"]]
+    return defined.DatasetSpec(name="shipments", label="Shipments", columns=columns, key_column="ref")
+
+
+async def _rows(dataset_name: str, company_id: int) -> dict[str, dict]:
+    ds = await defined.get_defined(company_id, dataset_name)
+    rows = await DatasetRow.select(DatasetRow.external_key, DatasetRow.values, DatasetRow.version).where(
+        DatasetRow.dataset == ds.id
+    )
+    out = {}
+    for r in rows:
+        values = r["values"]
+        out[r["external_key"]] = {
+            **(json.loads(values) if isinstance(values, str) else values),
+            "_version": r["version"],
+        }
+    return out
+
+
+@pytest.mark.sqlite
+async def test_admin_previews_dry_runs_then_imports_a_csv_and_a_second_import_upserts(
+    demo_db: str, tmp_path: Path
+) -> None:
+    admin = await load_user_context_by_email("admin@acme.example")
+    path = tmp_path / "shipments.csv"
+    path.write_text(CSV)
+
+    preview = await importing.preview_file(admin, path, "shipments.csv")
+    kinds = {c["name"]: c["kind"] for c in preview["columns"]}
+    assert kinds == {
+        "ref": "string",
+        "weight": "number",
+        "shipped_on": "date",
+        "fragile": "boolean",
+        "note": "string",
+    }
+    spec = _spec(preview)
+    dry = await importing.import_file(admin, "shipments", path, "shipments.csv", dry_run=True, create=spec)
+    assert (dry["added"], dry["changed"], dry["unchanged"], dry["refused"], dry["applied"]) == (
+        3,
+        0,
+        0,
+        0,
+        False,
+    )
+    with pytest.raises(NotFound):  # the dry run defined nothing and wrote nothing
+        await defined.get_defined(admin.company_id, "shipments")
+
+    done = await importing.import_file(admin, "shipments", path, "shipments.csv", dry_run=False, create=spec)
+    assert (done["added"], done["refused"], done["applied"]) == (3, 0, True)
+    rows = await _rows("shipments", admin.company_id)
+    assert rows["S-1"]["weight"] == "12.5" and rows["S-1"]["fragile"] is True
+
+    # the second file: S-1 changed, S-2 unchanged, S-3 refused (bad number on row 4), S-4 added
+    path.write_text(
+        "Ref,Weight,Shipped On,Fragile,Note\n"
+        "S-1,41.0625,2026-01-02,true,first\n"
+        "S-2,3,2026-01-03,false,second\n"
+        "S-3,heavy,2026-01-04,true,third\n"
+        "S-4,1,2026-02-01,false,fourth\n"
+    )
+    again = await importing.import_file(admin, "shipments", path, "shipments.csv", dry_run=True)
+    assert (again["added"], again["changed"], again["unchanged"], again["refused"]) == (1, 1, 1, 1)
+    assert again["refusals"][0]["row"] == 4 and "weight" in again["refusals"][0]["reason"]
+    assert await _rows("shipments", admin.company_id) == rows  # a dry run writes nothing
+    applied = await importing.import_file(admin, "shipments", path, "shipments.csv", dry_run=False)
+    assert (applied["added"], applied["changed"], applied["unchanged"], applied["refused"]) == (1, 1, 1, 1)
+    after = await _rows("shipments", admin.company_id)
+    assert after["S-1"]["weight"] == "41.0625" and after["S-1"]["_version"] == 2
+    assert after["S-2"]["_version"] == 1 and after["S-3"]["weight"] == "7.25" and "S-4" in after
+
+    # audited: the file's hash and the counts, no record value
+    entries = (
+        await AuditEntry.select().where(AuditEntry.action == "dataset.imported").order_by(AuditEntry.seq)
+    )
+    assert len(entries) == 2
+    data = entries[-1]["data"]
+    data = json.loads(data) if isinstance(data, str) else data
+    assert data["file_sha256"] == applied["sha256"] and len(applied["sha256"]) == 64
+    assert (data["added"], data["changed"], data["refused"]) == (1, 1, 1)
+    assert not any(v in json.dumps(entries[-1], default=str) for v in ("S-4", "fourth", "heavy", "41.0625"))
+
+
+@pytest.mark.sqlite
+async def test_ten_thousand_refused_rows_are_counted_and_the_list_is_capped(demo_db: str) -> None:
+    admin = await load_user_context_by_email("admin@acme.example")
+    spec = defined.DatasetSpec(
+        name="claims",
+        label="Claims",
+        columns=[
+            defined.ColumnSpec("claim", ColumnKind.string, max_length=50),
+            defined.ColumnSpec("amount", ColumnKind.number),
+        ],
+        key_column="claim",
+    )
+    ds = await defined.define_dataset(admin, spec)
+    bad = ((i + 2, [f"C-{i}", "not a number"]) for i in range(10_000))
+    good = ((10_002 + i, [f"G-{i}", "1.5"]) for i in range(3))
+    defaults = defined.RowDefaults(owner_id=admin.user_id)
+    report = await importing.load_rows(ds, ["claim", "amount"], [*bad, *good], apply=False, defaults=defaults)
+    answer = report.as_dict()
+    assert answer["refused"] == 10_000 and answer["added"] == 3
+    assert len(answer["refusals"]) == importing.REFUSALS_LISTED
+    assert answer["refusals_not_listed"] == 10_000 - importing.REFUSALS_LISTED
+    assert answer["refusals"][0]["row"] == 2 and "amount" in answer["refusals"][0]["reason"]
+    assert len(json.dumps(answer)) < 20_000  # the answer stays small
+
+
+@pytest.mark.sqlite
+async def test_an_import_that_fails_part_way_leaves_nothing(
+    demo_db: str, tmp_path: Path, monkeypatch
+) -> None:
+    """Hostile: the file breaks after several batches were written. Control: the same rows, unbroken, land."""
+    admin = await load_user_context_by_email("admin@acme.example")
+    spec = defined.DatasetSpec(
+        name="parts",
+        label="Parts",
+        columns=[defined.ColumnSpec("sku", ColumnKind.string), defined.ColumnSpec("n", ColumnKind.integer)],
+        key_column="sku",
+    )
+    ds = await defined.define_dataset(admin, spec)
+    monkeypatch.setattr(importing, "BATCH", 50)
+    rows_written = 175
+
+    def broken(stop: bool):
+        def stream(path, filename, limits=None):
+            def rows():
+                for i in range(rows_written):
+                    yield i + 2, [f"P-{i}", str(i)]
+                if stop:
+                    raise ImportFileRefused("The converter stopped unexpectedly (exit -9).")
+
+            return importing.RowStream(header=["sku", "n"], kind="csv", rows=rows())
+
+        return stream
+
+    path = tmp_path / "parts.csv"
+    path.write_text("sku,n\n")
+    monkeypatch.setattr(importing, "stream_rows", broken(True))
+    with pytest.raises(Invalid, match="stopped unexpectedly"):
+        await importing.import_file(admin, "parts", path, "parts.csv", dry_run=False)
+    assert await DatasetRow.count().where(DatasetRow.dataset == ds.id) == 0
+    assert not await AuditEntry.exists().where(AuditEntry.action == "dataset.imported")
+
+    monkeypatch.setattr(importing, "stream_rows", broken(False))
+    done = await importing.import_file(admin, "parts", path, "parts.csv", dry_run=False)
+    assert done["added"] == rows_written
+    assert await DatasetRow.count().where(DatasetRow.dataset == ds.id) == rows_written
+
+
+@pytest.mark.sqlite
+async def test_who_may_import(demo_db: str, tmp_path: Path) -> None:
+    """Hostile: the assistant's token (even an admin's), a member without edit on the dataset, and another
+    company's admin. Controls: the admin's session, and a member once granted edit on it."""
+    admin = await load_user_context_by_email("admin@acme.example")
+    spec = defined.DatasetSpec(
+        name="surveys",
+        label="Surveys",
+        columns=[
+            defined.ColumnSpec("answer_id", ColumnKind.string),
+            defined.ColumnSpec("score", ColumnKind.integer),
+        ],
+        key_column="answer_id",
+    )
+    await defined.define_dataset(admin, spec)
+    path = tmp_path / "surveys.csv"
+    path.write_text("answer_id,score\nA1,5\n")
+
+    token = dataclasses.replace(admin, auth=TOKEN, token_id=1, token_scope="assistant")
+    with pytest.raises(Forbidden) as refused:
+        await importing.import_file(token, "surveys", path, "surveys.csv", dry_run=True)
+    assert refused.value.code == "person_required"
+    with pytest.raises(Forbidden):
+        await importing.preview_file(token, path, "surveys.csv")
+
+    member = await load_user_context_by_email("bob@acme.example")
+    assert not member.is_admin
+    with pytest.raises(Forbidden) as no_edit:
+        await importing.import_file(member, "surveys", path, "surveys.csv", dry_run=True)
+    assert no_edit.value.code == "dataset_forbidden"
+    with pytest.raises(Forbidden):  # nor define one from a file
+        await importing.import_file(
+            member, "other", path, "s.csv", dry_run=True, create=dataclasses.replace(spec, name="other")
+        )
+
+    other = await load_user_context_by_email("admin@globex.example")
+    with pytest.raises(AppError) as unknown:
+        await importing.import_file(other, "surveys", path, "surveys.csv", dry_run=False)
+    assert unknown.value.code == "unknown_dataset"
+
+    granted = dataclasses.replace(member, permissions={**member.permissions, "surveys": "edit"})
+    assert (await importing.import_file(granted, "surveys", path, "surveys.csv", dry_run=False))["added"] == 1
+    again = await importing.import_file(granted, "surveys", path, "surveys.csv", dry_run=True)
+    assert (again["unchanged"], again["added"], again["changed"]) == (1, 0, 0)
+
+
+def test_xlsx_and_ods_stream_through_the_confined_child(tmp_path: Path) -> None:
+    """The import's reader runs the staging parsers in the sandbox, row by row: dates, numbers and booleans
+    come out as the sheet shows them, with the sheet's own row numbers (a blank row keeps its number)."""
+    import datetime as dt
+
+    import openpyxl
+    from odf.opendocument import OpenDocumentSpreadsheet
+    from odf.table import Table, TableCell, TableRow
+    from odf.text import P
+
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.append(["ref", "when", "qty", "ok"])
+    sheet.append(["R1", dt.date(2026, 3, 1), 2.5, True])
+    sheet.append([])
+    sheet.append(["R2", dt.date(2026, 3, 2), 4, False])
+    book.save(tmp_path / "a.xlsx")
+    stream = stream_rows(tmp_path / "a.xlsx", "a.xlsx")
+    assert (stream.kind, stream.header) == ("xlsx", ["ref", "when", "qty", "ok"])
+    assert list(stream.rows) == [
+        (2, ["R1", "2026-03-01", "2.5", "TRUE"]),
+        (4, ["R2", "2026-03-02", "4", "FALSE"]),
+    ]
+
+    doc = OpenDocumentSpreadsheet()
+    table = Table(name="Sheet1")
+    for values in (["ref", "qty"], ["R1", "3"], ["R2", "5"]):
+        row = TableRow()
+        for v in values:
+            cell = TableCell(valuetype="string")
+            cell.addElement(P(text=v))
+            row.addElement(cell)
+        table.addElement(row)
+    doc.spreadsheet.addElement(table)
+    doc.save(str(tmp_path / "b.ods"))
+    stream = stream_rows(tmp_path / "b.ods", "b.ods")
+    assert (stream.kind, stream.header, list(stream.rows)) == (
+        "ods",
+        ["ref", "qty"],
+        [(2, ["R1", "3"]), (3, ["R2", "5"])],
+    )
+
+    (tmp_path / "c.pdf").write_bytes(b"%PDF-1.4\n%%EOF\n")
+    with pytest.raises(ImportFileRefused, match="CSV, Excel"):
+        stream_rows(tmp_path / "c.pdf", "c.pdf")
