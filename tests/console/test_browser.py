@@ -40,8 +40,9 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         running.stop()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def chromium(*extra_flags: str) -> Iterator[object]:
+    """Headless Chromium on a fresh profile (the flags that keep it off this machine's closed network), with
+    `extra_flags` after them; skips when Debian's chromium and chromium-driver are not installed."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         pytest.skip("chromium and chromium-driver are not installed")
     from selenium import webdriver
@@ -59,6 +60,7 @@ def browser() -> Iterator[object]:
         "--disable-sync",
         "--no-first-run",
         "--window-size=1400,1000",
+        *extra_flags,
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
@@ -68,6 +70,11 @@ def browser() -> Iterator[object]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    yield from chromium()
 
 
 def body_text(driver) -> str:

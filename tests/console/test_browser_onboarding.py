@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.console.servers import REPO, Servers
-from tests.console.test_browser import CHROMEDRIVER, CHROMIUM, body_text, click_button, wait_for_text
+from tests.console.test_browser import body_text, chromium, click_button, wait_for_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -42,36 +42,7 @@ class EmptyServers(Servers):
 def browser() -> Iterator[object]:
     """Headless Chromium as tests/console/test_browser.py starts it, resolving no name but this machine's: the
     provider's pages link a stylesheet on a CDN, which must stay a failed load, never a request."""
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip("chromium and chromium-driver are not installed")
-    import shutil
-    import tempfile
-
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="cleanroom-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1400,1000",
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+    yield from chromium("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1")
 
 
 @pytest.fixture(scope="module")
