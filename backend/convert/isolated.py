@@ -324,8 +324,7 @@ def _spawn(argv: list[str], workdir: Path, bwrap: bool) -> subprocess.Popen:
     # one the virtualenv's editable install names (another checkout, not bound: a worktree's child failed)
     import backend
 
-    root = str(Path(backend.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = ":".join(p for p in (env.get("PYTHONPATH", ""), root) if p)
+    env["PYTHONPATH"] = str(Path(backend.__file__).resolve().parent.parent)  # that code's root, nothing else
     if bwrap:
         argv = [*bwrap_argv(workdir), *argv]
     return subprocess.Popen(

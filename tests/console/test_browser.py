@@ -163,7 +163,11 @@ def test_person_approves_the_waiting_run_sees_its_chart_and_accepts_a_change(
     with api_as(servers, "maria@acme.example") as api:
         run = api.get("/api/runs", params={"status": "awaiting_approval"}).json()["items"][0]
         code = api.get(f"/api/runs/{run['id']}").json()["code"]
-    shown = driver.find_element(By.CSS_SELECTOR, ".cr-code td.code").text
+    cell = driver.find_element(By.CSS_SELECTOR, ".cr-code td.code")
+    assert cell.is_displayed()
+    # the code's text as the page holds it: each line a span of its own (phones wrap them, D-L7), and a span
+    # holding only a blank line's newline has no width, which WebDriver's visible text leaves out
+    shown = driver.execute_script("return arguments[0].textContent", cell)
     assert shown.strip() == code.strip()  # the full code, every line
     warning = driver.find_element(By.XPATH, "//*[contains(text(), 'injection warning')]")
     approve = driver.find_element(By.XPATH, "//button[contains(normalize-space(.), 'Approve and run')]")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+import backend
 from backend.convert import convert
 from backend.convert import isolated as converter_child
 from backend.convert.isolated import (
@@ -65,6 +66,7 @@ result["fsize"] = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
 result["nofile"] = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 result["cpu"] = resource.getrlimit(resource.RLIMIT_CPU)
 result["env"] = sorted(os.environ)
+result["pythonpath"] = os.environ.get("PYTHONPATH")
 print(json.dumps(result))
 """
 
@@ -109,11 +111,21 @@ def test_a_hostile_converter_cannot_read_root_files_write_outside_or_regain_root
     assert result["nofile"] <= 256
     assert result["cpu"] == [cpu_seconds(), cpu_seconds() + 1]  # SIGXCPU, then SIGKILL were it caught
     assert cpu_seconds() > ConvertLimits().time_limit_seconds  # a little above the conversion time limit
-    assert set(result["env"]) <= {"PATH", "LANG", "LC_ALL", "TESSDATA_PREFIX", "HOME", "TMPDIR"} | {
+    assert set(result["env"]) <= {
+        "PATH",
+        "LANG",
+        "LC_ALL",
+        "TESSDATA_PREFIX",
+        "HOME",
+        "TMPDIR",
+        "PYTHONPATH",
+    } | {
         "OMP_THREAD_LIMIT",
         "PYTHONDONTWRITEBYTECODE",
         "LC_CTYPE",  # Python may set it when coercing the C locale
     }
+    # the one PYTHONPATH it gets names the code the parent runs (bound read-only), never the parent's own
+    assert result["pythonpath"] == str(Path(backend.__file__).resolve().parent.parent)
 
 
 @needs_root

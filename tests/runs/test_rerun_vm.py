@@ -55,9 +55,18 @@ async def test_an_auditor_reruns_a_kept_run_in_a_fresh_vm_and_sees_what_matched(
     assert outcome["status"] == "succeeded" and outcome["vm"]["nics"] == 0
     assert outcome["actions_discarded"] is True  # written again by the code, never read
     assert comparison["printed_output_match"] is True and comparison["status_match"] is True
-    matches = {f["name"]: f["match"] for f in comparison["files"]}
-    assert matches == {"summary.txt": True, "nonce.txt": False}  # os.urandom differs per run
-    assert comparison["all_match"] is False
+    assert comparison["all_match"] is False  # os.urandom differs per run
+    # which files matched names the run's outputs: its contents, the requester's and admins', never an auditor's
+    # (review D-L1; the auditor sees that something differed, not what)
+    assert done["withheld"] and comparison["files"] == []
+    client.cookies.clear()
+    await login(client, "admin@acme.example")
+    seen = (await client.get(f"/api/runs/{run['id']}/reruns/{rerun_id}")).json()
+    assert seen["withheld"] is None
+    matches = {f["name"]: f["match"] for f in seen["comparison"]["files"]}
+    assert matches == {"summary.txt": True, "nonce.txt": False}
+    client.cookies.clear()
+    await login(client, "frank@acme.example")
     assert done["charged"] is False
 
     # actions discarded: no new item, the record untouched, nothing charged, the run's row as it was
