@@ -324,7 +324,9 @@ def _spawn(argv: list[str], workdir: Path, bwrap: bool) -> subprocess.Popen:
     # one the virtualenv's editable install names (another checkout, not bound: a worktree's child failed)
     import backend
 
-    env["PYTHONPATH"] = str(Path(backend.__file__).resolve().parent.parent)  # that code's root, nothing else
+    # that code's root, after a PYTHONPATH only KEPT_ENV could have kept (the service keeps none; a test does)
+    root = str(Path(backend.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = ":".join(p for p in (env.get("PYTHONPATH", ""), root) if p)
     if bwrap:
         argv = [*bwrap_argv(workdir), *argv]
     return subprocess.Popen(
