@@ -7,6 +7,7 @@ import typer
 
 from backend.cli import (
     audit,
+    backup,
     bench,
     companies,
     credits,
@@ -60,6 +61,7 @@ for _module in (
     datasets,
     imports,
     audit,
+    backup,
     credits,
     drive,
     staging,
