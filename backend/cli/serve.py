@@ -32,6 +32,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         new_anchor: bool = typer.Option(
             False,
             "--new-anchor",
+            envvar="CLEANROOM_NEW_ANCHOR",
             help="start a new audit anchor for a database that has none kept (moved, or a new database where "
             "the data directory keeps another's); without it `serve` refuses",
         ),
