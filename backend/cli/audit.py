@@ -9,6 +9,17 @@ from backend.cli.support import fail, group, require_database, run_db
 EXIT_BEHIND = 3  # `audit verify`: a restored backup behind its anchor, not yet recorded (1: broken)
 
 
+async def _at_head() -> None:
+    """The trail is read with this version's tables: a database not migrated yet (a restored older backup,
+    an upgrade half done) is refused with what to run, never read wrongly."""
+    from backend import db
+
+    if pending := await db.pending_migrations():
+        fail(
+            f"the database is not at this version's schema ({len(pending)} migration(s) wait): run `cleanroom migrate`"
+        )
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     audit_app = group("The hash-chained audit trail.")
     app.add_typer(audit_app, name="audit")
@@ -26,6 +37,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         require_database()
 
         async def check() -> tuple[service.VerifyResult, str, list[anchor.Restore]]:
+            await _at_head()
             return await service.verify(), str(anchor.path()), anchor.restores()
 
         result, anchor_file, restores = run_db(check, create=False)
@@ -63,6 +75,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         require_database()
 
         async def record() -> anchor.Restore:
+            await _at_head()
             result = await service.verify()
             if result.ok:
                 fail("the database agrees with its anchor: it is not behind it, nothing to record")

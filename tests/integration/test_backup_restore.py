@@ -169,3 +169,29 @@ def test_cli_verify_of_a_missing_database_is_an_error_and_makes_nothing(tmp_path
     assert done.returncode == 1, done.stdout
     assert "no database at" in done.stderr and "audit chain OK" not in done.stdout
     assert not (tmp_path / "cleanroom.sqlite3").exists()
+
+
+def test_hostile_serve_on_a_copy_of_the_database_at_a_new_path_refuses_before_starting(
+    demo_db: str, tmp_path: Path
+) -> None:
+    """The copy's entries have no anchor at its new path: `serve` says so and starts nothing (the in-process
+    tests above show --new-anchor starting one, and the database with its anchor starting)."""
+    import shutil
+
+    copy = tmp_path / "moved.sqlite3"
+    shutil.copy(demo_db.removeprefix("sqlite:///"), copy)
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CLEANROOM_NEW_ANCHOR")},
+        "DATABASE_URL": f"sqlite:///{copy}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "backend", "serve", "--no-console"],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no anchor is kept for it" in done.stderr and "--new-anchor" in done.stderr
+    assert "Cleanroom API" not in done.stdout  # nothing was served
