@@ -66,3 +66,7 @@ def run_db(fn: Callable[[], Awaitable[T]], *, create: bool = True) -> T:
         fail(f"{detail}", 2 if exc.status_code in (401, 403, 404) else 1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:
+        if type(exc).__name__ == "InvalidCatalogNameError":  # asyncpg's: the database named is not there
+            fail(f"{exc} (DATABASE_URL): nothing to work on. Create or restore it first (docs/operating.md)")
+        raise
