@@ -187,9 +187,8 @@ async def migrate() -> list[str]:
     if not await pending_migrations(current):  # the common start: at head, no lock taken
         return []
     async with migration_lock(current):
-        pending = await pending_migrations(
-            current
-        )  # again, under the lock: another process may have run them
+        # again, under the lock: another process may have run them meanwhile
+        pending = await pending_migrations(current)
         if not pending:
             return []
         migrating = current

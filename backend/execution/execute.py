@@ -212,9 +212,7 @@ async def source_datasets(run: dict[str, Any]) -> list[str]:
     return sorted(await staged_sources(run))
 
 
-async def record_result(
-    run: dict[str, Any], result: Any, out_dir: Path, *, seconds: float | None = None
-) -> str:
+async def record_result(run: dict[str, Any], result: Any, out_dir: Path, *, seconds: float | None = None) -> str:
     """Charge, then store what came back. The charge comes first and reads nothing the guest chose (only
     a clock and the approved limits): no output name, actions.json entry or other hostile output can end a
     run uncharged. `seconds`: the run time charged, measured by the API (a fleet run: `service.api_seconds`);

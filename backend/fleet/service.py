@@ -368,13 +368,7 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
             raise Conflict("this host is not registered (or was declared lost): register again")
         row = (
             await Run.select(
-                Run.id,
-                Run.company,
-                Run.status,
-                Run.host_id,
-                Run.vm_started_at,
-                Run.dispatched_to,
-                Run.bundle_dir,
+                Run.id, Run.company, Run.status, Run.host_id, Run.vm_started_at, Run.dispatched_to, Run.bundle_dir
             )
             .where(Run.id == run_id)
             .first()
