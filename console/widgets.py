@@ -578,9 +578,8 @@ def finding_row(finding: Finding, index: int = 0, acknowledge: Acknowledge | Non
             async def clicked(index: int = index, finding: Finding = finding) -> None:
                 await acknowledge(index, finding)
 
-            ui.button("Expected here…", icon="task_alt", on_click=clicked).props("flat dense size=sm").mark(
-                "acknowledge"
-            )
+            button = ui.button("Expected here…", icon="task_alt", on_click=clicked)
+            button.props("flat dense size=sm").mark("acknowledge", f"acknowledge-{index}")
 
 
 PHASES = {"start": "VM start", "execute": "code"}  # the sandbox's timings_ms, as a reader names them
