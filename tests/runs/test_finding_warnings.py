@@ -134,6 +134,7 @@ async def test_verdicts_are_per_company_and_per_fingerprint(demo_db: str) -> Non
     await verdict_store.store(acme, "f1", {"a" * 64: {"p": 0.5, "h": []}})  # stored again: replaced
     assert (await verdict_store.lookup(acme, "f1", ["a" * 64]))["a" * 64]["p"] == 0.5
     await verdict_store.store(acme, "f2", {"c" * 64: verdict})  # a new scanner: the old verdicts go
+    assert await verdict_store.prune(acme, "f2") == 1
     assert await InjectionVerdict.count().where(InjectionVerdict.company == acme) == 1
     old = clock.now() - timedelta(days=verdict_store.RETENTION_DAYS + 1)
     await InjectionVerdict.update({InjectionVerdict.stored_at: old}).where(InjectionVerdict.company == acme)
