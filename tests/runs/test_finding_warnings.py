@@ -16,6 +16,7 @@ from backend.records import tables as rt
 from backend.staging import verdict_store
 from backend.staging.tables import InjectionVerdict
 from backend.tenancy.tables import Company
+from tests.audit.test_auditor import AUDITOR, make_auditor
 from tests.conftest import token_for
 from tests.runs.conftest import as_user, enable_code, proposal
 
@@ -77,6 +78,14 @@ async def test_acknowledging_a_warning(client) -> None:
     assert len(shown) == 2
     assert all(f["acknowledged"]["reason"] == body["reason"] for _, f in shown)
     assert all(f["acknowledged"]["by"] == "admin@acme.example" for _, f in shown)
+
+    # an auditor sees alice's run without its contents: no excerpt, no cell hash (a short cell's hash can be
+    # guessed), and may not acknowledge
+    await make_auditor(client)
+    await as_user(client, AUDITOR)
+    withheld = _warned((await client.get(f"/api/runs/{run['id']}")).json())
+    assert withheld and all(f["cell_sha256"] is None and f["excerpt"] == "" for _, f in withheld)
+    assert (await client.post(url, json=body)).status_code == 403
 
     # another company cannot see or withdraw it
     await as_user(client, "admin@globex.example")
