@@ -31,6 +31,7 @@ from backend.records.import_controller import DatasetImportController
 from backend.records.visibility import company_datasets
 from backend.review.controller import ReviewController
 from backend.runs import gates, queued
+from backend.runs.acknowledge_controller import FindingAcknowledgementsController
 from backend.runs.controller import RunsController
 from backend.runs.gates import feature_guard
 from backend.schedules.controller import SchedulesController
@@ -58,6 +59,7 @@ CODE_RUNS = Router(
     guards=[feature_guard],
     route_handlers=[
         RunsController,
+        FindingAcknowledgementsController,
         EvidenceController,
         FlowsController,
         ActionItemsController,

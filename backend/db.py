@@ -36,6 +36,7 @@ from backend.records import tables as records_tables
 from backend.runs import tables as runs_tables
 from backend.schedules import tables as schedules_tables
 from backend.settings import get_settings
+from backend.staging import tables as staging_tables
 from backend.tenancy import sso_tables
 from backend.tenancy import tables as tenancy_tables
 
@@ -56,6 +57,7 @@ TABLE_MODULES = [
     flows_tables,
     evidence_tables,
     locks_tables,
+    staging_tables,
 ]
 
 _engine: Engine | None = None
@@ -253,7 +255,7 @@ async def create_tables_without_migrations() -> None:
     """Only for comparing the migrations with the table definitions in tests."""
     engine()
     await create_db_tables(*all_tables(), if_not_exists=True)
-    for statement in records_tables.EXTRA_INDEXES:
+    for statement in records_tables.EXTRA_INDEXES + staging_tables.EXTRA_INDEXES:
         await records_tables.DatasetRow.raw(statement)
 
 

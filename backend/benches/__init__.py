@@ -5,7 +5,7 @@ A suite is a function taking no arguments and returning a JSON-able dict of figu
 (medians/p95 in milliseconds, with the sample count). The CLI modules call `add_suite` from their `register` hook.
 This module holds the registry and what the suites share (`summarize`, `ratio`, `ApiServer`, `sales_csv`, host
 python timings); each suite is a module named by what it measures: `scanner` (the injection scanner's
-throughput), `convert` (the converter sandbox's cost), `staging`, `service` (the run loop), `flows`, `sandbox`
+throughput), `scan_cache` (a proposal's scan with the verdict cache), `convert` (the converter sandbox's cost), `staging`, `service` (the run loop), `flows`, `sandbox`
 (VM start and run), `hangs` (guests that go silent), `workers` (the fleet), `control_plane` (one API process
 under many assistants and hosts) and `mcp` (MCP against plain HTTP). `cleanroom bench injection` (recall and
 false positives) is the injection training harness's evaluation.

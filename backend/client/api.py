@@ -17,7 +17,7 @@ from backend.flows.schemas import FlowDetail, FlowPage
 from backend.records.schemas import DatasetBody, DatasetDefinitionInfo, DatasetInfo, RecordPage
 from backend.review import schemas as review
 from backend.review.schemas import RunTimeline
-from backend.runs.schemas import RunDetail, RunPage
+from backend.runs.schemas import FindingAcknowledgementInfo, RunDetail, RunPage
 from backend.runs.status import RunStatus
 from backend.schedules.schemas import ScheduleInfo
 from backend.system_schemas import Health
@@ -223,6 +223,17 @@ class CleanroomClient(ApiClient):
     async def reject(self, run_id: int, reason: str) -> RunDetail:
         body = {"reason": reason or None}
         return await self.call(RunDetail, "POST", f"/api/runs/{run_id}/reject", json=body)
+
+    async def acknowledge_finding(self, run_id: int, index: int, reason: str) -> FindingAcknowledgementInfo:
+        """Admin only: finding `index` of the run's `findings` is expected here (its cell and column)."""
+        path = f"/api/runs/{run_id}/findings/{index}/acknowledgement"
+        return await self.call(FindingAcknowledgementInfo, "POST", path, json={"reason": reason})
+
+    async def finding_acknowledgements(self) -> list[FindingAcknowledgementInfo]:
+        return await self.call(list[FindingAcknowledgementInfo], "GET", "/api/injection/acknowledgements")
+
+    async def withdraw_acknowledgement(self, ack_id: int) -> None:
+        await self.send("DELETE", f"/api/injection/acknowledgements/{ack_id}")
 
     async def reruns(self, run_id: int) -> Reruns:
         return await self.call(Reruns, "GET", f"/api/runs/{run_id}/reruns")

@@ -46,6 +46,24 @@ class ReasonBody(BaseModel):
     reason: str | None = Field(default=None, max_length=2000)
 
 
+class AcknowledgeBody(BaseModel):
+    """Why a finding is expected here: shown beside it on the approval screen and audited."""
+
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class FindingAcknowledgementInfo(BaseModel):
+    """An admin's "expected here" for the findings of one cell (by its sha256) in one column (None: a line
+    of text); it lapses when the cell changes."""
+
+    id: int
+    cell_sha256: str
+    column: str | None = None
+    reason: str
+    by: str
+    at: datetime
+
+
 class RevisionBody(BaseModel):
     code: str
     plan: str | None = Field(default=None, max_length=20_000)
