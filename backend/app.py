@@ -8,11 +8,11 @@ from typing import Any
 from litestar import Litestar, Request, Router
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin
 
 from backend import db, heap
 from backend.actions.controller import ActionItemsController
 from backend.audit import throttle as audit_throttle
+from backend.contract import ContractJsonPlugin, declare_refusals
 from backend.credits.controller import CreditsController, PlatformController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, AppError, unexpected_handler
@@ -37,7 +37,7 @@ from backend.schedules.controller import SchedulesController
 from backend.settings import get_settings
 from backend.system_controller import SystemController
 from backend.tenancy.audit_controller import AuditController
-from backend.tenancy.auth import authenticate, scope_guard
+from backend.tenancy.auth import SELF_AUTHENTICATED, authenticate, scope_guard
 from backend.tenancy.controller import AuthController, CompanyController, MeController, SetupController
 from backend.tenancy.origin import OriginGuard, allowed_hosts_config
 from backend.tenancy.sso_controller import SsoSettingsController, SsoSignInController
@@ -159,7 +159,7 @@ def create_app(
     handlers[Exception] = unexpected_handler
     # /api/worker (fleet workers with their enrollment tokens only) exists only in a fleet
     fleet_handlers = [WorkerController] if fleet() else []
-    return Litestar(
+    app = Litestar(
         route_handlers=[*CONTROLLERS, *fleet_handlers],
         dependencies={"dataset_names": Provide(dataset_names)},
         exception_handlers=handlers,
@@ -171,8 +171,11 @@ def create_app(
             title="Cleanroom API",
             version="0.1.0",
             path="/schema",
+            # the same document for every caller, an assistant's token included (it must read what it follows);
+            # its own routes are not operations of the API
+            openapi_router=Router(path="/schema", route_handlers=[], opt=SELF_AUTHENTICATED, include_in_schema=False),
             # the JSON document only: a UI renderer would load its JavaScript from a CDN on the API's origin
-            render_plugins=[JsonRenderPlugin()],
+            render_plugins=[ContractJsonPlugin()],
         ),
         request_max_body_size=get_settings().max_upload_bytes + 1024 * 1024,
         allowed_hosts=allowed_hosts_config(),  # DNS rebinding to the localhost API answers 400
@@ -180,3 +183,5 @@ def create_app(
         middleware=[*([ServerTiming()] if get_settings().server_timing else []), OriginGuard()],
         debug=False,
     )
+    declare_refusals(app)  # what each operation may refuse, as the problem documents it sends
+    return app
