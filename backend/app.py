@@ -12,7 +12,7 @@ from litestar.openapi import OpenAPIConfig
 from backend import db, heap
 from backend.actions.controller import ActionItemsController
 from backend.audit import throttle as audit_throttle
-from backend.contract import ContractJsonPlugin, declare_refusals
+from backend.contract import ContractJsonPlugin, declare_refusals, deprecation_headers, versioned
 from backend.credits.controller import CreditsController, PlatformController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, AppError, unexpected_handler
@@ -119,6 +119,28 @@ def served_app() -> Litestar:
     return app
 
 
+class CleanroomApp(Litestar):
+    """The API: its routes live under /api/ and are served under /api/v1/ too, the path the document names
+    (backend/contract.py, `versioned`); an answer on a path without the version says it is deprecated."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await super().__call__(scope, receive, send)
+            return
+        inner, alias = versioned(scope)
+        if not alias or scope["type"] != "http":
+            await super().__call__(inner, receive, send)
+            return
+        extra = deprecation_headers(scope["path"])
+
+        async def send_deprecated(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await super().__call__(inner, receive, send_deprecated)
+
+
 def create_app(
     *,
     database_url: str | None = None,
@@ -159,7 +181,7 @@ def create_app(
     handlers[Exception] = unexpected_handler
     # /api/worker (fleet workers with their enrollment tokens only) exists only in a fleet
     fleet_handlers = [WorkerController] if fleet() else []
-    app = Litestar(
+    app = CleanroomApp(
         route_handlers=[*CONTROLLERS, *fleet_handlers],
         dependencies={"dataset_names": Provide(dataset_names)},
         exception_handlers=handlers,
@@ -173,7 +195,9 @@ def create_app(
             path="/schema",
             # the same document for every caller, an assistant's token included (it must read what it follows);
             # its own routes are not operations of the API
-            openapi_router=Router(path="/schema", route_handlers=[], opt=SELF_AUTHENTICATED, include_in_schema=False),
+            openapi_router=Router(
+                path="/schema", route_handlers=[], opt=SELF_AUTHENTICATED, include_in_schema=False
+            ),
             # the JSON document only: a UI renderer would load its JavaScript from a CDN on the API's origin
             render_plugins=[ContractJsonPlugin()],
         ),

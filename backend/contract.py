@@ -204,6 +204,7 @@ class ContractJsonPlugin(JsonRenderPlugin):
 
     def render(self, request: Request, openapi_schema: dict[str, Any]) -> bytes:
         _tighten(openapi_schema)
+        _versioned_paths(openapi_schema)
         components = openapi_schema.get("components", {}).get("schemas", {})
         for name, rule in COMPONENT_RULES.items():
             if name in components:
@@ -257,3 +258,36 @@ def iso_datetime(value: str | None, name: str) -> datetime | None:
 
 
 DATE_TIME: dict[str, Any] = {"format": "date-time"}  # Parameter(schema_extra=DATE_TIME) on a `str` query
+
+
+# ---- /api/v1 -------------------------------------------------------------------------------------------------
+# The document names every operation under /api/v1/; the paths without the version (/api/runs) answer the same, as
+# aliases kept for one release (docs/api.md), each answer to them saying so (`Deprecation`, RFC 9745, and a `Link`
+# to its successor). The routes themselves are registered once, under /api/: a request to /api/v1/x is served as
+# /api/x (`versioned`), so there is one handler, one guard and one audit path for both.
+V1 = "/api/v1/"
+UNVERSIONED = "/api/"
+
+
+def versioned(scope: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """(the scope the routes see, whether the request used an alias without the version)."""
+    path: str = scope.get("path", "")
+    if path.startswith(V1):
+        inner = dict(scope)
+        inner["path"] = UNVERSIONED + path[len(V1) :]
+        raw = scope.get("raw_path")
+        if isinstance(raw, bytes) and raw.startswith(V1.encode()):
+            inner["raw_path"] = UNVERSIONED.encode() + raw[len(V1) :]
+        return inner, False
+    return scope, path.startswith(UNVERSIONED)
+
+
+def deprecation_headers(path: str) -> list[tuple[bytes, bytes]]:
+    successor = V1 + path[len(UNVERSIONED) :]
+    return [(b"deprecation", b"true"), (b"link", f'<{successor}>; rel="successor-version"'.encode())]
+
+
+def _versioned_paths(document: dict[str, Any]) -> None:
+    paths = document.get("paths", {})
+    for path in [p for p in paths if p.startswith(UNVERSIONED) and not p.startswith(V1)]:
+        paths[V1 + path[len(UNVERSIONED) :]] = paths.pop(path)

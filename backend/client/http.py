@@ -15,6 +15,15 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 T = TypeVar("T")
 
 
+API, API_V1 = "/api/", "/api/v1/"
+
+
+def current(path: str) -> str:
+    """The path the client sends: the API's operations under the version the document names (`/api/v1/`); the
+    callers here write them without it (`/api/runs`), which the API keeps as deprecated aliases for a release."""
+    return API_V1 + path[len(API) :] if path.startswith(API) and not path.startswith(API_V1) else path
+
+
 @cache
 def _adapter(shape: Any) -> TypeAdapter[Any]:
     return TypeAdapter(shape)
@@ -110,7 +119,11 @@ class ApiClient:
         merged = {**self.auth_headers(), **(headers or {})}
         try:
             response = await self.http.request(
-                method, path, headers=merged, params=self.clean_params(params) if params else None, **kwargs
+                method,
+                current(path),
+                headers=merged,
+                params=self.clean_params(params) if params else None,
+                **kwargs,
             )
         except httpx.HTTPError as exc:
             error = self.unreachable(exc)

@@ -85,11 +85,11 @@ def test_control_the_fuzzer_fails_a_document_that_leaves_a_refusal_out(
     """The same run, on the document without `POST /api/runs`'s 403: an assistant whose company has code
     execution off is refused with it (`Globex` ships off), so the fuzzer must report an undocumented status."""
     stripped = json.loads(json.dumps(document))
-    del stripped["paths"]["/api/runs"]["post"]["responses"]["403"]
+    del stripped["paths"]["/api/v1/runs"]["post"]["responses"]["403"]
     path = tmp_path / "openapi.json"
     path.write_text(json.dumps(stripped))
     token, _ = server.token("gina@globex.example")
-    one = ("--include-path", "/api/runs", "--include-method", "POST", "--phases", "fuzzing")
+    one = ("--include-path", "/api/v1/runs", "--include-method", "POST", "--phases", "fuzzing")
     result = _fuzz(server, token, *one, schema=str(path))
     assert result.returncode != 0
     assert "Undocumented status code" in result.stdout and "403" in result.stdout, result.stdout[-4000:]
@@ -124,7 +124,7 @@ def _generated_models(document: dict, tmp_path: Path) -> object:
 
 
 def _declared_model(document: dict, models: object, method: str, path: str, status: int) -> type:
-    response = document["paths"][path][method.lower()]["responses"][str(status)]
+    response = document["paths"]["/api/v1" + path][method.lower()]["responses"][str(status)]
     (media, body), *_ = response["content"].items()
     assert media == "application/problem+json"
     return getattr(models, body["schema"]["$ref"].rsplit("/", 1)[1])
@@ -138,23 +138,24 @@ def test_a_generated_client_decodes_a_refusal_of_each_kind(
     assistant = {"Authorization": f"Bearer {token}"}
     too_large = {"conversation_id": "c", "title": "t", "code": "x" * 200_001, "datasets": ["deals"]}
     with server.session("admin@acme.example") as admin, httpx.Client(base_url=server.api_url) as anonymous:
+        v1 = "/api/v1"
         refusals = [
-            # (method, documented path, the answer)
-            ("GET", "/api/runs", anonymous.get("/api/runs"), 401),
+            # (method, documented path, the answer, its status)
+            ("GET", "/runs", anonymous.get(f"{v1}/runs"), 401),
             (
                 "POST",
-                "/api/runs/{run_id}/approve",
-                anonymous.post("/api/runs/1/approve", headers=assistant, json={}),
+                "/runs/{run_id}/approve",
+                anonymous.post(f"{v1}/runs/1/approve", headers=assistant, json={}),
                 403,
             ),
-            ("GET", "/api/runs/{run_id}", anonymous.get("/api/runs/987654", headers=assistant), 404),
-            ("POST", "/api/company/teams", admin.post("/api/company/teams", json={"name": "East"}), 409),
-            ("POST", "/api/runs", anonymous.post("/api/runs", headers=assistant, json=too_large), 413),
-            ("GET", "/api/runs", anonymous.get("/api/runs", headers=assistant, params={"until": "0.5"}), 422),
+            ("GET", "/runs/{run_id}", anonymous.get(f"{v1}/runs/987654", headers=assistant), 404),
+            ("POST", "/company/teams", admin.post(f"{v1}/company/teams", json={"name": "East"}), 409),
+            ("POST", "/runs", anonymous.post(f"{v1}/runs", headers=assistant, json=too_large), 413),
+            ("GET", "/runs", anonymous.get(f"{v1}/runs", headers=assistant, params={"until": "0.5"}), 422),
         ]
         for _ in range(6):  # the sign-in limit (5 a window in tests) answers 429
-            limited = anonymous.post("/api/auth/login", json={"email": "bob@acme.example", "password": "no"})
-        refusals.append(("POST", "/api/auth/login", limited, 429))
+            limited = anonymous.post(f"{v1}/auth/login", json={"email": "bob@acme.example", "password": "no"})
+        refusals.append(("POST", "/auth/login", limited, 429))
     for method, path, response, status in refusals:
         assert response.status_code == status, (path, response.status_code, response.text)
         assert response.headers["content-type"].startswith("application/problem+json"), path
@@ -166,3 +167,17 @@ def test_a_generated_client_decodes_a_refusal_of_each_kind(
     assert int(limited.headers["retry-after"]) >= 1
     validation = refusals[5][2].json()
     assert validation["fields"][0]["key"] == "until"  # a 422 says which field
+
+
+def test_the_paths_without_the_version_are_deprecated_aliases(server: ApiServer, document: dict) -> None:
+    token, _ = server.token("alice@acme.example")
+    with httpx.Client(base_url=server.api_url, headers={"Authorization": f"Bearer {token}"}) as assistant:
+        current = assistant.get("/api/v1/records/deals", params={"page_size": 5})
+        alias = assistant.get("/api/records/deals", params={"page_size": 5})
+        refused = assistant.get("/api/runs/987654")
+    assert current.status_code == alias.status_code == 200 and current.json() == alias.json()
+    assert "deprecation" not in current.headers  # control: the versioned path is the current one
+    assert alias.headers["deprecation"] == "true"
+    assert alias.headers["link"] == '</api/v1/records/deals>; rel="successor-version"'
+    assert refused.status_code == 404 and refused.headers["deprecation"] == "true"  # refusals too
+    assert all(p.startswith("/api/v1/") for p in document["paths"]), "the document names only versioned paths"
