@@ -8,11 +8,11 @@ from typing import Any
 from litestar import Litestar, Request, Router
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin
 
 from backend import db, heap
 from backend.actions.controller import ActionItemsController
 from backend.audit import throttle as audit_throttle
+from backend.contract import ContractJsonPlugin, declare_refusals, deprecation_headers, versioned
 from backend.credits.controller import CreditsController, PlatformController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, AppError, unexpected_handler
@@ -38,7 +38,7 @@ from backend.schedules.controller import SchedulesController
 from backend.settings import get_settings
 from backend.system_controller import SystemController
 from backend.tenancy.audit_controller import AuditController
-from backend.tenancy.auth import authenticate, scope_guard
+from backend.tenancy.auth import SELF_AUTHENTICATED, authenticate, scope_guard
 from backend.tenancy.controller import AuthController, CompanyController, MeController, SetupController
 from backend.tenancy.origin import OriginGuard, allowed_hosts_config
 from backend.tenancy.sso_controller import SsoSettingsController, SsoSignInController
@@ -122,6 +122,28 @@ def served_app() -> Litestar:
     return app
 
 
+class CleanroomApp(Litestar):
+    """The API: its routes live under /api/ and are served under /api/v1/ too, the path the document names
+    (backend/contract.py, `versioned`); an answer on a path without the version says it is deprecated."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await super().__call__(scope, receive, send)
+            return
+        inner, alias = versioned(scope)
+        if not alias or scope["type"] != "http":
+            await super().__call__(inner, receive, send)
+            return
+        extra = deprecation_headers(scope["path"])
+
+        async def send_deprecated(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await super().__call__(inner, receive, send_deprecated)
+
+
 def create_app(
     *,
     database_url: str | None = None,
@@ -162,7 +184,7 @@ def create_app(
     handlers[Exception] = unexpected_handler
     # /api/worker (fleet workers with their enrollment tokens only) exists only in a fleet
     fleet_handlers = [WorkerController] if fleet() else []
-    return Litestar(
+    app = CleanroomApp(
         route_handlers=[*CONTROLLERS, *fleet_handlers],
         dependencies={"dataset_names": Provide(dataset_names)},
         exception_handlers=handlers,
@@ -174,8 +196,13 @@ def create_app(
             title="Cleanroom API",
             version=VERSION,  # the package's (backend/version.py)
             path="/schema",
+            # the same document for every caller, an assistant's token included (it must read what it follows);
+            # its own routes are not operations of the API
+            openapi_router=Router(
+                path="/schema", route_handlers=[], opt=SELF_AUTHENTICATED, include_in_schema=False
+            ),
             # the JSON document only: a UI renderer would load its JavaScript from a CDN on the API's origin
-            render_plugins=[JsonRenderPlugin()],
+            render_plugins=[ContractJsonPlugin()],
         ),
         request_max_body_size=get_settings().max_upload_bytes + 1024 * 1024,
         allowed_hosts=allowed_hosts_config(),  # DNS rebinding to the localhost API answers 400
@@ -183,3 +210,5 @@ def create_app(
         middleware=[*([ServerTiming()] if get_settings().server_timing else []), OriginGuard()],
         debug=False,
     )
+    declare_refusals(app)  # what each operation may refuse, as the problem documents it sends
+    return app

@@ -116,7 +116,7 @@ class FleetWorker:
         virt = resolve_virt_type(image) if image else ""
         response = await self._call(
             "POST",
-            "/api/worker/hosts",
+            "/api/v1/worker/hosts",
             json={
                 "libvirt_uri": get_settings().libvirt_uri,
                 "virt_type": virt,
@@ -131,7 +131,7 @@ class FleetWorker:
         while True:
             try:
                 response = await self.api.post(
-                    "/api/worker/heartbeat",
+                    "/api/v1/worker/heartbeat",
                     json={
                         "running": self.running,
                         "draining": self.draining,
@@ -192,7 +192,7 @@ class FleetWorker:
         finally:
             beats.cancel()
             with contextlib.suppress(httpx.HTTPError):
-                await self.api.post("/api/worker/leave")
+                await self.api.post("/api/v1/worker/leave")
             await self.api.aclose()
             log.info("worker %s stopped", self.host_id)
 
@@ -295,7 +295,7 @@ class FleetWorker:
             self.holding.discard(run_id)
 
     async def _handle(self, run_id: int) -> None:
-        response = await self._call("POST", f"/api/worker/runs/{run_id}/claim")
+        response = await self._call("POST", f"/api/v1/worker/runs/{run_id}/claim")
         if response.status_code in (403, 409):  # started from another job, or handed to another host since
             log.info("run %s: not ours to start (%s)", run_id, refusal_of(response).detail)
             return
@@ -319,7 +319,7 @@ class FleetWorker:
             with contextlib.suppress(Exception):
                 await self._call(
                     "POST",
-                    f"/api/worker/runs/{run_id}/release",
+                    f"/api/v1/worker/runs/{run_id}/release",
                     json={"problem": f"{type(exc).__name__}: {exc}"},
                 )
 
@@ -352,9 +352,9 @@ class FleetWorker:
             problem = f"the bundle could not be fetched: {exc}"
         if problem:
             log.warning("run %s refused: %s", run_id, problem)
-            await self._call("POST", f"/api/worker/runs/{run_id}/refuse", json={"problem": problem})
+            await self._call("POST", f"/api/v1/worker/runs/{run_id}/refuse", json={"problem": problem})
             return
-        started = await self._call("POST", f"/api/worker/runs/{run_id}/vm-started")
+        started = await self._call("POST", f"/api/v1/worker/runs/{run_id}/vm-started")
         if started.status_code == 409:  # another attempt of this host started it (a claim answered twice)
             log.info("run %s: started by another attempt (%s)", run_id, refusal_of(started).detail)
             return

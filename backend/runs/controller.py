@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
 
 from litestar import Controller, get, post
 from litestar.di import Provide
@@ -9,6 +8,7 @@ from litestar.params import Parameter
 
 from backend.audit import service as audit
 from backend.audit.schemas import AuditEntryInfo
+from backend.contract import DATE_TIME, iso_datetime
 from backend.runs import read, service
 from backend.runs.schemas import (
     ApproveBody,
@@ -53,8 +53,8 @@ class RunsController(Controller):
         user_email: str | None = Parameter(default=None, query="user"),
         status: RunStatus | None = None,
         dataset: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: str | None = Parameter(default=None, schema_extra=DATE_TIME),
+        until: str | None = Parameter(default=None, schema_extra=DATE_TIME),
         limit: int = Parameter(default=50, ge=1, le=500),
         offset: int = Parameter(default=0, ge=0),
     ) -> RunPage:
@@ -63,8 +63,8 @@ class RunsController(Controller):
             user=user_email,
             status=status,
             dataset=dataset,
-            since=since,
-            until=until,
+            since=iso_datetime(since, "since"),
+            until=iso_datetime(until, "until"),
             limit=limit,
             offset=offset,
         )

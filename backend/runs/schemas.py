@@ -22,11 +22,15 @@ class LimitsBody(BaseModel):
     vcpus: int | None = Field(default=None, ge=1)
 
 
+# the service refuses code with nothing but spaces ("the code is empty", 422); the document says so
+CODE_RULE: dict[str, Any] = {"pattern": r"\S"}
+
+
 class ProposalBody(BaseModel):
     conversation_id: str = Field(min_length=1, max_length=100)
     title: str = Field(min_length=1, max_length=200)
     plan: str = Field(default="", max_length=20_000)
-    code: str
+    code: str = Field(json_schema_extra=CODE_RULE)
     datasets: list[str] = Field(default_factory=list, max_length=12)
     files: list[int] = Field(default_factory=list, max_length=50)
     limits: LimitsBody | None = None
@@ -65,7 +69,7 @@ class FindingAcknowledgementInfo(BaseModel):
 
 
 class RevisionBody(BaseModel):
-    code: str
+    code: str = Field(json_schema_extra=CODE_RULE)
     plan: str | None = Field(default=None, max_length=20_000)
 
 

@@ -11,7 +11,7 @@ async def test_unknown_dataset_names_the_valid_ones(client) -> None:
     assert r.status_code == 404
     body = r.json()
     assert body["error"] == "unknown_dataset"
-    assert "deals" in body["detail"]["valid_datasets"] and len(body["detail"]["valid_datasets"]) == 12
+    assert "deals" in body["valid_datasets"] and len(body["valid_datasets"]) == 12
 
 
 async def test_malformed_query_parameters_say_which(client) -> None:
