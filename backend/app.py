@@ -24,6 +24,8 @@ from backend.flows import progress as flows_progress
 from backend.flows.controller import FlowsController
 from backend.mcp.http import mcp_endpoint, mcp_lifespan
 from backend.metrics import metrics_endpoint
+from backend.notify.controller import NotificationsController
+from backend.notify.delivery import NOTIFIER
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
 from backend.records.datasets_controller import DatasetsController
@@ -87,6 +89,7 @@ CONTROLLERS = [
     CompanyController,
     SsoSignInController,
     SsoSettingsController,
+    NotificationsController,  # /api/me/notifications, /api/company/webhooks
     RecordsController,
     DatasetImportController,  # /api/datasets/…/import, /source, /sync: a person's, never a token's
     DatasetsController,
@@ -142,11 +145,13 @@ def create_app(
                 await DISPATCHER.start()
             elif worker_here:
                 await start_worker()
+            NOTIFIER.start()  # retries of mails and webhooks (backend/notify/delivery.py)
         if settle_heap:
             heap.settle()
 
     async def on_shutdown() -> None:
         if run_hooks:
+            await NOTIFIER.stop()
             if fleet():
                 await DISPATCHER.stop()
             elif worker_here:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
@@ -26,9 +27,11 @@ from backend.credits.schemas import (
 )
 from backend.credits.tables import CreditCharge, CreditTopUp, PlatformCharge
 from backend.errors import PaymentRequired
+from backend.notify import service as notify
 from backend.tenancy.context import UserContext
 from backend.tenancy.tables import Company, User
 
+log = logging.getLogger("cleanroom.credits")
 RUN = "run"  # the kind of a run's charge; the assistant platform's charges name their own (CHAT_TURN, ...)
 CHAT_TURN = "chat_turn"
 BASE_CHARGE = 1.0  # per run, also the minimum a pool must cover before a run is proposed or approved
@@ -401,7 +404,35 @@ async def charge(
                 **data,
             },
         )
+    await tell_pool(company_id, credits)
     return credits
+
+
+POOL_THRESHOLDS = (80, 100)  # percent of the pool used this period at which the company's admins are told
+
+
+async def tell_pool(company_id: int, charged: float) -> None:
+    """After a charge of `charged` credits (committed): when it took this period's use across 80 % or
+    100 % of the pool, the company's admins (and its webhooks) are told, once per crossing. One query; a
+    failure here is logged, never the charge's."""
+    try:
+        total, spent = await _pool_and_used(company_id)
+    except Exception:
+        log.exception("company %s: the pool was not read after a charge", company_id)
+        return
+    before = spent - charged
+    for percent in POOL_THRESHOLDS:
+        line = total * percent / 100
+        if total > 0 and before < line <= spent + 0.005:
+            notice = notify.Notice(
+                event=f"credits.pool_{percent}",
+                company_id=company_id,
+                subject_type="credits",
+                subject_id=None,
+                path="/credits",
+                status=f"{percent}%",
+            )
+            await notify.emit(notice, await notify.admins(company_id))
 
 
 async def usage(ctx: UserContext) -> CreditUsage:

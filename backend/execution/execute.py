@@ -17,7 +17,7 @@ from typing import Any
 
 from backend import clock, sandbox
 from backend.actions import service as actions
-from backend.actions.tables import ActionItem
+from backend.actions.tables import ActionItem, ItemStatus
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.drive import service as drive
@@ -25,6 +25,7 @@ from backend.errors import AppError
 from backend.evidence import rerun as rerun_policy
 from backend.flows import progress as flows
 from backend.hashing import sha256_json, sha256_text
+from backend.notify import service as notify
 from backend.runs import ended, gates
 from backend.runs.rows import whole_run
 from backend.runs.sources import staged_sources
@@ -212,7 +213,9 @@ async def source_datasets(run: dict[str, Any]) -> list[str]:
     return sorted(await staged_sources(run))
 
 
-async def record_result(run: dict[str, Any], result: Any, out_dir: Path, *, seconds: float | None = None) -> str:
+async def record_result(
+    run: dict[str, Any], result: Any, out_dir: Path, *, seconds: float | None = None
+) -> str:
     """Charge, then store what came back. The charge comes first and reads nothing the guest chose (only
     a clock and the approved limits): no output name, actions.json entry or other hostile output can end a
     run uncharged. `seconds`: the run time charged, measured by the API (a fleet run: `service.api_seconds`);
@@ -295,7 +298,27 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path, *, seco
         actions_discarded=bool(result.actions_discarded),
         actions_note=note,
     )
+    await _tell_changes(run)
     return status
+
+
+async def _tell_changes(run: dict[str, Any]) -> None:
+    """Proposed changes wait: whoever may decide them (its requester, the company's admins) is told."""
+    pending = await ActionItem.count().where(
+        (ActionItem.run == run["id"]) & (ActionItem.status == ItemStatus.pending)
+    )
+    if not pending:
+        return
+    flow = run.get("flow_id")
+    notice = notify.Notice(
+        event="changes.awaiting_decision",
+        company_id=run["company"],
+        subject_type="run",
+        subject_id=run["id"],
+        path=f"/flows/{flow}" if flow is not None else f"/runs/{run['id']}",
+        count=pending,
+    )
+    await notify.emit(notice, await notify.approvers(run["company"], run["requested_by"]))
 
 
 async def _store_outputs(

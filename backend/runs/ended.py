@@ -4,8 +4,10 @@ every worker: it starts the next step or skips the rest); runs know nothing of f
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
+log = logging.getLogger("cleanroom.notify")
 Hook = Callable[[int, str], Awaitable[None]]
 _hooks: list[Hook] = []
 
@@ -20,3 +22,9 @@ def on_end(hook: Hook) -> Hook:
 async def announce(run_id: int, status: str) -> None:
     for hook in list(_hooks):
         await hook(run_id, status)
+    try:  # its requester is told (backend/runs/notices.py); never a reason for the end to fail
+        from backend.runs import notices
+
+        await notices.ended(run_id, status)
+    except Exception:
+        log.exception("run %s: its end was not told", run_id)

@@ -1,0 +1,47 @@
+"""What runs tell people (backend/notify): a run waits for its approvers, a run of yours ended. Called once
+the change is committed; `notify.emit` never raises, so a message that cannot be queued or sent never
+undoes or fails the run's own step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend.notify import service as notify
+from backend.runs.tables import FINISHED, Run, RunStatus
+
+
+async def awaiting_approval(row: dict[str, Any]) -> None:
+    """A run (not a flow's step: its flow is approved whole) waits: its requester and the company's admins,
+    who may approve it (runs/read.py `can_decide`), are told."""
+    if row.get("status") != RunStatus.awaiting_approval or row.get("flow_id") is not None:
+        return
+    company, requester = row["company"], row["requested_by"]
+    notice = notify.Notice(
+        event="run.awaiting_approval",
+        company_id=company,
+        subject_type="run",
+        subject_id=row["id"],
+        path=f"/runs/{row['id']}",
+        status=RunStatus.awaiting_approval,
+    )
+    await notify.emit(notice, await notify.approvers(company, requester))
+
+
+async def ended(run_id: int, status: str) -> None:
+    """A run ended after its approval: its requester is told whether it finished or failed (a flow's steps
+    are told with their flow's page, not one by one)."""
+    row = await Run.select(Run.company, Run.requested_by, Run.flow_id).where(Run.id == run_id).first()
+    if row is None or row["flow_id"] is not None:
+        return
+    if status not in FINISHED or status == RunStatus.skipped:
+        return
+    event = "run.finished" if status == RunStatus.succeeded else "run.failed"
+    notice = notify.Notice(
+        event=event,
+        company_id=row["company"],
+        subject_type="run",
+        subject_id=run_id,
+        path=f"/runs/{run_id}",
+        status=str(status),
+    )
+    await notify.emit(notice, [row["requested_by"]])
