@@ -270,3 +270,111 @@ async def test_an_internal_address_is_refused_unless_the_operator_allows_it(clie
     after = await Notification.select().where(Notification.id == row.id).first()
     assert after["status"] == "dropped" and "loopback" in after["last_error"]
     get_settings.cache_clear()
+
+
+async def test_every_other_event_reaches_whom_it_concerns_and_says_no_more(
+    client, inbox, receiver, monkeypatch
+) -> None:
+    """Each event at the lowest level that makes it (the run's end, the changes' count, the schedule's pause,
+    a charge, the reaper), its mail to the right people, its webhook, and nothing of the run in either."""
+    from backend.actions.tables import ActionItem, ItemStatus
+    from backend.credits import service as credits
+    from backend.execution.execute import _tell_changes, finish
+    from backend.fleet import service as fleet
+    from backend.fleet.tables import WorkerHost
+    from backend.runs.rows import whole_run
+    from backend.schedules.service import _pause
+
+    monkeypatch.setenv("CLEANROOM_NOTIFY_OPERATOR_EMAILS", '["ops@example.net"]')
+    get_settings.cache_clear()
+    await enable_code()
+    await add_webhook(client, receiver.url)
+    one, _ = await propose_as_alice(client)
+    two, _ = await propose_as_alice(client, conversation_id="conv-2")
+    await asyncio.to_thread(inbox.take, 4)  # the two approval requests
+    await asyncio.to_thread(receiver.take, 2)
+    alice = await uid(ALICE)
+    acme = (await Run.select(Run.company).where(Run.id == one["id"]).first())["company"]
+
+    async def told(mails: int, hooks: int) -> tuple[list[Any], list[dict[str, Any]]]:
+        got = await asyncio.to_thread(inbox.take, mails)
+        posted = [r.json() for r in await asyncio.to_thread(receiver.take, hooks)]
+        for text in [m.text + m.subject for m in got] + [str(p) for p in posted]:
+            assert PLANTED_VALUE not in text and PLANTED_CODE not in text
+        return got, posted
+
+    # a run of alice's finished, another failed: alice alone is told by mail; the webhook hears both
+    await finish(one["id"], "succeeded")
+    await finish(two["id"], "timed_out")
+    mails, posted = await told(2, 2)
+    assert sorted((m.to[0], m.subject) for m in mails) == [
+        (ALICE, f"[Cleanroom] Your run #{one['id']} finished"),
+        (ALICE, f"[Cleanroom] Your run #{two['id']} ended timed out"),
+    ]
+    assert sorted(p["event"] for p in posted) == ["run.failed", "run.finished"]
+    # its proposed changes wait: whoever may decide them (alice, the admin) is told, with their number only
+    await ActionItem.insert(
+        ActionItem(
+            company=acme,
+            run=one["id"],
+            index=0,
+            status=ItemStatus.pending,
+            op="update",
+            dataset="deals",
+            record_id=1,
+            changes={"name": PLANTED_VALUE},
+            raw="{}",
+        )
+    )
+    await _tell_changes(await whole_run(one["id"]))
+    mails, (posted,) = await told(2, 1)
+    assert sorted(m.to[0] for m in mails) == [ADMIN, ALICE] and "1 change(s)" in mails[0].subject
+    assert posted["event"] == "changes.awaiting_decision" and posted["count"] == 1
+    # a schedule could not fire: its owner is told it is paused, not why (the reason is on its page)
+    await _pause(
+        {"id": 77, "company": acme, "owner": alice, "origin_run": one["id"], "origin_flow": None},
+        f"the owner may no longer read {PLANTED_VALUE}",
+    )
+    (mail,), (posted,) = await told(1, 1)
+    assert mail.to == [ALICE] and "Schedule #77" in mail.subject and posted["event"] == "schedule.failed"
+    # the pool: crossing 80 % tells the admins once; the next charge below 100 % tells nobody; 100 % tells them
+    pool, _ = await credits._pool_and_used(acme)
+
+    async def charge_to(percent: float, run_id: int) -> None:
+        _, now = await credits._pool_and_used(acme)
+        seconds = (pool * percent / 100 - now - 1) / 0.06  # base 1 + 2 vCPU × 0.02 + 2 GiB × 0.01 per second
+        await credits.charge(
+            company_id=acme,
+            user_id=alice,
+            run_id=run_id,
+            run_title="x",
+            vcpus=2,
+            memory_mib=2048,
+            seconds=seconds,
+            actor="test",
+        )
+
+    await charge_to(85, one["id"])
+    (mail,), (posted,) = await told(1, 1)
+    assert mail.to == [ADMIN] and "80 % used" in mail.subject and posted["event"] == "credits.pool_80"
+    await charge_to(95, two["id"])
+    three, _ = await propose_as_alice(client, conversation_id="conv-3")
+    await asyncio.to_thread(inbox.take, 2)
+    await asyncio.to_thread(receiver.take, 1)
+    await charge_to(101, three["id"])
+    (mail,), (posted,) = await told(1, 1)
+    assert mail.to == [ADMIN] and "used up" in mail.subject and posted["event"] == "credits.pool_100"
+    # a host was lost holding alice's run: Acme's admin is told of that run, the operator of the host
+    old = clock.now() - timedelta(hours=1)
+    await WorkerHost.insert(WorkerHost(host_id="hv-7", started_at=old, last_heartbeat=old))
+    await Run.update({Run.status: "running", Run.host_id: "hv-7", Run.vm_started_at: old}).where(
+        Run.id == three["id"]
+    )
+    assert await fleet.reap() == ["hv-7"]
+    mails, posted = await told(3, 2)  # the operator's, the admin's, and alice's run failing
+    by_person = {m.to[0]: m for m in mails}
+    assert "hv-7" in by_person["ops@example.net"].text and "hv-7" not in by_person[ADMIN].text
+    assert f"#{three['id']}" in by_person[ADMIN].text and "worker host was lost" in by_person[ADMIN].subject
+    assert sorted(p["event"] for p in posted) == ["run.failed", "worker.lost"]
+    assert inbox.mails.empty() and receiver.requests.empty()
+    get_settings.cache_clear()
