@@ -17,6 +17,7 @@ from backend.records.sync import seal
 from backend.tenancy import mail
 from backend.tenancy.context import UserContext
 from backend.tenancy.people import require_admin
+from backend.tenancy.tables import Company
 
 
 def _events(names: list[str], field: str) -> list[str]:
@@ -122,6 +123,9 @@ async def create_webhook(ctx: UserContext, url: str, events: list[str]) -> NewWe
             created_at=now,
         )
         await endpoint.save()
+        await Company.update({Company.webhook_endpoints: Company.webhook_endpoints + 1}).where(
+            Company.id == ctx.company_id
+        )
         await audit.record(
             "webhook.created",
             actor=ctx.actor,
@@ -152,6 +156,9 @@ async def delete_webhook(ctx: UserContext, webhook_id: int) -> None:
         )
         if not gone:
             raise NotFound(f"no webhook {webhook_id}")
+        await Company.update({Company.webhook_endpoints: Company.webhook_endpoints - 1}).where(
+            Company.id == ctx.company_id
+        )
         await audit.record(
             "webhook.removed",
             actor=ctx.actor,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,11 +135,11 @@ async def admins(company_id: int) -> list[int]:
     return [r["id"] for r in rows]
 
 
-async def _mail_rows(notice: Notice, people: Iterable[int], company: str, now: Any) -> list[dict[str, Any]]:
+async def _mail_rows(notice: Notice, people: Iterable[int], company: str) -> list[dict[str, Any]]:
     from backend.notify.tables import NotificationPreference
 
     ids = sorted(set(people))
-    if not ids or not mail.configured():
+    if not ids:
         return []
     users = await User.select(User.id, User.email).where(
         User.id.is_in(ids) & (User.company == notice.company_id) & (User.active == True)  # noqa: E712
@@ -188,36 +188,54 @@ async def _webhook_rows(notice: Notice, now: Any) -> list[dict[str, Any]]:
     ]
 
 
-async def emit(notice: Notice, people: Iterable[int] = (), *, operator: bool = False) -> int:
+People = Iterable[int] | Callable[[], Awaitable[list[int]]]
+
+
+async def emit(
+    notice: Notice, people: People = (), *, operator: bool = False, company: dict[str, Any] | None = None
+) -> int:
     """Queue the messages of one event: a mail to each of `people` (of the notice's company, active, who did
-    not turn it off), a POST to each of the company's endpoints subscribed to it, and with `operator` a mail
-    to each of the settings' `notify_operator_emails`. Returns how many were queued; never raises (a failure
-    is logged: the action that made the event stands)."""
+    not turn it off; a function is called only when mail is sent at all), a POST to each of the company's
+    endpoints subscribed to it, and with `operator` a mail to each of the settings' `notify_operator_emails`.
+    `company`: the company's row when the caller has it (a proposal's request read it with the caller); with
+    no SMTP set and no endpoint, an event then costs no query. Returns how many were queued; never raises (a
+    failure is logged: the action that made the event stands)."""
     try:
-        return await _emit(notice, people, operator)
+        return await _emit(notice, people, operator, company)
     except Exception:
         log.exception("notifications of %s %s were not queued", notice.event, notice.subject_id)
         return 0
 
 
-async def _emit(notice: Notice, people: Iterable[int], operator: bool) -> int:
+async def _emit(notice: Notice, people: People, operator: bool, company: dict[str, Any] | None) -> int:
     from backend.notify import delivery
     from backend.notify.tables import Notification
 
-    now = clock.now()
-    company = ""
-    if notice.company_id is not None:
-        row = await Company.select(Company.name).where(Company.id == notice.company_id).first()
-        if row is None:
+    if company is None and notice.company_id is not None:
+        company = (
+            await Company.select(Company.name, Company.webhook_endpoints)
+            .where(Company.id == notice.company_id)
+            .first()
+        )
+        if company is None:
             return 0
-        company = row["name"]
-    rows = await _mail_rows(notice, people, company, now) + await _webhook_rows(notice, now)
-    if operator and mail.configured():
-        subject, text = compose_mail(notice, company or "this installation")
-        rows += [
-            {"channel": "email", "address": address, "subject": subject, "body": text}
-            for address in get_settings().notify_operator_emails
-        ]
+    mailing, hooks = mail.configured(), bool(company and company.get("webhook_endpoints"))
+    if not mailing and not hooks:
+        return 0
+    now = clock.now()
+    name = company["name"] if company else ""
+    rows: list[dict[str, Any]] = []
+    if mailing:
+        ids = await people() if callable(people) else list(people)
+        rows += await _mail_rows(notice, ids, name)
+        if operator:
+            subject, text = compose_mail(notice, name or "this installation")
+            rows += [
+                {"channel": "email", "address": address, "subject": subject, "body": text}
+                for address in get_settings().notify_operator_emails
+            ]
+    if hooks:
+        rows += await _webhook_rows(notice, now)
     if not rows:
         return 0
     made = [

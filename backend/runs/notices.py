@@ -10,21 +10,22 @@ from backend.notify import service as notify
 from backend.runs.tables import FINISHED, Run, RunStatus
 
 
-async def awaiting_approval(row: dict[str, Any]) -> None:
+async def awaiting_approval(row: dict[str, Any], company: dict[str, Any] | None = None) -> None:
     """A run (not a flow's step: its flow is approved whole) waits: its requester and the company's admins,
-    who may approve it (runs/read.py `can_decide`), are told."""
+    who may approve it (runs/read.py `can_decide`), are told. `company`: its row as the request read it (with
+    no SMTP and no webhook endpoint, nothing is read or written)."""
     if row.get("status") != RunStatus.awaiting_approval or row.get("flow_id") is not None:
         return
-    company, requester = row["company"], row["requested_by"]
+    company_id, requester = row["company"], row["requested_by"]
     notice = notify.Notice(
         event="run.awaiting_approval",
-        company_id=company,
+        company_id=company_id,
         subject_type="run",
         subject_id=row["id"],
         path=f"/runs/{row['id']}",
         status=RunStatus.awaiting_approval,
     )
-    await notify.emit(notice, await notify.approvers(company, requester))
+    await notify.emit(notice, lambda: notify.approvers(company_id, requester), company=company)
 
 
 async def ended(run_id: int, status: str) -> None:

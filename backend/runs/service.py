@@ -76,7 +76,7 @@ async def propose(
         requester=PersonRef(id=ctx.user_id, email=ctx.email, name=ctx.name),
         blocked=None,
     )
-    await notices.awaiting_approval(row)  # queued, never awaited past the outbox's insert
+    await notices.awaiting_approval(row, made.company)  # queued, never awaited past the outbox's insert
     return await present(ctx, row, known=known, figures=made.balance)  # the balance its gate read
 
 
@@ -313,6 +313,6 @@ async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None =
         },
     )
     made = new.to_dict()
-    await notices.awaiting_approval(made)
+    await notices.awaiting_approval(made, ctx.company)
     # built from what was just made and the balance read above, not read again (as a proposal's answer)
     return await present(ctx, made, figures=figures)
