@@ -214,10 +214,20 @@ async def test_webhooks_are_an_admins_of_their_own_company_and_the_secret_is_sho
     assert hook["secret"] not in str(stored)  # sealed at rest
     listed = (await client.get("/api/company/webhooks")).json()
     assert [h["id"] for h in listed] == [hook["id"]] and "secret" not in listed[0]
-    # another company's admin: not listed, not removable (404 as a missing one)
+    # another company's admin: not listed, not removable (404 as a missing one), and one they add is theirs
+    # whatever company the body names
     await as_(client, GLOBEX_ADMIN)
     assert (await client.get("/api/company/webhooks")).json() == []
     assert (await client.delete(f"/api/company/webhooks/{hook['id']}")).status_code == 404
+    acme = stored["company"]
+    r = await client.post("/api/company/webhooks", json={"url": url, "company_id": acme, "company": acme})
+    assert r.status_code == 201
+    theirs = (
+        await WebhookEndpoint.select(WebhookEndpoint.company)
+        .where(WebhookEndpoint.id == r.json()["id"])
+        .first()
+    )
+    assert theirs["company"] != acme
     assert (
         await WebhookEndpoint.select(WebhookEndpoint.active).where(WebhookEndpoint.id == hook["id"]).first()
     )["active"]
@@ -228,6 +238,7 @@ async def test_webhooks_are_an_admins_of_their_own_company_and_the_secret_is_sho
     assert (await client.post("/api/company/webhooks", json={"url": url}, headers=token)).status_code == 403
     # the control: its own admin removes it
     await as_(client, ADMIN)
+    assert [h["id"] for h in (await client.get("/api/company/webhooks")).json()] == [hook["id"]]
     assert (await client.delete(f"/api/company/webhooks/{hook['id']}")).status_code == 204
     assert (await client.get("/api/company/webhooks")).json() == []
 
