@@ -13,6 +13,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from backend import db, heap
 from backend.actions.controller import ActionItemsController
 from backend.audit import throttle as audit_throttle
+from backend.credits import service as credits_service
 from backend.credits.controller import CreditsController, PlatformController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, AppError, unexpected_handler
@@ -145,7 +146,8 @@ def create_app(
                 await DISPATCHER.start()
             elif worker_here:
                 await start_worker()
-            NOTIFIER.start()  # retries of mails and webhooks (backend/notify/delivery.py)
+            # retries of mails and webhooks (backend/notify/delivery.py), and the credit pools' thresholds
+            NOTIFIER.start(watchers=[credits_service.tell_pools])
         if settle_heap:
             heap.settle()
 

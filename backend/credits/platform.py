@@ -375,6 +375,5 @@ async def charge(
             "period starts, or the operator can top it up",
             code="overdraft_bound",
         )
-    await credits.tell_pool(company_row["id"], amount)
     stored = await PlatformCharge.select().where(PlatformCharge.id == row.id).first()
     return _answer(stored, company_row, person), False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
@@ -31,7 +30,6 @@ from backend.notify import service as notify
 from backend.tenancy.context import UserContext
 from backend.tenancy.tables import Company, User
 
-log = logging.getLogger("cleanroom.credits")
 RUN = "run"  # the kind of a run's charge; the assistant platform's charges name their own (CHAT_TURN, ...)
 CHAT_TURN = "chat_turn"
 BASE_CHARGE = 1.0  # per run, also the minimum a pool must cover before a run is proposed or approved
@@ -404,35 +402,66 @@ async def charge(
                 **data,
             },
         )
-    await tell_pool(company_id, credits)
     return credits
 
 
 POOL_THRESHOLDS = (80, 100)  # percent of the pool used this period at which the company's admins are told
 
+# Every company's pool and use this period in one statement (as `_POOL_AND_USED`), with what it was last told
+_POOLS = """
+SELECT c."id" AS "id", c."name" AS "name", c."webhook_endpoints" AS "webhook_endpoints",
+       c."pool_told" AS "pool_told",
+       c."credit_pool" + COALESCE(
+         (SELECT SUM(t."credits") FROM "credit_top_up" t WHERE t."company" = c."id" AND t."at" >= {}), 0
+       ) AS "pool",
+       COALESCE(
+         (SELECT SUM(CAST(r."credits" AS DOUBLE PRECISION)) FROM "credit_charge" r
+           WHERE r."company" = c."id" AND r."at" >= {}), 0
+       ) + COALESCE(
+         (SELECT SUM(CAST(p."credits" AS DOUBLE PRECISION)) FROM "platform_charge" p
+           WHERE p."company" = c."id" AND p."at" >= {}), 0
+       ) AS "used"
+  FROM "company" c
+"""
 
-async def tell_pool(company_id: int, charged: float) -> None:
-    """After a charge of `charged` credits (committed): when it took this period's use across 80 % or
-    100 % of the pool, the company's admins (and its webhooks) are told, once per crossing. One query; a
-    failure here is logged, never the charge's."""
-    try:
-        total, spent = await _pool_and_used(company_id)
-    except Exception:
-        log.exception("company %s: the pool was not read after a charge", company_id)
-        return
-    before = spent - charged
-    for percent in POOL_THRESHOLDS:
-        line = total * percent / 100
-        if total > 0 and before < line <= spent + 0.005:
-            notice = notify.Notice(
-                event=f"credits.pool_{percent}",
-                company_id=company_id,
-                subject_type="credits",
-                subject_id=None,
-                path="/credits",
-                status=f"{percent}%",
-            )
-            await notify.emit(notice, await notify.admins(company_id))
+
+async def tell_pools() -> list[tuple[int, int]]:
+    """The companies whose use this period crossed 80 % or 100 % of their pool since they were last told:
+    their admins (and webhooks) are told, once per threshold and period (`Company.pool_told`, set
+    conditionally: of two processes passing at once one tells). Run by every serving process's notifier
+    loop, so a charge (a run's, the platform's) never pays for it. Returns (company, percent) told."""
+    since = period_start()
+    period = since.date().isoformat()
+    told = []
+    for row in await Company.raw(_POOLS, since, since, since):
+        pool, used = float(row["pool"] or 0), float(row["used"] or 0)
+        reached = max(
+            (p for p in POOL_THRESHOLDS if pool > 0 and used >= pool * p / 100 - 0.005), default=None
+        )
+        if reached is None:
+            continue
+        last_period, _, last = (row["pool_told"] or "").partition(":")
+        if last_period == period and last.isdigit() and int(last) >= reached:
+            continue
+        mark = f"{period}:{reached}"
+        won = (
+            await Company.update({Company.pool_told: mark})
+            .where((Company.id == row["id"]) & (Company.pool_told == (row["pool_told"] or "")))
+            .returning(Company.id)
+        )
+        if not won:
+            continue
+        notice = notify.Notice(
+            event=f"credits.pool_{reached}",
+            company_id=row["id"],
+            subject_type="credits",
+            subject_id=None,
+            path="/credits",
+            status=f"{reached}%",
+        )
+        await notify.emit(notice, lambda c=row["id"]: notify.admins(c), company=row)
+        told.append((row["id"], reached))
+    return told
 
 
 async def usage(ctx: UserContext) -> CreditUsage:

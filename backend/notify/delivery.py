@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -166,17 +167,25 @@ async def settle() -> None:
 
 
 class Notifier:
-    """The retry loop of one serving process."""
+    """The retry loop of one serving process; each pass also runs the watchers it was started with (what is
+    told by looking rather than by an action: the credit pools, backend/credits `tell_pools`)."""
 
     def __init__(self) -> None:
         self._task: asyncio.Task[None] | None = None
+        self._watchers: list[Callable[[], Awaitable[Any]]] = []
 
     async def _loop(self) -> None:
         while True:
             await _pass()
+            for watcher in self._watchers:
+                try:
+                    await watcher()
+                except Exception:
+                    log.exception("a notification watcher failed; the notifier tries again")
             await asyncio.sleep(get_settings().notify_poll_seconds)
 
-    def start(self) -> None:
+    def start(self, watchers: list[Callable[[], Awaitable[Any]]] | None = None) -> None:
+        self._watchers = list(watchers or [])
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._loop())
 

@@ -28,21 +28,36 @@ async def awaiting_approval(row: dict[str, Any], company: dict[str, Any] | None 
     await notify.emit(notice, lambda: notify.approvers(company_id, requester), company=company)
 
 
-async def ended(run_id: int, status: str) -> None:
+async def ended(
+    run_id: int, status: str, known: tuple[dict[str, Any], dict[str, Any] | None] | None = None
+) -> None:
     """A run ended after its approval: its requester is told whether it finished or failed (a flow's steps
-    are told with their flow's page, not one by one)."""
-    row = await Run.select(Run.company, Run.requested_by, Run.flow_id).where(Run.id == run_id).first()
-    if row is None or row["flow_id"] is not None:
-        return
+    are told with their flow's page, not one by one). `known`: its row and its company's as the caller read
+    them; else one query reads both."""
     if status not in FINISHED or status == RunStatus.skipped:
         return
-    event = "run.finished" if status == RunStatus.succeeded else "run.failed"
+    if known is not None:
+        row, company = known
+    else:
+        found = (
+            await Run.select(
+                Run.company, Run.requested_by, Run.flow_id, Run.company.name, Run.company.webhook_endpoints
+            )
+            .where(Run.id == run_id)
+            .first()
+        )
+        if found is None:
+            return
+        row = found
+        company = {"name": found["company.name"], "webhook_endpoints": found["company.webhook_endpoints"]}
+    if row["flow_id"] is not None:
+        return
     notice = notify.Notice(
-        event=event,
+        event="run.finished" if status == RunStatus.succeeded else "run.failed",
         company_id=row["company"],
         subject_type="run",
         subject_id=run_id,
         path=f"/runs/{run_id}",
         status=str(status),
     )
-    await notify.emit(notice, [row["requested_by"]])
+    await notify.emit(notice, [row["requested_by"]], company=company)

@@ -288,13 +288,14 @@ async def test_every_other_event_reaches_whom_it_concerns_and_says_no_more(
 ) -> None:
     """Each event at the lowest level that makes it (the run's end, the changes' count, the schedule's pause,
     a charge, the reaper), its mail to the right people, its webhook, and nothing of the run in either."""
-    from backend.actions.tables import ActionItem, ItemStatus
+    from backend.actions import service as actions
     from backend.credits import service as credits
-    from backend.execution.execute import _tell_changes, finish
+    from backend.execution.execute import finish, tell_changes
     from backend.fleet import service as fleet
     from backend.fleet.tables import WorkerHost
     from backend.runs.rows import whole_run
     from backend.schedules.service import _pause
+    from backend.tenancy.context import load_user_context
 
     monkeypatch.setenv("CLEANROOM_NOTIFY_OPERATOR_EMAILS", '["ops@example.net"]')
     get_settings.cache_clear()
@@ -324,20 +325,17 @@ async def test_every_other_event_reaches_whom_it_concerns_and_says_no_more(
     ]
     assert sorted(p["event"] for p in posted) == ["run.failed", "run.finished"]
     # its proposed changes wait: whoever may decide them (alice, the admin) is told, with their number only
-    await ActionItem.insert(
-        ActionItem(
-            company=acme,
-            run=one["id"],
-            index=0,
-            status=ItemStatus.pending,
-            op="update",
-            dataset="deals",
-            record_id=1,
-            changes={"name": PLANTED_VALUE},
-            raw="{}",
-        )
-    )
-    await _tell_changes(await whole_run(one["id"]))
+    # (one valid change and one invalid: the count is of those that wait, as ingest counts them)
+    deal = await Deal.select(Deal.id).where(Deal.owner == alice).first()
+    entries = [
+        {"op": "update", "dataset": "deals", "record_id": deal["id"], "changes": {"name": PLANTED_VALUE}},
+        {"op": "update", "dataset": "widgets", "record_id": 1, "changes": {"x": 1}},
+    ]
+    counts: dict[str, int] = {}
+    row = await whole_run(one["id"])
+    assert await actions.ingest(row, entries, await load_user_context(alice), counts) == 2
+    assert counts == {"pending": 1}
+    await tell_changes(row, counts["pending"])
     mails, (posted,) = await told(2, 1)
     assert sorted(m.to[0] for m in mails) == [ADMIN, ALICE] and "1 change(s)" in mails[0].subject
     assert posted["event"] == "changes.awaiting_decision" and posted["count"] == 1
@@ -348,7 +346,8 @@ async def test_every_other_event_reaches_whom_it_concerns_and_says_no_more(
     )
     (mail,), (posted,) = await told(1, 1)
     assert mail.to == [ALICE] and "Schedule #77" in mail.subject and posted["event"] == "schedule.failed"
-    # the pool: crossing 80 % tells the admins once; the next charge below 100 % tells nobody; 100 % tells them
+    # the pool (the notifier's watcher, not the charge): crossing 80 % tells the admins once, a pass with
+    # nothing new tells nobody, 100 % tells them again
     pool, _ = await credits._pool_and_used(acme)
 
     async def charge_to(percent: float, run_id: int) -> None:
@@ -365,14 +364,18 @@ async def test_every_other_event_reaches_whom_it_concerns_and_says_no_more(
             actor="test",
         )
 
+    assert await credits.tell_pools() == []  # the control: below 80 % nobody is told
     await charge_to(85, one["id"])
+    assert await credits.tell_pools() == [(acme, 80)]
     (mail,), (posted,) = await told(1, 1)
     assert mail.to == [ADMIN] and "80 % used" in mail.subject and posted["event"] == "credits.pool_80"
     await charge_to(95, two["id"])
+    assert await credits.tell_pools() == []  # told of 80 % already this period
     three, _ = await propose_as_alice(client, conversation_id="conv-3")
     await asyncio.to_thread(inbox.take, 2)
     await asyncio.to_thread(receiver.take, 1)
     await charge_to(101, three["id"])
+    assert await credits.tell_pools() == [(acme, 100)]
     (mail,), (posted,) = await told(1, 1)
     assert mail.to == [ADMIN] and "used up" in mail.subject and posted["event"] == "credits.pool_100"
     # a host was lost holding alice's run: Acme's admin is told of that run, the operator of the host
