@@ -28,6 +28,21 @@ async def awaiting_approval(row: dict[str, Any], company: dict[str, Any] | None 
     await notify.emit(notice, lambda: notify.approvers(company_id, requester), company=company)
 
 
+async def flow_awaiting_approval(
+    flow_id: int, company_id: int, requester: int, company: dict[str, Any] | None = None
+) -> None:
+    """A flow waits: whoever may approve it (as a run: its requester and the company's admins) is told."""
+    notice = notify.Notice(
+        event="flow.awaiting_approval",
+        company_id=company_id,
+        subject_type="flow",
+        subject_id=flow_id,
+        path=f"/flows/{flow_id}",
+        status=RunStatus.awaiting_approval,
+    )
+    await notify.emit(notice, lambda: notify.approvers(company_id, requester), company=company)
+
+
 async def ended(
     run_id: int, status: str, known: tuple[dict[str, Any], dict[str, Any] | None] | None = None
 ) -> None:

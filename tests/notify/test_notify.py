@@ -21,6 +21,7 @@ from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.tenancy.tables import User
 from tests.conftest import login, token_for
+from tests.flows.conftest import flow_body, step
 from tests.notify.conftest import free_port
 from tests.runs.conftest import enable_code, proposal
 
@@ -346,6 +347,15 @@ async def test_every_other_event_reaches_whom_it_concerns_and_says_no_more(
     )
     (mail,), (posted,) = await told(1, 1)
     assert mail.to == [ALICE] and "Schedule #77" in mail.subject and posted["event"] == "schedule.failed"
+    # a flow waits for approval: the same people as a run's, with the flow's page; nothing of its steps' code
+    token = await token_for(client, ALICE)
+    flow = await client.post(
+        "/api/flows", json=flow_body(step(f"# {PLANTED_CODE}\nprint(1)", title=PLANTED_VALUE)), headers=token
+    )
+    assert flow.status_code == 201, flow.text
+    mails, (posted,) = await told(2, 1)
+    assert sorted(m.to[0] for m in mails) == [ADMIN, ALICE]
+    assert f"/flows/{flow.json()['id']}" in mails[0].text and posted["event"] == "flow.awaiting_approval"
     # the pool (the notifier's watcher, not the charge): crossing 80 % tells the admins once, a pass with
     # nothing new tells nobody, 100 % tells them again
     pool, _ = await credits._pool_and_used(acme)
