@@ -402,3 +402,43 @@ async def test_every_other_event_reaches_whom_it_concerns_and_says_no_more(
     assert sorted(p["event"] for p in posted) == ["run.failed", "worker.lost"]
     assert inbox.mails.empty() and receiver.requests.empty()
     get_settings.cache_clear()
+
+
+async def test_the_notifier_loop_sends_what_is_due_and_runs_its_watchers(demo_db, inbox, monkeypatch) -> None:
+    """What no action kicks (a retry that came due, a row a stopped process left) the loop sends; and each
+    pass runs its watchers (the credit pools')."""
+    monkeypatch.setenv("CLEANROOM_NOTIFY_POLL_SECONDS", "0.05")
+    get_settings.cache_clear()
+    admin = await User.select(User.id, User.company).where(User.email == ADMIN).first()
+    row = Notification(
+        company=admin["company"],
+        event="run.finished",
+        channel="email",
+        user=admin["id"],
+        address=ADMIN,
+        subject="[Cleanroom] due",
+        body="due\n",
+        status="pending",
+        next_attempt_at=clock.now(),
+        created_at=clock.now(),
+    )
+    await row.save()
+    passes: list[int] = []
+
+    async def watcher() -> None:
+        passes.append(1)
+
+    notifier = delivery.Notifier()
+    notifier.start(watchers=[watcher])
+    try:
+        (mail,) = await asyncio.to_thread(inbox.take, 1)
+        deadline = time.monotonic() + 10
+        while not passes and time.monotonic() < deadline:  # the pass that sent it runs its watchers next
+            await asyncio.sleep(0.01)
+    finally:
+        await notifier.stop()
+    assert mail.to == [ADMIN] and mail.subject == "[Cleanroom] due" and passes
+    assert (await Notification.select(Notification.status).where(Notification.id == row.id).first())[
+        "status"
+    ] == "sent"
+    get_settings.cache_clear()
