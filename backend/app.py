@@ -13,6 +13,7 @@ from backend import db, heap
 from backend.actions.controller import ActionItemsController
 from backend.audit import throttle as audit_throttle
 from backend.contract import ContractJsonPlugin, declare_refusals, deprecation_headers, versioned
+from backend.credits import service as credits_service
 from backend.credits.controller import CreditsController, PlatformController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, AppError, unexpected_handler
@@ -24,6 +25,8 @@ from backend.flows import progress as flows_progress
 from backend.flows.controller import FlowsController
 from backend.mcp.http import mcp_endpoint, mcp_lifespan
 from backend.metrics import metrics_endpoint
+from backend.notify.controller import NotificationsController
+from backend.notify.delivery import NOTIFIER
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
 from backend.records.datasets_controller import DatasetsController
@@ -90,6 +93,7 @@ CONTROLLERS = [
     CompanyController,
     SsoSignInController,
     SsoSettingsController,
+    NotificationsController,  # /api/me/notifications, /api/company/webhooks
     RecordsController,
     DatasetImportController,  # /api/datasets/…/import, /source, /sync: a person's, never a token's
     DatasetsController,
@@ -167,11 +171,14 @@ def create_app(
                 await DISPATCHER.start()
             elif worker_here:
                 await start_worker()
+            # retries of mails and webhooks (backend/notify/delivery.py), and the credit pools' thresholds
+            NOTIFIER.start(watchers=[credits_service.tell_pools])
         if settle_heap:
             heap.settle()
 
     async def on_shutdown() -> None:
         if run_hooks:
+            await NOTIFIER.stop()
             if fleet():
                 await DISPATCHER.stop()
             elif worker_here:

@@ -31,6 +31,7 @@ from backend.drive import tables as drive_tables
 from backend.evidence import tables as evidence_tables
 from backend.fleet import tables as fleet_tables
 from backend.flows import tables as flows_tables
+from backend.notify import tables as notify_tables
 from backend.records import sync_tables as records_sync_tables
 from backend.records import tables as records_tables
 from backend.runs import tables as runs_tables
@@ -58,6 +59,7 @@ TABLE_MODULES = [
     evidence_tables,
     locks_tables,
     staging_tables,
+    notify_tables,
 ]
 
 _engine: Engine | None = None

@@ -221,6 +221,20 @@ class Settings(BaseSettings):
     smtp_from: str = "cleanroom@localhost"
     smtp_timeout_seconds: float = 10.0
 
+    # notifications (backend/notify, docs/notifications.md): mails go through the SMTP settings above; webhooks
+    # are a company's. A failed message is tried again after base, 2×base, 4×base … seconds (at most an hour
+    # apart), `notify_max_attempts` times in all; every serving process looks for due retries every
+    # `notify_poll_seconds`
+    notify_retry_base_seconds: float = Field(default=30.0, gt=0)
+    notify_max_attempts: int = Field(default=8, ge=1, le=50)
+    notify_poll_seconds: float = Field(default=5.0, gt=0)
+    notify_webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    # who is told that a worker host was lost besides the admins of the companies whose runs it held
+    notify_operator_emails: list[str] = []
+    # webhook endpoints may point at loopback, private and reserved addresses (internal receivers). Off by
+    # default: a company admin must not make the API a probe of the operator's own network
+    webhook_allow_private: bool = False
+
     def postgres_timeouts(self, *, migration: bool = False) -> dict[str, str]:
         """The API's `lock_timeout` and `statement_timeout` (or a migration's), as PostgreSQL settings a
         connection is opened with (asyncpg's `server_settings`, libpq's `options`)."""

@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("engines", {"injection", "convert", "sandbox", "audit"}),
     ("tenancy", {"tenancy"}),
     # a company's data: records, credits, Drive, and the bundle staged from them
-    ("company data", {"records", "credits", "drive", "staging"}),
+    ("company data", {"records", "credits", "drive", "staging", "notify"}),
     # the life of a run or flow, from proposal to decided action items
     ("runs and decisions", {"runs", "actions", "flows", "schedules", "evidence", "review"}),
     # the API as its callers see it: the typed client (console, MCP, host agent) and the health schema it reads

@@ -69,6 +69,12 @@ def _datasets_suite() -> dict:
     return bench_datasets()
 
 
+def _notify_suite() -> dict:
+    from backend.benches.notify import bench_notify
+
+    return bench_notify()
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.callback(invoke_without_command=True)
     def bench_all(ctx: typer.Context, json_out: bool = typer.Option(False, "--json")) -> None:
@@ -142,4 +148,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         "The 5,000-row export (and a 50-row records page) of a company-defined dataset of 1,000,000 rows for a "
         "member who sees 10 %, against a built-in table of the same rows; PostgreSQL (CLEANROOM_BENCH_POSTGRES_URL, "
         "CLEANROOM_BENCH_DATASET_ROWS, CLEANROOM_BENCH_DATASET_RUNS).",
+    )
+    benches.add_suite(
+        bench_app,
+        "notify",
+        _notify_suite,
+        "Proposal → approval request in both approvers' inboxes and at the company's webhook (p50, max; the goal "
+        "is 5 s): the API in-process on SQLite, an SMTP server and an HTTP receiver on loopback.",
     )

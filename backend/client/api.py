@@ -14,6 +14,7 @@ from backend.credits.schemas import CreditUsage
 from backend.drive.schemas import DriveFileInfo, DriveFolderInfo, DriveQuota
 from backend.evidence.schemas import Rerun, Reruns
 from backend.flows.schemas import FlowDetail, FlowPage
+from backend.notify.schemas import NewWebhook, Preferences, WebhookInfo
 from backend.records.schemas import DatasetBody, DatasetDefinitionInfo, DatasetInfo, RecordPage
 from backend.review import schemas as review
 from backend.review.schemas import RunTimeline
@@ -156,6 +157,28 @@ class CleanroomClient(ApiClient):
     async def change_password(self, old_password: str, new_password: str) -> PasswordChanged:
         body = {"old_password": old_password, "new_password": new_password}
         return await self.call(PasswordChanged, "POST", "/api/me/password", json=body)
+
+    # notifications (backend/notify): a person's own preferences, a company admin's webhook endpoints
+    async def notification_preferences(self) -> Preferences:
+        return await self.call(Preferences, "GET", "/api/me/notifications")
+
+    async def set_notification_preferences(
+        self, email_enabled: bool | None = None, muted: list[str] | None = None
+    ) -> Preferences:
+        body = {k: v for k, v in {"email_enabled": email_enabled, "muted": muted}.items() if v is not None}
+        return await self.call(Preferences, "PUT", "/api/me/notifications", json=body)
+
+    async def webhooks(self) -> list[WebhookInfo]:
+        return await self.call(list[WebhookInfo], "GET", "/api/company/webhooks")
+
+    async def create_webhook(self, url: str, events: list[str]) -> NewWebhook:
+        """The answer carries the endpoint's secret, this once."""
+        return await self.call(
+            NewWebhook, "POST", "/api/company/webhooks", json={"url": url, "events": events}
+        )
+
+    async def delete_webhook(self, webhook_id: int) -> None:
+        await self.send("DELETE", f"/api/company/webhooks/{webhook_id}")
 
     async def teams(self) -> list[TeamView]:
         return await self.call(list[TeamView], "GET", "/api/company/teams")
