@@ -73,7 +73,7 @@ async def test_api_token_is_shown_once_and_stored_hashed(client) -> None:
 async def test_openapi_is_published(client) -> None:
     r = await client.get("/schema/openapi.json")
     assert r.status_code == 200
-    assert "/api/records/{dataset}" in r.json()["paths"]
+    assert "/api/v1/records/{dataset}" in r.json()["paths"]  # the document names the versioned paths
 
 
 async def test_settings_are_admin_only_and_default_off(client) -> None:
