@@ -41,6 +41,7 @@ from backend.execution.queue import queued_runs
 from backend.execution.retention import sweep_bundles
 from backend.fleet import service
 from backend.fleet.tables import WorkerHost
+from backend.records import jobs as record_jobs
 from backend.records import sync as records_sync
 from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
@@ -853,6 +854,7 @@ class Dispatcher:
                     self._last_schedules = loop.time()
                     await schedules.fire_due()
                     records_sync.start_due_syncs()  # datasets synced from a company's database
+                record_jobs.start_queued()  # imports and syncs people started (records/jobs.py)
                 await dispatch(self.app)
                 if loop.time() - last_sweep > 60 * get_settings().bundle_sweep_minutes:
                     last_sweep = loop.time()
