@@ -10,7 +10,7 @@ import httpx
 
 from backend.actions.schemas import ActionItemInfo
 from backend.audit.schemas import AuditEntryInfo, AuditPublicKey, AuditVerification
-from backend.client.http import ApiClient, decode
+from backend.client.http import ApiClient, decode, refusal_of
 from backend.credits.schemas import CreditUsage
 from backend.drive.schemas import DriveFileInfo, DriveFolderInfo, DriveQuota
 from backend.evidence.schemas import Rerun, Reruns
@@ -336,10 +336,18 @@ class CleanroomClient(ApiClient):
 
     async def dataset_source(self, name: str) -> SourceInfo | None:
         """The dataset's sync source (status, last sync, last error; never the connection string); None: none."""
-        response = await self.http.request("GET", f"/api/datasets/{name}/source", headers=self.auth_headers())
-        if response.status_code == 404 and '"no_source"' in response.text:
-            return None
-        return await self.call(SourceInfo, "GET", f"/api/datasets/{name}/source")
+        path = f"/api/datasets/{name}/source"
+        try:
+            response = await self.http.request("GET", path, headers=self.auth_headers())
+        except httpx.HTTPError as exc:
+            error = self.unreachable(exc)
+            raise error from (None if error is exc else exc)
+        refusal = refusal_of(response) if response.status_code >= 400 else None
+        if refusal is not None:
+            if response.status_code == 404 and refusal.code == "no_source":
+                return None
+            raise self.refused(response, refusal)
+        return decode(SourceInfo, response)
 
     async def set_dataset_source(self, name: str, **body: Any) -> SourceInfo:
         return await self.call(SourceInfo, "PUT", f"/api/datasets/{name}/source", json=body)
