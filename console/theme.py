@@ -56,6 +56,7 @@ ADMIN_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
     ("Drive", "/drive", "folder"),
+    ("Datasets", "/datasets", "table_chart"),
     ("People", "/people", "group"),
     ("Teams and permissions", "/teams", "lock_person"),
     ("Settings", "/settings", "tune"),

@@ -105,7 +105,13 @@ class DatasetImportController(Controller):
         finally:
             path.unlink(missing_ok=True)
 
-    @post("/{name:str}/import", status_code=202)
+    # the body may be as large as an import may be (`import_max_bytes`, 512 MiB), not Drive's upload limit, which
+    # the app sets for every other route: a 1,000,000-row CSV is ~110 MiB. It is spooled to disk in chunks.
+    @post(
+        "/{name:str}/import",
+        status_code=202,
+        request_max_body_size=get_settings().import_max_bytes + 1024 * 1024,
+    )
     async def import_file(
         self,
         user: UserContext,
