@@ -114,7 +114,7 @@ def test_an_imported_spreadsheet_is_granted_analysed_and_changed(
     # 1. the admin imports the spreadsheet as a new dataset: columns inferred, a dry run, then the import
     sign_in(driver, servers, "admin@acme.example")
     nav(driver, "Datasets")
-    wait_for_text(driver, "Import a spreadsheet")
+    wait_for_text(driver, "Define a dataset")
     click_button(driver, "Import a spreadsheet")
     wait_for_text(driver, "Into which dataset")
     driver.find_element(By.XPATH, '//input[@aria-label="New dataset\'s name (lowercase)"]').send_keys(
