@@ -59,7 +59,7 @@ class JobView:
 
     def __init__(self, api: Api, marker: str, on_end: Callable[[DatasetJobInfo], Any]) -> None:
         self.api, self.on_end = api, on_end
-        with ui.column().classes("w-full gap-1").mark(marker):
+        with ui.column().classes("w-full gap-1").mark(marker) as self.box:
             self.text = ui.label("").classes("text-sm").mark(f"{marker}-text")
             self.bar = ui.linear_progress(value=0, show_value=False).props("rounded size=10px")
         self.timer: ui.timer | None = None
@@ -67,7 +67,8 @@ class JobView:
 
     def follow(self, job: DatasetJobInfo) -> None:
         self.show(job)
-        self.timer = ui.timer(POLL_SECONDS, self.poll)
+        with self.box:  # the timer lives and dies with the view's own box
+            self.timer = ui.timer(POLL_SECONDS, self.poll)
 
     def show(self, job: DatasetJobInfo) -> None:
         self.job = job
@@ -148,6 +149,7 @@ class DatasetsPage:
                 icon="upload_file",
                 on_click=lambda: ui.navigate.to("/datasets/import"),
             ).mark("open-import")
+        self.sync_box = ui.column().classes("w-full gap-1")  # a sync's job, outside the list it reloads
         self.listing = ui.column().classes("w-full gap-2").mark("datasets")
         with widgets.section("Define a dataset", "add_box", "define-dataset"):
             self.define_box = ui.column().classes("w-full gap-2")
@@ -212,14 +214,13 @@ class DatasetsPage:
                     f"The last sync failed ({widgets.when(source.last_attempt_at)}): {source.last_error}. "
                     "The last good data is kept."
                 ).classes("text-sm text-negative").mark(f"source-error-{dataset.name}")
-            box = ui.column().classes("w-full")
 
             async def sync_now() -> None:
                 job = await widgets.call(self.api.start_sync(dataset.name))
                 if job is FAILED:
                     return
-                box.clear()
-                with box:
+                self.sync_box.clear()
+                with self.sync_box:
                     view = JobView(self.api, f"sync-job-{dataset.name}", self.synced)
                 view.follow(job)  # type: ignore[arg-type]
 
