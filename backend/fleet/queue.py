@@ -723,6 +723,7 @@ class Dispatcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await record_jobs.stop()  # a running import rolls back: its job ends failed, nothing applied
         if self.app is not None:
             await self.app.close_async()
 

@@ -397,9 +397,10 @@ def start_queued() -> None:
     """From the loops that run the queue (execution/queue.py, fleet/queue.py), at every pass: the queued jobs
     run in a task of their own, one job at a time per process, so an import never holds up the runs' dispatch."""
     global _task
-    if _task is not None and not _task.done():
-        return
-    _task = asyncio.get_running_loop().create_task(_run_queued())
+    loop = asyncio.get_running_loop()
+    if _task is not None and not _task.done() and _task.get_loop() is loop:
+        return  # (a task of a loop that has ended, never done, is not waited for)
+    _task = loop.create_task(_run_queued())
     _task.add_done_callback(_done)
 
 
