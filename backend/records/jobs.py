@@ -415,7 +415,7 @@ async def _run_queued() -> None:
 
 async def stop() -> None:
     """Cancel the running job (its import rolls back: nothing applied; the job ends `failed`)."""
-    if _task is not None and not _task.done():
+    if _task is not None and not _task.done() and _task.get_loop() is asyncio.get_running_loop():
         _task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await _task
