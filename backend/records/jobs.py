@@ -25,6 +25,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import secrets
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -76,31 +77,30 @@ def jobs_dir() -> Path:
     return Path(get_settings().data_dir) / JOBS_DIR
 
 
-def job_dir(job_id: int) -> Path:
-    return jobs_dir() / str(job_id)
+def job_dir(row: dict[str, Any]) -> Path | None:
+    """The folder holding a job's kept file and its progress (None: a sync, or a job that ended)."""
+    return Path(row["file_path"]).parent if row.get("file_path") else None
 
 
-def _progress_file(job_id: int) -> Path:
-    return job_dir(job_id) / "progress"
-
-
-def _write_progress(job_id: int, rows: int) -> None:
-    path = _progress_file(job_id)
+def _write_progress(folder: Path, rows: int) -> None:
     with contextlib.suppress(OSError):  # progress is a display: never the job's failure
-        temporary = path.with_name("progress.tmp")
+        temporary = folder / "progress.tmp"
         temporary.write_text(str(rows))
-        temporary.replace(path)
+        temporary.replace(folder / "progress")
 
 
-def _read_progress(job_id: int) -> int | None:
+def _read_progress(folder: Path | None) -> int | None:
+    if folder is None:
+        return None
     try:
-        return int(_progress_file(job_id).read_text() or 0)
+        return int((folder / "progress").read_text() or 0)
     except (OSError, ValueError):
         return None
 
 
-def _discard_files(job_id: int) -> None:
-    shutil.rmtree(job_dir(job_id), ignore_errors=True)
+def _discard_files(folder: Path | None) -> None:
+    if folder is not None and folder.parent == jobs_dir():  # never anything outside the jobs' folder
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- starting a job (the API's request) -------------------------------------------------------------------
@@ -172,25 +172,25 @@ async def queue_import(
             .first()
         )
         total = earlier["rows_read"] if earlier else None
-    job_id = await _insert(
-        ctx,
-        name,
-        "import",
-        dry_run=dry_run,
-        filename=filename[:255],
-        file_sha256=sha256,
-        new_dataset=new,
-        rows_total=total,
-    )
-    folder = filemodes.private_dir(job_dir(job_id))
+    # the file in its place before the job exists: a queued job is always whole
+    folder = filemodes.private_dir(jobs_dir() / secrets.token_hex(12))
     kept = folder / "file"
     try:
         await asyncio.to_thread(shutil.move, spooled, kept)
-    except OSError:
-        await DatasetJob.delete().where(DatasetJob.id == job_id)
-        _discard_files(job_id)
+        job_id = await _insert(
+            ctx,
+            name,
+            "import",
+            dry_run=dry_run,
+            filename=filename[:255],
+            file_path=str(kept),
+            file_sha256=sha256,
+            new_dataset=new,
+            rows_total=total,
+        )
+    except BaseException:
+        _discard_files(folder)
         raise
-    await DatasetJob.update({DatasetJob.file_path: str(kept)}).where(DatasetJob.id == job_id)
     announce()
     return await _shown(job_id)
 
@@ -222,7 +222,7 @@ async def _shown(job_id: int) -> dict[str, Any]:
 def describe(row: dict[str, Any]) -> dict[str, Any]:
     rows_read = row["rows_read"]
     if row["status"] == RUNNING:
-        rows_read = _read_progress(row["id"]) or rows_read
+        rows_read = _read_progress(job_dir(row)) or rows_read
     return {
         "id": row["id"],
         "dataset": row["dataset_name"],
@@ -271,7 +271,9 @@ async def _claim(job_id: int) -> bool:
     return bool(claimed)
 
 
-async def _end(job_id: int, *, report: dict[str, Any] | None = None, error: str = "", code: str = "") -> None:
+async def _end(
+    job_id: int, folder: Path | None, *, report: dict[str, Any] | None = None, error: str = "", code: str = ""
+) -> None:
     fields: dict[Any, Any] = {
         DatasetJob.status: FAILED if error else DONE,
         DatasetJob.ended_at: _now(),
@@ -282,7 +284,7 @@ async def _end(job_id: int, *, report: dict[str, Any] | None = None, error: str 
     if report is not None:
         fields[DatasetJob.report] = json.dumps(report, default=str)
         fields[DatasetJob.rows_read] = int(report.get("rows_read", 0))
-    elif (progress := _read_progress(job_id)) is not None:
+    elif (progress := _read_progress(folder)) is not None:
         fields[DatasetJob.rows_read] = progress
     await DatasetJob.update(fields).where(DatasetJob.id == job_id)
 
@@ -303,6 +305,7 @@ async def run_job(job_id: int) -> None:
         return
     row = await DatasetJob.select().where(DatasetJob.id == job_id).first()
     assert row is not None
+    folder = job_dir(row)
     try:
         ctx = await load_user_context(row["started_by"], auth=SESSION, session_id=row["session_id"])
         if row["kind"] == "sync":
@@ -323,7 +326,8 @@ async def run_job(job_id: int) -> None:
                     writable=new["writable"],
                     template=new.get("template") or "",
                 )
-            _write_progress(job_id, 0)
+            assert folder is not None, "an import job keeps its file"
+            _write_progress(folder, 0)
             report = await importing.import_file(
                 ctx,
                 row["dataset_name"],
@@ -331,24 +335,29 @@ async def run_job(job_id: int) -> None:
                 row["filename"],
                 dry_run=row["dry_run"],
                 create=create,
-                progress=lambda rows: _write_progress(job_id, rows),
+                progress=lambda rows: _write_progress(folder, rows),
             )
     except asyncio.CancelledError:
         await asyncio.shield(
-            _end(job_id, error="the server stopped during the job; nothing was applied", code="interrupted")
+            _end(
+                job_id,
+                folder,
+                error="the server stopped during the job; nothing was applied",
+                code="interrupted",
+            )
         )
-        _discard_files(job_id)
+        _discard_files(folder)
         raise
     except Exception as exc:
         text, code = _reason(exc)
         if code == "internal":
             log.exception("dataset job %s failed", job_id)
         applied = "" if row["dry_run"] else "; nothing was applied"
-        await _end(job_id, error=text + applied, code=code)
+        await _end(job_id, folder, error=text + applied, code=code)
     else:
-        await _end(job_id, report=report)
+        await _end(job_id, folder, report=report)
     finally:
-        _discard_files(job_id)
+        _discard_files(folder)
 
 
 async def queued_ids() -> list[int]:
@@ -362,9 +371,9 @@ async def recover() -> list[int]:
     from backend.sandbox.libvirt_conn import owner_alive
 
     ended = []
-    for row in await DatasetJob.select(DatasetJob.id, DatasetJob.worker, DatasetJob.dry_run).where(
-        DatasetJob.status == RUNNING
-    ):
+    for row in await DatasetJob.select(
+        DatasetJob.id, DatasetJob.worker, DatasetJob.dry_run, DatasetJob.file_path
+    ).where(DatasetJob.status == RUNNING):
         if owner_alive(row["worker"]):
             continue
         ended.append(row["id"])
@@ -378,7 +387,7 @@ async def recover() -> list[int]:
                 DatasetJob.file_path: "",
             }
         ).where((DatasetJob.id == row["id"]) & (DatasetJob.status == RUNNING))
-        _discard_files(row["id"])
+        _discard_files(job_dir(row))
     return ended
 
 

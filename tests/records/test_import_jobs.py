@@ -137,10 +137,15 @@ async def test_a_failed_or_interrupted_job_says_why_and_applies_nothing(client) 
     await DatasetJob.update({DatasetJob.status: "running", DatasetJob.worker: owner_token()}).where(
         DatasetJob.id == live.json()["id"]
     )
+    dead_dir, live_dir = [
+        jobs.job_dir(await DatasetJob.select(DatasetJob.file_path).where(DatasetJob.id == i).first())
+        for i in (dead, live.json()["id"])
+    ]
+    assert dead_dir is not None and dead_dir.exists() and live_dir is not None
     assert await jobs.recover() == [dead]
     shown = (await client.get(f"/api/datasets/jobs/{dead}")).json()
     assert shown["state"] == "failed" and shown["error_code"] == "interrupted"
-    assert not jobs.job_dir(dead).exists() and jobs.job_dir(live.json()["id"]).exists()
+    assert not dead_dir.exists() and live_dir.exists()
 
     # a sync job: none without a source; against a source that refuses connections, failed with the reason
     assert (await client.post("/api/datasets/orders/sync")).json()["error"] == "no_source"
