@@ -325,7 +325,7 @@ class ImportPage:
         self.folder = Path(tempfile.mkdtemp(prefix="cleanroom-console-import-"))
         self.file: Path | None = None
         self.filename = ""
-        self.new: dict[str, Any] | None = None
+        self.preview: Any = None  # the file's inferred columns, for a new dataset
         self.kind_selects: dict[str, ui.select] = {}
         ui.context.client.on_disconnect(self.discard)
         with ui.card().classes("w-full gap-2").mark("import-target"):
@@ -381,7 +381,7 @@ class ImportPage:
         self.columns_box.clear()
         self.dry_box.clear()
         self.apply_box.clear()
-        self.new = None
+        self.preview = None
         if not self.target.value:
             with self.file.open("rb") as content:  # streamed to the API, never read whole here
                 preview = await widgets.call(self.api.preview_import(self.filename, content))
@@ -462,6 +462,11 @@ class ImportPage:
     async def start(self, dry_run: bool, box: ui.element, on_end: Callable[[DatasetJobInfo], Any]) -> None:
         if self.file is None or not self.dataset:
             ui.notify("Pick a dataset (or name a new one) and upload a file first.", type="warning")
+            return
+        if not self.target.value and self.preview is None:
+            ui.notify(
+                "For a new dataset, upload the file again to see and confirm its columns.", type="warning"
+            )
             return
         with self.file.open("rb") as content:
             job = await widgets.call(
