@@ -158,3 +158,27 @@ async def test_a_failed_or_interrupted_job_says_why_and_applies_nothing(client) 
     assert ended["state"] == "failed" and ended["error_code"] == "sync_failed", ended
     assert "cannot be reached" in ended["error"] and "pw-never-shown-77" not in json.dumps(ended)
     assert (await client.get("/api/datasets/orders/source")).json()["status"] == "failed"
+
+
+@pytest.fixture
+def small_drive_limit(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Drive's upload limit (the app's body limit for every other route) far under the file below."""
+    monkeypatch.setattr(get_settings(), "max_upload_bytes", 2000)
+    return 2000
+
+
+@pytest.mark.sqlite
+async def test_an_import_is_not_cut_at_drives_upload_limit(small_drive_limit: int, client) -> None:
+    """The import route takes bodies up to `import_max_bytes` (a 1,000,000-row CSV is ~110 MiB; Drive's limit is
+    100 MiB): a file over the app's body limit reaches the import. Control: Drive's own route refuses it."""
+    await login(client, "admin@acme.example")
+    big = CSV + b"".join(b"O-%d,1\n" % i for i in range(10, 130_000))
+    assert len(big) > small_drive_limit + 2**20  # past the app's body limit for other routes (Drive's + 1 MiB)
+    drive = await client.post("/api/drive/files", files={"file": ("o.csv", big, "text/csv")})
+    assert drive.status_code == 413, drive.text
+    started = await client.post(
+        "/api/datasets/orders/import",
+        files={"file": ("o.csv", big, "text/csv")},
+        data={"dry_run": "true", **NEW},
+    )
+    assert started.status_code == 202, started.text
