@@ -388,7 +388,27 @@ async def recover() -> list[int]:
             }
         ).where((DatasetJob.id == row["id"]) & (DatasetJob.status == RUNNING))
         _discard_files(job_dir(row))
+    await _sweep_orphans()
     return ended
+
+
+ORPHAN_SECONDS = 3600
+
+
+async def _sweep_orphans() -> None:
+    """Folders of no queued or running job (a process that died between keeping a file and queueing its job),
+    older than an hour, are removed."""
+    import time
+
+    folder = jobs_dir()
+    if not folder.is_dir():
+        return
+    rows = await DatasetJob.select(DatasetJob.file_path).where(DatasetJob.status.is_in([QUEUED, RUNNING]))
+    kept = {Path(r["file_path"]).parent.name for r in rows if r["file_path"]}
+    for entry in folder.iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name not in kept and time.time() - entry.stat().st_mtime > ORPHAN_SECONDS:
+                _discard_files(entry)
 
 
 async def drain() -> None:

@@ -9,6 +9,9 @@ admins see the job; a member granted edit starts one; a file under the limit is 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import time
 
 import pytest
 
@@ -33,26 +36,30 @@ async def _ended(client, job_id: int) -> dict:
     return answer.json()
 
 
-def _leftovers() -> list[str]:
+def _files() -> set[str]:
+    """What the data directory holds of uploads: spooled files and jobs' kept files (the directory is this
+    process's, shared by its tests: compare before and after)."""
     data = get_settings().data_dir
-    return [
-        p.name for folder in (data / "tmp", data / jobs.JOBS_DIR) if folder.exists() for p in folder.iterdir()
-    ]
+    return {
+        str(p) for folder in (data / "tmp", data / jobs.JOBS_DIR) if folder.exists() for p in folder.iterdir()
+    }
 
 
 @pytest.mark.sqlite
 async def test_who_starts_and_who_sees_an_import_job(client, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _files()
     await login(client, "admin@acme.example")
     started = await client.post("/api/datasets/orders/import", files=FILE, data={"dry_run": "false", **NEW})
     assert started.status_code == 202, started.text
     job_id = started.json()["id"]
+    assert len(_files() - before) == 1  # the file, kept with the queued job
     ended = await _ended(client, job_id)
     assert (
         ended["state"] == "done"
         and ended["report"]["added"] == 2
         and ended["started_by"] == "admin@acme.example"
     )
-    assert _leftovers() == []  # the kept file is gone with the job's end
+    assert _files() == before  # the kept file is gone with the job's end
 
     # hostile: a member with no edit on the dataset starts nothing, and sees nobody's job
     await login(client, "bob@acme.example")
@@ -94,12 +101,13 @@ async def test_who_starts_and_who_sees_an_import_job(client, monkeypatch: pytest
     # hostile: a file over the import limit is refused at the request; nothing written, nothing kept
     monkeypatch.setattr(get_settings(), "import_max_bytes", len(CSV) + 10)
     big = CSV + b"".join(b"O-%d,1\n" % i for i in range(10, 30))
+    before = _files()
     refused = await client.post(
         "/api/datasets/orders/import", files={"file": ("o.csv", big, "text/csv")}, data={"dry_run": "false"}
     )
     assert refused.status_code == 422 and refused.json()["error"] == "too_large", refused.text
     assert "MiB import limit" in refused.json()["detail"]
-    assert await DatasetJob.count() == 2 and _leftovers() == []
+    assert await DatasetJob.count() == 2 and _files() == before
     assert (await client.get("/api/records/orders")).json()["total"] == 2
     under = await client.post("/api/datasets/orders/import", files=FILE, data={"dry_run": "true"})
     assert under.status_code == 202 and under.json()["state"] == "queued"  # control: under the limit, taken
@@ -113,6 +121,7 @@ async def test_a_failed_or_interrupted_job_says_why_and_applies_nothing(client) 
 
     # a file without the dataset's key column: the job fails, says why, and nothing was written
     wrong = b"Reference,Amount\nO-1,99\nO-9,1\n"
+    before = _files()
     job = await client.post(
         "/api/datasets/orders/import", files={"file": ("w.csv", wrong, "text/csv")}, data={"dry_run": "false"}
     )
@@ -120,7 +129,7 @@ async def test_a_failed_or_interrupted_job_says_why_and_applies_nothing(client) 
     ended = await _ended(client, job.json()["id"])
     assert ended["state"] == "failed" and ended["error_code"] == "import_refused", ended
     assert "no column 'order_id'" in ended["error"] and "nothing was applied" in ended["error"]
-    assert ended["report"] is None and _leftovers() == []
+    assert ended["report"] is None and _files() == before
     rows = (await client.get("/api/records/orders")).json()["items"]
     assert sorted(str(r["amount"]) for r in rows) == ["10.5", "7"]
 
@@ -141,7 +150,14 @@ async def test_a_failed_or_interrupted_job_says_why_and_applies_nothing(client) 
         for i in (dead, live.json()["id"])
     ]
     assert dead_dir is not None and dead_dir.exists() and live_dir is not None
+    orphan, fresh = (jobs.jobs_dir() / "orphan-of-a-crash", jobs.jobs_dir() / "being-queued-now")
+    for folder in (orphan, fresh):
+        folder.mkdir()
+        (folder / "file").write_bytes(CSV)
+    os.utime(orphan, (time.time() - 2 * jobs.ORPHAN_SECONDS,) * 2)
     assert await jobs.recover() == [dead]
+    assert not orphan.exists() and fresh.exists()  # an old folder of no job goes; a new one may be queued
+    shutil.rmtree(fresh)
     shown = (await client.get(f"/api/datasets/jobs/{dead}")).json()
     assert shown["state"] == "failed" and shown["error_code"] == "interrupted"
     assert not dead_dir.exists() and live_dir.exists()
@@ -172,7 +188,9 @@ async def test_an_import_is_not_cut_at_drives_upload_limit(small_drive_limit: in
     100 MiB): a file over the app's body limit reaches the import. Control: Drive's own route refuses it."""
     await login(client, "admin@acme.example")
     big = CSV + b"".join(b"O-%d,1\n" % i for i in range(10, 130_000))
-    assert len(big) > small_drive_limit + 2**20  # past the app's body limit for other routes (Drive's + 1 MiB)
+    assert (
+        len(big) > small_drive_limit + 2**20
+    )  # past the app's body limit for other routes (Drive's + 1 MiB)
     drive = await client.post("/api/drive/files", files={"file": ("o.csv", big, "text/csv")})
     assert drive.status_code == 413, drive.text
     started = await client.post(
