@@ -19,7 +19,7 @@ Edges = dict[str, dict[str, list[str]]]
 LAYERS: list[tuple[str, set[str]]] = [
     # what everything may use: configuration, time, hashes, file modes, errors, the conditional decision write,
     # the one seccomp generator, the API's lock tables (no import of the backend at all)
-    ("foundations", {"settings", "clock", "errors", "hashing", "filemodes", "decisions", "seccomp_filter", "locks"}),
+    ("foundations", {"settings", "clock", "errors", "hashing", "filemodes", "decisions", "seccomp_filter", "locks", "version"}),
     # machinery that knows no company: the scanner, the converters, the VM runner, the hash-chained audit trail
     ("engines", {"injection", "convert", "sandbox", "audit"}),
     ("tenancy", {"tenancy"}),
