@@ -42,6 +42,7 @@ MEMBER_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
     ("Drive", "/drive", "folder"),
+    ("Import data", "/datasets/import", "upload_file"),  # into a dataset they may edit (issue 54)
     ("Assistant access", "/access", "smart_toy"),
 ]
 AUDITOR_NAV = [  # reads the trail and every run and flow; decides nothing (no settings, credits, tokens)

@@ -42,8 +42,12 @@ def register() -> None:
 
     @ui.page("/datasets/import")
     async def import_page(name: str = "") -> RedirectResponse | None:
-        if redirect := session.redirect_if_signed_out("/datasets/import", admin=True):
+        # an admin (any dataset, or a new one), or a member with edit on a company dataset (into that one); an
+        # auditor decides nothing. The API checks each again.
+        if redirect := session.redirect_if_signed_out("/datasets/import"):
             return redirect
+        if session.role() == "auditor":
+            return RedirectResponse("/runs")
         with theme.frame("Import a spreadsheet"):
             page = ImportPage(session.api(), name)
         await ui.context.client.connected()
@@ -327,6 +331,7 @@ class ImportPage:
         self.filename = ""
         self.preview: Any = None  # the file's inferred columns, for a new dataset
         self.kind_selects: dict[str, ui.select] = {}
+        self.admin = session.is_admin()
         ui.context.client.on_disconnect(self.discard)
         with ui.card().classes("w-full gap-2").mark("import-target"):
             ui.label("Into which dataset").classes("text-lg font-medium")
@@ -337,9 +342,12 @@ class ImportPage:
                 self.new_name = (
                     ui.input("New dataset's name (lowercase)").classes("w-72").mark("import-new-name")
                 )
+                self.new_name.set_visibility(self.admin)  # defining a dataset is an admin's
             ui.label(
                 "Pick one of the company's datasets, or name a new one: its columns are then inferred from the "
                 "file for you to confirm."
+                if self.admin
+                else "The company's datasets you may change (an admin grants edit on them)."
             ).classes("text-sm text-grey-7")
             from backend.settings import get_settings
 
@@ -358,10 +366,23 @@ class ImportPage:
         self.apply_box = ui.column().classes("w-full gap-2").mark("import-apply")
 
     async def load(self) -> None:
-        datasets = await widgets.call(self.api.dataset_definitions())
-        names = {} if datasets is FAILED else {d.name: f"{d.label} ({d.name})" for d in datasets}  # type: ignore[union-attr]
-        self.target.options = {"": "A new dataset", **names}
-        self.target.value = self.name if self.name in names else ""
+        datasets = await widgets.call(self.api.datasets())  # with the caller's access to each
+        names = (
+            {}
+            if datasets is FAILED
+            else {
+                d.name: f"{d.label} ({d.name})"
+                for d in datasets  # type: ignore[union-attr]
+                if d.origin == "company" and d.access == "edit"
+            }
+        )
+        self.target.options = {"": "A new dataset", **names} if self.admin else names
+        self.target.value = self.name if self.name in names else ("" if self.admin else None)
+        if not self.admin and not names:
+            with self.columns_box:
+                ui.label(
+                    "There is no dataset you may import into: a company admin can grant you edit on one."
+                ).mark("import-nothing")
         self.target.update()
 
     def discard(self) -> None:
@@ -382,6 +403,9 @@ class ImportPage:
         self.dry_box.clear()
         self.apply_box.clear()
         self.preview = None
+        if not self.target.value and not self.admin:
+            ui.notify("Pick the dataset to import into, then upload the file again.", type="warning")
+            return
         if not self.target.value:
             with self.file.open("rb") as content:  # streamed to the API, never read whole here
                 preview = await widgets.call(self.api.preview_import(self.filename, content))

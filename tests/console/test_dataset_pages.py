@@ -51,3 +51,26 @@ async def test_an_admin_defines_a_dataset_from_a_template_and_syncs_it(
     await user.should_see(marker="source-error-work_items", retries=100)
     await user.should_see("cannot be reached")
     await user.should_not_see("pw-page-never-77")
+
+
+async def test_a_member_imports_only_into_a_dataset_granted_to_them(user: User, assistant: Assistant) -> None:
+    """Hostile: a member with no edit on any company dataset is offered none to import into (and cannot define
+    one: no new-dataset choice). Control: granted edit on one, it is offered to them."""
+    body = {"name": "claims", "label": "Claims", "columns": [{"name": "claim_id", "kind": "string"}]}
+    await assistant.call(
+        "admin@acme.example", "POST", "/api/datasets/", json={**body, "key_column": "claim_id"}
+    )
+    await sign_in(user, "bob@acme.example", then="/datasets/import")
+    await user.should_see(marker="import-nothing", retries=50)
+    await user.should_not_see("A new dataset")
+    grid = await assistant.call("admin@acme.example", "GET", "/api/company/permissions")
+    bob = next(p["id"] for p in grid["people"] if p["email"] == "bob@acme.example")
+    await assistant.call(
+        "admin@acme.example",
+        "PUT",
+        "/api/company/permissions",
+        json={"people": {str(bob): {"claims": "edit"}}},
+    )
+    await user.open("/datasets/import?name=claims")
+    await user.should_see("Claims (claims)", retries=50)
+    await user.should_not_see(marker="import-nothing")
