@@ -27,6 +27,7 @@ from backend.mcp.http import mcp_endpoint, mcp_lifespan
 from backend.metrics import metrics_endpoint
 from backend.notify.controller import NotificationsController
 from backend.notify.delivery import NOTIFIER
+from backend.records import jobs as record_jobs
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
 from backend.records.datasets_controller import DatasetsController
@@ -159,6 +160,8 @@ def create_app(
     """`worker_here=False`: runs go to a worker process (`cleanroom serve` supervises one), not this one.
     `settle_heap`: a served process's garbage collector set once it has started (`heap.settle`)."""
     db.configure(database_url)
+    # an import or sync queued wakes whatever runs the queue, as a queued run does (records/jobs.py)
+    record_jobs.listen(queued.announce)
 
     async def on_startup() -> None:
         flows_progress.wire()  # a run ending in this process (a gate, a fleet result, the worker) moves its flow on

@@ -32,6 +32,7 @@ from backend.evidence import tables as evidence_tables
 from backend.fleet import tables as fleet_tables
 from backend.flows import tables as flows_tables
 from backend.notify import tables as notify_tables
+from backend.records import job_tables as records_job_tables
 from backend.records import sync_tables as records_sync_tables
 from backend.records import tables as records_tables
 from backend.runs import tables as runs_tables
@@ -49,6 +50,7 @@ TABLE_MODULES = [
     audit_tables,
     records_tables,
     records_sync_tables,
+    records_job_tables,
     drive_tables,
     runs_tables,
     actions_tables,

@@ -48,7 +48,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             None, "--api", help="the API's base URL (default: settings api_base_url)", show_default=False
         ),
         capacity: int = typer.Option(
-            None, help="VMs at once, within what the host was enrolled for (default: settings max_concurrent_vms)"
+            None,
+            help="VMs at once, within what the host was enrolled for (default: settings max_concurrent_vms)",
         ),
         insecure: bool = typer.Option(
             False, "--insecure", help="allow plain http to a non-loopback --api (the token travels in clear)"
@@ -147,7 +148,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     def enroll(
         host_id: str = typer.Argument(..., help="the host id the token is for"),
         capacity: int = typer.Option(
-            None, help="the most VMs at once the host is offered runs for (default: settings max_concurrent_vms)"
+            None,
+            help="the most VMs at once the host is offered runs for (default: settings max_concurrent_vms)",
         ),
     ) -> None:
         """A new enrollment token for HOST_ID, printed once (only its hash is kept). The host's capacity is

@@ -3,19 +3,28 @@ each returning the backend's own response schema (docs/api.md lists the endpoint
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 
 from backend.actions.schemas import ActionItemInfo
 from backend.audit.schemas import AuditEntryInfo, AuditPublicKey, AuditVerification
-from backend.client.http import ApiClient, decode
+from backend.client.http import ApiClient, decode, refusal_of
 from backend.credits.schemas import CreditUsage
 from backend.drive.schemas import DriveFileInfo, DriveFolderInfo, DriveQuota
 from backend.evidence.schemas import Rerun, Reruns
 from backend.flows.schemas import FlowDetail, FlowPage
 from backend.notify.schemas import NewWebhook, Preferences, WebhookInfo
-from backend.records.schemas import DatasetBody, DatasetDefinitionInfo, DatasetInfo, RecordPage
+from backend.records.schemas import (
+    DatasetBody,
+    DatasetDefinitionInfo,
+    DatasetInfo,
+    DatasetJobInfo,
+    PreviewInfo,
+    RecordPage,
+    SourceInfo,
+)
 from backend.review import schemas as review
 from backend.review.schemas import RunTimeline
 from backend.runs.schemas import FindingAcknowledgementInfo, RunDetail, RunPage
@@ -324,6 +333,62 @@ class CleanroomClient(ApiClient):
         return await self.call(
             DatasetDefinitionInfo, "PUT", f"/api/datasets/{name}", json=body.model_dump(mode="json")
         )
+
+    # imports and syncs (a person's: an API token gets 403 person_required); each runs as a background job
+    async def preview_import(self, filename: str, content: Any) -> PreviewInfo:
+        """The file's columns and their inferred kinds, to confirm before a new dataset is defined from it.
+        `content`: bytes or a binary file object (streamed, never read whole here)."""
+        files = {"file": (filename, content, "application/octet-stream")}
+        return await self.call(PreviewInfo, "POST", "/api/datasets/import/preview", files=files)
+
+    async def start_import(
+        self,
+        name: str,
+        filename: str,
+        content: Any,
+        *,
+        dry_run: bool = True,
+        new: dict[str, Any] | None = None,
+    ) -> DatasetJobInfo:
+        """Start an import job (202): `new` = {label, key_column, columns (the preview's, as confirmed),
+        writable?} defines a new dataset (admin) when applied. Follow it with `dataset_job`."""
+        form: dict[str, str] = {"dry_run": "true" if dry_run else "false"}
+        if new is not None:
+            form.update(
+                label=new.get("label", ""),
+                key_column=new["key_column"],
+                columns=json.dumps(new["columns"]),
+            )
+            if new.get("writable") is not None:
+                form["writable"] = json.dumps(new["writable"])
+        files = {"file": (filename, content, "application/octet-stream")}
+        return await self.call(DatasetJobInfo, "POST", f"/api/datasets/{name}/import", data=form, files=files)
+
+    async def dataset_job(self, job_id: int) -> DatasetJobInfo:
+        """An import or sync job: state, rows read (of the total when known), its report or why it failed."""
+        return await self.call(DatasetJobInfo, "GET", f"/api/datasets/jobs/{job_id}")
+
+    async def dataset_source(self, name: str) -> SourceInfo | None:
+        """The dataset's sync source (status, last sync, last error; never the connection string); None: none."""
+        path = f"/api/datasets/{name}/source"
+        try:
+            response = await self.http.request("GET", path, headers=self.auth_headers())
+        except httpx.HTTPError as exc:
+            error = self.unreachable(exc)
+            raise error from (None if error is exc else exc)
+        refusal = refusal_of(response) if response.status_code >= 400 else None
+        if refusal is not None:
+            if response.status_code == 404 and refusal.code == "no_source":
+                return None
+            raise self.refused(response, refusal)
+        return decode(SourceInfo, response)
+
+    async def set_dataset_source(self, name: str, **body: Any) -> SourceInfo:
+        return await self.call(SourceInfo, "PUT", f"/api/datasets/{name}/source", json=body)
+
+    async def start_sync(self, name: str) -> DatasetJobInfo:
+        """Sync now, as a background job (202); a failed sync ends the job failed with the reason."""
+        return await self.call(DatasetJobInfo, "POST", f"/api/datasets/{name}/sync")
 
     async def records(self, dataset: str, **params: Any) -> RecordPage:
         return await self.call(RecordPage, "GET", f"/api/records/{dataset}", params=params)
