@@ -9,8 +9,9 @@ from litestar import Litestar, Request, Router
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.plugins.prometheus import PrometheusConfig
 
-from backend import db, heap
+from backend import db, heap, observe
 from backend.actions.controller import ActionItemsController
 from backend.audit import throttle as audit_throttle
 from backend.credits.controller import CreditsController, PlatformController
@@ -101,6 +102,11 @@ CONTROLLERS = [
 ]
 
 
+# Litestar's Prometheus middleware: cleanroom_http_requests_total, cleanroom_http_request_duration_seconds and
+# cleanroom_http_requests_error_total (5xx) by method, route template (not the path: ids would explode the
+# series) and status code; served by /metrics (backend/metrics.py) with the product's own figures
+HTTP_METRICS = PrometheusConfig(app_name="cleanroom", prefix="cleanroom_http", group_path=True)
+
 SERVE_WORKER_HERE = "CLEANROOM_SERVE_WORKER_HERE"  # "0": `serve` runs a local worker process of its own
 
 
@@ -113,6 +119,7 @@ def served_app() -> Litestar:
     from backend.execution.process import poke_running_worker
 
     worker_here = os.environ.get(SERVE_WORKER_HERE, "1") != "0"
+    observe.configure_logging()  # uvicorn's supervisor started this process: its log lines as `serve`'s
     app = create_app(worker_here=worker_here, settle_heap=True)
     if not worker_here and not fleet():
         queued.listen(poke_running_worker)
@@ -176,7 +183,13 @@ def create_app(
         ),
         request_max_body_size=get_settings().max_upload_bytes + 1024 * 1024,
         allowed_hosts=allowed_hosts_config(),  # DNS rebinding to the localhost API answers 400
-        # the time taken, when asked for (outermost); a cookie-signed change must come from our own origin
-        middleware=[*([ServerTiming()] if get_settings().server_timing else []), OriginGuard()],
+        # the request's id for its log lines (outermost), its latency and answer per route (/metrics), the time
+        # taken when asked for; a cookie-signed change must come from our own origin
+        middleware=[
+            observe.RequestIdMiddleware,
+            HTTP_METRICS.middleware,
+            *([ServerTiming()] if get_settings().server_timing else []),
+            OriginGuard(),
+        ],
         debug=False,
     )

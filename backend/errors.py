@@ -9,6 +9,8 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
+from backend import observe
+
 log = logging.getLogger("cleanroom.api")
 
 
@@ -63,6 +65,7 @@ class PaymentRequired(AppError):
 
 
 def _body(code: str, detail: Any, status: int) -> Response[dict[str, Any]]:
+    observe.count_refusal(status, code)  # a 4xx is a refusal, counted by its code (/metrics)
     return Response({"error": code, "detail": detail}, status_code=status, media_type=MediaType.JSON)
 
 

@@ -19,17 +19,28 @@ import asyncio
 import hmac
 from bisect import bisect_left
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from litestar import Request, Response, get
-from piccolo.query.functions.aggregate import Count
-from prometheus_client import CollectorRegistry, generate_latest
+from piccolo.query.functions.aggregate import Count, Min
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+    multiprocess,
+)
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from backend import observe
+from backend.audit import anchor
+from backend.credits import service as credits
 from backend.errors import Forbidden, NotAuthenticated
 from backend.fleet.tables import WorkerHost
 from backend.runs.tables import FINISHED, Run, RunStatus
@@ -52,6 +63,10 @@ class Snapshot:
     queued_by_company: dict[int, int]
     workers: list[dict[str, Any]]
     now: datetime
+    oldest_queued: dict[int, datetime] = field(default_factory=dict)  # per company, since its approval
+    oldest_awaiting: dict[int, datetime] = field(default_factory=dict)  # per company, since its proposal
+    pools: dict[int, tuple[int, float]] = field(default_factory=dict)  # per company: (pool, used) this period
+    verified: dict[str, Any] | None = None  # the last `cleanroom audit verify` (backend/audit/anchor.py)
 
 
 def _aware(moment: datetime) -> datetime:
@@ -91,7 +106,31 @@ async def read_snapshot(now: datetime | None = None) -> Snapshot:
         WorkerHost.last_heartbeat,
         WorkerHost.lost_at,
     ).order_by(WorkerHost.host_id)
-    return Snapshot(by_status, queued, workers, now)
+    return Snapshot(
+        by_status,
+        queued,
+        workers,
+        now,
+        oldest_queued=await _oldest(Run.approved_at, RunStatus.queued),
+        oldest_awaiting=await _oldest(Run.created_at, RunStatus.awaiting_approval),
+        pools=await credits.pools_and_used(),
+        verified=await asyncio.to_thread(anchor.last_verified),
+    )
+
+
+async def _oldest(since: Any, status: RunStatus) -> dict[int, datetime]:
+    """Per company, the earliest `since` of its runs in `status` (companies with none are left out)."""
+    rows = (
+        await Run.select(Run.company, Min(since).as_alias("oldest"))
+        .where(Run.status == status)
+        .group_by(Run.company)
+    )
+    return {row["company"]: _moment(row["oldest"]) for row in rows if row["oldest"] is not None}
+
+
+def _moment(value: datetime | str) -> datetime:
+    """An aggregate's timestamp: SQLite hands it back as the stored text."""
+    return _aware(value if isinstance(value, datetime) else datetime.fromisoformat(value))
 
 
 class Histogram:
@@ -208,6 +247,46 @@ class SnapshotCollector(Collector):
             up.add_metric(host, 0 if worker["lost_at"] else 1)
         yield from (capacity, running, age, up)
 
+        company = ["company"]
+        queued_age = GaugeMetricFamily(
+            "cleanroom_queue_oldest_age_seconds",
+            "Seconds the company's longest-queued run has waited since its approval (no series: none queued).",
+            labels=company,
+        )
+        for owner, since in sorted(s.oldest_queued.items()):
+            queued_age.add_metric([str(owner)], _seconds_between(since, s.now))
+        awaiting_age = GaugeMetricFamily(
+            "cleanroom_approval_oldest_age_seconds",
+            "Seconds the company's oldest run awaiting approval has waited since it was proposed.",
+            labels=company,
+        )
+        for owner, since in sorted(s.oldest_awaiting.items()):
+            awaiting_age.add_metric([str(owner)], _seconds_between(since, s.now))
+        pool = GaugeMetricFamily(
+            "cleanroom_credits_pool", "The company's credit pool this period.", labels=company
+        )
+        used = GaugeMetricFamily(
+            "cleanroom_credits_used",
+            "Credits the company used this period (runs and platform).",
+            labels=company,
+        )
+        for owner, (total, spent) in sorted(s.pools.items()):
+            pool.add_metric([str(owner)], total)
+            used.add_metric([str(owner)], spent)
+        yield from (queued_age, awaiting_age, pool, used)
+
+        if s.verified is not None:  # never run: no series (the alert rules treat it as absent)
+            yield GaugeMetricFamily(
+                "cleanroom_audit_verify_ok",
+                "1 if the last `cleanroom audit verify` found the chain and its anchor intact, else 0.",
+                value=1 if s.verified.get("ok") else 0,
+            )
+            yield GaugeMetricFamily(
+                "cleanroom_audit_verify_timestamp_seconds",
+                "When the last `cleanroom audit verify` ran (unix seconds).",
+                value=float(s.verified["at"]),
+            )
+
 
 async def exposition(finished: FinishedRuns) -> bytes:
     """The Prometheus text format of what the database holds now (`finished`: this process's tally)."""
@@ -215,7 +294,28 @@ async def exposition(finished: FinishedRuns) -> bytes:
     await finished.catch_up(snapshot.now)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(snapshot, finished))
-    return generate_latest(registry)
+    return generate_latest(registry) + generate_latest(process_registry())
+
+
+_MULTIPROCESS: CollectorRegistry | None = None
+
+
+def process_registry() -> CollectorRegistry:
+    """What the processes count themselves: requests per route (Litestar's middleware), the product's
+    counters (backend/observe.py), and the process and garbage-collector collectors of the process that
+    answers. Under `cleanroom serve` (PROMETHEUS_MULTIPROC_DIR set) the counters of every process of the
+    service, the local worker's too, are added up from their shared folder."""
+    global _MULTIPROCESS
+    if not observe.multiprocess_dir():
+        return REGISTRY  # one process (tests, a bare `uvicorn`): prometheus_client's default registry
+    if _MULTIPROCESS is None:
+        registry = CollectorRegistry(auto_describe=False)
+        multiprocess.MultiProcessCollector(registry)
+        ProcessCollector(registry=registry)
+        GCCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        _MULTIPROCESS = registry
+    return _MULTIPROCESS
 
 
 def finished_runs_of(request: Request) -> FinishedRuns:
