@@ -9,7 +9,6 @@ from litestar import Litestar, Request, Router
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
-from litestar.plugins.prometheus import PrometheusConfig
 
 from backend import db, heap, observe
 from backend.actions.controller import ActionItemsController
@@ -24,7 +23,7 @@ from backend.fleet.queue import DISPATCHER
 from backend.flows import progress as flows_progress
 from backend.flows.controller import FlowsController
 from backend.mcp.http import mcp_endpoint, mcp_lifespan
-from backend.metrics import metrics_endpoint
+from backend.metrics import HTTP_METRICS, metrics_endpoint
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
 from backend.records.datasets_controller import DatasetsController
@@ -101,11 +100,6 @@ CONTROLLERS = [
     metrics_endpoint,  # Prometheus at /metrics (the metrics token only; none set: off)
 ]
 
-
-# Litestar's Prometheus middleware: cleanroom_http_requests_total, cleanroom_http_request_duration_seconds and
-# cleanroom_http_requests_error_total (5xx) by method, route template (not the path: ids would explode the
-# series) and status code; served by /metrics (backend/metrics.py) with the product's own figures
-HTTP_METRICS = PrometheusConfig(app_name="cleanroom", prefix="cleanroom_http", group_path=True)
 
 SERVE_WORKER_HERE = "CLEANROOM_SERVE_WORKER_HERE"  # "0": `serve` runs a local worker process of its own
 
