@@ -44,6 +44,7 @@ from backend.audit import anchor
 from backend.credits import service as credits
 from backend.errors import Forbidden, NotAuthenticated
 from backend.fleet.tables import WorkerHost
+from backend.runs.stats import vm_start_seconds
 from backend.runs.tables import FINISHED, Run, RunStatus
 from backend.settings import get_settings
 from backend.tenancy.auth import SELF_AUTHENTICATED
@@ -76,15 +77,6 @@ def _aware(moment: datetime) -> datetime:
 
 def _seconds_between(earlier: datetime, later: datetime) -> float:
     return max(0.0, (_aware(later) - _aware(earlier)).total_seconds())
-
-
-def _vm_start_seconds(timings: Any) -> float | None:
-    """`timings_ms.start` of a stored SandboxResult: measured by the host from the VM's launch (cold boot or
-    restore) to the guest's READY, right before the user code starts. None when the run has none."""
-    value = timings.get("start") if isinstance(timings, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        return None
-    return value / 1000
 
 
 async def read_snapshot(now: datetime | None = None) -> Snapshot:
@@ -198,7 +190,7 @@ class FinishedRuns:
         finished = _aware(row["finished_at"])
         if finished >= now - SETTLE:
             self.recent[row["id"]] = finished
-        seconds = _vm_start_seconds(row["timings_ms"])
+        seconds = vm_start_seconds(row["timings_ms"])
         if seconds is not None:
             self.vm_start.observe(seconds)
         if row["started_at"]:
