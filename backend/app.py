@@ -186,4 +186,7 @@ def create_app(
             OriginGuard(),
         ],
         debug=False,
+        # the process's logging is backend/observe.py's (JSON or text, with the request id): Litestar's default
+        # configuration would replace the root logger's handler with its own plain one
+        logging_config=None,
     )
