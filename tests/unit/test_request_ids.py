@@ -1,0 +1,111 @@
+"""The console's side of the request id (backend/observe.py): the page's request takes its caller's id (or a
+fresh one) and every API call made for it carries that id in X-Request-Id; a hostile id is replaced before it
+reaches a log line or the API. And the log formats: one JSON object per line (an injected newline stays
+inside its string), or text with the id at the end; `auto` is text on a terminal only.
+
+No database: a Starlette app (the console's framework) with the console's middleware, calling the API through
+the console's own client class over a transport that records what the API would receive."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from backend import observe
+from console.api import Api, ApiConfig
+
+
+def console_with_api() -> tuple[httpx.AsyncClient, list[str | None]]:
+    """A console page that makes two API calls; what the API received as X-Request-Id, per call."""
+    received: list[str | None] = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        received.append(request.headers.get("x-request-id"))
+        return httpx.Response(200, json={"status": "ok", "scope": "public"})
+
+    config = ApiConfig("http://api.test", transport=httpx.MockTransport(api), origin="")
+
+    async def page(request: Request) -> JSONResponse:
+        client = Api(config, session="s")
+        await client.health()
+        await client.health()
+        return JSONResponse({"page_id": observe.current_request_id()})
+
+    app = Starlette(routes=[Route("/runs", page)])
+    app.add_middleware(observe.RequestIdMiddleware)
+    browser = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console.test")
+    return browser, received
+
+
+async def test_the_console_sends_the_page_s_id_with_every_api_call_it_makes_for_it() -> None:
+    browser, received = console_with_api()
+    async with browser:
+        given = await browser.get("/runs", headers={"X-Request-Id": "proxy-7f3a"})
+        assert given.headers["x-request-id"] == "proxy-7f3a" and given.json()["page_id"] == "proxy-7f3a"
+        assert received == ["proxy-7f3a", "proxy-7f3a"]
+
+        made = await browser.get("/runs")  # none given: one made at the console, the same for both calls
+        made_id = made.headers["x-request-id"]
+        assert observe.REQUEST_ID.fullmatch(made_id) and received[2:] == [made_id, made_id]
+
+        hostile = await browser.get("/runs", headers={"X-Request-Id": "a b\r\nX-Evil: 1"})
+        replaced = hostile.headers["x-request-id"]
+        assert replaced != "a b\r\nX-Evil: 1" and received[4:] == [replaced, replaced]
+    assert observe.current_request_id() is None  # nothing leaks out of a request
+
+
+async def test_an_api_call_outside_any_request_gets_a_fresh_id_each_time() -> None:
+    received: list[str | None] = []
+    transport = httpx.MockTransport(
+        lambda request: (
+            received.append(request.headers.get("x-request-id"))
+            or httpx.Response(200, json={"status": "ok", "scope": "public"})
+        )
+    )
+    client = Api(ApiConfig("http://api.test", transport=transport, origin=""))
+    await client.health()
+    await client.health()
+    with observe.request_id("run-42-request"):  # the worker's context: its calls carry the run's id
+        await client.health()
+    assert received[0] != received[1] and all(observe.REQUEST_ID.fullmatch(r or "") for r in received[:2])
+    assert received[2] == "run-42-request"
+
+
+def test_log_lines_are_one_json_object_each_or_text_with_the_id() -> None:
+    out = io.StringIO()
+    logger = logging.getLogger("cleanroom.test_request_ids")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    for fmt in ("json", "text"):
+        handler = observe.handler(fmt, out)
+        logger.addHandler(handler)
+        with observe.request_id("req-1"):
+            logger.info('a message with a newline\n{"level": "CRITICAL"}', extra={"run_id": 7})
+        logger.info("outside")
+        logger.removeHandler(handler)
+    lines = out.getvalue().splitlines()
+    first, second = json.loads(lines[0]), json.loads(lines[1])
+    assert first["request_id"] == "req-1" and first["run_id"] == 7 and first["level"] == "INFO"
+    assert first["message"] == 'a message with a newline\n{"level": "CRITICAL"}'  # inside its string
+    assert "request_id" not in second and second["message"] == "outside"
+    assert lines[2].endswith("a message with a newline") and lines[3] == '{"level": "CRITICAL"} [req-1]'
+    assert lines[4].endswith("cleanroom.test_request_ids INFO outside")  # no id outside a request
+
+
+def test_auto_is_text_on_a_terminal_and_json_otherwise(monkeypatch) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stderr", Tty())
+    assert observe.log_format("auto") == "text"
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert observe.log_format("auto") == "json"
+    assert observe.log_format("text") == "text" and observe.log_format("json") == "json"
