@@ -1,5 +1,8 @@
-"""Prometheus metrics at `GET /metrics`: runs by status, the queue per company and the worker hosts (gauges,
-read afresh from the database at every scrape), and VM start and run duration (histograms).
+"""Prometheus metrics at `GET /metrics`: runs by status, the queue per company and its oldest wait, the oldest
+run awaiting approval, the pools, the worker hosts and the last `audit verify` (gauges, read afresh from the
+database and the data directory at every scrape), and VM start and run duration (histograms); then what the
+processes count themselves: requests per route (Litestar's middleware), the product's counters
+(backend/observe.py) and the process and GC collectors (`process_registry`). The list: docs/observability.md.
 
 The histograms are cumulative, as Prometheus expects of histograms and counters: they count every finished run the
 database holds, and runs are never deleted nor their times changed once finished, so no scrape sees a bucket go
