@@ -109,3 +109,61 @@ def test_auto_is_text_on_a_terminal_and_json_otherwise(monkeypatch) -> None:
     monkeypatch.setattr("sys.stderr", io.StringIO())
     assert observe.log_format("auto") == "json"
     assert observe.log_format("text") == "text" and observe.log_format("json") == "json"
+
+
+async def test_a_fleet_host_runs_a_claimed_job_under_its_request_id(monkeypatch, tmp_path) -> None:
+    """The host agent gets the proposing request's id with the claimed job: its log lines about the run carry
+    it, and so do its calls to the API about that run; a call outside a job (a heartbeat) gets a fresh one."""
+    from backend.fleet.host_agent import FleetWorker
+
+    monkeypatch.setenv("CLEANROOM_DATA_DIR", str(tmp_path))
+    from backend.settings import get_settings
+
+    get_settings.cache_clear()
+    received: list[tuple[str, str | None]] = []
+    job = {
+        "run_id": 42, "code": "print(1)", "code_sha256": "c", "approved_code_sha256": "c",
+        "approved_bundle_sha256": "b", "approved_at": None, "manifest": {}, "limits": {}, "read_actions": True,
+        "bundle_url": "/b", "result_url": "/r", "request_id": "proposal-req-9",
+    }  # fmt: skip
+
+    def api(request: httpx.Request) -> httpx.Response:
+        received.append((request.url.path, request.headers.get("x-request-id")))
+        return httpx.Response(200, json=job if request.url.path.endswith("/claim") else {"ok": True})
+
+    agent = FleetWorker(host_id="alpha", api_url="http://api.test", token="t", capacity=1)
+    agent.api = httpx.AsyncClient(base_url="http://api.test", transport=httpx.MockTransport(api))
+
+    async def run(run_id, claimed, scratch) -> None:  # stands in for the VM: one call about the run
+        logging.getLogger("cleanroom.fleet.worker").info("run %s: working", run_id)
+        await agent._call("POST", f"/api/worker/runs/{run_id}/vm-started")
+
+    monkeypatch.setattr(agent, "_run", run)
+    out = io.StringIO()
+    handler = observe.handler("json", out)
+    logger = logging.getLogger("cleanroom.fleet.worker")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        await agent.handle(42)
+        await agent._call("POST", "/api/worker/heartbeat")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        await agent.api.aclose()
+        get_settings.cache_clear()
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(line["message"], line.get("request_id")) for line in lines] == [
+        ("run 42: claimed", "proposal-req-9"),
+        ("run 42: working", "proposal-req-9"),
+    ]
+    assert received[:2] == [
+        ("/api/worker/runs/42/claim", received[0][1]),
+        ("/api/worker/runs/42/vm-started", "proposal-req-9"),
+    ]
+    heartbeat = received[2][1]
+    assert received[2][0] == "/api/worker/heartbeat" and heartbeat != "proposal-req-9"
+    assert observe.REQUEST_ID.fullmatch(heartbeat or "") and observe.REQUEST_ID.fullmatch(
+        received[0][1] or ""
+    )
