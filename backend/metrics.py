@@ -2,7 +2,7 @@
 run awaiting approval, the pools, the worker hosts and the last `audit verify` (gauges, read afresh from the
 database and the data directory at every scrape), and VM start and run duration (histograms); then what the
 processes count themselves: requests per route (Litestar's middleware), the product's counters
-(backend/observe.py) and the process and GC collectors (`process_registry`). The list: docs/observability.md.
+(backend/observe.py) and the process and GC collectors (`observe.process_registry`). The list: docs/observability.md.
 
 The histograms are cumulative, as Prometheus expects of histograms and counters: they count every finished run the
 database holds, and runs are never deleted nor their times changed once finished, so no scrape sees a bucket go
@@ -29,15 +29,7 @@ from typing import Any
 from litestar import Request, Response, get
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusMiddleware
 from piccolo.query.functions.aggregate import Count, Min
-from prometheus_client import (
-    REGISTRY,
-    CollectorRegistry,
-    GCCollector,
-    PlatformCollector,
-    ProcessCollector,
-    generate_latest,
-    multiprocess,
-)
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -290,28 +282,7 @@ async def exposition(finished: FinishedRuns) -> bytes:
     await finished.catch_up(snapshot.now)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(snapshot, finished))
-    return generate_latest(registry) + generate_latest(process_registry())
-
-
-_MULTIPROCESS: CollectorRegistry | None = None
-
-
-def process_registry() -> CollectorRegistry:
-    """What the processes count themselves: requests per route (Litestar's middleware), the product's
-    counters (backend/observe.py), and the process and garbage-collector collectors of the process that
-    answers. Under `cleanroom serve` (PROMETHEUS_MULTIPROC_DIR set) the counters of every process of the
-    service, the local worker's too, are added up from their shared folder."""
-    global _MULTIPROCESS
-    if not observe.multiprocess_dir():
-        return REGISTRY  # one process (tests, a bare `uvicorn`): prometheus_client's default registry
-    if _MULTIPROCESS is None:
-        registry = CollectorRegistry(auto_describe=False)
-        multiprocess.MultiProcessCollector(registry)
-        ProcessCollector(registry=registry)
-        GCCollector(registry=registry)
-        PlatformCollector(registry=registry)
-        _MULTIPROCESS = registry
-    return _MULTIPROCESS
+    return generate_latest(registry) + generate_latest(observe.process_registry())
 
 
 def finished_runs_of(request: Request) -> FinishedRuns:

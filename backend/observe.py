@@ -28,7 +28,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from prometheus_client import Counter
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    multiprocess,
+)
 
 REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -231,3 +239,24 @@ def count_charge(kind: str, credits: float | None) -> None:
 
 def multiprocess_dir() -> str | None:
     return os.environ.get(MULTIPROC_ENV) or os.environ.get(MULTIPROC_ENV.lower())
+
+
+_MULTIPROCESS: CollectorRegistry | None = None
+
+
+def process_registry() -> CollectorRegistry:
+    """What the processes count themselves, for /metrics: requests per route (Litestar's middleware), the
+    counters above, and the process and garbage-collector collectors of the process that answers. Under
+    `cleanroom serve` (PROMETHEUS_MULTIPROC_DIR set) the counts of every process of the service, the local
+    worker's too, are added up from their shared folder."""
+    global _MULTIPROCESS
+    if not multiprocess_dir():
+        return REGISTRY  # one process (tests, a bare `uvicorn`): prometheus_client's default registry
+    if _MULTIPROCESS is None:
+        registry = CollectorRegistry(auto_describe=False)
+        multiprocess.MultiProcessCollector(registry)
+        ProcessCollector(registry=registry)
+        GCCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        _MULTIPROCESS = registry
+    return _MULTIPROCESS

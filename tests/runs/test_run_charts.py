@@ -65,8 +65,6 @@ async def test_runs_per_day_and_timings_count_only_the_runs_the_viewer_may_list(
                   finished_at=long_ago, result=_result(9000.0))  # fmt: skip
     await propose(client, gina, "succeeded", started_at=long_ago - timedelta(seconds=900),
                   finished_at=long_ago, result=_result(100_000.0))  # fmt: skip  # would move every median
-    await propose(client, gina)  # awaiting approval, Globex's
-    await propose(client, alice, RunStatus.queued)
 
     admin = await run_stats(client, "admin@acme.example", days=366)
     member = await run_stats(client, "alice@acme.example", days=366)
@@ -79,10 +77,10 @@ async def test_runs_per_day_and_timings_count_only_the_runs_the_viewer_may_list(
             if after.get(s, 0) != before.get(s, 0)
         }
 
-    # proposed today: alice's four and bob's one for the admin; alice's own four for alice; Globex's never
-    assert moved(admin_before, today(admin)) == {"succeeded": 3, "failed": 1, "queued": 1}
-    assert moved(alice_before, today(member)) == {"succeeded": 3, "queued": 1}
-    assert today(globex).get("awaiting_approval", 0) >= 1  # control: Globex's admin sees Globex's
+    # proposed today: alice's three and bob's one for the admin; alice's own three for alice; Globex's never
+    assert moved(admin_before, today(admin)) == {"succeeded": 3, "failed": 1}
+    assert moved(alice_before, today(member)) == {"succeeded": 3}
+    assert today(globex).get("succeeded", 0) >= 1  # control: Globex's admin sees Globex's
 
     def timings(body: RunStats) -> tuple[int, float | None, float | None]:
         entry = next(t for t in body.timings_per_day if t.day == day)
@@ -94,7 +92,7 @@ async def test_runs_per_day_and_timings_count_only_the_runs_the_viewer_may_list(
 
     # the figures draw what the API said
     bars = charts.runs_per_day(admin)
-    assert {bar.name for bar in bars.data} >= {"succeeded", "failed", "queued"}
+    assert {bar.name for bar in bars.data} >= {"succeeded", "failed"}
     total_today = sum(y for bar in bars.data for x, y in zip(bar.x, bar.y, strict=True) if x == TODAY)
     assert total_today == sum(today(admin).values())
     lines = {line.name: dict(zip(line.x, line.y, strict=True)) for line in charts.run_timings(admin).data}

@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+from pathlib import Path
 
 import httpx
 from starlette.applications import Starlette
@@ -167,3 +169,39 @@ async def test_a_fleet_host_runs_a_claimed_job_under_its_request_id(monkeypatch,
     assert observe.REQUEST_ID.fullmatch(heartbeat or "") and observe.REQUEST_ID.fullmatch(
         received[0][1] or ""
     )
+
+
+def test_under_serve_every_process_s_counts_are_added_up_by_metrics(tmp_path) -> None:
+    """`cleanroom serve` points every process at one folder (PROMETHEUS_MULTIPROC_DIR): what the local worker
+    and each API process count, /metrics adds up. Two processes count charges; a third, as the API answering
+    the scrape, serves their sum. Control: without the folder, a process serves only its own counts."""
+    import subprocess
+    import sys
+
+    from backend.settings import REPO_ROOT
+
+    def python(code: str, folder: Path | None) -> str:
+        env = {k: v for k, v in os.environ.items() if k.lower() != observe.MULTIPROC_ENV.lower()}
+        if folder is not None:
+            env[observe.MULTIPROC_ENV] = str(folder)
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    count = "from backend import observe; observe.count_charge('run', {}); observe.FINDINGS.labels('x').inc()"
+    serve = (
+        "from prometheus_client import generate_latest; "
+        "from backend import observe; print(generate_latest(observe.process_registry()).decode())"
+    )
+    shared = tmp_path / "metrics"
+    shared.mkdir()
+    python(count.format(2.5), shared)  # the local worker charging a run
+    python(count.format(1.25), shared)  # an API process charging another
+    scraped = python(serve, shared)
+    assert 'cleanroom_credits_charged_total{kind="run"} 3.75' in scraped
+    assert 'cleanroom_findings_total{category="x"} 2.0' in scraped
+    assert "process_cpu_seconds_total" in scraped and "python_gc_collections_total" in scraped
+    alone = python(serve, None)  # control: one process, its own counts only (none)
+    assert "cleanroom_credits_charged_total{" not in alone and "process_cpu_seconds_total" in alone
