@@ -42,6 +42,7 @@ from backend.tenancy.controller import AuthController, CompanyController, MeCont
 from backend.tenancy.origin import OriginGuard, allowed_hosts_config
 from backend.tenancy.sso_controller import SsoSettingsController, SsoSignInController
 from backend.timing import ServerTiming
+from backend.version import VERSION
 
 log = logging.getLogger("cleanroom")
 
@@ -170,7 +171,7 @@ def create_app(
         lifespan=[mcp_lifespan],  # the MCP session manager runs with the app
         openapi_config=OpenAPIConfig(
             title="Cleanroom API",
-            version="0.1.0",
+            version=VERSION,  # the package's (backend/version.py)
             path="/schema",
             # the JSON document only: a UI renderer would load its JavaScript from a CDN on the API's origin
             render_plugins=[JsonRenderPlugin()],

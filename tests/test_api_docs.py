@@ -44,6 +44,12 @@ def test_every_served_route_is_documented(schema: dict) -> None:
     assert sorted(served - documented) == []
 
 
+def test_the_documents_version_is_the_installed_packages(schema: dict) -> None:
+    from importlib.metadata import version
+
+    assert schema["info"]["version"] == version("cleanroom")  # backend/version.py; was "0.1.0" for ever
+
+
 def test_every_documented_route_is_served(schema: dict) -> None:
     served = {_shape(path) for path in schema["paths"]}
     # a prefix mentioned in prose ("/api/...") is not a route

@@ -18,8 +18,9 @@ Edges = dict[str, dict[str, list[str]]]
 # and the ones below it, never one above. A new package has to be placed here.
 LAYERS: list[tuple[str, set[str]]] = [
     # what everything may use: configuration, time, hashes, file modes, errors, the conditional decision write,
-    # the one seccomp generator, the API's lock tables, log lines and counters (no import of the backend at all)
-    ("foundations", {"settings", "clock", "errors", "hashing", "filemodes", "decisions", "seccomp_filter", "locks", "observe"}),
+    # the one seccomp generator, the API's lock tables, the version, log lines and counters (no import of the
+    # backend at all)
+    ("foundations", {"settings", "clock", "errors", "hashing", "filemodes", "decisions", "seccomp_filter", "locks", "version", "observe"}),
     # machinery that knows no company: the scanner, the converters, the VM runner, the hash-chained audit trail
     ("engines", {"injection", "convert", "sandbox", "audit"}),
     ("tenancy", {"tenancy"}),

@@ -139,6 +139,9 @@ class ApiServer:
             "CLEANROOM_API_PORT": str(self.port),
             "CLEANROOM_API_BASE_URL": self.url,
             "PYTHONUNBUFFERED": "1",
+            # the seeded demo is a copy (`seed_demo`): a database moved away from its audit anchor, which `serve`
+            # refuses unless told to start a new one (backend/audit/anchor.py `start_problem`)
+            "CLEANROOM_NEW_ANCHOR": "1",
             **(env or {}),
         }
         self.processes = processes

@@ -29,6 +29,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             max=64,
             help="API processes on the one port (PostgreSQL only); what must happen once still does",
         ),
+        new_anchor: bool = typer.Option(
+            False,
+            "--new-anchor",
+            envvar="CLEANROOM_NEW_ANCHOR",
+            help="start a new audit anchor for a database that has none kept (moved, or a new database where "
+            "the data directory keeps another's); without it `serve` refuses",
+        ),
     ) -> None:
         """Serve the API, worker and console with the embedded defaults; prints the URLs. In a fleet
         (CLEANROOM_WORKERS=fleet, PostgreSQL) runs go to `cleanroom worker` processes instead."""
@@ -54,6 +61,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         filemodes.ensure_dirs(settings.data_dir)
         private_umask(settings)
         _forwarding_checks(settings)
+        _anchor_checks(new_anchor)  # after migrating the database (once, under the migration lock)
         console_proc = worker_proc = local = None
         if with_worker:
             worker_proc = _local_worker(settings)
@@ -143,6 +151,17 @@ def _say_how_to_begin() -> None:
 
     if not run_db(people.any_company):
         typer.secho(EMPTY_DATABASE, fg=typer.colors.YELLOW)
+
+
+def _anchor_checks(new_anchor: bool) -> None:
+    """The database and its audit anchor belong together (backend/audit/anchor.py `start_problem`): a database
+    moved away from its anchor, a new one beside another's anchor, or one behind its anchor is refused."""
+    from backend.audit import service
+    from backend.cli.support import fail, run_db
+
+    problem = run_db(lambda: service.start_problem(new_anchor=new_anchor))
+    if problem is not None:
+        fail(problem, 2)
 
 
 def _forwarding_checks(settings) -> None:
