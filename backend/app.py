@@ -9,7 +9,7 @@ from litestar import Litestar, Request, Router
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 
-from backend import db, heap
+from backend import db, heap, observe
 from backend.actions.controller import ActionItemsController
 from backend.audit import throttle as audit_throttle
 from backend.contract import ContractJsonPlugin, declare_refusals, deprecation_headers, versioned
@@ -24,7 +24,7 @@ from backend.fleet.queue import DISPATCHER
 from backend.flows import progress as flows_progress
 from backend.flows.controller import FlowsController
 from backend.mcp.http import mcp_endpoint, mcp_lifespan
-from backend.metrics import metrics_endpoint
+from backend.metrics import HTTP_METRICS, metrics_endpoint
 from backend.notify.controller import NotificationsController
 from backend.notify.delivery import NOTIFIER
 from backend.records import jobs as record_jobs
@@ -121,6 +121,7 @@ def served_app() -> Litestar:
     from backend.execution.process import poke_running_worker
 
     worker_here = os.environ.get(SERVE_WORKER_HERE, "1") != "0"
+    observe.configure_logging()  # uvicorn's supervisor started this process: its log lines as `serve`'s
     app = create_app(worker_here=worker_here, settle_heap=True)
     if not worker_here and not fleet():
         queued.listen(poke_running_worker)
@@ -216,9 +217,18 @@ def create_app(
         ),
         request_max_body_size=get_settings().max_upload_bytes + 1024 * 1024,
         allowed_hosts=allowed_hosts_config(),  # DNS rebinding to the localhost API answers 400
-        # the time taken, when asked for (outermost); a cookie-signed change must come from our own origin
-        middleware=[*([ServerTiming()] if get_settings().server_timing else []), OriginGuard()],
+        # the request's id for its log lines (outermost), its latency and answer per route (/metrics), the time
+        # taken when asked for; a cookie-signed change must come from our own origin
+        middleware=[
+            observe.RequestIdMiddleware,
+            HTTP_METRICS.middleware,
+            *([ServerTiming()] if get_settings().server_timing else []),
+            OriginGuard(),
+        ],
         debug=False,
+        # the process's logging is backend/observe.py's (JSON or text, with the request id): Litestar's default
+        # configuration would replace the root logger's handler with its own plain one
+        logging_config=None,
     )
     declare_refusals(app)  # what each operation may refuse, as the problem documents it sends
     return app

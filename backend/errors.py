@@ -17,6 +17,8 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
+from backend import observe
+
 log = logging.getLogger("cleanroom.api")
 
 PROBLEM_JSON = "application/problem+json"
@@ -132,6 +134,7 @@ def _body(
     retry_after: int | None = None,
     headers: dict[str, str] | None = None,
 ) -> Response[dict[str, Any]]:
+    observe.count_refusal(status, code)  # a 4xx is a refusal, counted by its code (/metrics)
     content, out = problem(code, detail, status, retry_after=retry_after, headers=headers)
     return Response(content, status_code=status, media_type=PROBLEM_JSON, headers=out)
 

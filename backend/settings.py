@@ -154,6 +154,9 @@ class Settings(BaseSettings):
     bundle_sweep_minutes: float = 15.0  # how often the worker deletes bundles past their retention
     schedule_check_seconds: float = 15.0  # how often the dispatching loop fires the schedules that fell due
     metrics_token: str | None = None  # GET /metrics wants 'Bearer <it>' from anyone; unset: metrics are off
+    # log lines (backend/observe.py): one JSON object per line, or plain text; auto: text on a terminal
+    # (the demo, `scripts/run`), JSON otherwise (a service: its stderr goes to the journal)
+    log_format: Literal["auto", "json", "text"] = "auto"
     min_schedule_interval_minutes: int = 15  # a cron firing more often than this is refused
     # flows: a step's /work/output/conclusion.json, handed to every later step, is at most this big
     flow_conclusion_max_bytes: int = 16 * 1024

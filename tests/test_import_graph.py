@@ -18,13 +18,13 @@ Edges = dict[str, dict[str, list[str]]]
 # and the ones below it, never one above. A new package has to be placed here.
 LAYERS: list[tuple[str, set[str]]] = [
     # what everything may use: configuration, time, hashes, file modes, errors, the conditional decision write,
-    # the one seccomp generator, the API's lock tables, the package's version, the API's contract (how the
-    # document states refusals)
+    # the one seccomp generator, the API's lock tables, the package's version, log lines and counters, the API's
+    # contract (how the document states refusals)
     (
         "foundations",
         {
             *("settings", "clock", "errors", "hashing", "filemodes", "decisions", "seccomp_filter", "locks"),
-            *("version", "contract"),
+            *("version", "observe", "contract"),
         },
     ),
     # machinery that knows no company: the scanner, the converters, the VM runner, the hash-chained audit trail

@@ -27,6 +27,7 @@ can only write the table cannot make a deletion pass as a restore.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -104,6 +105,33 @@ def database_identity() -> str:
 
 def path() -> Path:
     return get_settings().data_dir / DIRECTORY / f"{sha256_text(database_identity())[:24]}.log"
+
+
+def verified_path() -> Path:
+    """The last whole-chain verification's outcome for this database (what /metrics reports)."""
+    return path().with_suffix(".verified.json")
+
+
+def record_verified(ok: bool, checked: int, reason: str | None) -> None:
+    """Keep the outcome of `cleanroom audit verify` (the operator's periodic check) for /metrics:
+    `cleanroom_audit_verify_ok` and the time it ran. A failure to write is logged, never raised."""
+    target = verified_path()
+    body = {"ok": ok, "checked": checked, "reason": reason, "at": datetime.now(UTC).timestamp()}
+    try:
+        filemodes.private_dir(target.parent)
+        filemodes.write_private(target, json.dumps(body).encode())
+    except OSError as exc:
+        log.error("could not keep the audit verification's outcome in %s: %s", target, exc)
+
+
+def last_verified() -> dict | None:
+    """{ok, checked, reason, at (unix seconds)} of the last whole-chain verification, or None (never run,
+    or unreadable)."""
+    try:
+        body = json.loads(verified_path().read_text())
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) and isinstance(body.get("at"), int | float) else None
 
 
 def append(seq: int, entry_hash: str) -> None:

@@ -472,7 +472,13 @@ class VerifyResult:
 async def verify() -> VerifyResult:
     """The whole chain (every company's entries: the operator's check, `cleanroom audit verify`), then
     the table against the anchor outside it, which notices the newest entries being deleted, an entry
-    rewritten, and one inserted among anchored ones."""
+    rewritten, and one inserted among anchored ones. Its outcome is kept beside the anchor (/metrics)."""
+    result = await _verify_whole()
+    await asyncio.to_thread(anchor.record_verified, result.ok, result.checked, result.reason)  # for /metrics
+    return result
+
+
+async def _verify_whole() -> VerifyResult:
     result = await _verify_chain()
     if not result.ok:
         return result

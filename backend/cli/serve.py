@@ -41,11 +41,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         (CLEANROOM_WORKERS=fleet, PostgreSQL) runs go to `cleanroom worker` processes instead."""
         import uvicorn
 
-        from backend import filemodes
-        from backend.app import SERVE_WORKER_HERE, create_app
         from backend.settings import get_settings
 
         settings = get_settings()
+        _shared_metrics_folder(settings)  # before prometheus_client is imported, here and in every child
+
+        from backend import filemodes, observe
+        from backend.app import SERVE_WORKER_HERE, create_app
+
+        observe.configure_logging()
         if processes > 1 and not settings.is_postgres:
             typer.secho(
                 "--processes above 1 needs PostgreSQL (DATABASE_URL=postgresql://…): SQLite takes one writer "
@@ -97,6 +101,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 host=settings.host,
                 port=settings.api_port,
                 log_level="info",
+                log_config=None,  # uvicorn's lines go to the root logger: JSON or text, with the request id
                 # an idle connection is kept longer than clients keep theirs (httpx, which the MCP SDK and most
                 # Python clients use, drops its own after 5 s, uvicorn's default too): with both at 5 s, a
                 # request sent on a connection just as the server closed it failed with "Server
@@ -116,6 +121,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 console_proc.wait(timeout=10)
             if worker_proc:
                 worker_proc.wait()
+
+
+def _shared_metrics_folder(settings) -> None:
+    """prometheus_client's multi-process mode: the API processes and the local worker count requests,
+    findings, refusals, charges and failed sign-ins into one folder, emptied at each start, that /metrics
+    adds up (backend/metrics.py). Set before prometheus_client is imported; the children inherit it."""
+    import shutil
+
+    from backend import filemodes
+
+    folder = settings.data_dir / "metrics"
+    shutil.rmtree(folder, ignore_errors=True)
+    filemodes.private_dir(folder)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)  # backend.observe.MULTIPROC_ENV
 
 
 EMPTY_DATABASE = (

@@ -91,9 +91,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if not full_db_role:
             _check_db_role(settings.effective_database_url, host_id)
         # imported after the refusals above: a refused start does not load the host agent (1 CPU-second)
+        from backend import observe
         from backend.fleet.host_agent import run_worker
 
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        observe.configure_logging()  # JSON lines or text (CLEANROOM_LOG_FORMAT), with each run's request id
         run_worker(
             host_id=host_id,
             api_url=api_url,
@@ -134,10 +135,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     def _local_worker() -> None:
         import asyncio
 
-        from backend import db
+        from backend import db, observe
         from backend.execution.process import serve_local
 
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        observe.configure_logging()  # JSON lines or text (CLEANROOM_LOG_FORMAT), with each run's request id
         db.configure()
         asyncio.run(serve_local())
 

@@ -27,7 +27,7 @@ from backend.records.schemas import (
 )
 from backend.review import schemas as review
 from backend.review.schemas import RunTimeline
-from backend.runs.schemas import FindingAcknowledgementInfo, RunDetail, RunPage
+from backend.runs.schemas import FindingAcknowledgementInfo, QueueHistory, RunDetail, RunPage, RunStats
 from backend.runs.status import RunStatus
 from backend.schedules.schemas import ScheduleInfo
 from backend.system_schemas import Health
@@ -58,6 +58,7 @@ REPORTS: dict[str, Any] = {
     "accepted-per-person": list[review.AcceptedPerPerson],
     "rejection-rate": list[review.RejectionRate],
     "schedules": list[review.ScheduleReads],
+    "findings-over-time": list[review.FindingsOnDay],
 }
 
 
@@ -233,6 +234,10 @@ class CleanroomClient(ApiClient):
     # runs
     async def runs(self, **filters: Any) -> RunPage:
         return await self.call(RunPage, "GET", "/api/runs", params=filters)
+
+    async def run_stats(self, days: int = 30) -> RunStats:
+        """Runs per day by status, median VM start and duration per day (the runs the caller may list)."""
+        return await self.call(RunStats, "GET", "/api/runs/stats", params={"days": days})
 
     async def run(
         self, run_id: int, *, wait_seconds: int | None = None, seen_status: RunStatus | str | None = None
@@ -451,6 +456,10 @@ class CleanroomClient(ApiClient):
 
     async def health(self) -> Health:
         return await self.call(Health, "GET", "/api/system/health")
+
+    async def queue_history(self, hours: int = 24) -> QueueHistory:
+        """The caller's company's queue depth over the last `hours`."""
+        return await self.call(QueueHistory, "GET", "/api/system/queue-history", params={"hours": hours})
 
     async def audit(self, **filters: Any) -> list[AuditEntryInfo]:
         """The company's entries; a filter left as None is not sent."""

@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
+from backend.observe import REQUEST_ID_HEADER, outgoing_request_id
+
 T = TypeVar("T")
 
 
@@ -116,7 +118,8 @@ class ApiClient:
         headers: dict[str, str] | None = None,
         **kwargs: Any,
     ) -> httpx.Response:
-        merged = {**self.auth_headers(), **(headers or {})}
+        # the id of the request (a console page, an event) this call is made for, or a fresh one (backend/observe.py)
+        merged = {REQUEST_ID_HEADER: outgoing_request_id(), **self.auth_headers(), **(headers or {})}
         try:
             response = await self.http.request(
                 method,

@@ -10,7 +10,7 @@ from typing import Any
 
 from piccolo.engine.postgres import PostgresEngine
 
-from backend import clock
+from backend import clock, observe
 from backend.audit import service as audit
 from backend.credits import forecast as forecasting
 from backend.credits.schemas import (
@@ -221,8 +221,8 @@ async def approval_cost(
 
 # The pool this period (the plan's credits and this period's top-ups) and what this period's charges (runs' and
 # the platform's) used, summed by the database in one statement: `pool` and `used` add up the same.
-_POOL_AND_USED = """
-SELECT c."credit_pool" + COALESCE(
+_POOL_AND_USED_ALL = """
+SELECT c."id" AS "id", c."credit_pool" + COALESCE(
          (SELECT SUM(t."credits") FROM "credit_top_up" t WHERE t."company" = c."id" AND t."at" >= {}), 0
        ) AS "pool",
        COALESCE(
@@ -232,8 +232,9 @@ SELECT c."credit_pool" + COALESCE(
          (SELECT SUM(CAST(p."credits" AS DOUBLE PRECISION)) FROM "platform_charge" p
            WHERE p."company" = c."id" AND p."at" >= {}), 0
        ) AS "used"
-  FROM "company" c WHERE c."id" = {}
+  FROM "company" c
 """
+_POOL_AND_USED = _POOL_AND_USED_ALL + ' WHERE c."id" = {}'
 
 
 async def _pool_and_used(company_id: int) -> tuple[int, float]:
@@ -243,6 +244,13 @@ async def _pool_and_used(company_id: int) -> tuple[int, float]:
     if not rows:
         return 0, 0.0
     return int(rows[0]["pool"]), round(float(rows[0]["used"]), 2)
+
+
+async def pools_and_used() -> dict[int, tuple[int, float]]:
+    """Every company's (pool, used) this period, in the one statement (/metrics: a pool nearly spent)."""
+    since = period_start()
+    rows = await Company.raw(_POOL_AND_USED_ALL, since, since, since)
+    return {row["id"]: (int(row["pool"]), round(float(row["used"]), 2)) for row in rows}
 
 
 async def balance(company_id: int, *, holds: bool = True) -> Balance:
@@ -402,6 +410,7 @@ async def charge(
                 **data,
             },
         )
+    observe.count_charge(RUN, credits)  # once committed; a replay above returned before
     return credits
 
 

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from backend import clock, sandbox
+from backend import clock, observe, sandbox
 from backend.actions import service as actions
 from backend.actions.tables import ActionItem
 from backend.audit import service as audit
@@ -109,12 +109,16 @@ async def execute(run_id: int) -> str:
     if not claimed or run is None or run["status"] != RunStatus.running:
         return run["status"] if run else "missing"
     status: str | None = None
-    try:
-        status = await _execute(run)
-        return status
-    finally:  # the staged copy of company data goes when the run ends; the manifest stays in the row
-        if not await keeps_bundle_after(run, status):
-            await asyncio.to_thread(remove_bundle, run["bundle_dir"])
+    # its log lines carry the id of the request that proposed it (backend/observe.py)
+    with observe.request_id(run.get("request_id")):
+        log.info("run %s: started", run_id, extra={"run_id": run_id})
+        try:
+            status = await _execute(run)
+            return status
+        finally:  # the staged copy of company data goes when the run ends; the manifest stays in the row
+            if not await keeps_bundle_after(run, status):
+                await asyncio.to_thread(remove_bundle, run["bundle_dir"])
+            log.info("run %s: %s", run_id, status or "failed in the worker", extra={"run_id": run_id})
 
 
 async def keeps_bundle_after(run: dict[str, Any], status: str | None) -> bool:

@@ -28,7 +28,7 @@ import psycopg
 from procrastinate.exceptions import ProcrastinateException
 from procrastinate.jobs import Status
 
-from backend import filemodes
+from backend import filemodes, observe
 from backend.client import decode, refusal_of
 from backend.fleet import transfer
 from backend.fleet.queue import TASK, make_app, queue_of, schema_ready
@@ -86,7 +86,12 @@ class FleetWorker:
             try:
                 if body is not None:
                     kwargs["content"] = body()
-                return await self.api.request(method, url, **kwargs)
+                # the id of the run's request while one is being worked on (a heartbeat: a fresh one)
+                headers = {
+                    **(kwargs.get("headers") or {}),
+                    observe.REQUEST_ID_HEADER: observe.outgoing_request_id(),
+                }
+                return await self.api.request(method, url, **{**kwargs, "headers": headers})
             except httpx.TransportError as exc:
                 if attempt == RETRIES - 1:
                     raise ApiUnavailable(f"{method} {url}: {exc}") from exc
@@ -306,7 +311,10 @@ class FleetWorker:
         self.running += 1
         scratch = Path(tempfile.mkdtemp(prefix=f"cleanroom-job-{run_id}-", dir=get_settings().data_dir))
         try:
-            await self._run(run_id, job, scratch)
+            # its log lines, and its calls to the API, carry the id of the request that proposed it
+            with observe.request_id(job.request_id):
+                log.info("run %s: claimed", run_id, extra={"run_id": run_id})
+                await self._run(run_id, job, scratch)
         finally:
             self.running -= 1
             await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)

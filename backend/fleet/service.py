@@ -444,6 +444,7 @@ async def _job(host_id: str, run_id: int) -> dict[str, Any]:
         "read_actions": run["read_actions"],
         "bundle_url": signed_path(run_id, host_id, "bundle"),
         "result_url": signed_path(run_id, host_id, "result"),
+        "request_id": run["request_id"],  # the host logs the run under the proposing request's id
     }
 
 

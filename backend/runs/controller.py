@@ -9,7 +9,7 @@ from litestar.params import Parameter
 from backend.audit import service as audit
 from backend.audit.schemas import AuditEntryInfo
 from backend.contract import DATE_TIME, iso_datetime
-from backend.runs import read, service
+from backend.runs import read, service, stats
 from backend.runs.schemas import (
     ApproveBody,
     ProposalBody,
@@ -17,6 +17,7 @@ from backend.runs.schemas import (
     RevisionBody,
     RunDetail,
     RunPage,
+    RunStats,
 )
 from backend.runs.sources import run_sources
 from backend.runs.tables import RunStatus
@@ -68,6 +69,12 @@ class RunsController(Controller):
             limit=limit,
             offset=offset,
         )
+
+    @get("/stats", opt=ASSISTANT_OK)
+    async def run_stats(self, user: UserContext, days: int = Parameter(default=30, ge=1, le=366)) -> RunStats:
+        """Runs per day by status and the median VM start and duration per day, over the runs the caller may
+        list (the company's for an admin or auditor, one's own otherwise): the runs page's charts."""
+        return await stats.run_stats(user, days)
 
     @get("/{run_id:int}", opt=ASSISTANT_OK)
     async def detail(

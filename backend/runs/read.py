@@ -123,6 +123,15 @@ def summary(row: dict[str, Any]) -> RunSummary:
     return RunSummary(**{**row, "requested_by": requester})
 
 
+def visible_to(ctx: UserContext) -> list[Any]:
+    """The runs `ctx` may list (conditions to AND): the company's for an admin or an auditor, else one's own.
+    The run list and the charts over it (runs.stats) read by this one rule."""
+    where: list[Any] = [Run.company == ctx.company_id]
+    if not ctx.sees_company_history:
+        where.append(Run.requested_by == ctx.user_id)
+    return where
+
+
 async def list_runs(
     ctx: UserContext,
     *,
@@ -135,9 +144,7 @@ async def list_runs(
     offset: int = 0,
 ) -> RunPage:
     """One page of the runs the caller may see, newest first, filtered and counted by the database."""
-    where: list[Any] = [Run.company == ctx.company_id]
-    if not ctx.sees_company_history:
-        where.append(Run.requested_by == ctx.user_id)
+    where = visible_to(ctx)
     if user:
         where.append(Run.requested_by.email == user.strip().lower())
     if status:

@@ -107,6 +107,41 @@ class RunPage(BaseModel):
     total: int  # every run matching the filters, not only this page
 
 
+class RunsOnDay(BaseModel):
+    day: str  # YYYY-MM-DD (UTC), the day the runs were proposed
+    by_status: dict[str, int]  # only the statuses that occur
+
+
+class TimingsOnDay(BaseModel):
+    day: str  # YYYY-MM-DD (UTC), the day the runs finished
+    runs: int  # finished runs that day
+    vm_start_p50_seconds: (
+        float | None
+    )  # median VM launch to guest ready (timings_ms.start); None: no VM started
+    duration_p50_seconds: float | None  # median finished_at - started_at; None: none had started
+
+
+class RunStats(BaseModel):
+    """The runs the caller may see (the run list's rule), per day over the last `days` days, oldest first."""
+
+    days: int
+    runs_per_day: list[RunsOnDay]
+    timings_per_day: list[TimingsOnDay]
+
+
+class QueuePoint(BaseModel):
+    at: datetime
+    depth: int  # the company's runs approved and not yet started (or ended unstarted) at that moment
+
+
+class QueueHistory(BaseModel):
+    """The caller's company's queue depth over the last `hours` hours, every `step_minutes`, oldest first."""
+
+    hours: int
+    step_minutes: int
+    points: list[QueuePoint]
+
+
 class Limits(BaseModel):
     wall_seconds: int
     memory_mib: int
