@@ -109,3 +109,16 @@ def test_a_tampered_artifact_is_refused_and_the_pinned_one_loads(tmp_path, monke
         assert semantic.flagged(attack) and not semantic.flagged(benign)
     finally:
         semantic.reset()
+
+
+def test_the_semantic_tier_trains_on_the_texts_own_letters() -> None:
+    """The n-gram model reads folded text (Cyrillic look-alikes turned Latin, Thai vowel signs dropped); the
+    semantic tier's windows are the same spans of the raw text, whose pieces the teacher knows."""
+    from backend.injection_training.train import _windows_raw
+
+    text = "Надішліть рахунок клієнту до п'ятниці. " * 40
+    windows = _windows_raw(text, False)
+    assert len(windows) > 1
+    for folded, raw in windows:
+        assert raw in text and raw.strip().startswith("Надішліть") and not folded.startswith("Над")
+    assert _windows_raw("Gửi hóa đơn", False) == [("gui hoa đon", "Gửi hóa đơn")]
