@@ -57,14 +57,20 @@ async def _send_webhook(row: dict[str, Any]) -> None:
     if endpoint is None or not endpoint["active"] or endpoint["company"] != row["company"]:
         raise Undeliverable("the endpoint was removed")
     try:
-        await webhooks.check_destination(endpoint["url"])
+        # resolved once, and connected to as checked
+        destination = await webhooks.check_destination(endpoint["url"])
     except Exception as exc:  # an address the endpoint may no longer reach: not retried
         raise Undeliverable(str(exc)) from exc
     body = json.dumps({"id": row["id"], **json.loads(row["body"])}, sort_keys=True).encode()
     headers = webhooks.signed_headers(unseal(endpoint["secret_sealed"]), body, row["id"], row["event"])
     timeout = get_settings().notify_webhook_timeout_seconds
     async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False) as client:
-        response = await client.post(endpoint["url"], content=body, headers=headers)
+        response = await client.post(
+            destination.url,
+            content=body,
+            headers={**headers, **destination.headers},
+            extensions=destination.extensions,
+        )
     if not 200 <= response.status_code < 300:
         raise RuntimeError(f"the receiver answered {response.status_code}")
 

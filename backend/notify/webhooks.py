@@ -22,7 +22,9 @@ import ipaddress
 import secrets
 import socket
 import time
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from backend.errors import Invalid
 from backend.settings import get_settings
@@ -77,20 +79,45 @@ def check_url(url: str) -> tuple[str, int]:
     return parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
-async def check_destination(url: str) -> None:
-    """Invalid when the URL's host is, or resolves to, an address an endpoint may not reach (see above)."""
+@dataclass(frozen=True)
+class Destination:
+    """Where a delivery connects: the address that was checked, not the name again. The name is resolved once;
+    connecting by the name would resolve it a second time, and a name its owner points at a public address for
+    the check and at 127.0.0.1 for the connection (DNS rebinding) would reach the operator's own network."""
+
+    url: str  # the endpoint's URL with the checked address in place of the host name
+    headers: dict[str, str]  # Host: the name, as the receiver expects it
+    extensions: dict[str, Any]  # https: the name for SNI and the certificate check
+
+
+async def check_destination(url: str) -> Destination:
+    """The address to deliver to; Invalid when the URL's host is, or resolves to, an address an endpoint may not
+    reach (see above)."""
     host, port = check_url(url)
     if get_settings().webhook_allow_private:
-        return
+        return Destination(url.strip(), {}, {})
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
         raise Invalid(f"url: {host} does not resolve ({exc.strerror or exc})") from exc
-    addresses = {info[4][0] for info in infos}
-    refused = sorted(a for a in addresses if not _public(a))
+    addresses = sorted({info[4][0] for info in infos})
+    refused = [a for a in addresses if not _public(a)]
     if refused:
         raise Invalid(
             f"url: {host} is a loopback, private or reserved address ({', '.join(refused)}); the operator "
             "allows internal receivers with CLEANROOM_WEBHOOK_ALLOW_PRIVATE=true",
             code="webhook_address_refused",
         )
+    return pinned(url, addresses[0])
+
+
+def pinned(url: str, address: str) -> Destination:
+    """`url` sent to `address`: the name stays in Host (and in SNI for https, so the certificate is still
+    checked against the name)."""
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    literal = f"[{address}]" if ":" in address else address
+    netloc = f"{literal}:{parts.port}" if parts.port else literal
+    name = f"{host}:{parts.port}" if parts.port else host
+    extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
+    return Destination(urlunsplit(parts._replace(netloc=netloc)), {"Host": name}, extensions)
