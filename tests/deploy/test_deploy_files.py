@@ -57,6 +57,8 @@ def test_the_systemd_units_verify(tmp_path: Path) -> None:
         "cleanroom-worker@local.service",
         "cleanroom-backup.service",
         "cleanroom-backup.timer",
+        "cleanroom-audit-verify.service",
+        "cleanroom-audit-verify.timer",
     }
     assert _verify(units) == ""
 
