@@ -27,7 +27,7 @@ def wait_for(url: str, seconds: float = 60) -> None:
                 return
         except httpx.HTTPError as exc:
             last = exc
-        time.sleep(0.3)
+        time.sleep(0.1)
     raise TimeoutError(f"{url} did not answer within {seconds}s ({last})")
 
 

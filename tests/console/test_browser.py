@@ -29,6 +29,9 @@ if not SHOTS.is_absolute():
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 RUN_TIMEOUT = 600  # a cold VM boot under software emulation is slow; KVM takes seconds
+# how often a wait looks at the page again: a look is one WebDriver round trip (a few ms), and each wait ends
+# at most this long after the page got there (0.5 s, WebDriverWait's default, cost the walks ~0.25 s a wait)
+POLL = 0.1
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +97,7 @@ def wait_for_text(driver, text: str, timeout: float = 30) -> None:
     WebDriverWait(
         driver,
         timeout,
-        poll_frequency=0.5,
+        poll_frequency=POLL,
         ignored_exceptions=(StaleElementReferenceException, NoSuchElementException),
     ).until(lambda d: text in body_text(d), message=f"never saw {text!r}")
 
@@ -178,12 +181,13 @@ def test_person_approves_the_waiting_run_sees_its_chart_and_accepts_a_change(
     screenshot(driver, "approval")
 
     approve.click()
-    WebDriverWait(driver, RUN_TIMEOUT, poll_frequency=1).until(
+    # a VM run's seconds: a look at the whole page every 0.25 s (every 0.1 s would be 100 page reads a run)
+    WebDriverWait(driver, RUN_TIMEOUT, poll_frequency=0.25).until(
         lambda d: any(s in body_text(d) for s in ("succeeded", "failed", "timed out", "error\n")),
         message="the run did not finish",
     )
     wait_for_text(driver, "succeeded", timeout=10)
-    WebDriverWait(driver, 30).until(
+    WebDriverWait(driver, 30, poll_frequency=POLL).until(
         lambda d: d.find_elements(By.CSS_SELECTOR, "img[src^='data:image/png;base64,']"),
         message="no chart preview",
     )
@@ -230,7 +234,7 @@ def test_admin_screens(servers: Servers, browser) -> None:
     driver.get(servers.console_url + "/credits")
     wait_for_text(driver, "Costliest runs")
     wait_for_text(driver, "Open pipeline by stage")
-    WebDriverWait(driver, 30).until(
+    WebDriverWait(driver, 30, poll_frequency=POLL).until(
         lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")) >= 2, message="no charts"
     )
     assert "maria@acme.example" in driver.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")[1].text

@@ -13,6 +13,7 @@ import pytest
 from tests.console.servers import Servers
 from tests.console.support import FLOW_STEP_1, FLOW_STEP_2, demo_flow_body, flow_hashes
 from tests.console.test_browser import (
+    POLL,
     RUN_TIMEOUT,
     api_as,
     body_text,
@@ -70,7 +71,7 @@ def wait_for_flow_end(servers: Servers, flow_id: int) -> dict:
             flow = api.get(f"/api/flows/{flow_id}").json()
             if flow["status"] in ("succeeded", "failed"):
                 return flow
-            time.sleep(2)
+            time.sleep(0.5)
     raise TimeoutError(f"flow {flow_id} did not finish within {FLOW_TIMEOUT}s\n{servers.log('api')}")
 
 
@@ -122,7 +123,7 @@ def test_person_approves_a_flow_the_assistant_proposed_and_sees_each_step_run(
 
     # the page follows by itself: each step's status, printed output, conclusion and files
     wait_for_text(driver, "step 2 was handed", timeout=60)
-    WebDriverWait(driver, 30).until(
+    WebDriverWait(driver, 30, poll_frequency=POLL).until(
         lambda d: d.find_elements(By.CSS_SELECTOR, "img[src^='data:image/png;base64,']"),
         message="no chart preview",
     )

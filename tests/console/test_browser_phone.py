@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.console.servers import Servers
-from tests.console.test_browser import api_as, browser, sign_in, wait_for_text
+from tests.console.test_browser import POLL, api_as, browser, sign_in, wait_for_text
 
 __all__ = ["browser"]  # the headless Chromium fixture of the other browser tests, used here too
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -142,8 +142,12 @@ def test_on_a_phone_the_run_shows_first_and_approve_is_within_reach(servers: Ser
     # positive control: the drawer is there, closed; the header's menu button opens it over the page
     driver.execute_script("window.scrollTo(0, 0)")
     driver.find_element(By.CSS_SELECTOR, ".cr-nav-toggle").click()
-    WebDriverWait(driver, 10).until(lambda d: drawer_rect(d)["left"] >= 0, message="the drawer did not open")
-    WebDriverWait(driver, 10).until(lambda d: topmost_is_inside(d, 100, 300, "aside.q-drawer"))
+    WebDriverWait(driver, 10, poll_frequency=POLL).until(
+        lambda d: drawer_rect(d)["left"] >= 0, message="the drawer did not open"
+    )
+    WebDriverWait(driver, 10, poll_frequency=POLL).until(
+        lambda d: topmost_is_inside(d, 100, 300, "aside.q-drawer")
+    )
     assert "Runs" in driver.find_element(By.CSS_SELECTOR, "aside.q-drawer").text.split("\n")
 
 
@@ -188,7 +192,7 @@ def test_upload_see_delete_and_restore_on_the_drive_page(servers: Servers, brows
     from selenium.webdriver.support.ui import WebDriverWait
 
     driver = browser
-    wait = WebDriverWait(driver, 30, poll_frequency=0.25)
+    wait = WebDriverWait(driver, 30, poll_frequency=POLL)
     upload = tmp_path / NAME
     upload.write_bytes(b"region,forecast\nEast,1400\n")
     sign_in(driver, servers, "alice@acme.example")

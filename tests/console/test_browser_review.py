@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.console.servers import Servers
-from tests.console.test_browser import api_as, body_text, browser, sign_in, wait_for_text
+from tests.console.test_browser import POLL, api_as, body_text, browser, sign_in, wait_for_text
 
 __all__ = ["browser"]  # the headless Chromium fixture of the other browser tests, used here too
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -55,7 +55,9 @@ def in_card(driver, title: str, read):
         answer[:] = [read(card(d, title))]
         return True
 
-    WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(attempt)
+    WebDriverWait(
+        driver, 30, poll_frequency=POLL, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(attempt)
     return answer[0]
 
 
@@ -94,13 +96,13 @@ def test_an_auditor_finds_the_demo_run_approved_despite_its_warning(servers: Ser
     driver.get(servers.console_url + "/audit")
     wait_for_text(driver, WARNED_REPORT)
     link_path = f"//a[@href='/runs/{demo['id']}']"
-    WebDriverWait(driver, 60, ignored_exceptions=REPLACED).until(
+    WebDriverWait(driver, 60, poll_frequency=POLL, ignored_exceptions=REPLACED).until(
         lambda d: card(d, WARNED_REPORT).find_elements(By.XPATH, "." + link_path), message="no report row"
     )
     report = in_card(driver, WARNED_REPORT, lambda c: c.text)
     assert "Open pipeline by stage" in report and "maria@acme.example" in report
     assert "Quiet count" not in report  # approved, but shown no warning
-    WebDriverWait(driver, 30, ignored_exceptions=REPLACED).until(
+    WebDriverWait(driver, 30, poll_frequency=POLL, ignored_exceptions=REPLACED).until(
         lambda d: card(d, WARNED_REPORT).find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg"),
         message="no chart",
     )
@@ -114,7 +116,9 @@ def test_an_auditor_finds_the_demo_run_approved_despite_its_warning(servers: Ser
         return True
 
     in_card(driver, WARNED_REPORT, open_row)
-    WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith(f"/runs/{demo['id']}"))
+    WebDriverWait(driver, 30, poll_frequency=POLL).until(
+        lambda d: d.current_url.endswith(f"/runs/{demo['id']}")
+    )
     wait_for_text(driver, f"Run #{demo['id']}")
     wait_for_text(driver, "Approved by maria@acme.example")
 

@@ -11,6 +11,9 @@ from backend.credits.tables import PlatformToken
 from tests.console.conftest import sign_in
 from tests.console.support import Assistant, execute_with_stand_in_vm
 
+# what the page shows, not an engine's (the charges on PostgreSQL: tests/credits)
+pytestmark = pytest.mark.sqlite
+
 
 async def test_runs_and_chat_turns_side_by_side(
     user: User, assistant: Assistant, monkeypatch: pytest.MonkeyPatch

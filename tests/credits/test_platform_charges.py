@@ -127,6 +127,7 @@ async def test_unknown_company_or_person_or_another_companys_person_is_404(clien
     assert r.status_code == 200, r.text
 
 
+@pytest.mark.sqlite  # the credential's scope, not an engine's
 async def test_the_platform_credential_reaches_its_route_and_nothing_else(client) -> None:
     headers = await _platform()
     assert (await client.post(CHARGES, json=_turn("ok"), headers=headers)).status_code == 200  # control
@@ -142,6 +143,7 @@ async def test_the_platform_credential_reaches_its_route_and_nothing_else(client
         assert r.status_code == 401, (method, path, r.status_code, r.text)
 
 
+@pytest.mark.sqlite  # who may call the route, not an engine's
 async def test_a_session_an_assistant_token_or_a_revoked_credential_is_refused_on_the_platform_route(
     client,
 ) -> None:
@@ -236,6 +238,7 @@ async def test_runs_and_chat_turns_side_by_side_in_the_usage(client) -> None:
     assert mine["used"] == usage["used"]
 
 
+@pytest.mark.sqlite  # the body's validation, not an engine's
 async def test_a_kind_named_run_or_a_bad_amount_is_refused(client) -> None:
     headers = await _platform()
     for body in (_turn("x1", kind="run"), _turn("x2", kind="Chat Turn"), _turn("x3", credits_=0)):

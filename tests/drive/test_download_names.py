@@ -10,9 +10,13 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
+import pytest
+
 from backend.drive.controller import content_disposition
 from backend.drive.tables import DriveFile
 from tests.conftest import token_for
+
+pytestmark = pytest.mark.sqlite  # the header's encoding, not an engine's
 
 BODY = b"region,amount\nEast,1200\n"
 

@@ -64,6 +64,7 @@ async def test_upload_download_list_and_folders(client) -> None:
     assert r.status_code == 404  # no such folder (or not hers): nothing is stored
 
 
+@pytest.mark.sqlite  # the size check and the sniffing come before the database (both engines: the tests around)
 async def test_size_limit_answers_413_with_the_limit(client, monkeypatch) -> None:
     monkeypatch.setattr(get_settings(), "max_upload_bytes", 1000)
     alice = await token_for(client, "alice@acme.example")
@@ -78,6 +79,7 @@ async def test_size_limit_answers_413_with_the_limit(client, monkeypatch) -> Non
     assert "fits.txt" in names and "big.txt" not in names
 
 
+@pytest.mark.sqlite  # the size check and the sniffing come before the database (both engines: the tests around)
 @pytest.mark.parametrize(
     ("name", "data", "kind"),
     [
@@ -94,6 +96,7 @@ async def test_type_is_sniffed_from_content(client, name, data, kind) -> None:
     assert r.json()["kind"] == kind
 
 
+@pytest.mark.sqlite  # the size check and the sniffing come before the database (both engines: the tests around)
 @pytest.mark.parametrize(
     ("name", "data"),
     [
@@ -194,6 +197,7 @@ def test_cli_put_and_ls(demo_db: str, tmp_path: Path) -> None:
     assert file_id not in ids and len(ids) >= 4  # bob sees the company-wide demo files, not alice's
 
 
+@pytest.mark.sqlite  # the size check and the sniffing come before the database (both engines: the tests around)
 def test_cli_put_refuses_a_file_over_the_limit(demo_db: str, tmp_path: Path) -> None:
     big = tmp_path / "big.csv"
     big.write_bytes(b"a\n" * 100)
@@ -208,6 +212,7 @@ def test_cli_put_refuses_a_file_over_the_limit(demo_db: str, tmp_path: Path) -> 
     assert ok.returncode == 0, ok.stderr
 
 
+@pytest.mark.sqlite  # the size check and the sniffing come before the database (both engines: the tests around)
 async def test_a_body_far_over_the_limit_is_refused_before_it_is_read(demo_db: str, monkeypatch) -> None:
     """The server's body limit (the upload limit plus 1 MiB for the form) answers 413 without buffering."""
     from litestar.testing import AsyncTestClient

@@ -15,6 +15,8 @@ from backend.execution import queue
 from backend.flows import progress
 from backend.runs import ended
 
+pytestmark = pytest.mark.sqlite  # the start-up's wiring, not an engine's
+
 
 @pytest.fixture
 def unwired(monkeypatch: pytest.MonkeyPatch) -> list[ended.Hook]:

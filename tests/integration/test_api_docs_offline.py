@@ -7,6 +7,8 @@ import pytest
 
 from tests.conftest import console_origin
 
+pytestmark = pytest.mark.sqlite  # the pages an origin serves, not an engine's
+
 CDN_MARKERS = ("cdn.jsdelivr.net", "unpkg.com", "cdnjs", "<script")
 UI_PATHS = [
     "/schema",

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import login, token_for
+
+# the error shapes of the app, not an engine's (the limiter on PostgreSQL: test_login_limits)
+pytestmark = pytest.mark.sqlite
 
 
 async def test_unknown_dataset_names_the_valid_ones(client) -> None:

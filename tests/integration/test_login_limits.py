@@ -110,6 +110,7 @@ async def test_without_the_limit_the_same_burst_checks_every_guess(demo_db: str,
     assert hasher.calls == 20
 
 
+@pytest.mark.sqlite  # the in-process bound on checks at once, not an engine's
 async def test_checks_run_at_most_n_at_once(demo_db: str, monkeypatch) -> None:
     hasher = CountingHasher(monkeypatch, hold=0.05)
     monkeypatch.setattr(get_settings(), "login_attempts_per_ip", 100)
@@ -121,6 +122,7 @@ async def test_checks_run_at_most_n_at_once(demo_db: str, monkeypatch) -> None:
     assert hasher.most_at_once <= get_settings().login_hash_concurrency
 
 
+@pytest.mark.sqlite  # the in-process queue, not an engine's (the counts under a burst: both engines)
 async def test_a_full_queue_turns_new_sign_ins_away(demo_db: str, monkeypatch) -> None:
     hasher = CountingHasher(monkeypatch, hold=0.3)
     monkeypatch.setattr(get_settings(), "login_hash_concurrency", 1)
@@ -236,6 +238,7 @@ async def test_the_same_flood_counted_on_the_consoles_address_locks_everyone_out
         assert await _console_sign_in(config, "maria@acme.example", "demo", "") == 429
 
 
+@pytest.mark.sqlite  # which address is counted, not an engine's
 async def test_a_forged_forwarding_header_is_ignored(demo_db: str, monkeypatch) -> None:
     """A caller naming a fresh address with each guess (no signature, a signature with another key, or a
     stale one) is still counted on its own address: five checks, then 429."""

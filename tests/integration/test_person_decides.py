@@ -16,6 +16,8 @@ from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import Company
 from tests.conftest import approve_as, login
 
+pytestmark = pytest.mark.sqlite  # who may call a route (the guard and the service's context), not an engine's
+
 ALICE = "alice@acme.example"
 ADMIN = "admin@acme.example"
 

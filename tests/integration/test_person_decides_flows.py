@@ -4,6 +4,8 @@ the positive control: the same user, signed in with a session, approves (no work
 
 from __future__ import annotations
 
+import pytest
+
 from backend.audit.tables import AuditEntry
 from backend.flows.tables import Flow
 from backend.runs.tables import Run
@@ -11,6 +13,8 @@ from backend.tenancy.auth import ASSISTANT_SCOPE, TOKEN_SCOPES
 from tests.conftest import login
 from tests.flows.conftest import approve_flow_as, flow_body, hashes, step
 from tests.integration.test_person_decides import ALICE, _enable, _refused, _token
+
+pytestmark = pytest.mark.sqlite  # who may call a route, not an engine's
 
 # Of the flows routes, exactly these are the assistant's: proposing and reading. Deciding is a person's.
 ASSISTANT_FLOW_ROUTES = {

@@ -12,11 +12,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import pytest
 
 from backend.audit import service as audit
 from backend.audit import throttle
 from backend.audit.tables import AuditEntry
 from tests.conftest import console_origin
+
+# the throttle's count and window, not an engine's (appends on PostgreSQL: test_audit_batching)
+pytestmark = pytest.mark.sqlite
 
 REFUSED = "auth.person_required"
 

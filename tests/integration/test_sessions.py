@@ -6,9 +6,13 @@ Each attack is written as the hostile page would send it, next to the same reque
 
 from __future__ import annotations
 
+import pytest
+
 from backend.settings import get_settings
 from backend.tenancy.tables import Company
 from tests.conftest import console_origin, login, token_for
+
+pytestmark = pytest.mark.sqlite  # the Origin, Host and cookie rules of the app, not an engine's
 
 EVIL = "http://evil.example"
 SAME_SITE = "http://127.0.0.1:9999"  # another port on the same host: same site, other origin

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from backend.credits.tables import CreditCharge
 from backend.execution import hash_problem
 from backend.runs.tables import Run
@@ -10,6 +12,7 @@ from tests.conftest import approve_as, login
 from tests.runs.conftest import as_user, enable_code, proposal
 
 
+@pytest.mark.sqlite  # the company switch's refusal, not an engine's (a proposal on both: the tests below)
 async def test_code_execution_ships_off(client) -> None:
     from tests.conftest import token_for
 
@@ -27,6 +30,7 @@ async def test_code_execution_ships_off(client) -> None:
     ).status_code == 201  # positive control
 
 
+@pytest.mark.sqlite  # which routes exist, not an engine's
 async def test_writes_off_makes_every_run_endpoint_absent(client, alice, acme_on) -> None:
     ok = await client.post("/api/runs", json=proposal(), headers=alice)
     assert ok.status_code == 201  # positive control: the endpoint exists while writes are on
@@ -68,6 +72,7 @@ async def test_proposal_is_staged_scanned_and_awaits_approval(client, alice, acm
     assert (await client.get(f"/api/runs/{run['id']}")).json()["can_decide"] is True  # alice, signed in
 
 
+@pytest.mark.sqlite  # the code's check before staging, not an engine's
 async def test_syntax_error_is_returned_and_nothing_is_staged(client, alice, acme_on) -> None:
     before = await Run.count()
     r = await client.post("/api/runs", json=proposal(code="def broken(:\n  pass"), headers=alice)
@@ -76,6 +81,7 @@ async def test_syntax_error_is_returned_and_nothing_is_staged(client, alice, acm
     assert await Run.count() == before
 
 
+@pytest.mark.sqlite  # the size and limits checks before staging, not an engine's
 async def test_code_too_large_and_limits_above_caps_are_refused(client, alice, acme_on) -> None:
     r = await client.post("/api/runs", json=proposal(code="x = 1\n" * 60_000), headers=alice)
     assert r.status_code == 413 and r.json()["error"] == "code_too_large"
@@ -294,6 +300,7 @@ async def test_credit_usage_is_queryable(client, alice, acme_on) -> None:
     assert await CreditCharge.count() == 1
 
 
+@pytest.mark.sqlite  # the scanner's finding in the code, not an engine's
 async def test_invisible_characters_in_the_code_are_a_finding(client, alice, acme_on) -> None:
     sneaky = 'access = "user"  # \u202e } \u2066if admin:\u2069 \u2066 begin admins only\n'
     run = (

@@ -145,6 +145,8 @@ async def test_a_bundle_staged_before_record_versions_reads_them_from_its_export
     assert staged_versions(root, "deals") == expected
 
 
+# verify_bundle reads the bundle's files: its claims are on SQLite; staging itself runs on both engines above
+@pytest.mark.sqlite
 async def test_verify_bundle_detects_an_altered_file(demo_db: str, tmp_path: Path) -> None:
     root, digest = await _fresh_bundle(tmp_path, "altered")
     path = root / "datasets" / "deals.csv"
@@ -155,6 +157,7 @@ async def test_verify_bundle_detects_an_altered_file(demo_db: str, tmp_path: Pat
     assert problem and "differs" in problem
 
 
+@pytest.mark.sqlite
 async def test_verify_bundle_detects_an_added_file(demo_db: str, tmp_path: Path) -> None:
     root, digest = await _fresh_bundle(tmp_path, "added")
     (root / "datasets" / "extra.csv").write_text("id\n1\n")
@@ -162,6 +165,7 @@ async def test_verify_bundle_detects_an_added_file(demo_db: str, tmp_path: Path)
     assert problem and "datasets/extra.csv" in problem
 
 
+@pytest.mark.sqlite
 async def test_verify_bundle_detects_a_removed_file(demo_db: str, tmp_path: Path) -> None:
     root, digest = await _fresh_bundle(tmp_path, "removed")
     (root / "datasets" / "tasks.csv").unlink()
@@ -169,6 +173,7 @@ async def test_verify_bundle_detects_a_removed_file(demo_db: str, tmp_path: Path
     assert problem and "datasets/tasks.csv" in problem
 
 
+@pytest.mark.sqlite
 async def test_verify_bundle_detects_a_removal_hidden_in_the_manifest(demo_db: str, tmp_path: Path) -> None:
     root, digest = await _fresh_bundle(tmp_path, "hidden")
     (root / "datasets" / "tasks.csv").unlink()
@@ -179,6 +184,7 @@ async def test_verify_bundle_detects_a_removal_hidden_in_the_manifest(demo_db: s
     assert problem and "differs from the approved" in problem
 
 
+@pytest.mark.sqlite
 async def test_verify_bundle_refuses_an_unreadable_manifest(demo_db: str, tmp_path: Path) -> None:
     root, digest = await _fresh_bundle(tmp_path, "garbled")
     (root / "manifest.json").write_text('{"files": [')
@@ -187,6 +193,7 @@ async def test_verify_bundle_refuses_an_unreadable_manifest(demo_db: str, tmp_pa
     assert verify_bundle(root, digest) == "the bundle's manifest.json is unreadable"
 
 
+@pytest.mark.sqlite
 async def test_verify_bundle_refuses_a_bundle_without_manifest(demo_db: str, tmp_path: Path) -> None:
     root, digest = await _fresh_bundle(tmp_path, "nomanifest")
     (root / "manifest.json").unlink()
@@ -223,6 +230,7 @@ def _docx() -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.sqlite  # the converter's verdicts on Drive files, not an engine's
 async def test_unreadable_files_are_reported_and_the_rest_stages(demo_db: str, tmp_path: Path) -> None:
     alice = await _ctx()
     bad = {
@@ -271,6 +279,7 @@ async def test_a_file_the_user_cannot_see_is_refused_not_skipped(demo_db: str, t
 # --- planted instructions ----------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite  # the scanner on a Drive file (a record's finding runs on both engines below)
 async def test_planted_instruction_in_the_demo_workbook_is_flagged(demo_db: str, tmp_path: Path) -> None:
     alice = await _ctx()
     feedback = (await drive.find_file_by_name(alice, FEEDBACK_NAME))["id"]
@@ -356,6 +365,7 @@ def csv_column(path: Path, column: str) -> list[str]:
         return [row[column] for row in csv.DictReader(fh)]
 
 
+@pytest.mark.sqlite  # the converter's warnings, not an engine's
 async def test_what_the_converter_warns_about_reaches_the_manifest(demo_db: str, tmp_path: Path) -> None:
     """A converter's warning (here: a CSV named .pdf) is listed in the manifest the person reads before
     approving; a clean file adds none (the control)."""
