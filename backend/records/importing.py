@@ -223,12 +223,14 @@ def _chunks(
 class Loader:
     """Rows into `dataset` through `defined`'s one path (`prepare_rows` → `settle_rows` → `write_rows`, the
     steps of `upsert_rows`), one chunk per `feed`. A key repeated in a later chunk is refused here. The
-    caller holds the transaction when applying, and calls `finish` before it commits.
+    caller holds the transaction when applying.
 
-    Overlapped: a chunk's values are checked in a thread (`prepare_rows` touches no database) while the
-    previous chunk's write runs on the database; the write is awaited before the next chunk reads the stored
-    rows, so one connection never has two statements at once. A write that fails is raised at the next
-    `feed` or at `finish`, inside the caller's transaction, which then rolls back whole."""
+    A chunk's values are checked in a thread (`prepare_rows` touches no database). With `overlap=True` (the
+    import's and the sync's own loops) that runs while the previous chunk's write runs on the database, the
+    write being awaited before the next chunk reads the stored rows, so one connection never has two
+    statements at once; the caller then calls `finish` before it commits (and `abandon` when it fails), and a
+    write that fails is raised at the next `feed` or at `finish`, inside its transaction, which rolls back
+    whole. Without it, `feed` returns with its rows written."""
 
     def __init__(
         self,
@@ -240,8 +242,10 @@ class Loader:
         defaults: RowDefaults,
         from_text: bool,
         report: ImportReport,
+        overlap: bool = False,
     ) -> None:
         self.dataset, self.positions, self.directory = dataset, positions, directory
+        self.overlap = overlap
         self.apply, self.defaults, self.from_text, self.report = apply, defaults, from_text, report
         self.keys_seen: set[str] = set()
         self.plan = defined.row_plan(dataset, from_text=from_text)
@@ -257,18 +261,33 @@ class Loader:
         defaults: RowDefaults,
         from_text: bool = True,
         report: ImportReport | None = None,
+        overlap: bool = False,
     ) -> Loader:
         report = report or ImportReport(dataset=dataset.name, applied=apply)
         positions = _positions(dataset, header, report)
         directory = await defined.Directory.load(dataset.company_id)
         defined.check_defaults(defaults, directory)
         return cls(
-            dataset, positions, directory, apply=apply, defaults=defaults, from_text=from_text, report=report
+            dataset,
+            positions,
+            directory,
+            apply=apply,
+            defaults=defaults,
+            from_text=from_text,
+            report=report,
+            overlap=overlap,
         )
 
     async def feed(self, rows: Iterable[tuple[int, list[Any]]]) -> None:
-        for numbers, chunk in _chunks(rows, self.positions, self.report, self.from_text):
-            await self._chunk(numbers, chunk)
+        try:
+            for numbers, chunk in _chunks(rows, self.positions, self.report, self.from_text):
+                await self._chunk(numbers, chunk)
+        except BaseException:
+            if not self.overlap:
+                await self.abandon()
+            raise
+        if not self.overlap:
+            await self.finish()
 
     async def finish(self) -> None:
         """Wait for the last chunk's write (raising its error)."""
@@ -324,7 +343,7 @@ async def load_rows(
 ) -> ImportReport:
     """Count (and, with `apply`, write) `rows` — (row number, cells under `header`) — into `dataset`."""
     loader = await Loader.start(
-        dataset, header, apply=apply, defaults=defaults, from_text=from_text, report=report
+        dataset, header, apply=apply, defaults=defaults, from_text=from_text, report=report, overlap=True
     )
     try:
         await loader.feed(rows)
@@ -459,7 +478,9 @@ async def _feed(
     report: ImportReport,
     progress: Callable[[int], None] | None,
 ) -> None:
-    loader = await Loader.start(dataset, stream.header, apply=apply, defaults=defaults, report=report)
+    loader = await Loader.start(
+        dataset, stream.header, apply=apply, defaults=defaults, report=report, overlap=True
+    )
     try:
         async for chunk in _prefetched(stream.rows):
             await loader.feed(chunk)

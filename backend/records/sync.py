@@ -344,6 +344,7 @@ async def _read_into(
                             defaults=_defaults(source),
                             from_text=False,
                             report=report,
+                            overlap=True,
                         )
                     await loader.feed(capped.take(list(records), header, stamp_at))
                     # as many rows as fit FETCH_BYTES at the size seen so far: a source of 1 MB rows is read a few
