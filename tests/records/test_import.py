@@ -359,3 +359,21 @@ async def test_a_re_import_keeps_each_rows_owner_unless_the_file_maps_owner_emai
         "private",
         1,
     )
+
+
+def test_rows_come_in_batches_and_a_row_over_4_mib_is_still_refused(tmp_path: Path) -> None:
+    """The child writes many rows a line (up to 64 KiB) now: a 1 MiB row among small ones still comes through
+    whole, in order with its neighbours (control), and the row over 4 MiB after them is refused as before
+    (hostile: a file that makes the parent hold a huge line). One file, one child: the rows before the huge
+    one arrive, then the refusal. Cells of 30,000 characters: the readers cut a cell at 32,767."""
+    small = [f"K-{i},{'n' * 200}" for i in range(600)]  # ~120 kB: a few lines of rows
+    cell = "x" * 30_000
+    big, huge = ",".join(["BIG", *[cell] * 35]), ",".join(["HUGE", *[cell] * 145])
+    path = tmp_path / "rows.csv"
+    path.write_text("\n".join(["key,note", *small[:300], big, *small[300:], huge]) + "\n")
+    rows = []
+    with pytest.raises(ImportFileRefused, match="larger than 4 MiB"):
+        for row in stream_rows(path, "rows.csv").rows:
+            rows.append(row)
+    assert [n for n, _ in rows] == list(range(2, 603))
+    assert rows[300][1] == ["BIG", *[cell] * 35] and rows[-1][1] == ["K-599", "n" * 200]
