@@ -8,11 +8,12 @@ from typing import Any
 from litestar import Litestar, Request, Router
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin
 
-from backend import db, heap
+from backend import db, heap, observe
 from backend.actions.controller import ActionItemsController
 from backend.audit import throttle as audit_throttle
+from backend.contract import ContractJsonPlugin, declare_refusals, deprecation_headers, versioned
+from backend.credits import service as credits_service
 from backend.credits.controller import CreditsController, PlatformController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, AppError, unexpected_handler
@@ -23,7 +24,10 @@ from backend.fleet.queue import DISPATCHER
 from backend.flows import progress as flows_progress
 from backend.flows.controller import FlowsController
 from backend.mcp.http import mcp_endpoint, mcp_lifespan
-from backend.metrics import metrics_endpoint
+from backend.metrics import HTTP_METRICS, metrics_endpoint
+from backend.notify.controller import NotificationsController
+from backend.notify.delivery import NOTIFIER
+from backend.records import jobs as record_jobs
 from backend.records.controller import RecordsController
 from backend.records.datasets import DATASET_NAMES
 from backend.records.datasets_controller import DatasetsController
@@ -31,17 +35,19 @@ from backend.records.import_controller import DatasetImportController
 from backend.records.visibility import company_datasets
 from backend.review.controller import ReviewController
 from backend.runs import gates, queued
+from backend.runs.acknowledge_controller import FindingAcknowledgementsController
 from backend.runs.controller import RunsController
 from backend.runs.gates import feature_guard
 from backend.schedules.controller import SchedulesController
 from backend.settings import get_settings
 from backend.system_controller import SystemController
 from backend.tenancy.audit_controller import AuditController
-from backend.tenancy.auth import authenticate, scope_guard
+from backend.tenancy.auth import SELF_AUTHENTICATED, authenticate, scope_guard
 from backend.tenancy.controller import AuthController, CompanyController, MeController, SetupController
 from backend.tenancy.origin import OriginGuard, allowed_hosts_config
 from backend.tenancy.sso_controller import SsoSettingsController, SsoSignInController
 from backend.timing import ServerTiming
+from backend.version import VERSION
 
 log = logging.getLogger("cleanroom")
 
@@ -57,6 +63,7 @@ CODE_RUNS = Router(
     guards=[feature_guard],
     route_handlers=[
         RunsController,
+        FindingAcknowledgementsController,
         EvidenceController,
         FlowsController,
         ActionItemsController,
@@ -87,6 +94,7 @@ CONTROLLERS = [
     CompanyController,
     SsoSignInController,
     SsoSettingsController,
+    NotificationsController,  # /api/me/notifications, /api/company/webhooks
     RecordsController,
     DatasetImportController,  # /api/datasets/…/import, /source, /sync: a person's, never a token's
     DatasetsController,
@@ -113,10 +121,33 @@ def served_app() -> Litestar:
     from backend.execution.process import poke_running_worker
 
     worker_here = os.environ.get(SERVE_WORKER_HERE, "1") != "0"
+    observe.configure_logging()  # uvicorn's supervisor started this process: its log lines as `serve`'s
     app = create_app(worker_here=worker_here, settle_heap=True)
     if not worker_here and not fleet():
         queued.listen(poke_running_worker)
     return app
+
+
+class CleanroomApp(Litestar):
+    """The API: its routes live under /api/ and are served under /api/v1/ too, the path the document names
+    (backend/contract.py, `versioned`); an answer on a path without the version says it is deprecated."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await super().__call__(scope, receive, send)
+            return
+        inner, alias = versioned(scope)
+        if not alias or scope["type"] != "http":
+            await super().__call__(inner, receive, send)
+            return
+        extra = deprecation_headers(scope["path"])
+
+        async def send_deprecated(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await super().__call__(inner, receive, send_deprecated)
 
 
 def create_app(
@@ -130,6 +161,8 @@ def create_app(
     """`worker_here=False`: runs go to a worker process (`cleanroom serve` supervises one), not this one.
     `settle_heap`: a served process's garbage collector set once it has started (`heap.settle`)."""
     db.configure(database_url)
+    # an import or sync queued wakes whatever runs the queue, as a queued run does (records/jobs.py)
+    record_jobs.listen(queued.announce)
 
     async def on_startup() -> None:
         flows_progress.wire()  # a run ending in this process (a gate, a fleet result, the worker) moves its flow on
@@ -142,11 +175,14 @@ def create_app(
                 await DISPATCHER.start()
             elif worker_here:
                 await start_worker()
+            # retries of mails and webhooks (backend/notify/delivery.py), and the credit pools' thresholds
+            NOTIFIER.start(watchers=[credits_service.tell_pools])
         if settle_heap:
             heap.settle()
 
     async def on_shutdown() -> None:
         if run_hooks:
+            await NOTIFIER.stop()
             if fleet():
                 await DISPATCHER.stop()
             elif worker_here:
@@ -159,7 +195,7 @@ def create_app(
     handlers[Exception] = unexpected_handler
     # /api/worker (fleet workers with their enrollment tokens only) exists only in a fleet
     fleet_handlers = [WorkerController] if fleet() else []
-    return Litestar(
+    app = CleanroomApp(
         route_handlers=[*CONTROLLERS, *fleet_handlers],
         dependencies={"dataset_names": Provide(dataset_names)},
         exception_handlers=handlers,
@@ -169,14 +205,30 @@ def create_app(
         lifespan=[mcp_lifespan],  # the MCP session manager runs with the app
         openapi_config=OpenAPIConfig(
             title="Cleanroom API",
-            version="0.1.0",
+            version=VERSION,  # the package's (backend/version.py)
             path="/schema",
+            # the same document for every caller, an assistant's token included (it must read what it follows);
+            # its own routes are not operations of the API
+            openapi_router=Router(
+                path="/schema", route_handlers=[], opt=SELF_AUTHENTICATED, include_in_schema=False
+            ),
             # the JSON document only: a UI renderer would load its JavaScript from a CDN on the API's origin
-            render_plugins=[JsonRenderPlugin()],
+            render_plugins=[ContractJsonPlugin()],
         ),
         request_max_body_size=get_settings().max_upload_bytes + 1024 * 1024,
         allowed_hosts=allowed_hosts_config(),  # DNS rebinding to the localhost API answers 400
-        # the time taken, when asked for (outermost); a cookie-signed change must come from our own origin
-        middleware=[*([ServerTiming()] if get_settings().server_timing else []), OriginGuard()],
+        # the request's id for its log lines (outermost), its latency and answer per route (/metrics), the time
+        # taken when asked for; a cookie-signed change must come from our own origin
+        middleware=[
+            observe.RequestIdMiddleware,
+            HTTP_METRICS.middleware,
+            *([ServerTiming()] if get_settings().server_timing else []),
+            OriginGuard(),
+        ],
         debug=False,
+        # the process's logging is backend/observe.py's (JSON or text, with the request id): Litestar's default
+        # configuration would replace the root logger's handler with its own plain one
+        logging_config=None,
     )
+    declare_refusals(app)  # what each operation may refuse, as the problem documents it sends
+    return app

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import io
 import logging
 import os
 import sqlite3
 import weakref
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -29,11 +31,14 @@ from backend.drive import tables as drive_tables
 from backend.evidence import tables as evidence_tables
 from backend.fleet import tables as fleet_tables
 from backend.flows import tables as flows_tables
+from backend.notify import tables as notify_tables
+from backend.records import job_tables as records_job_tables
 from backend.records import sync_tables as records_sync_tables
 from backend.records import tables as records_tables
 from backend.runs import tables as runs_tables
 from backend.schedules import tables as schedules_tables
 from backend.settings import get_settings
+from backend.staging import tables as staging_tables
 from backend.tenancy import sso_tables
 from backend.tenancy import tables as tenancy_tables
 
@@ -45,6 +50,7 @@ TABLE_MODULES = [
     audit_tables,
     records_tables,
     records_sync_tables,
+    records_job_tables,
     drive_tables,
     runs_tables,
     actions_tables,
@@ -54,6 +60,8 @@ TABLE_MODULES = [
     flows_tables,
     evidence_tables,
     locks_tables,
+    staging_tables,
+    notify_tables,
 ]
 
 _engine: Engine | None = None
@@ -161,45 +169,97 @@ def is_postgres() -> bool:
 
 
 async def create_schema() -> None:
-    """Bring the database to the current schema by running the Piccolo migrations in backend/migrations
-    (Piccolo finds the engine in backend.piccolo_conf, whose DB is this module's engine()).
+    """Bring the database to the current schema (`migrate`): every process that starts the service or a
+    command does, and only the first one to take the migration lock finds anything to do."""
+    await migrate()
+
+
+MIGRATION_LOCK_TABLE = "cleanroom_migration_lock"  # PostgreSQL: locked, never written (below)
+MIGRATION_LOCK_SUFFIX = ".migrate-lock"  # SQLite: the flock file beside the database file
+
+
+async def migrate() -> list[str]:
+    """Run the Piccolo migrations in backend/migrations that have not run on this database, under the
+    migration lock, and return their ids (none: the database was at head). Two processes starting at once
+    (`serve --processes N`, a deploy script's `cleanroom migrate` beside a starting service) never both
+    migrate: the second waits for the lock, then finds nothing pending (tests/integration/test_migrate.py).
 
     PostgreSQL: the pool's connections carry the API's lock and statement timeouts (`start_pool`); a
     migration may rewrite a whole table, so pending migrations run on connections of their own with the
     migration's limits (none by default), this module's engine standing in for the pool's meanwhile."""
     global _engine
     current = engine()
-    os.environ["PICCOLO_CONF"] = "backend.piccolo_conf"
-    migrating = current
-    if isinstance(current, PostgresEngine) and await _migrations_pending(current):
-        config = {**current.config, "server_settings": get_settings().postgres_timeouts(migration=True)}
-        migrating = LoopPostgresEngine(config=config, log_queries=False)
-    Migration._meta.db = _engine = migrating
+    os.environ["PICCOLO_CONF"] = "backend.piccolo_conf"  # Piccolo finds the engine there: this module's
+    if not await pending_migrations(current):  # the common start: at head, no lock taken
+        return []
+    async with migration_lock(current):
+        # again, under the lock: another process may have run them meanwhile
+        pending = await pending_migrations(current)
+        if not pending:
+            return []
+        migrating = current
+        if isinstance(current, PostgresEngine):
+            config = {**current.config, "server_settings": get_settings().postgres_timeouts(migration=True)}
+            migrating = LoopPostgresEngine(config=config, log_queries=False)
+        Migration._meta.db = _engine = migrating
+        try:
+            with contextlib.redirect_stdout(io.StringIO()) as out:  # piccolo prints progress; keep ours quiet
+                response = await run_forwards(app_name="cleanroom", migration_id="all", fake=False)
+        finally:
+            Migration._meta.db = _engine = current
+        if not response.success:
+            raise RuntimeError(f"database migration failed: {response.message}\n{out.getvalue()}")
+        log.info("migrated the database: %s", ", ".join(pending))
+        return pending
+
+
+@contextlib.asynccontextmanager
+async def migration_lock(current: Engine) -> AsyncIterator[None]:
+    """Held while migrations run; waited for, never skipped. PostgreSQL: a table locked `ACCESS EXCLUSIVE`
+    in a transaction on a connection of its own (not an advisory key, which any role of the cluster could
+    hold: backend/locks.py; locking a table needs a privilege on it, which no worker role has). The table is
+    made on first use, outside the migrations (it must exist before the first of them runs). SQLite: an
+    flock on a file beside the database file."""
+    if isinstance(current, PostgresEngine):
+        conn = await asyncpg.connect(current.config["dsn"])
+        try:
+            # another process making it at the same moment: it is there
+            with contextlib.suppress(asyncpg.UniqueViolationError, asyncpg.DuplicateTableError):
+                await conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATION_LOCK_TABLE} ()")
+            async with conn.transaction():
+                await conn.execute(f"LOCK TABLE {MIGRATION_LOCK_TABLE} IN ACCESS EXCLUSIVE MODE")
+                yield
+        finally:
+            await conn.close()
+        return
+    lock_path = Path(current.path + MIGRATION_LOCK_SUFFIX)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, filemodes.PRIVATE_FILE)
     try:
-        with contextlib.redirect_stdout(io.StringIO()) as out:  # piccolo prints progress; keep ours quiet
-            response = await run_forwards(app_name="cleanroom", migration_id="all", fake=False)
+        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+        yield
     finally:
-        Migration._meta.db = _engine = current
-    if not response.success:
-        raise RuntimeError(f"database migration failed: {response.message}\n{out.getvalue()}")
+        os.close(fd)  # closing drops the flock
 
 
-async def _migrations_pending(current: Engine) -> bool:
-    """Whether a migration of backend/migrations has not run on this database (two queries)."""
+async def pending_migrations(current: Engine | None = None) -> list[str]:
+    """The ids of backend/migrations not yet run on this database, oldest first (two queries)."""
+    current = current or engine()
+    os.environ["PICCOLO_CONF"] = "backend.piccolo_conf"
     Migration._meta.db = current
-    if not await Migration.table_exists():
-        return True
     manager = ForwardsMigrationManager(app_name="cleanroom")
     folder = manager.get_app_config("cleanroom").resolved_migrations_folder_path
-    known = manager.get_migration_ids(manager.get_migration_modules(folder))
-    return bool(set(known) - set(await Migration.get_migrations_which_ran(app_name="cleanroom")))
+    known = sorted(manager.get_migration_ids(manager.get_migration_modules(folder)))
+    if not await Migration.table_exists():
+        return known
+    ran = set(await Migration.get_migrations_which_ran(app_name="cleanroom"))
+    return [migration_id for migration_id in known if migration_id not in ran]
 
 
 async def create_tables_without_migrations() -> None:
     """Only for comparing the migrations with the table definitions in tests."""
     engine()
     await create_db_tables(*all_tables(), if_not_exists=True)
-    for statement in records_tables.EXTRA_INDEXES:
+    for statement in records_tables.EXTRA_INDEXES + staging_tables.EXTRA_INDEXES:
         await records_tables.DatasetRow.raw(statement)
 
 

@@ -1,5 +1,8 @@
-"""Prometheus metrics at `GET /metrics`: runs by status, the queue per company and the worker hosts (gauges,
-read afresh from the database at every scrape), and VM start and run duration (histograms).
+"""Prometheus metrics at `GET /metrics`: runs by status, the queue per company and its oldest wait, the oldest
+run awaiting approval, the pools, the worker hosts and the last `audit verify` (gauges, read afresh from the
+database and the data directory at every scrape), and VM start and run duration (histograms); then what the
+processes count themselves: requests per route (Litestar's middleware), the product's counters
+(backend/observe.py) and the process and GC collectors (`observe.process_registry`). The list: docs/observability.md.
 
 The histograms are cumulative, as Prometheus expects of histograms and counters: they count every finished run the
 database holds, and runs are never deleted nor their times changed once finished, so no scrape sees a bucket go
@@ -19,19 +22,24 @@ import asyncio
 import hmac
 from bisect import bisect_left
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from litestar import Request, Response, get
-from piccolo.query.functions.aggregate import Count
+from litestar.plugins.prometheus import PrometheusConfig, PrometheusMiddleware
+from piccolo.query.functions.aggregate import Count, Min
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from backend import observe
+from backend.audit import anchor
+from backend.credits import service as credits
 from backend.errors import Forbidden, NotAuthenticated
 from backend.fleet.tables import WorkerHost
+from backend.runs.stats import vm_start_seconds
 from backend.runs.tables import FINISHED, Run, RunStatus
 from backend.settings import get_settings
 from backend.tenancy.auth import SELF_AUTHENTICATED
@@ -52,6 +60,10 @@ class Snapshot:
     queued_by_company: dict[int, int]
     workers: list[dict[str, Any]]
     now: datetime
+    oldest_queued: dict[int, datetime] = field(default_factory=dict)  # per company, since its approval
+    oldest_awaiting: dict[int, datetime] = field(default_factory=dict)  # per company, since its proposal
+    pools: dict[int, tuple[int, float]] = field(default_factory=dict)  # per company: (pool, used) this period
+    verified: dict[str, Any] | None = None  # the last `cleanroom audit verify` (backend/audit/anchor.py)
 
 
 def _aware(moment: datetime) -> datetime:
@@ -60,15 +72,6 @@ def _aware(moment: datetime) -> datetime:
 
 def _seconds_between(earlier: datetime, later: datetime) -> float:
     return max(0.0, (_aware(later) - _aware(earlier)).total_seconds())
-
-
-def _vm_start_seconds(timings: Any) -> float | None:
-    """`timings_ms.start` of a stored SandboxResult: measured by the host from the VM's launch (cold boot or
-    restore) to the guest's READY, right before the user code starts. None when the run has none."""
-    value = timings.get("start") if isinstance(timings, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        return None
-    return value / 1000
 
 
 async def read_snapshot(now: datetime | None = None) -> Snapshot:
@@ -91,7 +94,31 @@ async def read_snapshot(now: datetime | None = None) -> Snapshot:
         WorkerHost.last_heartbeat,
         WorkerHost.lost_at,
     ).order_by(WorkerHost.host_id)
-    return Snapshot(by_status, queued, workers, now)
+    return Snapshot(
+        by_status,
+        queued,
+        workers,
+        now,
+        oldest_queued=await _oldest(Run.approved_at, RunStatus.queued),
+        oldest_awaiting=await _oldest(Run.created_at, RunStatus.awaiting_approval),
+        pools=await credits.pools_and_used(),
+        verified=await asyncio.to_thread(anchor.last_verified),
+    )
+
+
+async def _oldest(since: Any, status: RunStatus) -> dict[int, datetime]:
+    """Per company, the earliest `since` of its runs in `status` (companies with none are left out)."""
+    rows = (
+        await Run.select(Run.company, Min(since).as_alias("oldest"))
+        .where(Run.status == status)
+        .group_by(Run.company)
+    )
+    return {row["company"]: _moment(row["oldest"]) for row in rows if row["oldest"] is not None}
+
+
+def _moment(value: datetime | str) -> datetime:
+    """An aggregate's timestamp: SQLite hands it back as the stored text."""
+    return _aware(value if isinstance(value, datetime) else datetime.fromisoformat(value))
 
 
 class Histogram:
@@ -158,7 +185,7 @@ class FinishedRuns:
         finished = _aware(row["finished_at"])
         if finished >= now - SETTLE:
             self.recent[row["id"]] = finished
-        seconds = _vm_start_seconds(row["timings_ms"])
+        seconds = vm_start_seconds(row["timings_ms"])
         if seconds is not None:
             self.vm_start.observe(seconds)
         if row["started_at"]:
@@ -208,6 +235,46 @@ class SnapshotCollector(Collector):
             up.add_metric(host, 0 if worker["lost_at"] else 1)
         yield from (capacity, running, age, up)
 
+        company = ["company"]
+        queued_age = GaugeMetricFamily(
+            "cleanroom_queue_oldest_age_seconds",
+            "Seconds the company's longest-queued run has waited since its approval (no series: none queued).",
+            labels=company,
+        )
+        for owner, since in sorted(s.oldest_queued.items()):
+            queued_age.add_metric([str(owner)], _seconds_between(since, s.now))
+        awaiting_age = GaugeMetricFamily(
+            "cleanroom_approval_oldest_age_seconds",
+            "Seconds the company's oldest run awaiting approval has waited since it was proposed.",
+            labels=company,
+        )
+        for owner, since in sorted(s.oldest_awaiting.items()):
+            awaiting_age.add_metric([str(owner)], _seconds_between(since, s.now))
+        pool = GaugeMetricFamily(
+            "cleanroom_credits_pool", "The company's credit pool this period.", labels=company
+        )
+        used = GaugeMetricFamily(
+            "cleanroom_credits_used",
+            "Credits the company used this period (runs and platform).",
+            labels=company,
+        )
+        for owner, (total, spent) in sorted(s.pools.items()):
+            pool.add_metric([str(owner)], total)
+            used.add_metric([str(owner)], spent)
+        yield from (queued_age, awaiting_age, pool, used)
+
+        if s.verified is not None:  # never run: no series (the alert rules treat it as absent)
+            yield GaugeMetricFamily(
+                "cleanroom_audit_verify_ok",
+                "1 if the last `cleanroom audit verify` found the chain and its anchor intact, else 0.",
+                value=1 if s.verified.get("ok") else 0,
+            )
+            yield GaugeMetricFamily(
+                "cleanroom_audit_verify_timestamp_seconds",
+                "When the last `cleanroom audit verify` ran (unix seconds).",
+                value=float(s.verified["at"]),
+            )
+
 
 async def exposition(finished: FinishedRuns) -> bytes:
     """The Prometheus text format of what the database holds now (`finished`: this process's tally)."""
@@ -215,7 +282,7 @@ async def exposition(finished: FinishedRuns) -> bytes:
     await finished.catch_up(snapshot.now)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(snapshot, finished))
-    return generate_latest(registry)
+    return generate_latest(registry) + generate_latest(observe.process_registry())
 
 
 def finished_runs_of(request: Request) -> FinishedRuns:
@@ -234,6 +301,23 @@ def check_access(request: Request) -> None:
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
         raise NotAuthenticated("send 'Authorization: Bearer <metrics token>'")
+
+
+class HttpMetrics(PrometheusMiddleware):
+    """Litestar's Prometheus middleware, with its error counter there from the start (Litestar makes it at the
+    first 5xx, so a dashboard or an alert on it would see no series until something failed)."""
+
+    def __init__(self, app: Any, config: PrometheusConfig) -> None:
+        super().__init__(app, config)
+        self.requests_error_count({"method": "", "path": "", "status_code": 0, "app_name": ""})
+
+
+# Litestar's Prometheus support: cleanroom_http_requests_total, cleanroom_http_request_duration_seconds and
+# cleanroom_http_requests_error_total (5xx) by method, route template (not the path: ids would explode the
+# series) and status code, in prometheus_client's registry; /metrics serves them with the product's figures
+HTTP_METRICS = PrometheusConfig(
+    app_name="cleanroom", prefix="cleanroom_http", group_path=True, middleware_class=HttpMetrics
+)
 
 
 # SELF_AUTHENTICATED: the app's scope guard would read the metrics token as a personal API token (401)

@@ -154,6 +154,9 @@ class Settings(BaseSettings):
     bundle_sweep_minutes: float = 15.0  # how often the worker deletes bundles past their retention
     schedule_check_seconds: float = 15.0  # how often the dispatching loop fires the schedules that fell due
     metrics_token: str | None = None  # GET /metrics wants 'Bearer <it>' from anyone; unset: metrics are off
+    # log lines (backend/observe.py): one JSON object per line, or plain text; auto: text on a terminal
+    # (the demo, `scripts/run`), JSON otherwise (a service: its stderr goes to the journal)
+    log_format: Literal["auto", "json", "text"] = "auto"
     min_schedule_interval_minutes: int = 15  # a cron firing more often than this is refused
     # flows: a step's /work/output/conclusion.json, handed to every later step, is at most this big
     flow_conclusion_max_bytes: int = 16 * 1024
@@ -220,6 +223,20 @@ class Settings(BaseSettings):
     smtp_password: str | None = Field(default=None, repr=False)
     smtp_from: str = "cleanroom@localhost"
     smtp_timeout_seconds: float = 10.0
+
+    # notifications (backend/notify, docs/notifications.md): mails go through the SMTP settings above; webhooks
+    # are a company's. A failed message is tried again after base, 2×base, 4×base … seconds (at most an hour
+    # apart), `notify_max_attempts` times in all; every serving process looks for due retries every
+    # `notify_poll_seconds`
+    notify_retry_base_seconds: float = Field(default=30.0, gt=0)
+    notify_max_attempts: int = Field(default=8, ge=1, le=50)
+    notify_poll_seconds: float = Field(default=5.0, gt=0)
+    notify_webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    # who is told that a worker host was lost besides the admins of the companies whose runs it held
+    notify_operator_emails: list[str] = []
+    # webhook endpoints may point at loopback, private and reserved addresses (internal receivers). Off by
+    # default: a company admin must not make the API a probe of the operator's own network
+    webhook_allow_private: bool = False
 
     def postgres_timeouts(self, *, migration: bool = False) -> dict[str, str]:
         """The API's `lock_timeout` and `statement_timeout` (or a migration's), as PostgreSQL settings a

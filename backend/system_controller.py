@@ -12,10 +12,13 @@ from typing import Any
 
 from litestar import Controller, get
 from litestar.di import Provide
+from litestar.params import Parameter
 from piccolo.query.functions.aggregate import Count
 
 from backend import db
 from backend.fleet import service as fleet
+from backend.runs import stats
+from backend.runs.schemas import QueueHistory
 from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.system_schemas import Health
@@ -38,6 +41,15 @@ class SystemController(Controller):
     async def system_health(self, user: UserContext) -> Health:
         """The public answer plus what a tenant may know: its own company's runs, and how runs are isolated."""
         return await company_health(user)
+
+    @get("/system/queue-history")
+    async def queue_history(
+        self, user: UserContext, hours: int = Parameter(default=24, ge=1, le=168)
+    ) -> QueueHistory:
+        """The caller's company's queue depth over the last `hours` (every 15 minutes, and now), from the runs'
+        own approval and start times: the health page's chart. Only the company's own runs, as the health
+        answer's queue length."""
+        return await stats.queue_history(user.company_id, hours)
 
 
 async def company_health(user: UserContext) -> Health:

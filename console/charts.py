@@ -10,9 +10,12 @@ from backend.credits.schemas import DayUsage, PersonUsage
 from backend.review.schemas import (
     AcceptedPerPerson,
     ApprovedDespiteWarning,
+    FindingsOnDay,
     RejectionRate,
     UnreviewedFollowup,
 )
+from backend.runs.schemas import QueueHistory, RunStats
+from backend.runs.status import RunStatus
 
 PRIMARY = "#1f4e79"
 ACCENT = "#0f766e"
@@ -211,5 +214,131 @@ def rejection_rate(rows: list[RejectionRate]) -> go.Figure:
         xaxis={"title": "% rejected", "range": [0, 100]},
         height=_per_person_height(len(rows)),
         margin={"l": 160, "r": 20, "t": 50, "b": 50},
+    )
+    return figure
+
+
+# a run's status by the colours of its badge (console/widgets.py STATUS_COLORS), as plotly colours
+RUN_STATUS_COLORS = {
+    RunStatus.awaiting_approval: "#d97706",
+    RunStatus.queued: "#64748b",
+    RunStatus.running: "#2563eb",
+    RunStatus.succeeded: "#15803d",
+    RunStatus.failed: "#b91c1c",
+    RunStatus.timed_out: "#dc2626",
+    RunStatus.out_of_memory: "#991b1b",
+    RunStatus.error: "#7f1d1d",
+    RunStatus.cancelled: "#9ca3af",
+    RunStatus.rejected: "#6b7280",
+}
+CATEGORY_COLORS = [PRIMARY, "#b45309", ACCENT, "#7c3aed", "#be123c", "#0369a1", "#4d7c0f", "#a21caf"]
+
+
+def _day_axis(title: str, figure: go.Figure, count: int, y_title: str) -> go.Figure:
+    figure.update_layout(
+        title=title,
+        xaxis={"title": "day", "type": "category"},
+        yaxis={"title": y_title, "rangemode": "tozero"},
+        bargap=0.6 if count < 4 else 0.2,
+        height=320,
+        margin={"l": 50, "r": 20, "t": 50, "b": 50},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return figure
+
+
+def runs_per_day(stats: RunStats) -> go.Figure:
+    """Runs proposed per day, stacked by their status now (statuses in the product's order)."""
+    title = f"Runs per day by status (last {stats.days} days)"
+    days = [d for d in stats.runs_per_day if d.by_status]
+    if not days:
+        return _empty(title, "No runs in this period")
+    found = {status for d in days for status in d.by_status}
+    order = [s.value for s in RunStatus if s.value in found] + sorted(found - {s.value for s in RunStatus})
+    bars = [
+        go.Bar(
+            name=status.replace("_", " "),
+            x=[d.day for d in days],
+            y=[d.by_status.get(status, 0) for d in days],
+            marker_color=RUN_STATUS_COLORS.get(status, "#9ca3af"),
+            hovertemplate=f"%{{x}}: %{{y}} {status.replace('_', ' ')}<extra></extra>",
+        )
+        for status in order
+    ]
+    return _day_axis(title, go.Figure(bars).update_layout(barmode="stack"), len(days), "runs")
+
+
+def run_timings(stats: RunStats) -> go.Figure:
+    """The median VM start and the median run duration of the runs that finished each day (seconds)."""
+    title = "VM start and run duration, median per day"
+    days = [d for d in stats.timings_per_day if d.vm_start_p50_seconds is not None or d.duration_p50_seconds]
+    if not days:
+        return _empty(title, "No run finished in this period")
+    lines = [
+        go.Scatter(
+            name=name,
+            x=[d.day for d in days],
+            y=[getattr(d, field) for d in days],
+            mode="lines+markers",
+            line={"color": color},
+            customdata=[d.runs for d in days],
+            hovertemplate=f"%{{x}}: %{{y:.1f}} s {name} (%{{customdata}} run(s))<extra></extra>",
+        )
+        for name, field, color in (
+            ("VM start p50", "vm_start_p50_seconds", ACCENT),
+            ("duration p50", "duration_p50_seconds", PRIMARY),
+        )
+    ]
+    return _day_axis(title, go.Figure(lines), len(days), "seconds")
+
+
+def findings_over_time(rows: list[FindingsOnDay]) -> go.Figure:
+    """Findings shown on approval screens per day (by the day their runs were proposed), by category."""
+    title = "Findings per day, by category"
+    rows = [r for r in rows if r.by_category]
+    if not rows:
+        return _empty(title, "No findings in this period")
+    categories = sorted(
+        {c for r in rows for c in r.by_category},
+        key=lambda c: (-sum(r.by_category.get(c, 0) for r in rows), c),
+    )
+    bars = [
+        go.Bar(
+            name=category.replace("_", " "),
+            x=[r.day for r in rows],
+            y=[r.by_category.get(category, 0) for r in rows],
+            marker_color=CATEGORY_COLORS[n % len(CATEGORY_COLORS)],
+            hovertemplate=f"%{{x}}: %{{y}} {category.replace('_', ' ')}<extra></extra>",
+        )
+        for n, category in enumerate(categories)
+    ]
+    return _day_axis(title, go.Figure(bars).update_layout(barmode="stack"), len(rows), "findings")
+
+
+def queue_depth(history: QueueHistory) -> go.Figure:
+    """The company's runs waiting in the queue over the last hours, as a step line."""
+    title = f"Runs waiting in the queue, last {history.hours} hours"
+    if not history.points:
+        return _empty(title, "No figures")
+    figure = go.Figure(
+        go.Scatter(
+            x=[p.at for p in history.points],
+            y=[p.depth for p in history.points],
+            mode="lines",
+            line={"shape": "hv", "color": PRIMARY},
+            fill="tozeroy",
+            hovertemplate="%{x|%H:%M}: %{y} waiting<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title=title,
+        xaxis={"title": "time (UTC)"},
+        yaxis={
+            "title": "runs",
+            "rangemode": "tozero",
+            "dtick": 1 if max(p.depth for p in history.points) < 8 else None,
+        },
+        height=280,
+        margin={"l": 50, "r": 20, "t": 50, "b": 50},
     )
     return figure

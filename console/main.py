@@ -13,7 +13,7 @@ from nicegui import app, ui
 from nicegui.storage import Storage
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from backend import filemodes
+from backend import filemodes, observe
 from backend.settings import Settings, get_settings
 from backend.tenancy import forwarded
 from backend.tenancy.origin import host_names
@@ -69,9 +69,12 @@ def run() -> None:
         raise SystemExit(f"cleanroom console: {exc}") from None
     if warning := forwarded.unnamed_proxy("console", settings, os.environ):
         log.warning(warning)
+    observe.configure_logging()  # JSON lines or text (CLEANROOM_LOG_FORMAT), as the API's
     config = ApiConfig(settings.effective_api_base_url)
     build(config)
     guard_hosts(app, settings)
+    # a page's id (its caller's X-Request-Id, or a fresh one) goes with every API call made for it
+    app.add_middleware(observe.RequestIdMiddleware)
     refused: list[bool] = []
 
     def mismatch() -> None:

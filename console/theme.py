@@ -42,6 +42,7 @@ MEMBER_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
     ("Drive", "/drive", "folder"),
+    ("Import data", "/datasets/import", "upload_file"),  # into a dataset they may edit (issue 54)
     ("Assistant access", "/access", "smart_toy"),
 ]
 AUDITOR_NAV = [  # reads the trail and every run and flow; decides nothing (no settings, credits, tokens)
@@ -56,6 +57,7 @@ ADMIN_NAV = [
     ("Runs", "/runs", "play_circle"),
     ("Flows", "/flows", "account_tree"),
     ("Drive", "/drive", "folder"),
+    ("Datasets", "/datasets", "table_chart"),
     ("People", "/people", "group"),
     ("Teams and permissions", "/teams", "lock_person"),
     ("Settings", "/settings", "tune"),

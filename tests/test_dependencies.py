@@ -30,6 +30,8 @@ USED_WITHOUT_IMPORT = {
     "pytest-timeout": "pytest plugin (per-test ceilings, tests/conftest.py)",
     "ruff": "linter, run by scripts/test",
     "uv": "scripts/lock writes constraints.txt with it",
+    "schemathesis": "run as a command by tests/integration/test_api_contract.py (python -m schemathesis.cli)",
+    "datamodel-code-generator": "run as a command by tests/integration/test_api_contract.py",
 }
 
 

@@ -18,13 +18,20 @@ Edges = dict[str, dict[str, list[str]]]
 # and the ones below it, never one above. A new package has to be placed here.
 LAYERS: list[tuple[str, set[str]]] = [
     # what everything may use: configuration, time, hashes, file modes, errors, the conditional decision write,
-    # the one seccomp generator, the API's lock tables (no import of the backend at all)
-    ("foundations", {"settings", "clock", "errors", "hashing", "filemodes", "decisions", "seccomp_filter", "locks"}),
+    # the one seccomp generator, the API's lock tables, the package's version, log lines and counters, the API's
+    # contract (how the document states refusals)
+    (
+        "foundations",
+        {
+            *("settings", "clock", "errors", "hashing", "filemodes", "decisions", "seccomp_filter", "locks"),
+            *("version", "observe", "contract"),
+        },
+    ),
     # machinery that knows no company: the scanner, the converters, the VM runner, the hash-chained audit trail
     ("engines", {"injection", "convert", "sandbox", "audit"}),
     ("tenancy", {"tenancy"}),
     # a company's data: records, credits, Drive, and the bundle staged from them
-    ("company data", {"records", "credits", "drive", "staging"}),
+    ("company data", {"records", "credits", "drive", "staging", "notify"}),
     # the life of a run or flow, from proposal to decided action items
     ("runs and decisions", {"runs", "actions", "flows", "schedules", "evidence", "review"}),
     # the API as its callers see it: the typed client (console, MCP, host agent) and the health schema it reads

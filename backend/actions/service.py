@@ -154,9 +154,12 @@ async def _check_bounds(ctx: UserContext, run: dict[str, Any], parsed: dict[str,
             raise ItemProblem(f"{field} {value} does not point to a record in {target} of this company")
 
 
-async def ingest(run: dict[str, Any], entries: list[Any], requester: UserContext) -> int:
+async def ingest(
+    run: dict[str, Any], entries: list[Any], requester: UserContext, counts: dict[str, int] | None = None
+) -> int:
     """Turn a run's actions.json, as the sandbox parsed it, into items; returns how many. The sandbox
-    rejects a file over `actions_cap()` whole, so no part of one ever becomes items here either."""
+    rejects a file over `actions_cap()` whole, so no part of one ever becomes items here either. `counts`
+    (optional) gets `pending`: how many wait for a decision (the others are invalid)."""
     if len(entries) > actions_cap():
         raise ValueError(
             f"{len(entries)} actions are over the cap of {actions_cap()}; the sandbox rejects such a file"
@@ -192,6 +195,8 @@ async def ingest(run: dict[str, Any], entries: list[Any], requester: UserContext
             item.update(status=ItemStatus.invalid, problem=str(exc))
         item["raw"] = json.dumps(entry, default=str)[:4000]
         await ActionItem.insert(ActionItem(**item))
+        if counts is not None and item["status"] == ItemStatus.pending:
+            counts["pending"] = counts.get("pending", 0) + 1
     await Run.update({Run.action_items_count: len(entries)}).where(Run.id == run["id"])
     return len(entries)
 

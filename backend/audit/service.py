@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import functools
 import json
+import logging
 import secrets
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,6 +25,7 @@ from backend.audit.schemas import CONTENT_KEYS
 from backend.audit.tables import AuditEntry
 from backend.hashing import salted_digest, sha256_json
 
+log = logging.getLogger("cleanroom.audit")
 GENESIS = "0" * 64
 HASH_FORM = 2  # what every new entry is hashed with (form 1: `data` verbatim; see tables.AuditEntry)
 CHAIN_LOCK = locks.CHAIN  # the row of `api_lock` (PostgreSQL) appends of all API processes take in turn
@@ -464,12 +466,19 @@ class VerifyResult:
     first_bad_seq: int | None = None
     reason: str | None = None
     head_hash: str | None = None
+    behind: anchor.Behind | None = None  # not ok, and not tampering: a restored backup, not yet recorded
 
 
 async def verify() -> VerifyResult:
     """The whole chain (every company's entries: the operator's check, `cleanroom audit verify`), then
     the table against the anchor outside it, which notices the newest entries being deleted, an entry
-    rewritten, and one inserted among anchored ones."""
+    rewritten, and one inserted among anchored ones. Its outcome is kept beside the anchor (/metrics)."""
+    result = await _verify_whole()
+    await asyncio.to_thread(anchor.record_verified, result.ok, result.checked, result.reason)  # for /metrics
+    return result
+
+
+async def _verify_whole() -> VerifyResult:
     result = await _verify_chain()
     if not result.ok:
         return result
@@ -477,8 +486,35 @@ async def verify() -> VerifyResult:
     problem = await asyncio.to_thread(anchor.check, table)
     if problem:
         bad_seq, reason = problem
-        return VerifyResult(False, result.checked, bad_seq, reason, result.head_hash)
+        restored = await asyncio.to_thread(anchor.behind, table)
+        if restored is not None:
+            reason = restored.describe()
+        return VerifyResult(False, result.checked, bad_seq, reason, result.head_hash, behind=restored)
     return result
+
+
+async def head() -> tuple[int, str | None]:
+    """The trail's newest entry: (seq, hash), (0, None) when empty."""
+    row = (
+        await AuditEntry.select(AuditEntry.seq, AuditEntry.hash)
+        .order_by(AuditEntry.seq, ascending=False)
+        .first()
+    )
+    return (row["seq"], row["hash"]) if row else (0, None)
+
+
+async def start_problem(*, new_anchor: bool = False) -> str | None:
+    """`anchor.start_problem` for this database; with `new_anchor`, a missing anchor is started instead (and
+    a database behind its anchor is still refused)."""
+    seq, entry_hash = await head()
+    problem = await asyncio.to_thread(anchor.start_problem, seq, entry_hash)
+    if problem is not None and new_anchor and not anchor.path().exists():
+        target = await asyncio.to_thread(anchor.start_new, seq, entry_hash)
+        log.warning(
+            "started a new audit anchor at entry #%s for %s: %s", seq, anchor.database_identity(), target
+        )
+        return None
+    return problem
 
 
 async def verify_company(company_id: int) -> VerifyResult:

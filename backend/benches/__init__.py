@@ -5,7 +5,7 @@ A suite is a function taking no arguments and returning a JSON-able dict of figu
 (medians/p95 in milliseconds, with the sample count). The CLI modules call `add_suite` from their `register` hook.
 This module holds the registry and what the suites share (`summarize`, `ratio`, `ApiServer`, `sales_csv`, host
 python timings); each suite is a module named by what it measures: `scanner` (the injection scanner's
-throughput), `convert` (the converter sandbox's cost), `staging`, `service` (the run loop), `flows`, `sandbox`
+throughput), `scan_cache` (a proposal's scan with the verdict cache), `convert` (the converter sandbox's cost), `staging`, `service` (the run loop), `flows`, `sandbox`
 (VM start and run), `hangs` (guests that go silent), `workers` (the fleet), `control_plane` (one API process
 under many assistants and hosts) and `mcp` (MCP against plain HTTP). `cleanroom bench injection` (recall and
 false positives) is the injection training harness's evaluation.
@@ -139,6 +139,9 @@ class ApiServer:
             "CLEANROOM_API_PORT": str(self.port),
             "CLEANROOM_API_BASE_URL": self.url,
             "PYTHONUNBUFFERED": "1",
+            # the seeded demo is a copy (`seed_demo`): a database moved away from its audit anchor, which `serve`
+            # refuses unless told to start a new one (backend/audit/anchor.py `start_problem`)
+            "CLEANROOM_NEW_ANCHOR": "1",
             **(env or {}),
         }
         self.processes = processes

@@ -4,7 +4,20 @@ from pathlib import Path
 
 import typer
 
-from backend.cli.support import fail, group, run_db
+from backend.cli.support import fail, group, require_database, run_db
+
+EXIT_BEHIND = 3  # `audit verify`: a restored backup behind its anchor, not yet recorded (1: broken)
+
+
+async def _at_head() -> None:
+    """The trail is read with this version's tables: a database not migrated yet (a restored older backup,
+    an upgrade half done) is refused with what to run, never read wrongly."""
+    from backend import db
+
+    if pending := await db.pending_migrations():
+        fail(
+            f"the database is not at this version's schema ({len(pending)} migration(s) wait): run `cleanroom migrate`"
+        )
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -15,23 +28,67 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     def verify() -> None:
         """Check every entry's hash and link (in the hash form it was written with), and every entry against
         the anchor in the data directory, whose signed head must verify (deleting the newest entries, or
-        rewriting or slipping in one, is noticed); exit 1 naming the first bad entry."""
+        rewriting or slipping in one, is noticed); exit 1 naming the first bad entry. A database restored
+        from a backup (`cleanroom backup`) ends before its anchor: exit 3, saying so and what was lost, until
+        `cleanroom audit restored` records it; every later verify names the restores. A database that is not
+        there, or entries with no anchor kept for them, is an error, never an empty OK."""
         from backend.audit import anchor, service
 
-        async def check() -> tuple[service.VerifyResult, str]:
-            return await service.verify(), str(anchor.path())
+        require_database()
 
-        result, anchor_file = run_db(check)
+        async def check() -> tuple[service.VerifyResult, str, list[anchor.Restore]]:
+            await _at_head()
+            return await service.verify(), str(anchor.path()), anchor.restores()
+
+        result, anchor_file, restores = run_db(check, create=False)
+        if result.ok and result.checked and not Path(anchor_file).exists():
+            fail(
+                f"{result.checked} audit entries but no anchor at {anchor_file}: the database was moved or "
+                "restored to a new path or DSN, and nothing outside it vouches for its newest entries "
+                "(docs/operating.md)"
+            )
         if result.ok:
             typer.echo(f"audit chain OK: {result.checked} entries, head {result.head_hash or '-'}")
             typer.echo(f"anchor: {anchor_file}" + ("" if Path(anchor_file).exists() else " (none yet)"))
+            for restore in restores:
+                typer.echo(f"note: {restore.describe()}")
             return
+        if result.behind is not None:
+            typer.echo(f"audit chain RESTORED, not recorded: {result.reason}", err=True)
+            raise typer.Exit(EXIT_BEHIND)
         where = f" at entry #{result.first_bad_seq}" if result.first_bad_seq is not None else ""
         typer.echo(
             f"audit chain BROKEN{where}: {result.reason} ({result.checked} entries before it are intact)",
             err=True,
         )
         raise typer.Exit(1)
+
+    @audit_app.command("restored")
+    def restored() -> None:
+        """Record that this database was restored from a backup taken by `cleanroom backup` (the step after
+        restoring, docs/operating.md): refused unless every entry agrees with the anchor and the database
+        ends at that backup's signed point. The anchor then goes on from there, and every `audit verify`
+        says which entries were lost."""
+        from backend.audit import anchor, service
+        from backend.audit.tables import AuditEntry
+
+        require_database()
+
+        async def record() -> anchor.Restore:
+            await _at_head()
+            result = await service.verify()
+            if result.ok:
+                fail("the database agrees with its anchor: it is not behind it, nothing to record")
+            if result.behind is None:
+                fail(f"refused: the database is not a restored backup: {result.reason}")
+            table = {r["seq"]: r["hash"] for r in await AuditEntry.select(AuditEntry.seq, AuditEntry.hash)}
+            try:
+                return anchor.record_restore(table)
+            except ValueError as exc:
+                fail(str(exc))
+
+        restore = run_db(record, create=False)
+        typer.echo(f"recorded: {restore.describe()}")
 
     @audit_app.command("public-key")
     def public_key() -> None:

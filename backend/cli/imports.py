@@ -80,9 +80,23 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 spec = defined.DatasetSpec(
                     name=name, label=label or name, columns=columns, key_column=key or columns[0].name
                 )
-            return await importing.import_file(ctx, name, file, file.name, dry_run=not apply, create=spec)
+            return await importing.import_file(
+                ctx,
+                name,
+                file,
+                file.name,
+                dry_run=not apply,
+                create=spec,
+                progress=None if as_json else shown,
+            )
 
-        _print_report(run_db(go), as_json)
+        def shown(rows: int) -> None:  # the import's progress hook: one line rewritten on the terminal
+            typer.echo(f"\r{rows:,} rows read", nl=False, err=True)
+
+        report = run_db(go)
+        if not as_json:
+            typer.echo("", err=True)  # past the progress line
+        _print_report(report, as_json)
 
     @DATASETS_APP.command("source")
     def source(

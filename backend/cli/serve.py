@@ -29,16 +29,27 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             max=64,
             help="API processes on the one port (PostgreSQL only); what must happen once still does",
         ),
+        new_anchor: bool = typer.Option(
+            False,
+            "--new-anchor",
+            envvar="CLEANROOM_NEW_ANCHOR",
+            help="start a new audit anchor for a database that has none kept (moved, or a new database where "
+            "the data directory keeps another's); without it `serve` refuses",
+        ),
     ) -> None:
         """Serve the API, worker and console with the embedded defaults; prints the URLs. In a fleet
         (CLEANROOM_WORKERS=fleet, PostgreSQL) runs go to `cleanroom worker` processes instead."""
         import uvicorn
 
-        from backend import filemodes
-        from backend.app import SERVE_WORKER_HERE, create_app
         from backend.settings import get_settings
 
         settings = get_settings()
+        _shared_metrics_folder(settings)  # before prometheus_client is imported, here and in every child
+
+        from backend import filemodes, observe
+        from backend.app import SERVE_WORKER_HERE, create_app
+
+        observe.configure_logging()
         if processes > 1 and not settings.is_postgres:
             typer.secho(
                 "--processes above 1 needs PostgreSQL (DATABASE_URL=postgresql://…): SQLite takes one writer "
@@ -50,6 +61,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         filemodes.ensure_dirs(settings.data_dir)
         private_umask(settings)
         _forwarding_checks(settings)
+        _anchor_checks(new_anchor)  # after migrating the database (once, under the migration lock)
         console_proc = worker_proc = local = None
         if with_worker:
             worker_proc = _local_worker(settings)
@@ -89,6 +101,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 host=settings.host,
                 port=settings.api_port,
                 log_level="info",
+                log_config=None,  # uvicorn's lines go to the root logger: JSON or text, with the request id
                 # an idle connection is kept longer than clients keep theirs (httpx, which the MCP SDK and most
                 # Python clients use, drops its own after 5 s, uvicorn's default too): with both at 5 s, a
                 # request sent on a connection just as the server closed it failed with "Server
@@ -110,6 +123,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 worker_proc.wait()
 
 
+def _shared_metrics_folder(settings) -> None:
+    """prometheus_client's multi-process mode: the API processes and the local worker count requests,
+    findings, refusals, charges and failed sign-ins into one folder, emptied at each start, that /metrics
+    adds up (backend/metrics.py). Set before prometheus_client is imported; the children inherit it."""
+    import shutil
+
+    from backend import filemodes
+
+    folder = settings.data_dir / "metrics"
+    shutil.rmtree(folder, ignore_errors=True)
+    filemodes.private_dir(folder)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)  # backend.observe.MULTIPROC_ENV
+
+
 EMPTY_DATABASE = (
     "no company yet. Start one and its first admin (who gets a one-time link to set a password):\n"
     '  cleanroom companies create "Your company" --admin you@example.com\n'
@@ -124,6 +151,17 @@ def _say_how_to_begin() -> None:
 
     if not run_db(people.any_company):
         typer.secho(EMPTY_DATABASE, fg=typer.colors.YELLOW)
+
+
+def _anchor_checks(new_anchor: bool) -> None:
+    """The database and its audit anchor belong together (backend/audit/anchor.py `start_problem`): a database
+    moved away from its anchor, a new one beside another's anchor, or one behind its anchor is refused."""
+    from backend.audit import service
+    from backend.cli.support import fail, run_db
+
+    problem = run_db(lambda: service.start_problem(new_anchor=new_anchor))
+    if problem is not None:
+        fail(problem, 2)
 
 
 def _forwarding_checks(settings) -> None:

@@ -25,6 +25,24 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def require_database() -> None:
+    """A command that only reads (audit verify, migrate --check) refuses a database that is not there rather
+    than making an empty one and reporting on that: a SQLite file missing at the configured path (a moved or
+    not yet restored database) is an error. PostgreSQL refuses a missing database itself, at connection."""
+    from backend.settings import get_settings
+
+    url = get_settings().effective_database_url
+    if url.startswith("sqlite:///"):
+        from pathlib import Path
+
+        path = Path(url.removeprefix("sqlite:///"))
+        if not path.is_file():
+            fail(
+                f"no database at {path} (DATABASE_URL / CLEANROOM_DATA_DIR): nothing to check. Restore it there, "
+                "or point the settings at it (docs/operating.md)"
+            )
+
+
 def run_db(fn: Callable[[], Awaitable[T]], *, create: bool = True) -> T:
     import asyncio
 
@@ -48,3 +66,7 @@ def run_db(fn: Callable[[], Awaitable[T]], *, create: bool = True) -> T:
         fail(f"{detail}", 2 if exc.status_code in (401, 403, 404) else 1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:
+        if type(exc).__name__ == "InvalidCatalogNameError":  # asyncpg's: the database named is not there
+            fail(f"{exc} (DATABASE_URL): nothing to work on. Create or restore it first (docs/operating.md)")
+        raise

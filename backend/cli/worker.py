@@ -48,7 +48,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             None, "--api", help="the API's base URL (default: settings api_base_url)", show_default=False
         ),
         capacity: int = typer.Option(
-            None, help="VMs at once, within what the host was enrolled for (default: settings max_concurrent_vms)"
+            None,
+            help="VMs at once, within what the host was enrolled for (default: settings max_concurrent_vms)",
         ),
         insecure: bool = typer.Option(
             False, "--insecure", help="allow plain http to a non-loopback --api (the token travels in clear)"
@@ -90,9 +91,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if not full_db_role:
             _check_db_role(settings.effective_database_url, host_id)
         # imported after the refusals above: a refused start does not load the host agent (1 CPU-second)
+        from backend import observe
         from backend.fleet.host_agent import run_worker
 
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        observe.configure_logging()  # JSON lines or text (CLEANROOM_LOG_FORMAT), with each run's request id
         run_worker(
             host_id=host_id,
             api_url=api_url,
@@ -133,10 +135,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     def _local_worker() -> None:
         import asyncio
 
-        from backend import db
+        from backend import db, observe
         from backend.execution.process import serve_local
 
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        observe.configure_logging()  # JSON lines or text (CLEANROOM_LOG_FORMAT), with each run's request id
         db.configure()
         asyncio.run(serve_local())
 
@@ -147,7 +149,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     def enroll(
         host_id: str = typer.Argument(..., help="the host id the token is for"),
         capacity: int = typer.Option(
-            None, help="the most VMs at once the host is offered runs for (default: settings max_concurrent_vms)"
+            None,
+            help="the most VMs at once the host is offered runs for (default: settings max_concurrent_vms)",
         ),
     ) -> None:
         """A new enrollment token for HOST_ID, printed once (only its hash is kept). The host's capacity is

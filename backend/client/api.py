@@ -3,21 +3,31 @@ each returning the backend's own response schema (docs/api.md lists the endpoint
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 
 from backend.actions.schemas import ActionItemInfo
 from backend.audit.schemas import AuditEntryInfo, AuditPublicKey, AuditVerification
-from backend.client.http import ApiClient, decode
+from backend.client.http import ApiClient, decode, refusal_of
 from backend.credits.schemas import CreditUsage
 from backend.drive.schemas import DriveFileInfo, DriveFolderInfo, DriveQuota
 from backend.evidence.schemas import Rerun, Reruns
 from backend.flows.schemas import FlowDetail, FlowPage
-from backend.records.schemas import DatasetBody, DatasetDefinitionInfo, DatasetInfo, RecordPage
+from backend.notify.schemas import NewWebhook, Preferences, WebhookInfo
+from backend.records.schemas import (
+    DatasetBody,
+    DatasetDefinitionInfo,
+    DatasetInfo,
+    DatasetJobInfo,
+    PreviewInfo,
+    RecordPage,
+    SourceInfo,
+)
 from backend.review import schemas as review
 from backend.review.schemas import RunTimeline
-from backend.runs.schemas import RunDetail, RunPage
+from backend.runs.schemas import FindingAcknowledgementInfo, QueueHistory, RunDetail, RunPage, RunStats
 from backend.runs.status import RunStatus
 from backend.schedules.schemas import ScheduleInfo
 from backend.system_schemas import Health
@@ -48,6 +58,7 @@ REPORTS: dict[str, Any] = {
     "accepted-per-person": list[review.AcceptedPerPerson],
     "rejection-rate": list[review.RejectionRate],
     "schedules": list[review.ScheduleReads],
+    "findings-over-time": list[review.FindingsOnDay],
 }
 
 
@@ -157,6 +168,28 @@ class CleanroomClient(ApiClient):
         body = {"old_password": old_password, "new_password": new_password}
         return await self.call(PasswordChanged, "POST", "/api/me/password", json=body)
 
+    # notifications (backend/notify): a person's own preferences, a company admin's webhook endpoints
+    async def notification_preferences(self) -> Preferences:
+        return await self.call(Preferences, "GET", "/api/me/notifications")
+
+    async def set_notification_preferences(
+        self, email_enabled: bool | None = None, muted: list[str] | None = None
+    ) -> Preferences:
+        body = {k: v for k, v in {"email_enabled": email_enabled, "muted": muted}.items() if v is not None}
+        return await self.call(Preferences, "PUT", "/api/me/notifications", json=body)
+
+    async def webhooks(self) -> list[WebhookInfo]:
+        return await self.call(list[WebhookInfo], "GET", "/api/company/webhooks")
+
+    async def create_webhook(self, url: str, events: list[str]) -> NewWebhook:
+        """The answer carries the endpoint's secret, this once."""
+        return await self.call(
+            NewWebhook, "POST", "/api/company/webhooks", json={"url": url, "events": events}
+        )
+
+    async def delete_webhook(self, webhook_id: int) -> None:
+        await self.send("DELETE", f"/api/company/webhooks/{webhook_id}")
+
     async def teams(self) -> list[TeamView]:
         return await self.call(list[TeamView], "GET", "/api/company/teams")
 
@@ -202,6 +235,10 @@ class CleanroomClient(ApiClient):
     async def runs(self, **filters: Any) -> RunPage:
         return await self.call(RunPage, "GET", "/api/runs", params=filters)
 
+    async def run_stats(self, days: int = 30) -> RunStats:
+        """Runs per day by status, median VM start and duration per day (the runs the caller may list)."""
+        return await self.call(RunStats, "GET", "/api/runs/stats", params={"days": days})
+
     async def run(
         self, run_id: int, *, wait_seconds: int | None = None, seen_status: RunStatus | str | None = None
     ) -> RunDetail:
@@ -223,6 +260,17 @@ class CleanroomClient(ApiClient):
     async def reject(self, run_id: int, reason: str) -> RunDetail:
         body = {"reason": reason or None}
         return await self.call(RunDetail, "POST", f"/api/runs/{run_id}/reject", json=body)
+
+    async def acknowledge_finding(self, run_id: int, index: int, reason: str) -> FindingAcknowledgementInfo:
+        """Admin only: finding `index` of the run's `findings` is expected here (its cell and column)."""
+        path = f"/api/runs/{run_id}/findings/{index}/acknowledgement"
+        return await self.call(FindingAcknowledgementInfo, "POST", path, json={"reason": reason})
+
+    async def finding_acknowledgements(self) -> list[FindingAcknowledgementInfo]:
+        return await self.call(list[FindingAcknowledgementInfo], "GET", "/api/injection/acknowledgements")
+
+    async def withdraw_acknowledgement(self, ack_id: int) -> None:
+        await self.send("DELETE", f"/api/injection/acknowledgements/{ack_id}")
 
     async def reruns(self, run_id: int) -> Reruns:
         return await self.call(Reruns, "GET", f"/api/runs/{run_id}/reruns")
@@ -291,6 +339,62 @@ class CleanroomClient(ApiClient):
             DatasetDefinitionInfo, "PUT", f"/api/datasets/{name}", json=body.model_dump(mode="json")
         )
 
+    # imports and syncs (a person's: an API token gets 403 person_required); each runs as a background job
+    async def preview_import(self, filename: str, content: Any) -> PreviewInfo:
+        """The file's columns and their inferred kinds, to confirm before a new dataset is defined from it.
+        `content`: bytes or a binary file object (streamed, never read whole here)."""
+        files = {"file": (filename, content, "application/octet-stream")}
+        return await self.call(PreviewInfo, "POST", "/api/datasets/import/preview", files=files)
+
+    async def start_import(
+        self,
+        name: str,
+        filename: str,
+        content: Any,
+        *,
+        dry_run: bool = True,
+        new: dict[str, Any] | None = None,
+    ) -> DatasetJobInfo:
+        """Start an import job (202): `new` = {label, key_column, columns (the preview's, as confirmed),
+        writable?} defines a new dataset (admin) when applied. Follow it with `dataset_job`."""
+        form: dict[str, str] = {"dry_run": "true" if dry_run else "false"}
+        if new is not None:
+            form.update(
+                label=new.get("label", ""),
+                key_column=new["key_column"],
+                columns=json.dumps(new["columns"]),
+            )
+            if new.get("writable") is not None:
+                form["writable"] = json.dumps(new["writable"])
+        files = {"file": (filename, content, "application/octet-stream")}
+        return await self.call(DatasetJobInfo, "POST", f"/api/datasets/{name}/import", data=form, files=files)
+
+    async def dataset_job(self, job_id: int) -> DatasetJobInfo:
+        """An import or sync job: state, rows read (of the total when known), its report or why it failed."""
+        return await self.call(DatasetJobInfo, "GET", f"/api/datasets/jobs/{job_id}")
+
+    async def dataset_source(self, name: str) -> SourceInfo | None:
+        """The dataset's sync source (status, last sync, last error; never the connection string); None: none."""
+        path = f"/api/datasets/{name}/source"
+        try:
+            response = await self.http.request("GET", path, headers=self.auth_headers())
+        except httpx.HTTPError as exc:
+            error = self.unreachable(exc)
+            raise error from (None if error is exc else exc)
+        refusal = refusal_of(response) if response.status_code >= 400 else None
+        if refusal is not None:
+            if response.status_code == 404 and refusal.code == "no_source":
+                return None
+            raise self.refused(response, refusal)
+        return decode(SourceInfo, response)
+
+    async def set_dataset_source(self, name: str, **body: Any) -> SourceInfo:
+        return await self.call(SourceInfo, "PUT", f"/api/datasets/{name}/source", json=body)
+
+    async def start_sync(self, name: str) -> DatasetJobInfo:
+        """Sync now, as a background job (202); a failed sync ends the job failed with the reason."""
+        return await self.call(DatasetJobInfo, "POST", f"/api/datasets/{name}/sync")
+
     async def records(self, dataset: str, **params: Any) -> RecordPage:
         return await self.call(RecordPage, "GET", f"/api/records/{dataset}", params=params)
 
@@ -352,6 +456,10 @@ class CleanroomClient(ApiClient):
 
     async def health(self) -> Health:
         return await self.call(Health, "GET", "/api/system/health")
+
+    async def queue_history(self, hours: int = 24) -> QueueHistory:
+        """The caller's company's queue depth over the last `hours`."""
+        return await self.call(QueueHistory, "GET", "/api/system/queue-history", params={"hours": hours})
 
     async def audit(self, **filters: Any) -> list[AuditEntryInfo]:
         """The company's entries; a filter left as None is not sent."""

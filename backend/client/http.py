@@ -10,9 +10,20 @@ from http.cookiejar import DefaultCookiePolicy
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+from backend.observe import REQUEST_ID_HEADER, outgoing_request_id
 
 T = TypeVar("T")
+
+
+API, API_V1 = "/api/", "/api/v1/"
+
+
+def current(path: str) -> str:
+    """The path the client sends: the API's operations under the version the document names (`/api/v1/`); the
+    callers here write them without it (`/api/runs`), which the API keeps as deprecated aliases for a release."""
+    return API_V1 + path[len(API) :] if path.startswith(API) and not path.startswith(API_V1) else path
 
 
 @cache
@@ -28,15 +39,22 @@ def decode(shape: type[T] | Any, response: httpx.Response) -> T:
 
 
 class _ErrorBody(BaseModel):
-    """The API's one error body (backend/errors.py): `{"error": code, "detail": ...}`."""
+    """The API's one error body (backend/errors.py): an RFC 9457 problem document whose `error` member is the
+    refusal's code; members beyond the RFC's and `error` say more than `detail`'s sentence."""
+
+    model_config = ConfigDict(extra="allow")
 
     error: Any = None
     detail: Any = None
 
 
+_PROBLEM_MEMBERS = frozenset({"type", "title", "status", "instance"})
+
+
 @dataclass(frozen=True)
 class Refusal:
-    """What an error answer said: its code and detail, and whether the body was the API's error body at all."""
+    """What an error answer said: its code and detail, and whether the body was the API's error body at all.
+    `detail` is the sentence, or, when the refusal says more, `{"message": sentence, **the other members}`."""
 
     code: str
     detail: Any
@@ -48,7 +66,9 @@ def refusal_of(response: httpx.Response) -> Refusal:
         body = _ErrorBody.model_validate_json(response.content)
     except ValueError:
         return Refusal("error", None, parsed=False)
-    return Refusal(str(body.error or "error"), body.detail, parsed=True)
+    extra = {k: v for k, v in (body.model_extra or {}).items() if k not in _PROBLEM_MEMBERS}
+    detail = {"message": body.detail, **extra} if extra else body.detail
+    return Refusal(str(body.error or "error"), detail, parsed=True)
 
 
 def no_cookie_jar(client: httpx.AsyncClient) -> httpx.AsyncClient:
@@ -98,10 +118,15 @@ class ApiClient:
         headers: dict[str, str] | None = None,
         **kwargs: Any,
     ) -> httpx.Response:
-        merged = {**self.auth_headers(), **(headers or {})}
+        # the id of the request (a console page, an event) this call is made for, or a fresh one (backend/observe.py)
+        merged = {REQUEST_ID_HEADER: outgoing_request_id(), **self.auth_headers(), **(headers or {})}
         try:
             response = await self.http.request(
-                method, path, headers=merged, params=self.clean_params(params) if params else None, **kwargs
+                method,
+                current(path),
+                headers=merged,
+                params=self.clean_params(params) if params else None,
+                **kwargs,
             )
         except httpx.HTTPError as exc:
             error = self.unreachable(exc)

@@ -24,7 +24,7 @@ import re
 import secrets
 from typing import Any
 
-from backend import clock
+from backend import clock, observe
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.credits.tables import PlatformCharge, PlatformToken, PlatformTokenCompany
@@ -375,5 +375,8 @@ async def charge(
             "period starts, or the operator can top it up",
             code="overdraft_bound",
         )
+    observe.count_charge(
+        "platform", amount
+    )  # one label for every platform kind: they are the platform's names
     stored = await PlatformCharge.select().where(PlatformCharge.id == row.id).first()
     return _answer(stored, company_row, person), False

@@ -10,7 +10,7 @@ from typing import Any
 
 from piccolo.engine.postgres import PostgresEngine
 
-from backend import clock
+from backend import clock, observe
 from backend.audit import service as audit
 from backend.credits import forecast as forecasting
 from backend.credits.schemas import (
@@ -26,6 +26,7 @@ from backend.credits.schemas import (
 )
 from backend.credits.tables import CreditCharge, CreditTopUp, PlatformCharge
 from backend.errors import PaymentRequired
+from backend.notify import service as notify
 from backend.tenancy.context import UserContext
 from backend.tenancy.tables import Company, User
 
@@ -220,8 +221,8 @@ async def approval_cost(
 
 # The pool this period (the plan's credits and this period's top-ups) and what this period's charges (runs' and
 # the platform's) used, summed by the database in one statement: `pool` and `used` add up the same.
-_POOL_AND_USED = """
-SELECT c."credit_pool" + COALESCE(
+_POOL_AND_USED_ALL = """
+SELECT c."id" AS "id", c."credit_pool" + COALESCE(
          (SELECT SUM(t."credits") FROM "credit_top_up" t WHERE t."company" = c."id" AND t."at" >= {}), 0
        ) AS "pool",
        COALESCE(
@@ -231,8 +232,9 @@ SELECT c."credit_pool" + COALESCE(
          (SELECT SUM(CAST(p."credits" AS DOUBLE PRECISION)) FROM "platform_charge" p
            WHERE p."company" = c."id" AND p."at" >= {}), 0
        ) AS "used"
-  FROM "company" c WHERE c."id" = {}
+  FROM "company" c
 """
+_POOL_AND_USED = _POOL_AND_USED_ALL + ' WHERE c."id" = {}'
 
 
 async def _pool_and_used(company_id: int) -> tuple[int, float]:
@@ -242,6 +244,13 @@ async def _pool_and_used(company_id: int) -> tuple[int, float]:
     if not rows:
         return 0, 0.0
     return int(rows[0]["pool"]), round(float(rows[0]["used"]), 2)
+
+
+async def pools_and_used() -> dict[int, tuple[int, float]]:
+    """Every company's (pool, used) this period, in the one statement (/metrics: a pool nearly spent)."""
+    since = period_start()
+    rows = await Company.raw(_POOL_AND_USED_ALL, since, since, since)
+    return {row["id"]: (int(row["pool"]), round(float(row["used"]), 2)) for row in rows}
 
 
 async def balance(company_id: int, *, holds: bool = True) -> Balance:
@@ -401,7 +410,67 @@ async def charge(
                 **data,
             },
         )
+    observe.count_charge(RUN, credits)  # once committed; a replay above returned before
     return credits
+
+
+POOL_THRESHOLDS = (80, 100)  # percent of the pool used this period at which the company's admins are told
+
+# Every company's pool and use this period in one statement (as `_POOL_AND_USED`), with what it was last told
+_POOLS = """
+SELECT c."id" AS "id", c."name" AS "name", c."webhook_endpoints" AS "webhook_endpoints",
+       c."pool_told" AS "pool_told",
+       c."credit_pool" + COALESCE(
+         (SELECT SUM(t."credits") FROM "credit_top_up" t WHERE t."company" = c."id" AND t."at" >= {}), 0
+       ) AS "pool",
+       COALESCE(
+         (SELECT SUM(CAST(r."credits" AS DOUBLE PRECISION)) FROM "credit_charge" r
+           WHERE r."company" = c."id" AND r."at" >= {}), 0
+       ) + COALESCE(
+         (SELECT SUM(CAST(p."credits" AS DOUBLE PRECISION)) FROM "platform_charge" p
+           WHERE p."company" = c."id" AND p."at" >= {}), 0
+       ) AS "used"
+  FROM "company" c
+"""
+
+
+async def tell_pools() -> list[tuple[int, int]]:
+    """The companies whose use this period crossed 80 % or 100 % of their pool since they were last told:
+    their admins (and webhooks) are told, once per threshold and period (`Company.pool_told`, set
+    conditionally: of two processes passing at once one tells). Run by every serving process's notifier
+    loop, so a charge (a run's, the platform's) never pays for it. Returns (company, percent) told."""
+    since = period_start()
+    period = since.date().isoformat()
+    told = []
+    for row in await Company.raw(_POOLS, since, since, since):
+        pool, used = float(row["pool"] or 0), float(row["used"] or 0)
+        reached = max(
+            (p for p in POOL_THRESHOLDS if pool > 0 and used >= pool * p / 100 - 0.005), default=None
+        )
+        if reached is None:
+            continue
+        last_period, _, last = (row["pool_told"] or "").partition(":")
+        if last_period == period and last.isdigit() and int(last) >= reached:
+            continue
+        mark = f"{period}:{reached}"
+        won = (
+            await Company.update({Company.pool_told: mark})
+            .where((Company.id == row["id"]) & (Company.pool_told == (row["pool_told"] or "")))
+            .returning(Company.id)
+        )
+        if not won:
+            continue
+        notice = notify.Notice(
+            event=f"credits.pool_{reached}",
+            company_id=row["id"],
+            subject_type="credits",
+            subject_id=None,
+            path="/credits",
+            status=f"{reached}%",
+        )
+        await notify.emit(notice, lambda c=row["id"]: notify.admins(c), company=row)
+        told.append((row["id"], reached))
+    return told
 
 
 async def usage(ctx: UserContext) -> CreditUsage:

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from backend import clock, sandbox
+from backend import clock, observe, sandbox
 from backend.actions import service as actions
 from backend.actions.tables import ActionItem
 from backend.audit import service as audit
@@ -25,6 +25,7 @@ from backend.errors import AppError
 from backend.evidence import rerun as rerun_policy
 from backend.flows import progress as flows
 from backend.hashing import sha256_json, sha256_text
+from backend.notify import service as notify
 from backend.runs import ended, gates
 from backend.runs.rows import whole_run
 from backend.runs.sources import staged_sources
@@ -38,7 +39,13 @@ log = logging.getLogger("cleanroom.worker")
 
 
 async def finish(
-    run_id: int, status: str, *, entry: dict[str, Any] | None = None, only_if: Any = None, **values: Any
+    run_id: int,
+    status: str,
+    *,
+    entry: dict[str, Any] | None = None,
+    only_if: Any = None,
+    known: tuple[dict[str, Any], dict[str, Any] | None] | None = None,
+    **values: Any,
 ) -> bool:
     """Every end of a run after its approval goes through here, and with it `entry` (the arguments of
     `audit.record`) in the same transaction: nobody reads a run ended without the entry that says so, and a
@@ -60,7 +67,9 @@ async def finish(
                 return False
             if entry is not None:
                 await audit.record(**entry)
-    await ended.announce(run_id, status)
+    await ended.announce(
+        run_id, status, known
+    )  # `known`: the run's and its company's rows, when read already
     return True
 
 
@@ -100,12 +109,16 @@ async def execute(run_id: int) -> str:
     if not claimed or run is None or run["status"] != RunStatus.running:
         return run["status"] if run else "missing"
     status: str | None = None
-    try:
-        status = await _execute(run)
-        return status
-    finally:  # the staged copy of company data goes when the run ends; the manifest stays in the row
-        if not await keeps_bundle_after(run, status):
-            await asyncio.to_thread(remove_bundle, run["bundle_dir"])
+    # its log lines carry the id of the request that proposed it (backend/observe.py)
+    with observe.request_id(run.get("request_id")):
+        log.info("run %s: started", run_id, extra={"run_id": run_id})
+        try:
+            status = await _execute(run)
+            return status
+        finally:  # the staged copy of company data goes when the run ends; the manifest stays in the row
+            if not await keeps_bundle_after(run, status):
+                await asyncio.to_thread(remove_bundle, run["bundle_dir"])
+            log.info("run %s: %s", run_id, status or "failed in the worker", extra={"run_id": run_id})
 
 
 async def keeps_bundle_after(run: dict[str, Any], status: str | None) -> bool:
@@ -212,7 +225,9 @@ async def source_datasets(run: dict[str, Any]) -> list[str]:
     return sorted(await staged_sources(run))
 
 
-async def record_result(run: dict[str, Any], result: Any, out_dir: Path, *, seconds: float | None = None) -> str:
+async def record_result(
+    run: dict[str, Any], result: Any, out_dir: Path, *, seconds: float | None = None
+) -> str:
     """Charge, then store what came back. The charge comes first and reads nothing the guest chose (only
     a clock and the approved limits): no output name, actions.json entry or other hostile output can end a
     run uncharged. `seconds`: the run time charged, measured by the API (a fleet run: `service.api_seconds`);
@@ -252,13 +267,16 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path, *, seco
         await flows.collect(run, result, out_dir)
     status, error = result.status, result.error
     folder_id, outputs, note = None, [], None
+    company: dict[str, Any] | None = None  # read with the requester: what telling them needs
+    counts = {"pending": 0}
     try:
         if unsourced is not None:
             raise unsourced
         run = {**run, "source_datasets": sources}
         requester = await load_user_context(run["requested_by"])
+        company = requester.company
         folder_id, outputs = await _store_outputs(run, result, out_dir, requester, actor)
-        note = await _ingest_actions(run, result, requester)
+        note = await _ingest_actions(run, result, requester, counts)
     except Exception as exc:  # our fault, not the run's: the run still ends, charged once
         log.exception("storing the outputs of run %s failed", run_id)
         status, error = (
@@ -294,8 +312,26 @@ async def record_result(run: dict[str, Any], result: Any, out_dir: Path, *, seco
         credits_charged=charged,
         actions_discarded=bool(result.actions_discarded),
         actions_note=note,
+        known=(run, company) if company is not None else None,
     )
+    if counts["pending"] and status == RunStatus.succeeded:
+        await tell_changes(run, counts["pending"], company)
     return status
+
+
+async def tell_changes(run: dict[str, Any], pending: int, company: dict[str, Any] | None = None) -> None:
+    """`pending` proposed changes of a run wait: whoever may decide them (its requester, the company's admins)
+    is told. `company`: its row when read already (nothing is read when nothing is sent)."""
+    flow = run.get("flow_id")
+    notice = notify.Notice(
+        event="changes.awaiting_decision",
+        company_id=run["company"],
+        subject_type="run",
+        subject_id=run["id"],
+        path=f"/flows/{flow}" if flow is not None else f"/runs/{run['id']}",
+        count=pending,
+    )
+    await notify.emit(notice, lambda: notify.approvers(run["company"], run["requested_by"]), company=company)
 
 
 async def _store_outputs(
@@ -345,7 +381,9 @@ async def _store_outputs(
     return folder["id"], outputs
 
 
-async def _ingest_actions(run: dict[str, Any], result: Any, requester: Any) -> str | None:
+async def _ingest_actions(
+    run: dict[str, Any], result: Any, requester: Any, counts: dict[str, int]
+) -> str | None:
     """actions.json → items; the note says why it became none (rejected by the sandbox, or entries the
     database cannot hold). Items are all or nothing: a failure part-way removes those already made."""
     if not run["read_actions"]:
@@ -356,7 +394,7 @@ async def _ingest_actions(run: dict[str, Any], result: Any, requester: Any) -> s
     if run.get("flow_id") is not None and (over := await flows.action_cap_problem(run, len(result.actions))):
         return over
     try:
-        await actions.ingest(run, result.actions, requester)
+        await actions.ingest(run, result.actions, requester, counts)
     except Exception as exc:
         log.warning("run %s: actions.json could not become items: %r", run["id"], exc)
         await ActionItem.delete().where(ActionItem.run == run["id"])

@@ -12,6 +12,7 @@ from backend.execution.execute import execute, finish, recover
 from backend.execution.rerun import execute_rerun, queued_reruns
 from backend.execution.retention import sweep_bundles
 from backend.flows import progress as flows
+from backend.records import jobs as record_jobs
 from backend.records import sync as records_sync
 from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
@@ -131,6 +132,7 @@ class Worker:
             self._task.cancel()
         for task in list(self._tasks):
             task.cancel()
+        await record_jobs.stop()  # a running import rolls back: its job ends failed, nothing applied
         await asyncio.to_thread(stop_standby_pool)  # waiting guests are killed, never left behind
 
     def wake(self) -> None:
@@ -158,6 +160,7 @@ class Worker:
                     self._last_schedule_check = loop.time()
                     await schedules.fire_due()
                     records_sync.start_due_syncs()  # datasets synced from a company's database
+                record_jobs.start_queued()  # imports and syncs people started (records/jobs.py)
                 if loop.time() - self._last_sweep > 60 * get_settings().bundle_sweep_minutes:
                     await self._sweep()
                 vms = max(1, get_settings().max_concurrent_vms)

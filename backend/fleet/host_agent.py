@@ -28,7 +28,7 @@ import psycopg
 from procrastinate.exceptions import ProcrastinateException
 from procrastinate.jobs import Status
 
-from backend import filemodes
+from backend import filemodes, observe
 from backend.client import decode, refusal_of
 from backend.fleet import transfer
 from backend.fleet.queue import TASK, make_app, queue_of, schema_ready
@@ -86,7 +86,12 @@ class FleetWorker:
             try:
                 if body is not None:
                     kwargs["content"] = body()
-                return await self.api.request(method, url, **kwargs)
+                # the id of the run's request while one is being worked on (a heartbeat: a fresh one)
+                headers = {
+                    **(kwargs.get("headers") or {}),
+                    observe.REQUEST_ID_HEADER: observe.outgoing_request_id(),
+                }
+                return await self.api.request(method, url, **{**kwargs, "headers": headers})
             except httpx.TransportError as exc:
                 if attempt == RETRIES - 1:
                     raise ApiUnavailable(f"{method} {url}: {exc}") from exc
@@ -116,7 +121,7 @@ class FleetWorker:
         virt = resolve_virt_type(image) if image else ""
         response = await self._call(
             "POST",
-            "/api/worker/hosts",
+            "/api/v1/worker/hosts",
             json={
                 "libvirt_uri": get_settings().libvirt_uri,
                 "virt_type": virt,
@@ -131,7 +136,7 @@ class FleetWorker:
         while True:
             try:
                 response = await self.api.post(
-                    "/api/worker/heartbeat",
+                    "/api/v1/worker/heartbeat",
                     json={
                         "running": self.running,
                         "draining": self.draining,
@@ -192,7 +197,7 @@ class FleetWorker:
         finally:
             beats.cancel()
             with contextlib.suppress(httpx.HTTPError):
-                await self.api.post("/api/worker/leave")
+                await self.api.post("/api/v1/worker/leave")
             await self.api.aclose()
             log.info("worker %s stopped", self.host_id)
 
@@ -295,7 +300,7 @@ class FleetWorker:
             self.holding.discard(run_id)
 
     async def _handle(self, run_id: int) -> None:
-        response = await self._call("POST", f"/api/worker/runs/{run_id}/claim")
+        response = await self._call("POST", f"/api/v1/worker/runs/{run_id}/claim")
         if response.status_code in (403, 409):  # started from another job, or handed to another host since
             log.info("run %s: not ours to start (%s)", run_id, refusal_of(response).detail)
             return
@@ -306,7 +311,10 @@ class FleetWorker:
         self.running += 1
         scratch = Path(tempfile.mkdtemp(prefix=f"cleanroom-job-{run_id}-", dir=get_settings().data_dir))
         try:
-            await self._run(run_id, job, scratch)
+            # its log lines, and its calls to the API, carry the id of the request that proposed it
+            with observe.request_id(job.request_id):
+                log.info("run %s: claimed", run_id, extra={"run_id": run_id})
+                await self._run(run_id, job, scratch)
         finally:
             self.running -= 1
             await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
@@ -319,7 +327,7 @@ class FleetWorker:
             with contextlib.suppress(Exception):
                 await self._call(
                     "POST",
-                    f"/api/worker/runs/{run_id}/release",
+                    f"/api/v1/worker/runs/{run_id}/release",
                     json={"problem": f"{type(exc).__name__}: {exc}"},
                 )
 
@@ -352,9 +360,9 @@ class FleetWorker:
             problem = f"the bundle could not be fetched: {exc}"
         if problem:
             log.warning("run %s refused: %s", run_id, problem)
-            await self._call("POST", f"/api/worker/runs/{run_id}/refuse", json={"problem": problem})
+            await self._call("POST", f"/api/v1/worker/runs/{run_id}/refuse", json={"problem": problem})
             return
-        started = await self._call("POST", f"/api/worker/runs/{run_id}/vm-started")
+        started = await self._call("POST", f"/api/v1/worker/runs/{run_id}/vm-started")
         if started.status_code == 409:  # another attempt of this host started it (a claim answered twice)
             log.info("run %s: started by another attempt (%s)", run_id, refusal_of(started).detail)
             return

@@ -41,6 +41,7 @@ from backend.execution.queue import queued_runs
 from backend.execution.retention import sweep_bundles
 from backend.fleet import service
 from backend.fleet.tables import WorkerHost
+from backend.records import jobs as record_jobs
 from backend.records import sync as records_sync
 from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
@@ -722,6 +723,7 @@ class Dispatcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await record_jobs.stop()  # a running import rolls back: its job ends failed, nothing applied
         if self.app is not None:
             await self.app.close_async()
 
@@ -853,6 +855,7 @@ class Dispatcher:
                     self._last_schedules = loop.time()
                     await schedules.fire_due()
                     records_sync.start_due_syncs()  # datasets synced from a company's database
+                record_jobs.start_queued()  # imports and syncs people started (records/jobs.py)
                 await dispatch(self.app)
                 if loop.time() - last_sweep > 60 * get_settings().bundle_sweep_minutes:
                     last_sweep = loop.time()

@@ -47,6 +47,9 @@ class Job(BaseModel):
     result_url: str
     carry_url: str | None = None  # a flow's step: what earlier steps handed on (its /work/flow), as a tar
     started_after: float | None = None  # a flow's step: no waiting guest older than this (unix seconds)
+    request_id: str | None = (
+        None  # the id of the API request that proposed it: the host logs the run under it
+    )
 
 
 class Done(BaseModel):

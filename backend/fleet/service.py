@@ -32,6 +32,7 @@ from backend.fleet.results import revalidate
 from backend.fleet.tables import WorkerHost, WorkerToken
 from backend.flows import progress as flows
 from backend.hashing import sha256_text
+from backend.notify import service as notify
 from backend.runs import gates, queued
 from backend.runs.rows import whole_run
 from backend.runs.tables import Run, RunStatus
@@ -368,7 +369,13 @@ async def claim(host_id: str, run_id: int) -> dict[str, Any]:
             raise Conflict("this host is not registered (or was declared lost): register again")
         row = (
             await Run.select(
-                Run.id, Run.company, Run.status, Run.host_id, Run.vm_started_at, Run.dispatched_to, Run.bundle_dir
+                Run.id,
+                Run.company,
+                Run.status,
+                Run.host_id,
+                Run.vm_started_at,
+                Run.dispatched_to,
+                Run.bundle_dir,
             )
             .where(Run.id == run_id)
             .first()
@@ -437,6 +444,7 @@ async def _job(host_id: str, run_id: int) -> dict[str, Any]:
         "read_actions": run["read_actions"],
         "bundle_url": signed_path(run_id, host_id, "bundle"),
         "result_url": signed_path(run_id, host_id, "result"),
+        "request_id": run["request_id"],  # the host logs the run under the proposing request's id
     }
 
 
@@ -609,10 +617,38 @@ async def reap() -> list[str]:
         if not marked:
             continue
         log.warning("worker %s lost: no heartbeat for %ss", host_id, get_settings().worker_lost_seconds)
+        held = await Run.select(Run.id, Run.company).where(
+            (Run.host_id == host_id) & (Run.status == RunStatus.running)
+        )
         await _settle_runs_of(host_id, "its heartbeat stopped")
         await _undispatch(host_id)
         await audit.record(
             "worker.lost", actor="worker:reaper", company_id=None, subject_type="worker", subject_id=host_id
         )
+        await _tell_lost(host_id, held)
         lost.append(host_id)
     return lost
+
+
+async def _tell_lost(host_id: str, held: list[dict[str, Any]]) -> None:
+    """A host was lost: the operator (settings `notify_operator_emails`) is told, and so are the admins of
+    every company whose runs it held, with their own runs only (its id is the operator's, not theirs)."""
+    await notify.emit(
+        notify.Notice(
+            event="worker.lost", company_id=None, subject_type="worker", subject_id=host_id, path="/health"
+        ),
+        operator=True,
+    )
+    by_company: dict[int, list[int]] = {}
+    for row in held:
+        by_company.setdefault(row["company"], []).append(row["id"])
+    for company, runs in sorted(by_company.items()):
+        notice = notify.Notice(
+            event="worker.lost",
+            company_id=company,
+            subject_type="worker",
+            subject_id=None,
+            path=f"/runs/{runs[0]}" if len(runs) == 1 else "/runs",
+            runs=tuple(sorted(runs)),
+        )
+        await notify.emit(notice, await notify.admins(company))

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from backend.flows.status import Capability, FlowStatus
-from backend.runs.schemas import LimitsBody, PersonRef, Rejection, RunDetail
+from backend.runs.schemas import CODE_RULE, LimitsBody, PersonRef, Rejection, RunDetail
 
 MAX_STEPS = 10
 
@@ -24,7 +24,7 @@ class ReceiveBody(BaseModel):
 
 class StepBody(BaseModel):
     title: str = Field(min_length=1, max_length=200)
-    code: str
+    code: str = Field(json_schema_extra=CODE_RULE)
     datasets: list[str] = Field(default_factory=list, max_length=12)
     files: list[int] = Field(default_factory=list, max_length=50)
     capability: Capability = Capability.read
@@ -36,8 +36,9 @@ class FlowBody(BaseModel):
     conversation_id: str = Field(min_length=1, max_length=100)
     title: str = Field(min_length=1, max_length=200)
     plan: str = Field(default="", max_length=20_000)
-    # more than MAX_STEPS is refused by the service with its own message; this only bounds the body
-    steps: list[StepBody] = Field(max_length=100)
+    # none, or more than MAX_STEPS, is refused by the service with its own message (`no_steps`,
+    # `too_many_steps`); this bounds the body, and the document says at least one
+    steps: list[StepBody] = Field(max_length=100, json_schema_extra={"minItems": 1})
 
 
 class StepHashes(BaseModel):

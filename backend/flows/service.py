@@ -26,7 +26,7 @@ from backend.flows.schemas import (
 )
 from backend.flows.tables import Capability, Flow, FlowStatus
 from backend.hashing import sha256_json, sha256_text
-from backend.runs import gates, holds, proposal, queued
+from backend.runs import gates, holds, notices, proposal, queued
 from backend.runs.proposal import Made, PlannedStep, Proposal, Proposer, StepSpec
 from backend.runs.read import Known, can_decide, contents_withheld, present
 from backend.runs.schemas import PersonRef, Rejection
@@ -85,6 +85,7 @@ async def propose(ctx: UserContext, body: FlowBody, *, actor: str | None = None)
         FLOW,
     )
     assert made.flow_id is not None
+    await notices.flow_awaiting_approval(made.flow_id, ctx.company_id, ctx.user_id, made.company)
     return await flow_detail(ctx, made.flow_id, figures=made.balance)  # the balance its gate read
 
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 import re
 
 from backend.injection import categories as c
+from backend.injection.reasons import LANGUAGE_NAMES as _NAMES
+from backend.injection.reasons import render
 
 _AI = (
     r"\b(?:ai|a\.i\.|assistant|language model|llm|chat ?gpt|gpt[\w.-]*|claude|gemini|copilot|chatbot|bot|model|agent|"
     r"ki|ia|assistent\w*|asistente|sprachmodell|modele|modelo|dan|mixtral|command r\+?|automated \w+)\b"
 )
-CUES: list[tuple[str, str, re.Pattern[str]]] = [
+CUES: list[tuple[str, re.Pattern[str]]] = [  # the reason of each: reasons.py, "cue.<name>"
     (
         "exfiltration",
-        "asks to send data or money to an outside address",
         re.compile(
             r"\b(?:send|sending|e-?mail|upload|post|forward|transfer|wire|share|export|leak|copy|paste|concatenate|invite|"
             r"sende\w*|schick\w*|uberweis\w*|lade|envia\w*|envoie\w*|vire|transfiere|sube|invia|stuur|envie|wyslij)\b"
@@ -27,7 +28,6 @@ CUES: list[tuple[str, str, re.Pattern[str]]] = [
     ),
     (
         "concealment",
-        "asks to hide what it does from the user",
         re.compile(
             r"\b(?:do not|don't|never|without) (?:tell\w*|mention\w*|inform\w*|reveal\w*|show\w*|ask\w*|notify\w*|alert\w*)\b|"
             r"\b(?:secretly|quietly|silently|covertly)\b|\bnicht (?:erwahnen|sagen)\b|\bno (?:menciones|digas)\b|\bne (?:mentionne|dis) pas\b"
@@ -35,7 +35,6 @@ CUES: list[tuple[str, str, re.Pattern[str]]] = [
     ),
     (
         "override",
-        "tries to replace the instructions the assistant was given",
         re.compile(
             r"\b(?:ignore|ignoring|disregard|forget|override|overwrite|bypass|instead|nevermind|stop (?:everything|what)|"
             r"(?:previous|prior|above|earlier|original|initial|new|real) (?:instructions?|iunstructions|directions|task|prompt|rules)|"
@@ -45,7 +44,6 @@ CUES: list[tuple[str, str, re.Pattern[str]]] = [
     ),
     (
         "roleplay",
-        "asks the assistant to take on another role without its rules",
         re.compile(
             r"\b(?:act as|pretend|roleplay|role-play|jailbr\w*|developer mode|dan mode|do anything now|no (?:restrictions|limits|filters)|"
             r"unfiltered|uncensored|you are (?:now|going to)|stay in character)\b"
@@ -53,7 +51,6 @@ CUES: list[tuple[str, str, re.Pattern[str]]] = [
     ),
     (
         "output",
-        "dictates what the assistant must answer",
         re.compile(
             r"\b(?:reply|respond|answer|say|print|output|write|report|translate)\b[^.!?\n]{0,40}?(?:only|just|exactly|nothing else|"
             r"the following|with|that)\b|\b(?:antworte|responde|reponds|rispondi|antwoord|odpowiedz)\b"
@@ -61,13 +58,12 @@ CUES: list[tuple[str, str, re.Pattern[str]]] = [
     ),
     (
         "code",
-        "asks to run commands or open network connections",
         re.compile(
             r"\b(?:socket|reverse shell|shell command|terminal|subprocess|curl|wget|powershell|bash|execute|exec|eval|"
             r"run (?:the|this|these|following) (?:command|code|script)|(?:open|establish) (?:a |an )?\w* ?connection)\b"
         ),
     ),
-    ("addressed", "addressed to the assistant", re.compile(_AI + r"|\byou\b|\bdu\b|\btu\b")),
+    ("addressed", re.compile(_AI + r"|\byou\b|\bdu\b|\btu\b")),
 ]
 CATEGORY = {
     "exfiltration": c.EXFILTRATION,
@@ -84,22 +80,17 @@ _STRICT_AI = re.compile(_AI)
 # What the multilingual lexicons (lexicon.py) say a span does, for spans the English cues above do not describe:
 # (concepts that must all be present, category, reason), first match first.
 CONCEPT_CUES: list[tuple[frozenset[str], str, str]] = [
-    (frozenset({"SEND", "DATA"}), c.EXFILTRATION, "asks to send or write data out"),
-    (frozenset({"HIDE"}), c.CONCEALMENT, "asks to leave something out or keep it from the user"),
-    (frozenset({"FALSIFY", "TASK"}), c.OVERRIDE, "dictates what the assistant's output must state"),
-    (
-        frozenset({"COND", "TASK"}),
-        c.OVERRIDE,
-        'gives orders for when the assistant does its task ("if you are summarising…")',
-    ),
-    (frozenset({"IGNORE"}), c.OVERRIDE, "tries to replace the instructions the assistant was given"),
-    (frozenset({"AUTO"}), c.INSTRUCTION, "poses as a system or automation note"),
-    (frozenset({"CHANGE"}), c.INSTRUCTION, "asks to change a record or an approval"),
-    (frozenset({"DELETE"}), c.INSTRUCTION, "asks to delete records"),
-    (frozenset({"SEND"}), c.EXFILTRATION, "asks to send or write data out"),
-]
-LANGUAGE_NAMES = {"de": "German", "fr": "French", "es": "Spanish", "it": "Italian", "pt": "Portuguese",
-                  "nl": "Dutch", "pl": "Polish", "tr": "Turkish", "sv": "Swedish", "ja": "Japanese", "zh": "Chinese"}  # fmt: skip
+    (frozenset({"SEND", "DATA"}), c.EXFILTRATION, "concept.send_data"),
+    (frozenset({"HIDE"}), c.CONCEALMENT, "concept.hide"),
+    (frozenset({"FALSIFY", "TASK"}), c.OVERRIDE, "concept.falsify"),
+    (frozenset({"COND", "TASK"}), c.OVERRIDE, "concept.conditional"),
+    (frozenset({"IGNORE"}), c.OVERRIDE, "concept.ignore"),
+    (frozenset({"AUTO"}), c.INSTRUCTION, "concept.auto"),
+    (frozenset({"CHANGE"}), c.INSTRUCTION, "concept.change"),
+    (frozenset({"DELETE"}), c.INSTRUCTION, "concept.delete"),
+    (frozenset({"SEND"}), c.EXFILTRATION, "concept.send_data"),
+]  # (concepts that must all be present, category, reason code in reasons.py)
+LANGUAGE_NAMES = _NAMES["en"]
 
 
 def _concept_reasons(span: str) -> tuple[str | None, list[str]]:
@@ -111,7 +102,7 @@ def _concept_reasons(span: str) -> tuple[str | None, list[str]]:
         tags |= concepts(t)
     parts = []
     if tags & {"AI", "READER"}:
-        parts.append("addressed to the assistant or to whoever processes the file")
+        parts.append("concept.reader")
     category = None
     for needed, cat, reason in CONCEPT_CUES:
         if needed <= tags and reason not in parts:
@@ -125,25 +116,33 @@ def _concept_reasons(span: str) -> tuple[str | None, list[str]]:
 def explain(span: str) -> tuple[str, str]:
     """(category, reason) for a folded span the model flagged. The reason is English; a span in another
     language says which."""
+    category, codes = explain_codes(span)
+    return category, render(codes)
+
+
+def explain_codes(span: str) -> tuple[str, list[str]]:
+    """(category, reason codes) for a folded span the model flagged (backend/injection/reasons.py renders
+    them in the reader's language)."""
     from backend.injection.lexicon import guess_language
 
-    found = [(name, text) for name, text, regex in CUES if regex.search(span)]
-    names = [n for n, _ in found]
+    found = [name for name, regex in CUES if regex.search(span)]
     parts = []
     if _STRICT_AI.search(span):
-        parts.append("addressed to the assistant")
-    parts += [text for name, text in found if name != "addressed"]
-    main = next((n for n in names if n != "addressed"), names[0] if names else None)
+        parts.append("cue.addressed")
+    parts += [f"cue.{name}" for name in found if name != "addressed"]
+    main = next((n for n in found if n != "addressed"), found[0] if found else None)
     category = CATEGORY.get(main, c.INSTRUCTION) if main else c.INSTRUCTION
-    language = LANGUAGE_NAMES.get(guess_language(span) or "")
+    language = guess_language(span) or ""
+    if language not in LANGUAGE_NAMES:
+        language = ""
     if language or not parts:
         concept_category, concept_parts = _concept_reasons(span)
         if concept_parts and (not parts or category in (c.INSTRUCTION, c.ADDRESSED)):
-            parts = [p for p in parts if p != "addressed to the assistant"] + concept_parts
+            parts = [p for p in parts if p != "cue.addressed"] + concept_parts
             category = concept_category or category
     if not parts:
-        parts = ["reads like an instruction to the assistant rather than business data"]
-    reason = "; ".join(parts[:3])
+        parts = ["model.instruction"]
+    codes = parts[:3]
     if language:
-        reason += f" (text in {language})"
-    return category, reason
+        codes.append(f"language:{language}")
+    return category, codes

@@ -25,12 +25,15 @@ import math
 import re
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
+from backend.hashing import sha256_text
 from backend.injection import categories as c
-from backend.injection.explain import explain
+from backend.injection import verdicts
+from backend.injection.explain import explain_codes
 from backend.injection.model import Model, load
+from backend.injection.reasons import STRUCTURAL_PREFIX, render
 from backend.injection.schemas import Finding, Severity
 from backend.injection.structural import structural_hits, with_triggers
 from backend.injection.text import CJK_RE, INVISIBLE_RE, analyse_invisible, excerpt, fold, raw_offset
@@ -70,6 +73,8 @@ class CellHit:
     excerpt: str
     reason: str = ""
     span: tuple[int, int] | None = None  # [start, end) in the cell's text of the part that scored
+    reason_codes: tuple[str, ...] = ()  # `reason` as codes (reasons.py renders them in the reader's language)
+    tier: int = 1  # which tier found it: 1 this scanner, 2 the semantic scorer, 3 the full encoder
 
 
 @dataclass(frozen=True)
@@ -197,7 +202,12 @@ def _judge(text: str, depth: int = 0, folded: str | None = None, triggered: bool
             start, end = raw_offset(text, h.start), raw_offset(text, h.end)
             severity: Severity = "high" if h.check.weight >= STRONG else "medium"
             hits[h.check.category] = CellHit(
-                severity, h.check.category, excerpt(text, start, end), h.check.reason, (start, end)
+                severity,
+                h.check.category,
+                excerpt(text, start, end),
+                h.check.reason,
+                (start, end),
+                (STRUCTURAL_PREFIX + h.check.name,),
             )
             strongest = strongest or h
 
@@ -209,23 +219,26 @@ def _judge(text: str, depth: int = 0, folded: str | None = None, triggered: bool
         if p >= m.threshold:
             if scored is folded:
                 s, e = _focus(m, folded, s, e)
-            category, reason = explain(scored[s:e] if scored is folded else scored)
+            category, codes = explain_codes(scored[s:e] if scored is folded else scored)
             start, end = raw_offset(text, s), raw_offset(text, e)
             severity = "high" if p >= HIGH_PROBABILITY or strongest is not None else "medium"
             if category in hits:
                 category = c.INSTRUCTION if c.INSTRUCTION not in hits else category
             hits.setdefault(
-                category, CellHit(severity, category, excerpt(text, start, end), reason, (start, end))
+                category,
+                CellHit(
+                    severity, category, excerpt(text, start, end), render(codes), (start, end), tuple(codes)
+                ),
             )
 
     if not text.isascii():
         report = analyse_invisible(text)
         if report is not None:
             severity = report.severity  # type: ignore[assignment]
-            reason = "holds invisible characters that can hide or reorder text"
+            codes: tuple[str, ...] = ("invisible",)
             if report.hidden_text:
                 severity = "high"
-                reason = f"hides text in invisible characters: {report.hidden_text[:60]!r}"
+                codes = (f"invisible.hidden:{report.hidden_text[:60]}",)
             elif hits:
                 severity = "high"
             hits.setdefault(
@@ -234,8 +247,9 @@ def _judge(text: str, depth: int = 0, folded: str | None = None, triggered: bool
                     severity,
                     c.INVISIBLE,
                     excerpt(text, report.first),
-                    reason,
+                    render(codes),
                     (report.first, report.first + 1),
+                    codes,
                 ),
             )
 
@@ -251,7 +265,12 @@ def _judge(text: str, depth: int = 0, folded: str | None = None, triggered: bool
                 hits.setdefault(
                     c.ENCODED,
                     CellHit(
-                        "high", c.ENCODED, shown, f"{how} text that decodes to an instruction", (start, end)
+                        "high",
+                        c.ENCODED,
+                        shown,
+                        render([f"encoded:{how}"]),
+                        (start, end),
+                        (f"encoded:{how}",),
                     ),
                 )
                 break
@@ -326,14 +345,58 @@ def _needs_look(v: str) -> bool:
 
 
 def _judge_values(values: list[str]) -> dict[str, _Judgement]:
-    """Judgements for distinct values (those that need a look)."""
-    out: dict[str, _Judgement] = {}
+    """Judgements for distinct values (those that need a look): THE function every scan judges its cells and
+    lines through. With a verdict cache in context (verdicts.using), values judged before under the same
+    scanner fingerprint are read from it and only the others are judged (and stored)."""
     look = [v for v in values if len(v) >= 4 and _needs_look(v)]
+    cached = verdicts.current()
+    if cached is None or not look:
+        return _judge_fresh(look)
+    cache, tally = cached
+    # only prose is worth a lookup: a code, a name or a date is judged faster than it is looked up
+    keys = {v: sha256_text(v) for v in look if _worth_caching(v)}
+    stored = cache.get(list(dict.fromkeys(keys.values()))) if keys else {}
+    out: dict[str, _Judgement] = {}
+    for v, key in keys.items():
+        verdict = stored.get(key)
+        if verdict is not None:
+            out[v] = _decode(verdict)
+    tally.add(len(keys), len(out))
+    fresh = _judge_fresh([v for v in look if v not in out])
+    new = {keys[v]: verdicts.encode(j.probability, j.hits) for v, j in fresh.items() if v in keys}
+    if new:
+        cache.put(new)
+    out.update(fresh)
+    return out
+
+
+def _worth_caching(v: str) -> bool:
+    """Text that may reach the model (two spaces or line breaks, or non-ASCII text): what costs a scan."""
+    return v.count(" ") + v.count("\n") >= 2 or not v.isascii()
+
+
+def _judge_fresh(look: list[str]) -> dict[str, _Judgement]:
+    """Judgements of distinct values, by the scanner itself."""
+    out: dict[str, _Judgement] = {}
     folded = [fold(v) for v in look]
     triggered = with_triggers(folded)
     for k, v in enumerate(look):
         out[v] = _judge(v, folded=folded[k], triggered=k in triggered)
     return out
+
+
+def _decode(verdict: dict) -> _Judgement:
+    hits = [
+        CellHit(
+            **{
+                **h,
+                "span": tuple(h["span"]) if h.get("span") is not None else None,
+                "reason_codes": tuple(h.get("reason_codes") or ()),
+            }
+        )
+        for h in verdict["h"]
+    ]
+    return _Judgement(hits, verdict["p"])
 
 
 def scan_cells(cells: list[str]) -> dict[int, list[CellHit]]:
@@ -351,8 +414,14 @@ def _as_text(value: object) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def _finding(path: str, sheet: str | None, row: int | None, column: str | None, hit: CellHit) -> Finding:
-    return Finding(path=path, sheet=sheet, row=row, column=column, **hit.__dict__)
+def _finding(
+    path: str, sheet: str | None, row: int | None, column: str | None, hit: CellHit, text: str
+) -> Finding:
+    """`text`: what was judged (the cell, the line, or the cells read together), whose sha256 the finding
+    carries: what an acknowledgement is keyed by (backend/injection/acknowledge.py)."""
+    return Finding(
+        path=path, sheet=sheet, row=row, column=column, cell_sha256=sha256_text(text), **hit.__dict__
+    )
 
 
 def scan_table(
@@ -363,9 +432,9 @@ def scan_table(
     header = [_as_text(h) for h in header]
     findings: list[Finding] = []
     if sheet:
-        findings += [_finding(path, sheet, None, None, hit) for hit in scan_cell(sheet)]
+        findings += [_finding(path, sheet, None, None, hit, sheet) for hit in scan_cell(sheet)]
     for j, hits in sorted(scan_cells(header).items()):
-        findings += [_finding(path, sheet, 0, header[j], hit) for hit in hits]
+        findings += [_finding(path, sheet, 0, header[j], hit, header[j]) for hit in hits]
 
     def column_name(j: int) -> str:
         return header[j] if j < len(header) and header[j] else f"column {j + 1}"
@@ -389,7 +458,7 @@ def scan_table(
                 if judgement is not None and judgement.hits:
                     flagged = True
                     findings.extend(
-                        _finding(path, sheet, first_row + r, column_name(j), hit) for hit in judgement.hits
+                        _finding(path, sheet, first_row + r, column_name(j), hit, v) for hit in judgement.hits
                     )
             if not flagged:
                 found = _split_across_cells(row, judged, path, sheet, first_row + r, column_name)
@@ -424,7 +493,8 @@ def _split_across_cells(row, judged, path, sheet, row_number, column_name) -> li
         if j + 1 < len(row) and row[j + 1]:
             hits = _joined_hits([row[j], row[j + 1]])
             if hits:
-                return [_finding(path, sheet, row_number, column_name(j), hit) for hit in hits]
+                text = "\n".join([row[j], row[j + 1]])
+                return [_finding(path, sheet, row_number, column_name(j), hit, text) for hit in hits]
     return []
 
 
@@ -440,7 +510,7 @@ def _joined_hits(parts: list[str]) -> list[CellHit]:
     judgement = _judge("\n".join(parts))
     if not judgement.hits or judgement.probability < JOINED:
         return []
-    return [CellHit(h.severity, h.category, h.excerpt, h.reason, None) for h in judgement.hits]
+    return [replace(h, span=None) for h in judgement.hits]
 
 
 def _across_record(row, judged, path, sheet, row_number, column_name) -> list[Finding]:
@@ -453,7 +523,8 @@ def _across_record(row, judged, path, sheet, row_number, column_name) -> list[Fi
     if len(prose) < 2:
         return []
     hits = _joined_hits(prose)
-    return [_finding(path, sheet, row_number, column_name(warm[0]), hit) for hit in hits]
+    text = "\n".join(prose)
+    return [_finding(path, sheet, row_number, column_name(warm[0]), hit, text) for hit in hits]
 
 
 def _down_the_column(texts, judged, flagged_rows, path, sheet, first_row, column_name) -> list[Finding]:
@@ -485,7 +556,10 @@ def _down_the_column(texts, judged, flagged_rows, path, sheet, first_row, column
                 hits = _joined_hits([c for _, c in cells])
                 if hits:
                     start = cells[0][0]
-                    out.extend(_finding(path, sheet, first_row + start, column_name(j), hit) for hit in hits)
+                    text = "\n".join(c for _, c in cells)
+                    out.extend(
+                        _finding(path, sheet, first_row + start, column_name(j), hit, text) for hit in hits
+                    )
                     flagged_rows.update(k for k, _ in cells)
                     break
     return out
@@ -503,7 +577,7 @@ def scan_text(text: str, *, path: str, sheet: str | None = None) -> list[Finding
         if judgement is not None and judgement.hits:
             flagged.add(i)
             for hit in judgement.hits:
-                findings[(i, hit.category)] = _finding(path, sheet, i + 1, None, hit)
+                findings[(i, hit.category)] = _finding(path, sheet, i + 1, None, hit, line)
 
     # A flagged line whose suspicious predecessor completes it: reported at the line the instruction starts on.
     for i in sorted(flagged):
@@ -520,7 +594,10 @@ def scan_text(text: str, *, path: str, sheet: str | None = None) -> list[Finding
         if scan_cell(pair) or scan_cell(HYPHENATED_RE.sub("", pair)):
             for key in [k for k in findings if k[0] == i]:
                 f = findings.pop(key)
-                findings.setdefault((i - 1, key[1]), f.model_copy(update={"row": i, "span": None}))
+                findings.setdefault(
+                    (i - 1, key[1]),
+                    f.model_copy(update={"row": i, "span": None, "cell_sha256": sha256_text(pair)}),
+                )
             flagged.add(i - 1)
 
     # An instruction broken over lines: the three-line window around each somewhat suspicious line.
@@ -548,6 +625,6 @@ def scan_text(text: str, *, path: str, sheet: str | None = None) -> list[Finding
         for hit in hits:
             findings.setdefault(
                 (start, hit.category),
-                _finding(path, sheet, start + 1, None, CellHit(*[*hit.__dict__.values()][:4])),
+                _finding(path, sheet, start + 1, None, replace(hit, span=None), "\n".join(window)),
             )
     return [findings[k] for k in sorted(findings)]

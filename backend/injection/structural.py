@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from backend.injection import categories as c
+from backend.injection.reasons import STRUCTURAL_PREFIX, register
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Check:
 def _check(
     name: str, category: str, weight: float, trigger: tuple[str, ...], pattern: str, reason: str
 ) -> Check:
+    register(STRUCTURAL_PREFIX + name, reason)  # its reason code, rendered in the reader's language
     return Check(name, category, weight, trigger, re.compile(pattern), reason)
 
 

@@ -24,6 +24,7 @@ from litestar import Litestar, asgi
 from litestar.connection import ASGIConnection
 from litestar.types import Receive, Scope, Send
 
+from backend.errors import PROBLEM_JSON, problem
 from backend.settings import get_settings
 from backend.tenancy import auth
 from backend.tenancy.auth import ASSISTANT_OK, authenticate
@@ -40,8 +41,10 @@ IN_PROCESS_BASE = "http://127.0.0.1"  # a Host the API always answers to
 
 
 async def _refuse(send: Send, status: int, code: str, detail: str) -> None:
-    body = json.dumps({"error": code, "detail": detail}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    content, extra = problem(code, detail, status)
+    body = json.dumps(content).encode()
+    headers = [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="cleanroom", error="invalid_token"'))
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# who sees a row, a Drive file or folder: its owner, the owner's team, or the whole company
+VISIBILITIES = ("private", "team", "company")
+
 
 class ColumnKind(StrEnum):
     """The values are what the API and the MCP tools show (`string`, never Piccolo's `Varchar`)."""

@@ -1,12 +1,14 @@
 """The API of imports and syncs (issue 54): a person's decisions, never the assistant's token (no ASSISTANT_OK:
-the token guard answers 403 person_required), each checked again in the service (`ctx.require_person`)."""
+the token guard answers 403 person_required), each checked again in the service (`ctx.require_person`).
+
+An import and a sync run as background jobs (records/jobs.py): the request checks who and what, keeps the file
+and answers 202 with the job; `GET /api/datasets/jobs/{id}` follows it to its report."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import tempfile
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,7 +21,8 @@ from pydantic import BaseModel
 
 from backend.errors import Invalid, NotFound
 from backend.hashing import StreamTooLong, copy_hashed
-from backend.records import defined, importing, sync
+from backend.records import defined, importing, jobs, sync
+from backend.records.schemas import DatasetJobInfo, PreviewInfo, SourceBody, SourceInfo
 from backend.records.values import ColumnSpec
 from backend.settings import get_settings
 from backend.tenancy.auth import provide_user
@@ -42,72 +45,9 @@ class PreviewForm(BaseModel):
     file: UploadFile
 
 
-class RefusalInfo(BaseModel):
-    row: int
-    reason: str
-
-
-class ImportReportInfo(BaseModel):
-    """What an import (or a sync) did, or would do for a dry run: counts, and at most `refusals_listed`
-    refusals listed (`refusals_not_listed` says how many more)."""
-
-    dataset: str
-    applied: bool
-    rows_read: int
-    added: int
-    changed: int
-    unchanged: int
-    refused: int
-    sha256: str
-    refusals: list[RefusalInfo]
-    refusals_listed: int
-    refusals_not_listed: int
-    ignored_columns: list[str]
-
-
-class ColumnInfo(BaseModel):
-    name: str
-    kind: str
-    nullable: bool
-    max_length: int | None
-    enum: list[str] | None
-
-
-class PreviewInfo(BaseModel):
-    kind: str
-    header: list[str]
-    columns: list[ColumnInfo]
-    sampled_rows: int
-
-
-class SourceInfo(BaseModel):
-    dataset_id: int
-    connection: str  # "set (hidden)" or "not set": never the connection string
-    query: str
-    table: str
-    updated_at_column: str
-    cursor: str
-    cron: str
-    timezone: str
-    next_sync_at: datetime | None
-    status: str
-    last_error: str
-    last_attempt_at: datetime | None
-    last_synced_at: datetime | None
-    last_summary: ImportReportInfo | None
-
-
-class SourceBody(BaseModel):
-    connection: str | None = None  # postgresql://…; omitted: keep the stored one (never shown back)
-    query: str = ""
-    table: str = ""
-    updated_at_column: str = ""
-    cron: str = ""
-    timezone: str = "UTC"
-
-
-async def _spooled(upload: UploadFile) -> Path:
-    """The uploaded part copied to a private temporary file in chunks (the converter child reads it from there)."""
+async def _spooled(upload: UploadFile) -> tuple[Path, str]:
+    """The uploaded part copied to a private temporary file in chunks (the converter child reads it from there),
+    and its sha256. Past `import_max_bytes`: 422 `too_large`, the partial copy removed."""
     limit = get_settings().import_max_bytes
     folder = Path(get_settings().data_dir) / "tmp"
     folder.mkdir(parents=True, exist_ok=True)
@@ -115,13 +55,16 @@ async def _spooled(upload: UploadFile) -> Path:
     path = Path(handle.name)
     try:
         with handle:
-            await asyncio.to_thread(copy_hashed, upload.file, handle, limit)
+            sha256, _size = await asyncio.to_thread(copy_hashed, upload.file, handle, limit)
     except StreamTooLong as exc:
         path.unlink(missing_ok=True)
         raise Invalid(
             f"the file is over the {limit / 2**20:,.0f} MiB import limit", code="too_large"
         ) from exc
-    return path
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return path, sha256
 
 
 def _new_spec(name: str, form: ImportForm) -> defined.DatasetSpec | None:
@@ -154,7 +97,7 @@ class DatasetImportController(Controller):
         """The file's columns and their inferred kinds, to confirm before a new dataset is defined from it."""
         user.require_person("importing a file")
         try:
-            path = await _spooled(data.file)
+            path, _sha256 = await _spooled(data.file)
         finally:
             await data.file.close()
         try:
@@ -162,28 +105,41 @@ class DatasetImportController(Controller):
         finally:
             path.unlink(missing_ok=True)
 
-    @post("/{name:str}/import", status_code=200)
+    # the body may be as large as an import may be (`import_max_bytes`, 512 MiB), not Drive's upload limit, which
+    # the app sets for every other route: a 1,000,000-row CSV is ~110 MiB. It is spooled to disk in chunks.
+    @post(
+        "/{name:str}/import",
+        status_code=202,
+        request_max_body_size=get_settings().import_max_bytes + 1024 * 1024,
+    )
     async def import_file(
         self,
         user: UserContext,
         name: str,
         data: Annotated[ImportForm, Body(media_type=RequestEncodingType.MULTI_PART)],
-    ) -> ImportReportInfo:
-        """Import a CSV/XLSX/ODS file (`dry_run` true: only count what it would do). With `columns`, the
-        dataset is new and is defined (admin) when the import is applied."""
+    ) -> DatasetJobInfo:
+        """Start importing a CSV/XLSX/ODS file (`dry_run` true: only count what it would do) as a background
+        job: 202 with the job; follow it at `GET /api/datasets/jobs/{id}`. With `columns`, the dataset is new
+        and is defined (admin) when the import is applied. Who and what are checked now (403/404/409/422)."""
         user.require_person("importing into a dataset")
         spec = _new_spec(name, data)
         try:
-            path = await _spooled(data.file)
+            path, sha256 = await _spooled(data.file)
         finally:
             await data.file.close()
         try:
-            report = await importing.import_file(
-                user, name, path, data.file.filename, dry_run=data.dry_run, create=spec
+            job = await jobs.queue_import(
+                user, name, path, data.file.filename or "", sha256, dry_run=data.dry_run, create=spec
             )
-            return ImportReportInfo(**report)
         finally:
-            path.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)  # taken by the job (moved), or refused: never left behind
+        return DatasetJobInfo(**job)
+
+    @get("/jobs/{job_id:int}")
+    async def job(self, user: UserContext, job_id: int) -> DatasetJobInfo:
+        """An import or sync job: its state, rows read so far (of the total when known), its report or why it
+        failed. To the person who started it and their company's admins; 404 to anyone else."""
+        return DatasetJobInfo(**await jobs.get_job(user, job_id))
 
     @get("/{name:str}/source")
     async def source(self, user: UserContext, name: str) -> SourceInfo:
@@ -212,15 +168,8 @@ class DatasetImportController(Controller):
             raise Invalid(str(exc), code="invalid_source") from exc
         return SourceInfo(**shown)
 
-    @post("/{name:str}/sync", status_code=200)
-    async def sync_now(self, user: UserContext, name: str) -> ImportReportInfo:
-        """Sync now. A failed sync answers 422 with the reason; the last good data stays."""
-        dataset = await _source_dataset(user, name)
-        try:
-            result = await sync.sync_dataset(dataset, actor=user.actor)
-        except LookupError as exc:
-            raise NotFound(str(exc), code="no_source") from exc
-        except sync.SyncRefused as exc:
-            raise Invalid(str(exc), code="sync_failed") from exc
-        result.pop("status", None)
-        return ImportReportInfo(**result)
+    @post("/{name:str}/sync", status_code=202)
+    async def sync_now(self, user: UserContext, name: str) -> DatasetJobInfo:
+        """Sync now, as a background job (202 with the job). A failed sync ends the job `failed` with the
+        reason; the last good data stays and the source shows it too."""
+        return DatasetJobInfo(**await jobs.queue_sync(user, name))

@@ -69,3 +69,92 @@ class RecordPage(BaseModel):
     total: int
     page: int
     page_size: int
+
+
+# imports and syncs (records/import_controller.py, records/jobs.py)
+
+
+class RefusalInfo(BaseModel):
+    row: int
+    reason: str
+
+
+class ImportReportInfo(BaseModel):
+    """What an import (or a sync) did, or would do for a dry run: counts, and at most `refusals_listed`
+    refusals listed (`refusals_not_listed` says how many more)."""
+
+    dataset: str
+    applied: bool
+    rows_read: int
+    added: int
+    changed: int
+    unchanged: int
+    refused: int
+    sha256: str
+    refusals: list[RefusalInfo]
+    refusals_listed: int
+    refusals_not_listed: int
+    ignored_columns: list[str]
+
+
+class ColumnInfo(BaseModel):
+    name: str
+    kind: str
+    nullable: bool
+    max_length: int | None
+    enum: list[str] | None
+
+
+class PreviewInfo(BaseModel):
+    kind: str
+    header: list[str]
+    columns: list[ColumnInfo]
+    sampled_rows: int
+
+
+class SourceInfo(BaseModel):
+    dataset_id: int
+    connection: str  # "set (hidden)" or "not set": never the connection string
+    query: str
+    table: str
+    updated_at_column: str
+    cursor: str
+    cron: str
+    timezone: str
+    next_sync_at: datetime | None
+    status: str
+    last_error: str
+    last_attempt_at: datetime | None
+    last_synced_at: datetime | None
+    last_summary: ImportReportInfo | None
+
+
+class DatasetJobInfo(BaseModel):
+    """An import or a sync running in the background: `state` queued | running | done | failed; `rows_read` so
+    far (the final count once ended), `rows_total` when known (an earlier dry run of the same file); `report`
+    once done (the import's report); `error` (and `error_code`) once failed: why, and nothing was applied."""
+
+    id: int
+    dataset: str
+    kind: str  # import | sync
+    dry_run: bool
+    state: str
+    started_by: str
+    filename: str
+    rows_read: int
+    rows_total: int | None
+    report: ImportReportInfo | None
+    error: str
+    error_code: str
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+
+
+class SourceBody(BaseModel):
+    connection: str | None = None  # postgresql://…; omitted: keep the stored one (never shown back)
+    query: str = ""
+    table: str = ""
+    updated_at_column: str = ""
+    cron: str = ""
+    timezone: str = "UTC"

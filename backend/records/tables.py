@@ -17,9 +17,8 @@ from piccolo.columns import (
 )
 from piccolo.table import Table
 
+from backend.records.columns import VISIBILITIES as VISIBILITIES  # where its readers have always found it
 from backend.tenancy.tables import Company, Team, User
-
-VISIBILITIES = ("private", "team", "company")
 
 
 class RecordColumns:

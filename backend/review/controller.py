@@ -18,6 +18,7 @@ from backend.review import service
 from backend.review.schemas import (
     AcceptedPerPerson,
     ApprovedDespiteWarning,
+    FindingsOnDay,
     RejectionRate,
     RunTimeline,
     ScheduleReads,
@@ -134,6 +135,14 @@ class ReviewController(Controller):
         self, user: UserContext, since: str | None = SINCE, until: str | None = UNTIL
     ) -> list[RejectionRate]:
         return await service.rejection_rate(user, parse_bound(since, end=False), parse_bound(until, end=True))
+
+    @get("/reports/findings-over-time")
+    async def findings_over_time(
+        self, user: UserContext, since: str | None = SINCE, until: str | None = UNTIL
+    ) -> list[FindingsOnDay]:
+        return await service.findings_over_time(
+            user, parse_bound(since, end=False), parse_bound(until, end=True)
+        )
 
     @get("/reports/schedules")
     async def schedules(self, user: UserContext) -> list[ScheduleReads]:

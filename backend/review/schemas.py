@@ -69,6 +69,12 @@ class RejectionRate(BaseModel):
     rejected_run_ids: list[int]  # newest first
 
 
+class FindingsOnDay(BaseModel):
+    day: str  # YYYY-MM-DD (UTC), the day the runs were proposed
+    runs: int  # runs proposed that day with at least one finding
+    by_category: dict[str, int]  # findings shown on their approval screens, by category
+
+
 class ScheduleReads(BaseModel):
     schedule_id: int
     owner: str

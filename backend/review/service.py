@@ -6,9 +6,10 @@ record or output contents."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from backend import clock
 from backend.actions.service import item_payload, may_read_values
 from backend.actions.tables import ActionItem, ItemStatus
 from backend.audit import export
@@ -18,6 +19,7 @@ from backend.errors import Forbidden, NotFound
 from backend.review.schemas import (
     AcceptedPerPerson,
     ApprovedDespiteWarning,
+    FindingsOnDay,
     RejectionRate,
     RunTimeline,
     ScheduleReads,
@@ -580,3 +582,27 @@ async def schedule_reads(ctx: UserContext) -> list[ScheduleReads]:
             )
         )
     return out
+
+
+async def findings_over_time(
+    ctx: UserContext, since: datetime | None = None, until: datetime | None = None
+) -> list[FindingsOnDay]:
+    """Per day (UTC) the company's runs were proposed, the findings their approval screens showed (the
+    scanner's on the staged data and the code), by category; the last 30 days unless `since` says. Days
+    without findings are left out."""
+    require_reviewer(ctx)
+    since = since or clock.now() - timedelta(days=30)
+    query = Run.select(Run.created_at, Run.findings).where(Run.company == ctx.company_id)
+    days: dict[str, FindingsOnDay] = {}
+    for row in await _between(query, Run.created_at, since, until):
+        found = [f for f in _json(row["findings"]) or [] if isinstance(f, dict)]
+        if not found:
+            continue
+        moment = row["created_at"]
+        day = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).date().isoformat()
+        entry = days.setdefault(day, FindingsOnDay(day=day, runs=0, by_category={}))
+        entry.runs += 1
+        for finding in found:
+            category = str(finding.get("category") or "unknown")
+            entry.by_category[category] = entry.by_category.get(category, 0) + 1
+    return [days[day] for day in sorted(days)]

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
 
 from litestar import Controller, get, post
 from litestar.di import Provide
@@ -9,7 +8,8 @@ from litestar.params import Parameter
 
 from backend.audit import service as audit
 from backend.audit.schemas import AuditEntryInfo
-from backend.runs import read, service
+from backend.contract import DATE_TIME, iso_datetime
+from backend.runs import read, service, stats
 from backend.runs.schemas import (
     ApproveBody,
     ProposalBody,
@@ -17,6 +17,7 @@ from backend.runs.schemas import (
     RevisionBody,
     RunDetail,
     RunPage,
+    RunStats,
 )
 from backend.runs.sources import run_sources
 from backend.runs.tables import RunStatus
@@ -53,8 +54,8 @@ class RunsController(Controller):
         user_email: str | None = Parameter(default=None, query="user"),
         status: RunStatus | None = None,
         dataset: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: str | None = Parameter(default=None, schema_extra=DATE_TIME),
+        until: str | None = Parameter(default=None, schema_extra=DATE_TIME),
         limit: int = Parameter(default=50, ge=1, le=500),
         offset: int = Parameter(default=0, ge=0),
     ) -> RunPage:
@@ -63,11 +64,17 @@ class RunsController(Controller):
             user=user_email,
             status=status,
             dataset=dataset,
-            since=since,
-            until=until,
+            since=iso_datetime(since, "since"),
+            until=iso_datetime(until, "until"),
             limit=limit,
             offset=offset,
         )
+
+    @get("/stats", opt=ASSISTANT_OK)
+    async def run_stats(self, user: UserContext, days: int = Parameter(default=30, ge=1, le=366)) -> RunStats:
+        """Runs per day by status and the median VM start and duration per day, over the runs the caller may
+        list (the company's for an admin or auditor, one's own otherwise): the runs page's charts."""
+        return await stats.run_stats(user, days)
 
     @get("/{run_id:int}", opt=ASSISTANT_OK)
     async def detail(

@@ -8,6 +8,7 @@ from typing import Any
 from piccolo.engine.postgres import PostgresEngine
 from piccolo.querystring import QueryString
 
+from backend import observe
 from backend.credits.service import max_cost
 from backend.hashing import sha256_text
 from backend.runs import queued
@@ -72,6 +73,7 @@ async def create_run(
         flow_step=flow_step,
         read_actions=read_actions,
         receives=receives or [],
+        request_id=observe.current_request_id(),  # the worker logs its run under it (backend/observe.py)
     )
     if schedule_id is not None:  # a flow's later step waits for the steps before it
         run.status = RunStatus.queued if (flow_step or 1) == 1 else RunStatus.waiting
@@ -87,6 +89,7 @@ async def create_run(
         await _insert_as_its_own_root(run)
     else:
         await run.save()
+    observe.count_findings(findings)
     if run.status == RunStatus.queued:
         queued.announce()
     return run

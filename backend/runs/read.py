@@ -18,6 +18,7 @@ from backend.drive import service as drive
 from backend.errors import NotFound
 from backend.hashing import sha256_text
 from backend.injection import outputs as outputs_scan
+from backend.injection import verdicts
 from backend.records.visibility import unreadable_sources
 from backend.runs import gates, holds
 from backend.runs.followups import followup_grant, grant_fields
@@ -36,6 +37,8 @@ from backend.runs.schemas import (
 from backend.runs.sources import run_sources
 from backend.runs.tables import FINISHED, Run, RunStatus
 from backend.settings import get_settings
+from backend.staging import acknowledged
+from backend.staging.verdict_store import DbVerdictCache
 from backend.tenancy.context import UserContext
 from backend.tenancy.tables import User
 
@@ -120,6 +123,15 @@ def summary(row: dict[str, Any]) -> RunSummary:
     return RunSummary(**{**row, "requested_by": requester})
 
 
+def visible_to(ctx: UserContext) -> list[Any]:
+    """The runs `ctx` may list (conditions to AND): the company's for an admin or an auditor, else one's own.
+    The run list and the charts over it (runs.stats) read by this one rule."""
+    where: list[Any] = [Run.company == ctx.company_id]
+    if not ctx.sees_company_history:
+        where.append(Run.requested_by == ctx.user_id)
+    return where
+
+
 async def list_runs(
     ctx: UserContext,
     *,
@@ -132,9 +144,7 @@ async def list_runs(
     offset: int = 0,
 ) -> RunPage:
     """One page of the runs the caller may see, newest first, filtered and counted by the database."""
-    where: list[Any] = [Run.company == ctx.company_id]
-    if not ctx.sees_company_history:
-        where.append(Run.requested_by == ctx.user_id)
+    where = visible_to(ctx)
     if user:
         where.append(Run.requested_by.email == user.strip().lower())
     if status:
@@ -207,7 +217,8 @@ def withhold(row: dict[str, Any], reason: str) -> dict[str, Any]:
         }
         error = f"[{reason}]" if error else None
         note = f"[{reason}]" if note else None  # a refused actions.json's reason: the guest may word it
-    findings = [{**f, "excerpt": "", "span": None} for f in row["findings"] or []]
+    # the text's hash goes with its excerpt: a short cell's hash can be guessed
+    findings = [{**f, "excerpt": "", "span": None, "cell_sha256": None} for f in row["findings"] or []]
     return {**row, "result": result, "findings": findings, "error_message": error, "actions_note": note}
 
 
@@ -240,6 +251,8 @@ async def present(
     withheld = contents_withheld(ctx, row, sources)
     if withheld:
         row = withhold(row, withheld)
+    elif row["findings"]:  # an admin's "expected here" shown beside each finding it holds for
+        row = {**row, "findings": await acknowledged.attach(ctx.company_id, row["findings"])}
     requester = known.requester if known else await _requester(ctx, row["requested_by"])
     diff = None
     if row["previous_attempt_id"]:
@@ -356,7 +369,9 @@ async def _scan_outputs(ctx: UserContext, row: dict[str, Any], outputs: list[dic
         budget -= len(files[-1][1])
     stdout = (row["result"] or {}).get("stdout")
     try:
-        return await asyncio.to_thread(outputs_scan.scan_outputs, stdout, row.get("conclusion"), files)
+        # through the same judging as staging, with the company's verdict cache
+        with verdicts.using(DbVerdictCache(ctx.company_id)):
+            return await asyncio.to_thread(outputs_scan.scan_outputs, stdout, row.get("conclusion"), files)
     except Exception:  # noqa: BLE001 - a scanner bug must not hide a run's result
         logging.getLogger(__name__).exception("scanning the outputs of run %s failed", row["id"])
         return []

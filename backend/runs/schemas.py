@@ -22,11 +22,15 @@ class LimitsBody(BaseModel):
     vcpus: int | None = Field(default=None, ge=1)
 
 
+# the service refuses code with nothing but spaces ("the code is empty", 422); the document says so
+CODE_RULE: dict[str, Any] = {"pattern": r"\S"}
+
+
 class ProposalBody(BaseModel):
     conversation_id: str = Field(min_length=1, max_length=100)
     title: str = Field(min_length=1, max_length=200)
     plan: str = Field(default="", max_length=20_000)
-    code: str
+    code: str = Field(json_schema_extra=CODE_RULE)
     datasets: list[str] = Field(default_factory=list, max_length=12)
     files: list[int] = Field(default_factory=list, max_length=50)
     limits: LimitsBody | None = None
@@ -46,8 +50,26 @@ class ReasonBody(BaseModel):
     reason: str | None = Field(default=None, max_length=2000)
 
 
+class AcknowledgeBody(BaseModel):
+    """Why a finding is expected here: shown beside it on the approval screen and audited."""
+
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class FindingAcknowledgementInfo(BaseModel):
+    """An admin's "expected here" for the findings of one cell (by its sha256) in one column (None: a line
+    of text); it lapses when the cell changes."""
+
+    id: int
+    cell_sha256: str
+    column: str | None = None
+    reason: str
+    by: str
+    at: datetime
+
+
 class RevisionBody(BaseModel):
-    code: str
+    code: str = Field(json_schema_extra=CODE_RULE)
     plan: str | None = Field(default=None, max_length=20_000)
 
 
@@ -83,6 +105,41 @@ class RunSummary(BaseModel):
 class RunPage(BaseModel):
     items: list[RunSummary]
     total: int  # every run matching the filters, not only this page
+
+
+class RunsOnDay(BaseModel):
+    day: str  # YYYY-MM-DD (UTC), the day the runs were proposed
+    by_status: dict[str, int]  # only the statuses that occur
+
+
+class TimingsOnDay(BaseModel):
+    day: str  # YYYY-MM-DD (UTC), the day the runs finished
+    runs: int  # finished runs that day
+    vm_start_p50_seconds: (
+        float | None
+    )  # median VM launch to guest ready (timings_ms.start); None: no VM started
+    duration_p50_seconds: float | None  # median finished_at - started_at; None: none had started
+
+
+class RunStats(BaseModel):
+    """The runs the caller may see (the run list's rule), per day over the last `days` days, oldest first."""
+
+    days: int
+    runs_per_day: list[RunsOnDay]
+    timings_per_day: list[TimingsOnDay]
+
+
+class QueuePoint(BaseModel):
+    at: datetime
+    depth: int  # the company's runs approved and not yet started (or ended unstarted) at that moment
+
+
+class QueueHistory(BaseModel):
+    """The caller's company's queue depth over the last `hours` hours, every `step_minutes`, oldest first."""
+
+    hours: int
+    step_minutes: int
+    points: list[QueuePoint]
 
 
 class Limits(BaseModel):

@@ -10,7 +10,7 @@ from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import Conflict, Forbidden, Invalid, PaymentRequired
 from backend.hashing import sha256_text
-from backend.runs import followups, gates, holds, proposal, queued
+from backend.runs import followups, gates, holds, notices, proposal, queued
 from backend.runs.factory import create_run
 from backend.runs.proposal import (
     Proposal,
@@ -76,6 +76,7 @@ async def propose(
         requester=PersonRef(id=ctx.user_id, email=ctx.email, name=ctx.name),
         blocked=None,
     )
+    await notices.awaiting_approval(row, made.company)  # queued, never awaited past the outbox's insert
     return await present(ctx, row, known=known, figures=made.balance)  # the balance its gate read
 
 
@@ -311,5 +312,7 @@ async def revise(ctx: UserContext, run_id: int, *, code: str, plan: str | None =
             "bundle_sha256": new.bundle_sha256,
         },
     )
+    made = new.to_dict()
+    await notices.awaiting_approval(made, ctx.company)
     # built from what was just made and the balance read above, not read again (as a proposal's answer)
-    return await present(ctx, new.to_dict(), figures=figures)
+    return await present(ctx, made, figures=figures)

@@ -68,6 +68,8 @@ class Run(Table):
     dispatched_at = Timestamptz(null=True, default=None)
     dispatched_to = Varchar(length=64, null=True, default=None)  # the one host whose worker may claim it
     vm_started_at = Timestamptz(null=True, default=None)
+    # the id of the API request that proposed it (X-Request-Id, backend/observe.py): its worker's log lines carry it
+    request_id = Varchar(length=64, null=True, default=None)
     # flows (backend/flows): the flow and the step (1-based) this run is, the earlier steps' outputs it
     # receives ([{"step": j, "name": "summary.csv"}]), what it was handed at its start (names, hashes) and
     # the conclusion it wrote (/work/output/conclusion.json, parsed, within its cap)

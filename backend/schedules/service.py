@@ -17,6 +17,7 @@ from backend.audit import service as audit
 from backend.errors import AppError, Conflict, Forbidden, Invalid, NotFound
 from backend.flows import service as flows
 from backend.flows.tables import Flow, FlowStatus
+from backend.notify import service as notify
 from backend.runs import gates, proposal
 from backend.runs.proposal import Made, Proposal, Proposer, Refused, StepSpec
 from backend.runs.read import get_run_row
@@ -260,6 +261,17 @@ async def _pause(row: dict[str, Any], reason: str) -> None:
         subject_id=row["id"],
         data={"reason": reason},
     )
+    # its owner is told that it could not fire (the reason is on its page, not in the message)
+    origin = f"/flows/{row['origin_flow']}" if row.get("origin_flow") else f"/runs/{row['origin_run']}"
+    notice = notify.Notice(
+        event="schedule.failed",
+        company_id=row["company"],
+        subject_type="schedule",
+        subject_id=row["id"],
+        path=origin,
+        status="paused",
+    )
+    await notify.emit(notice, [row["owner"]])
 
 
 async def fire(schedule_id: int, now: datetime | None = None) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from backend.hashing import sha256_text
 from backend.injection import Finding, scan_cells, scan_table
 from backend.records.columns import ColumnKind
 from backend.records.datasets import Dataset
@@ -64,9 +65,11 @@ def _scan(export: DatasetExport, path: str) -> list[Finding]:
     for j, column in columns:
         for r, value in enumerate(column, start=1):
             if value in hits:
-                located.extend((r, j, hit) for hit in hits[value])
+                located.extend((r, j, hit, value) for hit in hits[value])
     located.sort(key=lambda x: (x[0], x[1]))
+    digests = {value: sha256_text(value) for *_, value in located}  # what an acknowledgement is keyed by
     findings += [
-        Finding(path=path, sheet=None, row=r, column=header[j], **hit.__dict__) for r, j, hit in located
+        Finding(path=path, sheet=None, row=r, column=header[j], cell_sha256=digests[value], **hit.__dict__)
+        for r, j, hit, value in located
     ]
     return findings

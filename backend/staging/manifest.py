@@ -56,12 +56,22 @@ class ManifestWarning(_Open):
     warning: Any = None
 
 
+class ScanSummary(_Open):
+    """What the injection scan of a proposal asked of the verdict cache (backend/staging/verdict_store.py)."""
+
+    cells_looked_up: int = 0
+    cache_hits: int = 0
+    hit_rate: float | None = None
+    fingerprint: str | None = None
+
+
 class Manifest(_Open):
     files: list[ManifestEntry] = Field(default_factory=list)
     errors: list[ManifestError] = Field(default_factory=list)
     warnings: list[ManifestWarning] = Field(default_factory=list)
     bundle_sha256: str | None = None
     findings_count: int | None = None
+    scan: ScanSummary | None = None
     row_cap: int | None = None
     requested_by: str | None = None
 

@@ -21,11 +21,12 @@ from backend.convert import Converted, cells_for_scan, convert, convert_isolated
 from backend.drive import service as drive
 from backend.errors import Forbidden, Invalid
 from backend.hashing import sha256_bytes, sha256_file, sha256_json
-from backend.injection import Finding, scan_table, scan_text
+from backend.injection import Finding, scan_table, scan_text, verdicts
 from backend.records.export import DatasetExport, VisibleRows, visible_rows
 from backend.records.visibility import get_dataset
 from backend.settings import get_settings
 from backend.staging.export import scan_export
+from backend.staging.verdict_store import DbVerdictCache
 from backend.tenancy.context import UserContext
 
 MANIFEST = "manifest.json"
@@ -213,7 +214,20 @@ async def _stage_into(
     ctx: UserContext, names: list[str], file_rows: list[dict[str, Any]], out: Path, cap: int
 ) -> StagedBundle:
     """Every blocking step - exports, conversions, scans, writing and hashing files - runs in a thread: a
-    proposal staging 50 files of 100 MB never holds the event loop."""
+    proposal staging 50 files of 100 MB never holds the event loop. The scans read and fill the company's
+    verdict cache (backend/staging/verdict_store.py); the manifest's `scan` says what they found in it."""
+    with verdicts.using(DbVerdictCache(ctx.company_id)) as tally:
+        return await _stage_with_cache(ctx, names, file_rows, out, cap, tally)
+
+
+async def _stage_with_cache(
+    ctx: UserContext,
+    names: list[str],
+    file_rows: list[dict[str, Any]],
+    out: Path,
+    cap: int,
+    tally: verdicts.Tally,
+) -> StagedBundle:
     files: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     warnings: list[dict[str, Any]] = []
@@ -313,6 +327,7 @@ async def _stage_into(
         "files": files,
         "errors": errors,
         "warnings": warnings,
+        "scan": tally.summary(),
     }
     findings = _dedupe(findings)
     await asyncio.to_thread(_finish, out, manifest, versions, len(findings))

@@ -31,7 +31,9 @@ TOKEN_SCOPES = "token_scopes"
 ASSISTANT_OK: dict[str, Any] = {TOKEN_SCOPES: frozenset({ASSISTANT_SCOPE})}
 CONTEXT_KEY = "cleanroom_user"  # where the resolved caller is kept in the ASGI scope
 # Handlers that check their own credential (a worker's enrollment token, the metrics token) and never
-# serve a person or the assistant: `opt=SELF_AUTHENTICATED`. No user token or session is resolved there.
+# serve a person or the assistant, or that answer everyone alike (the API's OpenAPI document, which an
+# assistant's token must be able to read to follow it): `opt=SELF_AUTHENTICATED`. No user token or session is
+# resolved there.
 SELF_AUTHENTICATED_KEY = "self_authenticated"
 SELF_AUTHENTICATED: dict[str, Any] = {SELF_AUTHENTICATED_KEY: True}
 # Handlers other than reads (GET) an auditor may call: they change nothing of the company's.

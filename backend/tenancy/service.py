@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
-from backend import clock
+from backend import clock, observe
 from backend.audit import service as audit
 from backend.errors import Forbidden, Invalid, NotAuthenticated, TooManyRequests
 from backend.hashing import sha256_text
@@ -56,7 +56,19 @@ WEAK_PASSWORD_HINT = (
 
 async def login(email: str, password: str, *, ip: str = "") -> tuple[str, UserContext]:
     """Returns (session token, user). Wrong email and wrong password fail identically. The attempt is
-    counted before the password is checked (login_limits), and the check runs off the event loop."""
+    counted before the password is checked (login_limits), and the check runs off the event loop. A failed
+    sign-in is counted for /metrics: `credentials` (wrong, unknown or refused) or `throttled` (429)."""
+    try:
+        return await _login(email, password, ip=ip)
+    except NotAuthenticated:
+        observe.FAILED_SIGN_INS.labels("credentials").inc()
+        raise
+    except TooManyRequests:
+        observe.FAILED_SIGN_INS.labels("throttled").inc()
+        raise
+
+
+async def _login(email: str, password: str, *, ip: str) -> tuple[str, UserContext]:
     email = email.strip().lower()
     attempt = await login_limits.admit(email, ip)
     user = (

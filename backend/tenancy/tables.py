@@ -37,6 +37,11 @@ class Company(Table):
     # a demo company (`cleanroom demo seed`): its people keep the demo's short passwords; in any other company
     # a password that fails the policy no longer signs in (backend/tenancy/passwords.py)
     demo = Boolean(default=False)
+    # how many active webhook endpoints the company has (backend/notify/admin.py keeps it): an event of a company
+    # with none, on an installation that sends no mail, costs no query at all
+    webhook_endpoints = Integer(default=0)
+    # the pool's last threshold its admins were told of, "<period start>:<percent>" (backend/credits tell_pools)
+    pool_told = Varchar(length=20, default="")
 
 
 class User(Table, tablename="app_user"):

@@ -1,11 +1,13 @@
 """A person's own password: the page an invitation or reset link opens (`/set-password?token=…`), the
-"forgot password" request, and changing it signed in (the old one required; every other session ends)."""
+"forgot password" request, and changing it signed in (the old one required; every other session ends); and
+what the person is told of (notifications)."""
 
 from __future__ import annotations
 
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
+from backend.notify.schemas import Preferences
 from console import session, theme, widgets
 from console.api import Api, ApiError
 from console.widgets import FAILED
@@ -106,4 +108,43 @@ def register() -> None:
                 ui.notify(f"Password changed; {ended} other session(s) ended", type="positive")
 
             ui.button("Change password", on_click=change).mark("change-password-button")
+        with ui.card().classes("w-full max-w-md gap-2").mark("notifications") as notifications:
+            pass
+        await ui.context.client.connected()
+        await NotificationChoices(notifications, session.api()).load()
         return None
+
+
+class NotificationChoices:
+    """Your account → Notifications: mail on or off, and a switch per event (GET/PUT /api/me/notifications)."""
+
+    def __init__(self, container: ui.element, api: Api) -> None:
+        self.container = container
+        self.api = api
+
+    async def load(self) -> None:
+        await widgets.load_into(self.container, self.api.notification_preferences, self.render)
+
+    def render(self, prefs: Preferences) -> None:
+        ui.label("Notifications").classes("text-lg font-medium")
+        ui.label(
+            "Mails name the thing and link to its page here; they never carry code or record values."
+            + ("" if prefs.mail_configured else " This installation sends no mail (no SMTP server is set).")
+        ).classes("text-sm text-grey-7")
+        mail = ui.switch("E-mail me", value=prefs.email_enabled).mark("notify-email")
+        switches = {
+            event.name: ui.switch(event.label, value=event.name not in prefs.muted).mark(
+                f"notify-{event.name}"
+            )
+            for event in prefs.events
+        }
+
+        async def save() -> None:
+            muted = [name for name, switch in switches.items() if not switch.value]
+            done = await widgets.call(
+                self.api.set_notification_preferences(email_enabled=mail.value, muted=muted)
+            )
+            if done is not FAILED:
+                ui.notify("Saved.", type="positive")
+
+        ui.button("Save", on_click=save).mark("notify-save")

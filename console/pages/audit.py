@@ -15,6 +15,7 @@ from backend.records.datasets import DATASET_NAMES
 from backend.review.schemas import (
     AcceptedPerPerson,
     ApprovedDespiteWarning,
+    FindingsOnDay,
     RejectionRate,
     RunTimeline,
     ScheduleReads,
@@ -346,6 +347,11 @@ def accepted_report(rows: list[AcceptedPerPerson]) -> None:
         table.add_slot("body-cell-run_ids", RUNS_SLOT)
 
 
+def findings_report(rows: list[FindingsOnDay]) -> None:
+    with section("Findings over time, by category", "report_problem", "report-findings"):
+        ui.plotly(charts.findings_over_time(rows)).classes("w-full").mark("chart-findings")
+
+
 def rejections_report(rows: list[RejectionRate]) -> None:
     with section("Rejection rate per person", "block", "report-rejections"):
         ui.plotly(charts.rejection_rate(rows)).classes("w-full").mark("chart-rejections")
@@ -401,6 +407,7 @@ def schedules_report(rows: list[ScheduleReads]) -> None:
 
 
 REPORT_VIEWS: list[tuple[str, Callable[[list[Any]], None]]] = [
+    ("findings-over-time", findings_report),
     ("approved-despite-warning", warned_report),
     ("unreviewed-followups", followups_report),
     ("accepted-per-person", accepted_report),

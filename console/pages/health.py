@@ -6,8 +6,9 @@ from __future__ import annotations
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
+from backend.runs.schemas import QueueHistory
 from backend.system_schemas import Health
-from console import session, theme, widgets
+from console import charts, session, theme, widgets
 
 VIRT = {
     "kvm": "KVM: hardware virtualization",
@@ -23,14 +24,22 @@ def register() -> None:
         api = session.api()
         with theme.frame("System health"):
             body = ui.column().classes("w-full gap-4")
+            queue = ui.column().classes("w-full").mark("queue-history")
             ui.button("Refresh", icon="refresh", on_click=lambda: load()).props("flat")
 
         async def load() -> None:
             await widgets.load_into(body, api.health, render, "Checking the runner…")
+            await widgets.load_into(queue, api.queue_history, render_queue, "Drawing the queue…")
 
         await ui.context.client.connected()
         await load()
         return None
+
+
+def render_queue(history: QueueHistory) -> None:
+    """The company's queue depth over the last day (the API computes it from the runs' own times)."""
+    with ui.card().classes("w-full"):
+        ui.plotly(charts.queue_depth(history)).classes("w-full").mark("chart-queue")
 
 
 def render(health: Health) -> None:

@@ -14,6 +14,7 @@ from backend.credits.schemas import ApprovalCost
 from backend.evidence.schemas import Rerun, RerunOutcome
 from backend.evidence.schemas import Reruns as RerunOverview
 from backend.evidence.status import IN_FLIGHT as RERUN_IN_FLIGHT
+from backend.injection.schemas import Finding
 from backend.runs.schemas import FollowupGrant, GrantOffer, RunDetail
 from backend.runs.status import RunStatus
 from backend.staging.manifest import Manifest
@@ -113,7 +114,7 @@ class RunView:
             with section("Changes since the previous attempt", "difference", "diff-section"):
                 widgets.diff_block(run.diff)
         widgets.code_section(run)
-        widgets.findings_section(run)
+        widgets.findings_section(run, self.ask_acknowledge_reason if session.is_admin() else None)
         self.decision(run)
         undecided = (RunStatus.awaiting_approval, RunStatus.rejected)
         if run.result or run.error_message or run.status not in undecided:
@@ -294,6 +295,30 @@ class RunView:
         else:
             ui.notify("Approved: the run is queued.", type="positive")
             await self.load()
+
+    async def ask_acknowledge_reason(self, index: int, finding: Finding) -> None:
+        """An admin marks a finding expected here (for this cell in this column, until the cell changes)."""
+        with ui.dialog() as dialog, ui.card().classes("w-96"):
+            ui.label("Expected here").classes("text-lg")
+            ui.label(
+                f"{widgets.location(finding)}: this cell will still be shown, marked as acknowledged, on every "
+                "run until it changes. The reason is audited."
+            ).classes("text-sm")
+            reason = ui.textarea("Why is this expected here?").classes("w-full").mark("acknowledge-reason")
+
+            async def confirm() -> None:
+                result = await widgets.call(
+                    self.api.acknowledge_finding(self.run_id, index, reason.value.strip())
+                )
+                dialog.close()
+                if result is not FAILED:
+                    ui.notify("Acknowledged.", type="info")
+                    await self.load()
+
+            with ui.row().classes("justify-end w-full"):
+                ui.button("Cancel", on_click=dialog.close).props("flat")
+                ui.button("Acknowledge", on_click=confirm).props("color=primary").mark("confirm-acknowledge")
+        dialog.open()
 
     def ask_reject_reason(self) -> None:
         with ui.dialog() as dialog, ui.card().classes("w-96"):

@@ -7,9 +7,9 @@ from typing import Any
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
-from backend.runs.schemas import RunPage, RunSummary
+from backend.runs.schemas import RunPage, RunStats, RunSummary
 from backend.runs.status import RunStatus
-from console import session, theme, widgets
+from console import charts, session, theme, widgets
 from console.api import ApiError
 
 COLUMNS = [
@@ -134,7 +134,17 @@ def register() -> None:
                     .mark("f-until")
                 )
                 ui.button("Apply", icon="filter_alt", on_click=lambda: reload()).mark("apply-filters")
+            figures = ui.row().classes("w-full gap-4 flex-wrap").mark("run-charts")
             results = ui.column().classes("w-full")
+
+        async def fetch_stats() -> RunStats | None:
+            """The charts' figures, over the same runs as the list (the API's rule); None while runs are off."""
+            try:
+                return await api.run_stats()
+            except ApiError as exc:
+                if exc.status == 404:
+                    return None
+                raise
 
         async def fetch() -> RunPage | None:
             """None: the whole feature is absent while assistant writes are off (the API answers 404)."""
@@ -193,4 +203,13 @@ def register() -> None:
 
         await ui.context.client.connected()
         await reload()
+        await widgets.load_into(figures, fetch_stats, render_charts, "Drawing the charts…")
         return None
+
+
+def render_charts(stats: RunStats | None) -> None:
+    """Runs per day by status and the median VM start and duration per day, side by side."""
+    if stats is None or not (stats.runs_per_day or stats.timings_per_day):
+        return
+    ui.plotly(charts.runs_per_day(stats)).classes("flex-1 min-w-[320px]").mark("chart-runs-per-day")
+    ui.plotly(charts.run_timings(stats)).classes("flex-1 min-w-[320px]").mark("chart-run-timings")

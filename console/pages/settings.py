@@ -8,6 +8,7 @@ from typing import Any
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
+from backend.notify.schemas import WebhookInfo
 from backend.schedules.schemas import ScheduleInfo
 from backend.schedules.status import ScheduleStatus
 from backend.tenancy.schemas import CompanySettings as Settings
@@ -57,6 +58,14 @@ GRANT_EXPLAINED = (
 )
 
 
+WEBHOOKS_EXPLAINED = (
+    "Cleanroom POSTs a signed JSON message to each endpoint when something waits for someone (a run for its "
+    "approval, proposed changes, a schedule that could not fire, the pool at 80 % and 100 %, a lost host) or "
+    "a run ends. It carries ids and a link, never code or record values. Verify the X-Cleanroom-Signature "
+    "with the endpoint's secret (docs/notifications.md); the secret is shown once, when the endpoint is added."
+)
+
+
 def register() -> None:
     @ui.page("/settings")
     async def settings_page() -> RedirectResponse | None:
@@ -73,10 +82,17 @@ def register() -> None:
                     "approved code, and any actions.json it writes is discarded unread."
                 ).classes("text-sm text-grey-7")
                 schedules = ui.column().classes("w-full")
+            with ui.card().classes("w-full gap-2").mark("webhooks"):
+                with ui.row().classes("items-center gap-2"):
+                    ui.icon("webhook", color="primary")
+                    ui.label("Webhooks").classes("text-lg font-medium")
+                ui.label(WEBHOOKS_EXPLAINED).classes("text-sm text-grey-7")
+                hooks = ui.column().classes("w-full")
         api = session.api()
         await ui.context.client.connected()
         await widgets.load_into(company, api.company_settings, lambda s: CompanySettings(company, s, api))
         await Schedules(schedules, api).load()
+        await Webhooks(hooks, api).load()
         return None
 
 
@@ -335,3 +351,50 @@ class Schedules:
 
                 ui.button("Delete", on_click=confirm).props("color=negative").mark("confirm-delete")
         dialog.open()
+
+
+class Webhooks:
+    """The company's webhook endpoints (GET/POST/DELETE /api/company/webhooks): the secret shown once."""
+
+    def __init__(self, container: ui.element, api: Api) -> None:
+        self.container = container
+        self.api = api
+
+    async def load(self) -> None:
+        await widgets.load_into(self.container, self.api.webhooks, self.render, "Loading webhooks…")
+
+    def render(self, hooks: list[WebhookInfo]) -> None:
+        if not hooks:
+            widgets.empty_state("No webhooks.", "webhook")
+        for hook in hooks:
+            with (
+                ui.row().classes("items-center gap-4 w-full border-b py-2").mark(f"webhook webhook-{hook.id}")
+            ):
+                with ui.column().classes("gap-0 grow"):
+                    ui.label(hook.url).classes("font-mono text-sm")
+                    ui.label(
+                        f"{', '.join(hook.events) or 'every event'} · {hook.delivered} delivered"
+                        f" · {hook.failing} waiting or failed · added by {hook.created_by}"
+                    ).classes("text-sm text-grey-7")
+                ui.button("Remove", icon="delete", on_click=lambda h=hook: self.remove(h)).props(
+                    "flat dense color=negative"
+                ).mark(f"remove-webhook-{hook.id}")
+        with ui.row().classes("items-center gap-2 w-full"):
+            url = ui.input("Endpoint URL (https://…)").classes("grow").mark("webhook-url")
+            ui.button("Add", icon="add", on_click=lambda: self.add(url.value)).mark("add-webhook")
+
+    async def add(self, url: str) -> None:
+        made = await widgets.call(self.api.create_webhook(url.strip(), []))
+        if made is FAILED:
+            return
+        await self.load()  # the list first: it clears the container the dialog then lives in
+        with self.container, ui.dialog() as dialog, ui.card().mark("webhook-secret"):
+            ui.label("The endpoint's signing secret, shown this once:")
+            ui.label(made.secret).classes("font-mono").mark("webhook-secret-value")  # type: ignore[attr-defined]
+            ui.button("Done", on_click=dialog.close)
+        dialog.open()
+
+    async def remove(self, hook: WebhookInfo) -> None:
+        if await widgets.call(self.api.delete_webhook(hook.id)) is not FAILED:
+            ui.notify("Webhook removed.", type="positive")
+        await self.load()

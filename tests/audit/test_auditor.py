@@ -88,7 +88,7 @@ async def walk(
     through = []
     for method, path in routes:
         r = await client.request(method, concrete(path), json={}, headers=headers or {})
-        body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+        body = r.json() if r.headers.get("content-type", "").startswith(("application/json", "application/problem+json")) else {}
         if not (r.status_code == 403 and isinstance(body, dict) and body.get("error") in refusals):
             through.append((method, path, r.status_code, body))
     return through

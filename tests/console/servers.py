@@ -60,6 +60,9 @@ class Servers:
             "CLEANROOM_CONSOLE_PORT": str(self.console_port),
             "CLEANROOM_API_BASE_URL": self.api_url,
             "PYTHONUNBUFFERED": "1",
+            # the seeded demo is a copy (`seed_demo`): a database moved away from its audit anchor, which `serve`
+            # refuses unless told to start a new one (backend/audit/anchor.py `start_problem`)
+            "CLEANROOM_NEW_ANCHOR": "1",
         }
 
     def seed(self) -> None:

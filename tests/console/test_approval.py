@@ -64,6 +64,28 @@ async def test_injection_warning_shows_where_and_what_above_approve(user: User, 
     warnings_at = next(i for i, c in enumerate(order) if "warnings" in c._markers)
     decision_at = next(i for i, c in enumerate(order) if "decision" in c._markers)
     assert warnings_at < decision_at
+    # issue 55: which tier found it and its span; the requester (a member) is offered no acknowledgement
+    await user.should_see(f"found by tier {finding['tier']} (scanner)")
+    await user.should_see(marker="finding-span")
+    await user.should_not_see(marker="acknowledge")
+
+    # an admin marks it expected here; it stays shown, as acknowledged, and the trail has it
+    await user.open("/logout")
+    user.find(marker="confirm-sign-out").click()
+    await user.should_see(marker="email", retries=50)
+    await sign_in(user, "admin@acme.example", then=f"/runs/{run['id']}")
+    await user.should_see(marker="warnings", retries=50)
+    assert len(user.find(marker="acknowledge").elements) == len(run["findings"])
+    user.find(marker="acknowledge-0").click()
+    await user.should_see(marker="acknowledge-reason", retries=50)
+    user.find(marker="acknowledge-reason").type("our support macro quotes this text on purpose")
+    user.find(marker="confirm-acknowledge").click()
+    await user.should_see(marker="finding-acknowledged", retries=50)
+    await user.should_see("Acknowledged as expected here by admin@acme.example")
+    await user.should_see("our support macro quotes this text on purpose")
+    assert len(user.find(marker="finding").elements) == len(run["findings"])  # shown, not hidden
+    entries = await assistant.call("admin@acme.example", "GET", f"/api/runs/{run['id']}/audit")
+    assert "finding.acknowledged" in [e["action"] for e in entries]
 
 
 async def test_approve_queues_the_run_and_records_who(user: User, assistant: Assistant) -> None:

@@ -133,7 +133,7 @@ async def test_member_creates_a_token_and_sees_it_once_with_both_configs(
     assert text_of(user, f"token-prefix-{token_id}") == secret[:10] + "…"  # the prefix identifies it
 
     # and no log line carries it (though the calls that carried it were logged)
-    assert any("/api/me/tokens" in r.getMessage() for r in caplog.records)
+    assert any("/api/v1/me/tokens" in r.getMessage() for r in caplog.records)
     assert not [r.getMessage() for r in caplog.records if secret in r.getMessage()]
 
 

@@ -374,7 +374,7 @@ async def test_a_claim_whose_answer_was_lost_is_answered_again_and_the_run_runs_
     and gets the same job (before, the run stayed `running` on a live host for ever)."""
     run = await _queued_run(client, alice)
     worker, headers = await _host(client, "alpha")
-    lossy = _LoseOneAnswer(httpx.ASGITransport(app=client.app), f"/api/worker/runs/{run['id']}/claim")
+    lossy = _LoseOneAnswer(httpx.ASGITransport(app=client.app), f"/api/v1/worker/runs/{run['id']}/claim")
     await worker.api.aclose()
     worker.api = httpx.AsyncClient(transport=lossy, base_url=str(client.base_url), headers=headers)
     async with _queue() as app:

@@ -76,7 +76,7 @@ async def test_a_bad_flow_is_refused_naming_the_step_and_nothing_is_kept(
     assert r.status_code == status, r.text
     body = r.json()
     assert body["error"] == code, body
-    detail = body["detail"] if isinstance(body["detail"], str) else body["detail"]["message"]
+    detail = body["detail"]
     assert says in detail, detail
     assert await Flow.count() == 0 and await Run.count().where(Run.flow_id.is_not_null()) == 0
     assert _bundles(get_settings().data_dir) == before

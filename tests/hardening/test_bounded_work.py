@@ -95,8 +95,8 @@ async def test_proposals_per_hour_are_limited_per_user(client, on, monkeypatch) 
     assert r.status_code == 429, r.text
     body = r.json()
     assert body["error"] == "too_many_proposals"
-    assert body["detail"]["scope"] == "user" and body["detail"]["limit"] == 2
-    assert "2 runs in the last hour" in body["detail"]["message"]
+    assert body["scope"] == "user" and body["limit"] == 2
+    assert "2 runs in the last hour" in body["detail"]
     assert _bundles() == staged  # refused before anything was staged
     # a rejection does not give the hour back (the proposal was staged all the same) ...
     await login(client, "alice@acme.example")
@@ -129,7 +129,7 @@ async def test_proposals_per_hour_are_limited_per_company(client, on, monkeypatc
         assert r.status_code == 201, r.text
     r = await client.post("/api/runs", json=proposal(), headers=bob)
     assert r.status_code == 429, r.text
-    assert r.json()["error"] == "too_many_proposals" and r.json()["detail"]["scope"] == "company"
+    assert r.json()["error"] == "too_many_proposals" and r.json()["scope"] == "company"
     # positive control: another company's proposals are its own
     globex = (await Company.select(Company.id).where(Company.name == "Globex").first())["id"]
     someone = await User.select(User.id).where(User.company == globex).first()
@@ -180,8 +180,8 @@ async def test_a_flows_steps_count_against_the_proposals_per_hour(client, on, mo
     staged = _bundles()
     r = await client.post("/api/flows", json=flow_body(step(), step(), step()), headers=alice)
     assert r.status_code == 429, r.text
-    assert r.json()["error"] == "too_many_proposals" and r.json()["detail"]["scope"] == "user"
-    assert f"this flow's 3 steps would make {made + 3}" in r.json()["detail"]["message"]
+    assert r.json()["error"] == "too_many_proposals" and r.json()["scope"] == "user"
+    assert f"this flow's 3 steps would make {made + 3}" in r.json()["detail"]
     assert _bundles() == staged
     # positive control: a 1-step flow at the same point fits
     assert (await client.post("/api/flows", json=flow_body(step()), headers=alice)).status_code == 201
@@ -208,7 +208,7 @@ async def test_staged_bytes_in_flight_are_limited_per_company(client, on, monkey
     assert r.status_code == 429, r.text
     body = r.json()
     assert body["error"] == "too_much_staged_data"
-    assert body["detail"]["in_flight_bytes"] == size and body["detail"]["bundle_bytes"] == size, body
+    assert body["in_flight_bytes"] == size and body["bundle_bytes"] == size, body
     assert _bundles() == staged  # the bundle it staged is gone
     assert await Run.count() == 1
     # another user of the company is held back too: the limit is the company's
@@ -217,7 +217,7 @@ async def test_staged_bytes_in_flight_are_limited_per_company(client, on, monkey
     # at the limit already: refused before staging
     monkeypatch.setattr(get_settings(), "max_staged_bytes_per_company", size)
     r = await client.post("/api/runs", json=proposal(), headers=alice)
-    assert r.status_code == 429 and r.json()["detail"]["bundle_bytes"] == 0
+    assert r.status_code == 429 and r.json()["bundle_bytes"] == 0
     # positive control: once the first run is decided, its bytes are no longer in flight
     await login(client, "alice@acme.example")
     assert (await client.post(f"/api/runs/{first.json()['id']}/reject", json={})).status_code == 200
@@ -255,9 +255,9 @@ async def test_staged_bytes_on_disk_are_limited_per_user(client, on, monkeypatch
     r = await client.post("/api/runs", json=proposal(), headers=alice)
     assert r.status_code == 429, r.text
     body = r.json()
-    assert body["error"] == "too_much_staged_data" and body["detail"]["scope"] == "user", body
-    assert body["detail"]["in_flight_bytes"] == size and body["detail"]["bundle_bytes"] == size
-    assert body["detail"]["message"].startswith("your runs") and "per user" in body["detail"]["message"]
+    assert body["error"] == "too_much_staged_data" and body["scope"] == "user", body
+    assert body["in_flight_bytes"] == size and body["bundle_bytes"] == size
+    assert body["detail"].startswith("your runs") and "per user" in body["detail"]
     assert _bundles() == staged  # the bundle it staged is gone
     assert await Run.count() == 1
     # positive control: bob, in the same company and far under its limit, is not held back by alice's bytes
@@ -287,7 +287,7 @@ async def test_a_failed_runs_kept_bundle_counts_until_it_is_swept(client, on, mo
     monkeypatch.setattr(get_settings(), "max_staged_bytes_per_company", size + size // 2)
     r = await client.post("/api/runs", json=proposal(), headers=run["token"])
     assert r.status_code == 429, r.text
-    assert r.json()["detail"]["in_flight_bytes"] == size and r.json()["detail"]["scope"] == "company"
+    assert r.json()["in_flight_bytes"] == size and r.json()["scope"] == "company"
     # positive control: once the sweep deleted it, the failed run holds nothing on disk
     assert run["bundle_dir"] in await retention.sweep_bundles(datetime.now(UTC) + timedelta(days=8))
     assert await limits.staged_in_flight(company) == 0
@@ -307,8 +307,8 @@ async def test_a_flows_bundles_add_up_against_the_staged_bytes(client, on, monke
     staged, flows = _bundles(), await Flow.count()
     r = await client.post("/api/flows", json=flow_body(step(), step()), headers=alice)
     assert r.status_code == 429, r.text
-    assert r.json()["error"] == "too_much_staged_data" and r.json()["detail"]["step"] == 2
-    assert r.json()["detail"]["in_flight_bytes"] == 0 and r.json()["detail"]["bundle_bytes"] == 2 * size
+    assert r.json()["error"] == "too_much_staged_data" and r.json()["step"] == 2
+    assert r.json()["in_flight_bytes"] == 0 and r.json()["bundle_bytes"] == 2 * size
     assert _bundles() == staged and await Flow.count() == flows  # step 1's bundle went too
     # positive control: one step of it fits
     assert (await client.post("/api/flows", json=flow_body(step()), headers=alice)).status_code == 201

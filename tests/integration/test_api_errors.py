@@ -11,7 +11,7 @@ async def test_unknown_dataset_names_the_valid_ones(client) -> None:
     assert r.status_code == 404
     body = r.json()
     assert body["error"] == "unknown_dataset"
-    assert "deals" in body["detail"]["valid_datasets"] and len(body["detail"]["valid_datasets"]) == 12
+    assert "deals" in body["valid_datasets"] and len(body["valid_datasets"]) == 12
 
 
 async def test_malformed_query_parameters_say_which(client) -> None:
@@ -73,7 +73,7 @@ async def test_api_token_is_shown_once_and_stored_hashed(client) -> None:
 async def test_openapi_is_published(client) -> None:
     r = await client.get("/schema/openapi.json")
     assert r.status_code == 200
-    assert "/api/records/{dataset}" in r.json()["paths"]
+    assert "/api/v1/records/{dataset}" in r.json()["paths"]  # the document names the versioned paths
 
 
 async def test_settings_are_admin_only_and_default_off(client) -> None:

@@ -179,7 +179,7 @@ async def test_the_mcp_token_cannot_approve_a_flow_but_the_person_can_decide(api
         ):
             r = assistant.post(path, json=body)
             assert r.status_code == 403 and r.json()["error"] == "person_required", (path, r.text)
-            assert r.json()["detail"]["token_id"] == token_id
+            assert r.json()["token_id"] == token_id
         after = assistant.get(f"/api/flows/{flow_id}").json()
         assert after["status"] == "awaiting_approval" and after["approval"] is None
         assert after["can_decide"] is False  # the token is told it cannot decide

@@ -270,7 +270,7 @@ async def test_the_mcp_token_cannot_decide_but_the_person_can(api_server: ApiSer
                 else assistant.post(path, json=body)
             )
             assert r.status_code == 403 and r.json()["error"] == "person_required", (path, r.text)
-            assert r.json()["detail"]["token_id"] == token_id
+            assert r.json()["token_id"] == token_id
         assert assistant.get(f"/api/runs/{run['run_id']}").json()["status"] == "awaiting_approval"
     # positive control: the same person, signed in, decides (rejecting here: approving starts a VM)
     with api_server.session(MARIA) as maria:

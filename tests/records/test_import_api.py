@@ -1,6 +1,7 @@
-"""The import API as the console and the CLI use it: an admin's session previews, dry-runs and imports a file
-as a new dataset; the assistant's token is refused at every import and sync route (and an admin's token too),
-and what the API shows of a sync source never holds the connection string."""
+"""The import API as the console uses it: an admin's session previews, dry-runs and imports a file as a new
+dataset, each run as a background job (202, then the job's report); the assistant's token is refused at every
+import, job and sync route (and an admin's token too), and what the API shows of a sync source never holds the
+connection string."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 
 import pytest
 
+from backend.records import jobs
 from tests.conftest import login, token_for
 
 CSV = b"Order ID,Amount,Paid\nO-1,10.5,true\nO-2,x,false\nO-3,7,false\n"
@@ -27,7 +29,11 @@ async def test_admin_imports_a_new_dataset_over_the_api_and_tokens_are_refused(c
         headers=headers,
     )
     assert refused.status_code == 403 and refused.json()["error"] == "person_required"
-    for method, path in (("get", "/api/datasets/orders/source"), ("post", "/api/datasets/orders/sync")):
+    for method, path in (
+        ("get", "/api/datasets/orders/source"),
+        ("post", "/api/datasets/orders/sync"),
+        ("get", "/api/datasets/jobs/1"),
+    ):
         answer = await getattr(client, method)(path, headers=headers)
         assert answer.status_code == 403 and answer.json()["error"] == "person_required"
 
@@ -45,8 +51,12 @@ async def test_admin_imports_a_new_dataset_over_the_api_and_tokens_are_refused(c
     dry = await client.post(
         "/api/datasets/orders/import", files={"file": ("o.csv", CSV, "text/csv")}, data=form
     )
-    assert dry.status_code == 200, dry.text
-    body = dry.json()
+    assert dry.status_code == 202, dry.text
+    assert dry.json()["state"] == "queued" and dry.json()["dry_run"] is True
+    await jobs.drain()  # what the worker does
+    ended = (await client.get(f"/api/datasets/jobs/{dry.json()['id']}")).json()
+    assert ended["state"] == "done" and ended["rows_read"] == 3, ended
+    body = ended["report"]
     assert (body["added"], body["refused"], body["applied"]) == (2, 1, False)
     assert body["refusals"] == [{"row": 3, "reason": body["refusals"][0]["reason"]}]
     assert "amount" in body["refusals"][0]["reason"]
@@ -54,7 +64,10 @@ async def test_admin_imports_a_new_dataset_over_the_api_and_tokens_are_refused(c
     done = await client.post(
         "/api/datasets/orders/import", files={"file": ("o.csv", CSV, "text/csv")}, data=form
     )
-    assert done.status_code == 200 and done.json()["added"] == 2
+    assert done.status_code == 202 and done.json()["rows_total"] == 3  # the dry run of this file counted it
+    await jobs.drain()
+    ended = (await client.get(f"/api/datasets/jobs/{done.json()['id']}")).json()
+    assert ended["state"] == "done" and ended["report"]["added"] == 2 and ended["report"]["applied"], ended
     rows = await client.get("/api/records/orders")
     assert rows.status_code == 200 and rows.json()["total"] == 2
 

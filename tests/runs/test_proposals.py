@@ -72,7 +72,7 @@ async def test_syntax_error_is_returned_and_nothing_is_staged(client, alice, acm
     before = await Run.count()
     r = await client.post("/api/runs", json=proposal(code="def broken(:\n  pass"), headers=alice)
     assert r.status_code == 422 and r.json()["error"] == "syntax_error"
-    assert r.json()["detail"]["line"] == 1
+    assert r.json()["line"] == 1
     assert await Run.count() == before
 
 
@@ -89,7 +89,7 @@ async def test_dataset_without_permission_is_refused_with_reason(client, alice, 
     before = await Run.count()
     r = await client.post("/api/runs", json=proposal(datasets=["deals", "employees"]), headers=alice)
     assert r.status_code == 403 and r.json()["error"] == "dataset_forbidden"
-    assert r.json()["detail"]["refused"][0]["dataset"] == "employees"
+    assert r.json()["refused"][0]["dataset"] == "employees"
     assert await Run.count() == before
 
 

@@ -85,7 +85,7 @@ def test_the_heartbeat_survives_a_failure_and_a_failed_reregistration() -> None:
 
     asyncio.run(asyncio.wait_for(some_beats(), 10))
     assert len(registered) == 2  # the failed re-registration was tried again and succeeded
-    assert set(beats) == {"/api/worker/heartbeat"}
+    assert set(beats) == {"/api/v1/worker/heartbeat"}
 
 
 def test_a_registration_the_api_refuses_is_not_tried_again() -> None:
