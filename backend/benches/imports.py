@@ -216,9 +216,10 @@ def run() -> dict[str, Any]:
             write_csv(path, ROWS)
             result["file_mib"] = round(path.stat().st_size / 2**20, 1)
             asyncio.run(_prepare())
+            # the worker's database: this run's
             worker = subprocess.run(
                 [sys.executable, "-m", "backend.benches.imports", "--import", str(path)],
-                env={**os.environ, "CLEANROOM_BENCH_IMPORT_DB": TARGET_DB},  # the worker's: this run's database
+                env={**os.environ, "CLEANROOM_BENCH_IMPORT_DB": TARGET_DB},
                 capture_output=True,
                 text=True,
                 check=False,
