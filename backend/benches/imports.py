@@ -7,9 +7,10 @@
 - sync: a source table of 1,000,000 rows in a second database, synced once in full, then 10,000 of its rows
   changed (updated-at bumped) and synced incrementally. Goal: the incremental sync <= 2 s.
 
-Databases: `cleanroom_bench_imports` and `cleanroom_bench_source` on the machine's cluster
-(CLEANROOM_BENCH_POSTGRES_URL, default postgresql://cleanroom:cleanroom@127.0.0.1:5432/postgres), made afresh
-and dropped at the end.
+Databases: `cleanroom_bench_imports_<pid>` and `cleanroom_bench_source_<pid>` (CLEANROOM_BENCH_IMPORT_DB names
+the first) on the machine's cluster (CLEANROOM_BENCH_POSTGRES_URL, default
+postgresql://cleanroom:cleanroom@127.0.0.1:5432/postgres), made afresh and dropped at the end: two sessions'
+runs at once no longer drop each other's database.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 BASE_URL = os.environ.get(
     "CLEANROOM_BENCH_POSTGRES_URL", "postgresql://cleanroom:cleanroom@127.0.0.1:5432/postgres"
 )
-TARGET_DB = os.environ.get("CLEANROOM_BENCH_IMPORT_DB", "cleanroom_bench_imports")
+TARGET_DB = os.environ.get("CLEANROOM_BENCH_IMPORT_DB") or f"cleanroom_bench_imports_{os.getpid()}"
 SOURCE_DB = TARGET_DB.replace("imports", "source") if "imports" in TARGET_DB else f"{TARGET_DB}_source"
 ROWS = int(os.environ.get("CLEANROOM_BENCH_IMPORT_ROWS", "1000000"))
 CHANGED = 10_000
@@ -206,35 +207,40 @@ async def _sync() -> dict[str, Any]:
 
 
 def run() -> dict[str, Any]:
-    """The suite: prepares the databases, runs the import in a worker process, then the syncs."""
+    """The suite: prepares the databases, runs the import in a worker process, then the syncs; the databases
+    are dropped at the end, whatever the end."""
     result: dict[str, Any] = {"rows": ROWS, "columns": len(COLUMNS), "load": os.getloadavg()[0]}
-    with tempfile.TemporaryDirectory(prefix="cleanroom-bench-imports-") as folder:
-        path = Path(folder) / "shipments.csv"
-        write_csv(path, ROWS)
-        result["file_mib"] = round(path.stat().st_size / 2**20, 1)
-        asyncio.run(_prepare())
-        worker = subprocess.run(
-            [sys.executable, "-m", "backend.benches.imports", "--import", str(path)],
-            capture_output=True,
-            text=True,
-            check=False,
+    try:
+        with tempfile.TemporaryDirectory(prefix="cleanroom-bench-imports-") as folder:
+            path = Path(folder) / "shipments.csv"
+            write_csv(path, ROWS)
+            result["file_mib"] = round(path.stat().st_size / 2**20, 1)
+            asyncio.run(_prepare())
+            # the worker's database: this run's
+            worker = subprocess.run(
+                [sys.executable, "-m", "backend.benches.imports", "--import", str(path)],
+                env={**os.environ, "CLEANROOM_BENCH_IMPORT_DB": TARGET_DB},
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if worker.returncode != 0:
+                raise RuntimeError(f"the import worker failed: {worker.stderr[-2000:]}")
+            figures = json.loads(worker.stdout.strip().splitlines()[-1])
+        result["import"] = {
+            **figures,
+            "rows_per_second": round(ROWS / figures["seconds"]),
+            "goal_rows_per_second": 20_000,
+            "goal_peak_rss_mib": 500,
+        }
+        result["sync"] = {**asyncio.run(_sync()), "goal_incremental_seconds": 2.0}
+    finally:
+        asyncio.run(
+            _admin(
+                f'DROP DATABASE IF EXISTS "{TARGET_DB}" WITH (FORCE)',
+                f'DROP DATABASE IF EXISTS "{SOURCE_DB}" WITH (FORCE)',
+            )
         )
-        if worker.returncode != 0:
-            raise RuntimeError(f"the import worker failed: {worker.stderr[-2000:]}")
-        figures = json.loads(worker.stdout.strip().splitlines()[-1])
-    result["import"] = {
-        **figures,
-        "rows_per_second": round(ROWS / figures["seconds"]),
-        "goal_rows_per_second": 20_000,
-        "goal_peak_rss_mib": 500,
-    }
-    result["sync"] = {**asyncio.run(_sync()), "goal_incremental_seconds": 2.0}
-    asyncio.run(
-        _admin(
-            f'DROP DATABASE IF EXISTS "{TARGET_DB}" WITH (FORCE)',
-            f'DROP DATABASE IF EXISTS "{SOURCE_DB}" WITH (FORCE)',
-        )
-    )
     return result
 
 

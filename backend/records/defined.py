@@ -28,7 +28,7 @@ from backend.errors import Conflict, Forbidden, Invalid, NotFound
 from backend.records import tables as t
 from backend.records.columns import ColumnKind
 from backend.records.datasets import DATASETS, SYSTEM_FIELDS, DefinedDataset, template_specs
-from backend.records.values import TEXT_MAX, ColumnSpec, ValueProblem, coerce_value, to_json
+from backend.records.values import TEXT_MAX, ColumnSpec, ValueProblem, json_coercer
 from backend.tenancy.context import UserContext
 from backend.tenancy.tables import Team, User
 
@@ -275,12 +275,15 @@ class UpsertResult:
         self.refused.extend(other.refused)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Prepared:
+    number: int  # the row's number, as the caller counts
     key: str
-    owner: int
+    # what the row itself says of its ownership; None: it says nothing (no such column, or an empty cell), so
+    # a stored row keeps its own and a new row gets the import's default (`_owned`)
+    owner: int | None
     team: int | None
-    visibility: str
+    visibility: str | None
     values: dict[str, Any]  # JSON-ready, keys sorted
 
 
@@ -305,50 +308,75 @@ class Directory:
         )
 
 
-BATCH = 2000  # rows per statement
+BATCH = 5000  # rows looked up (and written) at once on PostgreSQL
+SQLITE_BATCH = 2000  # SQLite: rows looked up at once (each key a parameter)
+SQLITE_WRITE = 300  # SQLite: 10 parameters a row, at most 32,766 a statement
 
 
-def _prepare(
-    dataset: DefinedDataset, row: Mapping[str, Any], defaults: RowDefaults, people: Directory, from_text: bool
-) -> _Prepared:
-    columns = dataset.columns
-    names = {c.name for c in columns}
-    unknown = [k for k in row if k not in names and k not in (OWNER_EMAIL, TEAM, VISIBILITY)]
-    if unknown:
+class _Plan:
+    """How the rows of one upsert are read: each column's check chosen once (`values.json_coercer`, exactly
+    `coerce_value` + `to_json`), in the order of the stored JSON's sorted keys."""
+
+    def __init__(self, dataset: DefinedDataset, from_text: bool) -> None:
+        self.key_column = dataset.key_column
+        self.columns = sorted(
+            ((c.name, json_coercer(c, from_text=from_text)) for c in dataset.columns), key=lambda c: c[0]
+        )
+        self.allowed = frozenset({c.name for c in dataset.columns} | {OWNER_EMAIL, TEAM, VISIBILITY})
+
+
+def _prepare(plan: _Plan, row: Mapping[str, Any], people: Directory, number: int) -> _Prepared:
+    if not plan.allowed.issuperset(row):
+        unknown = [k for k in row if k not in plan.allowed]
         raise ValueProblem(f"unknown columns {sorted(unknown)}")
-    values: dict[str, Any] = {}
-    for spec in columns:
-        values[spec.name] = to_json(coerce_value(spec, row.get(spec.name), from_text=from_text))
-    key = values[dataset.key_column]
+    get = row.get
+    values = {name: coerce(get(name)) for name, coerce in plan.columns}
+    key = values[plan.key_column]
     key = "" if key is None else str(key)
     if not key:
-        raise ValueProblem(f"the key column {dataset.key_column} is empty")
+        raise ValueProblem(f"the key column {plan.key_column} is empty")
     if len(key) > KEY_MAX:
-        raise ValueProblem(f"the key {dataset.key_column} is longer than {KEY_MAX} characters")
-    owner, team, visibility = defaults.owner_id, defaults.team_id, defaults.visibility
-    email = row.get(OWNER_EMAIL)
-    if email not in (None, ""):
-        found = people.people.get(str(email).strip().lower())
-        if found is None:
+        raise ValueProblem(f"the key {plan.key_column} is longer than {KEY_MAX} characters")
+    owner = team = visibility = None
+    email = get(OWNER_EMAIL)
+    if email is not None and email != "":
+        owner = people.people.get(str(email).strip().lower())
+        if owner is None:
             raise ValueProblem(f"owner_email {email!r} is not a person of this company")
-        owner = found
-    team_name = row.get(TEAM)
-    if team_name not in (None, ""):
-        found_team = people.teams.get(str(team_name).strip())
-        if found_team is None:
+    team_name = get(TEAM)
+    if team_name is not None and team_name != "":
+        team = people.teams.get(str(team_name).strip())
+        if team is None:
             raise ValueProblem(f"team {team_name!r} is not a team of this company")
-        team = found_team
-    seen = row.get(VISIBILITY)
-    if seen not in (None, ""):
+    seen = get(VISIBILITY)
+    if seen is not None and seen != "":
         visibility = str(seen).strip().lower()
-    if visibility not in VISIBILITIES:
-        raise ValueProblem(f"visibility must be one of {list(VISIBILITIES)}")
+        if visibility not in VISIBILITIES:
+            raise ValueProblem(f"visibility must be one of {list(VISIBILITIES)}")
+    return _Prepared(number, key, owner, team, visibility, values)
+
+
+def _owned(
+    prepared: _Prepared, old: Mapping[str, Any] | None, defaults: RowDefaults
+) -> tuple[int, int | None, str]:
+    """The row's owner, team and visibility: each as the row says it, else as the stored row has it (a
+    re-import without an `owner_email` column takes no one's rows), else the import's default (a new row)."""
+    if old is None:
+        owner, team, visibility = defaults.owner_id, defaults.team_id, defaults.visibility
+    else:
+        owner, team, visibility = old["owner"], old["team"], old["visibility"]
+    if prepared.owner is not None:
+        owner = prepared.owner
+    if prepared.team is not None:
+        team = prepared.team
+    if prepared.visibility is not None:
+        visibility = prepared.visibility
     if visibility == "team" and team is None:
         raise ValueProblem("a team row needs a team (a `team` value, or the import's default team)")
-    return _Prepared(key, owner, team, visibility, dict(sorted(values.items())))
+    return owner, team, visibility
 
 
-def _check_defaults(defaults: RowDefaults, people: Directory) -> None:
+def check_defaults(defaults: RowDefaults, people: Directory) -> None:
     if defaults.owner_id not in people.ids:
         raise Invalid("the default owner is not a person of the dataset's company", code="invalid_defaults")
     if defaults.team_id is not None and defaults.team_id not in people.team_ids:
@@ -366,20 +394,27 @@ async def _run(sql: str, *args: Any) -> list[dict[str, Any]]:
 
 
 async def _existing(dataset: DefinedDataset, keys: list[str]) -> dict[str, dict[str, Any]]:
+    if not keys:
+        return {}
     cols = '"external_key", "owner", "team", "visibility", "values"'
     if _postgres():
-        rows = await _run(
-            f'SELECT {cols} FROM "dataset_row" WHERE "dataset" = {{}} AND "external_key" = ANY({{}}::text[])',
-            dataset.id,
-            keys,
-        )
+        rows = []
+        for i in range(0, len(keys), BATCH):
+            rows += await _run(
+                f'SELECT {cols} FROM "dataset_row" WHERE "dataset" = {{}} AND "external_key" = ANY({{}}::text[])',
+                dataset.id,
+                keys[i : i + BATCH],
+            )
     else:
-        marks = ", ".join("{}" for _ in keys)
-        rows = await _run(
-            f'SELECT {cols} FROM "dataset_row" WHERE "dataset" = {{}} AND "external_key" IN ({marks})',
-            dataset.id,
-            *keys,
-        )
+        rows = []
+        for i in range(0, len(keys), SQLITE_BATCH):
+            part = keys[i : i + SQLITE_BATCH]
+            marks = ", ".join("{}" for _ in part)
+            rows += await _run(
+                f'SELECT {cols} FROM "dataset_row" WHERE "dataset" = {{}} AND "external_key" IN ({marks})',
+                dataset.id,
+                *part,
+            )
     out = {}
     for r in rows:
         values = r["values"]
@@ -395,41 +430,148 @@ _COLUMNS = (
     '"company", "dataset", "external_key", "owner", "team", "visibility", "values", "created_at", '
     '"updated_at", "version"'
 )
+# PostgreSQL: a chunk's rows are COPYed into this temporary table of the transaction, then upserted from it by
+# one INSERT … ON CONFLICT (docs/imports.md). The API's role may make temporary tables (fleet/queue.py keeps
+# TEMP for it when it takes it from PUBLIC); where a role may not, the rows go as arrays (`unnest`) instead.
+_STAGE = "cleanroom_rows_in"
+_STAGE_MAKE = (
+    f'CREATE TEMPORARY TABLE IF NOT EXISTS "{_STAGE}" '
+    "(k text, o integer, tm integer, v text, j jsonb) ON COMMIT DROP; "
+    f'TRUNCATE "{_STAGE}"'
+)
+_may_stage: dict[str, bool] = {}  # per database: may this role make temporary tables
 
 
-async def _write(dataset: DefinedDataset, rows: list[_Prepared]) -> None:
+async def _stage_allowed(connection: Any) -> bool:
+    database = repr(sorted(t.DatasetRow._meta.db.config.items()))
+    if database not in _may_stage:
+        _may_stage[database] = bool(
+            await connection.fetchval("SELECT has_database_privilege(current_database(), 'TEMPORARY')")
+        )
+    return _may_stage[database]
+
+
+_Write = tuple[str, int, "int | None", str, str]  # key, owner, team, visibility, values as JSON text
+
+
+async def write_rows(dataset: DefinedDataset, rows: list[_Write]) -> None:
+    """Write the rows `settle_rows` returned (no transaction of its own; on PostgreSQL, one is opened for the
+    statements of this call when the caller holds none)."""
     now = clock.now()
     if _postgres():
-        await _run(
-            f'INSERT INTO "dataset_row" ({_COLUMNS}) SELECT {{}}, {{}}, u.k, u.o, u.tm, u.v, CAST(u.j AS JSONB), '
-            "{}, {}, 1 FROM unnest({}::text[], {}::integer[], {}::integer[], {}::text[], {}::text[]) "
-            f"AS u(k, o, tm, v, j){_UPSERT_TAIL}",
+        async with t.DatasetRow._meta.db.transaction() as transaction:  # the caller's, when it holds one
+            connection = transaction.connection
+            staged = await _stage_allowed(connection)
+            for i in range(0, len(rows), BATCH):
+                await _write_postgres(connection, dataset, rows[i : i + BATCH], now, staged)
+        return
+    for i in range(0, len(rows), SQLITE_WRITE):
+        part = rows[i : i + SQLITE_WRITE]
+        marks = ", ".join("({}, {}, {}, {}, {}, {}, {}, {}, {}, 1)" for _ in part)
+        args: list[Any] = []
+        for key, owner, team, visibility, values in part:
+            args += [dataset.company_id, dataset.id, key, owner, team, visibility, values, now, now]
+        await _run(f'INSERT INTO "dataset_row" ({_COLUMNS}) VALUES {marks}{_UPSERT_TAIL}', *args)
+
+
+async def _write_postgres(
+    connection: Any, dataset: DefinedDataset, rows: list[_Write], now: Any, staged: bool
+) -> None:
+    if staged:  # COPY into the transaction's temporary table, then one INSERT … ON CONFLICT from it
+        await connection.execute(_STAGE_MAKE)
+        await connection.copy_records_to_table(_STAGE, records=rows, columns=["k", "o", "tm", "v", "j"])
+        await connection.execute(
+            f'INSERT INTO "dataset_row" ({_COLUMNS}) SELECT $1, $2, k, o, tm, v, j, $3, $3, 1 '
+            f'FROM "{_STAGE}"{_UPSERT_TAIL}',
             dataset.company_id,
             dataset.id,
             now,
-            now,
-            [r.key for r in rows],
-            [r.owner for r in rows],
-            [r.team for r in rows],
-            [r.visibility for r in rows],
-            [json.dumps(r.values) for r in rows],
         )
         return
-    marks = ", ".join("({}, {}, {}, {}, {}, {}, {}, {}, {}, 1)" for _ in rows)
-    args: list[Any] = []
-    for r in rows:
-        args += [
-            dataset.company_id,
-            dataset.id,
-            r.key,
-            r.owner,
-            r.team,
-            r.visibility,
-            json.dumps(r.values),
-            now,
-            now,
-        ]
-    await _run(f'INSERT INTO "dataset_row" ({_COLUMNS}) VALUES {marks}{_UPSERT_TAIL}', *args)
+    keys, owners, teams, visibilities, values = (list(c) for c in zip(*rows, strict=True))
+    await connection.execute(
+        f'INSERT INTO "dataset_row" ({_COLUMNS}) SELECT $1, $2, u.k, u.o, u.tm, u.v, CAST(u.j AS JSONB), '
+        "$3, $3, 1 FROM unnest($4::text[], $5::integer[], $6::integer[], $7::text[], $8::text[]) "
+        f"AS u(k, o, tm, v, j){_UPSERT_TAIL}",
+        dataset.company_id,
+        dataset.id,
+        now,
+        keys,
+        owners,
+        teams,
+        visibilities,
+        values,
+    )
+
+
+@dataclass
+class Prepared:
+    """A chunk's rows checked (`prepare_rows`: no database, so a caller may run it in a thread while the
+    previous chunk is written), by key, and the rows refused on the way."""
+
+    rows: dict[str, _Prepared] = field(default_factory=dict)
+    refused: list[Refusal] = field(default_factory=list)
+
+
+def row_plan(dataset: DefinedDataset, *, from_text: bool) -> _Plan:
+    return _Plan(dataset, from_text)
+
+
+def prepare_rows(
+    plan: _Plan, rows: Sequence[Mapping[str, Any]], people: Directory, first_row: int
+) -> Prepared:
+    """Each row's values checked and its ownership read; a row refused (with its number and why) or kept by
+    its key. A key the chunk repeats is refused the second time."""
+    out = Prepared()
+    kept, refused = out.rows, out.refused
+    for index, row in enumerate(rows):
+        number = first_row + index
+        try:
+            prepared = _prepare(plan, row, people, number)
+        except ValueProblem as exc:
+            refused.append(Refusal(number, str(exc)))
+            continue
+        first = kept.get(prepared.key)
+        if first is not None:
+            refused.append(
+                Refusal(number, f"key {prepared.key!r} appears again (first at row {first.number})")
+            )
+            continue
+        kept[prepared.key] = prepared
+    return out
+
+
+async def settle_rows(
+    dataset: DefinedDataset, prepared: Prepared, defaults: RowDefaults, result: UpsertResult
+) -> list[_Write]:
+    """Counts `prepared` into `result` against the stored rows (added, changed, unchanged, refused) and
+    returns the rows to write (`write_rows`): the added and the changed, with their ownership settled."""
+    existing = await _existing(dataset, list(prepared.rows))
+    writes: list[_Write] = []
+    refused = list(prepared.refused)
+    for key, row in prepared.rows.items():
+        old = existing.get(key)
+        try:
+            owner, team, visibility = _owned(row, old, defaults)
+        except ValueProblem as exc:
+            refused.append(Refusal(row.number, str(exc)))
+            continue
+        if old is None:
+            result.added += 1
+        elif (old["owner"], old["team"], old["visibility"], old["values"]) == (
+            owner,
+            team,
+            visibility,
+            row.values,
+        ):
+            result.unchanged += 1
+            continue
+        else:
+            result.changed += 1
+        writes.append((key, owner, team, visibility, json.dumps(row.values)))
+    refused.sort(key=lambda refusal: refusal.row)  # a missing team is found here, after the values' checks
+    result.refused.extend(refused)
+    return writes
 
 
 async def upsert_rows(
@@ -448,58 +590,20 @@ async def upsert_rows(
     version stays); a changed row's version goes up by one, so a proposed change staged before it conflicts.
 
     `rows`: mappings of column name → value (text from a file with `from_text`, else typed values), plus
-    optional `owner_email`, `team` (a team's name) and `visibility`. No transaction of its own: wrap the
-    whole import in one for all-or-nothing. `directory`: the company's people and teams, read once per
-    import (`Directory.load`) when the caller calls this per chunk."""
+    optional `owner_email`, `team` (a team's name) and `visibility`. What a row does not say of its ownership
+    (no such key, or empty) a stored row keeps as it is — re-importing a file takes no one's rows — and a new
+    row takes from `defaults`. No transaction of its own: wrap the whole import in one for all-or-nothing.
+    `directory`: the company's people and teams, read once per import (`Directory.load`) when the caller calls
+    this per chunk. (`importing.Loader` runs the same three steps, `prepare_rows`, `settle_rows` and
+    `write_rows`, overlapping a chunk's checks with the previous chunk's write.)"""
     people = directory or await Directory.load(dataset.company_id)
-    _check_defaults(defaults, people)
+    check_defaults(defaults, people)
+    plan = _Plan(dataset, from_text)
+    prepared = prepare_rows(plan, rows, people, first_row)
     result = UpsertResult()
-    batch: dict[str, _Prepared] = {}
-    seen: dict[str, int] = {}
-
-    async def flush() -> None:
-        if not batch:
-            return
-        existing = await _existing(dataset, list(batch))
-        writes = []
-        for key, prepared in batch.items():
-            old = existing.get(key)
-            if old is None:
-                result.added += 1
-            elif (old["owner"], old["team"], old["visibility"], old["values"]) == (
-                prepared.owner,
-                prepared.team,
-                prepared.visibility,
-                prepared.values,
-            ):
-                result.unchanged += 1
-                continue
-            else:
-                result.changed += 1
-            writes.append(prepared)
-        if writes and not dry_run:
-            step = BATCH if _postgres() else 300  # SQLite: 10 parameters a row, at most 32,766 a statement
-            for i in range(0, len(writes), step):
-                await _write(dataset, writes[i : i + step])
-        batch.clear()
-
-    for index, row in enumerate(rows):
-        number = first_row + index
-        try:
-            prepared = _prepare(dataset, row, defaults, people, from_text)
-        except ValueProblem as exc:
-            result.refused.append(Refusal(number, str(exc)))
-            continue
-        if prepared.key in seen:
-            result.refused.append(
-                Refusal(number, f"key {prepared.key!r} appears again (first at row {seen[prepared.key]})")
-            )
-            continue
-        seen[prepared.key] = number
-        batch[prepared.key] = prepared
-        if len(batch) >= BATCH:
-            await flush()
-    await flush()
+    writes = await settle_rows(dataset, prepared, defaults, result)
+    if writes and not dry_run:
+        await write_rows(dataset, writes)
     return result
 
 

@@ -221,8 +221,16 @@ def _chunks(
 
 
 class Loader:
-    """Rows into `dataset` through `defined.upsert_rows`, one chunk per `feed`. A key repeated in a later chunk
-    is refused here (upsert_rows sees one chunk). The caller holds the transaction when applying."""
+    """Rows into `dataset` through `defined`'s one path (`prepare_rows` → `settle_rows` → `write_rows`, the
+    steps of `upsert_rows`), one chunk per `feed`. A key repeated in a later chunk is refused here. The
+    caller holds the transaction when applying.
+
+    A chunk's values are checked in a thread (`prepare_rows` touches no database). With `overlap=True` (the
+    import's and the sync's own loops) that runs while the previous chunk's write runs on the database, the
+    write being awaited before the next chunk reads the stored rows, so one connection never has two
+    statements at once; the caller then calls `finish` before it commits (and `abandon` when it fails), and a
+    write that fails is raised at the next `feed` or at `finish`, inside its transaction, which rolls back
+    whole. Without it, `feed` returns with its rows written."""
 
     def __init__(
         self,
@@ -234,10 +242,14 @@ class Loader:
         defaults: RowDefaults,
         from_text: bool,
         report: ImportReport,
+        overlap: bool = False,
     ) -> None:
         self.dataset, self.positions, self.directory = dataset, positions, directory
+        self.overlap = overlap
         self.apply, self.defaults, self.from_text, self.report = apply, defaults, from_text, report
         self.keys_seen: set[str] = set()
+        self.plan = defined.row_plan(dataset, from_text=from_text)
+        self.writing: asyncio.Task[None] | None = None
 
     @classmethod
     async def start(
@@ -249,17 +261,49 @@ class Loader:
         defaults: RowDefaults,
         from_text: bool = True,
         report: ImportReport | None = None,
+        overlap: bool = False,
     ) -> Loader:
         report = report or ImportReport(dataset=dataset.name, applied=apply)
         positions = _positions(dataset, header, report)
         directory = await defined.Directory.load(dataset.company_id)
+        defined.check_defaults(defaults, directory)
         return cls(
-            dataset, positions, directory, apply=apply, defaults=defaults, from_text=from_text, report=report
+            dataset,
+            positions,
+            directory,
+            apply=apply,
+            defaults=defaults,
+            from_text=from_text,
+            report=report,
+            overlap=overlap,
         )
 
     async def feed(self, rows: Iterable[tuple[int, list[Any]]]) -> None:
-        for numbers, chunk in _chunks(rows, self.positions, self.report, self.from_text):
-            await self._chunk(numbers, chunk)
+        try:
+            for numbers, chunk in _chunks(rows, self.positions, self.report, self.from_text):
+                await self._chunk(numbers, chunk)
+        except BaseException:
+            if not self.overlap:
+                await self.abandon()
+            raise
+        if not self.overlap:
+            await self.finish()
+
+    async def finish(self) -> None:
+        """Wait for the last chunk's write (raising its error)."""
+        writing, self.writing = self.writing, None
+        if writing is not None:
+            await writing
+
+    async def abandon(self) -> None:
+        """The import failed: stop the write in flight and wait until it has (its own error is not the one
+        to report), so the caller's transaction rolls back on a connection no statement holds."""
+        writing, self.writing = self.writing, None
+        if writing is not None:
+            writing.cancel()
+            await asyncio.wait([writing])
+            if not writing.cancelled():
+                writing.exception()  # retrieved: the import's own error is raised instead
 
     async def _chunk(self, numbers: list[int], chunk: list[dict[str, Any]]) -> None:
         report, key_at = self.report, self.dataset.key_column
@@ -274,15 +318,12 @@ class Loader:
                 self.keys_seen.add(key)
             fresh_numbers.append(number)
             fresh.append(row)
-        result = await defined.upsert_rows(
-            self.dataset,
-            fresh,
-            self.defaults,
-            from_text=self.from_text,
-            first_row=0,
-            dry_run=not self.apply,
-            directory=self.directory,
-        )
+        prepared = await asyncio.to_thread(defined.prepare_rows, self.plan, fresh, self.directory, 0)
+        await self.finish()  # the previous chunk's write, overlapped with the checks above
+        result = defined.UpsertResult()
+        writes = await defined.settle_rows(self.dataset, prepared, self.defaults, result)
+        if writes and self.apply:
+            self.writing = asyncio.create_task(defined.write_rows(self.dataset, writes))
         report.added += result.added
         report.changed += result.changed
         report.unchanged += result.unchanged
@@ -302,9 +343,14 @@ async def load_rows(
 ) -> ImportReport:
     """Count (and, with `apply`, write) `rows` — (row number, cells under `header`) — into `dataset`."""
     loader = await Loader.start(
-        dataset, header, apply=apply, defaults=defaults, from_text=from_text, report=report
+        dataset, header, apply=apply, defaults=defaults, from_text=from_text, report=report, overlap=True
     )
-    await loader.feed(rows)
+    try:
+        await loader.feed(rows)
+    except BaseException:
+        await loader.abandon()
+        raise
+    await loader.finish()
     return loader.report
 
 
@@ -432,11 +478,18 @@ async def _feed(
     report: ImportReport,
     progress: Callable[[int], None] | None,
 ) -> None:
-    loader = await Loader.start(dataset, stream.header, apply=apply, defaults=defaults, report=report)
-    async for chunk in _prefetched(stream.rows):
-        await loader.feed(chunk)
-        if progress is not None:
-            progress(report.rows_read)
+    loader = await Loader.start(
+        dataset, stream.header, apply=apply, defaults=defaults, report=report, overlap=True
+    )
+    try:
+        async for chunk in _prefetched(stream.rows):
+            await loader.feed(chunk)
+            if progress is not None:
+                progress(report.rows_read)
+    except BaseException:
+        await loader.abandon()
+        raise
+    await loader.finish()
 
 
 PREFETCH_CHUNKS = 3  # chunks read ahead from the converter child while the previous ones are written

@@ -322,33 +322,41 @@ async def _read_into(
         async with connection.transaction(readonly=True, isolation="repeatable_read"):
             cursor = await connection.cursor(sql, *args)
             loader: importing.Loader | None = None
-            fetch = FIRST_FETCH_ROWS
-            while True:
-                records = await cursor.fetch(fetch)
-                if not records:
-                    break
-                if loader is None:
-                    header = list(records[0].keys())
-                    if source["updated_at_column"] and source["updated_at_column"] not in header:
-                        raise SyncRefused(
-                            f"the source has no column {source['updated_at_column']!r} (its updated-at column)"
+            try:
+                fetch = FIRST_FETCH_ROWS
+                while True:
+                    records = await cursor.fetch(fetch)
+                    if not records:
+                        break
+                    if loader is None:
+                        header = list(records[0].keys())
+                        if source["updated_at_column"] and source["updated_at_column"] not in header:
+                            raise SyncRefused(
+                                f"the source has no column {source['updated_at_column']!r} (its updated-at column)"
+                            )
+                        stamp_at = (
+                            header.index(source["updated_at_column"]) if source["updated_at_column"] else None
                         )
-                    stamp_at = (
-                        header.index(source["updated_at_column"]) if source["updated_at_column"] else None
-                    )
-                    loader = await importing.Loader.start(
-                        dataset,
-                        header,
-                        apply=True,
-                        defaults=_defaults(source),
-                        from_text=False,
-                        report=report,
-                    )
-                await loader.feed(capped.take(list(records), header, stamp_at))
-                # as many rows as fit FETCH_BYTES at the size seen so far: a source of 1 MB rows is read a few
-                # at a time, never 5,000 MB in one answer
-                average = max(1, capped.bytes // max(1, capped.rows))
-                fetch = max(1, min(FETCH_ROWS, FETCH_BYTES // average))
+                        loader = await importing.Loader.start(
+                            dataset,
+                            header,
+                            apply=True,
+                            defaults=_defaults(source),
+                            from_text=False,
+                            report=report,
+                            overlap=True,
+                        )
+                    await loader.feed(capped.take(list(records), header, stamp_at))
+                    # as many rows as fit FETCH_BYTES at the size seen so far: a source of 1 MB rows is read a few
+                    # at a time, never 5,000 MB in one answer
+                    average = max(1, capped.bytes // max(1, capped.rows))
+                    fetch = max(1, min(FETCH_ROWS, FETCH_BYTES // average))
+            except BaseException:
+                if loader is not None:
+                    await loader.abandon()
+                raise
+            if loader is not None:
+                await loader.finish()  # the last chunk's write, in the caller's transaction
         return capped.largest
     finally:
         await connection.close(timeout=5)

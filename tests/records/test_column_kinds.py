@@ -84,3 +84,39 @@ def test_no_code_switches_on_piccolo_class_names() -> None:
     ]
     assert not found, found
     assert QUOTED_NAME.search('if kind in ("Integer", "BigInt"):')  # control: the old switch is caught
+
+
+def test_the_bulk_checker_of_a_column_is_coerce_value_exactly() -> None:
+    """Imports and syncs check a million rows with `json_coercer` (chosen once per column) instead of
+    `coerce_value` per cell: for awkward values of every kind, typed and as text, nullable or not, both give
+    the same stored JSON or refuse with the same words. A checker that accepted more (a float in an integer
+    column, " 1e3 " anywhere, an empty date in a required column), or said a refusal differently, fails here."""
+    import datetime as dt
+
+    from backend.records.values import ColumnSpec, ValueProblem, coerce_value, json_coercer, to_json
+
+    values = [None, "", " ", "0", "12", " 12 ", "-7", "1_000", "1e3", "12.50", "nan", "inf", "sNaN", "abc",
+              "true", " TRUE ", "yes", "0", "no", "x", "2026-01-02", " 2026-01-02 ", "20260102", "2026-02-30",
+              "2026-06-01T12:00:00", "2026-06-01 12:00:00+02:00", "2026-06-01T12:00:00Z", "١٢", "a" * 11,
+              0, 1, -3, 2.5, float("nan"), True, False, Decimal("1.10"), Decimal("Infinity"),
+              dt.date(2026, 1, 2), dt.datetime(2026, 1, 2, 3, 4), dt.datetime(2026, 1, 2, tzinfo=dt.UTC),
+              ["list"], {"a": 1}]  # fmt: skip
+    specs = [ColumnSpec("c", kind, nullable) for kind in ColumnKind for nullable in (True, False)]
+    specs += [
+        ColumnSpec("c", ColumnKind.string, True, 10),
+        ColumnSpec("c", ColumnKind.string, True, None, ("x", "yes")),
+    ]
+    for spec in specs:
+        for from_text in (True, False):
+            fast = json_coercer(spec, from_text=from_text)
+            for _ in range(2):  # the second time from what the checker remembers
+                for value in values:
+                    try:
+                        expected = ("ok", to_json(coerce_value(spec, value, from_text=from_text)))
+                    except ValueProblem as exc:
+                        expected = ("refused", str(exc))
+                    try:
+                        got = ("ok", fast(value))
+                    except ValueProblem as exc:
+                        got = ("refused", str(exc))
+                    assert got == expected and type(got[1]) is type(expected[1]), (spec, from_text, value)

@@ -274,3 +274,106 @@ def test_xlsx_and_ods_stream_through_the_confined_child(tmp_path: Path) -> None:
     (tmp_path / "c.pdf").write_bytes(b"%PDF-1.4\n%%EOF\n")
     with pytest.raises(ImportFileRefused, match="CSV, Excel"):
         stream_rows(tmp_path / "c.pdf", "c.pdf")
+
+
+async def test_a_re_import_keeps_each_rows_owner_unless_the_file_maps_owner_email(
+    demo_db: str, tmp_path: Path, monkeypatch
+) -> None:
+    """Hostile: bob (edit on the dataset) re-imports a file of alice's keys without an `owner_email` column;
+    alice's rows must stay hers, with their team and visibility (before, every row moved to bob). Controls:
+    bob's new key is his (the import's default), his changed values land, and the admin's file with a mapped
+    `owner_email` column does reassign (an empty cell keeps the owner). Both engines: on PostgreSQL the rows go
+    through COPY into the transaction's temporary table, made again for each import on the pool's connections."""
+    admin = await load_user_context_by_email("admin@acme.example")
+    alice = await load_user_context_by_email("alice@acme.example")
+    bob = await load_user_context_by_email("bob@acme.example")
+    spec = defined.DatasetSpec(
+        name="claims",
+        label="Claims",
+        columns=[
+            defined.ColumnSpec("claim", ColumnKind.string),
+            defined.ColumnSpec("amount", ColumnKind.number),
+        ],
+        key_column="claim",
+    )
+    ds = await defined.define_dataset(admin, spec)
+    alice, bob = (
+        dataclasses.replace(p, permissions={**p.permissions, "claims": "edit"}) for p in (alice, bob)
+    )
+    path = tmp_path / "claims.csv"
+    path.write_text("claim\n")  # hashed for the audit entry; the rows come from the stream below
+
+    def rows_of(header: list[str], rows: list[list[str]]):
+        def stream(path, filename, limits=None):
+            return importing.RowStream(
+                header=header, kind="csv", rows=(row for row in enumerate(rows, start=2))
+            )
+
+        return stream
+
+    async def owners() -> dict[str, tuple]:
+        found = await DatasetRow.select(
+            DatasetRow.external_key,
+            DatasetRow.owner,
+            DatasetRow.team,
+            DatasetRow.visibility,
+            DatasetRow.version,
+        ).where(DatasetRow.dataset == ds.id)
+        return {r["external_key"]: (r["owner"], r["team"], r["visibility"], r["version"]) for r in found}
+
+    private = defined.RowDefaults(owner_id=alice.user_id, visibility="private")
+    monkeypatch.setattr(
+        importing, "stream_rows", rows_of(["claim", "amount"], [["C-1", "10"], ["C-2", "20"]])
+    )
+    await importing.import_file(alice, "claims", path, "claims.csv", dry_run=False, defaults=private)
+    assert await owners() == {
+        "C-1": (alice.user_id, None, "private", 1),
+        "C-2": (alice.user_id, None, "private", 1),
+    }
+
+    # hostile: bob's file has alice's keys (one with a new amount) and one of his own, no owner_email column
+    bobs = [["C-1", "11"], ["C-2", "20"], ["C-3", "30"]]
+    monkeypatch.setattr(importing, "stream_rows", rows_of(["claim", "amount"], bobs))
+    dry = await importing.import_file(bob, "claims", path, "claims.csv", dry_run=True)
+    assert (dry["added"], dry["changed"], dry["unchanged"], dry["refused"]) == (1, 1, 1, 0)
+    done = await importing.import_file(bob, "claims", path, "claims.csv", dry_run=False)
+    assert (done["added"], done["changed"], done["unchanged"]) == (1, 1, 1)
+    assert await owners() == {
+        "C-1": (alice.user_id, None, "private", 2),  # its amount changed, its owner did not
+        "C-2": (alice.user_id, None, "private", 1),
+        "C-3": (bob.user_id, None, "company", 1),  # new: the import's default owner, bob
+    }
+
+    # control: the admin's file maps owner_email; C-1 moves to bob, C-2's empty cell keeps alice
+    monkeypatch.setattr(
+        importing,
+        "stream_rows",
+        rows_of(["claim", "amount", "owner_email"], [["C-1", "11", "bob@acme.example"], ["C-2", "20", ""]]),
+    )
+    moved = await importing.import_file(admin, "claims", path, "claims.csv", dry_run=False)
+    assert (moved["changed"], moved["unchanged"]) == (1, 1)
+    after = await owners()
+    assert after["C-1"] == (bob.user_id, None, "private", 3) and after["C-2"] == (
+        alice.user_id,
+        None,
+        "private",
+        1,
+    )
+
+
+def test_rows_come_in_batches_and_a_row_over_4_mib_is_still_refused(tmp_path: Path) -> None:
+    """The child writes many rows a line (up to 64 KiB) now: a 1 MiB row among small ones still comes through
+    whole, in order with its neighbours (control), and the row over 4 MiB after them is refused as before
+    (hostile: a file that makes the parent hold a huge line). One file, one child: the rows before the huge
+    one arrive, then the refusal. Cells of 30,000 characters: the readers cut a cell at 32,767."""
+    small = [f"K-{i},{'n' * 200}" for i in range(600)]  # ~120 kB: a few lines of rows
+    cell = "x" * 30_000
+    big, huge = ",".join(["BIG", *[cell] * 35]), ",".join(["HUGE", *[cell] * 145])
+    path = tmp_path / "rows.csv"
+    path.write_text("\n".join(["key,note", *small[:300], big, *small[300:], huge]) + "\n")
+    rows = []
+    with pytest.raises(ImportFileRefused, match="larger than 4 MiB"):
+        for row in stream_rows(path, "rows.csv").rows:
+            rows.append(row)
+    assert [n for n, _ in rows] == list(range(2, 603))
+    assert rows[300][1] == ["BIG", *[cell] * 35] and rows[-1][1] == ["K-599", "n" * 200]
