@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from piccolo.columns.combination import And
 from piccolo.engine.postgres import PostgresEngine
 from piccolo.querystring import QueryString
 
@@ -29,6 +30,7 @@ from backend.records import tables as t
 from backend.records.columns import ColumnKind
 from backend.records.datasets import DATASETS, SYSTEM_FIELDS, DefinedDataset, template_specs
 from backend.records.values import TEXT_MAX, ColumnSpec, ValueProblem, json_coercer
+from backend.records.visibility import visible_where
 from backend.tenancy.context import UserContext
 from backend.tenancy.tables import Team, User
 
@@ -541,16 +543,46 @@ def prepare_rows(
     return out
 
 
+HIDDEN_ROW = "a row with this key exists that you may not see, so you may not change it"
+
+
+async def _hidden_keys(reader: UserContext, dataset: DefinedDataset, keys: list[str]) -> set[str]:
+    """The stored `keys` whose rows `reader` may not see, by the one visibility rule (`visible_where`)."""
+    if reader.is_admin or not keys:
+        return set()
+    seen: set[str] = set()
+    for i in range(0, len(keys), SQLITE_BATCH):
+        part = keys[i : i + SQLITE_BATCH]
+        rows = await t.DatasetRow.select(t.DatasetRow.external_key).where(
+            And(visible_where(reader, dataset), t.DatasetRow.external_key.is_in(part))
+        )
+        seen.update(r["external_key"] for r in rows)
+    return set(keys) - seen
+
+
 async def settle_rows(
-    dataset: DefinedDataset, prepared: Prepared, defaults: RowDefaults, result: UpsertResult
+    dataset: DefinedDataset,
+    prepared: Prepared,
+    defaults: RowDefaults,
+    result: UpsertResult,
+    reader: UserContext | None = None,
 ) -> list[_Write]:
     """Counts `prepared` into `result` against the stored rows (added, changed, unchanged, refused) and
-    returns the rows to write (`write_rows`): the added and the changed, with their ownership settled."""
+    returns the rows to write (`write_rows`): the added and the changed, with their ownership settled.
+
+    `reader`: the person importing. A stored row they may not see is refused (`HIDDEN_ROW`), neither compared
+    nor written: a member with edit on the dataset must not overwrite another's private row, nor learn from
+    "changed" or "unchanged" whether a guessed value is the one stored. (That the key exists at all, a unique
+    key says to anyone who adds it.) None: a company's own sync, which writes every row."""
     existing = await _existing(dataset, list(prepared.rows))
+    hidden = await _hidden_keys(reader, dataset, list(existing)) if reader is not None else set()
     writes: list[_Write] = []
     refused = list(prepared.refused)
     for key, row in prepared.rows.items():
         old = existing.get(key)
+        if key in hidden:
+            refused.append(Refusal(row.number, HIDDEN_ROW))
+            continue
         try:
             owner, team, visibility = _owned(row, old, defaults)
         except ValueProblem as exc:
@@ -583,6 +615,7 @@ async def upsert_rows(
     first_row: int = 1,
     dry_run: bool = False,
     directory: Directory | None = None,
+    reader: UserContext | None = None,
 ) -> UpsertResult:
     """Add or change `dataset`'s rows by their key column; say what was added, changed, left unchanged and
     refused (each refusal with its row number, `first_row` + index, and why). A refused row is not written;
@@ -601,7 +634,7 @@ async def upsert_rows(
     plan = _Plan(dataset, from_text)
     prepared = prepare_rows(plan, rows, people, first_row)
     result = UpsertResult()
-    writes = await settle_rows(dataset, prepared, defaults, result)
+    writes = await settle_rows(dataset, prepared, defaults, result, reader)
     if writes and not dry_run:
         await write_rows(dataset, writes)
     return result

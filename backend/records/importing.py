@@ -243,9 +243,10 @@ class Loader:
         from_text: bool,
         report: ImportReport,
         overlap: bool = False,
+        reader: UserContext | None = None,
     ) -> None:
         self.dataset, self.positions, self.directory = dataset, positions, directory
-        self.overlap = overlap
+        self.overlap, self.reader = overlap, reader
         self.apply, self.defaults, self.from_text, self.report = apply, defaults, from_text, report
         self.keys_seen: set[str] = set()
         self.plan = defined.row_plan(dataset, from_text=from_text)
@@ -262,6 +263,7 @@ class Loader:
         from_text: bool = True,
         report: ImportReport | None = None,
         overlap: bool = False,
+        reader: UserContext | None = None,
     ) -> Loader:
         report = report or ImportReport(dataset=dataset.name, applied=apply)
         positions = _positions(dataset, header, report)
@@ -276,6 +278,7 @@ class Loader:
             from_text=from_text,
             report=report,
             overlap=overlap,
+            reader=reader,
         )
 
     async def feed(self, rows: Iterable[tuple[int, list[Any]]]) -> None:
@@ -321,7 +324,7 @@ class Loader:
         prepared = await asyncio.to_thread(defined.prepare_rows, self.plan, fresh, self.directory, 0)
         await self.finish()  # the previous chunk's write, overlapped with the checks above
         result = defined.UpsertResult()
-        writes = await defined.settle_rows(self.dataset, prepared, self.defaults, result)
+        writes = await defined.settle_rows(self.dataset, prepared, self.defaults, result, self.reader)
         if writes and self.apply:
             self.writing = asyncio.create_task(defined.write_rows(self.dataset, writes))
         report.added += result.added
@@ -449,12 +452,12 @@ async def import_file(
     report = ImportReport(dataset=name, applied=not dry_run, sha256=sha256)
     try:
         if dry_run:
-            await _feed(dataset, stream, False, defaults, report, progress)
+            await _feed(dataset, stream, False, defaults, report, progress, ctx)
         else:
             if create is not None:
                 dataset = await defined.define_dataset(ctx, spec)
             async with DatasetRow._meta.db.transaction():
-                await _feed(dataset, stream, True, defaults, report, progress)
+                await _feed(dataset, stream, True, defaults, report, progress, ctx)
                 await audit.record(
                     "dataset.imported",
                     actor=ctx.actor,
@@ -477,9 +480,11 @@ async def _feed(
     defaults: RowDefaults,
     report: ImportReport,
     progress: Callable[[int], None] | None,
+    reader: UserContext,
 ) -> None:
+    # the importer's own view: a stored row they may not see is refused, not compared (defined.settle_rows)
     loader = await Loader.start(
-        dataset, stream.header, apply=apply, defaults=defaults, report=report, overlap=True
+        dataset, stream.header, apply=apply, defaults=defaults, report=report, overlap=True, reader=reader
     )
     try:
         async for chunk in _prefetched(stream.rows):

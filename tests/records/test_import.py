@@ -280,10 +280,13 @@ async def test_a_re_import_keeps_each_rows_owner_unless_the_file_maps_owner_emai
     demo_db: str, tmp_path: Path, monkeypatch
 ) -> None:
     """Hostile: bob (edit on the dataset) re-imports a file of alice's keys without an `owner_email` column;
-    alice's rows must stay hers, with their team and visibility (before, every row moved to bob). Controls:
-    bob's new key is his (the import's default), his changed values land, and the admin's file with a mapped
-    `owner_email` column does reassign (an empty cell keeps the owner). Both engines: on PostgreSQL the rows go
-    through COPY into the transaction's temporary table, made again for each import on the pool's connections."""
+    alice's rows must stay hers, with their team and visibility (before, every row moved to bob), and her
+    private row, which bob may not see, is refused whole: not overwritten, and not compared, so "changed" or
+    "unchanged" does not tell him whether his guess of its value is right (before, it was both). Controls: bob's
+    new key is his (the import's default), his changed value of a row he sees lands, and the admin's file with a
+    mapped `owner_email` column does reassign (an empty cell keeps the owner). Both engines: on PostgreSQL the
+    rows go through COPY into the transaction's temporary table, made again for each import on the pool's
+    connections."""
     admin = await load_user_context_by_email("admin@acme.example")
     alice = await load_user_context_by_email("alice@acme.example")
     bob = await load_user_context_by_email("bob@acme.example")
@@ -321,28 +324,42 @@ async def test_a_re_import_keeps_each_rows_owner_unless_the_file_maps_owner_emai
         ).where(DatasetRow.dataset == ds.id)
         return {r["external_key"]: (r["owner"], r["team"], r["visibility"], r["version"]) for r in found}
 
-    private = defined.RowDefaults(owner_id=alice.user_id, visibility="private")
+    shared = defined.RowDefaults(owner_id=alice.user_id, visibility="company")
     monkeypatch.setattr(
         importing, "stream_rows", rows_of(["claim", "amount"], [["C-1", "10"], ["C-2", "20"]])
     )
+    await importing.import_file(alice, "claims", path, "claims.csv", dry_run=False, defaults=shared)
+    private = defined.RowDefaults(owner_id=alice.user_id, visibility="private")
+    monkeypatch.setattr(importing, "stream_rows", rows_of(["claim", "amount"], [["C-9", "90"]]))
     await importing.import_file(alice, "claims", path, "claims.csv", dry_run=False, defaults=private)
     assert await owners() == {
-        "C-1": (alice.user_id, None, "private", 1),
-        "C-2": (alice.user_id, None, "private", 1),
+        "C-1": (alice.user_id, None, "company", 1),
+        "C-2": (alice.user_id, None, "company", 1),
+        "C-9": (alice.user_id, None, "private", 1),  # bob may not see it
     }
 
-    # hostile: bob's file has alice's keys (one with a new amount) and one of his own, no owner_email column
-    bobs = [["C-1", "11"], ["C-2", "20"], ["C-3", "30"]]
-    monkeypatch.setattr(importing, "stream_rows", rows_of(["claim", "amount"], bobs))
-    dry = await importing.import_file(bob, "claims", path, "claims.csv", dry_run=True)
-    assert (dry["added"], dry["changed"], dry["unchanged"], dry["refused"]) == (1, 1, 1, 0)
+    async def c9_values() -> object:
+        return (await DatasetRow.select(DatasetRow.values).where(DatasetRow.external_key == "C-9").first())["values"]
+
+    c9_before = await c9_values()
+
+    # hostile: bob's file has alice's keys (one with a new amount, her private one with a guess of its value)
+    # and one of his own, no owner_email column
+    for guess in ("90", "91"):  # the right value and a wrong one: the same answer
+        bobs = [["C-1", "11"], ["C-2", "20"], ["C-3", "30"], ["C-9", guess]]
+        monkeypatch.setattr(importing, "stream_rows", rows_of(["claim", "amount"], bobs))
+        dry = await importing.import_file(bob, "claims", path, "claims.csv", dry_run=True)
+        assert (dry["added"], dry["changed"], dry["unchanged"], dry["refused"]) == (1, 1, 1, 1), (guess, dry)
+        assert [(r["row"], r["reason"]) for r in dry["refusals"]] == [(5, defined.HIDDEN_ROW)]
     done = await importing.import_file(bob, "claims", path, "claims.csv", dry_run=False)
-    assert (done["added"], done["changed"], done["unchanged"]) == (1, 1, 1)
+    assert (done["added"], done["changed"], done["unchanged"], done["refused"]) == (1, 1, 1, 1)
     assert await owners() == {
-        "C-1": (alice.user_id, None, "private", 2),  # its amount changed, its owner did not
-        "C-2": (alice.user_id, None, "private", 1),
+        "C-1": (alice.user_id, None, "company", 2),  # its amount changed, its owner did not
+        "C-2": (alice.user_id, None, "company", 1),
         "C-3": (bob.user_id, None, "company", 1),  # new: the import's default owner, bob
+        "C-9": (alice.user_id, None, "private", 1),  # not written: bob may not see it
     }
+    assert await c9_values() == c9_before  # its value too
 
     # control: the admin's file maps owner_email; C-1 moves to bob, C-2's empty cell keeps alice
     monkeypatch.setattr(
@@ -353,10 +370,10 @@ async def test_a_re_import_keeps_each_rows_owner_unless_the_file_maps_owner_emai
     moved = await importing.import_file(admin, "claims", path, "claims.csv", dry_run=False)
     assert (moved["changed"], moved["unchanged"]) == (1, 1)
     after = await owners()
-    assert after["C-1"] == (bob.user_id, None, "private", 3) and after["C-2"] == (
+    assert after["C-1"] == (bob.user_id, None, "company", 3) and after["C-2"] == (
         alice.user_id,
         None,
-        "private",
+        "company",
         1,
     )
 
