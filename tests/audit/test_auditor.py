@@ -113,6 +113,9 @@ def test_the_routes_open_to_an_auditor_beyond_reads_are_these() -> None:
     assert opened == AUDITOR_ROUTES
 
 
+# who may call a route or a service, decided by the guard and the context's role, not an engine's (the auditor's
+# reads of another company and of records, SQL, stay on both engines below; the last admin's count too)
+@pytest.mark.sqlite
 async def test_an_admin_makes_an_auditor_and_takes_it_away_audited(client) -> None:
     await login(client, ADMIN)
     people = (await client.get("/api/company/people")).json()
@@ -170,6 +173,7 @@ async def test_only_an_admin_sets_roles_and_nobody_is_made_admin_here(client) ->
     assert (await client.patch(f"/api/company/people/{frank}", json={"role": "member"})).status_code == 200
 
 
+@pytest.mark.sqlite  # the guard's and the service's refusal, not an engine's (see the first mark)
 async def test_an_auditor_cannot_make_themselves_admin(client) -> None:
     await make_auditor(client)
     frank = await _user_id(AUDITOR)
@@ -183,6 +187,7 @@ async def test_an_auditor_cannot_make_themselves_admin(client) -> None:
     assert (await User.select(User.role).where(User.id == frank).first())["role"] == "auditor"
 
 
+@pytest.mark.sqlite  # the guard's and the service's refusal, not an engine's (see the first mark)
 async def test_every_route_but_reads_refuses_an_auditor_walked_from_the_route_table(client) -> None:
     routes = decision_routes(client.app)
     assert len(routes) >= 15  # the walk covers the decision routes, not an empty list
@@ -243,6 +248,7 @@ async def test_every_route_but_reads_refuses_an_auditor_walked_from_the_route_ta
     assert len(await walk(client, routes)) == len(routes)
 
 
+@pytest.mark.sqlite  # the guard's and the service's refusal, not an engine's (see the first mark)
 async def test_the_owner_decides_where_the_auditor_is_refused(client) -> None:
     await enable_code()
     await make_auditor(client)
@@ -266,6 +272,7 @@ async def test_the_owner_decides_where_the_auditor_is_refused(client) -> None:
     assert r.status_code == 200 and r.json()["status"] == "rejected"
 
 
+@pytest.mark.sqlite  # the guard's and the service's refusal, not an engine's (see the first mark)
 async def test_the_service_layer_refuses_an_auditors_context_too(demo_db) -> None:
     from backend.actions import service as actions
     from backend.errors import Forbidden

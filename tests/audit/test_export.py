@@ -224,6 +224,8 @@ def _tampered(lines: list[str]) -> dict[str, tuple[list[str], str]]:
     }
 
 
+# the verifier's refusal of an edited file, not an engine's (the export of either engine's trail: the tests around)
+@pytest.mark.sqlite
 async def test_every_edit_of_an_export_is_refused_naming_the_line(client, tmp_path) -> None:
     await _activity(client)
     lines = await _export(client)

@@ -58,6 +58,7 @@ async def _as(client, email: str) -> None:
     await login(client, email)
 
 
+@pytest.mark.sqlite  # the setting's default, bounds and who may set it, not an engine's
 async def test_the_setting_ships_off_and_only_an_admin_sets_it(client) -> None:
     await _as(client, ADMIN)
     assert (await client.get("/api/company/settings")).json()["evidence_retention_days"] == 0

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from backend.actions.tables import ActionItem
 from backend.audit import service as audit
 from backend.runs.tables import Run
@@ -153,6 +155,8 @@ async def test_approved_despite_a_warning_lists_only_our_warned_approvals(client
     assert [row["run_id"] for row in theirs] == [runs["globex"]["id"]]
 
 
+# who may call the review routes, not an engine's (the filters and reports, SQL, stay on both engines)
+@pytest.mark.sqlite
 async def test_a_member_is_refused_every_review_route_an_admin_gets(client) -> None:
     runs = await story(client)
     routes = [

@@ -8,6 +8,8 @@ from __future__ import annotations
 import io
 import zipfile
 
+import pytest
+
 from backend.convert import convert
 from backend.convert.isolated import convert_isolated
 from backend.drive.tables import DriveFile
@@ -98,6 +100,7 @@ def _leftovers() -> list[str]:
     return sorted(p.name for p in root.glob(".upload-*")) if root.exists() else []
 
 
+@pytest.mark.sqlite  # the converter's refusal comes before anything reaches the database
 async def test_drive_stores_no_word_document_the_converter_would_refuse(client) -> None:
     alice = await token_for(client, "alice@acme.example")
     before = await DriveFile.count()

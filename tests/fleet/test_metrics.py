@@ -347,6 +347,7 @@ async def test_a_worker_host_appears_with_its_capacity_and_heartbeat_age(client)
     assert 600 <= value(samples, "cleanroom_worker_heartbeat_age_seconds", host="hv-b") < 660
 
 
+@pytest.mark.sqlite  # who is served /metrics, decided before any query (the counts stay on both engines)
 async def test_without_a_metrics_token_nobody_is_served_not_even_loopback(client, monkeypatch) -> None:
     """Behind a reverse proxy on the same host every client is loopback: loopback is no credential."""
     await scrape(client)  # positive control: with the token set and sent, served
@@ -365,6 +366,7 @@ async def test_without_a_metrics_token_nobody_is_served_not_even_loopback(client
     assert response.status_code == 403
 
 
+@pytest.mark.sqlite  # who is served /metrics, decided before any query (the counts stay on both engines)
 async def test_with_a_metrics_token_only_that_token_is_served(client, metrics_token: str) -> None:
     assistant = await token_for(client, "alice@acme.example")
     refused = {

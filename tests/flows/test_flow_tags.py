@@ -172,6 +172,9 @@ SEES_ALL = {"listed": True, "by_run": True, "folder": True, "meta": 200, "conten
 SEES_NOTHING = {"listed": False, "by_run": False, "folder": False, "meta": 404, "content": 404, "staged": 404}
 
 
+# how a step's tags are inherited, withheld or checked is the app's, not an engine's (the tag's Drive rule on
+# PostgreSQL: tests/drive/test_output_visibility; a whole flow through the stand-in on both: the migration test)
+@pytest.mark.sqlite
 async def test_a_later_step_that_stages_nothing_keeps_employees_from_the_manager_without_hr(
     client, hannah_under_maria
 ) -> None:
@@ -212,6 +215,7 @@ async def test_a_later_step_that_stages_nothing_keeps_employees_from_the_manager
     assert [h["source_datasets"] for h in handed] == [["employees"], ["employees"]], handed
 
 
+@pytest.mark.sqlite  # the app's, not an engine's (see the first test's mark)
 async def test_positive_controls_a_readable_source_shows_and_removing_the_inheritance_leaks(
     client, hannah_under_maria, monkeypatch
 ) -> None:
@@ -234,6 +238,7 @@ async def test_positive_controls_a_readable_source_shows_and_removing_the_inheri
     assert await drive_view(client, MARIA, files["pay.csv"], second["id"]) == SEES_ALL
 
 
+@pytest.mark.sqlite  # the app's, not an engine's (see the first test's mark)
 async def test_every_scheduled_firing_tags_the_later_step_too(client, hannah_under_maria) -> None:
     from backend.schedules import service as schedules
 
@@ -265,6 +270,7 @@ async def test_every_scheduled_firing_tags_the_later_step_too(client, hannah_und
         assert await drive_view(client, HANNAH, files["pay.csv"], second["run"]["id"]) == SEES_ALL
 
 
+@pytest.mark.sqlite  # the app's, not an engine's (see the first test's mark)
 async def test_staging_a_flows_output_keeps_its_tags_into_a_run_and_into_another_flow(
     client, hannah_under_maria
 ) -> None:
@@ -329,6 +335,7 @@ async def _as(client: Any, email: str, path: str, token: bool = False) -> Any:
     return r
 
 
+@pytest.mark.sqlite  # withholding is unreadable_sources on the caller's context, in Python (see the first test's mark)
 async def test_a_requester_who_lost_hr_no_longer_reads_what_her_runs_and_flows_computed_from_employees(
     client, hannah_under_maria
 ) -> None:
@@ -384,6 +391,7 @@ async def test_a_requester_who_lost_hr_no_longer_reads_what_her_runs_and_flows_c
     assert kept["withheld"] is None and "first row:" in kept["result"]["stdout"] and kept["output_files"]
 
 
+@pytest.mark.sqlite  # unreadable_sources on a loaded context, not an engine's
 async def test_the_rule_for_results_is_the_rule_for_drive(demo_db: str) -> None:
     """One condition hides a tagged Drive row and withholds a run's results: a dataset in the tags that
     the caller may not read. Admins are never refused; a tag naming no dataset hides nothing."""
@@ -404,6 +412,8 @@ def _nested(depth: int) -> str:
     return f"open('/work/output/conclusion.json', 'w').write('[' * {depth} + ']' * {depth})\n"
 
 
+# the depth check comes before anything is stored (the encoder's refusal runs on both engines below)
+@pytest.mark.sqlite
 @pytest.mark.parametrize(
     "depth",
     [8000, 300],

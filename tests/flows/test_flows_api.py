@@ -49,6 +49,9 @@ async def test_a_flow_is_proposed_with_each_step_staged_and_hashed_on_its_own(cl
     )
 
 
+# the proposal's checks come before anything is saved, not an engine's (a save failing midway, rolled back, runs
+# on both engines: test_a_flow_whose_saving_fails_midway_keeps_no_row_and_no_bundle)
+@pytest.mark.sqlite
 @pytest.mark.parametrize(
     ("steps", "status", "code", "says"),
     [
@@ -82,6 +85,8 @@ async def test_a_bad_flow_is_refused_naming_the_step_and_nothing_is_kept(
     assert _bundles(get_settings().data_dir) == before
 
 
+# the hashes compared and who may approve, not an engine's (the race with a rejection runs on both engines below)
+@pytest.mark.sqlite
 async def test_the_approval_binds_every_step_and_only_a_person_gives_it(client, alice) -> None:
     flow = (await _propose(client, alice, step("print(1)"), step("print(2)"))).json()
     # the assistant's own token: refused, however right its hashes are

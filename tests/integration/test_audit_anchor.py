@@ -11,6 +11,8 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
 from backend import db
 from backend.audit import anchor
 from backend.audit import service as audit
@@ -54,6 +56,10 @@ async def _record_in(url: str, n: int) -> None:
     await _record(n)
 
 
+# the anchor's comparison with the table, in Python over plain reads, not an engine's (the anchor's path per
+# database and the CLI on both engines: the two tests that take `engine`; appends on PostgreSQL: test_audit_chain,
+# test_audit_batching)
+@pytest.mark.sqlite
 async def test_verify_notices_deleted_tail_in_process(demo_db: str) -> None:
     await _record(4)
     assert (await audit.verify()).ok
@@ -66,6 +72,7 @@ async def test_verify_notices_deleted_tail_in_process(demo_db: str) -> None:
     assert (await audit._verify_chain()).ok
 
 
+@pytest.mark.sqlite  # the anchor's comparison, not an engine's (see test_verify_notices_deleted_tail_in_process)
 async def test_deleting_every_entry_is_noticed(demo_db: str) -> None:
     await _record(1)
     await AuditEntry.delete().where(AuditEntry.id > 0)
@@ -73,6 +80,7 @@ async def test_deleting_every_entry_is_noticed(demo_db: str) -> None:
     assert not result.ok and "deleted" in result.reason
 
 
+@pytest.mark.sqlite  # the anchor's comparison, not an engine's (see test_verify_notices_deleted_tail_in_process)
 async def test_a_rewritten_and_rehashed_chain_is_noticed(demo_db: str) -> None:
     await _record(3)
     last = await AuditEntry.select().order_by(AuditEntry.seq, ascending=False).first()
@@ -91,6 +99,7 @@ async def test_a_rewritten_and_rehashed_chain_is_noticed(demo_db: str) -> None:
     assert not result.ok and result.first_bad_seq == last["seq"] and "rewritten" in result.reason
 
 
+@pytest.mark.sqlite  # the anchor's comparison, not an engine's (see test_verify_notices_deleted_tail_in_process)
 async def test_the_anchor_is_one_private_line_per_entry(demo_db: str) -> None:
     await _record(1)
     path = anchor.path()
@@ -109,6 +118,7 @@ async def test_the_anchor_is_one_private_line_per_entry(demo_db: str) -> None:
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
 
 
+@pytest.mark.sqlite  # the anchor's comparison, not an engine's (see test_verify_notices_deleted_tail_in_process)
 async def test_an_empty_database_without_an_anchor_verifies(empty_db: str) -> None:
     assert not anchor.path().exists()
     result = await audit.verify()
@@ -129,6 +139,7 @@ def test_each_database_has_its_own_anchor(demo_db: str, _factories, engine: str)
         _factories[engine].drop(other)
 
 
+@pytest.mark.sqlite  # the anchor's comparison, not an engine's (see test_verify_notices_deleted_tail_in_process)
 async def test_an_entry_slipped_in_behind_the_anchor_is_noticed(demo_db: str) -> None:
     """The review's D-M2 road for someone who can write the table: add an entry to a company's chain, hashed
     and linked as the code would (no secret is needed), but never anchored. Once a genuine entry follows it,
@@ -161,6 +172,7 @@ async def test_an_entry_slipped_in_behind_the_anchor_is_noticed(demo_db: str) ->
     assert not whole.ok and whole.first_bad_seq == forged["seq"] and "not in the anchor" in whole.reason
 
 
+@pytest.mark.sqlite  # the anchor's comparison, not an engine's (see test_verify_notices_deleted_tail_in_process)
 async def test_an_anchor_file_edited_to_match_a_rewritten_table_is_noticed(demo_db: str) -> None:
     """Someone who can write the table and the anchor file, but cannot read the signing key (settings
     `audit_signing_key` elsewhere): they rewrite the newest entry and its anchor line to agree. The anchor's

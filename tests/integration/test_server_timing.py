@@ -13,6 +13,8 @@ from backend.settings import get_settings
 from backend.timing import HEADER, app_ms
 from tests.conftest import console_origin
 
+pytestmark = pytest.mark.sqlite  # the middleware's header, not an engine's
+
 
 async def _answers(demo_db: str) -> list[httpx.Response]:
     from backend.app import create_app

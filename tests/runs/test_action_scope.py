@@ -139,6 +139,9 @@ def test_every_id_field_of_a_dataset_is_a_known_reference() -> None:
     assert all(target in DATASETS for target in REFERENCES.values())
 
 
+# the entry's dataset against the run's staged list, in Python: not an engine's (references, checked by
+# queries, and the racing accepts stay on both engines below)
+@pytest.mark.sqlite
 async def test_a_change_to_a_dataset_the_run_did_not_stage_is_rejected(
     client, alice, on, monkeypatch
 ) -> None:
@@ -237,6 +240,7 @@ async def test_accept_and_reject_racing_decide_once(client, alice, on, monkeypat
     assert (status, made) in (("accepted", 1), ("rejected", 0))
 
 
+@pytest.mark.sqlite  # the file's count, checked before any item is saved: not an engine's
 async def test_an_actions_file_over_the_cap_becomes_no_items_and_the_run_says_why(
     client, alice, on, monkeypatch
 ) -> None:

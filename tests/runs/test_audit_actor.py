@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from backend.audit.tables import AuditEntry
 from backend.runs.tables import Run
 from tests.runs.conftest import as_user, proposal
@@ -24,6 +26,7 @@ async def _actors(run_ids: list[int]) -> dict[str, str]:
     return {r["action"]: r["actor"] for r in rows}
 
 
+@pytest.mark.sqlite  # the name is UserContext.actor's spelling, not an engine's (appends on PostgreSQL: test_audit_batching)
 async def test_a_token_and_a_person_are_named_the_same_way_on_every_entry(client, alice, acme_on) -> None:
     run = (await client.post("/api/runs", json=proposal(code="print(1)\n"), headers=alice)).json()
     await Run.update({Run.status: "failed"}).where(Run.id == run["id"])

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from backend.actions import service as actions
 from backend.audit.tables import AuditEntry
 from backend.drive.tables import DriveFile
@@ -80,6 +82,10 @@ def _waits(run: dict, because: str) -> bool:
     )
 
 
+# followups.refusal decides on the loaded parent row and the company's settings, in Python: not an engine's.
+# The claim's conditional update (count and expiry in SQL), the race for the last slot and another person's
+# or company's run stay on both engines below.
+@pytest.mark.sqlite
 async def test_a_persons_approval_grants_follow_ups_shown_in_the_detail(client, alice, demo_db) -> None:
     await _on(followup_grant_hours=6, followup_grant_max_runs=3)
     feedback = await _feedback_file()
@@ -122,6 +128,7 @@ async def test_a_persons_approval_grants_follow_ups_shown_in_the_detail(client, 
     assert run["followup_grant"] is None
 
 
+@pytest.mark.sqlite  # followups.refusal's, in Python (see the first test's mark)
 async def test_a_follow_up_without_followup_of_needs_approval(client, alice, demo_db) -> None:
     """The old door: the same free-text conversation id alone no longer skips approval."""
     await _on()
@@ -144,6 +151,7 @@ async def test_an_expired_grant_falls_back_to_approval(client, alice, demo_db) -
     assert detail["followup_grant"]["active"] is False
 
 
+@pytest.mark.sqlite  # followups.refusal's, in Python (see the first test's mark)
 async def test_widening_the_scope_falls_back_to_approval(client, alice, demo_db) -> None:
     await _on()
     feedback = await _feedback_file()
@@ -157,6 +165,7 @@ async def test_widening_the_scope_falls_back_to_approval(client, alice, demo_db)
     assert _queued_from(await _followup(client, alice, parent, limits={"wall_seconds": 30}), parent)
 
 
+@pytest.mark.sqlite  # followups.refusal's, in Python (see the first test's mark)
 async def test_another_conversations_run_cannot_be_named(client, alice, demo_db) -> None:
     await _on()
     parent = await _parent(client, alice, conversation_id="conv-1")
@@ -194,6 +203,7 @@ async def test_another_users_or_companys_run_cannot_be_named(client, alice, demo
     assert _queued_from(await _followup(client, alice, approved_by_admin), approved_by_admin)
 
 
+@pytest.mark.sqlite  # followups.refusal's, in Python (see the first test's mark)
 async def test_only_a_persons_approval_grants(client, alice, demo_db) -> None:
     await _on()
     parent = await _parent(client, alice)
@@ -244,6 +254,7 @@ async def test_parallel_follow_ups_cannot_both_take_the_last_slot(
     assert claims.count(True) == 1
 
 
+@pytest.mark.sqlite  # followups.refusal's, in Python (see the first test's mark)
 async def test_turning_the_setting_off_revokes_existing_grants(client, alice, demo_db) -> None:
     await _on()
     parent = await _parent(client, alice)
@@ -260,6 +271,7 @@ async def test_turning_the_setting_off_revokes_existing_grants(client, alice, de
     assert _waits(await _followup(client, alice, no_grant), "granted no follow-ups")
 
 
+@pytest.mark.sqlite  # followups.refusal's, in Python (see the first test's mark)
 async def test_the_approval_screen_offer_follows_the_setting(client, alice, demo_db) -> None:
     await enable_code()
     waiting = await _propose(client, alice)
@@ -269,6 +281,7 @@ async def test_the_approval_screen_offer_follows_the_setting(client, alice, demo
     assert shown["followup_grant_on_approval"]["datasets"] == ["deals"]
 
 
+@pytest.mark.sqlite  # who may change the settings and their validation, not an engine's
 async def test_admin_configures_the_grant_and_the_assistant_cannot(client, demo_db) -> None:
     await _on()
     admin_token = await token_for(client, "admin@acme.example")

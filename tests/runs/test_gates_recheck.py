@@ -178,6 +178,7 @@ async def test_turning_the_assistants_write_ability_off_cancels_queued_runs(clie
     assert vm_starts == []
 
 
+@pytest.mark.sqlite  # the sandbox's cap and its marker, not an engine's (results stored on PostgreSQL: the tests around)
 async def test_printed_output_is_kept_as_the_sandbox_capped_it(client, monkeypatch) -> None:
     """One stdout cap, the sandbox's: the worker stores its text and single marker, and cuts nothing more."""
     from backend.sandbox.output import STDOUT_MARKER, cap_stream

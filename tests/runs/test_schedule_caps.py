@@ -70,6 +70,7 @@ def test_crons_at_or_above_the_minimum_are_accepted(cron: str) -> None:
     schedules._validate(cron, "UTC")  # positive control
 
 
+@pytest.mark.sqlite  # the cron's interval, checked before a save (the per-company cap stays on both engines)
 async def test_the_api_refuses_a_too_frequent_cron_with_422(client) -> None:
     await enable_code()
     run_id = await _succeeded(client)
@@ -127,6 +128,7 @@ async def test_a_firing_checks_credits(client) -> None:
     assert await schedules.fire(sid, later) is not None
 
 
+@pytest.mark.sqlite  # the interval re-checked in Python when it fires, not an engine's
 async def test_a_schedule_from_before_the_minimum_is_paused_when_it_fires(client) -> None:
     await enable_code()
     run_id = await _succeeded(client)

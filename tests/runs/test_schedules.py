@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from backend.actions import service as actions
 from backend.runs.tables import Run
 from backend.schedules import service as schedules
@@ -24,6 +26,7 @@ async def _succeeded(client, alice, entries=None) -> int:
     return run["id"]
 
 
+@pytest.mark.sqlite  # checked on the loaded run before anything is saved, not an engine's
 async def test_schedule_refused_for_a_run_with_actions(client, alice, alice_person, acme_on) -> None:
     run_id = await _succeeded(
         client, alice, [{"op": "create", "dataset": "tasks", "changes": {"title": "x"}}]
@@ -34,6 +37,7 @@ async def test_schedule_refused_for_a_run_with_actions(client, alice, alice_pers
     assert r.status_code == 409 and r.json()["error"] == "run_has_actions"
 
 
+@pytest.mark.sqlite  # the run's status and the cron's and zone's syntax, checked before a save
 async def test_schedule_refused_for_unfinished_runs_and_bad_cron(
     client, alice, alice_person, acme_on
 ) -> None:

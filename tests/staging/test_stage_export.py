@@ -149,6 +149,7 @@ async def test_staged_csv_is_byte_identical_to_the_records_api(demo_db: str) -> 
             assert export.versions == {r["id"]: r["version"] for r in rows}
 
 
+@pytest.mark.sqlite  # the dataset's name is checked before any query, not an engine's
 async def test_unknown_dataset_is_404_and_nothing_is_written(demo_db: str, tmp_path: Path) -> None:
     from backend.errors import NotFound
 
@@ -195,6 +196,9 @@ async def test_a_smaller_cap_truncates_what_fits_otherwise(demo_db: str, tmp_pat
     assert csv_ids(tmp_path / "capped" / c["path"]) == csv_ids(tmp_path / "full" / f["path"])[:10]
 
 
+# the CLI's report of a truncation, not an engine's (the truncation itself on PostgreSQL: the two tests above;
+# a CLI against PostgreSQL: tests/drive/test_drive's put and ls, test_audit_anchor, tests/audit/test_export)
+@pytest.mark.sqlite
 def test_cli_stage_marks_tasks_truncated(demo_db: str, tmp_path: Path) -> None:
     out = tmp_path / "bundle"
     r = subprocess.run(
@@ -219,6 +223,7 @@ def test_cli_stage_marks_tasks_truncated(demo_db: str, tmp_path: Path) -> None:
     assert "TRUNCATED" in (out / "README.txt").read_text()
 
 
+@pytest.mark.sqlite  # the permission is checked before any query, not an engine's (see the mark above)
 def test_cli_stage_refuses_a_forbidden_dataset(demo_db: str, tmp_path: Path) -> None:
     r = subprocess.run(
         [
