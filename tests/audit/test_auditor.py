@@ -44,6 +44,7 @@ AUDITOR_ROUTES = {
     ("POST", "/api/auth/forgot-password"),
     ("POST", "/api/auth/password-link"),
     ("POST", "/api/auth/set-password"),
+    ("PUT", "/api/me/notifications"),  # which of their own notices they get (issue 56): nothing of the company's
 }
 
 

@@ -35,11 +35,17 @@ def approve(api, run_id: int) -> None:
 
 
 def card(driver, title: str):
+    """The card titled `title` itself: the innermost card holding the title (a card around the reports holds
+    it too, and comes first in the page; with the findings chart above this report, its first chart was that)."""
+    from selenium.common.exceptions import NoSuchElementException
     from selenium.webdriver.common.by import By
 
-    return driver.find_element(
+    found = driver.find_elements(
         By.XPATH, f"//div[contains(@class, 'q-card')][.//div[normalize-space(text())='{title}']]"
     )
+    if not found:
+        raise NoSuchElementException(f"no card titled {title!r}")
+    return found[-1]  # in document order an ancestor comes before what it holds
 
 
 def in_card(driver, title: str, read):

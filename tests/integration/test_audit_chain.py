@@ -63,11 +63,20 @@ async def test_reordered_entries_are_noticed(demo_db: str) -> None:
 
 
 def test_cli_verify_exits_nonzero_after_one_row_is_altered(demo_db: str, engine: str) -> None:
+    import asyncio
+
+    async def anchored() -> None:  # the test's database is a copy of the seeded template: it starts its own
+        from backend import db  # anchor, as `serve --new-anchor` would (an unanchored trail fails verify)
+        from backend.audit import service
+
+        db.configure(demo_db)
+        assert await service.start_problem(new_anchor=True) is None
+
+    asyncio.run(anchored())
     env = dict(os.environ, DATABASE_URL=demo_db)
     cli = [sys.executable, "-m", "backend", "audit", "verify"]
     ok = subprocess.run(cli, env=env, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
-    import asyncio
 
     async def tamper() -> None:
         from backend import db

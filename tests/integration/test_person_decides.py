@@ -41,6 +41,7 @@ ASSISTANT_ROUTES = {
     ("POST", "/api/runs"),
     ("GET", "/api/runs"),
     ("GET", "/api/runs/{run_id:int}"),
+    ("GET", "/api/runs/stats"),  # the runs page's charts over the runs the list shows the same caller (issue 56)
     ("POST", "/api/runs/{run_id:int}/revisions"),
     ("GET", "/api/runs/{run_id:int}/action-items"),
     ("GET", "/api/runs/{run_id:int}/audit"),
@@ -52,6 +53,7 @@ ASSISTANT_ROUTES = {
     ("GET", "/api/credits"),
     ("GET", "/api/schedules"),
     ("GET", "/api/system/health"),
+    ("GET", "/api/system/queue-history"),  # the health page's queue depth, the caller's company's (issue 56)
 }
 
 

@@ -138,7 +138,7 @@ async def test_a_fleet_host_runs_a_claimed_job_under_its_request_id(monkeypatch,
 
     async def run(run_id, claimed, scratch) -> None:  # stands in for the VM: one call about the run
         logging.getLogger("cleanroom.fleet.worker").info("run %s: working", run_id)
-        await agent._call("POST", f"/api/worker/runs/{run_id}/vm-started")
+        await agent._call("POST", f"/api/v1/worker/runs/{run_id}/vm-started")
 
     monkeypatch.setattr(agent, "_run", run)
     out = io.StringIO()
@@ -149,7 +149,7 @@ async def test_a_fleet_host_runs_a_claimed_job_under_its_request_id(monkeypatch,
     logger.setLevel(logging.INFO)
     try:
         await agent.handle(42)
-        await agent._call("POST", "/api/worker/heartbeat")
+        await agent._call("POST", "/api/v1/worker/heartbeat")
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
@@ -161,11 +161,11 @@ async def test_a_fleet_host_runs_a_claimed_job_under_its_request_id(monkeypatch,
         ("run 42: working", "proposal-req-9"),
     ]
     assert received[:2] == [
-        ("/api/worker/runs/42/claim", received[0][1]),
-        ("/api/worker/runs/42/vm-started", "proposal-req-9"),
+        ("/api/v1/worker/runs/42/claim", received[0][1]),
+        ("/api/v1/worker/runs/42/vm-started", "proposal-req-9"),
     ]
     heartbeat = received[2][1]
-    assert received[2][0] == "/api/worker/heartbeat" and heartbeat != "proposal-req-9"
+    assert received[2][0] == "/api/v1/worker/heartbeat" and heartbeat != "proposal-req-9"
     assert observe.REQUEST_ID.fullmatch(heartbeat or "") and observe.REQUEST_ID.fullmatch(
         received[0][1] or ""
     )
