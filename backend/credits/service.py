@@ -220,9 +220,10 @@ async def approval_cost(
 
 
 # The pool this period (the plan's credits and this period's top-ups) and what this period's charges (runs' and
-# the platform's) used, summed by the database in one statement: `pool` and `used` add up the same.
-_POOL_AND_USED_ALL = """
-SELECT c."id" AS "id", c."credit_pool" + COALESCE(
+# the platform's) used, summed by the database in one statement: `pool` and `used` add up the same. The one
+# meter's two columns, read by every statement that needs them (the gate, the gauges, the pool's notices).
+_POOL_AND_USED_COLUMNS = """
+       c."credit_pool" + COALESCE(
          (SELECT SUM(t."credits") FROM "credit_top_up" t WHERE t."company" = c."id" AND t."at" >= {}), 0
        ) AS "pool",
        COALESCE(
@@ -232,8 +233,8 @@ SELECT c."id" AS "id", c."credit_pool" + COALESCE(
          (SELECT SUM(CAST(p."credits" AS DOUBLE PRECISION)) FROM "platform_charge" p
            WHERE p."company" = c."id" AND p."at" >= {}), 0
        ) AS "used"
-  FROM "company" c
 """
+_POOL_AND_USED_ALL = 'SELECT c."id" AS "id",' + _POOL_AND_USED_COLUMNS + ' FROM "company" c'
 _POOL_AND_USED = _POOL_AND_USED_ALL + ' WHERE c."id" = {}'
 
 
@@ -417,21 +418,10 @@ async def charge(
 POOL_THRESHOLDS = (80, 100)  # percent of the pool used this period at which the company's admins are told
 
 # Every company's pool and use this period in one statement (as `_POOL_AND_USED`), with what it was last told
-_POOLS = """
-SELECT c."id" AS "id", c."name" AS "name", c."webhook_endpoints" AS "webhook_endpoints",
-       c."pool_told" AS "pool_told",
-       c."credit_pool" + COALESCE(
-         (SELECT SUM(t."credits") FROM "credit_top_up" t WHERE t."company" = c."id" AND t."at" >= {}), 0
-       ) AS "pool",
-       COALESCE(
-         (SELECT SUM(CAST(r."credits" AS DOUBLE PRECISION)) FROM "credit_charge" r
-           WHERE r."company" = c."id" AND r."at" >= {}), 0
-       ) + COALESCE(
-         (SELECT SUM(CAST(p."credits" AS DOUBLE PRECISION)) FROM "platform_charge" p
-           WHERE p."company" = c."id" AND p."at" >= {}), 0
-       ) AS "used"
-  FROM "company" c
-"""
+_POOLS = (
+    'SELECT c."id" AS "id", c."name" AS "name", c."webhook_endpoints" AS "webhook_endpoints", '
+    'c."pool_told" AS "pool_told",' + _POOL_AND_USED_COLUMNS + ' FROM "company" c'
+)
 
 
 async def tell_pools() -> list[tuple[int, int]]:
