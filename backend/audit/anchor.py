@@ -153,13 +153,7 @@ def append_many(lines: list[tuple[int, str]]) -> None:
     except Exception as exc:  # noqa: BLE001 - the lines still go in; `check` reports the unsigned head
         log.error("could not sign the audit anchor's head #%s: %s", head_seq, exc)
     try:
-        filemodes.private_dir(target.parent)
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, filemodes.PRIVATE_FILE)
-        try:
-            os.write(fd, text.encode("ascii"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_durably(target, text)
     except OSError as exc:
         log.error(
             "could not anchor audit entries #%s in %s: %s", ", #".join(str(s) for s, _ in lines), target, exc
@@ -181,7 +175,11 @@ def _restored_message(seq: int, entry_hash: str, taken: str, at: str, newest: in
 def _append_line(text: str) -> None:
     """One signed line of the operator's (a backup point, a restore), on disk before this returns; unlike an
     entry's line, a failure here is raised: the operator's command fails and says so."""
-    target = path()
+    _write_durably(path(), text)
+
+
+def _write_durably(target: Path, text: str) -> None:
+    """`text` appended to the anchor file (private, never through a link), on disk before this returns."""
     filemodes.private_dir(target.parent)
     fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, filemodes.PRIVATE_FILE)
     try:
