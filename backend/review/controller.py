@@ -27,8 +27,20 @@ from backend.review.schemas import (
 from backend.tenancy.auth import provide_user
 from backend.tenancy.context import UserContext
 
-SINCE = Parameter(query="from", default=None, description="ISO date or date-time (UTC when no zone)")
-UNTIL = Parameter(query="to", default=None, description="ISO date (through that day) or date-time")
+# a date or a date-time, as the document says (the service refuses anything else, 422)
+_DAY_OR_TIME = {"anyOf": [{"format": "date"}, {"format": "date-time"}]}
+SINCE = Parameter(
+    query="from",
+    default=None,
+    description="ISO date or date-time (UTC when no zone)",
+    schema_extra=_DAY_OR_TIME,
+)
+UNTIL = Parameter(
+    query="to",
+    default=None,
+    description="ISO date (through that day) or date-time",
+    schema_extra=_DAY_OR_TIME,
+)
 
 
 class ReviewController(Controller):
