@@ -10,8 +10,8 @@ from backend import clock
 from backend.audit import service as audit
 from backend.errors import Invalid, NotFound
 from backend.notify import webhooks
+from backend.notify.events import EVENTS
 from backend.notify.schemas import EventInfo, NewWebhook, Preferences, WebhookInfo
-from backend.notify.service import EVENTS
 from backend.notify.tables import Notification, NotificationPreference, WebhookEndpoint
 from backend.records.sync import seal
 from backend.tenancy import mail

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
+
+from backend.notify.events import EVENT_NAMES
+
+# an event's name, as the document states it (the body's validation refuses any other, 422)
+EventName = Literal[EVENT_NAMES]  # type: ignore[valid-type]  # the names are data (events.py), one list
 
 
 class EventInfo(BaseModel):
@@ -24,7 +31,7 @@ class Preferences(BaseModel):
 
 class PreferencesBody(BaseModel):
     email_enabled: bool | None = None
-    muted: list[str] | None = Field(default=None, max_length=50)
+    muted: list[EventName] | None = Field(default=None, max_length=50)
 
 
 class WebhookInfo(BaseModel):
@@ -46,4 +53,4 @@ class NewWebhook(WebhookInfo):
 
 class WebhookBody(BaseModel):
     url: str = Field(min_length=1, max_length=2000)
-    events: list[str] = Field(default_factory=list, max_length=50)  # empty: every event
+    events: list[EventName] = Field(default_factory=list, max_length=50)  # empty: every event

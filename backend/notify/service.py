@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend import clock
+from backend.notify.events import EVENTS
 from backend.settings import get_settings
 from backend.tenancy import mail
 from backend.tenancy.tables import Company, User
@@ -25,39 +26,6 @@ from backend.tenancy.tables import Company, User
 log = logging.getLogger("cleanroom.notify")
 
 ADMIN, AUDITOR = "admin", "auditor"
-
-
-@dataclass(frozen=True)
-class Event:
-    name: str
-    label: str  # what the preferences page calls it
-    subject: str  # the mail's subject, formatted with the Notice's fields
-
-
-EVENTS: dict[str, Event] = {
-    e.name: e
-    for e in (
-        Event("run.awaiting_approval", "A run waits for your approval", "Run #{id} waits for your approval"),
-        Event("flow.awaiting_approval", "A flow waits for your approval", "Flow #{id} waits for your approval"),
-        Event("run.finished", "Your run finished", "Your run #{id} finished"),
-        Event("run.failed", "Your run failed", "Your run #{id} ended {status}"),
-        Event(
-            "changes.awaiting_decision",
-            "Proposed changes wait for you",
-            "Run #{id} proposed {count} change(s) that wait for you",
-        ),
-        Event("schedule.failed", "A schedule's firing failed", "Schedule #{id} could not fire and is paused"),
-        Event(
-            "credits.pool_80",
-            "The company's credit pool is 80 % used",
-            "{company}'s credit pool is 80 % used",
-        ),
-        Event(
-            "credits.pool_100", "The company's credit pool is used up", "{company}'s credit pool is used up"
-        ),
-        Event("worker.lost", "A worker host was lost", "A worker host was lost"),
-    )
-}
 
 
 @dataclass

@@ -28,7 +28,7 @@ from backend.tenancy.auth import provide_user
 from backend.tenancy.context import UserContext
 
 # a date or a date-time, as the document says (the service refuses anything else, 422)
-_DAY_OR_TIME = {"anyOf": [{"format": "date"}, {"format": "date-time"}]}
+_DAY_OR_TIME = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]}
 SINCE = Parameter(
     query="from",
     default=None,

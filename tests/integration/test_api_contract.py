@@ -44,8 +44,15 @@ def document(server: ApiServer) -> dict:
 
 
 def _fuzz(
-    server: ApiServer, token: str, *extra: str, schema: str | None = None
+    server: ApiServer, token: str | None, *extra: str, schema: str | None = None, session: str | None = None
 ) -> subprocess.CompletedProcess:
+    """The fuzzer as an assistant (a bearer token) or as a person signed in (`session`: the cookie header;
+    changes carry the API's Origin, as the console's do)."""
+    who = (
+        ["--header", f"Authorization: Bearer {token}"]
+        if token
+        else ["--header", f"Cookie: {session}", "--header", f"Origin: {server.api_url}"]
+    )
     return subprocess.run(
         [
             *SCHEMATHESIS,
@@ -56,8 +63,7 @@ def _fuzz(
             *(["--url", server.api_url] if schema else []),
             "--checks",
             "all",
-            "--header",
-            f"Authorization: Bearer {token}",
+            *who,
             "--max-examples",
             "5",
             "--generation-deterministic",
@@ -72,6 +78,13 @@ def _fuzz(
         timeout=600,
         cwd=server.data_dir,
     )
+
+
+def _signed_in(server: ApiServer, email: str) -> str:
+    with httpx.Client(base_url=server.api_url) as client:
+        r = client.post("/api/v1/auth/login", json={"email": email, "password": "demo"})
+        assert r.status_code == 200, r.text
+        return "; ".join(f"{name}={value}" for name, value in client.cookies.items())
 
 
 def test_the_fuzzer_finds_no_contract_failure_with_an_assistants_token(server: ApiServer) -> None:
@@ -183,3 +196,22 @@ def test_the_paths_without_the_version_are_deprecated_aliases(server: ApiServer,
     assert alias.headers["link"] == '</api/v1/records/deals>; rel="successor-version"'
     assert refused.status_code == 404 and refused.headers["deprecation"] == "true"  # refusals too
     assert all(p.startswith("/api/v1/") for p in document["paths"]), "the document names only versioned paths"
+
+
+# What ends the session the fuzzer signs in with (changing the password ends only the OTHER sessions): run on
+# its own, with a session of its own to end.
+SESSION_ENDING = ("/api/v1/auth/logout",)
+
+
+def test_the_fuzzer_finds_no_contract_failure_in_an_admins_session(server: ApiServer) -> None:
+    """Every route an admin's session reaches (the company, its people, teams, datasets, SSO, webhooks, the
+    audit trail and its reports), every check on. Last in this file on purpose: the fuzzer changes the
+    company (its people, settings, datasets) that the tests above read."""
+    skip = [arg for path in SESSION_ENDING for arg in ("--exclude-path", path)]
+    result = _fuzz(server, None, *skip, session=_signed_in(server, "admin@acme.example"))
+    assert result.returncode == 0, result.stdout[-12000:]
+    assert "Tested:" in result.stdout and "Authentication failed" not in result.stdout, result.stdout[-6000:]
+    for path in SESSION_ENDING:
+        only = ("--include-path", path, "--max-examples", "2")
+        ended = _fuzz(server, None, *only, session=_signed_in(server, "admin@acme.example"))
+        assert ended.returncode == 0, ended.stdout[-6000:]
