@@ -135,6 +135,7 @@ async def _token_row(token: str, kind: str) -> dict[str, Any] | None:
     return (
         await OAuthToken.select(*_TOKEN_COLUMNS)
         .where((OAuthToken.token_hash == sha256_text(token)) & (OAuthToken.kind == kind))
+        .output(load_json=True)
         .first()
     )
 
@@ -216,7 +217,12 @@ class AuthorizationServer:
     """The SDK's `OAuthAuthorizationServerProvider`, on Cleanroom's tables."""
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
-        row = await OAuthClient.select(OAuthClient.info).where(OAuthClient.client_id == client_id).first()
+        row = (
+            await OAuthClient.select(OAuthClient.info)
+            .where(OAuthClient.client_id == client_id)
+            .output(load_json=True)
+            .first()
+        )
         if row is None:
             return None
         try:
@@ -389,7 +395,12 @@ async def user_for_access_token(token: str) -> UserContext:
 
 
 async def _pending(request_id: str) -> dict[str, Any]:
-    row = await OAuthRequest.select().where(OAuthRequest.request_hash == sha256_text(request_id)).first()
+    row = (
+        await OAuthRequest.select()
+        .where(OAuthRequest.request_hash == sha256_text(request_id))
+        .output(load_json=True)
+        .first()
+    )
     if row is None or row["used_at"] is not None or _expired(row["expires_at"]):
         raise NotFound(
             "this connection request is not open (used, expired or never made): start connecting from the "
