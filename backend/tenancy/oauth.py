@@ -275,7 +275,7 @@ class AuthorizationServer:
             expires_at=now + REQUEST_TTL,
         ).save()
         console = get_settings().effective_console_url.rstrip("/")
-        return f"{console}{CONSENT_PATH}?request={request_id}"
+        return f"{console}{CONSENT_PATH}?request_id={request_id}"
 
     async def load_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: str
