@@ -66,7 +66,7 @@ def _query(url: str) -> dict[str, str]:
 
 async def _consent(client: Any, email: str, location: str, allow: bool = True) -> dict[str, str]:
     """The person, signed in, answers the consent page (the console calls these two routes)."""
-    request_id = _query(location)["request"]
+    request_id = _query(location)["request_id"]
     await login(client, email)
     shown = await client.get(f"/api/me/connect/{request_id}")
     assert shown.status_code == 200, shown.text
@@ -135,7 +135,7 @@ async def test_a_client_discovers_registers_and_acts_as_the_persons_assistant(cl
     verifier = secrets.token_urlsafe(48)
     r = await _authorize(client, registered["client_id"], verifier)
     assert r.status_code == 302 and r.headers["location"].startswith(oauth.CONSENT_PATH, len(_console()))
-    request_id = _query(r.headers["location"])["request"]
+    request_id = _query(r.headers["location"])["request_id"]
     # the consent page shows who asks and where the code goes; only a signed-in person answers it
     await login(client, ALICE)
     shown = (await client.get(f"/api/me/connect/{request_id}")).json()
@@ -246,7 +246,7 @@ async def test_an_oauth_token_proposes_but_never_approves(client) -> None:
     # nor does it answer a consent page (it cannot connect a second assistant, or itself, for the person)
     registered = await _register(client)
     location = (await _authorize(client, registered["client_id"], "v" * 43)).headers["location"]
-    request_id = _query(location)["request"]
+    request_id = _query(location)["request_id"]
     r = await client.post(f"/api/me/connect/{request_id}", json={"allow": True}, headers=_bearer(tokens))
     assert r.status_code == 403 and r.json()["error"] == "person_required"
     # control: the person, signed in, approves
