@@ -240,3 +240,69 @@ async def test_every_signed_in_person_has_the_page(user: User) -> None:
     await user.should_see("Assistant access", retries=50)
     await user.should_see(marker="nav-assistant-access")
     await user.should_see(marker="create-token")
+
+
+async def _connected_assistant(api_app, email: str) -> str:
+    """An assistant connected by OAuth as a client does it (register, authorize, the person's consent through the
+    API, the code for a token): its access token."""
+    import base64
+    import hashlib
+    from urllib.parse import parse_qs, urlsplit
+
+    from tests.conftest import console_origin
+
+    verifier = "v" * 64
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    redirect = "https://assistant.example/callback"
+    transport = httpx.ASGITransport(app=api_app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as client:
+        registered = (
+            await client.post(
+                "/oauth/register", json={"redirect_uris": [redirect], "client_name": "Test assistant"}
+            )
+        ).json()
+        query = {
+            "response_type": "code",
+            "client_id": registered["client_id"],
+            "redirect_uri": redirect,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+        }
+        location = (await client.get("/oauth/authorize", params=query)).headers["location"]
+        request_id = parse_qs(urlsplit(location).query)["request_id"][0]
+        client.headers["origin"] = console_origin()
+        await client.post("/api/auth/login", json={"email": email, "password": "demo"})
+        answer = (await client.post(f"/api/me/connect/{request_id}", json={"allow": True})).json()
+        code = parse_qs(urlsplit(answer["redirect_to"]).query)["code"][0]
+        client.cookies.clear()
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect,
+            "client_id": registered["client_id"],
+            "code_verifier": verifier,
+        }
+        return (await client.post("/oauth/token", data=form)).json()["access_token"]
+
+
+async def test_a_connected_assistant_is_listed_beside_both_ways_to_connect_and_disconnected(
+    user: User, api_app
+) -> None:
+    access_token = await _connected_assistant(api_app, "alice@acme.example")
+    assert (await mcp_post(api_app, access_token)).status_code != 401  # control: past the token check
+    await sign_in(user, "alice@acme.example", then="/access")
+    await user.should_see(marker="config-oauth", retries=50)
+    api_url = get_settings().effective_public_url.rstrip("/")
+    assert text_of(user, "config-oauth-text") == f"{api_url}/mcp"  # the OAuth connector URL
+    await user.should_see(marker="config-remote")  # and the personal token's configuration
+    await user.should_see("Test assistant", retries=50)
+    grant_marker = next(
+        m for e in user.client.elements.values() for m in e._markers if re.fullmatch(r"disconnect-\d+", m)
+    )
+    user.find(marker=grant_marker).click()
+    await user.should_see(marker="disconnect-dialog", retries=20)
+    user.find(marker="confirm-disconnect").click()
+    await user.should_see("revoked", retries=50)
+    # the assistant is refused from its next request, on /mcp and on the API
+    assert (await mcp_post(api_app, access_token)).status_code == 401
+    assert (await bearer_get(api_app, access_token)).status_code == 401
