@@ -23,7 +23,10 @@ from litestar.types import Receive, Scope, Send
 
 from backend.tenancy import oauth
 from backend.tenancy.auth import SELF_AUTHENTICATED
+from backend.tenancy.origin import COOKIE_FREE_KEY
 
+# each checks its own credential (no user is resolved), and none reads a cookie (so any origin may call it)
+OPT = {**SELF_AUTHENTICATED, COOKIE_FREE_KEY: True}
 AS_WELL_KNOWN = "/.well-known/oauth-authorization-server"
 PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
@@ -87,13 +90,13 @@ async def _serve(scope: Scope, receive: Receive, send: Send) -> None:
     await _app(oauth.issuer_url(), oauth.resource_url())(inner, receive, send)
 
 
-@asgi(oauth.ISSUER_PATH, is_mount=True, copy_scope=True, opt=SELF_AUTHENTICATED, include_in_schema=False)
+@asgi(oauth.ISSUER_PATH, is_mount=True, copy_scope=True, opt=OPT, include_in_schema=False)
 async def oauth_endpoints(scope: Scope, receive: Receive, send: Send) -> None:
     """/oauth/authorize, /oauth/token, /oauth/register, /oauth/revoke (the SDK's handlers)."""
     await _serve(scope, receive, send)
 
 
-@asgi("/.well-known", is_mount=True, copy_scope=True, opt=SELF_AUTHENTICATED, include_in_schema=False)
+@asgi("/.well-known", is_mount=True, copy_scope=True, opt=OPT, include_in_schema=False)
 async def oauth_metadata(scope: Scope, receive: Receive, send: Send) -> None:
     """The protected resource's and the authorization server's metadata (RFC 9728, RFC 8414)."""
     await _serve(scope, receive, send)

@@ -129,7 +129,13 @@ async def test_a_client_discovers_registers_and_acts_as_the_persons_assistant(cl
     server = (await client.get("/.well-known/oauth-authorization-server" + urlsplit(issuer).path)).json()
     assert server["issuer"] == issuer and server["code_challenge_methods_supported"] == ["S256"]
     assert server["registration_endpoint"].endswith("/oauth/register")
-    # registration gives a public client: no secret exists to leak
+    # registration gives a public client: no secret exists to leak; a browser-based client on another origin
+    # may register (the OAuth endpoints read no cookie), where a sign-in from that origin is refused (control)
+    foreign = {"origin": "https://inspector.example"}
+    r = await client.post("/api/auth/login", json={"email": ALICE, "password": "demo"}, headers=foreign)
+    assert r.status_code == 403 and r.json()["error"] == "csrf_origin"
+    r = await client.post("/oauth/register", json={"redirect_uris": [REDIRECT]}, headers=foreign)
+    assert r.status_code == 201, r.text
     registered = await _register(client)
     assert "client_secret" not in registered and registered["token_endpoint_auth_method"] == "none"
     verifier = secrets.token_urlsafe(48)
@@ -324,3 +330,15 @@ async def test_a_revoked_grant_refreshes_no_more(client) -> None:
     assert (await client.get("/api/me", headers=_bearer(tokens))).status_code == 401
     revoked = await _audited("oauth.revoked")
     assert len(revoked) == 1 and revoked[0]["actor"] == ALICE and revoked[0]["subject_type"] == "oauth_grant"
+
+
+async def test_a_role_change_disconnects_the_persons_assistants_as_it_revokes_their_tokens(client) -> None:
+    client_id, tokens = await _connect(client)
+    me = await client.get("/api/me", headers=_bearer(tokens))
+    assert me.status_code == 200  # control: connected
+    await login(client, "admin@acme.example")
+    r = await client.patch(f"/api/company/people/{me.json()['id']}", json={"role": "auditor"})
+    assert r.status_code == 200, r.text
+    client.cookies.clear()
+    assert (await client.get("/api/me", headers=_bearer(tokens))).status_code == 401
+    assert (await _refresh(client, client_id, tokens["refresh_token"])).json()["error"] == "invalid_grant"
