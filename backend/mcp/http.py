@@ -101,7 +101,8 @@ def _not_authenticated(request: Any, exc: NotAuthenticated) -> Any:
     return response
 
 
-async def _refuse(send: Send, status: int, code: str, detail: str) -> None:
+async def refuse(send: Send, status: int, code: str, detail: str) -> None:
+    """A problem document sent straight to ASGI (a 401's with the challenge that tells a client where to start)."""
     content, extra = problem(code, detail, status)
     body = json.dumps(content).encode()
     headers = [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode())]
@@ -127,12 +128,12 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
     (a non-browser client: the SDK's, curl) passes to the token check."""
     origin = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"), None)
     if origin is not None and origin_of(origin) not in trusted_origins(get_settings()):
-        await _refuse(send, 403, "forbidden_origin", f"Origin {origin!r} is not this site; /mcp refuses it")
+        await refuse(send, 403, "forbidden_origin", f"Origin {origin!r} is not this site; /mcp refuses it")
         return
     header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        await _refuse(
+        await refuse(
             send,
             401,
             "not_authenticated",
@@ -142,7 +143,7 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         return
     mcp_app = scope["litestar_app"].state.get(STATE_KEY)  # type: ignore[typeddict-item]
     if mcp_app is None:
-        await _refuse(send, 503, "mcp_unavailable", "the MCP server is not running on this API server")
+        await refuse(send, 503, "mcp_unavailable", "the MCP server is not running on this API server")
         return
     # the guard already resolved the token: the SDK's verifier reads its cached context, no second lookup
     ctx = await authenticate(ASGIConnection(scope=scope, receive=receive))

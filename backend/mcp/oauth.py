@@ -83,11 +83,32 @@ def _app(issuer: str, resource: str) -> Any:
     return Starlette(routes=routes)
 
 
+def _unavailable(issuer: str) -> str | None:
+    """Why OAuth cannot be offered here, or None: RFC 8414 wants an https issuer (http on this machine only)."""
+    from mcp.server.auth.routes import validate_issuer_url
+    from pydantic import AnyHttpUrl
+
+    try:
+        validate_issuer_url(AnyHttpUrl(issuer))
+    except ValueError as exc:
+        return (
+            f"OAuth needs the API's public URL on https ({exc}; the public URL is {issuer[: -len(oauth.ISSUER_PATH)]}): "
+            "set CLEANROOM_PUBLIC_URL, or connect with a personal API token"
+        )
+    return None
+
+
 async def _serve(scope: Scope, receive: Receive, send: Send) -> None:
+    issuer = oauth.issuer_url()
+    if why := _unavailable(issuer):
+        from backend.mcp.http import refuse
+
+        await refuse(send, 404, "oauth_unavailable", why)
+        return
     inner: dict[str, Any] = dict(scope)
     inner["root_path"] = ""
     inner["path"] = scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0] or scope["path"]
-    await _app(oauth.issuer_url(), oauth.resource_url())(inner, receive, send)
+    await _app(issuer, oauth.resource_url())(inner, receive, send)
 
 
 @asgi(oauth.ISSUER_PATH, is_mount=True, copy_scope=True, opt=OPT, include_in_schema=False)

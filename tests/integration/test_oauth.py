@@ -342,3 +342,13 @@ async def test_a_role_change_disconnects_the_persons_assistants_as_it_revokes_th
     client.cookies.clear()
     assert (await client.get("/api/me", headers=_bearer(tokens))).status_code == 401
     assert (await _refresh(client, client_id, tokens["refresh_token"])).json()["error"] == "invalid_grant"
+
+
+def test_oauth_is_offered_on_https_or_this_machine_only() -> None:
+    """RFC 8414 wants an https issuer: on a plain-http public URL elsewhere the endpoints say so (404
+    `oauth_unavailable`, personal tokens still work) instead of failing; https and loopback are served."""
+    from backend.mcp.oauth import _unavailable
+
+    assert "CLEANROOM_PUBLIC_URL" in (_unavailable("http://10.1.2.3:8400/oauth") or "")
+    assert _unavailable("https://cleanroom.example/oauth") is None
+    assert _unavailable("http://127.0.0.1:8400/oauth") is None
