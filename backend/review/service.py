@@ -97,7 +97,7 @@ def _json(value: Any) -> Any:
 
 async def actors_of(ctx: UserContext, email: str) -> list[str]:
     """How the trail names what a person of the company did: in their session, and through each of their
-    assistant's tokens. Nobody (an empty list) for an email that is not one of the company's people."""
+    assistant's tokens and OAuth connections. Nobody (an empty list) for an email that is not one of the company's people."""
     user = (
         await User.select(User.id, User.email)
         .where((User.company == ctx.company_id) & (User.email == email.strip().lower()))
