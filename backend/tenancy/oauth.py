@@ -213,6 +213,18 @@ async def revoke_grant_for(grant_id: int, action: str, *, actor: str | None = No
     return True
 
 
+KEPT_AFTER_EXPIRY = timedelta(days=1)
+
+
+async def sweep(now: datetime) -> None:
+    """Forgets what can no longer be used, a day after it expired: consent requests, codes, access and refresh
+    tokens (a rotated refresh token is kept until its own expiry: presented again before then, it revokes its
+    grant). Run at each new authorization, so the tables stay as small as their use."""
+    before = now - KEPT_AFTER_EXPIRY
+    await OAuthRequest.delete().where(OAuthRequest.expires_at < before)
+    await OAuthToken.delete().where(OAuthToken.expires_at < before)
+
+
 class AuthorizationServer:
     """The SDK's `OAuthAuthorizationServerProvider`, on Cleanroom's tables."""
 
@@ -261,6 +273,7 @@ class AuthorizationServer:
             raise AuthorizeError("invalid_target", f"tokens here are for {resource_url()} only")
         request_id = secrets.token_urlsafe(32)
         now = clock.now()
+        await sweep(now)
         await OAuthRequest(
             request_hash=sha256_text(request_id),
             client_id=client.client_id,
