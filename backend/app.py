@@ -24,6 +24,7 @@ from backend.fleet.queue import DISPATCHER
 from backend.flows import progress as flows_progress
 from backend.flows.controller import FlowsController
 from backend.mcp.http import mcp_endpoint, mcp_lifespan
+from backend.mcp.oauth import oauth_endpoints, oauth_metadata
 from backend.metrics import HTTP_METRICS, metrics_endpoint
 from backend.notify.controller import NotificationsController
 from backend.notify.delivery import NOTIFIER
@@ -105,6 +106,8 @@ CONTROLLERS = [
     SystemController,  # /api/health and /api/system/health: one Health shape
     PlatformController,  # /api/platform: the assistant platform's charges (its own credential only)
     mcp_endpoint,  # MCP streamable HTTP at /mcp (assistant tokens only)
+    oauth_endpoints,  # OAuth 2.1 for /mcp: /oauth/authorize, /token, /register, /revoke (the SDK's handlers)
+    oauth_metadata,  # /.well-known/: the protected resource's and the authorization server's metadata
     metrics_endpoint,  # Prometheus at /metrics (the metrics token only; none set: off)
 ]
 

@@ -39,7 +39,7 @@ from backend.runs import tables as runs_tables
 from backend.schedules import tables as schedules_tables
 from backend.settings import get_settings
 from backend.staging import tables as staging_tables
-from backend.tenancy import sso_tables
+from backend.tenancy import oauth_tables, sso_tables
 from backend.tenancy import tables as tenancy_tables
 
 # Every capability's tables, in dependency order. Capability code never imports this module: it reaches
@@ -47,6 +47,7 @@ from backend.tenancy import tables as tenancy_tables
 TABLE_MODULES = [
     tenancy_tables,
     sso_tables,
+    oauth_tables,
     audit_tables,
     records_tables,
     records_sync_tables,

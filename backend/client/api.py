@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -34,6 +35,9 @@ from backend.system_schemas import Health
 from backend.tenancy.schemas import (
     ApiToken,
     CompanySettings,
+    Connection,
+    ConnectionAnswer,
+    ConnectionRequest,
     ForgotAnswer,
     ForwardingCheck,
     LinkInfo,
@@ -230,6 +234,20 @@ class CleanroomClient(ApiClient):
 
     async def revoke_token(self, token_id: int) -> None:
         await self.send("DELETE", f"/api/me/tokens/{token_id}")
+
+    # assistants connected by OAuth: the consent page's request and answer, the person's connections
+    async def connection_request(self, request_id: str) -> ConnectionRequest:
+        return await self.call(ConnectionRequest, "GET", f"/api/me/connect/{quote(request_id, safe='')}")
+
+    async def answer_connection(self, request_id: str, allow: bool) -> ConnectionAnswer:
+        path = f"/api/me/connect/{quote(request_id, safe='')}"
+        return await self.call(ConnectionAnswer, "POST", path, json={"allow": allow})
+
+    async def connections(self) -> list[Connection]:
+        return await self.call(list[Connection], "GET", "/api/me/connections")
+
+    async def revoke_connection(self, grant_id: int) -> None:
+        await self.send("DELETE", f"/api/me/connections/{grant_id}")
 
     # runs
     async def runs(self, **filters: Any) -> RunPage:

@@ -31,6 +31,7 @@ from backend.runs.rows import whole_run
 from backend.runs.sources import run_sources
 from backend.runs.tables import ApprovalKind, Run
 from backend.schedules.tables import Schedule
+from backend.tenancy import oauth
 from backend.tenancy.context import UserContext, token_actor
 from backend.tenancy.tables import ApiToken, User
 
@@ -96,7 +97,7 @@ def _json(value: Any) -> Any:
 
 async def actors_of(ctx: UserContext, email: str) -> list[str]:
     """How the trail names what a person of the company did: in their session, and through each of their
-    assistant's tokens. Nobody (an empty list) for an email that is not one of the company's people."""
+    assistant's tokens and OAuth connections. Nobody (an empty list) for an email that is not one of the company's people."""
     user = (
         await User.select(User.id, User.email)
         .where((User.company == ctx.company_id) & (User.email == email.strip().lower()))
@@ -105,7 +106,8 @@ async def actors_of(ctx: UserContext, email: str) -> list[str]:
     if user is None:
         return []
     tokens = await ApiToken.select(ApiToken.id).where(ApiToken.user == user["id"])
-    return [user["email"], *(token_actor(user["email"], t["id"]) for t in tokens)]
+    connectors = await oauth.grant_actors(user["id"], user["email"])
+    return [user["email"], *(token_actor(user["email"], t["id"]) for t in tokens), *connectors]
 
 
 async def _runs_where(ctx: UserContext, *clauses: Any) -> list[dict[str, Any]]:

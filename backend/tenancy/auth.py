@@ -106,14 +106,15 @@ async def _token_scope(connection: ASGIConnection[Any, Any, Any, Any], handler: 
     if ctx.auth != TOKEN or ctx.token_scope in handler.opt.get(TOKEN_SCOPES, frozenset()):
         return
     method, path = connection.scope.get("method", ""), connection.url.path
+    kind, credential_id = ctx.credential  # a personal token, or an OAuth grant
     await audit_throttle.record(  # one entry per token a minute, with a count: a loop cannot flood the trail
-        ("auth.person_required", ctx.token_id),
+        ("auth.person_required", kind, credential_id),
         "auth.person_required",
         actor=ctx.actor,
         company_id=ctx.company_id,
-        subject_type="api_token",
-        subject_id=ctx.token_id,
-        data={"method": method, "path": path, "token_id": ctx.token_id, "scope": ctx.token_scope},
+        subject_type=kind,
+        subject_id=credential_id,
+        data={"method": method, "path": path, **ctx.via()},
         route=f"{method} {path}",
     )
     raise Forbidden(

@@ -46,6 +46,9 @@ class UserContext:
     session_id: int | None = None
     token_id: int | None = None
     token_scope: str | None = None
+    # an assistant connected by OAuth (tenancy/oauth.py): the person's consent its token was issued under; such a
+    # caller is a TOKEN with the assistant scope as a personal token is, named by its grant instead of a token id
+    grant_id: int | None = None
     # the company's row as read with the user, at the start of this request (the gates' switches and the
     # credit pool's figures, read once per request: backend/runs/gates.py `company`); None when not read
     company: dict[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -78,13 +81,24 @@ class UserContext:
     def actor(self) -> str:
         """How the audit trail names this caller: who, and through what."""
         if self.auth == TOKEN:
+            if self.grant_id is not None:
+                return connector_actor(self.email, self.grant_id)
             return token_actor(self.email, self.token_id)
         return self.email
+
+    @property
+    def credential(self) -> tuple[str, int | None]:
+        """The assistant's credential as the audit trail names it: (subject type, id)."""
+        if self.grant_id is not None:
+            return "oauth_grant", self.grant_id
+        return "api_token", self.token_id
 
     def via(self) -> dict[str, object]:
         """The authentication facts recorded with a decision."""
         if self.auth == SESSION:
             return {"auth": SESSION, "session_id": self.session_id}
+        if self.auth == TOKEN and self.grant_id is not None:
+            return {"auth": TOKEN, "grant_id": self.grant_id, "scope": self.token_scope}
         if self.auth == TOKEN:
             return {"auth": TOKEN, "token_id": self.token_id, "scope": self.token_scope}
         return {"auth": self.auth}
@@ -237,3 +251,8 @@ def token_actor(email: str, token_id: int | None) -> str:
     """How the audit trail names what a person's assistant did through one of their tokens (the one spelling:
     `UserContext.actor` and the review's search by person both use it)."""
     return f"assistant:{email} (token {token_id})"
+
+
+def connector_actor(email: str, grant_id: int | None) -> str:
+    """How the trail names what a person's assistant did through an OAuth grant of theirs (tenancy/oauth.py)."""
+    return f"assistant:{email} (connector {grant_id})"

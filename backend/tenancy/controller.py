@@ -8,7 +8,7 @@ from litestar.datastructures import Cookie
 from litestar.di import Provide
 
 from backend.settings import get_settings
-from backend.tenancy import forwarded, grid, people, service
+from backend.tenancy import forwarded, grid, oauth, people, service
 from backend.tenancy.auth import ASSISTANT_OK, AUDITOR_OK, SELF_AUTHENTICATED, provide_user
 from backend.tenancy.context import UserContext
 from backend.tenancy.schemas import (
@@ -16,6 +16,10 @@ from backend.tenancy.schemas import (
     ChangePasswordBody,
     CompanyRef,
     CompanySettings,
+    Connection,
+    ConnectionAnswer,
+    ConnectionAnswerBody,
+    ConnectionRequest,
     ForgotAnswer,
     ForgotBody,
     ForwardingCheck,
@@ -180,6 +184,29 @@ class MeController(Controller):
     async def revoke_token(self, user: UserContext, token_id: int) -> None:
         """Revoke one of your tokens (an auditor too: it takes a credential away, decides nothing)."""
         await service.revoke_api_token(user, token_id)
+
+    # Assistants connected by OAuth (tenancy/oauth.py): the consent page's request and answer, the person's list
+
+    @get("/connect/{request_id:str}")
+    async def connection_request(self, user: UserContext, request_id: str) -> ConnectionRequest:
+        """Which assistant asks to connect, where its code would go, for what (404 once used or expired)."""
+        return ConnectionRequest(**await oauth.consent_request(user, request_id))
+
+    @post("/connect/{request_id:str}", status_code=200)
+    async def answer_connection(
+        self, user: UserContext, request_id: str, data: ConnectionAnswerBody
+    ) -> ConnectionAnswer:
+        """Allow (a grant of the assistant scope, audited) or deny: a person's decision, never a token's."""
+        return ConnectionAnswer(redirect_to=await oauth.decide(user, request_id, allow=data.allow))
+
+    @get("/connections")
+    async def connections(self, user: UserContext) -> list[Connection]:
+        return [Connection(**row) for row in await oauth.list_grants(user)]
+
+    @delete("/connections/{grant_id:int}", status_code=204, opt=AUDITOR_OK)
+    async def revoke_connection(self, user: UserContext, grant_id: int) -> None:
+        """Disconnect an assistant: its access and refresh tokens are refused from their next use (audited)."""
+        await oauth.revoke_grant(user, grant_id)
 
     @post("/password", status_code=200, opt=AUDITOR_OK)
     async def change_password(self, user: UserContext, data: ChangePasswordBody) -> PasswordChanged:

@@ -21,6 +21,10 @@ from backend.settings import Settings, get_settings
 
 SESSION_COOKIE = "cleanroom_session"  # the same name as backend.tenancy.service.SESSION_COOKIE
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Handlers that read no cookie at all, marked `opt={COOKIE_FREE_KEY: True}`: the OAuth endpoints
+# (backend/mcp/oauth.py), where a client proves itself with its PKCE verifier or a refresh token. A browser-based
+# MCP client on another origin may call them (the SDK answers CORS for them); a cross-site request gains nothing.
+COOKIE_FREE_KEY = "reads_no_cookie"
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -123,6 +127,10 @@ class OriginGuard(ASGIMiddleware):
     scopes = (ScopeType.HTTP,)
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        handler = scope.get("route_handler")
+        if handler is not None and handler.opt.get(COOKIE_FREE_KEY):
+            await next_app(scope, receive, send)
+            return
         headers = {name: _header(scope, name.encode()) for name in ("authorization", "origin", "cookie")}
         check_origin(scope.get("method", "GET"), headers, trusted_origins(get_settings()))
         await next_app(scope, receive, send)

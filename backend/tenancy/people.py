@@ -28,6 +28,7 @@ from backend.hashing import sha256_text
 from backend.settings import get_settings
 from backend.tenancy import mail, passwords
 from backend.tenancy.context import ADMIN, MEMBER, ROLES, SESSION, UserContext
+from backend.tenancy.oauth_tables import OAuthGrant
 from backend.tenancy.tables import (
     PLANS,
     ApiToken,
@@ -136,10 +137,14 @@ async def end_sessions(user_id: int, *, keep_session_id: int | None = None) -> i
 
 
 async def revoke_tokens(user_id: int) -> int:
-    """Every API token of the person is revoked now (refused at its next request, whichever process)."""
+    """Every API token of the person, and every assistant they connected by OAuth, is revoked now (refused at
+    its next request, whichever process). Returns how many."""
     where = (ApiToken.user == user_id) & (ApiToken.revoked == False)  # noqa: E712
     revoked = await ApiToken.count().where(where)
     await ApiToken.update({ApiToken.revoked: True}).where(where)
+    grants = (OAuthGrant.user == user_id) & (OAuthGrant.revoked == False)  # noqa: E712
+    revoked += await OAuthGrant.count().where(grants)
+    await OAuthGrant.update({OAuthGrant.revoked: True, OAuthGrant.revoked_at: clock.now()}).where(grants)
     return revoked
 
 

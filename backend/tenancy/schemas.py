@@ -92,6 +92,37 @@ class NewApiToken(BaseModel):
     token: str  # shown once; only its hash is stored
 
 
+class ConnectionRequest(BaseModel):
+    """An assistant asking to connect by OAuth, as the console's consent page shows it."""
+
+    client_id: str
+    client_name: str = Field(description="the name the assistant registered with (its own claim)")
+    redirect_uri: str = Field(description="where the person's browser and the code go if they allow it")
+    scope: str = Field(description="always `assistant`: read, upload, propose, never decide")
+    expires_at: datetime
+
+
+class ConnectionAnswerBody(BaseModel):
+    allow: bool
+
+
+class ConnectionAnswer(BaseModel):
+    redirect_to: str = Field(description="the assistant's redirect URI, with a code or with access_denied")
+
+
+class Connection(BaseModel):
+    """An assistant the person connected by OAuth (one grant): revoked, its tokens stop at their next request."""
+
+    id: int
+    client_id: str
+    client_name: str
+    redirect_uri: str
+    scope: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked: bool
+
+
 class CompanySettings(BaseModel):
     name: str
     plan: str

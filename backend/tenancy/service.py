@@ -13,7 +13,7 @@ from backend.audit import service as audit
 from backend.errors import Forbidden, Invalid, NotAuthenticated, TooManyRequests
 from backend.hashing import sha256_text
 from backend.settings import get_settings
-from backend.tenancy import login_limits, passwords, people
+from backend.tenancy import login_limits, oauth, passwords, people
 from backend.tenancy.context import (
     SESSION,
     TOKEN,
@@ -160,6 +160,8 @@ async def user_for_session(token: str) -> UserContext:
 async def user_for_api_token(token: str) -> UserContext:
     """The assistant's token, its person and their company read now (two queries in all, a third when its
     `last_used_at` is due): a revoked token is refused at its next request, whichever process serves it."""
+    if oauth.is_access_token(token):  # an assistant connected by OAuth: its grant's person, the same scope
+        return await oauth.user_for_access_token(token)
     rows = await ApiToken.raw(_TOKEN, sha256_text(token))
     row = rows[0] if rows else None
     if not row or row["revoked"]:

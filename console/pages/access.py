@@ -1,5 +1,7 @@
-"""Assistant access (every signed-in person): personal API tokens and the configuration that connects an
-assistant to Cleanroom over MCP.
+"""Assistant access (every signed-in person): the two ways an assistant connects to Cleanroom over MCP, and what is
+connected. A hosted assistant's connector uses OAuth (the connector URL; the person allows it on the consent page,
+console/pages/connect.py, and it is listed here under "Connected assistants", where it is disconnected); any other
+client uses a personal API token as a bearer header (or the desktop's stdio configuration).
 
 A token is created, listed and revoked with the person's session (`/api/me/tokens`, person-only endpoints).
 Its secret is in the creation answer only: this page shows it once, in this browser tab, with the two
@@ -14,7 +16,7 @@ import json
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
-from backend.tenancy.schemas import ApiToken, NewApiToken
+from backend.tenancy.schemas import ApiToken, Connection, NewApiToken
 from console import session, theme, widgets
 from console.api import Api
 from console.widgets import FAILED
@@ -36,6 +38,12 @@ DESKTOP_HINT = (
     "For an assistant on your computer that starts its tools itself (e.g. Claude Desktop's "
     "claude_desktop_config.json, Cursor's mcp.json). It runs “cleanroom mcp”, which needs the Cleanroom package "
     "installed on that computer; give the full path to “cleanroom” if it is not on the assistant's PATH."
+)
+OAUTH_HINT = (
+    "For a hosted assistant that connects with OAuth (e.g. a custom connector in Claude or ChatGPT): give it this "
+    "URL and nothing else. It registers itself and sends you to a Cleanroom page where you see which assistant "
+    "asks and allow it (the same assistant scope as a token: it proposes, you decide). It appears under "
+    "“Connected assistants” below, where you can disconnect it; its access renews itself hourly until you do."
 )
 REMOTE_HINT = (
     "For an assistant that connects to a server over HTTP (streamable HTTP, the token as a bearer header)."
@@ -124,6 +132,7 @@ def register() -> None:
             page = AccessPage(api)
         await ui.context.client.connected()
         await page.load_tokens()
+        await page.load_connections()
         return None
 
 
@@ -161,12 +170,27 @@ class AccessPage:
             with ui.row().classes("items-center gap-2"):
                 ui.icon("hub", color="primary")
                 ui.label("Connect an assistant (MCP)").classes("text-lg font-medium")
+            snippet(
+                "Hosted assistant (OAuth connector URL)",
+                OAUTH_HINT,
+                f"{urls()[0]}/mcp",
+                "config-oauth",
+                "Connector URL",
+            )
+            ui.label(
+                "Or with a personal API token, for an assistant that sends a header or runs on your computer:"
+            ).classes("font-medium")
             self.configs = ui.column().classes("w-full gap-4")
         with ui.card().classes("w-full gap-2").mark("tokens"):
             with ui.row().classes("items-center gap-2"):
                 ui.icon("list", color="primary")
                 ui.label("Your tokens").classes("text-lg font-medium")
             self.tokens = ui.column().classes("w-full gap-0")
+        with ui.card().classes("w-full gap-2").mark("connections"):
+            with ui.row().classes("items-center gap-2"):
+                ui.icon("hub", color="primary")
+                ui.label("Connected assistants (OAuth)").classes("text-lg font-medium")
+            self.connections = ui.column().classes("w-full gap-0")
         self.render_created()
 
     # the token shown once, and the configurations
@@ -330,3 +354,72 @@ class AccessPage:
             if self.created and self.created.id == token.id:
                 self.hide()  # its configurations would no longer work
         await self.load_tokens()
+
+    # assistants connected by OAuth (one grant each)
+    async def load_connections(self) -> None:
+        await widgets.load_into(
+            self.connections,
+            self.api.connections,
+            self.render_connections,
+            "Loading your connected assistants…",
+        )
+
+    def render_connections(self, connections: list[Connection]) -> None:
+        if not connections:
+            widgets.empty_state(
+                "No assistant is connected by OAuth. Give a hosted assistant the connector URL above to connect one.",
+                "link_off",
+            )
+            return
+        connections = sorted(connections, key=lambda c: c.revoked)  # active first, newest first within
+        for connection in connections:
+            self.render_connection(connection)
+
+    def render_connection(self, connection: Connection) -> None:
+        revoked = connection.revoked
+        row = ui.row().classes(
+            "w-full gap-4 py-2 border-b items-center no-wrap" + (" text-grey-6" if revoked else "")
+        )
+        with row.mark(f"connection connection-{connection.id}"):
+            with ui.column().classes("w-1/3 gap-0"):
+                ui.label(connection.client_name or "An assistant with no name").classes("font-medium").mark(
+                    f"connection-name-{connection.id}"
+                )
+                ui.label(connection.redirect_uri).classes("text-xs text-grey-7 break-all")
+            ui.label(f"connected {widgets.when(connection.created_at)}").classes("w-40 text-sm")
+            last = connection.last_used_at
+            ui.label(f"last used {widgets.when(last)}" if last else "never used").classes("w-40 text-sm")
+            with ui.element("div").classes("w-24"):
+                ui.badge("revoked" if revoked else "active", color="grey" if revoked else "positive").mark(
+                    f"connection-status-{connection.id}"
+                )
+            with ui.element("div").classes("w-28 text-right"):
+                if not revoked:
+                    ui.button(
+                        "Disconnect",
+                        icon="link_off",
+                        on_click=lambda c=connection: self.confirm_disconnect(c),
+                    ).props("flat dense no-caps color=negative").mark(f"disconnect-{connection.id}")
+
+    def confirm_disconnect(self, connection: Connection) -> None:
+        name = connection.client_name or "this assistant"
+        with ui.dialog() as dialog, ui.card().classes("gap-3").mark("disconnect-dialog"):
+            ui.label(f"Disconnect “{name}”?").classes("font-medium")
+            ui.label(
+                "Its access and refresh tokens are refused from their next use. To reconnect it, connect it again "
+                "from the assistant (you will be asked again)."
+            ).classes("text-sm text-grey-8")
+            with ui.row().classes("justify-end w-full"):
+                ui.button("Cancel", on_click=dialog.close).props("flat no-caps")
+
+                async def confirm() -> None:
+                    dialog.close()
+                    result = await widgets.call(self.api.revoke_connection(connection.id))
+                    if result is not FAILED:
+                        ui.notify(f"“{name}” disconnected.", type="positive")
+                    await self.load_connections()
+
+                ui.button("Disconnect", icon="link_off", on_click=confirm).props(
+                    "color=negative no-caps"
+                ).mark("confirm-disconnect")
+        dialog.open()

@@ -40,6 +40,7 @@ AUDITOR_ROUTES = {
     # their own credentials (issue 53, review D-L2): revoking a token of theirs, changing their password, and
     # the link and forgotten-password routes anyone may call; none changes anything of the company's
     ("DELETE", "/api/me/tokens/{token_id:int}"),
+    ("DELETE", "/api/me/connections/{grant_id:int}"),  # disconnecting an OAuth assistant, as revoking a token
     ("POST", "/api/me/password"),
     ("POST", "/api/auth/forgot-password"),
     ("POST", "/api/auth/password-link"),

@@ -240,3 +240,98 @@ async def test_every_signed_in_person_has_the_page(user: User) -> None:
     await user.should_see("Assistant access", retries=50)
     await user.should_see(marker="nav-assistant-access")
     await user.should_see(marker="create-token")
+
+
+VERIFIER = "v" * 64
+REDIRECT = "https://assistant.example/callback"
+
+
+def _query(url: str) -> dict[str, str]:
+    from urllib.parse import parse_qs, urlsplit
+
+    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+
+
+async def _authorization_request(client: httpx.AsyncClient) -> tuple[str, str]:
+    """An assistant registers and sends the person to the consent page: (its client id, the request's id)."""
+    import base64
+    import hashlib
+
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(VERIFIER.encode()).digest()).decode().rstrip("=")
+    body = {"redirect_uris": [REDIRECT], "client_name": "Test assistant"}
+    client_id = (await client.post("/oauth/register", json=body)).json()["client_id"]
+    query = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": REDIRECT,
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+    }
+    location = (await client.get("/oauth/authorize", params=query)).headers["location"]
+    return client_id, _query(location)["request_id"]
+
+
+async def _connected_assistant(api_app, email: str) -> str:
+    """An assistant connected by OAuth as a client does it (register, authorize, the person's consent through the
+    API, the code for a token): its access token."""
+    from tests.conftest import console_origin
+
+    transport = httpx.ASGITransport(app=api_app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as client:
+        client_id, request_id = await _authorization_request(client)
+        client.headers["origin"] = console_origin()
+        await client.post("/api/auth/login", json={"email": email, "password": "demo"})
+        answer = (await client.post(f"/api/me/connect/{request_id}", json={"allow": True})).json()
+        client.cookies.clear()
+        form = {
+            "grant_type": "authorization_code",
+            "code": _query(answer["redirect_to"])["code"],
+            "redirect_uri": REDIRECT,
+            "client_id": client_id,
+            "code_verifier": VERIFIER,
+        }
+        return (await client.post("/oauth/token", data=form)).json()["access_token"]
+
+
+async def test_a_connected_assistant_is_listed_beside_both_ways_to_connect_and_disconnected(
+    user: User, api_app
+) -> None:
+    access_token = await _connected_assistant(api_app, "alice@acme.example")
+    assert (await mcp_post(api_app, access_token)).status_code != 401  # control: past the token check
+    await sign_in(user, "alice@acme.example", then="/access")
+    await user.should_see(marker="config-oauth", retries=50)
+    api_url = get_settings().effective_public_url.rstrip("/")
+    assert text_of(user, "config-oauth-text") == f"{api_url}/mcp"  # the OAuth connector URL
+    await user.should_see(marker="config-remote")  # and the personal token's configuration
+    await user.should_see("Test assistant", retries=50)
+    grant_marker = next(
+        m for e in user.client.elements.values() for m in e._markers if re.fullmatch(r"disconnect-\d+", m)
+    )
+    user.find(marker=grant_marker).click()
+    await user.should_see(marker="disconnect-dialog", retries=20)
+    user.find(marker="confirm-disconnect").click()
+    await user.should_see("revoked", retries=50)
+    # the assistant is refused from its next request, on /mcp and on the API
+    assert (await mcp_post(api_app, access_token)).status_code == 401
+    assert (await bearer_get(api_app, access_token)).status_code == 401
+
+
+async def test_the_consent_page_signs_the_person_in_first_then_shows_who_asks(user: User, api_app) -> None:
+    """The usual path: the assistant's link opens the console signed out; sign-in leads back to the consent page,
+    which names the assistant and where it returns."""
+    transport = httpx.ASGITransport(app=api_app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as client:
+        _, request_id = await _authorization_request(client)
+    await user.open(f"/connect?request_id={request_id}")
+    await user.should_see(marker="email", retries=50)  # signed out: the sign-in page first
+    user.find(marker="email").type("alice@acme.example")
+    user.find(marker="password").type("demo")
+    user.find(marker="sign-in").click()
+    await user.should_see(marker="consent-client", retries=50)
+    assert "“Test assistant” asks" in text_of(user, "consent-client")
+    assert text_of(user, "consent-redirect") == REDIRECT
+    await user.should_see(marker="consent-allow")
+    # an id nobody issued shows no request to allow
+    await user.open("/connect?request_id=nope")
+    await user.should_see("This connection request is not open", retries=50)
+    await user.should_not_see(marker="consent-allow")

@@ -41,7 +41,10 @@ def _as_bytes(content: str | bytes) -> bytes | None:
     return content if isinstance(content, bytes) else None
 
 
-def build_server(connect: Connector, *, console_url: str | None = None, name: str = "cleanroom") -> MCPServer:
+def build_server(
+    connect: Connector, *, console_url: str | None = None, name: str = "cleanroom", **auth: Any
+) -> MCPServer:
+    """`auth`: the SDK's `auth=AuthSettings(...)` and `token_verifier=` for the HTTP endpoint (none over stdio)."""
     settings = get_settings()
     mcp = CleanroomMCP(
         name,
@@ -50,6 +53,7 @@ def build_server(connect: Connector, *, console_url: str | None = None, name: st
         instructions=instructions(),
         version="0.1.0",
         log_level="WARNING",
+        **auth,
     )
     setup = Setup(connect, console_url or settings.effective_console_url, settings.export_row_cap)
     for module in MODULES:
