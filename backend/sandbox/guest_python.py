@@ -174,7 +174,8 @@ def _explain(output: str, extras_path: Path | None) -> str:
     elif "No matching distribution found" in output or "Could not find a version" in output:
         missing = re.findall(r"No matching distribution found for (\S+)", output)
         reason = f"no wheel for the guest (CPython {GUEST_PYTHON}, manylinux x86_64) of {', '.join(missing) or 'a package'}"
-        reason += f": unknown package or version, or it ships only an sdist{where}"
+        reason += ": unknown package or version, or it ships only an sdist (refused: its build runs code; set"
+        reason += f" CLEANROOM_GUEST_ALLOW_SDIST=1 to allow sdists){where}"
     else:
         reason = f"pip download failed{where}"
     return f"guest packages refused: {reason}\n{tail}"

@@ -173,18 +173,24 @@ def ensure_image(force: bool = False, progress: Progress = print) -> ImageInfo:
 
 
 def check_guest_packages(
-    work: Path, progress: Progress
+    work: Path, progress: Progress, index_args: list[str] | None = None
 ) -> tuple[list[guest_python.Pin], list[Path], list[str]]:
     """The build's check step, before anything else: the lock and the operator's extras parsed, every file
     downloaded with its hash required and checked to be a wheel for the guest (an sdist only when allowed).
-    Raises GuestPackagesRefused with the reason; nothing built so far is kept, no image is replaced."""
+    Raises GuestPackagesRefused with the reason; nothing built so far is kept, no image is replaced.
+    `index_args`: pip's index options instead of PyPI (the tests' local folder)."""
     extras_path = guest_python.extras_file()
     allow_sdist = get_settings().guest_allow_sdist
     pins = guest_python.check_requirements(guest_python.locked(), extras_path)
     locked_names = {p.name for p in guest_python.locked()}
     extras = [p.name for p in pins if p.name not in locked_names]
     files = guest_python.download(
-        pins, work / "wheels", progress, allow_sdist=allow_sdist, extras_path=extras_path
+        pins,
+        work / "wheels",
+        progress,
+        allow_sdist=allow_sdist,
+        extras_path=extras_path,
+        index_args=index_args,
     )
     return pins, files, extras
 

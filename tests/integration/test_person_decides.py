@@ -41,7 +41,10 @@ ASSISTANT_ROUTES = {
     ("POST", "/api/runs"),
     ("GET", "/api/runs"),
     ("GET", "/api/runs/{run_id:int}"),
-    ("GET", "/api/runs/stats"),  # the runs page's charts over the runs the list shows the same caller (issue 56)
+    (
+        "GET",
+        "/api/runs/stats",
+    ),  # the runs page's charts over the runs the list shows the same caller (issue 56)
     ("POST", "/api/runs/{run_id:int}/revisions"),
     ("GET", "/api/runs/{run_id:int}/action-items"),
     ("GET", "/api/runs/{run_id:int}/audit"),
@@ -54,6 +57,7 @@ ASSISTANT_ROUTES = {
     ("GET", "/api/schedules"),
     ("GET", "/api/system/health"),
     ("GET", "/api/system/queue-history"),  # the health page's queue depth, the caller's company's (issue 56)
+    ("GET", "/api/sandbox/environment"),  # the guest's package versions, to write code for (issue 57)
 }
 
 
