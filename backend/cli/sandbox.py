@@ -1,4 +1,4 @@
-"""`cleanroom image build`, `cleanroom sandbox exec`, `cleanroom selftest isolation`, `cleanroom bench sandbox`."""
+"""`cleanroom image build`, `cleanroom image lock`, `cleanroom sandbox exec`, `cleanroom selftest isolation`, `cleanroom bench sandbox`."""
 
 from __future__ import annotations
 
@@ -28,6 +28,15 @@ def image_build(
         prepare_saved_states(progress=lambda msg: typer.echo(msg, err=True), force=force)
     typer.echo(f"path: {info.directory}")
     typer.echo(f"image hash: {info.image_hash}")
+
+
+@image_app.command("lock")
+def image_lock() -> None:
+    """Re-resolve vm_templates/image/python.in into python.lock: the newest versions with wheels for the guest
+    (CPython 3.11, manylinux x86_64), each pinned to its wheel's sha256 (a maintainer's step, with uv and PyPI)."""
+    from backend.sandbox.guest_python import resolve_lock
+
+    resolve_lock(progress=lambda msg: typer.echo(msg, err=True))
 
 
 @sandbox_app.command("exec")
