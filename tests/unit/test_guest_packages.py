@@ -149,3 +149,22 @@ def test_an_image_of_another_recipe_is_never_served_in_its_place(index: dict, se
     _built_image(tmp_path / "cache", "f" * 64)  # another recipe folder (another lock, another agent)
     setup(None)
     assert image.current_image() is None
+
+
+def test_the_manifest_is_what_the_image_reports_with_the_extras_offered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(guest_python, "requested", lambda: ["lockedpkg"])
+    pins = [
+        guest_python.Pin("lockedpkg", "1.0", ("a" * 64,)),
+        guest_python.Pin("cleanroom-extra", "2.0", ("b" * 64,)),
+    ]
+    probe = {"python": "3.11.2", "packages": {"lockedpkg": "1.0", "Cleanroom_Extra": "2.0", "dep": "0.1"}}
+    written = guest_python.write_manifest(json.dumps(probe), pins, ["cleanroom-extra"], tmp_path)
+    assert json.loads((tmp_path / "manifest.json").read_text()) == written
+    assert written["offered"] == ["lockedpkg", "cleanroom-extra"] and written["extras"] == ["cleanroom-extra"]
+    assert guest_python.offered_summary(written) == "lockedpkg 1.0, cleanroom-extra 2.0"  # health's line
+    # an image whose interpreter reports another version than the lock pinned is not given a manifest
+    probe["packages"]["lockedpkg"] = "0.9"
+    with pytest.raises(RuntimeError, match="reports lockedpkg 0.9, pinned 1.0"):
+        guest_python.write_manifest(json.dumps(probe), pins, ["cleanroom-extra"], tmp_path / "other")
