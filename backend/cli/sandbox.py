@@ -22,8 +22,14 @@ def image_build(
 ) -> None:
     """Build the guest image into the cache (only when the recipe changed) and its warm saved states."""
     from backend.sandbox import ensure_image, prepare_saved_states
+    from backend.sandbox.guest_python import GuestPackagesRefused
 
-    info = ensure_image(force=force, progress=lambda msg: typer.echo(msg, err=True))
+    try:
+        info = ensure_image(force=force, progress=lambda msg: typer.echo(msg, err=True))
+    except GuestPackagesRefused as exc:  # the check step: nothing was replaced
+        typer.echo(str(exc), err=True)
+        typer.echo("nothing was built: the image built before (if any) keeps serving", err=True)
+        raise typer.Exit(1) from None
     if not no_saved_state:
         prepare_saved_states(progress=lambda msg: typer.echo(msg, err=True), force=force)
     typer.echo(f"path: {info.directory}")

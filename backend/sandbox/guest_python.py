@@ -167,7 +167,9 @@ def _platform_args() -> list[str]:
 
 def _explain(output: str, extras_path: Path | None) -> str:
     """pip's failure as one sentence an operator acts on, pip's own lines after it."""
-    tail = "\n".join(line for line in output.splitlines() if "is ignored:" not in line)[-3000:]
+    lines = [line for line in output.splitlines() if "is ignored:" not in line]
+    errors = next((i for i, line in enumerate(lines) if line.startswith("ERROR:")), 0)
+    tail = "\n".join(lines[errors:])[-3000:]  # pip's own reason, not its download log
     where = f" (check {extras_path})" if extras_path else ""
     if "DO NOT MATCH THE HASHES" in output:
         reason = f"a downloaded file does not match its pinned sha256{where}"
