@@ -1,6 +1,8 @@
 """The guest's Python stack as an assistant writes for it: pandas 2-only API, seaborn, scikit-learn and statsmodels
 in one run that returns its chart, with the versions the guest imports equal to the built image's manifest (what
-the MCP contract, the API and the approval screen say). One VM run, on the suite's image."""
+the MCP contract, the API and the approval screen say). One VM run, on the suite's image; the rest of the stack
+(pyarrow, openpyxl, xlsxwriter, dateutil, tabulate) is imported by the image build itself (recipe.json
+`python_imports`), which fails otherwise."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import scipy, seaborn as sns, sklearn, statsmodels
-import statsmodels.formula.api as smf
+import statsmodels.api as sm
 from sklearn.linear_model import LinearRegression
 
 rng = np.random.default_rng(7)
@@ -24,16 +26,15 @@ df["y"] = 3.0 * df["x"] + rng.normal(scale=0.1, size=5000)
 upper = df[["region"]].map(str.upper)  # DataFrame.map: pandas 2.1 on (1.5 has only applymap)
 means = df.groupby("region").apply(lambda g: g["y"].abs().mean(), include_groups=False)  # pandas 2.2 on
 fit = LinearRegression().fit(df[["x"]], df["y"])
-ols = smf.ols("y ~ x", data=df).fit()
+ols = sm.OLS(df["y"], sm.add_constant(df[["x"]])).fit()
 sns.barplot(data=df, x="region", y="y")
 plt.savefig("/work/output/by_region.png")
-import dateutil, openpyxl, pyarrow, tabulate, xlsxwriter  # noqa: F401 - the rest of what is offered imports
 print(json.dumps({
     "upper": sorted(upper["region"].unique().tolist()), "groups": sorted(means.index.tolist()),
     "sklearn_coef": float(fit.coef_[0]), "ols_coef": float(ols.params["x"]),
     "versions": {"pandas": pd.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
                  "seaborn": sns.__version__, "scikit-learn": sklearn.__version__,
-                 "statsmodels": statsmodels.__version__, "pyarrow": pyarrow.__version__},
+                 "statsmodels": statsmodels.__version__},
 }))
 """
 
@@ -41,7 +42,7 @@ print(json.dumps({
 def test_pandas_2_seaborn_sklearn_statsmodels_run_and_return_the_chart(run, tmp_path: Path) -> None:
     guest = manifest(current_image())
     assert guest["source"] == "image"  # the built image's manifest.json, not the lock's fallback
-    result = run(STACK_CODE, wall=60, out=tmp_path / "out")
+    result = run(STACK_CODE, wall=120, out=tmp_path / "out")  # the operator's maximum: software emulation in CI
     assert result.status == "succeeded", result.stderr[-2000:]
     said = json.loads(result.stdout)
     assert said["upper"] == ["EAST", "NORTH", "SOUTH"] and said["groups"] == ["east", "north", "south"]
