@@ -42,7 +42,9 @@ print(json.dumps({
 def test_pandas_2_seaborn_sklearn_statsmodels_run_and_return_the_chart(run, tmp_path: Path) -> None:
     guest = manifest(current_image())
     assert guest["source"] == "image"  # the built image's manifest.json, not the lock's fallback
-    result = run(STACK_CODE, wall=120, out=tmp_path / "out")  # the operator's maximum: software emulation in CI
+    result = run(
+        STACK_CODE, wall=120, out=tmp_path / "out"
+    )  # the operator's maximum: software emulation in CI
     assert result.status == "succeeded", result.stderr[-2000:]
     said = json.loads(result.stdout)
     assert said["upper"] == ["EAST", "NORTH", "SOUTH"] and said["groups"] == ["east", "north", "south"]
