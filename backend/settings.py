@@ -95,6 +95,11 @@ class Settings(BaseSettings):
     guest_uid_base: int = 70000
     virt_type: Literal["auto", "kvm", "qemu"] = "auto"
     image_cache_dir: Path = Path("/var/cache/cleanroom/images")
+    # The operator's extra guest packages: a requirements file of `name==version --hash=sha256:...` lines,
+    # downloaded as wheels for the guest at image build and installed offline (backend/sandbox/guest_python.py);
+    # its bytes are part of the recipe hash. An sdist is refused unless guest_allow_sdist (its build runs code).
+    guest_requirements: Path | None = None
+    guest_allow_sdist: bool = False
     run_dir: Path | None = None  # per-run scratch files; defaults to data_dir/runs
     max_wall_seconds: int = 120
     max_memory_mib: int = 2048

@@ -21,7 +21,7 @@ from backend.runs import stats
 from backend.runs.schemas import QueueHistory
 from backend.runs.tables import Run
 from backend.settings import get_settings
-from backend.system_schemas import Health
+from backend.system_schemas import GuestEnvironment, Health
 from backend.tenancy.auth import ASSISTANT_OK, provide_user
 from backend.tenancy.context import UserContext
 
@@ -41,6 +41,12 @@ class SystemController(Controller):
     async def system_health(self, user: UserContext) -> Health:
         """The public answer plus what a tenant may know: its own company's runs, and how runs are isolated."""
         return await company_health(user)
+
+    @get("/sandbox/environment")
+    async def sandbox_environment(self) -> GuestEnvironment:
+        """The guest's Python and package versions, from the built image's manifest (one source of truth with the
+        MCP contract and the approval screen): what code written for a run may import."""
+        return GuestEnvironment(**await guest_environment())
 
     @get("/system/queue-history")
     async def queue_history(
@@ -73,6 +79,12 @@ async def sandbox_health() -> dict[str, Any]:
         return await asyncio.to_thread(sandbox.health)
     except Exception as exc:  # libvirt down or no image: say so instead of failing the page
         return {"virt_type": None, "error": f"{type(exc).__name__}: {exc}"}
+
+
+async def guest_environment() -> dict[str, Any]:
+    from backend.sandbox.image import manifest
+
+    return await asyncio.to_thread(manifest)
 
 
 async def operator_health() -> dict[str, Any]:

@@ -29,3 +29,17 @@ class Health(BaseModel):
     # the operator's only (`cleanroom health`, `cleanroom workers list`): None for a company's caller
     workers: list[WorkerState] | None = None  # fleet workers (`cleanroom worker`)
     queue_depth_all: int | None = None  # queued runs of every company
+
+
+class GuestEnvironment(BaseModel):
+    """What a run's guest offers: the built image's manifest (`source: image`), or, on a host without a built
+    image, what its recipe installs, read from the lock (`source: lock`)."""
+
+    python: str  # the guest's CPython version
+    packages: dict[str, str]  # every installed distribution (normalized name) -> version
+    offered: list[
+        str
+    ]  # the packages the guest offers by name (the lock's requested ones, then the operator's)
+    extras: list[str]  # the operator's extra packages (CLEANROOM_GUEST_REQUIREMENTS)
+    source: Literal["image", "lock"]
+    image_hash: str | None = None

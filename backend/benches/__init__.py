@@ -194,23 +194,38 @@ def sales_csv(rows: int = 5000) -> bytes:
 
 
 HOST_PYTHON = "/usr/bin/python3"
-HOST_PACKAGES = ("python3-pandas", "python3-matplotlib")  # what the guest image has (its recipe.json)
 
 
 def host_python() -> str:
-    """Debian's python3 with Debian's pandas and matplotlib, the same builds the guest image runs; the
-    benchmark installs them the first time (the product itself never needs them on the host)."""
-    probe = [HOST_PYTHON, "-c", "import pandas, matplotlib"]
-    if subprocess.run(probe, capture_output=True).returncode != 0:
-        print(f"installing {' '.join(HOST_PACKAGES)} for the bare-host baseline …", file=sys.stderr)
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(
-            ["apt-get", "install", "-y", "-qq", *HOST_PACKAGES],
-            check=True,
-            env=env,
-            stdout=subprocess.DEVNULL,
-        )
+    """Debian's python3 (the guest's interpreter) with the guest's own wheels (vm_templates/image/python.lock),
+    installed once into a folder of the image cache and put on its path by `host_python_ms`: the bare-host
+    baseline runs the same builds as the guest (the product itself never needs them on the host)."""
+    site = _host_site()
+    probe = [HOST_PYTHON, "-c", "import pandas, matplotlib, seaborn, sklearn"]
+    if (
+        subprocess.run(probe, capture_output=True, env={**os.environ, "PYTHONPATH": str(site)}).returncode
+        != 0
+    ):
+        from backend.sandbox import guest_python
+
+        print("installing the guest's wheels for the bare-host baseline …", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="cleanroom-bench-wheels-") as tmp:
+            files = guest_python.download(guest_python.locked(), Path(tmp) / "wheels", lambda _m: None)
+            shutil.rmtree(site, ignore_errors=True)
+            guest_python.install(files, Path(tmp) / "root", lambda _m: None)
+            shutil.move(Path(tmp) / "root" / guest_python.SITE, site)
     return HOST_PYTHON
+
+
+def _host_site() -> Path:
+    from backend.hashing import sha256_bytes
+    from backend.sandbox import guest_python
+    from backend.settings import get_settings
+
+    return (
+        get_settings().image_cache_dir
+        / f"bench-host-site-{sha256_bytes(guest_python.LOCK.read_bytes())[:12]}"
+    )
 
 
 def host_python_ms(code: str, files: dict[str, bytes], runs: int) -> list[float]:
@@ -229,6 +244,7 @@ def host_python_ms(code: str, files: dict[str, bytes], runs: int) -> list[float]
         )
         for _ in range(runs):
             started = time.perf_counter()
-            subprocess.run([python, str(script)], check=True, stdout=subprocess.DEVNULL, cwd=base)
+            env = {**os.environ, "PYTHONPATH": str(_host_site()), "MPLBACKEND": "Agg"}
+            subprocess.run([python, str(script)], check=True, stdout=subprocess.DEVNULL, cwd=base, env=env)
             samples.append((time.perf_counter() - started) * 1000)
     return samples

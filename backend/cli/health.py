@@ -29,6 +29,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             typer.echo(f"{'image':<20}{(info.get('image') or {}).get('path')}")
             typer.echo(f"{'max_concurrent_vms':<20}{info.get('max_concurrent_vms')}")
             typer.echo(f"{'database':<20}{info.get('database')}")
+            guest = info.get("guest") or {}
+            if guest:
+                from backend.sandbox.guest_python import offered_summary
+
+                typer.echo(f"{'guest python':<20}{guest['python']} ({guest['source']})")
+                typer.echo(f"{'guest packages':<20}{offered_summary(guest)}")
+                if guest.get("extras_current") is False:
+                    typer.echo(f"{'':<20}the extras changed: this image serves until `cleanroom image build`")
             typer.echo(f"{'converters':<20}{refused or 'confined (bubblewrap, converter user, seccomp)'}")
             if problem:
                 typer.echo(f"problem: {problem}", err=True)

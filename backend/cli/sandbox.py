@@ -1,4 +1,4 @@
-"""`cleanroom image build`, `cleanroom sandbox exec`, `cleanroom selftest isolation`, `cleanroom bench sandbox`."""
+"""`cleanroom image build`, `cleanroom image lock`, `cleanroom sandbox exec`, `cleanroom selftest isolation`, `cleanroom bench sandbox`."""
 
 from __future__ import annotations
 
@@ -22,12 +22,27 @@ def image_build(
 ) -> None:
     """Build the guest image into the cache (only when the recipe changed) and its warm saved states."""
     from backend.sandbox import ensure_image, prepare_saved_states
+    from backend.sandbox.guest_python import GuestPackagesRefused
 
-    info = ensure_image(force=force, progress=lambda msg: typer.echo(msg, err=True))
+    try:
+        info = ensure_image(force=force, progress=lambda msg: typer.echo(msg, err=True))
+    except GuestPackagesRefused as exc:  # the check step: nothing was replaced
+        typer.echo(str(exc), err=True)
+        typer.echo("nothing was built: the image built before (if any) keeps serving", err=True)
+        raise typer.Exit(1) from None
     if not no_saved_state:
         prepare_saved_states(progress=lambda msg: typer.echo(msg, err=True), force=force)
     typer.echo(f"path: {info.directory}")
     typer.echo(f"image hash: {info.image_hash}")
+
+
+@image_app.command("lock")
+def image_lock() -> None:
+    """Re-resolve vm_templates/image/python.in into python.lock: the newest versions with wheels for the guest
+    (CPython 3.11, manylinux x86_64), each pinned to its wheel's sha256 (a maintainer's step, with uv and PyPI)."""
+    from backend.sandbox.guest_python import resolve_lock
+
+    resolve_lock(progress=lambda msg: typer.echo(msg, err=True))
 
 
 @sandbox_app.command("exec")

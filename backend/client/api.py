@@ -31,7 +31,7 @@ from backend.review.schemas import RunTimeline
 from backend.runs.schemas import FindingAcknowledgementInfo, QueueHistory, RunDetail, RunPage, RunStats
 from backend.runs.status import RunStatus
 from backend.schedules.schemas import ScheduleInfo
-from backend.system_schemas import Health
+from backend.system_schemas import GuestEnvironment, Health
 from backend.tenancy.schemas import (
     ApiToken,
     CompanySettings,
@@ -474,6 +474,10 @@ class CleanroomClient(ApiClient):
 
     async def health(self) -> Health:
         return await self.call(Health, "GET", "/api/system/health")
+
+    async def sandbox_environment(self) -> GuestEnvironment:
+        """The guest's python and package versions (the built image's manifest)."""
+        return await self.call(GuestEnvironment, "GET", "/api/sandbox/environment")
 
     async def queue_history(self, hours: int = 24) -> QueueHistory:
         """The caller's company's queue depth over the last `hours`."""

@@ -1,8 +1,13 @@
 """The guest image: built from the recipe in vm_templates/image/ into a cache directory keyed by its hash.
 
-An image directory holds `rootfs.squashfs` (Debian bookworm minbase + python3 and the data
-libraries + the guest agent, read-only), `vmlinuz` (linux-image-cloud-amd64), `initrd.img`
-(busybox + the virtio/squashfs/overlay modules) and `image.json` (hashes, versions).
+An image directory holds `rootfs.squashfs` (Debian bookworm minbase + python3, the data libraries as PyPI
+wheels pinned in python.lock plus the operator's extras, and the guest agent, read-only), `vmlinuz`
+(linux-image-cloud-amd64), `initrd.img` (busybox + the virtio/squashfs/overlay modules), `image.json` (hashes,
+versions) and `manifest.json` (the guest's python and package versions: backend/sandbox/guest_python.py).
+
+The recipe hash covers the recipe folder (the lock included) and the operator's extras file. When the extras
+changed and the image for them is not built (or its build was refused), the newest image built from the same
+recipe folder keeps serving (`current_image`), flagged `extras_current: false`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from backend.hashing import sha256_bytes, sha256_file, sha256_json
+from backend.sandbox import guest_python
 from backend.settings import REPO_ROOT, get_settings
 
 RECIPE_DIR = REPO_ROOT / "vm_templates" / "image"
@@ -29,7 +35,7 @@ RECIPE_DIR = REPO_ROOT / "vm_templates" / "image"
 # generator the host's file converter uses too (standard library only; the agent loads it by path).
 AGENT_FILES = {"seccomp_filter.py": REPO_ROOT / "backend" / "seccomp_filter.py"}
 # Bump when the build steps below change in a way that changes the image.
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3
 Progress = Callable[[str], None]
 
 
@@ -41,6 +47,8 @@ class ImageInfo:
     kernel_version: str
     built_at: str
     rootfs_bytes: int
+    base_recipe_hash: str = ""  # the recipe folder's alone, without the operator's extras
+    extras_current: bool = True  # False: served in place of the image for the current extras (not built)
 
     @property
     def rootfs(self) -> Path:
@@ -64,7 +72,8 @@ def load_recipe() -> dict:
     return json.loads((RECIPE_DIR / "recipe.json").read_text())
 
 
-def recipe_hash() -> str:
+def base_recipe_hash() -> str:
+    """The recipe folder's files (python.lock among them), the files beside the agent and the builder."""
     files = {p.name: sha256_bytes(p.read_bytes()) for p in sorted(RECIPE_DIR.iterdir()) if p.is_file()}
     files.update(
         {f"beside the agent/{name}": sha256_bytes(path.read_bytes()) for name, path in AGENT_FILES.items()}
@@ -72,22 +81,59 @@ def recipe_hash() -> str:
     return sha256_json({"builder": BUILDER_VERSION, "files": files})
 
 
+def recipe_hash() -> str:
+    """The base recipe and the operator's extra packages (their file's bytes, whether sdists are allowed)."""
+    extras = guest_python.extras_fingerprint()
+    base = base_recipe_hash()
+    return base if extras is None else sha256_json({"base": base, "extras": extras})
+
+
 def image_dir_for(hash_: str) -> Path:
     return get_settings().image_cache_dir / hash_[:16]
 
 
-def current_image() -> ImageInfo | None:
-    """The built image for the current recipe, or None when it has not been built."""
-    directory = image_dir_for(recipe_hash())
+def _load(directory: Path) -> ImageInfo | None:
     meta = directory / "image.json"
     if not meta.is_file():
         return None
     data = json.loads(meta.read_text())
     data["directory"] = directory
-    info = ImageInfo(**data)
+    known = set(ImageInfo.__dataclass_fields__)
+    info = ImageInfo(**{k: v for k, v in data.items() if k in known})
     if not (info.rootfs.is_file() and info.kernel.is_file() and info.initrd.is_file()):
         return None
     return info
+
+
+def current_image() -> ImageInfo | None:
+    """The built image for the current recipe; else, when only the operator's extras differ, the newest image
+    built from the same recipe folder (the old image keeps serving while a new one is refused or not built yet,
+    `extras_current` False); None when neither exists."""
+    info = _load(image_dir_for(recipe_hash()))
+    if info is not None:
+        return info
+    base, cache = base_recipe_hash(), get_settings().image_cache_dir
+    candidates = []
+    if cache.is_dir():
+        for path in cache.iterdir():
+            older = _load(path) if path.is_dir() and not path.name.startswith(".") else None
+            if older is not None and older.base_recipe_hash == base:
+                candidates.append(older)
+    if not candidates:
+        return None
+    newest = max(candidates, key=lambda i: i.built_at)
+    return ImageInfo(**{**newest.__dict__, "extras_current": False})
+
+
+def manifest(image: ImageInfo | None = None) -> dict:
+    """What the guest offers (python and package versions): the built image's manifest.json, else what the
+    current recipe will install (read from the lock) with `"source": "lock"`."""
+    image = image or current_image()
+    path = image.directory / guest_python.MANIFEST if image else None
+    if path is not None and path.is_file():
+        data = json.loads(path.read_text())
+        return {**data, "source": "image", "image_hash": image.image_hash}
+    return {**guest_python.lock_fallback(), "source": "lock", "image_hash": None}
 
 
 @contextmanager
@@ -120,10 +166,33 @@ def ensure_image(force: bool = False, progress: Progress = print) -> ImageInfo:
     cache = get_settings().image_cache_dir
     with _build_lock(cache):
         existing = current_image()
-        if existing and not force:
+        if existing and existing.extras_current and not force:
             progress(f"image up to date: {existing.directory} (image hash {existing.image_hash})")
             return existing
         return _build(cache, progress)
+
+
+def check_guest_packages(
+    work: Path, progress: Progress, index_args: list[str] | None = None
+) -> tuple[list[guest_python.Pin], list[Path], list[str]]:
+    """The build's check step, before anything else: the lock and the operator's extras parsed, every file
+    downloaded with its hash required and checked to be a wheel for the guest (an sdist only when allowed).
+    Raises GuestPackagesRefused with the reason; nothing built so far is kept, no image is replaced.
+    `index_args`: pip's index options instead of PyPI (the tests' local folder)."""
+    extras_path = guest_python.extras_file()
+    allow_sdist = get_settings().guest_allow_sdist
+    pins = guest_python.check_requirements(guest_python.locked(), extras_path)
+    locked_names = {p.name for p in guest_python.locked()}
+    extras = [p.name for p in pins if p.name not in locked_names]
+    files = guest_python.download(
+        pins,
+        work / "wheels",
+        progress,
+        allow_sdist=allow_sdist,
+        extras_path=extras_path,
+        index_args=index_args,
+    )
+    return pins, files, extras
 
 
 def _build(cache: Path, progress: Progress) -> ImageInfo:
@@ -136,9 +205,13 @@ def _build(cache: Path, progress: Progress) -> ImageInfo:
     started = time.monotonic()
     try:
         progress(f"building guest image (recipe {rhash[:16]}) in {work}")
+        pins, wheels, extras = check_guest_packages(work, progress)
         root = work / "root"
         _debootstrap(recipe, root, cache, progress)
+        guest_python.install(wheels, root, progress, allow_sdist=get_settings().guest_allow_sdist)
+        shutil.rmtree(work / "wheels")
         _customize_root(recipe, root, progress)
+        _write_manifest(recipe, root, work, pins, extras, progress)
         progress("[squashfs] packing the read-only root")
         _run(
             ["mksquashfs", str(root), str(work / "rootfs.squashfs"), "-comp", recipe["squashfs_compression"]]
@@ -151,7 +224,8 @@ def _build(cache: Path, progress: Progress) -> ImageInfo:
         _build_initramfs(recipe, work, kernel_version, progress)
         shutil.rmtree(work / "kernel")
         progress("[hash] hashing the artifacts")
-        artifacts = {name: sha256_file(work / name) for name in ("rootfs.squashfs", "vmlinuz", "initrd.img")}
+        names = ("rootfs.squashfs", "vmlinuz", "initrd.img", guest_python.MANIFEST)
+        artifacts = {name: sha256_file(work / name) for name in names}
         image_hash = sha256_json({"recipe": rhash, "artifacts": artifacts})
         info = ImageInfo(
             recipe_hash=rhash,
@@ -160,9 +234,11 @@ def _build(cache: Path, progress: Progress) -> ImageInfo:
             kernel_version=kernel_version,
             built_at=datetime.now(UTC).isoformat(timespec="seconds"),
             rootfs_bytes=(work / "rootfs.squashfs").stat().st_size,
+            base_recipe_hash=base_recipe_hash(),
         )
         meta = info.as_dict()
         meta.pop("directory")
+        meta.pop("extras_current")
         (work / "image.json").write_text(json.dumps(meta, indent=2) + "\n")
         (work / "artifacts.json").write_text(json.dumps(artifacts, indent=2) + "\n")
         for path in work.iterdir():
@@ -225,17 +301,22 @@ def _customize_root(recipe: dict, root: Path, progress: Progress) -> None:
     for directory in ("work", "var/cache/cleanroom-mpl"):
         (root / directory).mkdir(parents=True, exist_ok=True)
     (root / "etc/hostname").write_text("cleanroom\n")
+    site = root / guest_python.SITE
+    for name in recipe["python_prune"]:  # the packages' own test suites and C headers: never imported
+        for path in site.glob(name):
+            shutil.rmtree(path, ignore_errors=True)
+    # every offered module imports (a missing system library fails the build, not a run); the font cache
     _run(
         [
             shutil.which("chroot") or "/usr/sbin/chroot",
             str(root),
             "/usr/bin/python3",
             "-c",
-            "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot, pandas",
+            "import matplotlib; matplotlib.use('Agg'); import " + ", ".join(recipe["python_imports"]),
         ],
         progress,
         "root",
-        env={"MPLCONFIGDIR": "/var/cache/cleanroom-mpl", "PATH": "/usr/bin:/bin", "HOME": "/root"},
+        env=_CHROOT_ENV,
     )
     # Nothing in the guest may raise privileges: strip every setuid/setgid bit.
     for dirpath, _dirs, files in os.walk(root):
@@ -249,6 +330,43 @@ def _customize_root(recipe: dict, root: Path, progress: Progress) -> None:
         if target.is_dir():
             shutil.rmtree(target)
             target.mkdir()
+
+
+_CHROOT_ENV = {"MPLCONFIGDIR": "/var/cache/cleanroom-mpl", "PATH": "/usr/bin:/bin", "HOME": "/root"}
+
+# In the image's own interpreter: each extra's top-level modules import (an extra that cannot is refused).
+_EXTRAS_IMPORT = """\
+import importlib, importlib.metadata as m, sys
+wanted = set(sys.argv[1:])
+norm = lambda n: n.replace("_", "-").replace(".", "-").lower()
+for module, dists in m.packages_distributions().items():
+    if wanted & {norm(d) for d in dists} and not module.startswith("_"):
+        importlib.import_module(module)
+"""
+
+
+def _write_manifest(
+    recipe: dict, root: Path, work: Path, pins: list[guest_python.Pin], extras: list[str], progress: Progress
+) -> None:
+    chroot = [shutil.which("chroot") or "/usr/sbin/chroot", str(root), "/usr/bin/python3"]
+    if extras:
+        progress(f"[root] importing the operator's extras: {' '.join(extras)}")
+        done = subprocess.run(
+            [*chroot, "-c", _EXTRAS_IMPORT, *extras], capture_output=True, text=True, env=_CHROOT_ENV
+        )
+        if done.returncode != 0:
+            raise guest_python.GuestPackagesRefused(
+                f"guest packages refused: an extra package does not import in the guest:\n{done.stderr[-2000:]}"
+            )
+    done = subprocess.run(
+        [*chroot, "-I", "-c", guest_python.MANIFEST_PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_CHROOT_ENV,
+    )
+    written = guest_python.write_manifest(done.stdout, pins, extras, work)
+    progress(f"[root] python {written['python']}: {guest_python.offered_summary(written)}")
 
 
 def install_agent(folder: Path) -> Path:

@@ -6,7 +6,7 @@ from typing import Any
 
 import libvirt
 
-from backend.sandbox.image import current_image
+from backend.sandbox.image import current_image, manifest
 from backend.sandbox.recovery import running_domains
 from backend.sandbox.slots import all_slots
 from backend.sandbox.standby import standby_ready
@@ -20,6 +20,9 @@ def health() -> dict[str, Any]:
     info: dict[str, Any] = {
         "virt_type": None,
         "image": {"hash": image.image_hash, "path": str(image.directory)} if image else None,
+        # the guest's python and package versions (the image's manifest.json); extras_current False: the
+        # operator's extra packages changed and their image is not built (or was refused): this one serves
+        "guest": {**manifest(image), "extras_current": image.extras_current if image else None},
         "saved_state": {"enabled": get_settings().use_saved_state, "slots": 0, "ready": 0},
         "running_vms": None,
     }

@@ -1,6 +1,7 @@
 """Warm saved states: each slot's state comes from its own pristine template boot, never after a job.
 
-A template guest boots, imports pandas/numpy/matplotlib, pre-forks the user process, writes the
+A template guest boots, imports the data stack (pandas, numpy, matplotlib, scipy.stats, seaborn, scikit-learn,
+statsmodels: the agent's warm()), pre-forks the user process, writes the
 WARM block and idles; it is saved at that point. `cleanroom image build` makes the missing ones.
 """
 

@@ -18,6 +18,7 @@ from backend.injection.schemas import Finding
 from backend.runs.schemas import FollowupGrant, GrantOffer, RunDetail
 from backend.runs.status import RunStatus
 from backend.staging.manifest import Manifest
+from backend.system_schemas import GuestEnvironment
 from console import session, theme, widgets
 from console.api import Api
 from console.widgets import FAILED, section
@@ -108,7 +109,15 @@ class RunView:
     async def render(self, run: RunDetail) -> None:
         self.run = run
         self.header(run)
-        self.plan(run)
+        guest = None
+        if (
+            run.status == RunStatus.awaiting_approval
+        ):  # what the code will run with, from the image's manifest
+            try:
+                guest = await self.api.sandbox_environment()
+            except Exception:  # noqa: BLE001 - the page stands without it
+                guest = None
+        self.plan(run, guest)
         widgets.manifest_section(run)
         if run.diff:
             with section("Changes since the previous attempt", "difference", "diff-section"):
@@ -201,7 +210,7 @@ class RunView:
             widgets.wide_line_chips(run.code or "")
             ui.chip(f"{widgets.code_lines(run.code or '')} lines of code", icon="code", color="grey-3")
 
-    def plan(self, run: RunDetail) -> None:
+    def plan(self, run: RunDetail, guest: GuestEnvironment | None = None) -> None:
         with section("Plan", "description", "plan"):
             if run.plan:
                 ui.label(widgets.reveal_invisible(run.plan)).classes("whitespace-pre-wrap")
@@ -213,6 +222,11 @@ class RunView:
                     f"Limits: {limits.wall_seconds} s wall clock, {limits.memory_mib} MiB memory, "
                     f"{limits.vcpus} vCPUs; no network."
                 ).classes("text-sm text-grey-7")
+            if guest:
+                offered = ", ".join(f"{name} {guest.packages[name]}" for name in guest.offered)
+                ui.label(
+                    f"Runs with Python {guest.python} and {offered}; nothing else can be installed."
+                ).classes("text-sm text-grey-7").mark("guest-environment")
 
     def decision(self, run: RunDetail) -> None:
         status = run.status

@@ -9,6 +9,7 @@ import pytest
 from nicegui import ui
 from nicegui.testing.user import User
 
+from backend.sandbox.image import manifest
 from tests.console.conftest import sign_in
 from tests.console.support import ANALYSIS_CODE, Assistant, execute_with_stand_in_vm
 
@@ -47,6 +48,12 @@ async def test_plan_manifest_and_full_code_are_shown(user: User, assistant: Assi
     assert visible_text(numbers).split() == [str(n) for n in range(1, lines + 1)]
     await user.should_see(f"The code, in full ({lines} lines)")
     assert run["status"] == "awaiting_approval"
+    # what the code will run with, read from the guest image's manifest (the lock where none is built here)
+    guest = manifest()
+    said = user.find(marker="guest-environment").elements.pop().text
+    assert f"Python {guest['python']}" in said and "nothing else can be installed" in said
+    assert all(f"{name} {guest['packages'][name]}" in said for name in guest["offered"])
+    assert f"pandas {guest['packages']['pandas']}" in said and guest["packages"]["pandas"].startswith("2.")
 
 
 async def test_injection_warning_shows_where_and_what_above_approve(user: User, assistant: Assistant) -> None:

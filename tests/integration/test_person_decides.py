@@ -54,6 +54,7 @@ ASSISTANT_ROUTES = {
     ("GET", "/api/schedules"),
     ("GET", "/api/system/health"),
     ("GET", "/api/system/queue-history"),  # the health page's queue depth, the caller's company's (issue 56)
+    ("GET", "/api/sandbox/environment"),  # the guest's package versions, to write code for (issue 57)
 }
 
 

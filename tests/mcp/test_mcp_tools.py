@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from backend.demo.seed import DEMO_RUN_CODE
+from backend.sandbox.image import manifest
 from tests.mcp.support import (
     ACME_ADMIN,
     BOB,
@@ -83,6 +84,12 @@ async def test_tools_are_listed_and_none_decides(connect) -> None:
         contract = client.instructions or ""
         for needle in ("/work/input/", "/work/output/", "actions.json", "approval", "no network", "20 files"):
             assert needle in contract, needle
+        # the versions the guest offers come from the built image's manifest (the lock where none is built)
+        guest = manifest()
+        assert f"Python {guest['python']}" in contract
+        for name in guest["offered"]:
+            assert f"{name} {guest['packages'][name]}" in contract, name
+        assert {"pandas", "numpy", "seaborn", "scikit-learn", "statsmodels"} <= set(guest["offered"])
 
 
 async def test_list_datasets_as_bob_omits_employees(connect, api_server: ApiServer) -> None:

@@ -256,8 +256,15 @@ def test_runs_from_one_saved_state_get_their_own_hash_seed_and_the_seed_decides_
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="user code runs in the pre-forked warm interpreter, whose hash secret was fixed when the "
-    "saved state was made; a per-run secret there needs a fresh interpreter per run",
+    reason="user code runs in the pre-forked warm interpreter, whose hash secret was fixed when the saved state "
+    "was made (one per slot and image build). It cannot be changed in place: every string and dict made while "
+    "warming caches hashes made with it, so a new secret would make lookups of new equal strings miss. A per-run "
+    "secret needs a fresh interpreter per run, which imports the stack again: 10.8-12.5 s natively for the "
+    "agent's warm-up against 3.1-4.6 s for the old stack (same host, same load), many times that under software "
+    "emulation, against a 3 s goal for a whole run (issue 57's figures, `cleanroom bench sandbox` "
+    "fresh_interpreter_stack_import_ms_in_guest). Left: data crafted with a known secret can slow dict/set "
+    "operations of runs restored from that one saved state up to their wall limit; interpreters the code starts "
+    "get this run's seed (the test above)",
 )
 def test_the_user_codes_own_interpreter_hashes_differently_in_each_run(
     two_runs_from_one_saved_state: tuple[dict, dict],
