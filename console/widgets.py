@@ -21,8 +21,9 @@ from pygments.lexers import DiffLexer, PythonLexer
 from backend.actions.status import ItemStatus
 from backend.audit.schemas import AuditEntryInfo
 from backend.drive.schemas import DriveFileInfo
-from backend.injection import CATEGORIES, Finding, reasons
-from backend.injection.schemas import TIERS
+from backend.injection import reasons
+from backend.injection.categories import CATEGORIES
+from backend.injection.schemas import TIERS, Finding
 from backend.injection.text import render_visible
 from backend.runs.schemas import RunDetail, RunResult, RunSummary
 from backend.runs.status import RunStatus
