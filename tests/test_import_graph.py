@@ -310,7 +310,9 @@ def backend_imports(folder: Path, root: Path = BACKEND) -> dict[str, list[str]]:
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level:
                 base = node.module or ""
-                targets = [f"{base}.{a.name}" if _is_module(f"{base}.{a.name}", root) else base for a in node.names]
+                targets = [
+                    f"{base}.{a.name}" if _is_module(f"{base}.{a.name}", root) else base for a in node.names
+                ]
             for target in targets:
                 if target == "backend" or target.startswith("backend."):
                     where = f"{path.relative_to(folder.parent)}:{node.lineno}"
@@ -354,7 +356,9 @@ def test_the_allow_lists_report_a_table_or_a_service(tmp_path: Path) -> None:
     ]
     client = tmp_path / "client"
     client.mkdir()
-    (client / "api.py").write_text("from backend.runs import service\nfrom backend.runs.status import RunStatus\n")
+    (client / "api.py").write_text(
+        "from backend.runs import service\nfrom backend.runs.status import RunStatus\n"
+    )
     assert outside(CLIENT_MAY_IMPORT, backend_imports(client)) == ["backend.runs.service: client/api.py:1"]
 
 

@@ -338,7 +338,9 @@ DATASETS: dict[str, Dataset] = {
 }
 
 if tuple(DATASETS) != DATASET_NAMES:  # the Piccolo-free list (records/names.py) names the same, in this order
-    raise RuntimeError(f"backend/records/names.py lists {DATASET_NAMES}, the definitions here {tuple(DATASETS)}")
+    raise RuntimeError(
+        f"backend/records/names.py lists {DATASET_NAMES}, the definitions here {tuple(DATASETS)}"
+    )
 
 # Fields holding the id of another record, and the dataset that record lives in. A proposed change may set
 # one only to a record of the same company (checked when the item is made and again when it is accepted).
