@@ -47,7 +47,7 @@ from console.widgets.outputs import (
     printed_output,
     timings_text,
 )
-from console.widgets.status import ACTIVE_STATUSES, NO_OUTPUTS, RUN_STATUSES, status_badge
+from console.widgets.status import ACTIVE_STATUSES, NO_OUTPUTS, RUN_STATUSES, STATUS_COLORS, status_badge
 from console.widgets.text import human_bytes, number, pre, reveal_invisible, run_title, section, when
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "RUN_STATUSES",
     "SEVERITY_ORDER",
     "SPACE_RUN",
+    "STATUS_COLORS",
     "SUBJECT_PAGES",
     "SUBJECT_SLOT",
     "audit_table",
