@@ -22,7 +22,7 @@ from backend.runs.tables import Run
 from backend.tenancy.tables import Company
 from tests.audit.test_auditor import make_auditor
 from tests.conftest import approve_as, login, token_for
-from tests.console.support import ANALYSIS_CODE, execute_with_stand_in_vm, fake_run_code
+from tests.support.console import ANALYSIS_CODE, execute_with_stand_in_vm, fake_run_code
 from tests.runs.conftest import enable_code, proposal
 
 ADMIN = "admin@acme.example"

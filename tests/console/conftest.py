@@ -19,7 +19,7 @@ from nicegui.testing.user_simulation import user_simulation
 from console import session
 from console.api import ApiConfig
 from tests.conftest import _shared_app
-from tests.console.support import Assistant
+from tests.support.console import Assistant
 
 HERE = Path(__file__).parent
 

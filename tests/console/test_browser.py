@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.console.servers import REPO, Servers
+from tests.support.servers import REPO, Servers
 
 pytestmark = [pytest.mark.browser, pytest.mark.vm, pytest.mark.slow]
 

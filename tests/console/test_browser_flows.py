@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.console.servers import Servers
-from tests.console.support import FLOW_STEP_1, FLOW_STEP_2, demo_flow_body, flow_hashes
+from tests.support.servers import Servers
+from tests.support.console import FLOW_STEP_1, FLOW_STEP_2, demo_flow_body, flow_hashes
 from tests.console.test_browser import (
     POLL,
     RUN_TIMEOUT,

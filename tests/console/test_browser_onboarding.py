@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.console.servers import REPO, Servers
+from tests.support.servers import REPO, Servers
 from tests.console.test_browser import body_text, chromium, click_button, wait_for_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

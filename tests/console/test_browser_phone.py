@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.console.servers import Servers
+from tests.support.servers import Servers
 from tests.console.test_browser import POLL, api_as, browser, sign_in, wait_for_text
 
 __all__ = ["browser"]  # the headless Chromium fixture of the other browser tests, used here too

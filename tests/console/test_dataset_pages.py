@@ -11,7 +11,7 @@ from nicegui.testing.user import User
 
 from backend.records import jobs
 from tests.console.conftest import sign_in
-from tests.console.support import Assistant
+from tests.support.console import Assistant
 
 pytestmark = pytest.mark.sqlite
 

@@ -12,7 +12,7 @@ import pytest
 from nicegui.testing.user import User
 
 from tests.console.conftest import sign_in
-from tests.console.support import ANALYSIS_CODE, Assistant
+from tests.support.console import ANALYSIS_CODE, Assistant
 
 pytestmark = pytest.mark.sqlite
 

@@ -7,7 +7,7 @@ from nicegui.testing.user import User
 
 from backend.settings import get_settings
 from tests.console.conftest import sign_in
-from tests.console.support import Assistant
+from tests.support.console import Assistant
 
 pytestmark = pytest.mark.sqlite
 

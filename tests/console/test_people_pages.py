@@ -17,7 +17,7 @@ from console import session
 from console.api import ApiConfig
 from tests.conftest import _shared_app
 from tests.console.conftest import HERE, sign_in
-from tests.console.support import Assistant
+from tests.support.console import Assistant
 
 pytestmark = pytest.mark.sqlite
 STRONG = "harbor velvet pencil 58"

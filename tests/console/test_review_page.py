@@ -10,7 +10,7 @@ from nicegui import ui
 from nicegui.testing.user import User
 
 from tests.console.conftest import sign_in
-from tests.console.support import Assistant
+from tests.support.console import Assistant
 
 pytestmark = pytest.mark.sqlite
 

@@ -10,7 +10,7 @@ from nicegui.testing.user import User
 
 from backend.tenancy.sso_tables import CompanySso
 from tests.console.conftest import sign_in
-from tests.console.support import Assistant
+from tests.support.console import Assistant
 
 pytestmark = pytest.mark.sqlite
 SECRET = "console-typed-secret-91f0"

@@ -24,7 +24,7 @@ from backend.runs.tables import Run
 from backend.sandbox.models import SandboxResult, Timings, VmInfo
 from backend.settings import get_settings
 from tests.conftest import login
-from tests.console.support import execute_with_stand_in_vm
+from tests.support.console import execute_with_stand_in_vm
 from tests.fleet.test_worker_api import _dispatch, _queued_run
 
 pytestmark = pytest.mark.postgres

@@ -24,7 +24,7 @@ from backend.credits import service as credits
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
 from tests.conftest import approve_as, login, token_for
-from tests.console.support import execute_with_stand_in_vm
+from tests.support.console import execute_with_stand_in_vm
 from tests.fleet.test_metrics import metrics_token, samples_of, scrape_text, value  # noqa: F401 - a fixture
 from tests.runs.conftest import enable_code, proposal
 

@@ -12,7 +12,7 @@ import pytest
 from backend.tenancy.tables import Company
 from tests.conftest import login
 from tests.flows.conftest import flow_body, step
-from tests.queries import counted
+from tests.support.queries import counted
 
 pytestmark = pytest.mark.usefixtures("acme_on")
 

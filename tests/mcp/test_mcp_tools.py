@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from backend.demo.seed import DEMO_RUN_CODE
-from tests.mcp.support import (
+from tests.support.mcp import (
     ACME_ADMIN,
     BOB,
     GINA,
