@@ -13,7 +13,7 @@ import pytest
 from nicegui.testing.user import User
 
 from backend.settings import get_settings
-from tests.console.conftest import sign_in
+from tests.support.console import sign_in
 
 pytestmark = pytest.mark.sqlite
 

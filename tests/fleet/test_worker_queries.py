@@ -16,7 +16,7 @@ from backend.fleet import service
 from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.tenancy.tables import Company
-from tests.fleet.test_worker_api import _dispatch, _queued_run, _result_tar, _worker
+from tests.support.fleet import _dispatch, _queued_run, _result_tar, _worker
 from tests.support.queries import counted
 
 pytestmark = pytest.mark.postgres

@@ -19,10 +19,10 @@ from backend import db
 from backend.runs import read
 from backend.runs.tables import Run, RunStatus
 from backend.tenancy.tables import Company
-from tests.conftest import login
-from tests.flows.conftest import flow_body, step
+from tests.support.flows import flow_body, step
+from tests.support.http import login
 from tests.support.queries import chain_locks, counted
-from tests.runs.conftest import proposal
+from tests.support.runs import proposal
 
 pytestmark = pytest.mark.usefixtures("acme_on")
 

@@ -12,7 +12,7 @@ from backend.runs.tables import Run, RunStatus
 from backend.staging.service import StagedBundle
 from backend.tenancy.tables import Company, User
 from tests.support.queries import counted
-from tests.runs.conftest import proposal
+from tests.support.runs import proposal
 
 
 def _writes_of_run(queries: list[str]) -> list[str]:
