@@ -208,7 +208,7 @@ class ContractJsonPlugin(JsonRenderPlugin):
     """The JSON document, with what Litestar's spec cannot say: the `Retry-After` header every 429 and 503
     answer carries, and the 64-bit bound of every integer."""
 
-    def render(self, request: Request, openapi_schema: dict[str, Any]) -> bytes:
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
         _tighten(openapi_schema)
         _versioned_paths(openapi_schema)
         components = openapi_schema.get("components", {}).get("schemas", {})
@@ -244,7 +244,8 @@ def _allow_every_method(route: HTTPRoute) -> None:
             content=None, status_code=HTTP_204_NO_CONTENT, headers={"Allow": allow}, media_type="text/plain"
         )
 
-    handler._fn = options_handler  # same signature as Litestar's, registered already
+    # same signature as Litestar's own (a sync function it runs as it runs its own), registered already
+    handler._fn = options_handler  # type: ignore[assignment]
 
 
 def iso_datetime(value: str | None, name: str) -> datetime | None:

@@ -139,11 +139,11 @@ def _body(
     return Response(content, status_code=status, media_type=PROBLEM_JSON, headers=out)
 
 
-def app_error_handler(_: Request, exc: AppError) -> Response[dict[str, Any]]:
+def app_error_handler(_: Request[Any, Any, Any], exc: AppError) -> Response[dict[str, Any]]:
     return _body(exc.code, exc.detail, exc.status_code, retry_after=exc.retry_after)
 
 
-def validation_handler(_: Request, exc: ValidationException) -> Response[dict[str, Any]]:
+def validation_handler(_: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
     return _body("invalid", {"message": exc.detail, "fields": exc.extra or []}, 422)
 
 
@@ -161,7 +161,7 @@ _HTTP_CODES = {
 }
 
 
-def http_error_handler(_: Request, exc: HTTPException) -> Response[dict[str, Any]]:
+def http_error_handler(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     status = exc.status_code
     # Litestar's own refusals keep their headers: a 405 names the methods the path answers (RFC 9110 15.5.6)
     return _body(_HTTP_CODES.get(status, "error"), exc.detail, status, headers=dict(exc.headers or {}))
@@ -176,13 +176,13 @@ _OUT_OF_RANGE = (
 _INT64 = 2**63 - 1
 
 
-def _huge_number(request: Request) -> bool:
+def _huge_number(request: Request[Any, Any, Any]) -> bool:
     """A query or path parameter that is a whole number past 64 bits."""
     values = [*request.query_params.values(), *(str(v) for v in request.path_params.values())]
     return any(v.lstrip("+-").isdigit() and abs(int(v)) > _INT64 for v in values)
 
 
-def unexpected_handler(request: Request, exc: Exception) -> Response[dict[str, Any]]:
+def unexpected_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     # a number the database cannot hold (an id of twenty digits) is the request's fault, whichever engine said it;
     # the document bounds every integer to 64 bits (backend/contract.py)
     if any(words in str(exc) for words in _OUT_OF_RANGE) or _huge_number(request):

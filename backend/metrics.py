@@ -235,28 +235,28 @@ class SnapshotCollector(Collector):
             up.add_metric(host, 0 if worker["lost_at"] else 1)
         yield from (capacity, running, age, up)
 
-        company = ["company"]
+        by_company = ["company"]
         queued_age = GaugeMetricFamily(
             "cleanroom_queue_oldest_age_seconds",
             "Seconds the company's longest-queued run has waited since its approval (no series: none queued).",
-            labels=company,
+            labels=by_company,
         )
         for owner, since in sorted(s.oldest_queued.items()):
             queued_age.add_metric([str(owner)], _seconds_between(since, s.now))
         awaiting_age = GaugeMetricFamily(
             "cleanroom_approval_oldest_age_seconds",
             "Seconds the company's oldest run awaiting approval has waited since it was proposed.",
-            labels=company,
+            labels=by_company,
         )
         for owner, since in sorted(s.oldest_awaiting.items()):
             awaiting_age.add_metric([str(owner)], _seconds_between(since, s.now))
         pool = GaugeMetricFamily(
-            "cleanroom_credits_pool", "The company's credit pool this period.", labels=company
+            "cleanroom_credits_pool", "The company's credit pool this period.", labels=by_company
         )
         used = GaugeMetricFamily(
             "cleanroom_credits_used",
             "Credits the company used this period (runs and platform).",
-            labels=company,
+            labels=by_company,
         )
         for owner, (total, spent) in sorted(s.pools.items()):
             pool.add_metric([str(owner)], total)
@@ -285,15 +285,16 @@ async def exposition(finished: FinishedRuns) -> bytes:
     return generate_latest(registry) + generate_latest(observe.process_registry())
 
 
-def finished_runs_of(request: Request) -> FinishedRuns:
+def finished_runs_of(request: Request[Any, Any, Any]) -> FinishedRuns:
     """The app's tally, made at its first scrape (one per app: a test's app starts from its own database)."""
     state = request.app.state
-    if not isinstance(getattr(state, "metrics_finished_runs", None), FinishedRuns):
-        state.metrics_finished_runs = FinishedRuns()
-    return state.metrics_finished_runs
+    tally = getattr(state, "metrics_finished_runs", None)
+    if not isinstance(tally, FinishedRuns):
+        tally = state.metrics_finished_runs = FinishedRuns()
+    return tally
 
 
-def check_access(request: Request) -> None:
+def check_access(request: Request[Any, Any, Any]) -> None:
     """The metrics token, whoever asks (401 otherwise); none set: metrics are off (403 for everyone)."""
     expected = get_settings().metrics_token
     if not expected:
@@ -322,7 +323,7 @@ HTTP_METRICS = PrometheusConfig(
 
 # SELF_AUTHENTICATED: the app's scope guard would read the metrics token as a personal API token (401)
 @get("/metrics", media_type=EXPOSITION_TYPE, opt=SELF_AUTHENTICATED, include_in_schema=False)
-async def metrics_endpoint(request: Request) -> Response[bytes]:
+async def metrics_endpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Prometheus metrics (text format 0.0.4), for a scraper holding the metrics token."""
     check_access(request)
     return Response(await exposition(finished_runs_of(request)), media_type=EXPOSITION_TYPE)

@@ -60,7 +60,7 @@ def current_request_id() -> str | None:
     return _request_id.get()
 
 
-def set_request_id(value: str | None) -> contextvars.Token:
+def set_request_id(value: str | None) -> contextvars.Token[str | None]:
     return _request_id.set(value)
 
 

@@ -9,20 +9,17 @@ import contextlib
 import gc
 import inspect
 import os
-import re
 import shutil
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
-from argon2 import PasswordHasher
 
 # Each test process has a data directory of its own: pytest-xdist's workers inherit the environment of the
 # process that started them, so a directory this file chose in another process is replaced, one given from
@@ -47,66 +44,20 @@ os.environ.setdefault("CLEANROOM_PASSWORD_HASH_PROFILE", "cheap")
 
 from backend import db  # noqa: E402
 from backend.settings import get_settings  # noqa: E402
+from tests.support.databases import (  # noqa: E402
+    CHEAP_HASHER,
+    POSTGRES_URL,
+    _admin_sql,
+    _blocking,
+    _owner,
+    _shared_app,
+    _sweep_leftover_databases,
+    _with_db,
+)
+from tests.support.http import console_origin  # noqa: E402
 
 get_settings.cache_clear()
-POSTGRES_URL = os.environ.get("CLEANROOM_TEST_POSTGRES_URL")
 ENGINES = ["sqlite", "postgres"]
-
-
-CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)  # the "cheap" profile's parameters
-
-
-def _with_db(url: str, name: str) -> str:
-    base, _, _ = url.rpartition("/")
-    return f"{base}/{name}"
-
-
-def _blocking(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-    """Run a coroutine to its end from sync code, also where an event loop already runs (a database
-    fixture requested from an async fixture): then in a thread of its own."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make())
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(lambda: asyncio.run(make())).result()
-
-
-async def _admin_sql(*statements: str) -> list[Any]:
-    import asyncpg
-
-    conn = await asyncpg.connect(POSTGRES_URL)
-    try:
-        return [await conn.fetch(sql) for sql in statements]
-    finally:
-        await conn.close()
-
-
-def _owner() -> str:
-    """This process in a database name (pid and start time, so a reused pid does not match)."""
-    from backend.sandbox.libvirt_conn import owner_token
-
-    return owner_token().replace(":", "_")
-
-
-# t_<pid>_<start>_<hex> (a test's), tpl_<kind>_<pid>_<start>_<hex> (a process's templates)
-_OWNED_NAME = re.compile(r"^(?:t|tpl_seeded|tpl_empty)_(\d+)_(\d+)_[0-9a-f]+$")
-
-
-def _sweep_leftover_databases() -> list[str]:
-    """Drop the PostgreSQL databases of test processes that are gone (a killed run leaves its templates
-    and its test's database): two checkouts running the suite at once never touch each other's."""
-    from backend.sandbox.libvirt_conn import owner_alive
-
-    (rows,) = _blocking(lambda: _admin_sql("SELECT datname FROM pg_database"))
-    gone = [
-        r["datname"]
-        for r in rows
-        if (m := _OWNED_NAME.match(r["datname"])) and not owner_alive(f"{m[1]}:{m[2]}")
-    ]
-    if gone:
-        _blocking(lambda: _admin_sql(*(f'DROP DATABASE IF EXISTS "{n}" WITH (FORCE)' for n in gone)))
-    return gone
 
 
 class EngineFactory:
@@ -423,30 +374,6 @@ async def _postgres_pool(request: pytest.FixtureRequest) -> AsyncIterator[None]:
             await engine.close_connection_pool()
 
 
-_APPS: dict[tuple[object, ...], Any] = {}
-
-
-def _shared_app(database_url: str) -> Any:
-    """One app per process for the `client` fixture, built again only when a setting it reads at construction
-    differs (fleet mode, the body limit, the allowed host names): Litestar registering the API's handlers took
-    a fifth of the spread tests' own CPU. The app reads its database at request time (`db.configure`) and
-    starts its pool, schema and MCP session manager in each client's lifespan; its state is emptied, so a test
-    starts as with an app of its own (`tests/unit/test_shared_app.py`)."""
-    from backend.app import create_app, fleet
-    from backend.tenancy.origin import allowed_hosts
-
-    settings = get_settings()
-    key = (fleet(), settings.max_upload_bytes, tuple(sorted(allowed_hosts(settings))))
-    app = _APPS.get(key)
-    if app is None:
-        app = _APPS[key] = create_app(database_url=database_url, run_hooks=False)
-    else:
-        db.configure(database_url)
-    for name in list(app.state.keys()):
-        del app.state[name]
-    return app
-
-
 @pytest.fixture
 async def client(demo_db: str) -> AsyncIterator[object]:
     from litestar.testing import AsyncTestClient
@@ -459,42 +386,3 @@ async def client(demo_db: str) -> AsyncIterator[object]:
         yield test_client
 
 
-def console_origin() -> str:
-    """The Origin the API trusts for cookie-signed changes: the console's."""
-    from backend.tenancy.origin import origin_of
-
-    return origin_of(get_settings().effective_console_url) or ""
-
-
-async def login(client: object, email: str, password: str = "demo") -> dict:
-    response = await client.post("/api/auth/login", json={"email": email, "password": password})  # type: ignore[attr-defined]
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-async def token_for(client: object, email: str) -> dict[str, str]:
-    """Headers carrying a fresh personal API token of `email` (as the assistant would hold)."""
-    await login(client, email)
-    response = await client.post("/api/me/tokens", json={"name": "assistant"})  # type: ignore[attr-defined]
-    assert response.status_code == 201, response.text
-    client.cookies.clear()  # type: ignore[attr-defined]
-    return {"Authorization": f"Bearer {response.json()['token']}"}
-
-
-async def approve_as(client: object, email: str, run: dict | int, **body: object) -> object:
-    """A person approves the way the console does: signed in (a session cookie, no token) and sending the
-    hashes of the code and staged data shown on the approval screen (`run` is the proposal's JSON, or an
-    id to read it as that person). Leaves the client signed in as `email`."""
-    await login(client, email)
-    if isinstance(run, int):
-        run = (await client.get(f"/api/runs/{run}")).json()  # type: ignore[attr-defined]
-    hashes = {"code_sha256": run.get("code_sha256"), "bundle_sha256": run.get("bundle_sha256")}
-    return await client.post(f"/api/runs/{run['id']}/approve", json={**hashes, **body})  # type: ignore[attr-defined]
-
-
-async def decide_item_as(
-    client: object, email: str, item_id: int, decision: str = "accept", **kwargs: object
-) -> object:
-    """A person accepts or rejects one proposed change, signed in. Leaves the client signed in as `email`."""
-    await login(client, email)
-    return await client.post(f"/api/action-items/{item_id}/{decision}", **kwargs)  # type: ignore[attr-defined]

@@ -29,6 +29,7 @@ USED_WITHOUT_IMPORT = {
     "pytest-asyncio": "pytest plugin (asyncio_mode = auto)",
     "pytest-timeout": "pytest plugin (per-test ceilings, tests/conftest.py)",
     "ruff": "linter, run by scripts/test",
+    "mypy": "type checker, run by scripts/typecheck (its plugin scripts/mypy_piccolo.py imports it)",
     "uv": "scripts/lock writes constraints.txt with it",
     "schemathesis": "run as a command by tests/integration/test_api_contract.py (python -m schemathesis.cli)",
     "datamodel-code-generator": "run as a command by tests/integration/test_api_contract.py",

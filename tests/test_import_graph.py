@@ -6,10 +6,16 @@ under backend/ (runs, actions, …) or a loose module (db, app, …). No backend
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from collections.abc import Iterable
+from fnmatch import fnmatch
+from functools import cache
 from pathlib import Path
 
 BACKEND = Path(__file__).resolve().parents[1] / "backend"
+CONSOLE = BACKEND.parent / "console"
 
 Edges = dict[str, dict[str, list[str]]]
 
@@ -25,6 +31,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             *("settings", "clock", "errors", "hashing", "filemodes", "decisions", "seccomp_filter", "locks"),
             *("version", "observe", "contract"),
+            "lazy",  # a package's public names loaded on first use (PEP 562)
         },
     ),
     # machinery that knows no company: the scanner, the converters, the VM runner, the hash-chained audit trail
@@ -46,6 +53,12 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("tools", {"benches", "soak", "demo", "injection_training", "localhost"}),
     ("command line", {"cli", "__main__"}),
 ]
+
+
+@cache
+def _parsed(path: Path) -> ast.Module:
+    """Each file parsed once per test process (the tests here walk the same tree several times)."""
+    return ast.parse(path.read_text(), filename=str(path))
 
 
 def _node(module: str) -> str | None:
@@ -82,7 +95,7 @@ def package_graph(root: Path = BACKEND) -> Edges:
         source = _node(module)
         if source is None:
             continue
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = _parsed(path)
         for target, line in _imported(tree, module, path.name == "__init__.py"):
             dest = _node(target)
             if dest and dest != source:
@@ -178,15 +191,16 @@ def layer_violations(edges: Edges, layers: list[tuple[str, set[str]]] = LAYERS) 
     return problems
 
 
-def imports_of_tests(root: Path = BACKEND) -> list[str]:
-    """Where a backend module imports the tests package."""
+def imports_of_tests(root: Path = BACKEND, above: tuple[str, ...] = ("tests", "console")) -> list[str]:
+    """Where a backend module imports the tests package, or the console (which sits above the whole backend: it
+    calls the API, the API never calls into it)."""
     found = []
     for path in sorted(root.rglob("*.py")):
         module = _module_name(path, root)
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = _parsed(path)
         for target, line in _imported(tree, module, path.name == "__init__.py"):
             where = f"{path.relative_to(root.parent)}:{line}"
-            if (target == "tests" or target.startswith("tests.")) and where not in found:
+            if target.split(".")[0] in above and where not in found:
                 found.append(where)
     return found
 
@@ -248,10 +262,141 @@ def test_the_layer_check_reports_an_import_pointing_up() -> None:
 
 
 def test_no_backend_module_imports_the_tests(tmp_path: Path) -> None:
-    """The injection training harness keeps its regression sets itself; nothing in backend/ reaches tests/.
-    Control: a function-local import of tests in a synthetic tree is found."""
+    """The injection training harness keeps its regression sets itself; nothing in backend/ reaches tests/ (or
+    console/). Control: a function-local import of tests in a synthetic tree is found."""
     assert imports_of_tests() == []
     root = tmp_path / "backend"
     (root / "trainer").mkdir(parents=True)
     (root / "trainer" / "train.py").write_text("def data():\n    from tests.injection.corpus import rows\n")
-    assert imports_of_tests(root) == ["backend/trainer/train.py:2"]
+    (root / "trainer" / "view.py").write_text("import console.widgets\n")
+    assert imports_of_tests(root) == ["backend/trainer/train.py:2", "backend/trainer/view.py:1"]
+
+
+# The console and the typed client are clients of the API: they see it through the client and the API's own
+# schemas, never a table or a service (a second way in, and Piccolo loaded into the console's process). What each
+# may import from backend/, as module name patterns (fnmatch); every import counts, a function-local one too.
+SCHEMAS = ("backend.*.schemas", "backend.*.sso_schemas", "backend.system_schemas", "backend.*.status")
+CLIENT_MAY_IMPORT = (
+    "backend.client",
+    "backend.client.*",
+    *SCHEMAS,
+    "backend.observe",  # the request id a call carries (a foundation)
+)
+CONSOLE_MAY_IMPORT = (
+    *CLIENT_MAY_IMPORT,
+    # Piccolo-free leaves the console shares with the API
+    *("backend.records.columns", "backend.records.names", "backend.staging.manifest"),
+    *("backend.injection.text", "backend.injection.reasons", "backend.injection.categories"),
+    # its own process: configuration, file modes, log lines, and the trusted hop to the API
+    *("backend.settings", "backend.filemodes", "backend.tenancy.origin", "backend.tenancy.forwarded"),
+)
+
+
+@cache
+def _is_module(name: str, root: Path) -> bool:
+    path = root.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def backend_imports(folder: Path, root: Path = BACKEND) -> dict[str, list[str]]:
+    """Every backend module the .py files under `folder` import, with where: `from backend.x import y` names
+    `backend.x.y` when that is a module, else `backend.x`."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        tree = _parsed(path)
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                base = node.module or ""
+                targets = [
+                    f"{base}.{a.name}" if _is_module(f"{base}.{a.name}", root) else base for a in node.names
+                ]
+            for target in targets:
+                if target == "backend" or target.startswith("backend."):
+                    where = f"{path.relative_to(folder.parent)}:{node.lineno}"
+                    places = found.setdefault(target, [])
+                    if where not in places:
+                        places.append(where)
+    return found
+
+
+def outside(allowed: tuple[str, ...], imports: dict[str, list[str]]) -> list[str]:
+    return [
+        f"{target}: {', '.join(places[:3])}"
+        for target, places in sorted(imports.items())
+        if not any(fnmatch(target, pattern) for pattern in allowed)
+    ]
+
+
+def test_the_console_imports_only_the_client_and_the_apis_schemas() -> None:
+    leaks = outside(CONSOLE_MAY_IMPORT, backend_imports(CONSOLE))
+    assert not leaks, "the console imports backend modules outside its allow-list:\n" + "\n".join(leaks)
+
+
+def test_the_client_imports_only_schemas_and_statuses() -> None:
+    leaks = outside(CLIENT_MAY_IMPORT, backend_imports(BACKEND / "client"))
+    assert not leaks, "backend/client imports more than schemas and status modules:\n" + "\n".join(leaks)
+
+
+def test_the_allow_lists_report_a_table_or_a_service(tmp_path: Path) -> None:
+    """Positive control: a synthetic console reaching a table (a function-local import too) and a client reaching
+    a service are reported with their places; the schemas beside them are not."""
+    console = tmp_path / "console"
+    (console / "pages").mkdir(parents=True)
+    (console / "pages" / "audit.py").write_text(
+        "from backend.records.datasets import DATASET_NAMES\n"
+        "from backend.runs.schemas import RunDetail\n"
+        "def page():\n    from backend import db\n"
+    )
+    assert outside(CONSOLE_MAY_IMPORT, backend_imports(console)) == [
+        "backend.db: console/pages/audit.py:4",
+        "backend.records.datasets: console/pages/audit.py:1",
+    ]
+    client = tmp_path / "client"
+    client.mkdir()
+    (client / "api.py").write_text(
+        "from backend.runs import service\nfrom backend.runs.status import RunStatus\n"
+    )
+    assert outside(CLIENT_MAY_IMPORT, backend_imports(client)) == ["backend.runs.service: client/api.py:1"]
+
+
+# What a client's process must not load by importing it: the server's web framework, the ORM, libvirt, the
+# console's UI, and our own tables, services and scanner. Run in a fresh interpreter (this one has them all).
+LOADED = """
+import importlib, json, pkgutil, sys
+for name in {modules!r}:
+    module = importlib.import_module(name)
+    if {walk!r}:
+        for info in pkgutil.walk_packages(module.__path__, name + "."):
+            if not info.name.endswith(".__main__"):  # starts the server
+                importlib.import_module(info.name)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def loaded_by(*modules: str, walk: bool = False) -> list[str]:
+    code = LOADED.format(modules=list(modules), walk=walk)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _heavy(loaded: list[str], packages: set[str]) -> list[str]:
+    ours = (".tables", ".service", ".scanner", ".controller")
+    return sorted(
+        m for m in loaded if m.split(".")[0] in packages or (m.startswith("backend.") and m.endswith(ours))
+    )
+
+
+def test_importing_the_client_loads_no_server() -> None:
+    loaded = loaded_by("backend.client")
+    assert _heavy(loaded, {"litestar", "piccolo", "libvirt", "nicegui"}) == []
+    assert "backend.client" in loaded and "backend.runs.schemas" in loaded  # the probe saw the import
+
+
+def test_importing_every_console_module_loads_no_table_or_service() -> None:
+    loaded = loaded_by("console", walk=True)
+    assert _heavy(loaded, {"piccolo", "libvirt"}) == []
+    assert "console.pages.audit" in loaded and "nicegui" in loaded

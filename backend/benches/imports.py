@@ -139,8 +139,8 @@ async def _import(path: Path) -> dict[str, Any]:
         seconds = time.perf_counter() - started
     finally:
         await db.close_pool()
-    with open("/proc/self/status") as fh:
-        status = dict(line.split(":", 1) for line in fh)
+    text = await asyncio.to_thread(Path("/proc/self/status").read_text)
+    status = dict(line.split(":", 1) for line in text.splitlines())
     return {
         "seconds": round(seconds, 2),
         "added": report["added"],

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from http.cookiejar import DefaultCookiePolicy
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 from pydantic import BaseModel, ConfigDict, TypeAdapter
@@ -34,8 +34,9 @@ def _adapter(shape: Any) -> TypeAdapter[Any]:
 def decode(shape: type[T] | Any, response: httpx.Response) -> T:
     """The response body as `shape`: a pydantic model (`RunDetail`) or a typed container (`list[Person]`)."""
     if isinstance(shape, type) and issubclass(shape, BaseModel):
-        return shape.model_validate_json(response.content)  # type: ignore[return-value]
-    return _adapter(shape).validate_json(response.content)
+        return cast(T, shape.model_validate_json(response.content))
+    # a typed container (`list[Person]`) is not a `type[T]` to a type checker: what it decodes to is said here
+    return cast(T, _adapter(shape).validate_json(response.content))
 
 
 class _ErrorBody(BaseModel):
@@ -139,4 +140,5 @@ class ApiClient:
 
     async def call(self, shape: type[T] | Any, method: str, path: str, **kwargs: Any) -> T:
         """One request whose answer is decoded as `shape`."""
-        return decode(shape, await self.send(method, path, **kwargs))
+        decoded: T = decode(shape, await self.send(method, path, **kwargs))
+        return decoded

@@ -5,9 +5,11 @@ from typing import Annotated
 from urllib.parse import quote
 
 from litestar import Controller, Response, delete, get, patch, post
+from litestar.datastructures import UploadFile
 from litestar.di import Provide
 from litestar.enums import RequestEncodingType
 from litestar.params import Body
+from pydantic import BaseModel, Field, field_validator
 
 from backend.drive import service
 from backend.drive.schemas import (
@@ -15,15 +17,28 @@ from backend.drive.schemas import (
     DriveFolderInfo,
     DriveQuota,
     FolderBody,
-    UploadForm,
     VisibilityBody,
 )
+from backend.records.columns import VISIBILITIES
 from backend.tenancy.auth import ASSISTANT_OK, TOKEN_SCOPES, provide_user
 from backend.tenancy.context import UserContext
 
 # sharing, deleting, restoring and purging a file are a person's decision: refused to the assistant's token
 # (403 person_required, audited as every such refusal is), though the controller opens reading and uploading
 PERSON_ONLY = {TOKEN_SCOPES: frozenset()}
+
+
+class UploadForm(BaseModel):
+    model_config = {"arbitrary_types_allowed": True}
+    file: UploadFile
+    folder_id: int | None = None
+    visibility: str = Field(default="private", json_schema_extra={"enum": list(VISIBILITIES)})
+
+    @field_validator("folder_id", mode="before")
+    @classmethod
+    def _no_folder(cls, value: object) -> object:
+        """A form has no null: an empty field, or the word a client writes for one, is the top folder."""
+        return None if value in ("", "null") else value
 
 
 def content_disposition(name: str) -> str:

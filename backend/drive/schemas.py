@@ -1,11 +1,11 @@
-"""What the Drive endpoints accept and return."""
+"""What the Drive endpoints accept and return. Pydantic only: the typed client imports this module, so the upload
+form (a Litestar `UploadFile`) lives with the controller."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from litestar.datastructures import UploadFile
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from backend.records.columns import VISIBILITIES
 
@@ -14,19 +14,6 @@ class FolderBody(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     parent_id: int | None = None
     visibility: str = Field(default="private", json_schema_extra={"enum": list(VISIBILITIES)})
-
-
-class UploadForm(BaseModel):
-    model_config = {"arbitrary_types_allowed": True}
-    file: UploadFile
-    folder_id: int | None = None
-    visibility: str = Field(default="private", json_schema_extra={"enum": list(VISIBILITIES)})
-
-    @field_validator("folder_id", mode="before")
-    @classmethod
-    def _no_folder(cls, value: object) -> object:
-        """A form has no null: an empty field, or the word a client writes for one, is the top folder."""
-        return None if value in ("", "null") else value
 
 
 class DriveFolderInfo(BaseModel):

@@ -755,7 +755,8 @@ class Dispatcher:
                     extra="-c idle_in_transaction_session_timeout=0",
                 ) as conn:
                     self._conn = conn
-                    while not await self._take_lead(conn):
+                    # polls PostgreSQL's lock (another process holds it): no event in this process to wait on
+                    while not await self._take_lead(conn):  # noqa: ASYNC110
                         await asyncio.sleep(get_settings().worker_heartbeat_seconds)
                     self._conn = None
                     try:

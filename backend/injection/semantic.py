@@ -35,7 +35,7 @@ import unicodedata
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from backend.injection.model import ModelIntegrityError
 
@@ -67,7 +67,7 @@ class Semantic:
     head: list[float]  # folded head: one logit contribution per piece
     bias: float
     threshold: float  # probability
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
     sha256: str = ""
 
     def __post_init__(self) -> None:

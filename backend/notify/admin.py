@@ -48,7 +48,7 @@ async def set_preferences(
 ) -> Preferences:
     ctx.require_person("changing what you are told of")
     current = await preferences(ctx)
-    values = {
+    values: dict[str, Any] = {
         "email_enabled": current.email_enabled if email_enabled is None else email_enabled,
         "muted": current.muted if muted is None else _events(muted, "muted"),
     }
@@ -137,6 +137,7 @@ async def create_webhook(ctx: UserContext, url: str, events: list[str]) -> NewWe
     row = (
         await WebhookEndpoint.select().where(WebhookEndpoint.id == endpoint.id).output(load_json=True).first()
     )
+    assert row is not None  # inserted above, in this transaction
     return NewWebhook(**_info(row, {}), secret=secret)
 
 

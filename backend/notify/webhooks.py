@@ -100,7 +100,7 @@ async def check_destination(url: str) -> Destination:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
         raise Invalid(f"url: {host} does not resolve ({exc.strerror or exc})") from exc
-    addresses = sorted({info[4][0] for info in infos})
+    addresses = sorted({str(info[4][0]) for info in infos})  # the host part of an IPv4 or IPv6 address
     refused = [a for a in addresses if not _public(a)]
     if refused:
         raise Invalid(

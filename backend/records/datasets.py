@@ -25,6 +25,7 @@ from piccolo.table import Table
 
 from backend.records import tables as t
 from backend.records.columns import ColumnKind
+from backend.records.names import DATASET_NAMES
 from backend.records.values import TEXT_MAX, ColumnSpec, from_json
 
 # Piccolo's column classes → the kind of value; subclasses follow their base (SmallInt and BigInt are
@@ -336,7 +337,10 @@ DATASETS: dict[str, Dataset] = {
     ]
 }
 
-DATASET_NAMES = tuple(DATASETS)
+if tuple(DATASETS) != DATASET_NAMES:  # the Piccolo-free list (records/names.py) names the same, in this order
+    raise RuntimeError(
+        f"backend/records/names.py lists {DATASET_NAMES}, the definitions here {tuple(DATASETS)}"
+    )
 
 # Fields holding the id of another record, and the dataset that record lives in. A proposed change may set
 # one only to a record of the same company (checked when the item is made and again when it is accepted).

@@ -10,7 +10,7 @@ import asyncio
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 from litestar import Controller, get, post, put
 from litestar.datastructures import UploadFile
@@ -49,22 +49,26 @@ async def _spooled(upload: UploadFile) -> tuple[Path, str]:
     """The uploaded part copied to a private temporary file in chunks (the converter child reads it from there),
     and its sha256. Past `import_max_bytes`: 422 `too_large`, the partial copy removed."""
     limit = get_settings().import_max_bytes
-    folder = Path(get_settings().data_dir) / "tmp"
-    folder.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(dir=folder, prefix="import-", delete=False)  # noqa: SIM115
+    # every file system call in a thread: the event loop serves the other requests meanwhile
+    handle = await asyncio.to_thread(_temporary_file, Path(get_settings().data_dir) / "tmp")
     path = Path(handle.name)
     try:
         with handle:
             sha256, _size = await asyncio.to_thread(copy_hashed, upload.file, handle, limit)
     except StreamTooLong as exc:
-        path.unlink(missing_ok=True)
+        await asyncio.to_thread(path.unlink, missing_ok=True)
         raise Invalid(
             f"the file is over the {limit / 2**20:,.0f} MiB import limit", code="too_large"
         ) from exc
     except BaseException:
-        path.unlink(missing_ok=True)
+        await asyncio.to_thread(path.unlink, missing_ok=True)
         raise
     return path, sha256
+
+
+def _temporary_file(folder: Path) -> IO[bytes]:
+    folder.mkdir(parents=True, exist_ok=True)
+    return tempfile.NamedTemporaryFile(dir=folder, prefix="import-", delete=False)  # noqa: SIM115
 
 
 def _new_spec(name: str, form: ImportForm) -> defined.DatasetSpec | None:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import replace
 
 from litestar import Controller, get, post
@@ -89,7 +91,9 @@ class RunsController(Controller):
         query a tick (`runs.watch`), not a read of the whole run."""
         row = await read.get_run_row(user, run_id)  # a run the caller may not see is refused at once
         if wait_seconds and row["status"] == (seen_status or row["status"]):
-            await watch().wait(run_id, row["status"], wait_seconds)
+            with contextlib.suppress(TimeoutError):  # the time is up: answer with the run as it is
+                async with asyncio.timeout(wait_seconds):
+                    await watch().wait(run_id, row["status"])
             # read again after the wait, the company's row with it (the one read with the token is as old as
             # the request)
             return await read.detail(replace(user, company=None), run_id)

@@ -110,7 +110,8 @@ async def _insert_as_its_own_root(run: Run) -> None:
     """Insert a first attempt with `root_run_id` = its own id in one statement, one round trip (it was an
     INSERT and then an UPDATE of root_run_id)."""
     own = QueryString(f'(SELECT "id" FROM {_OWN_ID})')
-    run.id = own  # type: ignore[assignment] - both columns read the drawn id inside the statement
+    # both columns read the drawn id inside the statement (a SQL expression where Piccolo's types want an int)
+    run.id = own  # type: ignore[assignment]
     run.root_run_id = own  # type: ignore[assignment]
     (insert,) = Run.insert(run).returning(Run.id).default_querystrings
     try:
@@ -118,7 +119,7 @@ async def _insert_as_its_own_root(run: Run) -> None:
             _DRAW_ID_POSTGRES if isinstance(Run._meta.db, PostgresEngine) else _DRAW_ID_SQLITE, insert
         )
     except BaseException:
-        run.id = run.root_run_id = None  # type: ignore[assignment]
+        run.id = run.root_run_id = None
         raise
     run.id = run.root_run_id = rows[0]["id"]
     run._exists_in_db = True

@@ -4,7 +4,7 @@ inside a scope, a time and a count fixed at that approval (per the company setti
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from backend import clock
 from backend.runs.tables import ApprovalKind, Run
@@ -56,7 +56,9 @@ def followup_grant(row: dict[str, Any], company: dict[str, Any] | None = None) -
 
 async def refusal(ctx: UserContext, company: dict[str, Any], followup_of: int, asked: Run) -> str | None:
     """Why run `followup_of` cannot let the follow-up `asked` skip approval (None when its grant covers it)."""
-    conversation_id, datasets, file_ids = asked.conversation_id, asked.datasets, asked.file_ids
+    conversation_id = asked.conversation_id
+    # JSON columns: Piccolo types a row's as their text; a proposal's row, made in this process, holds the values
+    datasets, file_ids = cast(list[str], asked.datasets), cast(list[int], asked.file_ids)
     if not company["followup_without_reapproval"]:
         return "follow-ups without re-approval are turned off for this company"
     parent = (
@@ -91,7 +93,7 @@ async def refusal(ctx: UserContext, company: dict[str, Any], followup_of: int, a
     extra_files = sorted(set(file_ids) - set(parent["file_ids"]))
     if extra_files:
         return f"this follow-up reads files the approval of run {followup_of} did not cover: {extra_files}"
-    if not _covers(parent, datasets, file_ids, asked.limits):
+    if not _covers(parent, datasets, file_ids, cast(dict[str, int], asked.limits)):
         return f"this follow-up asks for higher limits than run {followup_of} was approved with"
     return None
 

@@ -326,7 +326,9 @@ async def _requester(ctx: UserContext, user_id: int) -> PersonRef:
     """Who asked for a run: the caller as their context read them this request, else read."""
     if user_id == ctx.user_id:
         return PersonRef(id=ctx.user_id, email=ctx.email, name=ctx.name)
-    return PersonRef(**await User.select(User.id, User.email, User.name).where(User.id == user_id).first())
+    person = await User.select(User.id, User.email, User.name).where(User.id == user_id).first()
+    assert person is not None  # a run's requester (a foreign key)
+    return PersonRef(**person)
 
 
 async def _output_findings(ctx: UserContext, row: dict[str, Any], outputs: list[dict[str, Any]]) -> list[Any]:

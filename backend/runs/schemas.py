@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from backend.credits.schemas import ApprovalCost
 from backend.drive.schemas import DriveFileInfo
-from backend.injection import Finding
+from backend.injection.schemas import Finding
 from backend.runs.status import ApprovalKind, RunStatus
 from backend.sandbox.models import SandboxResult
 

@@ -132,7 +132,7 @@ async def _approve_row(
     person = kind == ApprovalKind.person
     if person and company is None:
         company = await gates.company(company_id)
-    grant = followups.grant_fields(company, now) if person else {}
+    grant = followups.grant_fields(company, now) if person and company is not None else {}
     data: dict[str, Any] = {
         "code_sha256": sha256_text(row["code"]),
         "bundle_sha256": row["bundle_sha256"],

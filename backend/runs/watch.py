@@ -27,18 +27,15 @@ class StatusWatch:
         self._task: asyncio.Task[None] | None = None
         self.queries = 0  # how many reads it made (tests and the bench read it)
 
-    async def wait(self, run_id: int, seen_status: str, timeout: float) -> bool:
-        """Until the run's status is no longer `seen_status` (True), or `timeout` seconds (False). A run
-        deleted meanwhile counts as changed."""
+    async def wait(self, run_id: int, seen_status: str) -> None:
+        """Until the run's status is no longer `seen_status`; a run deleted meanwhile counts as changed. The
+        caller bounds it (`asyncio.timeout`)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (str(seen_status), future)
         self._waiters[run_id].append(entry)
         self._ensure_running()
         try:
-            await asyncio.wait_for(asyncio.shield(future), timeout)
-            return True
-        except TimeoutError:
-            return False
+            await asyncio.shield(future)
         finally:
             waiting = self._waiters.get(run_id)
             if waiting is not None:

@@ -26,14 +26,42 @@ cold boot; `slots`, `templates` (warm saved states), `standby`, `output`, `recov
 `status`, `wire` (the disk protocol), `domain` (the one domain XML). Only this package talks to libvirt.
 """
 
-from backend.sandbox.image import ImageInfo, current_image, ensure_image
-from backend.sandbox.models import RunLimits, SandboxResult
-from backend.sandbox.output import actions_cap, cap_stream
-from backend.sandbox.recovery import recover_leftovers
-from backend.sandbox.runner import run_code
-from backend.sandbox.standby import start_standby_pool, stop_standby_pool
-from backend.sandbox.status import health
-from backend.sandbox.templates import prepare_saved_states
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from backend import lazy
+
+# Loaded on first use (backend/lazy.py): importing a light submodule such as `backend.sandbox.models` (the API's
+# schemas and the typed client do) must not pull in libvirt, the image builder or the standby pool with it.
+_LAZY = {
+    "ImageInfo": "image",
+    "current_image": "image",
+    "ensure_image": "image",
+    "RunLimits": "models",
+    "SandboxResult": "models",
+    "actions_cap": "output",
+    "cap_stream": "output",
+    "recover_leftovers": "recovery",
+    "run_code": "runner",
+    "start_standby_pool": "standby",
+    "stop_standby_pool": "standby",
+    "health": "status",
+    "prepare_saved_states": "templates",
+}
+
+if TYPE_CHECKING:
+    from backend.sandbox.image import ImageInfo, current_image, ensure_image
+    from backend.sandbox.models import RunLimits, SandboxResult
+    from backend.sandbox.output import actions_cap, cap_stream
+    from backend.sandbox.recovery import recover_leftovers
+    from backend.sandbox.runner import run_code
+    from backend.sandbox.standby import start_standby_pool, stop_standby_pool
+    from backend.sandbox.status import health
+    from backend.sandbox.templates import prepare_saved_states
+
+
+__getattr__ = lazy.exports(__name__, _LAZY)
 
 __all__ = [
     "ImageInfo",

@@ -11,7 +11,7 @@ from fastapi.responses import RedirectResponse
 from nicegui import ui
 
 from backend.audit.schemas import AuditEntryInfo, AuditVerification
-from backend.records.datasets import DATASET_NAMES
+from backend.records.names import DATASET_NAMES
 from backend.review.schemas import (
     AcceptedPerPerson,
     ApprovedDespiteWarning,

@@ -15,7 +15,7 @@ from fastapi.responses import RedirectResponse
 from nicegui import ui
 
 from backend.drive.schemas import DriveFileInfo, DriveFolderInfo, DriveQuota
-from backend.records.tables import VISIBILITIES
+from backend.records.columns import VISIBILITIES
 from console import session, theme, widgets
 from console.api import Api
 from console.widgets import FAILED

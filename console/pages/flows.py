@@ -229,22 +229,23 @@ def carried_text(carried: CarriedFile) -> str:
     return f"{widgets.reveal_invisible(carried.name)} ({size}, sha256 {carried.sha256[:12]})"
 
 
-class FlowView:
+class FlowView(widgets.LoadedView[FlowDetail]):
+    text = "Loading the flow…"
+
     def __init__(self, flow_id: int, body: ui.column, api: Api) -> None:
+        super().__init__(body, api)
         self.flow_id = flow_id
-        self.body = body
-        self.api = api  # taken while the page is built: timers and handlers run outside its request
-        self.loading = False
         self.flow: FlowDetail | None = None
 
-    async def load(self) -> None:
-        self.loading = True
-        try:
-            await widgets.load_into(
-                self.body, lambda: self.api.flow(self.flow_id), self.render, "Loading the flow…"
-            )
-        finally:
-            self.loading = False
+    async def fetch(self) -> FlowDetail:
+        return await self.api.flow(self.flow_id)
+
+    def moving(self, flow: FlowDetail) -> bool:
+        """While the flow runs, re-render once it or one of its steps changes status."""
+        return flow.status == FlowStatus.running
+
+    def differs(self, shown: FlowDetail, fresh: FlowDetail) -> bool:
+        return progress_key(fresh) != progress_key(shown)
 
     async def render(self, flow: FlowDetail) -> None:
         self.flow = flow
@@ -260,17 +261,6 @@ class FlowView:
         with audit:
             entries = ui.column().classes("w-full")
         await widgets.load_into(entries, lambda: self.api.flow_audit(self.flow_id), widgets.audit_table)
-
-    async def poll(self) -> None:
-        """While the flow runs, re-render once it or one of its steps changes status."""
-        if self.loading or self.flow is None or self.flow.status != FlowStatus.running:
-            return
-        try:
-            fresh = await self.api.flow(self.flow_id)
-        except Exception:  # noqa: BLE001 - keep polling through a blip
-            return
-        if progress_key(fresh) != progress_key(self.flow):
-            await self.load()
 
     def header(self, flow: FlowDetail) -> None:
         with ui.card().classes("w-full").mark("flow-header"):

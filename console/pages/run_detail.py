@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from fastapi.responses import RedirectResponse
 from nicegui import ui
 
-from backend.actions.schemas import ActionItemInfo
-from backend.actions.status import ItemStatus
 from backend.credits.schemas import ApprovalCost
-from backend.evidence.schemas import Rerun, RerunOutcome
-from backend.evidence.schemas import Reruns as RerunOverview
-from backend.evidence.status import IN_FLIGHT as RERUN_IN_FLIGHT
 from backend.injection.schemas import Finding
 from backend.runs.schemas import FollowupGrant, GrantOffer, RunDetail
 from backend.runs.status import RunStatus
@@ -21,6 +13,8 @@ from backend.staging.manifest import Manifest
 from backend.system_schemas import GuestEnvironment
 from console import session, theme, widgets
 from console.api import Api
+from console.pages.action_items import ActionItems
+from console.pages.reruns import Reruns
 from console.widgets import FAILED, section
 
 
@@ -89,22 +83,23 @@ def approval_cost(cost: ApprovalCost | None) -> None:
             )
 
 
-class RunView:
+class RunView(widgets.LoadedView[RunDetail]):
+    text = "Loading the run…"
+
     def __init__(self, run_id: int, body: ui.column, api: Api) -> None:
+        super().__init__(body, api)
         self.run_id = run_id
-        self.body = body
-        self.api = api  # taken while the page is built: timers and handlers run outside its request
-        self.loading = False
         self.run: RunDetail | None = None
 
-    async def load(self) -> None:
-        self.loading = True
-        try:
-            await widgets.load_into(
-                self.body, lambda: self.api.run(self.run_id), self.render, "Loading the run…"
-            )
-        finally:
-            self.loading = False
+    async def fetch(self) -> RunDetail:
+        return await self.api.run(self.run_id)
+
+    def moving(self, run: RunDetail) -> bool:
+        """While the run is queued or running, re-render once its status changes."""
+        return run.status in widgets.ACTIVE_STATUSES
+
+    def differs(self, shown: RunDetail, fresh: RunDetail) -> bool:
+        return fresh.status != shown.status
 
     async def render(self, run: RunDetail) -> None:
         self.run = run
@@ -140,17 +135,6 @@ class RunView:
         with audit:
             entries = ui.column().classes("w-full")
         await widgets.load_into(entries, lambda: self.api.run_audit(self.run_id), widgets.audit_table)
-
-    async def poll(self) -> None:
-        """While the run is queued or running, re-render once its status changes."""
-        if self.loading or self.run is None or self.run.status not in widgets.ACTIVE_STATUSES:
-            return
-        try:
-            fresh = await self.api.run(self.run_id)
-        except Exception:  # noqa: BLE001 - keep polling through a blip
-            return
-        if fresh.status != self.run.status:
-            await self.load()
 
     def header(self, run: RunDetail) -> None:
         with ui.card().classes("w-full").mark("run-header"):
@@ -399,238 +383,3 @@ class RunView:
                 )
             if run.actions_note:
                 ui.label(str(run.actions_note)).classes("text-grey-8")
-
-
-RERUN_EXPLAINED = (
-    "Runs the exact approved code over the exact staged bundle again, in a fresh VM with no network, while the "
-    "company keeps the bundle (Settings › Data retention). Its proposed changes are discarded unread, nothing is "
-    "filed and no credits are charged. Code that uses the time, random numbers or os.urandom prints and writes "
-    "something else each time: a mismatch there is expected."
-)
-
-
-def yes_no(value: Any) -> str:
-    return "yes" if value else "no"
-
-
-class Reruns:
-    """A company admin or an auditor re-runs a kept run and sees whether its printed output and each output
-    file's sha256 match the original's."""
-
-    def __init__(self, run_id: int, container: ui.element, api: Api) -> None:
-        self.run_id = run_id
-        self.api = api
-        with container:
-            ui.label(RERUN_EXPLAINED).classes("text-sm text-grey-7")
-            self.list = ui.column().classes("w-full gap-3")
-            ui.timer(3.0, self.poll)  # beside the list, so reloading the list never deletes it
-        self.in_flight = False
-        self.loading = False
-
-    async def load(self) -> None:
-        self.loading = True
-        try:
-            await widgets.load_into(
-                self.list, lambda: self.api.reruns(self.run_id), self.render, "Loading re-runs…"
-            )
-        finally:
-            self.loading = False
-
-    async def poll(self) -> None:
-        """While a re-run is queued or running, reload until it ends."""
-        if self.in_flight and not self.loading:
-            await self.load()
-
-    def render(self, overview: RerunOverview) -> None:
-        self.in_flight = any(i.status in RERUN_IN_FLIGHT for i in overview.items)
-        with ui.row().classes("items-center gap-3"):
-            button = ui.button("Re-run for evidence", icon="replay", on_click=lambda: self.start(button))
-            button.props("outline").mark("rerun")
-            if overview.available:
-                ui.label(f"bundle kept until {widgets.when(overview.kept_until)} UTC").classes(
-                    "text-sm text-grey-8"
-                ).mark("rerun-kept-until")
-            else:
-                button.disable()
-                with ui.row().classes("items-center gap-1 text-grey-8").mark("rerun-unavailable"):
-                    ui.icon("lock")
-                    ui.label(str(overview.unavailable_reason or "not available"))
-            if self.in_flight:
-                ui.button("Refresh", icon="refresh", on_click=self.load).props("flat dense").mark(
-                    "rerun-refresh"
-                )
-        for item in overview.items:
-            self.item(item)
-
-    def item(self, item: Rerun) -> None:
-        with ui.card().classes("w-full gap-2").props("flat bordered").mark(f"rerun rerun-{item.id}"):
-            with ui.row().classes("items-center gap-3"):
-                ui.label(f"Re-run #{item.id}").classes("font-medium")
-                widgets.status_badge(item.status)
-                ui.label(
-                    f"asked by {item.requested_by} at {widgets.when(item.requested_at)} · not charged"
-                ).classes("text-xs text-grey-7")
-            if item.error_message:
-                widgets.error_box(str(item.error_message))
-            comparison = item.comparison
-            if not comparison:
-                return
-            outcome = RerunOutcome.of(item.outcome)
-            ok = comparison.all_match
-            with ui.row().classes("items-center gap-2 " + ("text-positive" if ok else "text-warning")):
-                ui.icon("verified" if ok else "difference")
-                ui.label(
-                    "Everything matched the original run."
-                    if ok
-                    else "Not everything matched the original run (see below)."
-                ).mark("rerun-verdict")
-            with ui.grid(columns=2).classes("gap-x-6 gap-y-1 text-sm"):
-                ui.label("printed output matches")
-                ui.label(yes_no(comparison.printed_output_match)).mark("rerun-printed-match")
-                ui.label("status and exit code match")
-                ui.label(yes_no(comparison.status_match and comparison.exit_code_match)).mark(
-                    "rerun-status-match"
-                )
-                ui.label("its proposed changes")
-                ui.label("discarded unread" if outcome.actions_discarded else "none written")
-                ui.label("network interfaces in the VM definition")
-                vm = outcome.vm
-                ui.label(str(vm.nics if vm and "nics" in vm.model_fields_set else "?"))
-            rows = [
-                {
-                    "name": widgets.reveal_invisible(f.name),
-                    "original": (f.original_sha256 or "— (not written)")[:16],
-                    "rerun": (f.rerun_sha256 or "— (not written)")[:16],
-                    "match": yes_no(f.match),
-                }
-                for f in comparison.files
-            ]
-            if rows:
-                ui.table(
-                    rows=rows,
-                    columns=[
-                        {"name": "name", "label": "Output file", "field": "name", "align": "left"},
-                        {
-                            "name": "original",
-                            "label": "Original sha256",
-                            "field": "original",
-                            "align": "left",
-                        },
-                        {"name": "rerun", "label": "Re-run sha256", "field": "rerun", "align": "left"},
-                        {"name": "match", "label": "Match", "field": "match", "align": "left"},
-                    ],
-                    row_key="name",
-                ).props("dense flat bordered").classes("w-full").mark("rerun-files")
-
-    async def start(self, button: ui.button) -> None:
-        button.disable()
-        result = await widgets.call(self.api.request_rerun(self.run_id))
-        if result is not FAILED:
-            ui.notify("Re-run queued: it runs in a fresh VM; refresh to see the comparison.", type="positive")
-        await self.load()
-
-
-class ActionItems:
-    """The proposed record changes: before/after per field, accepted or rejected one at a time."""
-
-    def __init__(self, run_id: int, container: ui.element, api: Api) -> None:
-        self.run_id = run_id
-        self.api = api
-        with container:
-            self.list = ui.column().classes("w-full gap-3")
-
-    async def load(self) -> None:
-        await widgets.load_into(
-            self.list,
-            lambda: self.api.action_items(self.run_id),
-            self.render,
-            "Loading proposed actions…",
-        )
-
-    def render(self, items: list[ActionItemInfo]) -> None:
-        if not items:
-            widgets.empty_state("The run proposed no changes.", "edit_off")
-            return
-        pending = sum(1 for i in items if i.status == ItemStatus.pending)
-        ui.label(
-            f"{len(items)} proposed change(s), {pending} waiting. Nothing changes until you accept an item."
-        ).classes("text-grey-8")
-        for item in items:
-            self.item(item)
-
-    def item(self, item: ActionItemInfo) -> None:
-        status = item.status
-        with ui.card().classes("w-full gap-2").props("flat bordered").mark(f"action-item action-{item.id}"):
-            with ui.row().classes("items-center gap-3"):
-                ui.label(f"#{item.index + 1}").classes("text-grey-7")
-                ui.label(
-                    f"{item.op} {item.dataset}"
-                    + (f" record {item.record_id}" if item.record_id is not None else " (new record)")
-                ).classes("font-medium")
-                widgets.status_badge(status)
-                if item.unreviewed_run:
-                    ui.chip("from a run no person reviewed", icon="visibility_off", color="orange-2").mark(
-                        f"unreviewed unreviewed-{item.id}"
-                    )
-                if item.decided_by:
-                    ui.label(f"by {item.decided_by} at {widgets.when(item.decided_at)}").classes(
-                        "text-xs text-grey-7"
-                    )
-            if item.reason:
-                ui.label(f"Why: {item.reason}").classes("text-sm text-grey-8")
-            changes = item.changes or {}
-            before = item.before or {}
-            rows = [
-                {
-                    "field": field,
-                    "before": "—" if field not in before else _cell(before[field]),
-                    "after": _cell(value),
-                }
-                for field, value in changes.items()
-            ]
-            if rows:
-                ui.table(
-                    rows=rows,
-                    columns=[
-                        {"name": "field", "label": "Field", "field": "field", "align": "left"},
-                        {"name": "before", "label": "Before", "field": "before", "align": "left"},
-                        {"name": "after", "label": "After", "field": "after", "align": "left"},
-                    ],
-                    row_key="field",
-                ).props("dense flat bordered wrap-cells").classes("w-full").mark("changes-table")
-            if item.created_record_id:
-                ui.label(f"created record {item.created_record_id}").classes("text-sm text-positive")
-            if item.raw is not None and not rows:
-                ui.label("As proposed: " + json.dumps(item.raw, default=str)[:500]).classes("cr-pre w-full")
-            if item.problem:
-                with ui.row().classes("items-center gap-2 text-negative").mark("item-problem"):
-                    ui.icon("error")
-                    ui.label(str(item.problem))
-            if status == ItemStatus.pending:
-                with ui.row().classes("gap-2"):
-                    ui.button("Accept", icon="check", on_click=lambda i=item: self.accept(i)).props(
-                        "color=positive dense"
-                    ).mark(f"accept-{item.id}")
-                    ui.button("Reject", icon="close", on_click=lambda i=item: self.reject(i)).props(
-                        "outline color=negative dense"
-                    ).mark(f"reject-{item.id}")
-
-    async def accept(self, item: ActionItemInfo) -> None:
-        result = await widgets.call(self.api.accept_item(item.id))
-        if result is not FAILED:
-            ui.notify(f"Accepted change #{item.index + 1}.", type="positive")
-        await self.load()
-
-    async def reject(self, item: ActionItemInfo) -> None:
-        result = await widgets.call(self.api.reject_item(item.id))
-        if result is not FAILED:
-            ui.notify(f"Rejected change #{item.index + 1}.", type="info")
-        await self.load()
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "(empty)"
-    if isinstance(value, dict | list):
-        return json.dumps(value, default=str)
-    return widgets.reveal_invisible(str(value))

@@ -7,7 +7,6 @@ the walk notices a route that lets the auditor through), and the services refuse
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pytest
@@ -20,13 +19,21 @@ from backend.runs.tables import Run
 from backend.tenancy.auth import ASSISTANT_SCOPE, AUDITOR_OK_KEY, SELF_AUTHENTICATED_KEY, TOKEN_SCOPES
 from backend.tenancy.context import AUDITOR_REFUSED, load_user_context_by_email
 from backend.tenancy.tables import ApiToken, PermissionSet, User, UserPermissionSet
-from tests.audit.test_evidence import SECRET_EXCERPT, SECRET_STDOUT, SECRET_VALUE
-from tests.audit.test_evidence import _run as finished_run
-from tests.conftest import approve_as, login, token_for
-from tests.runs.conftest import enable_code, proposal
+from tests.support.audit import (
+    ADMIN,
+    AUDITOR,
+    SECRET_EXCERPT,
+    SECRET_STDOUT,
+    SECRET_VALUE,
+    _user_id,
+    app_routes,
+    concrete,
+    make_auditor,
+)
+from tests.support.audit import _run as finished_run
+from tests.support.http import approve_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
-ADMIN = "admin@acme.example"
-AUDITOR = "frank@acme.example"  # Finance: deals and invoices, no HR permission
 ALICE = "alice@acme.example"
 
 # The routes other than reads an auditor may call: they change nothing of the company's.
@@ -49,23 +56,6 @@ AUDITOR_ROUTES = {
 }
 
 
-def app_routes(app: Any = None) -> list[tuple[str, str, dict[str, Any]]]:
-    """Every (method, path, handler opt) of the app, from its route table (the test client's app, when given:
-    making another would point the database elsewhere)."""
-    if app is None:
-        from backend.app import create_app
-
-        app = create_app(run_hooks=False, pool=False)
-    out = []
-    for route in app.routes:
-        for method, handler in getattr(route, "route_handler_map", {}).items():
-            if method in ("OPTIONS", "HEAD") or route.path.startswith("/schema"):
-                continue
-            opt = handler[0].opt if isinstance(handler, tuple) else {}
-            out.append((method, route.path, dict(opt)))
-    return out
-
-
 def decision_routes(app: Any) -> list[tuple[str, str]]:
     """What the walk covers: every route that is not a read, an AUDITOR_OK route or self-authenticated."""
     return sorted(
@@ -73,11 +63,6 @@ def decision_routes(app: Any) -> list[tuple[str, str]]:
         for method, path, opt in app_routes(app)
         if method != "GET" and not opt.get(AUDITOR_OK_KEY) and not opt.get(SELF_AUTHENTICATED_KEY)
     )
-
-
-def concrete(path: str) -> str:
-    """A path template with placeholders filled in: the guard answers before any id is looked up."""
-    return re.sub(r"\{(\w+):(\w+)\}", lambda m: "1" if m.group(2) == "int" else "deals", path)
 
 
 async def walk(
@@ -94,20 +79,6 @@ async def walk(
         if not (r.status_code == 403 and isinstance(body, dict) and body.get("error") in refusals):
             through.append((method, path, r.status_code, body))
     return through
-
-
-async def _user_id(email: str) -> int:
-    return (await User.select(User.id).where(User.email == email).first())["id"]
-
-
-async def make_auditor(client, email: str = AUDITOR, role: str = "auditor") -> dict[str, Any]:
-    """The company admin, signed in, gives `email` the role; the client is left signed out."""
-    client.cookies.clear()
-    await login(client, ADMIN)
-    r = await client.patch(f"/api/company/people/{await _user_id(email)}", json={"role": role})
-    assert r.status_code == 200, r.text
-    client.cookies.clear()
-    return r.json()
 
 
 def test_the_routes_open_to_an_auditor_beyond_reads_are_these() -> None:
@@ -433,7 +404,7 @@ async def test_an_auditors_export_holds_only_the_values_they_may_read_and_still_
     record's visibility for a change, the run's own rule for its output); the others go out as their salted
     digest, and the file still verifies offline. The company admin's export holds every value."""
     from backend.audit import service as audit
-    from tests.audit.test_export import _verifier_module, _verify
+    from tests.support.audit import _verifier_module, _verify
 
     run = await finished_run(client)
     readable, hidden = await _deal_ids(AUDITOR)

@@ -6,83 +6,8 @@ from __future__ import annotations
 
 import json
 
-from backend.actions.tables import ActionItem
-from backend.audit import service as audit
-from backend.runs.tables import Run
-from backend.tenancy.tables import Company
-from tests.conftest import approve_as, login, token_for
-from tests.runs.conftest import enable_code, proposal
-
-SECRET_STDOUT = "SECRET-STDOUT-Dagobert-salary-91234"
-SECRET_VALUE = "SECRET-VALUE-new-amount-777"
-SECRET_EXCERPT = "SECRET-EXCERPT-ignore-previous-instructions"
-
-
-async def _run(client) -> dict:
-    """Alice's assistant proposes, revises once (after the first attempt failed), Alice approves in her session; then the run is given what a
-    finished run holds (set directly: this is about what the pack shows, not about running it)."""
-    await enable_code()
-    acme = (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
-    token = await token_for(client, "alice@acme.example")
-    run = await client.post("/api/runs", json=proposal(code="print('v1')"), headers=token)
-    assert run.status_code == 201, run.text
-    await Run.update({Run.status: "failed"}).where(
-        Run.id == run.json()["id"]
-    )  # only a failed attempt is revised
-    revised = await client.post(
-        f"/api/runs/{run.json()['id']}/revisions", json={"code": "print('v2')"}, headers=token
-    )
-    assert revised.status_code == 201, revised.text
-    run = revised.json()
-    approved = await approve_as(client, "alice@acme.example", run)
-    assert approved.status_code == 200, approved.text
-    finding = {
-        "path": "deals.csv",
-        "row": 3,
-        "column": "notes",
-        "severity": "high",
-        "category": "override",
-        "excerpt": SECRET_EXCERPT,
-        "reason": "instruction-like text",
-        "span": [0, 10],
-    }
-    result = {
-        "status": "succeeded",
-        "exit_code": 0,
-        "stdout": SECRET_STDOUT,
-        "stderr": "",
-        "stdout_truncated": False,
-        "files": [{"name": "chart.png", "size": 123, "sha256": "ab" * 32}],
-        "rejected_files": [],
-        "actions": None,
-        "timings_ms": {"start": 1, "execute": 2, "collect": 3, "total": 6},
-        "vm": {"virt_type": "kvm", "nics": 0},
-    }
-    await Run.update(
-        {Run.status: "succeeded", Run.result: result, Run.findings: [finding], Run.host_id: "host-a"}
-    ).where(Run.id == run["id"])
-    item = ActionItem(
-        company=acme,
-        run=run["id"],
-        index=0,
-        op="update",
-        dataset="deals",
-        record_id=5,
-        changes={"amount": SECRET_VALUE},
-        status="accepted",
-        decided_by="alice@acme.example",
-    )
-    await item.save()
-    await audit.record(
-        "action.accepted",
-        actor="alice@acme.example",
-        company_id=acme,
-        subject_type="action_item",
-        subject_id=item.id,
-        data={"run_id": run["id"], "dataset": "deals", "changes": {"amount": SECRET_VALUE}},
-    )
-    client.cookies.clear()
-    return {**run, "item_id": item.id}
+from tests.support.audit import SECRET_EXCERPT, SECRET_STDOUT, SECRET_VALUE, _run
+from tests.support.http import login
 
 
 async def test_the_pack_tells_the_story_without_contents_and_its_hashes_are_the_exports(client) -> None:

@@ -8,13 +8,10 @@ admin, and another company's admin."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,46 +20,8 @@ from backend.audit import export, signing
 from backend.audit import service as audit
 from backend.audit.tables import AuditEntry
 from backend.tenancy.tables import Company
-from tests.conftest import login, token_for
-
-VERIFIER = Path(__file__).resolve().parents[2] / "scripts" / "verify_audit_export.py"
-
-
-def _verifier_module() -> Any:
-    spec = importlib.util.spec_from_file_location("verify_audit_export", VERIFIER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _verify(
-    tmp_path: Path, lines: list[str], *args: str, key: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """The verifier as a user runs it: its own copy, its own directory, no site-packages (-I -S), with the
-    server's public key (or `key`) given on its command line."""
-    alone = tmp_path / "alone"
-    alone.mkdir(exist_ok=True)
-    shutil.copy(VERIFIER, alone / VERIFIER.name)
-    target = alone / "export.jsonl"
-    target.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    env = {"PATH": os.environ.get("PATH", "")}
-    return subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            VERIFIER.name,
-            target.name,
-            "--public-key",
-            key if key is not None else signing.public_text(),
-            *args,
-        ],
-        cwd=alone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.support.audit import VERIFIER, _verifier_module, _verify
+from tests.support.http import login, token_for
 
 
 async def _company_id(name: str) -> int:

@@ -20,10 +20,10 @@ from backend.execution.rerun import execute_rerun, recover_reruns
 from backend.execution.retention import sweep_bundles
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
-from tests.audit.test_auditor import make_auditor
-from tests.conftest import approve_as, login, token_for
-from tests.console.support import ANALYSIS_CODE, execute_with_stand_in_vm, fake_run_code
-from tests.runs.conftest import enable_code, proposal
+from tests.support.audit import make_auditor
+from tests.support.console import ANALYSIS_CODE, execute_with_stand_in_vm, fake_run_code
+from tests.support.http import approve_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
 ADMIN = "admin@acme.example"
 AUDITOR = "frank@acme.example"
@@ -253,7 +253,7 @@ async def test_two_rerun_requests_at_once_from_two_processes_queue_one(client, d
     from backend.errors import Conflict
     from backend.evidence import rerun as reruns
     from backend.tenancy.context import load_user_context_by_email
-    from tests.drive.test_drive_quotas import _meet_or_see_blocked
+    from tests.support.concurrency import _meet_or_see_blocked
 
     run = await _ran(client, monkeypatch, days=7)
     admin = await load_user_context_by_email(ADMIN)

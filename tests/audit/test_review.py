@@ -13,10 +13,10 @@ from backend.actions.tables import ActionItem
 from backend.audit import service as audit
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
-from tests.audit.test_auditor import make_auditor
-from tests.conftest import approve_as, login, token_for
-from tests.flows.conftest import flow_body, step
-from tests.runs.conftest import enable_code, proposal
+from tests.support.audit import make_auditor
+from tests.support.flows import flow_body, step
+from tests.support.http import approve_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
 AUDITOR = "frank@acme.example"
 ALICE = "alice@acme.example"

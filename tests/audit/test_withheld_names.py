@@ -24,9 +24,9 @@ from backend.evidence.tables import EvidenceRerun
 from backend.runs.tables import Run
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import PermissionSet, User, UserPermissionSet
-from tests.audit.test_auditor import make_auditor
-from tests.conftest import approve_as, login, token_for
-from tests.runs.conftest import enable_code, proposal
+from tests.support.audit import make_auditor
+from tests.support.http import approve_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
 pytestmark = pytest.mark.sqlite  # a rule of the service, not of the database's
 

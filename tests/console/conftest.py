@@ -18,10 +18,8 @@ from nicegui.testing.user_simulation import user_simulation
 
 from console import session
 from console.api import ApiConfig
-from tests.conftest import _shared_app
-from tests.console.support import Assistant
-
-HERE = Path(__file__).parent
+from tests.support.console import CONSOLE_APP, Assistant
+from tests.support.databases import _shared_app
 
 # What nicegui's own pytest plugin does at configure time: per-session storage, never the repo's .nicegui.
 storage.Storage.path = Path(tempfile.mkdtemp(prefix="cleanroom-console-storage-"))
@@ -43,7 +41,7 @@ def assistant(api_app) -> Assistant:
 @pytest.fixture
 async def user(api_app, caplog: pytest.LogCaptureFixture) -> AsyncIterator[User]:
     session.configure(ApiConfig("http://api.test", transport=httpx.ASGITransport(app=api_app)))
-    async with user_simulation(main_file=HERE / "console_app.py") as simulated:
+    async with user_simulation(main_file=CONSOLE_APP) as simulated:
         yield simulated
     # NiceGUI's simulation has just collected garbage in full (it does at its start and end): what survived lives
     # on (the shared app, the modules' caches), so it leaves the collector's walk, and the next test's two full
@@ -52,11 +50,3 @@ async def user(api_app, caplog: pytest.LogCaptureFixture) -> AsyncIterator[User]
     errors = [r for r in caplog.get_records("call") if r.levelno >= logging.ERROR]
     if errors:
         pytest.fail("unexpected ERROR logs: " + "; ".join(r.getMessage() for r in errors), pytrace=False)
-
-
-async def sign_in(user: User, email: str, password: str = "demo", then: str | None = None) -> None:
-    await user.open("/login" + (f"?next={then}" if then else ""))
-    user.find(marker="email").type(email)
-    user.find(marker="password").type(password)
-    user.find(marker="sign-in").click()
-    await user.should_see(marker="page-title", retries=50)

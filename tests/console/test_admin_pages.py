@@ -10,9 +10,8 @@ from nicegui.testing.user import User
 
 from backend.audit import service as audit
 from backend.tenancy.tables import Company
-from tests.conftest import console_origin
-from tests.console.conftest import sign_in
-from tests.console.support import Assistant, execute_with_stand_in_vm
+from tests.support.console import Assistant, execute_with_stand_in_vm, sign_in
+from tests.support.http import console_origin
 
 pytestmark = pytest.mark.sqlite
 

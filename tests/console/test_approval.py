@@ -1,23 +1,16 @@
 """The approval screen: what a person sees before saying yes, and what yes and no do."""
 
 import csv
-import html
 import io
-import re
 
 import pytest
 from nicegui import ui
 from nicegui.testing.user import User
 
 from backend.sandbox.image import manifest
-from tests.console.conftest import sign_in
-from tests.console.support import ANALYSIS_CODE, Assistant, execute_with_stand_in_vm
+from tests.support.console import ANALYSIS_CODE, Assistant, execute_with_stand_in_vm, sign_in, visible_text
 
 pytestmark = pytest.mark.sqlite
-
-
-def visible_text(html_fragment: str) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", html_fragment))
 
 
 def manifest_rows(user: User) -> list[dict]:

@@ -13,7 +13,7 @@ import pytest
 from nicegui.testing.user import User
 
 from backend.settings import get_settings
-from tests.console.conftest import sign_in
+from tests.support.console import sign_in
 
 pytestmark = pytest.mark.sqlite
 
@@ -274,7 +274,7 @@ async def _authorization_request(client: httpx.AsyncClient) -> tuple[str, str]:
 async def _connected_assistant(api_app, email: str) -> str:
     """An assistant connected by OAuth as a client does it (register, authorize, the person's consent through the
     API, the code for a token): its access token."""
-    from tests.conftest import console_origin
+    from tests.support.http import console_origin
 
     transport = httpx.ASGITransport(app=api_app)
     async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as client:

@@ -6,32 +6,31 @@ its accepted proposal."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.console.servers import REPO, Servers
+from tests.support.browser import (
+    POLL,
+    RUN_TIMEOUT,
+    SHOTS,
+    api_as,
+    body_text,
+    chromium,
+    click_button,
+    screenshot,
+    sign_in,
+    wait_for_text,
+)
+from tests.support.servers import REPO, Servers
 
 pytestmark = [pytest.mark.browser, pytest.mark.vm, pytest.mark.slow]
 
-# The README's screenshots are refreshed only on request (CLEANROOM_SCREENSHOT_DIR=docs/screenshots), so an
-# ordinary test run never rewrites tracked files.
-SHOTS = Path(os.environ.get("CLEANROOM_SCREENSHOT_DIR") or tempfile.mkdtemp(prefix="cleanroom-shots-"))
 if not SHOTS.is_absolute():
     SHOTS = REPO / SHOTS
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-RUN_TIMEOUT = 600  # a cold VM boot under software emulation is slow; KVM takes seconds
-# how often a wait looks at the page again: a look is one WebDriver round trip (a few ms), and each wait ends
-# at most this long after the page got there (0.5 s, WebDriverWait's default, cost the walks ~0.25 s a wait)
-POLL = 0.1
 
 
 @pytest.fixture(scope="module")
@@ -46,86 +45,9 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         running.stop()
 
 
-def chromium(*extra_flags: str) -> Iterator[object]:
-    """Headless Chromium on a fresh profile (the flags that keep it off this machine's closed network), with
-    `extra_flags` after them; skips when Debian's chromium and chromium-driver are not installed."""
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip("chromium and chromium-driver are not installed")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="cleanroom-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1400,1000",
-        *extra_flags,
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     yield from chromium()
-
-
-def body_text(driver) -> str:
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.TAG_NAME, "body").text
-
-
-def wait_for_text(driver, text: str, timeout: float = 30) -> None:
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    # a navigation can replace <body> between finding it and reading it: look again
-    WebDriverWait(
-        driver,
-        timeout,
-        poll_frequency=POLL,
-        ignored_exceptions=(StaleElementReferenceException, NoSuchElementException),
-    ).until(lambda d: text in body_text(d), message=f"never saw {text!r}")
-
-
-def click_button(driver, label: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.find_element(By.XPATH, f"//button[contains(normalize-space(.), '{label}')]").click()
-
-
-def sign_in(driver, servers: Servers, email: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.delete_all_cookies()
-    driver.get(servers.console_url + "/login")
-    wait_for_text(driver, "Sign in")
-    driver.find_element(By.XPATH, "//input[@aria-label='Email']").send_keys(email)
-    driver.find_element(By.CSS_SELECTOR, "input[type=password]").send_keys("demo")
-    click_button(driver, "Sign in")
-    wait_for_text(driver, "Runs")
-
-
-def screenshot(driver, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(1400, min(max(height, 900), 4000))
-    driver.save_screenshot(str(SHOTS / f"{name}.png"))
-    driver.set_window_size(1400, 1000)
 
 
 def section_screenshot(driver, title: str, name: str) -> None:
@@ -139,15 +61,6 @@ def section_screenshot(driver, title: str, name: str) -> None:
     )
     card.screenshot(str(SHOTS / f"{name}.png"))
     driver.set_window_size(1400, 1000)
-
-
-@contextmanager
-def api_as(servers: Servers, email: str) -> Iterator[httpx.Client]:
-    with httpx.Client(
-        base_url=servers.api_url, timeout=30, headers={"origin": servers.console_url}
-    ) as client:
-        assert client.post("/api/auth/login", json={"email": email, "password": "demo"}).status_code == 200
-        yield client
 
 
 def test_person_approves_the_waiting_run_sees_its_chart_and_accepts_a_change(
@@ -359,8 +272,7 @@ def test_an_imported_spreadsheet_is_granted_analysed_and_changed(
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from tests.console.test_browser_flows import assistant_token
-    from tests.console.test_browser_onboarding import grant, nav
+    from tests.support.browser import assistant_token, grant, nav
 
     driver = browser
     # 1. the admin imports the spreadsheet as a new dataset: columns inferred, a dry run, then the import

@@ -22,8 +22,8 @@ import pytest
 
 from backend.benches import seed_demo
 from backend.localhost import free_port
-from tests.console.servers import REPO, Servers
-from tests.console.test_browser import body_text, chromium, click_button, wait_for_text
+from tests.support.browser import body_text, chromium, click_button, wait_for_text
+from tests.support.servers import REPO, Servers
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

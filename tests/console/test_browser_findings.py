@@ -10,8 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.console.servers import Servers
-from tests.console.test_browser import api_as, body_text, browser, click_button, sign_in, wait_for_text
+from tests.console.test_browser import browser
+from tests.support.browser import api_as, body_text, click_button, sign_in, wait_for_text
+from tests.support.servers import Servers
 
 __all__ = ["browser"]  # the headless Chromium fixture of the other browser tests, used here too
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

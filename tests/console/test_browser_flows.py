@@ -10,18 +10,19 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.console.servers import Servers
-from tests.console.support import FLOW_STEP_1, FLOW_STEP_2, demo_flow_body, flow_hashes
-from tests.console.test_browser import (
+from tests.console.test_browser import browser
+from tests.support.browser import (
     POLL,
     RUN_TIMEOUT,
     api_as,
+    assistant_token,
     body_text,
-    browser,
     screenshot,
     sign_in,
     wait_for_text,
 )
+from tests.support.console import FLOW_STEP_1, FLOW_STEP_2, demo_flow_body, flow_hashes
+from tests.support.servers import Servers
 
 __all__ = ["browser"]  # the headless Chromium fixture of the other browser tests, used here too
 pytestmark = [pytest.mark.browser, pytest.mark.vm, pytest.mark.slow]
@@ -40,14 +41,6 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         yield running
     finally:
         running.stop()
-
-
-def assistant_token(servers: Servers, email: str) -> str:
-    """A personal API token, as the person hands it to the assistant (Assistant access page)."""
-    with api_as(servers, email) as api:
-        response = api.post("/api/me/tokens", json={"name": "assistant"})
-        assert response.status_code == 201, response.text
-        return response.json()["token"]
 
 
 def propose_as_assistant(servers: Servers, token: str) -> dict:

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.console.servers import REPO, Servers
-from tests.console.test_browser import body_text, chromium, click_button, wait_for_text
+from tests.support.browser import body_text, chromium, click_button, grant, nav, wait_for_text
+from tests.support.servers import REPO, Servers
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -62,12 +62,6 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         running.stop()
 
 
-def nav(driver, label: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.find_element(By.XPATH, f"//a[.//*[normalize-space(text())='{label}']]").click()
-
-
 def field(driver, label: str):
     from selenium.webdriver.common.by import By
 
@@ -97,18 +91,6 @@ def shown_link(driver) -> str:
     found = LINK.search(body_text(driver))
     assert found, body_text(driver)
     return found.group(0)
-
-
-def grant(driver, person: str, dataset: str, level: str) -> None:
-    """The grid's cell of `person` under `dataset` set to `level`, as a person picks it."""
-    from selenium.webdriver.common.by import By
-
-    headers = [th.text.strip() for th in driver.find_elements(By.XPATH, "//table//tr[1]/th")]
-    column = headers.index(dataset)  # the first header is over the rows' names
-    row = driver.find_element(By.XPATH, f"//tr[td[1][contains(normalize-space(.), '{person}')]]")
-    row.find_elements(By.XPATH, "./td")[column].find_element(By.CSS_SELECTOR, ".q-select").click()
-    wait_for_text(driver, level)
-    driver.find_element(By.XPATH, f"//div[contains(@class,'q-item')][normalize-space(.)='{level}']").click()
 
 
 def create_company(servers: Servers, name: str, admin: str) -> str:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.console.servers import Servers
-from tests.console.test_browser import POLL, api_as, browser, sign_in, wait_for_text
+from tests.console.test_browser import browser
+from tests.support.browser import POLL, api_as, sign_in, wait_for_text
+from tests.support.servers import Servers
 
 __all__ = ["browser"]  # the headless Chromium fixture of the other browser tests, used here too
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -9,7 +9,7 @@ from backend.tenancy.tables import Session
 from backend.tenancy.tables import User as AppUser
 from console.api import Api, ApiConfig, ApiError
 from console.pages.login import _safe_next
-from tests.console.conftest import sign_in
+from tests.support.console import sign_in
 
 pytestmark = pytest.mark.sqlite
 

@@ -21,8 +21,9 @@ import pytest
 from backend.settings import Settings
 from console import storage
 from console.main import cookie_options
-from tests.console.servers import REPO, Servers
-from tests.console.test_browser import browser, sign_in
+from tests.console.test_browser import browser
+from tests.support.browser import sign_in
+from tests.support.servers import REPO, Servers
 
 __all__ = ["browser"]  # the headless Chromium fixture of the other browser tests, used here too
 

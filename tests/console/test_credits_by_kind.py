@@ -8,8 +8,7 @@ from nicegui.testing.user import User
 
 from backend.credits import platform
 from backend.credits.tables import PlatformToken
-from tests.console.conftest import sign_in
-from tests.console.support import Assistant, execute_with_stand_in_vm
+from tests.support.console import Assistant, execute_with_stand_in_vm, sign_in
 
 # what the page shows, not an engine's (the charges on PostgreSQL: tests/credits)
 pytestmark = pytest.mark.sqlite

@@ -10,8 +10,7 @@ import pytest
 from nicegui.testing.user import User
 
 from backend.records import jobs
-from tests.console.conftest import sign_in
-from tests.console.support import Assistant
+from tests.support.console import Assistant, sign_in
 
 pytestmark = pytest.mark.sqlite
 

@@ -10,9 +10,7 @@ import pytest
 from nicegui import ui
 from nicegui.testing.user import User
 
-from tests.console.conftest import sign_in
-from tests.console.support import FLOW_STEP_1, FLOW_STEP_2, Assistant, fake_flow_step
-from tests.console.test_approval import visible_text
+from tests.support.console import FLOW_STEP_1, FLOW_STEP_2, Assistant, fake_flow_step, sign_in, visible_text
 
 pytestmark = pytest.mark.sqlite
 

@@ -5,8 +5,7 @@ import pytest
 from nicegui import ui
 from nicegui.testing.user import User
 
-from tests.console.conftest import sign_in
-from tests.console.support import ANALYSIS_CODE, Assistant, execute_with_stand_in_vm
+from tests.support.console import ANALYSIS_CODE, Assistant, execute_with_stand_in_vm, sign_in
 
 pytestmark = pytest.mark.sqlite
 

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from nicegui.testing.user import User
 
-from tests.console.conftest import sign_in
-from tests.console.support import ANALYSIS_CODE, Assistant
+from tests.support.console import ANALYSIS_CODE, Assistant, sign_in
 
 pytestmark = pytest.mark.sqlite
 

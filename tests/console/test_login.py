@@ -2,7 +2,7 @@ import pytest
 from nicegui import ui
 from nicegui.testing.user import User
 
-from tests.console.conftest import sign_in
+from tests.support.console import sign_in
 
 pytestmark = pytest.mark.sqlite
 

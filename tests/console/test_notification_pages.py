@@ -6,8 +6,7 @@ from nicegui import ui
 from nicegui.testing.user import User
 
 from backend.settings import get_settings
-from tests.console.conftest import sign_in
-from tests.console.support import Assistant
+from tests.support.console import Assistant, sign_in
 
 pytestmark = pytest.mark.sqlite
 

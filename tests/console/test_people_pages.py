@@ -15,9 +15,8 @@ from nicegui.testing.user_simulation import user_simulation
 from backend.tenancy.tables import User as Person
 from console import session
 from console.api import ApiConfig
-from tests.conftest import _shared_app
-from tests.console.conftest import HERE, sign_in
-from tests.console.support import Assistant
+from tests.support.console import CONSOLE_APP, Assistant, sign_in
+from tests.support.databases import _shared_app
 
 pytestmark = pytest.mark.sqlite
 STRONG = "harbor velvet pencil 58"
@@ -151,7 +150,7 @@ async def _signs_in(email: str, password: str) -> bool:
 @pytest.fixture
 async def empty_user(empty_db: str) -> AsyncIterator[User]:
     session.configure(ApiConfig("http://api.test", transport=httpx.ASGITransport(app=_shared_app(empty_db))))
-    async with user_simulation(main_file=HERE / "console_app.py") as simulated:
+    async with user_simulation(main_file=CONSOLE_APP) as simulated:
         yield simulated
 
 

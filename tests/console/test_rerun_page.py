@@ -7,8 +7,7 @@ import pytest
 from nicegui.testing.user import User
 
 from backend.execution.rerun import execute_rerun
-from tests.console.conftest import sign_in
-from tests.console.support import Assistant, execute_with_stand_in_vm, fake_run_code
+from tests.support.console import Assistant, execute_with_stand_in_vm, fake_run_code, sign_in
 
 pytestmark = pytest.mark.sqlite
 ADMIN = "admin@acme.example"

@@ -9,8 +9,7 @@ import pytest
 from nicegui import ui
 from nicegui.testing.user import User
 
-from tests.console.conftest import sign_in
-from tests.console.support import Assistant
+from tests.support.console import Assistant, sign_in
 
 pytestmark = pytest.mark.sqlite
 

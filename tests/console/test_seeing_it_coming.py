@@ -15,9 +15,8 @@ from backend.credits.tables import PlatformCharge
 from backend.tenancy.tables import Company
 from backend.tenancy.tables import User as Person
 from console import widgets
-from tests.console.conftest import sign_in
-from tests.console.support import Assistant
-from tests.credits.test_no_overdraft import LIMITS, MAX_COST
+from tests.support.console import Assistant, sign_in
+from tests.support.credits import LIMITS, MAX_COST
 
 pytestmark = pytest.mark.sqlite
 

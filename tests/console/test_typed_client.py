@@ -37,7 +37,7 @@ from backend.tenancy.schemas import (
     TeamView,
 )
 from console.api import Api, ApiConfig, ApiError
-from tests.console.support import Assistant, execute_with_stand_in_vm
+from tests.support.console import Assistant, execute_with_stand_in_vm
 
 pytestmark = pytest.mark.sqlite
 

@@ -14,8 +14,8 @@ from backend.convert import convert
 from backend.convert.isolated import convert_isolated
 from backend.drive.tables import DriveFile
 from backend.settings import get_settings
-from tests.conftest import token_for
-from tests.drive.test_drive import _upload
+from tests.support.drive import _upload
+from tests.support.http import token_for
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 TYPES = (

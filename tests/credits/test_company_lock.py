@@ -27,7 +27,7 @@ from backend.credits import service as credits
 from backend.credits.tables import CreditCharge
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
-from tests.runs.conftest import proposal
+from tests.support.runs import proposal
 
 pytestmark = pytest.mark.postgres
 

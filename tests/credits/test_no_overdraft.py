@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import math
 from typing import Any
 
 import pytest
@@ -23,29 +22,12 @@ from backend.errors import PaymentRequired
 from backend.runs import service as runs
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult, Timings, VmInfo
-from backend.tenancy.tables import Company
-from tests.conftest import login, token_for
-from tests.runs.conftest import enable_code, proposal
-from tests.runs.test_action_scope import concurrent_client, meet_after
+from tests.support.concurrency import concurrent_client, meet_after
+from tests.support.credits import LIMITS, MAX_COST, _acme, _pool_covering, _remaining
+from tests.support.http import login, token_for
+from tests.support.runs import enable_code, proposal
 
-LIMITS = {"wall_seconds": 100, "vcpus": 1, "memory_mib": 1024}
-MAX_COST = credits.price(1, 1024, 100)[0]  # 1 + 0.02 × 100 vCPU-s + 0.01 × 100 GiB-s = 4.00
 ASKERS = ("alice@acme.example", "bob@acme.example")  # ten each: within the cap on runs awaiting approval
-
-
-async def _acme() -> int:
-    return (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
-
-
-async def _pool_covering(runs_covered: int) -> int:
-    """Set the pool so that what is left covers exactly `runs_covered` runs at their maximum cost (the seed
-    has charged some of it this month already: that much more, rounded up, less than one run's worth)."""
-    acme = await _acme()
-    total = math.ceil(await credits.used(acme)) + int(runs_covered * MAX_COST)
-    await Company.update({Company.credit_pool: total}).where(Company.id == acme)
-    _, _, left = await credits.balance(acme)
-    assert runs_covered * MAX_COST <= left < (runs_covered + 1) * MAX_COST
-    return total
 
 
 async def _propose(client: Any, count: int) -> list[dict[str, Any]]:
@@ -73,14 +55,6 @@ async def _approve_at_once(client: Any, proposed: list[dict[str, Any]], monkeypa
                 for run in proposed
             )
         )
-
-
-async def _remaining(client: Any) -> dict[str, Any]:
-    client.cookies.clear()
-    await login(client, "admin@acme.example")
-    usage = (await client.get("/api/credits")).json()
-    client.cookies.clear()
-    return usage
 
 
 async def test_twenty_approvals_at_once_against_a_pool_for_five_queue_five(client, monkeypatch) -> None:

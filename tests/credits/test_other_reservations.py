@@ -15,10 +15,10 @@ from backend.runs.tables import Run, RunStatus
 from backend.schedules import service as schedules
 from backend.schedules.tables import Schedule
 from backend.tenancy.tables import Company
-from tests.conftest import login, token_for
-from tests.credits.test_no_overdraft import LIMITS, MAX_COST, _acme, _pool_covering, _remaining
-from tests.flows.conftest import approve_flow_as, flow_body, step
-from tests.runs.conftest import enable_code, proposal
+from tests.support.credits import LIMITS, MAX_COST, _acme, _pool_covering, _remaining
+from tests.support.flows import approve_flow_as, flow_body, step
+from tests.support.http import login, token_for
+from tests.support.runs import enable_code, proposal
 
 
 async def _pool_leaving(credits_left: int) -> None:

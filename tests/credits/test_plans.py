@@ -24,9 +24,9 @@ from backend.credits.platform import token_key
 from backend.credits.tables import CreditTopUp, PlatformCharge
 from backend.settings import get_settings
 from backend.tenancy.tables import Company, User
-from tests.conftest import login, token_for
-from tests.credits.test_no_overdraft import LIMITS, MAX_COST
-from tests.runs.conftest import enable_code, proposal
+from tests.support.credits import LIMITS, MAX_COST
+from tests.support.http import login, token_for
+from tests.support.runs import enable_code, proposal
 
 
 async def _acme() -> dict[str, Any]:

@@ -28,8 +28,8 @@ from backend.credits import service as credits
 from backend.credits.tables import PlatformCharge, PlatformToken, PlatformTokenCompany
 from backend.settings import get_settings
 from backend.tenancy.tables import Company
-from tests.conftest import login, token_for
-from tests.runs.conftest import enable_code, proposal
+from tests.support.http import login, token_for
+from tests.support.runs import enable_code, proposal
 
 CHARGES = "/api/platform/charges"
 

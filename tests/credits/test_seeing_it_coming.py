@@ -17,9 +17,9 @@ from backend import clock
 from backend.credits.platform import token_key
 from backend.credits.tables import CreditCharge, PlatformCharge
 from backend.tenancy.tables import Company, User
-from tests.conftest import approve_as, login, token_for
-from tests.credits.test_no_overdraft import LIMITS, MAX_COST
-from tests.runs.conftest import enable_code, proposal
+from tests.support.credits import LIMITS, MAX_COST
+from tests.support.http import approve_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
 pytestmark = pytest.mark.sqlite
 

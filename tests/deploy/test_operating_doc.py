@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from backend.settings import REPO_ROOT
-from tests.conftest import POSTGRES_URL, _admin_sql
+from tests.support.databases import POSTGRES_URL, _admin_sql
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ import pytest
 
 from backend.drive.controller import content_disposition
 from backend.drive.tables import DriveFile
-from tests.conftest import token_for
+from tests.support.http import token_for
 
 pytestmark = pytest.mark.sqlite  # the header's encoding, not an engine's
 

@@ -12,19 +12,11 @@ import pytest
 
 from backend.demo.files import PRICE_LIST_NAME, demo_drive_files
 from backend.settings import get_settings
-from tests.conftest import console_origin, token_for
+from tests.support.drive import _upload
+from tests.support.http import console_origin, token_for
 
 CLEANROOM = str(Path(sys.executable).parent / "cleanroom")
 PDF = dict(demo_drive_files())[PRICE_LIST_NAME]
-
-
-async def _upload(client, headers, name: str, data: bytes, **form) -> object:
-    return await client.post(
-        "/api/drive/files",
-        files={"file": (name, data, "application/octet-stream")},
-        data={k: str(v) for k, v in form.items()},
-        headers=headers,
-    )
 
 
 async def test_upload_download_list_and_folders(client) -> None:

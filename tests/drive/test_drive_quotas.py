@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
-import time
 
-import psycopg
 import pytest
 
 from backend import clock
@@ -19,8 +17,9 @@ from backend.hashing import CHUNK
 from backend.settings import get_settings
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import Company
-from tests.conftest import login, token_for
-from tests.drive.test_drive import _upload
+from tests.support.concurrency import _meet_or_see_blocked
+from tests.support.drive import _upload
+from tests.support.http import login, token_for
 
 MB = 1024 * 1024
 
@@ -159,24 +158,6 @@ async def _room_for_one(kind: str, ctx) -> tuple[int, type[Exception]]:
     await _set(drive_quota_mb_per_company=quota_mb)
     room = quota_mb * MB - used
     return room // 2 + 1, drive.QuotaExceeded
-
-
-LOCK_WAITERS = (
-    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-)
-
-
-def _meet_or_see_blocked(arrived: list[int], dsn: str) -> None:
-    """After its room check, each upload waits until the other has checked too (two guards that do not
-    exclude each other: both go on to insert), or until the database shows the other waiting on a lock (a
-    guard that does): the widest window, whichever the guard, and no time guessed."""
-    arrived.append(1)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for _ in range(6000):  # a minute at most
-            if len(arrived) >= 2 or conn.execute(LOCK_WAITERS).fetchone()[0]:
-                return
-            time.sleep(0.01)
-    raise AssertionError("the other upload neither checked its room nor waited on a lock")
 
 
 async def _two_processes_at_once(monkeypatch, dsn: str, kind: str) -> tuple[list[object], type[Exception]]:

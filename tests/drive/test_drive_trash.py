@@ -13,8 +13,8 @@ from backend.audit.tables import AuditEntry
 from backend.drive import blobs
 from backend.drive import service as drive
 from backend.tenancy.tables import Company
-from tests.conftest import login, token_for
-from tests.drive.test_drive import _upload
+from tests.support.drive import _upload
+from tests.support.http import login, token_for
 
 KB = 1024
 

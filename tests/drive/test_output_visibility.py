@@ -28,8 +28,8 @@ from backend.runs.tables import Run
 from backend.sandbox.models import OutputFile, SandboxResult, Timings, VmInfo
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import PermissionSet, User, UserPermissionSet
-from tests.conftest import approve_as, login, token_for
-from tests.runs.conftest import enable_code, proposal
+from tests.support.http import approve_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
 PAY = b"full_name,salary\nAlex Example,91000\n"
 

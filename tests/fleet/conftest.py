@@ -3,8 +3,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from backend.settings import get_settings
-from tests.conftest import _shared_app, console_origin
 from tests.runs.conftest import acme_on, alice  # noqa: F401 - the runs' fixtures, for the fleet's tests
+from tests.support.databases import _shared_app
+from tests.support.http import console_origin
 
 
 @pytest.fixture

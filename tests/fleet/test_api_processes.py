@@ -19,7 +19,7 @@ import pytest
 from backend.benches.control_plane import _tree
 from backend.benches.workers import FleetServer
 from backend.fleet.queue import LEADER_LOCK
-from tests.conftest import POSTGRES_URL
+from tests.support.databases import POSTGRES_URL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 LEADS = re.compile(r"this API process \(pid (\d+)\) dispatches")

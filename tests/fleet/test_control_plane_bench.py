@@ -10,7 +10,7 @@ import pytest
 
 from backend import sandbox
 from backend.benches.control_plane import run_control_plane_bench
-from tests.conftest import POSTGRES_URL
+from tests.support.databases import POSTGRES_URL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

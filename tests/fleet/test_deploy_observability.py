@@ -20,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from backend.audit import service as audit
-from tests.fleet.test_metrics import metrics_token, scrape_text  # noqa: F401 - a fixture
+from tests.support.metrics import scrape_text
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = ROOT / "deploy" / "prometheus"

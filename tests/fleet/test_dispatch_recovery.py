@@ -22,7 +22,7 @@ from backend.fleet.host_agent import FleetWorker
 from backend.fleet.tables import WorkerHost
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult
-from tests.fleet.test_worker_api import _queued_run
+from tests.support.fleet import _queued_run
 
 pytestmark = pytest.mark.postgres
 LONG_AGO = timedelta(minutes=10)

@@ -26,9 +26,9 @@ from backend.runs import gates
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult, Timings
 from backend.tenancy.tables import Company
-from tests.conftest import login
-from tests.fleet.test_worker_api import _dispatch, _queued_run, _result_tar, _worker
-from tests.flows.conftest import approve_flow_as, flow_body, step
+from tests.support.fleet import _dispatch, _queued_run, _result_tar, _worker
+from tests.support.flows import approve_flow_as, flow_body, step
+from tests.support.http import login
 
 pytestmark = pytest.mark.postgres
 
@@ -120,7 +120,7 @@ async def _flow_on_host(client, host: dict[str, str]) -> tuple[int, list[int]]:
 
 
 async def _alice(client) -> dict[str, str]:
-    from tests.conftest import token_for
+    from tests.support.http import token_for
 
     return await token_for(client, "alice@acme.example")
 

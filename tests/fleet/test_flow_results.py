@@ -18,20 +18,21 @@ import pytest
 from backend.fleet import service, transfer
 from backend.flows import progress
 from backend.runs.tables import Run, RunStatus
-from tests.conftest import token_for
-from tests.flows.conftest import approve_flow_as, flow_body, hannah_in_east, step  # noqa: F401 - a fixture
-from tests.flows.test_flow_tags import (  # noqa: F401 - hannah_under_maria is a fixture
+from tests.support.flows import (
     HANNAH,
     MARIA,
     SEES_ALL,
     SEES_NOTHING,
+    approve_flow_as,
     drive_view,
     flow_as,
-    hannah_under_maria,
+    flow_body,
     host_vm,
     outputs,
+    step,
     two_steps,
 )
+from tests.support.http import token_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("hannah_under_maria")]
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 from backend.fleet.tables import WorkerHost
 from backend.system_controller import operator_health
-from tests.conftest import login
-from tests.integration.test_tenant_isolation import _acme_runs, _fake_sandbox_health
+from tests.support.http import login
+from tests.support.tenancy import _acme_runs, _fake_sandbox_health
 
 HOST = "hv_acme_rack7"
 

@@ -31,7 +31,7 @@ from backend.credits import service as credits
 from backend.fleet import queue as fleet_queue
 from backend.fleet.queue import Dispatcher
 from backend.runs.tables import Run
-from tests.fleet.test_worker_api import _dispatch, _queued_run, _worker
+from tests.support.fleet import _dispatch, _queued_run, _worker
 
 pytestmark = pytest.mark.postgres
 OLD_KEYS = (7_311_001, 7_311_002, 7_311_003)  # schema, leader, audit chain; charges: (7_311_004, run id)
@@ -276,7 +276,7 @@ async def test_a_hosts_role_loses_the_clusters_other_databases_and_has_few_conne
     """PUBLIC's CONNECT (and TEMP) on the cluster's other databases let a host's role make temporary tables
     there, on the same disk: the role setup takes them back from every other database it may change (here
     one database of this test's own: the cluster's others are the test suite's)."""
-    from tests.conftest import POSTGRES_URL, _admin_sql, _with_db
+    from tests.support.databases import POSTGRES_URL, _admin_sql, _with_db
 
     api_url = fleet_queue.database_url()
     other = f"t_other_{uuid.uuid4().hex[:10]}"

@@ -23,9 +23,9 @@ from backend.fleet.tables import WorkerHost
 from backend.runs.tables import Run
 from backend.sandbox.models import SandboxResult, Timings, VmInfo
 from backend.settings import get_settings
-from tests.conftest import login
-from tests.console.support import execute_with_stand_in_vm
-from tests.fleet.test_worker_api import _dispatch, _queued_run
+from tests.support.console import execute_with_stand_in_vm
+from tests.support.fleet import _dispatch, _queued_run
+from tests.support.http import login
 
 pytestmark = pytest.mark.postgres
 

@@ -14,76 +14,33 @@ always calls itself `testclient`, which is not a loopback address).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from backend import metrics
 from backend.execution.execute import finish
 from backend.fleet.tables import WorkerHost
-from backend.metrics import MEDIA_TYPE
 from backend.runs.tables import Run, RunStatus
-from backend.sandbox.models import SandboxResult, Timings
 from backend.settings import get_settings
 from backend.tenancy.tables import Company
-from tests.conftest import approve_as, token_for
-from tests.runs.conftest import enable_code, proposal
-
-LOOPBACK = ("127.0.0.1", 40000)
-REMOTE = ("203.0.113.7", 40000)
-METRICS_TOKEN = "metrics-" + "x" * 32
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-@asynccontextmanager
-async def scraper(client, address: tuple[str, int] = LOOPBACK) -> AsyncIterator[httpx.AsyncClient]:
-    """The test app, called from `address`, with no cookie and no token of the test client's."""
-    transport = httpx.ASGITransport(app=client.app, client=address)
-    async with httpx.AsyncClient(transport=transport, base_url=str(client.base_url)) as http:
-        yield http
-
-
-async def scrape_text(client, headers: dict[str, str] | None = None) -> str:
-    """A scrape with the metrics token (unless `headers` says otherwise), as the scraper receives it."""
-    headers = headers or {"Authorization": f"Bearer {METRICS_TOKEN}"}
-    async with scraper(client) as http:
-        response = await http.get("/metrics", headers=headers)
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"] == MEDIA_TYPE
-    return response.text
-
-
-# the families read from the runs and worker hosts in the database, whose figures these tests compare scrape to
-# scrape; a scrape also holds the process's own (request counts, CPU, garbage collection) and time-dependent
-# ages, which move between two scrapes by design (tests/fleet/test_observe.py checks those)
-DATABASE_FAMILIES = (
-    "cleanroom_runs",
-    "cleanroom_queue_depth",
-    "cleanroom_vm_start_seconds",
-    "cleanroom_run_duration_seconds",
-    "cleanroom_worker_capacity",
-    "cleanroom_worker_running",
-    "cleanroom_worker_heartbeat_age_seconds",
-    "cleanroom_worker_up",
+from tests.support.http import approve_as, token_for
+from tests.support.metrics import (
+    DATABASE_FAMILIES,
+    LOOPBACK,
+    METRICS_TOKEN,
+    Samples,
+    _result,
+    propose,
+    samples_of,
+    scrape_text,
+    scraper,
+    value,
 )
+from tests.support.runs import enable_code
 
-
-def samples_of(
-    text: str, types: tuple[str, ...] | None = None, families: tuple[str, ...] | None = DATABASE_FAMILIES
-) -> Samples:
-    """The samples of a scrape's `families` (None: all), only those of families of `types` if given."""
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        if (families is None or family.name in families) and (types is None or family.type in types)
-        for sample in family.samples
-    }
+REMOTE = ("203.0.113.7", 40000)
 
 
 async def scrape(client, headers: dict[str, str] | None = None) -> Samples:
@@ -103,25 +60,8 @@ def went_down(earlier: str, later: str, families: tuple[str, ...] | None = DATAB
     ]
 
 
-def value(samples: Samples, name: str, **labels: str) -> float | None:
-    return samples.get((name, tuple(sorted(labels.items()))))
-
-
 async def company_id(name: str) -> int:
     return (await Company.select(Company.id).where(Company.name == name).first())["id"]
-
-
-async def propose(client, token: dict[str, str], status: str | None = None, **values: Any) -> int:
-    """A run proposed by the assistant, its status (and any other column) then set directly."""
-    response = await client.post("/api/runs", json=proposal(), headers=token)
-    assert response.status_code == 201, response.text
-    run_id = response.json()["id"]
-    update = {getattr(Run, key): v for key, v in values.items()}
-    if status:
-        update[Run.status] = status
-    if update:
-        await Run.update(update).where(Run.id == run_id)
-    return run_id
 
 
 @pytest.fixture(autouse=True)
@@ -174,16 +114,6 @@ async def test_runs_by_status_and_queue_depth_follow_the_database(client) -> Non
     assert changed(after, "cleanroom_runs", status="succeeded") == 1
     assert changed(after, "cleanroom_queue_depth", company=acme) == 1
     assert changed(after, "cleanroom_queue_depth", company=globex) == 1
-
-
-def _result(start_ms: float | None) -> dict[str, Any] | None:
-    """A stored result as the worker keeps it; None: a run that never got one."""
-    if start_ms is None:
-        return None
-    result = SandboxResult(
-        status="succeeded", exit_code=0, timings_ms=Timings(start=start_ms, total=start_ms + 900)
-    )
-    return result.model_dump(mode="json", exclude={"actions"})
 
 
 async def test_the_histograms_count_every_finished_run_in_its_bucket(client, monkeypatch) -> None:

@@ -23,14 +23,13 @@ from backend.audit.tables import AuditEntry
 from backend.credits import service as credits
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
-from tests.conftest import approve_as, login, token_for
-from tests.console.support import execute_with_stand_in_vm
-from tests.fleet.test_metrics import metrics_token, samples_of, scrape_text, value  # noqa: F401 - a fixture
-from tests.runs.conftest import enable_code, proposal
+from tests.support.console import execute_with_stand_in_vm
+from tests.support.fleet import SNEAKY
+from tests.support.http import approve_as, login, token_for
+from tests.support.metrics import samples_of, scrape_text, value
+from tests.support.runs import enable_code, proposal
 
 pytestmark = pytest.mark.sqlite
-
-SNEAKY = 'access = "user"  # \u202e } \u2066if admin:\u2069 \u2066 begin admins only\nprint(access)\n'
 
 
 def parsed(out: io.StringIO) -> list[dict]:

@@ -18,55 +18,11 @@ from backend.fleet import service, transfer
 from backend.fleet.tables import WorkerHost
 from backend.runs import queued
 from backend.runs.tables import Run, RunStatus
-from backend.sandbox.models import OutputFile, SandboxResult, Timings
-from tests.conftest import approve_as, login, token_for
-from tests.runs.conftest import enable_code, proposal
-from tests.unit.test_fleet_transfer import unpack_in_shared_executor
+from tests.support.fleet import _dispatch, _queued_run, _result_tar, _worker, unpack_in_shared_executor
+from tests.support.http import approve_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
 pytestmark = pytest.mark.postgres
-
-
-async def _queued_run(client, alice, **extra) -> dict:
-    response = await client.post("/api/runs", json=proposal(**extra), headers=alice)
-    assert response.status_code == 201, response.text
-    run = response.json()
-    assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
-    client.cookies.clear()
-    return run
-
-
-async def _dispatch() -> list[int]:
-    """What the fleet's dispatcher does on its next pass: queued runs handed to hosts with free slots."""
-    app = fleet_queue.make_app()
-    await fleet_queue.ensure_schema(app)
-    async with app.open_async():
-        return await fleet_queue.dispatch(app)
-
-
-async def _worker(client, host_id: str, capacity: int = 2) -> dict[str, str]:
-    """`host_id` enrolled by the operator for `capacity` VMs, registered saying it runs that many."""
-    token = await service.enroll(host_id, created_by="test", capacity=capacity)
-    headers = {"Authorization": f"Bearer {token}"}
-    response = await client.post("/api/worker/hosts", json={"capacity": capacity}, headers=headers)
-    assert response.status_code == 200, response.text
-    return headers
-
-
-def _result_tar(tmp_path: Path) -> bytes:
-    """A run's result as a worker packs it: printed output and one output file."""
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "total.csv").write_text("region,amount\nnorth,5\n")
-    result = SandboxResult(
-        status="succeeded",
-        exit_code=0,
-        stdout="5\n",
-        files=[OutputFile(name="total.csv", size=22, sha256="0" * 64)],
-        timings_ms=Timings(total=1500.0),
-    )
-    packed = tmp_path / "result.tar"
-    transfer.pack_result(result.model_dump_json().encode(), out, ["total.csv"], packed)
-    return packed.read_bytes()
 
 
 async def test_only_a_worker_token_reaches_the_worker_api_and_it_reaches_nothing_else(
@@ -274,7 +230,7 @@ async def test_in_a_fleet_the_dispatcher_fires_due_schedules_and_hands_their_run
     import asyncio
 
     from backend.schedules.tables import Schedule
-    from tests.conftest import login
+    from tests.support.http import login
 
     origin = await _queued_run(client, alice)
     await Run.update({Run.status: RunStatus.succeeded}).where(Run.id == origin["id"])

@@ -25,7 +25,7 @@ from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import OutputFile, SandboxResult, Timings
 from backend.sandbox.output import STDOUT_MARKER, stdout_cap
 from backend.settings import REPO_ROOT, get_settings
-from tests.fleet.test_worker_api import _dispatch, _queued_run, _worker
+from tests.support.fleet import _dispatch, _queued_run, _worker
 
 pytestmark = pytest.mark.postgres
 PRODUCT_TABLES = ("run", "login_session", "app_user", "employee", "api_token", "action_item")

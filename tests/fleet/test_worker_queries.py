@@ -1,6 +1,6 @@
 """How many SQL statements a fleet host's hot requests cost (issue 30): the heartbeat every host sends every
 5 s, the claim of a run dispatched to it, the bundle fetch, the VM's start and the result upload. Counted
-through the engine's one entry for every query (tests/queries.py), the worker token's check included, and
+through the engine's one entry for every query (tests/support/queries.py), the worker token's check included, and
 pinned; the controls show the counter sees a query added to the route.
 
 Before (main at fb1db7d): bundle 2 (the whole run row read), VM start 6 (the whole run read to check the
@@ -16,8 +16,8 @@ from backend.fleet import service
 from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.tenancy.tables import Company
-from tests.fleet.test_worker_api import _dispatch, _queued_run, _result_tar, _worker
-from tests.queries import counted
+from tests.support.fleet import _dispatch, _queued_run, _result_tar, _worker
+from tests.support.queries import counted
 
 pytestmark = pytest.mark.postgres
 

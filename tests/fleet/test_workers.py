@@ -20,7 +20,7 @@ from backend.benches import sales_csv
 from backend.benches.service import _Session
 from backend.benches.workers import FleetServer, wait_finished
 from backend.sandbox import libvirt_conn
-from tests.conftest import POSTGRES_URL
+from tests.support.databases import POSTGRES_URL
 
 pytestmark = [pytest.mark.vm, pytest.mark.postgres]
 LOST_SECONDS = 8

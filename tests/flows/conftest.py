@@ -1,54 +1,11 @@
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import Team, TeamMembership, User
-from tests.conftest import login
-from tests.runs.conftest import acme_on, alice, alice_person, enable_code  # noqa: F401 - fixtures for these tests
-
-
-def step(code: str = "print('step')", datasets: list[str] | None = None, **extra: Any) -> dict[str, Any]:
-    return {
-        "title": extra.pop("title", "A step"),
-        "code": code,
-        "datasets": ["deals"] if datasets is None else datasets,
-        "files": extra.pop("files", []),
-        "capability": extra.pop("capability", "read"),
-        **extra,
-    }
-
-
-def flow_body(*steps: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {
-        "conversation_id": extra.pop("conversation_id", "conv-flow"),
-        "title": extra.pop("title", "Pipeline review"),
-        "plan": extra.pop("plan", "Look at the pipeline in steps."),
-        "steps": list(steps),
-        **extra,
-    }
-
-
-def hashes(flow: dict[str, Any]) -> dict[str, Any]:
-    """What the approval screen sends: every step's code and bundle hashes, in order."""
-    return {
-        "steps": [
-            {"code_sha256": s["run"]["code_sha256"], "bundle_sha256": s["run"]["bundle_sha256"]}
-            for s in flow["steps"]
-        ]
-    }
-
-
-async def approve_flow_as(client: Any, email: str, flow: dict[str, Any], **override: Any) -> Any:
-    """A person approves the flow the way the console does: signed in, with every step's hashes."""
-    await login(client, email)
-    return await client.post(f"/api/flows/{flow['id']}/approve", json={**hashes(flow), **override})
-
-
-async def acme_id() -> int:
-    return (await User.select(User.company).where(User.email == "admin@acme.example").first())["company"]
+from tests.support.flows import acme_id
+from tests.support.runs import enable_code
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from backend.tenancy.tables import Company
-from tests.conftest import login
-from tests.flows.conftest import flow_body, step
-from tests.queries import counted
+from tests.support.flows import flow_body, step
+from tests.support.http import login
+from tests.support.queries import counted
 
 pytestmark = pytest.mark.usefixtures("acme_on")
 

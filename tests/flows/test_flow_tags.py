@@ -23,50 +23,39 @@ is the worker's own code. tests/flows/test_flows_vm.py runs the same flow in rea
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import io
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from backend import execution, sandbox
 from backend.drive import service as drive
-from backend.drive.tables import DriveFile, DriveFolder
+from backend.drive.tables import DriveFolder
 from backend.flows import progress
 from backend.flows.tables import Flow
 from backend.records.visibility import unreadable_sources
 from backend.runs.tables import Run
-from backend.sandbox.models import OutputFile, SandboxResult, Timings, VmInfo
 from backend.tenancy.context import UserContext, load_user_context_by_email
 from backend.tenancy.tables import PermissionSet, User, UserPermissionSet
-from tests.conftest import approve_as, login, token_for
-from tests.flows.conftest import acme_id, approve_flow_as, flow_body, step
-from tests.runs.conftest import proposal
-
-HANNAH, MARIA, ADMIN = "hannah@acme.example", "maria@acme.example", "admin@acme.example"
-
-# step 1: reads a dataset, writes a table of it and a conclusion, prints a value from it
-STEP_1 = """
-import csv, json
-rows = list(csv.DictReader(open("/work/input/datasets/DATASET.csv")))
-with open("/work/output/pay.csv", "w") as out:
-    out.write("id,value\\n")
-    out.writelines(f"{r['id']},{r.get('salary') or r.get('name')}\\n" for r in rows)
-print("first row:", rows[0].get("salary") or rows[0].get("name"))
-json.dump({"rows": len(rows), "first_id": rows[0]["id"]}, open("/work/output/conclusion.json", "w"))
-"""
-
-# step 2 (the review's): stages nothing, copies what it receives, passes the conclusion on
-STEP_2 = """
-import json, shutil
-shutil.copy("/work/flow/step-1/pay.csv", "/work/output/pay.csv")
-earlier = json.load(open("/work/flow/step-1/conclusion.json"))
-json.dump({"copied_rows": earlier["rows"]}, open("/work/output/conclusion.json", "w"))
-print("copied", earlier["rows"], "rows")
-"""
+from tests.support.flows import (
+    ADMIN,
+    HANNAH,
+    MARIA,
+    SEES_ALL,
+    SEES_NOTHING,
+    STEP_1,
+    acme_id,
+    approve_flow_as,
+    drive_view,
+    flow_as,
+    flow_body,
+    host_vm,
+    outputs,
+    step,
+    two_steps,
+)
+from tests.support.http import approve_as, login, token_for
+from tests.support.runs import proposal
 
 # a run (or step 1) that stages an earlier output as a Drive file and copies it, naming no dataset
 STAGED_COPY = """
@@ -74,41 +63,6 @@ import glob, shutil
 shutil.copy(sorted(glob.glob("/work/input/files/*/*.csv"))[0], "/work/output/pay.csv")
 print("copied")
 """
-
-
-def two_steps(dataset: str = "employees", **extra: Any) -> dict[str, Any]:
-    return flow_body(
-        step(STEP_1.replace("DATASET", dataset), [dataset], title="Pay table"),
-        step(STEP_2, [], title="Copy", receives=[{"step": 1, "name": "pay.csv"}]),
-        **extra,
-    )
-
-
-def host_vm(
-    code: str, *, input_dir: Path, out_dir: Path, carry_dir: Path | None = None, **_: Any
-) -> SandboxResult:
-    """What a VM returns for trusted test code, run on the host with /work/* pointed at the run's folders."""
-    for guest, host in (
-        ("/work/input", input_dir),
-        ("/work/output", out_dir),
-        ("/work/flow", carry_dir or out_dir / "no-carry"),
-    ):
-        code = code.replace(guest, str(host))
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        exec(compile(code, "<step>", "exec"), {})  # noqa: S102 - the tests' own code
-    files = []
-    for path in sorted(out_dir.iterdir()):
-        data = path.read_bytes()
-        files.append(OutputFile(name=path.name, size=len(data), sha256=hashlib.sha256(data).hexdigest()))
-    return SandboxResult(
-        status="succeeded",
-        exit_code=0,
-        stdout=printed.getvalue(),
-        files=files,
-        timings_ms=Timings(total=900),
-        vm=VmInfo(virt_type="kvm", nics=0, guest_interfaces=["lo"]),
-    )
 
 
 @pytest.fixture
@@ -126,50 +80,6 @@ async def run_flow(client: Any, body: dict[str, Any]) -> dict[str, Any]:
     client.cookies.clear()
     await execution.drain()
     return await flow_as(client, HANNAH, r.json()["id"])
-
-
-async def flow_as(client: Any, email: str, flow_id: int) -> dict[str, Any]:
-    client.cookies.clear()
-    await login(client, email)
-    r = await client.get(f"/api/flows/{flow_id}")
-    client.cookies.clear()
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-async def outputs(run_id: int) -> dict[str, dict[str, Any]]:
-    """A step's files in Drive by name, with their folder and tags."""
-    rows = await DriveFile.select(
-        DriveFile.id, DriveFile.name, DriveFile.folder, DriveFile.source_datasets
-    ).where(DriveFile.run_id == run_id)
-    return {r["name"]: {**r, "source_datasets": drive.source_tags(r["source_datasets"])} for r in rows}
-
-
-async def drive_view(client: Any, email: str, file: dict[str, Any], run_id: int) -> dict[str, Any]:
-    """What one signed-in person's Drive shows of a file: the full list, by run, its folder, metadata,
-    content, and whether their assistant can stage it into a run of theirs."""
-    client.cookies.clear()
-    await login(client, email)
-    listed = {f["id"] for f in (await client.get("/api/drive/files", params={"all": "true"})).json()}
-    by_run = {f["id"] for f in (await client.get("/api/drive/files", params={"run_id": run_id})).json()}
-    folders = {f["id"] for f in (await client.get("/api/drive/folders")).json()}
-    meta = await client.get(f"/api/drive/files/{file['id']}")
-    content = await client.get(f"/api/drive/files/{file['id']}/content")
-    token = await token_for(client, email)
-    staged = await client.post("/api/runs", json=proposal(datasets=[], files=[file["id"]]), headers=token)
-    client.cookies.clear()
-    return {
-        "listed": file["id"] in listed,
-        "by_run": file["id"] in by_run,
-        "folder": file["folder"] in folders,
-        "meta": meta.status_code,
-        "content": content.status_code,
-        "staged": staged.status_code,
-    }
-
-
-SEES_ALL = {"listed": True, "by_run": True, "folder": True, "meta": 200, "content": 200, "staged": 201}
-SEES_NOTHING = {"listed": False, "by_run": False, "folder": False, "meta": 404, "content": 404, "staged": 404}
 
 
 # how a step's tags are inherited, withheld or checked is the app's, not an engine's (the tag's Drive rule on

@@ -9,8 +9,8 @@ import pytest
 
 from backend.flows.tables import Flow
 from backend.runs.tables import Run
-from tests.conftest import login, token_for
-from tests.flows.conftest import approve_flow_as, flow_body, hashes, step
+from tests.support.flows import approve_flow_as, flow_body, hashes, step
+from tests.support.http import login, token_for
 
 pytestmark = pytest.mark.usefixtures("acme_on")
 

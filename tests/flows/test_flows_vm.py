@@ -12,8 +12,8 @@ from backend import execution
 from backend.actions.tables import ActionItem
 from backend.audit.tables import AuditEntry
 from backend.runs.tables import Run
-from tests.conftest import decide_item_as, token_for
-from tests.flows.conftest import approve_flow_as, flow_body, step
+from tests.support.flows import approve_flow_as, flow_body, step
+from tests.support.http import decide_item_as, token_for
 
 pytestmark = [pytest.mark.vm, pytest.mark.sqlite]
 
@@ -188,7 +188,7 @@ async def test_a_step_that_hands_on_something_bad_fails_and_nothing_reaches_the_
 
 
 async def test_the_flows_action_cap_counts_every_step(client, alice, acme_on) -> None:
-    from tests.runs.conftest import enable_code
+    from tests.support.runs import enable_code
 
     await enable_code(flow_action_cap=1)
     deal = await Run.raw("SELECT id FROM deal WHERE visibility = 'company' LIMIT 1")
@@ -257,7 +257,7 @@ async def test_an_hr_flows_later_step_keeps_employees_from_a_manager_without_hr(
     pay.csv and a conclusion, step 2 stages nothing and copies the pay.csv it receives. Step 2's files are
     tagged employees: maria, her manager without HR, cannot list, download or stage them; hannah can.
     (tests/flows/test_flow_tags.py holds the positive controls, scheduling, and the rest without VMs.)"""
-    from tests.flows.test_flow_tags import (
+    from tests.support.flows import (
         HANNAH,
         MARIA,
         SEES_ALL,

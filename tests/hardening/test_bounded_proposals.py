@@ -18,8 +18,8 @@ from backend.runs.tables import Run
 from backend.sandbox.models import SandboxResult, Timings, VmInfo
 from backend.settings import get_settings
 from backend.tenancy.tables import User
-from tests.conftest import approve_as, decide_item_as, login, token_for
-from tests.runs.conftest import enable_code, proposal
+from tests.support.http import approve_as, decide_item_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
 pytestmark = pytest.mark.sqlite
 

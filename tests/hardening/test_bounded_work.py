@@ -32,9 +32,9 @@ from backend.settings import get_settings
 from backend.staging import service as staging
 from backend.tenancy.context import load_user_context
 from backend.tenancy.tables import Company, User
-from tests.conftest import approve_as, login, token_for
-from tests.flows.conftest import flow_body, step
-from tests.runs.conftest import enable_code, proposal
+from tests.support.flows import flow_body, step
+from tests.support.http import approve_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
 
 @pytest.fixture

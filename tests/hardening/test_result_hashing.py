@@ -16,7 +16,7 @@ import pytest
 from backend.sandbox import vm, wire
 from backend.sandbox.image import ImageInfo
 from backend.sandbox.models import RunLimits
-from tests.unit.conftest import load_guest_agent
+from tests.support.guest import load_guest_agent
 
 PAYLOAD = 2 * 1024 * 1024
 DISK = PAYLOAD + wire.RESULT_PAYLOAD_OFFSET + 1024 * 1024

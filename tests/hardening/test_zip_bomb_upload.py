@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from backend.convert.sniff import MAX_ZIP_MEMBERS, ODS_MIMETYPE
-from tests.conftest import token_for
+from tests.support.http import token_for
 
 MIB = 1 << 20
 DECLARED = 3 * 1024 * MIB  # the member's inflated size: 3 GiB, under the 4 GiB a zip64 record would need

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.mcp.support import ApiServer
+from tests.support.mcp import ApiServer
 
 SCHEMATHESIS = [sys.executable, "-m", "schemathesis.cli"]
 CONFIG = Path(__file__).parent / "contract" / "schemathesis.toml"  # the rules JSON Schema cannot state

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import console_origin
+from tests.support.http import console_origin
 
 pytestmark = pytest.mark.sqlite  # the pages an origin serves, not an engine's
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import login, token_for
+from tests.support.http import login, token_for
 
 # the error shapes of the app, not an engine's (the limiter on PostgreSQL: test_login_limits)
 pytestmark = pytest.mark.sqlite

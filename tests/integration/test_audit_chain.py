@@ -125,7 +125,7 @@ async def test_a_chain_written_before_hash_form_2_keeps_verifying_after_it(empty
     import importlib
 
     from backend.audit import export, signing
-    from tests.audit.test_export import _verifier_module
+    from tests.support.audit import _verifier_module
 
     for company, data in ((1, {"changes": {"salary": 1}}), (None, {"i": 0}), (1, {"changes": {"salary": 2}})):
         await _legacy(company, data)

@@ -13,7 +13,7 @@ import typer
 from backend.settings import Settings, get_settings
 from backend.tenancy import forwarded
 from console import forwarding
-from tests.integration.test_login_limits import console_api
+from tests.support.console import console_api
 
 pytestmark = pytest.mark.sqlite
 

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from backend.tenancy.tables import PermissionSet, TeamMembership, User, UserPermissionSet
-from tests.conftest import console_origin, login, token_for
-from tests.runs.conftest import acme_on, proposal  # noqa: F401 - the runs' fixture
+from tests.support.http import console_origin, login, token_for
+from tests.support.runs import proposal
 
 pytestmark = pytest.mark.usefixtures("acme_on")
 

@@ -12,7 +12,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import httpx
 import pytest
@@ -21,7 +20,9 @@ from argon2 import PasswordHasher
 from backend.settings import get_settings
 from backend.tenancy import login_limits
 from backend.tenancy.tables import LoginAttempt
-from tests.conftest import _shared_app, console_origin
+from tests.support.console import _console_sign_in, console_api
+from tests.support.databases import _shared_app
+from tests.support.http import console_origin
 
 ATTACKER = "203.0.113.66"
 
@@ -172,28 +173,7 @@ async def test_old_attempts_are_pruned(demo_db: str, monkeypatch) -> None:
 
 # --- counted on what the one guessing controls (N-M2): the browser's address as the console forwards it ---
 
-CONSOLE = "127.0.0.1"  # the console's own address: every sign-in through it reaches the API from here
 ELSEWHERE = "198.51.100.7"
-
-
-@asynccontextmanager
-async def console_api(demo_db: str) -> AsyncIterator[Any]:
-    """The console's own API client (console/api.py), as the login page uses it, from the console's address."""
-    from console.api import ApiConfig
-
-    app = _shared_app(demo_db)
-    transport = httpx.ASGITransport(app=app, client=(CONSOLE, 40000))
-    yield ApiConfig("http://testserver.local", transport=transport, origin=console_origin())
-
-
-async def _console_sign_in(config: Any, email: str, password: str, browser: str) -> int:
-    from console.api import Api, ApiError
-
-    try:
-        await Api(config).login(email, password, client_address=browser)
-    except ApiError as exc:
-        return exc.status
-    return 200
 
 
 async def test_a_flood_through_the_console_slows_its_address_and_nobody_else(

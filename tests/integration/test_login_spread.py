@@ -17,7 +17,7 @@ from backend.settings import get_settings
 from backend.tenancy import login_limits
 from backend.tenancy.login_limits import FRESH, KNOWN, address_bucket
 from backend.tenancy.tables import LoginAttempt
-from tests.integration.test_login_limits import _console_sign_in, console_api
+from tests.support.console import _console_sign_in, console_api
 
 pytestmark = pytest.mark.sqlite  # the counting is the same SQL on both engines (test_login_limits runs both)
 

@@ -19,7 +19,7 @@ import pytest
 
 from backend import db
 from backend.settings import REPO_ROOT
-from tests.conftest import POSTGRES_URL, _admin_sql, _with_db
+from tests.support.databases import POSTGRES_URL, _admin_sql, _with_db
 
 DEADLINE_SECONDS = 60
 

@@ -18,7 +18,7 @@ from piccolo.engine.base import Engine
 from piccolo.querystring import QueryString
 
 from backend import db
-from tests.conftest import POSTGRES_URL, _admin_sql, _with_db
+from tests.support.databases import POSTGRES_URL, _admin_sql, _with_db
 
 Schema = dict[str, dict[str, Any]]  # table -> {"columns": {name: (type, nullable)}, "indexes": {...}}
 

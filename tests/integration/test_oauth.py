@@ -21,7 +21,7 @@ from backend.runs.tables import Run
 from backend.tenancy import oauth
 from backend.tenancy.oauth_tables import OAuthGrant, OAuthRequest, OAuthToken
 from backend.tenancy.tables import Company
-from tests.conftest import approve_as, login
+from tests.support.http import approve_as, login
 
 pytestmark = pytest.mark.sqlite  # the protocol and who may do what, not an engine's
 

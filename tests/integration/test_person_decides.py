@@ -14,11 +14,10 @@ from backend.runs.tables import Run
 from backend.tenancy.auth import ASSISTANT_SCOPE, TOKEN_SCOPES
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import Company
-from tests.conftest import approve_as, login
+from tests.support.http import ALICE, _enable, _refused, _token, approve_as, login
 
 pytestmark = pytest.mark.sqlite  # who may call a route (the guard and the service's context), not an engine's
 
-ALICE = "alice@acme.example"
 ADMIN = "admin@acme.example"
 
 # Everything a token may call. Any route not listed here must refuse a token (person_required): a new
@@ -58,23 +57,6 @@ ASSISTANT_ROUTES = {
 }
 
 
-async def _token(client: Any, email: str) -> tuple[dict[str, str], int]:
-    """Mint a token as the person would (signed in), then forget the session: the assistant holds only this."""
-    await login(client, email)
-    r = await client.post("/api/me/tokens", json={"name": "assistant"})
-    assert r.status_code == 201, r.text
-    client.cookies.clear()
-    body = r.json()
-    assert body["scope"] == ASSISTANT_SCOPE
-    return {"Authorization": f"Bearer {body['token']}"}, body["id"]
-
-
-async def _enable(**extra: Any) -> None:
-    values = {Company.code_execution_enabled: True}
-    values.update({getattr(Company, k): v for k, v in extra.items()})
-    await Company.update(values).where(Company.name == "Acme Analytics")
-
-
 def _proposal(**extra: Any) -> dict[str, Any]:
     return {
         "conversation_id": "c-42",
@@ -84,20 +66,6 @@ def _proposal(**extra: Any) -> dict[str, Any]:
         "datasets": ["deals"],
         **extra,
     }
-
-
-async def _refused(r: Any, token_id: int) -> None:
-    assert r.status_code == 403, r.text
-    assert r.json()["error"] == "person_required"
-    entry = (
-        await AuditEntry.select()
-        .where(AuditEntry.action == "auth.person_required")
-        .order_by(AuditEntry.seq, ascending=False)
-        .output(load_json=True)
-        .first()
-    )
-    assert entry is not None and entry["data"]["token_id"] == token_id
-    assert entry["subject_type"] == "api_token" and entry["subject_id"] == str(token_id)
 
 
 def test_every_route_not_opened_to_the_assistant_is_person_only() -> None:

@@ -10,9 +10,8 @@ from backend.audit.tables import AuditEntry
 from backend.flows.tables import Flow
 from backend.runs.tables import Run
 from backend.tenancy.auth import ASSISTANT_SCOPE, TOKEN_SCOPES
-from tests.conftest import login
-from tests.flows.conftest import approve_flow_as, flow_body, hashes, step
-from tests.integration.test_person_decides import ALICE, _enable, _refused, _token
+from tests.support.flows import approve_flow_as, flow_body, hashes, step
+from tests.support.http import ALICE, _enable, _refused, _token, login
 
 pytestmark = pytest.mark.sqlite  # who may call a route, not an engine's
 

@@ -8,7 +8,7 @@ from backend.records import service
 from backend.records.datasets import DATASETS
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import User
-from tests.conftest import login
+from tests.support.http import login
 
 
 async def _all(email: str, dataset: str) -> list[dict]:

@@ -17,7 +17,7 @@ import pytest
 from backend.audit import service as audit
 from backend.audit import throttle
 from backend.audit.tables import AuditEntry
-from tests.conftest import console_origin
+from tests.support.http import console_origin
 
 # the throttle's count and window, not an engine's (appends on PostgreSQL: test_audit_batching)
 pytestmark = pytest.mark.sqlite

@@ -11,7 +11,7 @@ import pytest
 
 from backend.settings import get_settings
 from backend.timing import HEADER, app_ms
-from tests.conftest import console_origin
+from tests.support.http import console_origin
 
 pytestmark = pytest.mark.sqlite  # the middleware's header, not an engine's
 

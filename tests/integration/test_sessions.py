@@ -10,7 +10,7 @@ import pytest
 
 from backend.settings import get_settings
 from backend.tenancy.tables import Company
-from tests.conftest import console_origin, login, token_for
+from tests.support.http import console_origin, login, token_for
 
 pytestmark = pytest.mark.sqlite  # the Origin, Host and cookie rules of the app, not an engine's
 

@@ -21,7 +21,7 @@ from backend.hashing import sha256_text
 from backend.tenancy import sso
 from backend.tenancy.sso_tables import CompanySso, SsoSignIn
 from backend.tenancy.tables import User
-from tests.conftest import login, token_for
+from tests.support.http import login, token_for
 
 pytestmark = pytest.mark.sqlite  # the claims are the flow's, not an engine's
 

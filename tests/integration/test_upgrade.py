@@ -141,7 +141,7 @@ async def test_upgrading_the_first_releases_database_keeps_every_row_the_chain_a
 
     from backend import execution, sandbox
     from backend.app import create_app
-    from tests.conftest import console_origin
+    from tests.support.http import console_origin
 
     url, made = old_database
     path = Path(url.removeprefix("sqlite:///"))

@@ -9,7 +9,7 @@ from contextlib import AbstractAsyncContextManager
 import pytest
 from mcp import Client
 
-from tests.mcp.support import ApiServer, StdioClients, http_client
+from tests.support.mcp import ApiServer, StdioClients, http_client
 
 TRANSPORTS = ("http", "stdio")
 

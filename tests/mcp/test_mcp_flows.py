@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from backend.hashing import sha256_text
-from tests.mcp.support import BOB, GINA, MARIA, ApiServer, http_client, structured, text
+from tests.support.mcp import BOB, GINA, MARIA, ApiServer, http_client, structured, text
 
 pytestmark = pytest.mark.slow  # a real API server, and a stdio subprocess per person (tests/mcp/conftest.py)
 

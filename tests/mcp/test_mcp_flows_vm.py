@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.mcp.support import MARIA, ApiServer, http_client, structured, text
+from tests.support.mcp import MARIA, ApiServer, http_client, structured, text
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 

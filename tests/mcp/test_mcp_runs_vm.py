@@ -11,7 +11,7 @@ import pytest
 from mcp_types import ImageContent, ResourceLink
 
 from backend.demo.seed import DEMO_RUN_CODE
-from tests.mcp.support import ACME_ADMIN, GINA, MARIA, ApiServer, http_client, structured, text
+from tests.support.mcp import ACME_ADMIN, GINA, MARIA, ApiServer, http_client, structured, text
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 

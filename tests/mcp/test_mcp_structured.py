@@ -16,7 +16,7 @@ from backend.drive.schemas import DriveFileInfo
 from backend.flows.schemas import FlowDetail
 from backend.records.schemas import DatasetInfo
 from backend.runs.schemas import RunDetail
-from tests.mcp.support import MARIA, ApiServer, http_client, structured, text
+from tests.support.mcp import MARIA, ApiServer, http_client, structured, text
 
 pytestmark = pytest.mark.slow  # a real API server
 

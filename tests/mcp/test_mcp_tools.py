@@ -13,7 +13,7 @@ import pytest
 
 from backend.demo.seed import DEMO_RUN_CODE
 from backend.sandbox.image import manifest
-from tests.mcp.support import (
+from tests.support.mcp import (
     ACME_ADMIN,
     BOB,
     GINA,

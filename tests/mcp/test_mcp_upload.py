@@ -10,7 +10,7 @@ import base64
 import httpx
 import pytest
 
-from tests.mcp.support import GINA, GLOBEX_ADMIN, ApiServer, http_client, structured, text
+from tests.support.mcp import GINA, GLOBEX_ADMIN, ApiServer, http_client, structured, text
 
 pytestmark = pytest.mark.slow  # the real API server the MCP tests share
 

@@ -8,7 +8,6 @@ import email.policy
 import json
 import queue
 import re
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,14 +19,9 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from backend.settings import get_settings
+from tests.support.servers import free_port
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "notifications.md"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

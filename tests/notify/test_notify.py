@@ -20,10 +20,10 @@ from backend.records.tables import Deal
 from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.tenancy.tables import User
-from tests.conftest import login, token_for
-from tests.flows.conftest import flow_body, step
-from tests.notify.conftest import free_port
-from tests.runs.conftest import enable_code, proposal
+from tests.support.flows import flow_body, step
+from tests.support.http import login, token_for
+from tests.support.runs import enable_code, proposal
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.sqlite  # no claim here is PostgreSQL's
 

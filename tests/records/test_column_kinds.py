@@ -15,7 +15,7 @@ from backend.actions.service import ItemProblem, coerce
 from backend.records.columns import ColumnKind
 from backend.records.datasets import DATASETS, kind_of
 from backend.staging.export import text_columns
-from tests.conftest import login
+from tests.support.http import login
 
 ROOT = Path(__file__).resolve().parents[2]
 PICCOLO_NAMES = ("Varchar", "Text", "Integer", "BigInt", "SmallInt", "Serial", "ForeignKey", "Numeric",

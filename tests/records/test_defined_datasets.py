@@ -15,8 +15,8 @@ from backend.records.tables import DatasetRow
 from backend.runs.tables import Run
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import Company, PermissionSet
-from tests.conftest import decide_item_as, login, token_for
-from tests.runs.conftest import enable_code, proposal
+from tests.support.http import decide_item_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
 SHIPMENTS = {
     "name": "shipments",

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from backend.records import jobs
-from tests.conftest import login, token_for
+from tests.support.http import login, token_for
 
 CSV = b"Order ID,Amount,Paid\nO-1,10.5,true\nO-2,x,false\nO-3,7,false\n"
 

@@ -18,7 +18,7 @@ import pytest
 from backend.records import jobs
 from backend.records.job_tables import DatasetJob
 from backend.settings import get_settings
-from tests.conftest import login
+from tests.support.http import login
 
 CSV = b"Order ID,Amount\nO-1,10.5\nO-2,7\n"
 FILE = {"file": ("o.csv", CSV, "text/csv")}

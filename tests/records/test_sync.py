@@ -27,7 +27,7 @@ from backend.records.sync_tables import DatasetSource
 from backend.records.tables import DatasetRow
 from backend.settings import get_settings
 from backend.tenancy.context import load_user_context_by_email
-from tests.conftest import POSTGRES_URL, _admin_sql, _owner, _with_db
+from tests.support.databases import POSTGRES_URL, _admin_sql, _owner, _with_db
 
 pytestmark = pytest.mark.postgres
 

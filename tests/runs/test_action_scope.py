@@ -5,12 +5,9 @@ one change (the second answers 409). The hostile party is the assistant's code: 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import httpx
 import pytest
 
 from backend.actions import service as actions
@@ -18,36 +15,9 @@ from backend.actions.tables import ActionItem
 from backend.records.datasets import DATASETS, REFERENCES
 from backend.records.tables import Account, Contact, Deal, Task
 from backend.tenancy.tables import Company, User
-from tests.conftest import login
-from tests.runs.conftest import enable_code, proposal
-
-
-@contextlib.asynccontextmanager
-async def concurrent_client(client) -> AsyncIterator[httpx.AsyncClient]:
-    """The same app, signed in the same way, over httpx's ASGI transport in this event loop, so that
-    gathered requests really interleave (the Litestar test client runs them one after another)."""
-    transport = httpx.ASGITransport(app=client.app)
-    async with httpx.AsyncClient(
-        transport=transport,
-        base_url=str(client.base_url),
-        headers=dict(client.headers),
-        cookies=client.cookies,
-    ) as concurrent:
-        yield concurrent
-
-
-def meet_after(monkeypatch, owner: Any, name: str, parties: int) -> None:
-    """Make `parties` concurrent calls of owner.name all return before any caller goes on: the widest
-    window for a race between a check and the write that follows it."""
-    original: Callable[..., Awaitable[Any]] = getattr(owner, name)
-    barrier = asyncio.Barrier(parties)
-
-    async def wrapped(*args: Any, **kwargs: Any) -> Any:
-        result = await original(*args, **kwargs)
-        await asyncio.wait_for(barrier.wait(), timeout=120)
-        return result
-
-    monkeypatch.setattr(owner, name, wrapped)
+from tests.support.concurrency import concurrent_client, meet_after
+from tests.support.http import login
+from tests.support.runs import enable_code, proposal
 
 
 def _code_writing(entries: list[dict[str, Any]]) -> str:

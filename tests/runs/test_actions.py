@@ -8,8 +8,8 @@ from backend.records.tables import Deal
 from backend.runs.tables import Run
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import User
-from tests.conftest import decide_item_as
-from tests.runs.conftest import as_user, proposal
+from tests.support.http import decide_item_as
+from tests.support.runs import as_user, proposal
 
 
 async def _run_with(client, alice, entries) -> tuple[int, list[dict]]:

@@ -10,7 +10,7 @@ import pytest
 
 from backend.audit.tables import AuditEntry
 from backend.runs.tables import Run
-from tests.runs.conftest import as_user, proposal
+from tests.support.runs import as_user, proposal
 
 BACKEND = Path(__file__).resolve().parents[2] / "backend"
 # an audit actor spelled by hand from the caller's e-mail (ctx.actor is the one spelling), or a worker's

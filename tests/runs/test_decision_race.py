@@ -13,9 +13,9 @@ from backend.audit import service as audit
 from backend.audit.tables import AuditEntry
 from backend.runs import service as runs
 from backend.runs.tables import Run, RunStatus
-from tests.conftest import login
-from tests.runs.conftest import proposal
-from tests.runs.test_action_scope import concurrent_client, meet_after
+from tests.support.concurrency import concurrent_client, meet_after
+from tests.support.http import login
+from tests.support.runs import proposal
 
 ROUNDS = 20
 

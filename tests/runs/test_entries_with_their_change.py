@@ -21,7 +21,7 @@ from backend.runs.tables import Run, RunStatus
 from backend.tenancy import service as tenancy
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import Company
-from tests.runs.conftest import proposal
+from tests.support.runs import proposal
 
 ALICE = "alice@acme.example"
 ADMIN = "admin@acme.example"

@@ -16,9 +16,9 @@ from backend.records import tables as rt
 from backend.staging import verdict_store
 from backend.staging.tables import InjectionVerdict
 from backend.tenancy.tables import Company
-from tests.audit.test_auditor import AUDITOR, make_auditor
-from tests.conftest import token_for
-from tests.runs.conftest import as_user, enable_code, proposal
+from tests.support.audit import AUDITOR, make_auditor
+from tests.support.http import token_for
+from tests.support.runs import as_user, enable_code, proposal
 
 
 async def _plant(texts: list[str]) -> list[int]:

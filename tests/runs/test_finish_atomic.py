@@ -10,7 +10,7 @@ from backend.audit import service as audit
 from backend.audit.tables import AuditEntry
 from backend.execution.execute import end_entry, finish
 from backend.runs.tables import Run, RunStatus
-from tests.runs.conftest import proposal
+from tests.support.runs import proposal
 
 
 async def _queued(client, alice) -> dict:

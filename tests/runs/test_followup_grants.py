@@ -18,9 +18,9 @@ from backend.runs import followups
 from backend.runs.tables import Run
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import Company, User
-from tests.conftest import login, token_for
-from tests.runs.conftest import enable_code, proposal
-from tests.runs.test_action_scope import concurrent_client, meet_after
+from tests.support.concurrency import concurrent_client, meet_after
+from tests.support.http import login, token_for
+from tests.support.runs import enable_code, proposal
 
 
 async def _approve(client, email: str, run: dict) -> dict:

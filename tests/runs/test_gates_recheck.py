@@ -16,8 +16,8 @@ from backend.credits import service as credits
 from backend.runs.tables import FINISHED, STATUSES, Run
 from backend.sandbox.models import SandboxResult, Timings, VmInfo
 from backend.tenancy.tables import Company
-from tests.conftest import approve_as, login, token_for
-from tests.runs.conftest import enable_code, proposal
+from tests.support.http import approve_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from backend.runs import proposal
 from backend.runs.tables import Run
 from backend.schedules import service as schedules
 from backend.schedules.tables import Schedule
-from tests.conftest import approve_as
-from tests.flows.conftest import approve_flow_as, flow_body, step
-from tests.runs.conftest import enable_code
-from tests.runs.conftest import proposal as run_body
+from tests.support.flows import approve_flow_as, flow_body, step
+from tests.support.http import approve_as
+from tests.support.runs import enable_code
+from tests.support.runs import proposal as run_body
 
 pytestmark = pytest.mark.usefixtures("acme_on")
 

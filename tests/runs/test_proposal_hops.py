@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.runs.conftest import proposal
+from tests.support.runs import proposal
 
 pytestmark = pytest.mark.usefixtures("acme_on")
 

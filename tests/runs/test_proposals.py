@@ -8,13 +8,13 @@ from backend.credits.tables import CreditCharge
 from backend.execution import hash_problem
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
-from tests.conftest import approve_as, login
-from tests.runs.conftest import as_user, enable_code, proposal
+from tests.support.http import approve_as, login
+from tests.support.runs import as_user, enable_code, proposal
 
 
 @pytest.mark.sqlite  # the company switch's refusal, not an engine's (a proposal on both: the tests below)
 async def test_code_execution_ships_off(client) -> None:
-    from tests.conftest import token_for
+    from tests.support.http import token_for
 
     assert Company.code_execution_enabled.default is False
     globex = await Company.select().where(Company.name == "Globex").first()
@@ -248,7 +248,7 @@ async def test_followup_narrowing_on_skips_approval_and_names_the_parent(client,
 
 
 async def test_another_companys_run_answers_404(client, alice, acme_on) -> None:
-    from tests.conftest import token_for
+    from tests.support.http import token_for
 
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     await enable_code("Globex")

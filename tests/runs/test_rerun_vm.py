@@ -13,9 +13,9 @@ from backend.audit.tables import AuditEntry
 from backend.credits.tables import CreditCharge
 from backend.records.tables import Deal
 from backend.runs.tables import Run
-from tests.audit.test_auditor import make_auditor
-from tests.conftest import approve_as, login
-from tests.runs.conftest import enable_code, proposal
+from tests.support.audit import make_auditor
+from tests.support.http import approve_as, login
+from tests.support.runs import enable_code, proposal
 
 pytestmark = [pytest.mark.vm, pytest.mark.sqlite]
 

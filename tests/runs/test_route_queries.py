@@ -1,6 +1,6 @@
 """How many SQL statements one request of the hot routes costs (issue 30): the run detail an assistant polls,
 a proposal, a held wait, as the assistant's token and as a signed-in person. Counted deterministically through
-the engine's one entry for every query (tests/queries.py), authentication included, and pinned: a change that
+the engine's one entry for every query (tests/support/queries.py), authentication included, and pinned: a change that
 adds a query to one of these routes fails here and says which statements it saw. The control below shows
 the counter sees one query more when the route makes one.
 
@@ -19,10 +19,10 @@ from backend import db
 from backend.runs import read
 from backend.runs.tables import Run, RunStatus
 from backend.tenancy.tables import Company
-from tests.conftest import login
-from tests.flows.conftest import flow_body, step
-from tests.queries import chain_locks, counted
-from tests.runs.conftest import proposal
+from tests.support.flows import flow_body, step
+from tests.support.http import login
+from tests.support.queries import chain_locks, counted
+from tests.support.runs import proposal
 
 pytestmark = pytest.mark.usefixtures("acme_on")
 

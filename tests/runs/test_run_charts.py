@@ -22,10 +22,10 @@ from backend.runs.schemas import QueueHistory, RunStats
 from backend.runs.tables import Run, RunStatus
 from backend.tenancy.tables import Company
 from console import charts
-from tests.conftest import token_for
-from tests.fleet.test_metrics import _result, propose
-from tests.fleet.test_observe import SNEAKY
-from tests.runs.conftest import as_user, enable_code, proposal
+from tests.support.fleet import SNEAKY
+from tests.support.http import token_for
+from tests.support.metrics import _result, propose
+from tests.support.runs import as_user, enable_code, proposal
 
 pytestmark = pytest.mark.sqlite
 

@@ -11,8 +11,8 @@ from backend.runs.factory import create_run
 from backend.runs.tables import Run, RunStatus
 from backend.staging.service import StagedBundle
 from backend.tenancy.tables import Company, User
-from tests.queries import counted
-from tests.runs.conftest import proposal
+from tests.support.queries import counted
+from tests.support.runs import proposal
 
 
 def _writes_of_run(queries: list[str]) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.runs.conftest import as_user, proposal
+from tests.support.runs import as_user, proposal
 
 SNEAKY = 'access = "user"  # \u202e } \u2066if admin:\u2069 \u2066 begin admins only\nprint(access)\n'
 

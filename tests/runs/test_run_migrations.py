@@ -3,27 +3,20 @@
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
-import io
 import json
-import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from piccolo.apps.migrations.commands.forwards import run_forwards
-from piccolo.apps.migrations.tables import Migration
-from piccolo.querystring import QueryString
 
 from backend import db
 from backend.credits.tables import CreditCharge
 from backend.runs.tables import Run
-from tests.conftest import POSTGRES_URL, _admin_sql, _with_db
+from tests.support.databases import POSTGRES_URL, _admin_sql, _with_db
+from tests.support.migrations import T0, _acme_and_alice, _migrate, _sql
 
 BEFORE = "2026-11-30T21:40:00:000000"  # the last migration before the reshape
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 RUN_COLUMNS = (
     "company, requested_by, conversation_id, title, plan, code, code_sha256, datasets, file_ids, limits, "
     "status, attempt, bundle_dir, bundle_sha256, manifest, findings, created_at, updated_at, approved_by, "
@@ -41,32 +34,6 @@ async def bare(engine: str, tmp_path: Path) -> AsyncIterator[str]:
     await _admin_sql(f'CREATE DATABASE "{name}"')
     yield _with_db(POSTGRES_URL or "", name)
     await _admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-async def _sql(sql: str, *values: object) -> None:
-    await db.engine().run_querystring(QueryString(sql, *values))
-
-
-async def _migrate(to: str) -> None:
-    Migration._meta.db = db.engine()
-    os.environ["PICCOLO_CONF"] = "backend.piccolo_conf"
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        done = await run_forwards(app_name="cleanroom", migration_id=to, fake=False)
-    assert done.success, (done.message, out.getvalue())
-
-
-async def _acme_and_alice() -> None:
-    """Company 1 and its user 1, as the tables stood before the reshape (later columns take defaults)."""
-    await _sql(
-        "INSERT INTO company (name, plan, credit_pool, code_execution_enabled, assistant_write_enabled, "
-        "followup_without_reapproval, followup_grant_hours, followup_grant_max_runs) "
-        "VALUES ('Acme', 'team', 10, true, true, false, 1, 1)"
-    )
-    await _sql(
-        "INSERT INTO app_user (company, email, name, title, password_hash, role, active, created_at) "
-        "VALUES (1, 'alice@acme.example', 'Alice', '', 'x', 'member', true, {})",
-        T0,
-    )
 
 
 async def test_runs_approved_before_the_reshape_keep_who_approved_them(bare: str) -> None:

@@ -14,7 +14,7 @@ from backend.runs import read
 from backend.runs.rows import whole_run
 from backend.runs.tables import Run, RunStatus
 from backend.tenancy.context import load_user_context_by_email
-from tests.runs.conftest import proposal
+from tests.support.runs import proposal
 
 
 async def _piccolo_row(run_id: int, company_id: int) -> dict:

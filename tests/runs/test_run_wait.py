@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 import httpx
 
 from backend.runs import watch
-from tests.conftest import approve_as, token_for
-from tests.runs.conftest import proposal
+from tests.support.http import approve_as, token_for
+from tests.support.runs import proposal
 
 WAITERS = 20
 

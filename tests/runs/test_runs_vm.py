@@ -12,8 +12,8 @@ from backend.audit.tables import AuditEntry
 from backend.records.tables import Deal
 from backend.runs.tables import Run
 from backend.schedules import service as schedules
-from tests.conftest import approve_as, decide_item_as
-from tests.runs.conftest import CHART_CODE, as_user, proposal
+from tests.support.http import approve_as, decide_item_as
+from tests.support.runs import CHART_CODE, as_user, proposal
 
 pytestmark = [pytest.mark.vm, pytest.mark.sqlite]
 

@@ -15,8 +15,8 @@ from backend.schedules import service as schedules
 from backend.schedules.tables import Schedule
 from backend.settings import get_settings
 from backend.tenancy.tables import Company, User
-from tests.conftest import approve_as, login, token_for
-from tests.runs.conftest import enable_code, proposal
+from tests.support.http import approve_as, login, token_for
+from tests.support.runs import enable_code, proposal
 
 
 async def _succeeded(client, email: str = "alice@acme.example") -> int:

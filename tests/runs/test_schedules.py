@@ -12,8 +12,8 @@ from backend.schedules import service as schedules
 from backend.schedules.tables import Schedule
 from backend.tenancy.context import load_user_context_by_email
 from backend.tenancy.tables import Company, PermissionSet
-from tests.conftest import approve_as
-from tests.runs.conftest import proposal
+from tests.support.http import approve_as
+from tests.support.runs import proposal
 
 
 async def _succeeded(client, alice, entries=None) -> int:

@@ -15,8 +15,8 @@ from backend.execution.queue import Worker
 from backend.sandbox import libvirt_conn
 from backend.sandbox.standby import service_standby_count, standby_pool, standby_ready
 from backend.settings import get_settings
-from tests.conftest import approve_as
-from tests.runs.conftest import proposal
+from tests.support.http import approve_as
+from tests.support.runs import proposal
 
 pytestmark = [pytest.mark.vm, pytest.mark.sqlite]
 

@@ -13,8 +13,8 @@ import pytest
 
 from backend.execution import queue
 from backend.runs import queued
-from tests.conftest import approve_as
-from tests.runs.conftest import proposal
+from tests.support.http import approve_as
+from tests.support.runs import proposal
 
 
 async def _started_within(worker: queue.Worker, picked: list[int], run_id: int, seconds: float) -> bool:

@@ -17,7 +17,7 @@ import pytest
 
 from backend.soak import nemesis, runner
 from backend.soak.deployment import FleetDeployment
-from tests.conftest import POSTGRES_URL
+from tests.support.databases import POSTGRES_URL
 
 
 def _no_server() -> str:

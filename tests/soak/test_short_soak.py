@@ -13,7 +13,7 @@ import json
 import pytest
 
 from backend.soak.runner import soak
-from tests.conftest import POSTGRES_URL
+from tests.support.databases import POSTGRES_URL
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(900)]
 

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from backend.credits import operator
 from backend.settings import get_settings
-from tests.conftest import _shared_app, console_origin
+from tests.support.databases import _shared_app
+from tests.support.http import console_origin
 
 pytestmark = pytest.mark.sqlite  # no claim here is PostgreSQL's
 

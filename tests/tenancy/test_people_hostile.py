@@ -24,8 +24,8 @@ from backend.settings import get_settings
 from backend.tenancy import login_limits
 from backend.tenancy.auth import SELF_AUTHENTICATED_KEY
 from backend.tenancy.tables import ApiToken, Company, PersonLink, Session, Team, User
-from tests.conftest import login, token_for
-from tests.runs.conftest import enable_code, proposal
+from tests.support.http import login, token_for
+from tests.support.runs import enable_code, proposal
 
 pytestmark = pytest.mark.sqlite  # no claim here is PostgreSQL's
 
@@ -324,13 +324,13 @@ NEW_ROUTE_PREFIXES = (
 
 
 def new_routes(app: Any) -> list[tuple[str, str, dict[str, Any]]]:
-    from tests.audit.test_auditor import app_routes
+    from tests.support.audit import app_routes
 
     return sorted(r for r in app_routes(app) if r[1].startswith(NEW_ROUTE_PREFIXES))
 
 
 async def test_an_assistant_token_is_refused_on_every_new_route(client) -> None:
-    from tests.audit.test_auditor import concrete
+    from tests.support.audit import concrete
 
     routes = new_routes(client.app)
     must = {

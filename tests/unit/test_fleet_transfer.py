@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from backend.fleet import transfer
+from tests.support.fleet import unpack_in_shared_executor
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -183,23 +184,6 @@ def test_a_link_is_never_followed_when_sending(tmp_path: Path) -> None:
     (tmp_path / "out").symlink_to(tmp_path / "secret")
     with pytest.raises(OSError):
         list(transfer.tar_chunks([("out", tmp_path / "out")]))
-
-
-async def unpack_in_shared_executor(
-    chunks: AsyncIterator[bytes], target: Path, *, max_members: int, max_bytes: int
-) -> list[str]:
-    """`transfer.unpack_async` as it was: the unpack in the loop's shared executor, a thread of it held while
-    the sender takes its time (the controls here and in tests/fleet/test_worker_api.py)."""
-    loop = asyncio.get_running_loop()
-    iterator = aiter(chunks)
-
-    def next_chunk() -> bytes | None:
-        return asyncio.run_coroutine_threadsafe(anext(iterator, None), loop).result()
-
-    reader = transfer._ChunkReader(next_chunk, transfer._stream_limit(max_members, max_bytes))
-    return await asyncio.to_thread(
-        transfer.unpack_stream, reader, target, max_members=max_members, max_bytes=max_bytes
-    )
 
 
 async def test_senders_that_stall_hold_no_thread_the_rest_of_the_process_needs(tmp_path: Path) -> None:

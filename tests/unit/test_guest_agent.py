@@ -264,7 +264,7 @@ import ctypes, errno, json, subprocess, sys, threading
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, sys.argv[1])
-from conftest import load_guest_agent
+from tests.support.guest import load_guest_agent
 
 agent = load_guest_agent()
 if sys.argv[2] == "filtered":
@@ -298,11 +298,11 @@ def test_the_installed_filter_refuses_unshare_in_a_child_on_this_host(tmp_path: 
         pytest.skip("the filter is written for the x86_64 guest")
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
-    unit_dir = str(Path(__file__).parent)
+    repo = str(Path(__file__).resolve().parents[2])  # where `tests.support` imports from
     results = {}
     for mode in ["filtered", "control"]:
         done = subprocess.run(
-            [sys.executable, str(probe), unit_dir, mode], capture_output=True, text=True, timeout=60
+            [sys.executable, str(probe), repo, mode], capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 0, done.stderr
         results[mode] = json.loads(done.stdout)

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import POSTGRES_URL, _admin_sql, _blocking, _owner, _sweep_leftover_databases
+from tests.support.databases import POSTGRES_URL, _admin_sql, _blocking, _owner, _sweep_leftover_databases
 
 pytestmark = pytest.mark.skipif(not POSTGRES_URL, reason="PostgreSQL not configured")
 

@@ -7,7 +7,7 @@ from argon2 import PasswordHasher, Type, extract_parameters
 
 from backend.settings import Settings
 from backend.tenancy.passwords import PROFILES, hasher
-from tests.conftest import CHEAP_HASHER
+from tests.support.databases import CHEAP_HASHER
 
 
 def hash_password(password: str) -> str:

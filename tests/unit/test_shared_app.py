@@ -8,7 +8,8 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from backend.settings import get_settings
-from tests.conftest import _shared_app, console_origin
+from tests.support.databases import _shared_app
+from tests.support.http import console_origin
 
 pytestmark = pytest.mark.sqlite
 

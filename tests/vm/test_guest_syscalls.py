@@ -10,7 +10,7 @@ from pathlib import Path
 
 from backend.sandbox.models import RunLimits
 from backend.sandbox.runner import _run
-from tests.unit.conftest import load_guest_agent
+from tests.support.guest import load_guest_agent
 
 PROBE = r"""
 import ctypes, errno, json, multiprocessing, os, subprocess, threading

@@ -4,6 +4,7 @@ each its own process, on a freshly seeded SQLite database in a temporary data di
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -105,3 +106,9 @@ class Servers:
     def log(self, name: str) -> str:
         path = self.data_dir / f"{name}.log"
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

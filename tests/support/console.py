@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import html
 import io
 import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+from nicegui.testing.user import User
+
+from console.api import ApiConfig
+from tests.support.databases import _shared_app
+from tests.support.http import console_origin
+
+# the console as the `user` fixture builds it (NiceGUI user_simulation runs this file)
+CONSOLE_APP = Path(__file__).resolve().parent / "console_app.py"
 
 ANALYSIS_CODE = """import csv
 import json
@@ -48,7 +60,7 @@ class Assistant:
         self.base_url = base_url
 
     async def call(self, email: str, method: str, path: str, **kwargs: Any) -> Any:
-        from tests.conftest import console_origin
+        from tests.support.http import console_origin
 
         async with httpx.AsyncClient(
             transport=self.transport,
@@ -291,3 +303,37 @@ def fake_flow_step(code: str, *, out_dir: Path, carry_dir: Path | None = None, *
         timings_ms=timings,
         vm=vm,
     )
+
+
+async def sign_in(user: User, email: str, password: str = "demo", then: str | None = None) -> None:
+    await user.open("/login" + (f"?next={then}" if then else ""))
+    user.find(marker="email").type(email)
+    user.find(marker="password").type(password)
+    user.find(marker="sign-in").click()
+    await user.should_see(marker="page-title", retries=50)
+
+
+def visible_text(html_fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", html_fragment))
+
+
+CONSOLE = "127.0.0.1"  # the console's own address: every sign-in through it reaches the API from here
+
+
+@asynccontextmanager
+async def console_api(demo_db: str) -> AsyncIterator[Any]:
+    """The console's own API client (console/api.py), as the login page uses it, from the console's address."""
+
+    app = _shared_app(demo_db)
+    transport = httpx.ASGITransport(app=app, client=(CONSOLE, 40000))
+    yield ApiConfig("http://testserver.local", transport=transport, origin=console_origin())
+
+
+async def _console_sign_in(config: Any, email: str, password: str, browser: str) -> int:
+    from console.api import Api, ApiError
+
+    try:
+        await Api(config).login(email, password, client_address=browser)
+    except ApiError as exc:
+        return exc.status
+    return 200

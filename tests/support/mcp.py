@@ -20,7 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
-from tests.console.servers import REPO, Servers, wait_for
+from tests.support.servers import REPO, Servers, wait_for
 
 ACME_ADMIN = "admin@acme.example"
 MARIA = "maria@acme.example"
