@@ -48,8 +48,10 @@ MAX_CELLS = 1000  # distinct doubtful cells a proposal's scan hands to the encod
 MAX_SECONDS = 0.8  # encoder time a proposal's scan may spend (its cold-scan goal: <= 1.0 s added)
 BATCH = 64  # cells encoded together (the budget is checked between batches)
 SINGLE = 640  # a text up to this long is also read whole
-GROUP = 200  # sentences are grouped up to this many characters for the windows of a longer text
-_SENTENCE = re.compile(r"(?<=[.!?;:。！？\n])\s*")
+GROUP = 200  # a sentence longer than twice this is cut at a space
+MIN_GROUP = 60  # shorter sentences are read together with the next ones up to this many characters
+MAX_WINDOWS = 32  # distinct windows read per cell (about 6,400 characters of a long note)
+_SENTENCE = re.compile(r"(?<=[.!?。！？\n])\s*")
 
 
 @dataclass
@@ -126,7 +128,8 @@ def encoder_resources() -> Path:
 
 def windows(text: str) -> list[tuple[int, int]]:
     """(start, end) spans read: the whole text when it is at most SINGLE characters, and when it holds more
-    than one sentence, its sentences grouped up to GROUP characters."""
+    than one sentence, each sentence (short ones joined up to MIN_GROUP characters): a clause planted between
+    ordinary sentences is read on its own."""
     n = len(text)
     spans: list[tuple[int, int]] = [(0, n)] if n <= SINGLE else []
     cuts = [m.end() for m in _SENTENCE.finditer(text) if 0 < m.end() < n]
@@ -135,7 +138,7 @@ def windows(text: str) -> list[tuple[int, int]]:
     start = 0
     groups: list[tuple[int, int]] = []
     for cut in [*cuts, n]:
-        if cut - start >= GROUP or cut == n:
+        if cut - start >= MIN_GROUP or cut == n:
             while cut - start > 2 * GROUP:  # one very long sentence: cut at a space
                 space = text.rfind(" ", start + GROUP // 2, start + GROUP)
                 step = space if space > start else start + GROUP
@@ -143,10 +146,16 @@ def windows(text: str) -> list[tuple[int, int]]:
                 start = step
             groups.append((start, cut))
             start = cut
-    groups = [(s, e) for s, e in groups if text[s:e].strip()]
-    if len(groups) > 1 or not spans:
-        spans += groups
-    return spans
+    seen: set[str] = set()
+    distinct = []
+    for s, e in groups:  # a window repeated in the text is read once
+        piece = text[s:e].strip()
+        if piece and piece not in seen:
+            seen.add(piece)
+            distinct.append((s, e))
+    if len(distinct) > 1 or not spans:
+        spans += distinct
+    return spans[:MAX_WINDOWS]
 
 
 class Tier3:
