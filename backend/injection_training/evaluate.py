@@ -298,7 +298,8 @@ def main(argv: list[str] | None = None) -> None:
         nargs="?",
         const="external,lolo,loio,paraphrase",
         help="only the intent corpus's splits and the external multilingual set (splits.py): external, "
-        "lolo, loio, paraphrase, blind (comma-separated; blind, the held-out set, is not in the default)",
+        "lolo, loio, paraphrase, blind, unseen (comma-separated; blind and unseen, the held-out sets measured "
+        "once, are not in the default)",
     )
     parser.add_argument(
         "--tier3",
