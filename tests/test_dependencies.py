@@ -37,7 +37,7 @@ USED_WITHOUT_IMPORT = {
 
 
 # Modules of the `train` extra, which scripts/setup does not install: who provides them when they are absent.
-NOT_INSTALLED_OWNERS = {"sklearn": "scikit-learn", "scipy": "scipy", "numpy": "numpy"}
+NOT_INSTALLED_OWNERS = {"sklearn": "scikit-learn", "scipy": "scipy"}
 
 
 def normalize(name: str) -> str:

@@ -23,12 +23,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from backend.hashing import sha256_file, sha256_json
+from backend.injection.encoder import Budget
 
 HERE = Path(__file__).parent
 # Every model artifact a verdict depends on: a file holding its sha256 ("<hex>  name", as sha256sum writes
 # it) or the artifact itself (hashed). A tier's artifact is one more line here.
 ARTIFACTS: list[Path] = [
     HERE / "model" / "weights.sha256",  # tier 1: the learned scorer (checked against the weights on load)
+    # tier 3: the head over the encoder (it pins the sha256 of the encoder's resource files, checked on load)
+    HERE / "model" / "tier3.sha256",
 ]
 
 
@@ -74,6 +77,8 @@ class Tally:
 
     looked_up: int = 0
     hits: int = 0
+    # what tier 3 may still read in this scan (a proposal's, a run's outputs'): shared by its threads
+    budget: Budget = field(default_factory=Budget)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, looked_up: int, hits: int) -> None:
@@ -87,6 +92,7 @@ class Tally:
             "cache_hits": self.hits,
             "hit_rate": round(self.hits / self.looked_up, 4) if self.looked_up else None,
             "fingerprint": fingerprint(),
+            **self.budget.summary(),
         }
 
 

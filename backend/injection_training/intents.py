@@ -129,6 +129,29 @@ def blind_items() -> list[Item]:
     return out
 
 
+UNSEEN = Path(__file__).with_name("unseen_languages")
+UNSEEN_LOCALE = {
+    "uk": "uk_UA", "el": "el_GR", "ko": "ko_KR", "th": "th_TH", "bn": "bn_BD", "ka": "ka_GE", "ta": "ta_IN",
+    "vi": "vi_VN", "id": "id_ID", "hu": "hu_HU", "fi": "fi_FI", "sw": "en_US",
+}  # fmt: skip  (Faker's locales for the tables they are planted into; Faker has none for Swahili)
+
+
+def unseen_items() -> list[Item]:
+    """The languages nobody here writes (unseen_languages/*.tsv, issue 55): 12 languages with no training data
+    and no lexicon entry. Test data only, measured once (splits.py `unseen`); never read by training,
+    calibration or tuning. Not part of items()."""
+    out: list[Item] = []
+    for path in sorted(UNSEEN.glob("*.tsv")):
+        counts: dict[str, int] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            label, text = line.split("\t", 1)
+            k = counts[label] = counts.get(label, -1) + 1
+            out.append(Item(path.stem, label, text.strip(), f"{label}/{k}"))
+    return out
+
+
 def attacks() -> list[Item]:
     return [i for i in items() if i.positive]
 
@@ -163,7 +186,7 @@ def _ordinary_notes(lang: str, twins: list[Item]) -> list[str]:
 
 
 def _filler(lang: str, seed: int) -> _Filler:
-    return _Filler(LOCALE[lang], seed)
+    return _Filler(LOCALE.get(lang) or UNSEEN_LOCALE[lang], seed)
 
 
 def _free_text(filler: _Filler, pool: list[str], rng: random.Random) -> str:

@@ -125,13 +125,32 @@ def _outcome(results: list[tuple[intents.Item, bool]]) -> dict:
     }
 
 
+TIER3: list = []  # [Embedder] when the splits measure tiers 1 and 3 (run(..., tier3=True))
+
+
 def _run_fold(data, name: str, drop, drop_negative, test: list[intents.Item], langs: list[str], log) -> dict:
+    """One fold: tier 1 retrained without what it holds out; with TIER3, tier 1 alone is measured first
+    ("tier1") and then tiers 1 and 3, tier 3's head fitted on the same windows and its band and threshold read
+    from the fold's own tier 1 on the calibration negatives."""
+    from backend.injection import encoder
     from backend.injection.scanner import use_model
 
     t0 = time.time()
     model = data.model(drop=drop, drop_negative=drop_negative)
     use_model(model)
     twins = [t for t in intents.benign_twins() if drop_negative(t.key)]
+    before = None
+    if TIER3:
+        from backend.injection_training import tier3
+
+        with encoder.off():
+            before = {**_outcome(_score(intents.plant(test, SEED, twins))), "benign": _benign(langs, twins)}
+        keep_pos, keep_neg = data.masks(drop=drop, drop_negative=drop_negative)
+        encoder.use(None)
+        head = tier3.build(TIER3[0], data, keep_pos, keep_neg, model)
+        encoder.use(tier3.installed(TIER3[0], head))
+    else:
+        encoder.use(None)
     results = _score(intents.plant(test, SEED, twins))
     benign = _benign(langs, twins)
     fold = {
@@ -140,6 +159,18 @@ def _run_fold(data, name: str, drop, drop_negative, test: list[intents.Item], la
         "threshold": model.threshold,
         "positive_windows": model.meta["positive_windows"],
     }
+    if before is not None:
+        fold["tier1"] = before
+        fold["tier3_head"] = {
+            "low": head.low,
+            "high": head.high,
+            "threshold": head.threshold,
+            "keep": head.keep,
+        }
+        b = before["benign"]
+        log(f"  {name:<24} tier 1 alone: recall {before['recall']:.3f} ({before['caught']}/{before['n']})  benign rows "
+            f"flagged {b['flagged_rows']}/{b['rows']}, twins {b['twins_flagged']}/{b['twins']} (in rows "
+            f"{b['twins_in_rows_flagged']}/{b['twins_in_rows']}); band [{head.low:.4f}, {head.high:.4f}), bar {head.threshold:.3f}, keep {head.keep:.3f}")  # fmt: skip
     caught = fold["caught"]
     log(f"  {name:<24} recall {fold['recall']:.3f} ({caught}/{len(results)})  benign rows flagged "
         f"{benign['flagged_rows']}/{benign['rows']} = {benign['fp_rate']:.3%}, twins {benign['twins_flagged']}/"
@@ -306,11 +337,59 @@ def blind(log) -> dict:
     return out
 
 
-def run(which: list[str], log=print) -> dict:
-    from backend.injection import scanner
+def unseen(log) -> dict:
+    """Tiers 1 and 3 as shipped (no retraining) on the languages nobody here writes (intents.unseen_items:
+    12 languages with no training data and no lexicon entry; measure once). Attacks planted in business tables
+    of their language (Faker's locale; the set's own ordinary notes as free text); 1,000 business rows per
+    language; the set's benign cells one by one, the over-defence ones (`benign.trigger.*`) apart."""
+    found = intents.unseen_items()
+    attacks = [i for i in found if i.positive]
+    benign_items = [i for i in found if not i.positive]
+    notes = [i for i in benign_items if i.label == "benign.note"]
+    results = _score(intents.plant(attacks, SEED, notes))
+    langs = sorted({i.lang for i in found})
+    by_lang: dict[str, dict] = {}
+    for lang in langs:
+        table = intents.business_rows(lang, ROWS_PER_LANGUAGE, SEED + 1, [n for n in notes if n.lang == lang])
+        rows_hit = {r for r, _ in scanner_flagger(table.header, table.rows)}
+        mine = [i for i in benign_items if i.lang == lang]
+        cells = [[str(k), i.text] for k, i in enumerate(mine)]
+        hit = {r for r, _ in scanner_flagger(["id", "note"], cells)}
+        trig = [k for k, i in enumerate(mine) if i.label.startswith("benign.trigger")]
+        other = [k for k, i in enumerate(mine) if not i.label.startswith("benign.trigger")]
+        caught = [h for i, h in results if i.lang == lang]
+        by_lang[lang] = {
+            "recall": sum(caught) / max(1, len(caught)), "caught": sum(caught), "n": len(caught),
+            "rows": len(table.rows), "rows_flagged": len(rows_hit),
+            "benign": len(other), "benign_flagged": sum(k + 1 in hit for k in other),
+            "trigger": len(trig), "trigger_flagged": sum(k + 1 in hit for k in trig),
+        }  # fmt: skip
+        v = by_lang[lang]
+        log(f"  {lang}: recall {v['caught']}/{v['n']} = {v['recall']:.3f}; business rows flagged {v['rows_flagged']}/"
+            f"{v['rows']}; benign cells {v['benign_flagged']}/{v['benign']}; over-defence {v['trigger_flagged']}/{v['trigger']}")  # fmt: skip
+    out = {**_outcome(results), "by_lang": by_lang}
+    out["rows"] = sum(v["rows"] for v in by_lang.values())
+    out["rows_flagged"] = sum(v["rows_flagged"] for v in by_lang.values())
+    out["benign_flagged"] = sum(v["benign_flagged"] for v in by_lang.values())
+    out["benign"] = sum(v["benign"] for v in by_lang.values())
+    out["trigger_flagged"] = sum(v["trigger_flagged"] for v in by_lang.values())
+    out["trigger"] = sum(v["trigger"] for v in by_lang.values())
+    log(f"  unseen pooled: recall {out['caught']}/{out['n']} = {out['recall']:.3f}; rows {out['rows_flagged']}/{out['rows']}; "
+        f"benign cells {out['benign_flagged']}/{out['benign']}; over-defence {out['trigger_flagged']}/{out['trigger']}")  # fmt: skip
+    return out
+
+
+def run(which: list[str], log=print, tier3: bool = False) -> dict:
+    from backend.injection import encoder, scanner
     from backend.injection_training.train import TrainingData
 
     report: dict = {}
+    if "unseen" in which:
+        log("unseen languages (shipped tiers; measure once):")
+        report["unseen"] = unseen(log)
+        with encoder.off():
+            log("unseen languages, tier 1 alone (shipped):")
+            report["unseen_tier1"] = unseen(log)
     if "blind" in which:
         log("blind (shipped model; measure once):")
         report["blind"] = blind(log)
@@ -321,12 +400,22 @@ def run(which: list[str], log=print) -> dict:
         return report
     _TWINS.update({t.key: t for t in intents.benign_twins()})
     data = TrainingData.build()
+    if tier3:
+        from backend.injection_training.tier3 import Embedder
+
+        TIER3[:] = [Embedder()]
+        TIER3[0](data.pos_text + data.neg_text, log=log)
     try:
         for name, fn in (("lolo", lolo), ("loio", loio), ("paraphrase", paraphrase)):
             if name in which:
                 log(f"{name}:")
                 folds = fn(data, log)
                 report[name] = {"pooled": _pool(folds), "folds": folds}
+                if tier3:
+                    report[name]["pooled_tier1"] = p1 = _pool({k: f["tier1"] for k, f in folds.items()})
+                    log(f"{name} pooled, tier 1 alone: recall {p1['recall']:.3f} ({p1['caught']}/{p1['n']}), benign rows "
+                        f"flagged {p1['benign_flagged_rows']}/{p1['benign_rows']} = {p1['benign_fp_rate']:.3%}, twins "
+                        f"{p1['twins_flagged']}/{p1['twins']} (in rows {p1['twins_in_rows_flagged']}/{p1['twins_in_rows']})")  # fmt: skip
                 p = report[name]["pooled"]
                 log(f"{name} pooled: recall {p['recall']:.3f} ({p['caught']}/{p['n']}), benign rows flagged "
                     f"{p['benign_flagged_rows']}/{p['benign_rows']} = {p['benign_fp_rate']:.3%}, twins "
@@ -334,4 +423,6 @@ def run(which: list[str], log=print) -> dict:
     finally:
         scanner.use_model(None)
         scanner._MODEL.clear()
+        encoder.reset()
+        TIER3.clear()
     return report

@@ -57,12 +57,17 @@ class ManifestWarning(_Open):
 
 
 class ScanSummary(_Open):
-    """What the injection scan of a proposal asked of the verdict cache (backend/staging/verdict_store.py)."""
+    """What the injection scan of a proposal asked of the verdict cache (backend/staging/verdict_store.py) and
+    of tier 3 (backend/injection/encoder.py): the doubtful cells looked up and found, how many tier 3 judged,
+    how many its budget left to tier 1, and its encoder time."""
 
     cells_looked_up: int = 0
     cache_hits: int = 0
     hit_rate: float | None = None
     fingerprint: str | None = None
+    tier3_judged: int = 0
+    tier3_unreached: int = 0
+    tier3_ms: int = 0
 
 
 class Manifest(_Open):

@@ -97,10 +97,11 @@ async def test_acknowledging_a_warning(client) -> None:
     # the cell changes: its finding is new again; the unchanged cell stays acknowledged
     await _plant([PLANTED_INSTRUCTION, PLANTED_INSTRUCTION + " Today."])
     later = await _propose(client, alice)
-    # another export (not the in-memory copy of the first): every prose cell but the changed one is read
-    # from the verdict cache, and gives the findings a scan gave
+    # another export (not the in-memory copy of the first): every doubtful cell (what tier 3 decides) is read
+    # from the verdict cache, and gives the findings a scan gave; the changed cell is one tier 1 is sure of,
+    # judged again and never looked up (tier 1 costs less than a lookup)
     scan = later["manifest"]["scan"]
-    assert scan["cache_hits"] == scan["cells_looked_up"] - 1 and scan["hit_rate"] > 0.9
+    assert scan["cache_hits"] == scan["cells_looked_up"] > 0 and scan["tier3_judged"] == 0
     keep = (
         "path",
         "row",

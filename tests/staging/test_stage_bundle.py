@@ -378,3 +378,28 @@ async def test_what_the_converter_warns_about_reaches_the_manifest(demo_db: str,
     assert "named .pdf" in warned["totals.pdf"]["warning"]
     assert warned["totals.pdf"]["drive_file_id"] == misnamed
     assert "regions.csv" not in warned
+
+
+@pytest.mark.sqlite  # tier 3's verdict on staged rows, not an engine's
+async def test_an_instruction_only_tier_3_reads_reaches_the_approval_data_with_its_tier(
+    demo_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 55: a record holding an instruction in a language no lexicon covers, in a long note, is found when
+    the proposal is staged, and the finding the approval screen shows says tier 3 found it (with its span and
+    reason codes); the manifest says what tier 3 read. Control: the demo tasks staged before hold none."""
+    from backend.injection import encoder
+    from tests.injection.test_tier3 import KOREAN, LONG_NOTE
+
+    # the cell budget only: on a loaded host the time budget could leave the cell to tier 1 (the bench's figure)
+    monkeypatch.setattr(encoder, "MAX_SECONDS", float("inf"))
+    staged_export._scans.clear()
+    bob = await _ctx("bob@acme.example")
+    clean = await stage(bob, ["tasks"], [], tmp_path / "clean")
+    assert clean.findings == []
+    ids = csv_column(tmp_path / "clean" / "datasets" / "tasks.csv", "id")
+    await rt.Task.update({rt.Task.description: LONG_NOTE}).where(rt.Task.id == int(ids[7]))
+    bundle = await stage(bob, ["tasks"], [], tmp_path / "b")
+    (finding,) = bundle.findings
+    assert (finding.row, finding.column, finding.tier) == (8, "description", 3)
+    assert finding.reason_codes[0] == "semantic" and KOREAN in LONG_NOTE[slice(*finding.span)]
+    assert bundle.manifest["scan"]["tier3_judged"] >= 1

