@@ -157,7 +157,7 @@ async def test_turning_code_execution_off_cancels_the_queued_step_and_skips_the_
     assert done["status"] == "failed"
 
 
-# the worker's restart logic, the app's (flows moving on under a fleet, PostgreSQL:
+# the worker's restart logic over plain selects, the app's (a flow's later step filed on PostgreSQL:
 # tests/fleet/test_flow_results)
 @pytest.mark.sqlite
 async def test_a_flow_left_between_two_steps_moves_on_when_the_worker_starts_again(client, alice) -> None:
