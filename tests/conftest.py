@@ -37,8 +37,9 @@ if "CLEANROOM_DATA_DIR" not in os.environ or (_chosen_by is not None and _chosen
     atexit.register(shutil.rmtree, _data, ignore_errors=True)
 # One directory per run for what the run's processes share (the database templates, tests/README.md): chosen by
 # the process that starts the run (pytest-xdist's controller, or the one process of `-n 0`), which the workers
-# inherit it from; it goes when that process ends.
-if os.environ.get("PYTEST_XDIST_WORKER") is None:
+# inherit it from; it goes when that process ends. Imported a second time in that process (as `tests.conftest`,
+# by a folder's conftest), the file keeps the directory it made the first time.
+if os.environ.get("PYTEST_XDIST_WORKER") is None and os.environ.get("CLEANROOM_TEST_RUN_PID") != str(os.getpid()):
     _run_dir = tempfile.mkdtemp(prefix="cleanroom-test-run-")
     os.environ["CLEANROOM_TEST_RUN_DIR"] = _run_dir
     os.environ["CLEANROOM_TEST_RUN_PID"] = str(os.getpid())
@@ -244,11 +245,14 @@ def _admin_sql_blocking(sql: str) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The process that started the run drops the run's PostgreSQL templates once every test has ended."""
+    """The process that started the run drops the run's PostgreSQL templates (named by it) once every test has
+    ended."""
     if os.getpid() != RUN_PID or not POSTGRES_URL:
         return
-    for made in RUN_DIR.glob("postgres-*.name"):
-        _admin_sql_blocking(f'DROP DATABASE IF EXISTS "{made.read_text()}" WITH (FORCE)')
+    ours = re.compile(rf"^tpl_(?:seeded|empty)_{_owner(RUN_PID)}_[0-9a-f]+$")
+    (rows,) = _blocking(lambda: _admin_sql("SELECT datname FROM pg_database"))
+    for name in (r["datname"] for r in rows if ours.match(r["datname"])):
+        _admin_sql_blocking(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")
