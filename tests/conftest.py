@@ -206,7 +206,7 @@ class EngineFactory:
                         shutil.copytree(blobs, mine, dirs_exist_ok=True)
                 else:
                     name = self._build_template(seeded)
-                    if mine.is_dir():
+                    if seeded and mine.is_dir():  # the schema alone writes no blob
                         shutil.copytree(mine, blobs)
                     made.write_text(name)
             self._templates[key] = name
