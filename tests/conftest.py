@@ -9,6 +9,7 @@ import contextlib
 import gc
 import inspect
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -32,6 +33,15 @@ if "CLEANROOM_DATA_DIR" not in os.environ or (_chosen_by is not None and _chosen
     os.environ["CLEANROOM_DATA_DIR"] = _data
     os.environ["CLEANROOM_TEST_OWN_DATA_DIR"] = str(os.getpid())
     atexit.register(shutil.rmtree, _data, ignore_errors=True)
+# One directory per run for what the run's processes share (the database templates, tests/README.md): chosen by
+# the process that starts the run (pytest-xdist's controller, or the one process of `-n 0`), which the workers
+# inherit it from; it goes when that process ends. Imported a second time in that process (as `tests.conftest`,
+# by a folder's conftest), the file keeps the directory it made the first time.
+if os.environ.get("PYTEST_XDIST_WORKER") is None and os.environ.get("CLEANROOM_TEST_RUN_PID") != str(os.getpid()):
+    _run_dir = tempfile.mkdtemp(prefix="cleanroom-test-run-")
+    os.environ["CLEANROOM_TEST_RUN_DIR"] = _run_dir
+    os.environ["CLEANROOM_TEST_RUN_PID"] = str(os.getpid())
+    atexit.register(shutil.rmtree, _run_dir, ignore_errors=True)
 os.environ.setdefault("CLEANROOM_LOGIN_ATTEMPTS_PER_WINDOW", "5")
 # no standby guests behind the services tests start (a subprocess inherits this); tests/runs/test_standby_service.py
 # turns them on where they are the subject
@@ -60,11 +70,33 @@ get_settings.cache_clear()
 ENGINES = ["sqlite", "postgres"]
 
 
+RUN_DIR = Path(os.environ["CLEANROOM_TEST_RUN_DIR"])
+RUN_PID = int(os.environ["CLEANROOM_TEST_RUN_PID"])
+
+
+@contextlib.contextmanager
+def _run_lock(name: str) -> Iterator[None]:
+    """Held by one process of the run at a time (the run's processes build a template once between them)."""
+    import fcntl
+
+    with open(RUN_DIR / f"{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 class EngineFactory:
     """Makes fresh databases for one engine; empty or seeded with the demo companies.
 
     PostgreSQL's are cloned from a template (CREATE DATABASE … TEMPLATE, ~0.5 s each): a thread makes the
     next one while the current test runs and drops the finished ones behind it, so a test waits for neither.
+
+    The templates are the run's: the first process to need one builds it (the seed: 3-5 s, four templates)
+    while the others wait for it, and takes a copy of the Drive blobs the seed wrote into its data directory;
+    the others copy those into theirs. They are named by the process that started the run, which drops the
+    PostgreSQL ones when it ends (`pytest_unconfigure`; a killed run's are swept as before).
     """
 
     def __init__(self, kind: str, root: Path) -> None:
@@ -80,9 +112,9 @@ class EngineFactory:
     def _build_template(self, seeded: bool) -> str:
         from backend.demo.seed import seed
 
-        name = f"tpl_{'seeded' if seeded else 'empty'}_{self._owner}_{uuid.uuid4().hex[:8]}"
+        name = f"tpl_{'seeded' if seeded else 'empty'}_{_owner(RUN_PID)}_{uuid.uuid4().hex[:8]}"
         if self.kind == "sqlite":
-            url = f"sqlite:///{self.root / (name + '.sqlite3')}"
+            url = f"sqlite:///{RUN_DIR / (name + '.sqlite3')}"
         else:
             _blocking(lambda: _admin_sql(f'CREATE DATABASE "{name}"'))
             url = _with_db(POSTGRES_URL, name)
@@ -112,10 +144,24 @@ class EngineFactory:
         return name
 
     def template(self, seeded: bool) -> str:
-        """This process's template database (built on first use): the demo companies, or the schema alone."""
+        """The run's template database (built by the first process to need it): the demo companies, or the
+        schema alone; the blobs its seed wrote are copied into this process's data directory."""
         key = "seeded" if seeded else "empty"
         if key not in self._templates:
-            self._templates[key] = self._build_template(seeded)
+            made = RUN_DIR / f"{self.kind}-{key}.name"
+            blobs = RUN_DIR / f"{self.kind}-{key}-blobs"
+            mine = get_settings().data_dir / "blobs"
+            with _run_lock(f"{self.kind}-{key}"):
+                if made.exists():
+                    name = made.read_text()
+                    if blobs.is_dir():
+                        shutil.copytree(blobs, mine, dirs_exist_ok=True)
+                else:
+                    name = self._build_template(seeded)
+                    if seeded and mine.is_dir():  # the schema alone writes no blob
+                        shutil.copytree(mine, blobs)
+                    made.write_text(name)
+            self._templates[key] = name
         return self._templates[key]
 
     def fresh(self, seeded: bool) -> str:
@@ -123,7 +169,7 @@ class EngineFactory:
         template = self.template(seeded)
         if self.kind == "sqlite":
             name = f"t_{uuid.uuid4().hex[:12]}"
-            shutil.copyfile(self.root / (template + ".sqlite3"), self.root / (name + ".sqlite3"))
+            shutil.copyfile(RUN_DIR / (template + ".sqlite3"), self.root / (name + ".sqlite3"))
             return f"sqlite:///{self.root / (name + '.sqlite3')}"
         ready = self._ahead.pop(key, None) or self._background.submit(self._clone, template)
         name = ready.result()
@@ -138,10 +184,9 @@ class EngineFactory:
             self._background.submit(_admin_sql_blocking, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def close(self) -> None:
-        """At the end of the session: the databases made ahead and the templates go too."""
+        """At the end of the session: the databases made ahead go (the templates, the run's, when the run ends)."""
         if self.kind == "postgres" and POSTGRES_URL:
             names = [f.result() for f in self._ahead.values() if f.exception() is None]
-            names += list(self._templates.values())
             for name in names:
                 self._background.submit(_admin_sql_blocking, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         self._background.shutdown(wait=True)
@@ -149,6 +194,17 @@ class EngineFactory:
 
 def _admin_sql_blocking(sql: str) -> None:
     _blocking(lambda: _admin_sql(sql))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The process that started the run drops the run's PostgreSQL templates (named by it) once every test has
+    ended."""
+    if os.getpid() != RUN_PID or not POSTGRES_URL:
+        return
+    ours = re.compile(rf"^tpl_(?:seeded|empty)_{_owner(RUN_PID)}_[0-9a-f]+$")
+    (rows,) = _blocking(lambda: _admin_sql("SELECT datname FROM pg_database"))
+    for name in (r["datname"] for r in rows if ours.match(r["datname"])):
+        _admin_sql_blocking(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")

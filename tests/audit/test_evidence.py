@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support.audit import SECRET_EXCERPT, SECRET_STDOUT, SECRET_VALUE, _run
 from tests.support.http import login
 
@@ -54,6 +56,7 @@ async def test_the_pack_tells_the_story_without_contents_and_its_hashes_are_the_
     assert (await client.get(f"/api/runs/{run['id']}/evidence")).status_code == 200  # an admin sees it
 
 
+@pytest.mark.sqlite  # who may read the pack, the app's (the pack read back on both engines: the test above)
 async def test_only_people_who_may_see_the_run_get_its_pack(client) -> None:
     run = await _run(client)
     for email in ("bob@acme.example", "admin@globex.example"):

@@ -195,6 +195,9 @@ async def test_every_edit_of_an_export_is_refused_naming_the_line(client, tmp_pa
         assert "REFUSED" in result.stderr and where in result.stderr, f"{how}: {result.stderr}"
 
 
+# the range's link is Python over entries read back (an export of values read back on both engines: the
+# first test)
+@pytest.mark.sqlite
 async def test_a_range_links_to_the_entry_before_it_and_verifies(client, tmp_path) -> None:
     await _activity(client)
     acme = await _company_id("Acme Analytics")
@@ -225,6 +228,7 @@ async def test_a_range_links_to_the_entry_before_it_and_verifies(client, tmp_pat
     assert bad.status_code == 422 and "ISO 8601" in bad.text
 
 
+@pytest.mark.sqlite  # who may export and the company's filter, the app's, not an engine's
 async def test_a_non_admin_is_refused_and_another_company_never_appears(client) -> None:
     await _activity(client)
     acme, globex = await _company_id("Acme Analytics"), await _company_id("Globex")
@@ -249,6 +253,7 @@ async def test_a_non_admin_is_refused_and_another_company_never_appears(client) 
     assert header["company_id"] == globex
 
 
+@pytest.mark.sqlite  # the batching, the app's (an export of values read back on both engines: the first test)
 async def test_the_export_streams_in_batches(client, tmp_path, monkeypatch) -> None:
     await _activity(client)
     monkeypatch.setattr(export, "BATCH", 2)  # every boundary between batches is crossed
@@ -289,6 +294,8 @@ async def rewrite_chain(from_seq: int, **change: Any) -> None:
             links[company] = audit.company_link(row)
 
 
+# the verifier's checks over an export (an export of values read back on both engines: the first test)
+@pytest.mark.sqlite
 async def test_an_export_of_a_tampered_database_does_not_verify(client, tmp_path) -> None:
     """The export is checked against the chain and the anchor, not trusted: rows edited in the database show
     offline, and so does a rewrite of one company's chain with every hash after it recomputed, which the
@@ -316,6 +323,7 @@ async def test_an_export_of_a_tampered_database_does_not_verify(client, tmp_path
     assert "anchor failed" in result.stderr and "rewritten" in result.stderr, result.stderr
 
 
+@pytest.mark.sqlite  # the CLI's output, not an engine's (an export on both engines: the first test)
 def test_the_cli_exports_a_company_and_the_whole_trail(demo_db: str, engine: str, tmp_path) -> None:
     env = dict(os.environ, DATABASE_URL=demo_db)
     cli = [sys.executable, "-m", "backend", "audit", "export"]

@@ -86,6 +86,8 @@ async def test_the_setting_ships_off_and_only_an_admin_sets_it(client) -> None:
     assert row["evidence_retention_days"] == 30
 
 
+# the retention setting's refusal, the app's (the sweep's dates on both engines: the retention test below)
+@pytest.mark.sqlite
 async def test_with_the_setting_off_the_bundle_goes_and_a_rerun_is_refused(client, monkeypatch) -> None:
     run = await _ran(client, monkeypatch, days=0)
     assert not os.path.isdir(run["bundle_dir"])  # gone when the run ended, as before the setting existed
@@ -100,6 +102,7 @@ async def test_with_the_setting_off_the_bundle_goes_and_a_rerun_is_refused(clien
     assert await EvidenceRerun.count() == 0
 
 
+@pytest.mark.sqlite  # who may ask, the app's (two requests at once on PostgreSQL: the two-process test below)
 async def test_only_an_admin_or_auditor_in_a_session_may_rerun(client, monkeypatch) -> None:
     run = await _ran(client, monkeypatch, days=7)
     assert os.path.isdir(run["bundle_dir"])  # kept: the company keeps approved bundles 7 days
@@ -191,6 +194,8 @@ async def test_a_bundle_past_its_retention_is_swept_and_refused(client, monkeypa
     assert "no longer kept" in r.json()["detail"]
 
 
+# which bundles the sweep deletes, the app's (the sweep's dates on both engines: the test above)
+@pytest.mark.sqlite
 async def test_turning_the_setting_off_lets_the_sweep_delete_kept_bundles(client, monkeypatch) -> None:
     run = await _ran(client, monkeypatch, days=30)
     assert run["bundle_dir"] not in await sweep_bundles()
@@ -202,6 +207,7 @@ async def test_turning_the_setting_off_lets_the_sweep_delete_kept_bundles(client
     assert r.status_code == 409 and r.json()["error"] == "evidence_retention_off"
 
 
+@pytest.mark.sqlite  # the hashes compared in Python, not an engine's
 @pytest.mark.parametrize("what", ["code", "bundle"])
 async def test_a_rerun_over_changed_code_or_data_never_starts(client, monkeypatch, what) -> None:
     run = await _ran(client, monkeypatch, days=7)
@@ -222,6 +228,7 @@ async def test_a_rerun_over_changed_code_or_data_never_starts(client, monkeypatc
     assert finished["data"]["status"] == "refused"
 
 
+@pytest.mark.sqlite  # the reaper's decision, the app's, not an engine's
 async def test_a_rerun_left_running_by_a_dead_worker_ends_as_error(client, monkeypatch) -> None:
     run = await _ran(client, monkeypatch, days=7)
     await _as(client, ADMIN)

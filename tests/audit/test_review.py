@@ -136,6 +136,9 @@ async def as_auditor(client) -> None:
     await login(client, AUDITOR)
 
 
+# a report built in Python from entries read back (the trail's filters on both engines: the filters test
+# below)
+@pytest.mark.sqlite
 async def test_approved_despite_a_warning_lists_only_our_warned_approvals(client) -> None:
     runs = await story(client)
     await as_auditor(client)
@@ -155,7 +158,7 @@ async def test_approved_despite_a_warning_lists_only_our_warned_approvals(client
     assert [row["run_id"] for row in theirs] == [runs["globex"]["id"]]
 
 
-# who may call the review routes, not an engine's (the filters and reports, SQL, stay on both engines)
+# who may call the review routes, not an engine's (the filters, SQL, stay on both engines)
 @pytest.mark.sqlite
 async def test_a_member_is_refused_every_review_route_an_admin_gets(client) -> None:
     runs = await story(client)
@@ -221,6 +224,8 @@ async def test_filters_by_person_run_dataset_and_date(client) -> None:
     assert (await client.get("/api/audit", params={"from": "last tuesday"})).status_code == 422
 
 
+# the flow's subjects chosen by the app (the trail's filters on both engines: the test above)
+@pytest.mark.sqlite
 async def test_the_flow_filter_finds_a_flows_entries_and_not_another_companys(client) -> None:
     await story(client)
     await enable_code()
@@ -242,6 +247,8 @@ async def test_the_flow_filter_finds_a_flows_entries_and_not_another_companys(cl
     assert (await client.get("/api/audit", params={"flow": flow["id"]})).json() == []
 
 
+# the timeline is Python over entries read back (the trail's filters on both engines: the filters test)
+@pytest.mark.sqlite
 async def test_a_runs_timeline_reads_its_story_from_the_trail(client) -> None:
     runs = await story(client)
     await as_auditor(client)
@@ -267,6 +274,8 @@ async def test_a_runs_timeline_reads_its_story_from_the_trail(client) -> None:
     assert (await client.get(f"/api/audit/runs/{runs['globex']['id']}/timeline")).status_code == 404
 
 
+# reports built in Python from entries read back (the trail's filters on both engines: the filters test)
+@pytest.mark.sqlite
 async def test_reports_of_followups_accepted_items_and_rejections(client) -> None:
     runs = await story(client)
     await as_auditor(client)
@@ -288,6 +297,8 @@ async def test_reports_of_followups_accepted_items_and_rejections(client) -> Non
     ]  # Globex's admin's approval is not among them
 
 
+# a report built in Python from entries read back (the trail's filters on both engines: the filters test)
+@pytest.mark.sqlite
 async def test_the_schedules_report_says_what_each_schedule_reads(client) -> None:
     runs = await story(client)
     tasks = runs["tasks"]["id"]

@@ -4,6 +4,8 @@ fault found a run charged twice)."""
 
 from __future__ import annotations
 
+import pytest
+
 from backend.credits import service as credits
 from backend.credits.tables import CreditCharge
 
@@ -15,6 +17,8 @@ async def _charge(run_id: int, seconds: float) -> float:
     )  # fmt: skip
 
 
+# one charge after another, the app's; the same under a race on PostgreSQL: the two-at-once tests below
+@pytest.mark.sqlite
 async def test_a_run_charged_again_keeps_its_first_charge(demo_db: str) -> None:
     first = await _charge(9001, 30.0)
     again = await _charge(9001, 300.0)  # a longer time the second time: must not replace or add
@@ -23,6 +27,7 @@ async def test_a_run_charged_again_keeps_its_first_charge(demo_db: str) -> None:
     assert [r["credits"] for r in rows] == [first]
 
 
+@pytest.mark.sqlite  # the control of the test above, on the same engine
 async def test_positive_control_another_run_is_charged(demo_db: str) -> None:
     await _charge(9001, 30.0)
     await _charge(9002, 30.0)

@@ -137,6 +137,9 @@ async def _approved(client: Any) -> int:
     return run["id"]
 
 
+# the reservation's arithmetic, the app's (the reservation under a race on PostgreSQL: the three tests
+# above)
+@pytest.mark.sqlite
 async def test_a_run_that_ends_is_charged_what_it_used_and_gives_back_the_rest(client, vm) -> None:
     await enable_code()
     await _pool_covering(3)
@@ -156,6 +159,8 @@ async def test_a_run_that_ends_is_charged_what_it_used_and_gives_back_the_rest(c
     assert after["remaining"] == pytest.approx(before["remaining"] - real)
 
 
+# the reservation's arithmetic, the app's (the reservation under a race on PostgreSQL: the first tests)
+@pytest.mark.sqlite
 async def test_a_cancelled_run_gives_back_all_of_its_reservation(client) -> None:
     await enable_code()
     await _pool_covering(3)
@@ -171,6 +176,8 @@ async def test_a_cancelled_run_gives_back_all_of_its_reservation(client) -> None
     assert after["reserved"] == 0 and after["remaining"] == pytest.approx(before["remaining"])
 
 
+# the reservation's arithmetic, the app's (the reservation under a race on PostgreSQL: the first tests)
+@pytest.mark.sqlite
 async def test_a_run_that_never_starts_gives_back_its_reservation(client, vm, monkeypatch) -> None:
     """Refused before its VM (its staged data changed after approval): nothing charged, nothing held."""
     await enable_code()

@@ -42,6 +42,9 @@ async def _approved(client, token: dict[str, str], **kw) -> dict:
     return r.json()
 
 
+# the one reservation's caller, the app's (the reservation under a race on PostgreSQL:
+# tests/credits/test_no_overdraft)
+@pytest.mark.sqlite
 async def test_a_flow_reserves_for_all_its_steps_at_approval(client) -> None:
     await enable_code()
     steps = [step(title=f"step {k}", limits=LIMITS) for k in (1, 2, 3)]
@@ -67,6 +70,9 @@ async def test_a_flow_reserves_for_all_its_steps_at_approval(client) -> None:
     assert after["remaining"] == pytest.approx(before["remaining"] - 3 * MAX_COST)
 
 
+# the one reservation's caller, the app's (the reservation under a race on PostgreSQL:
+# tests/credits/test_no_overdraft)
+@pytest.mark.sqlite
 async def test_a_follow_up_the_pool_cannot_cover_waits_for_approval(client) -> None:
     await enable_code(followup_without_reapproval=True)
     alice = await token_for(client, "alice@acme.example")
@@ -84,6 +90,9 @@ async def test_a_follow_up_the_pool_cannot_cover_waits_for_approval(client) -> N
     assert (await _remaining(client))["reserved"] == 2 * MAX_COST
 
 
+# the one reservation's caller, the app's (the reservation under a race on PostgreSQL:
+# tests/credits/test_no_overdraft)
+@pytest.mark.sqlite
 async def test_a_schedule_firing_the_pool_cannot_cover_pauses(client) -> None:
     await enable_code()
     alice = await token_for(client, "alice@acme.example")

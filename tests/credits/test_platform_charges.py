@@ -102,6 +102,9 @@ async def test_the_same_key_sent_at_once_is_charged_once(client) -> None:
     assert await _charged("burst") == 1
 
 
+# the stored charge compared in Python; the key's uniqueness on PostgreSQL: the tests above and the two-
+# credentials one
+@pytest.mark.sqlite
 async def test_a_key_reused_for_a_different_charge_is_409(client) -> None:
     headers = await _platform()
     assert (await client.post(CHARGES, json=_turn("k"), headers=headers)).status_code == 200
@@ -110,6 +113,7 @@ async def test_a_key_reused_for_a_different_charge_is_409(client) -> None:
     assert await _charged("k") == 1
 
 
+@pytest.mark.sqlite  # who is charged is looked up and checked by the app, not an engine's
 async def test_unknown_company_or_person_or_another_companys_person_is_404(client) -> None:
     headers = await _platform(all_companies=True)  # Globex is in scope: its 404 is about alice
     for body in (
@@ -171,6 +175,9 @@ async def _leave(credits_left: float) -> int:
     return total
 
 
+# the pool's arithmetic and the gate's message, the app's (the company's lock on PostgreSQL: the same key
+# sent at once, tests/credits/test_company_lock)
+@pytest.mark.sqlite
 async def test_a_charge_over_what_is_left_is_recorded_and_chat_turns_used_up_the_pool(client) -> None:
     await enable_code()
     alice = await token_for(client, "alice@acme.example")
@@ -198,6 +205,9 @@ async def test_a_charge_over_what_is_left_is_recorded_and_chat_turns_used_up_the
     assert "chat turns used it up" in r.json()["detail"]
 
 
+# the usage summed in Python (usage read back on both engines: tests/runs/test_proposals'
+# test_credit_usage_is_queryable)
+@pytest.mark.sqlite
 async def test_runs_and_chat_turns_side_by_side_in_the_usage(client) -> None:
     headers = await _platform()
     for key, who in (("u1", "alice@acme.example"), ("u2", "alice@acme.example"), ("u3", "bob@acme.example")):
@@ -260,6 +270,7 @@ def _globex_turn(key: str, **extra: Any) -> dict[str, Any]:
     return _turn(key, **{"company": "Globex", "user": "gina@globex.example", **extra})
 
 
+@pytest.mark.sqlite  # the credential's scope, the app's, not an engine's
 async def test_a_credential_scoped_to_acme_cannot_charge_globex(client) -> None:
     acme_platform = await _platform("Acme Analytics")  # the holder of a leaked Acme-only credential
     globex = await _globex()
@@ -291,6 +302,9 @@ async def test_a_credential_scoped_to_acme_cannot_charge_globex(client) -> None:
     assert ok.status_code == 200, ok.text
 
 
+# the scope check, the app's (the migration that leaves credentials unscoped runs on both:
+# test_platform_migration)
+@pytest.mark.sqlite
 async def test_a_credential_made_before_scopes_charges_nobody_until_the_operator_scopes_it(client) -> None:
     made = await platform.create_token("from before", created_by="cli:test", companies=["Acme Analytics"])
     await PlatformTokenCompany.delete().where(PlatformTokenCompany.token == made["id"])  # as migrated
@@ -328,6 +342,8 @@ def overdraft(monkeypatch):
     get_settings.cache_clear()
 
 
+# the bound compared in Python under the company's lock, which the same-key burst above holds on PostgreSQL
+@pytest.mark.sqlite
 async def test_a_charge_past_the_overdraft_bound_is_refused_and_audited(client, overdraft) -> None:
     headers = await _platform()
     await _leave(10)

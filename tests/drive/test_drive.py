@@ -135,6 +135,8 @@ async def test_private_file_visible_to_owner_manager_admin_only(client) -> None:
             )
 
 
+# the company's filter, the app's (Drive's visibility rule on both engines: the private-file test above)
+@pytest.mark.sqlite
 async def test_another_companys_file_answers_404(client) -> None:
     globex = await token_for(client, "gina@globex.example")
     r = await _upload(client, globex, "globex-plan.csv", b"x\n1\n", visibility="company")
@@ -149,6 +151,7 @@ async def test_another_companys_file_answers_404(client) -> None:
     assert len(listed) >= 4  # positive control: the admin does see Acme's demo files
 
 
+@pytest.mark.sqlite  # the rule the private-file test above runs on both engines, here for a team
 async def test_team_file_is_shared_with_the_team_only(client) -> None:
     alice = await token_for(client, "alice@acme.example")
     r = await _upload(client, alice, "east-team.csv", b"a\n1\n", visibility="team")
@@ -172,6 +175,9 @@ def _cli(db_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str
     )
 
 
+# the CLI's commands over the service, not an engine's (uploads and listings on both engines: the first
+# test)
+@pytest.mark.sqlite
 def test_cli_put_and_ls(demo_db: str, tmp_path: Path) -> None:
     pdf = tmp_path / "renamed.txt"
     pdf.write_bytes(PDF)

@@ -51,6 +51,7 @@ class EndlessStream:
         raise OSError("not seekable")
 
 
+@pytest.mark.sqlite  # the cut comes while the body is read, before the database
 async def test_an_endless_upload_is_cut_at_the_limit_and_leaves_nothing(client, monkeypatch) -> None:
     monkeypatch.setattr(get_settings(), "max_upload_bytes", 3 * MB)
     alice = await load_user_context_by_email("alice@acme.example")
@@ -67,6 +68,8 @@ async def test_an_endless_upload_is_cut_at_the_limit_and_leaves_nothing(client, 
     assert ok["size"] == 3 * MB and _leftovers() == []
 
 
+# the quota's sums compared in Python (on PostgreSQL under two processes: the two-uploads tests below)
+@pytest.mark.sqlite
 async def test_a_person_over_their_quota_is_refused_and_another_still_uploads(client) -> None:
     await _set(drive_quota_mb_per_user=1)
     alice = await token_for(client, "alice@acme.example")
@@ -84,6 +87,8 @@ async def test_a_person_over_their_quota_is_refused_and_another_still_uploads(cl
     assert (await _upload(client, alice, "small.bin", b"s" * (300 * 1024))).status_code == 201  # fits
 
 
+# the quota's sums compared in Python (on PostgreSQL under two processes: the two-uploads tests below)
+@pytest.mark.sqlite
 async def test_the_company_quota_counts_everyone(client) -> None:
     alice = await token_for(client, "alice@acme.example")
     bob = await token_for(client, "bob@acme.example")
@@ -99,6 +104,9 @@ async def test_the_company_quota_counts_everyone(client) -> None:
     assert (await _upload(client, alice, "big.bin", b"a" * MB)).status_code == 201  # raised: control
 
 
+# the hourly count compared in Python (the rate on PostgreSQL under two processes: the two-uploads tests
+# below)
+@pytest.mark.sqlite
 async def test_uploads_per_hour_are_limited_per_person(client) -> None:
     await _set(drive_uploads_per_hour=3)
     alice = await token_for(client, "alice@acme.example")
@@ -111,6 +119,7 @@ async def test_uploads_per_hour_are_limited_per_person(client) -> None:
     assert (await _upload(client, bob, "0.txt", b"hello\n")).status_code == 201  # control
 
 
+@pytest.mark.sqlite  # who may change a setting, the app's, not an engine's
 async def test_quotas_are_company_settings_an_admin_changes_and_a_member_cannot(client) -> None:
     await login(client, "alice@acme.example")
     r = await client.patch("/api/company/settings", json={"drive_quota_mb_per_user": 10})

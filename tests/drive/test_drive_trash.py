@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 from types import SimpleNamespace
 
+import pytest
+
 from backend import clock
 from backend.audit.tables import AuditEntry
 from backend.drive import blobs
@@ -33,6 +35,8 @@ async def _actions(file_id: int) -> list[str]:
     return [r["action"] for r in rows]
 
 
+# who may delete and restore, the app's (the purge's dates on both engines: the 30-day test)
+@pytest.mark.sqlite
 async def test_only_the_owner_deletes_and_restores(client) -> None:
     alice_token = await token_for(client, "alice@acme.example")
     r = await _upload(client, alice_token, "shared.csv", b"a,b\n1,2\n", visibility="company")
@@ -79,6 +83,7 @@ async def test_only_the_owner_deletes_and_restores(client) -> None:
     assert await _actions(file_id) == ["drive.uploaded", "drive.trashed", "drive.restored"]
 
 
+@pytest.mark.sqlite  # who may share, the app's, not an engine's
 async def test_the_owner_shares_a_file_and_nobody_else_can(client) -> None:
     alice_token = await token_for(client, "alice@acme.example")
     file_id = (await _upload(client, alice_token, "mine.txt", b"just mine\n")).json()["id"]
@@ -131,6 +136,8 @@ async def test_after_30_days_the_trash_is_purged_and_the_quota_freed(client, mon
     assert await _actions(big["id"]) == ["drive.uploaded", "drive.trashed", "drive.purged"]
 
 
+# the purge's bookkeeping, the app's (the purge's dates on both engines: the 30-day test above)
+@pytest.mark.sqlite
 async def test_purging_now_frees_the_room_and_keeps_content_another_file_holds(client) -> None:
     await _as(client, "alice@acme.example")
     same = b"same content\n" * 100
@@ -149,6 +156,7 @@ async def test_purging_now_frees_the_room_and_keeps_content_another_file_holds(c
     assert not blobs.blob_path(second["sha256"]).exists()  # the last holder purged: the blob goes
 
 
+@pytest.mark.sqlite  # who may delete and restore, the app's, not an engine's
 async def test_an_admin_deletes_a_members_file_which_stays_the_members_to_restore(client) -> None:
     await _as(client, "alice@acme.example")
     file_id = (await _upload(client, {}, "left-behind.csv", b"a\n1\n")).json()["id"]  # private

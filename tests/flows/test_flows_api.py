@@ -119,6 +119,8 @@ async def test_the_approval_binds_every_step_and_only_a_person_gives_it(client, 
     assert r.status_code == 409  # decided once
 
 
+# who may see and decide, the app's (the rejection racing an approval stays on both engines below)
+@pytest.mark.sqlite
 async def test_another_member_cannot_see_or_decide_a_flow_and_rejecting_removes_its_bundles(
     client, alice
 ) -> None:
@@ -140,6 +142,8 @@ async def test_another_member_cannot_see_or_decide_a_flow_and_rejecting_removes_
     assert [e["action"] for e in audit] == ["flow.proposed", "flow.rejected"]
 
 
+# which steps a settings change cancels, the app's (the same for runs: tests/runs/test_gates_recheck)
+@pytest.mark.sqlite
 async def test_turning_code_execution_off_cancels_the_queued_step_and_skips_the_rest(client, alice) -> None:
     flow = (await _propose(client, alice, step(), step(), step())).json()
     assert (await approve_flow_as(client, "alice@acme.example", flow)).status_code == 200
@@ -153,6 +157,9 @@ async def test_turning_code_execution_off_cancels_the_queued_step_and_skips_the_
     assert done["status"] == "failed"
 
 
+# the worker's restart logic over plain selects, the app's (a flow's later step filed on PostgreSQL:
+# tests/fleet/test_flow_results)
+@pytest.mark.sqlite
 async def test_a_flow_left_between_two_steps_moves_on_when_the_worker_starts_again(client, alice) -> None:
     from datetime import UTC, datetime
 

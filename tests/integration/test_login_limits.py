@@ -140,6 +140,8 @@ async def test_a_full_queue_turns_new_sign_ins_away(demo_db: str, monkeypatch) -
         assert (await _sign_in(client, "alice@acme.example", "demo")).status_code == 200  # positive control
 
 
+# the address's limit, the app's (counts under a parallel burst on both engines: the first two tests)
+@pytest.mark.sqlite
 async def test_one_address_guessing_across_many_emails_is_limited(demo_db: str, monkeypatch) -> None:
     hasher = CountingHasher(monkeypatch)
     monkeypatch.setattr(get_settings(), "login_attempts_per_ip", 8)
@@ -176,6 +178,8 @@ async def test_old_attempts_are_pruned(demo_db: str, monkeypatch) -> None:
 ELSEWHERE = "198.51.100.7"
 
 
+# which address is counted, the app's (counts under a parallel burst on both engines: the first two tests)
+@pytest.mark.sqlite
 async def test_a_flood_through_the_console_slows_its_address_and_nobody_else(
     demo_db: str, monkeypatch
 ) -> None:
@@ -207,6 +211,7 @@ async def test_a_flood_through_the_console_slows_its_address_and_nobody_else(
     assert addresses == {ATTACKER, ELSEWHERE, "2001:db8::/64"}
 
 
+@pytest.mark.sqlite  # the control of the test above, on the same engine
 async def test_the_same_flood_counted_on_the_consoles_address_locks_everyone_out(
     demo_db: str, monkeypatch
 ) -> None:

@@ -49,6 +49,7 @@ async def test_member_sees_own_private_rows_but_not_a_peers(demo_db: str) -> Non
     assert all(t["owner_id"] == bob for t in bobs if t["visibility"] == "private")
 
 
+@pytest.mark.sqlite  # an admin's count, no rule applied (the rule on PostgreSQL: the tests above)
 async def test_admin_sees_more_than_5000_tasks(demo_db: str) -> None:
     ctx = await load_user_context_by_email("admin@acme.example")
     page = await service.list_records(ctx, "tasks", page_size=1)
@@ -69,6 +70,7 @@ async def test_no_row_of_another_company_is_ever_listed(demo_db: str) -> None:
             )
 
 
+@pytest.mark.sqlite  # the permission check raises before any SQL, not an engine's
 @pytest.mark.parametrize("email", ["bob@acme.example", "frank@acme.example", "maria@acme.example"])
 async def test_employees_need_the_hr_permission(demo_db: str, email: str) -> None:
     from backend.errors import Forbidden
@@ -95,6 +97,7 @@ async def test_api_lists_with_paging_sorting_and_filters(client) -> None:
     assert not {i["id"] for i in r2.json()["items"]} & {i["id"] for i in body["items"]}
 
 
+@pytest.mark.sqlite  # the permission check raises before any SQL, not an engine's
 async def test_api_refuses_employees_without_hr(client) -> None:
     await login(client, "bob@acme.example")
     r = await client.get("/api/records/employees")
@@ -103,6 +106,7 @@ async def test_api_refuses_employees_without_hr(client) -> None:
     assert "employees" in r.json()["detail"]
 
 
+@pytest.mark.sqlite  # the detail's where clause is the list's, which runs on both engines above
 async def test_record_of_another_company_answers_404(client) -> None:
     from backend.records.tables import Deal
     from backend.tenancy.tables import Company
@@ -116,6 +120,7 @@ async def test_record_of_another_company_answers_404(client) -> None:
     assert (await client.get(f"/api/records/deals/{own}")).status_code == 200  # positive control
 
 
+@pytest.mark.sqlite  # the detail's where clause is the list's, which runs on both engines above
 async def test_invisible_record_of_own_company_answers_404(client) -> None:
     alice = await _uid("alice@acme.example")
     private = [

@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from backend.audit import service as audit
 from backend.audit.tables import AuditEntry
 from backend.tenancy.tables import Company
@@ -22,6 +24,7 @@ async def _company_id(name: str) -> int:
     return (await Company.select(Company.id).where(Company.name == name).first())["id"]
 
 
+@pytest.mark.sqlite  # what a company's health shows is decided by the app, not an engine's
 async def test_health_shows_a_company_only_its_own_runs(client, monkeypatch) -> None:
     _fake_sandbox_health(monkeypatch)
     await _acme_runs(client, ["queued", "queued", "running"])
@@ -39,6 +42,7 @@ async def test_health_shows_a_company_only_its_own_runs(client, monkeypatch) -> 
     assert acme["queue_length"] == 2 and acme["running_runs"] == 1  # positive control: the counts are live
 
 
+@pytest.mark.sqlite  # the operator's view, the app's (counts of runs, not an engine's)
 async def test_the_operator_sees_the_whole_host(client, monkeypatch) -> None:
     from backend.system_controller import operator_health
 
@@ -49,6 +53,7 @@ async def test_the_operator_sees_the_whole_host(client, monkeypatch) -> None:
     assert info["image"]["path"] == SECRET_PATH and info["libvirt_error"] == LIBVIRT_ERROR
 
 
+@pytest.mark.sqlite  # the CLI's keys, not an engine's
 def test_cli_health_prints_the_global_view(demo_db: str, engine: str) -> None:
     env = dict(os.environ, DATABASE_URL=demo_db, CLEANROOM_LIBVIRT_URI="test:///default")
     done = subprocess.run(
@@ -83,6 +88,8 @@ async def test_a_company_admin_verifies_only_their_companys_chain(client) -> Non
     assert set(globex) == {"ok", "scope", "checked", "first_bad_seq", "reason", "head_hash"}
 
 
+# the chain's checks in Python over rows read back, which the test above reads on PostgreSQL too
+@pytest.mark.sqlite
 async def test_tampering_with_one_company_breaks_only_its_chain(client) -> None:
     acme_id = await _company_id("Acme Analytics")
     await _verify_as(client, "admin@globex.example")
@@ -104,6 +111,8 @@ async def test_tampering_with_one_company_breaks_only_its_chain(client) -> None:
     assert globex["ok"] is True  # Globex's chain never reads Acme's entries
 
 
+# the chain's checks in Python over rows read back, which the first verify test reads on PostgreSQL too
+@pytest.mark.sqlite
 async def test_an_altered_company_entry_is_named(client) -> None:
     acme_id = await _company_id("Acme Analytics")
     await _verify_as(client, "admin@acme.example")
@@ -115,6 +124,7 @@ async def test_an_altered_company_entry_is_named(client) -> None:
     )
 
 
+@pytest.mark.sqlite  # who may call the route, not an engine's
 async def test_members_still_cannot_verify(client) -> None:
     await login(client, "alice@acme.example")
     assert (await client.post("/api/audit/verify")).status_code == 403

@@ -130,6 +130,8 @@ async def test_a_change_to_a_dataset_the_run_did_not_stage_is_rejected(
     assert [i["status"] for i in items] == ["pending"] * 3
 
 
+# the reference's company checked by the app (accepts racing on PostgreSQL: the tests below)
+@pytest.mark.sqlite
 async def test_references_must_point_inside_the_company(client, alice, on, monkeypatch) -> None:
     deal, account = await _alices(Deal), await _alices(Account)
     theirs_deal, theirs_account = await _globex(Deal), await _globex(Account)
@@ -156,6 +158,8 @@ async def test_references_must_point_inside_the_company(client, alice, on, monke
     assert created["related_deal_id"] == deal["id"]
 
 
+# the reference's company checked again by the app (accepts racing on PostgreSQL: the tests below)
+@pytest.mark.sqlite
 async def test_a_reference_is_checked_again_at_accept(client, alice, on, monkeypatch) -> None:
     deal = await _alices(Deal)
     gone = (await _alices(Account))["id"]

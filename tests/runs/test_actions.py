@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from backend.actions import service as actions
 from backend.actions.tables import ActionItem
 from backend.records.tables import Deal
@@ -32,6 +34,8 @@ async def _bobs_private_deal() -> dict:
     return await Deal.select().where((Deal.owner == bob) & (Deal.visibility == "private")).first()
 
 
+# the entries' validation, in Python (an accepted change written on both engines: the test below)
+@pytest.mark.sqlite
 async def test_valid_invalid_and_forbidden_entries(client, alice, acme_on) -> None:
     deal = await _alice_deal()
     entries = [
@@ -98,6 +102,9 @@ async def test_accept_writes_one_item_and_bumps_the_version(client, alice, acme_
     assert (await ActionItem.select().where(ActionItem.id == items[1]["id"]).first())["status"] == "conflict"
 
 
+# a rejection's bookkeeping, the app's (the write on both engines: the test above; races on PostgreSQL:
+# test_action_scope)
+@pytest.mark.sqlite
 async def test_reject_one_item_leaves_the_others(client, alice, acme_on) -> None:
     deal = await _alice_deal()
     _, items = await _run_with(
@@ -120,6 +127,7 @@ async def test_reject_one_item_leaves_the_others(client, alice, acme_on) -> None
     assert (await decide_item_as(client, "alice@acme.example", items[1]["id"], "accept")).status_code == 409
 
 
+@pytest.mark.sqlite  # the permission check at accept, in Python, not an engine's
 async def test_accepting_rechecks_permission(client, alice, acme_on) -> None:
     from backend.tenancy.tables import PermissionSet
 
@@ -140,6 +148,7 @@ async def test_accepting_rechecks_permission(client, alice, acme_on) -> None:
     assert (await Deal.select().where(Deal.id == deal["id"]).first())["probability"] == deal["probability"]
 
 
+@pytest.mark.sqlite  # the cap is checked before ingest, in Python
 async def test_over_the_cap_no_change_becomes_an_item(client, alice, acme_on, monkeypatch) -> None:
     """One cap, the sandbox's: an actions.json over it is rejected whole, and ingest never keeps a part."""
     import json
@@ -168,6 +177,7 @@ async def test_over_the_cap_no_change_becomes_an_item(client, alice, acme_on, mo
     assert await ActionItem.count().where(ActionItem.run == run["id"]) == 3
 
 
+@pytest.mark.sqlite  # who may decide, the app's, not an engine's
 async def test_other_users_and_companies_cannot_decide(client, alice, acme_on) -> None:
     deal = await _alice_deal()
     _, items = await _run_with(
@@ -185,6 +195,7 @@ async def test_other_users_and_companies_cannot_decide(client, alice, acme_on) -
     assert (await client.post(f"/api/action-items/{items[0]['id']}/accept")).status_code == 200
 
 
+@pytest.mark.sqlite  # who may read an item, the app's, not an engine's
 async def test_an_item_is_not_readable_by_a_colleague(client, alice, acme_on) -> None:
     deal = await _alice_deal()
     _, items = await _run_with(

@@ -321,6 +321,8 @@ async def test_admin_configures_the_grant_and_the_assistant_cannot(client, demo_
     assert expires < datetime.now(UTC) + timedelta(hours=2, minutes=1) and grant["max_runs"] == 5
 
 
+# the mark is set in Python from the run's grant (the claim's SQL on both engines: the tests above)
+@pytest.mark.sqlite
 async def test_action_items_of_an_unreviewed_follow_up_are_marked(client, alice, demo_db) -> None:
     await _on()
     parent = await _parent(client, alice, datasets=["deals"])

@@ -69,6 +69,9 @@ def test_cancelled_is_a_finished_status() -> None:
     assert "cancelled" in STATUSES and "cancelled" in FINISHED
 
 
+# each gate is read and compared in Python before the VM (a run executed on PostgreSQL: the control below
+# and the two-workers race)
+@pytest.mark.sqlite
 @pytest.mark.parametrize(
     "gate, off, reason",
     [
@@ -110,6 +113,8 @@ async def test_with_every_gate_open_the_vm_starts(client, vm_starts) -> None:
     assert await _cancellations(run_id) == []
 
 
+# the credit gate's arithmetic, the app's (a run executed on PostgreSQL: the positive control above)
+@pytest.mark.sqlite
 async def test_credits_left_for_one_more_run_let_it_start(client, vm_starts) -> None:
     """The credit gate is the same minimum that approval checks: a pool with exactly one base charge left
     still starts the run; one with less does not."""
@@ -124,6 +129,9 @@ async def test_credits_left_for_one_more_run_let_it_start(client, vm_starts) -> 
     assert len(vm_starts) == 1
 
 
+# which runs a settings change cancels is the app's (a run executed on PostgreSQL: the positive control
+# above)
+@pytest.mark.sqlite
 async def test_turning_code_execution_off_cancels_the_companys_queued_runs(client, vm_starts) -> None:
     await enable_code()
     await enable_code("Globex")
@@ -152,6 +160,7 @@ async def test_turning_code_execution_off_cancels_the_companys_queued_runs(clien
     assert len(vm_starts) == 1
 
 
+@pytest.mark.sqlite  # the control of the test above, on the same engine
 async def test_other_settings_changes_leave_queued_runs_alone(client, vm_starts) -> None:
     """Positive control: a settings change that turns no gate off cancels nothing."""
     await enable_code()
@@ -165,6 +174,7 @@ async def test_other_settings_changes_leave_queued_runs_alone(client, vm_starts)
     assert await execution.execute(run_id) == "succeeded"
 
 
+@pytest.mark.sqlite  # which runs a settings change cancels is the app's, not an engine's
 async def test_turning_the_assistants_write_ability_off_cancels_queued_runs(client, vm_starts) -> None:
     await enable_code()
     run_id = await _queued(client)

@@ -91,6 +91,8 @@ async def test_code_too_large_and_limits_above_caps_are_refused(client, alice, a
     assert r.status_code == 201 and r.json()["limits"]["wall_seconds"] == 30
 
 
+# the dataset permission check before staging, not an engine's (a proposal on both: the test above)
+@pytest.mark.sqlite
 async def test_dataset_without_permission_is_refused_with_reason(client, alice, acme_on) -> None:
     before = await Run.count()
     r = await client.post("/api/runs", json=proposal(datasets=["deals", "employees"]), headers=alice)
@@ -99,6 +101,9 @@ async def test_dataset_without_permission_is_refused_with_reason(client, alice, 
     assert await Run.count() == before
 
 
+# the credit gate's answer, the app's (its atomic reservation on PostgreSQL:
+# tests/credits/test_no_overdraft)
+@pytest.mark.sqlite
 async def test_credits_exhausted_refuses_proposal_and_approval(client, alice, acme_on) -> None:
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     await Company.update({Company.credit_pool: 0}).where(Company.name == "Acme Analytics")
@@ -112,6 +117,8 @@ async def test_credits_exhausted_refuses_proposal_and_approval(client, alice, ac
     assert (await approve_as(client, "alice@acme.example", run)).status_code == 200
 
 
+# who may decide, the app's (approvals racing on PostgreSQL: tests/runs/test_decision_race)
+@pytest.mark.sqlite
 async def test_only_requester_or_admin_decides(client, alice, acme_on) -> None:
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     assert (await approve_as(client, "bob@acme.example", run)).status_code == 404  # bob cannot even see it
@@ -121,6 +128,8 @@ async def test_only_requester_or_admin_decides(client, alice, acme_on) -> None:
     assert r.json()["approval"]["by"] == "admin@acme.example"
 
 
+# the hashes compared in Python (approvals on PostgreSQL: test_decision_race, test_no_overdraft)
+@pytest.mark.sqlite
 async def test_approval_binds_to_the_hashes_seen(client, alice, acme_on) -> None:
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     r = await approve_as(client, "alice@acme.example", run, code_sha256="0" * 64)
@@ -137,6 +146,7 @@ async def test_approval_binds_to_the_hashes_seen(client, alice, acme_on) -> None
     assert hash_problem(row) is None  # positive control: untouched, the worker would start it
 
 
+@pytest.mark.sqlite  # hash_problem reads the bundle's files, not an engine's
 async def test_tampering_after_approval_is_refused_before_the_vm(client, alice, acme_on) -> None:
     from pathlib import Path
 
@@ -161,6 +171,7 @@ async def test_tampering_after_approval_is_refused_before_the_vm(client, alice, 
     assert "staged data changed" in hash_problem(row)
 
 
+@pytest.mark.sqlite  # hash_problem over a row, not an engine's
 async def test_an_approval_cannot_be_replayed_on_another_run(client, alice, acme_on) -> None:
     a = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     b = (await client.post("/api/runs", json=proposal(code="print('other')"), headers=alice)).json()
@@ -180,6 +191,8 @@ async def test_an_approval_cannot_be_replayed_on_another_run(client, alice, acme
     assert hash_problem(row_b) is not None
 
 
+# the rejection's answer, the app's (a rejection racing an approval on PostgreSQL: test_decision_race)
+@pytest.mark.sqlite
 async def test_reject_with_reason(client, alice, acme_on) -> None:
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     await login(client, "alice@acme.example")
@@ -189,6 +202,8 @@ async def test_reject_with_reason(client, alice, acme_on) -> None:
     assert (await approve_as(client, "alice@acme.example", run)).status_code == 409
 
 
+# the attempt cap and the diff, the app's (a revision on both engines: tests/runs/test_one_pipeline)
+@pytest.mark.sqlite
 async def test_retry_cap_with_diffs(client, alice, acme_on) -> None:
     run = (await client.post("/api/runs", json=proposal(code="raise SystemExit(1)\n"), headers=alice)).json()
     r = await client.post(f"/api/runs/{run['id']}/revisions", headers=alice, json={"code": "print(1)\n"})
@@ -214,12 +229,16 @@ async def _approved(client, alice, **kw) -> dict:
     return run
 
 
+# the grant's rule, the app's (its last slot raced on PostgreSQL: tests/runs/test_followup_grants)
+@pytest.mark.sqlite
 async def test_followup_narrowing_off_by_default(client, alice, acme_on) -> None:
     await _approved(client, alice, datasets=["deals", "tasks"])
     r = await client.post("/api/runs", json=proposal(datasets=["deals"]), headers=alice)
     assert r.json()["status"] == "awaiting_approval"
 
 
+# the grant's rule, the app's (its last slot raced on PostgreSQL: tests/runs/test_followup_grants)
+@pytest.mark.sqlite
 async def test_followup_narrowing_on_skips_approval_and_names_the_parent(client, alice, demo_db) -> None:
     from backend.audit.tables import AuditEntry
 
@@ -247,6 +266,7 @@ async def test_followup_narrowing_on_skips_approval_and_names_the_parent(client,
     assert unnamed.json()["status"] == "awaiting_approval"
 
 
+@pytest.mark.sqlite  # the tenancy check, the app's, not an engine's
 async def test_another_companys_run_answers_404(client, alice, acme_on) -> None:
     from tests.support.http import token_for
 

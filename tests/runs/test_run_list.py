@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.runs import as_user, proposal
 
 SNEAKY = 'access = "user"  # \u202e } \u2066if admin:\u2069 \u2066 begin admins only\nprint(access)\n'
@@ -37,6 +39,8 @@ async def test_the_run_list_filters_and_pages_in_the_database(client, alice, acm
     assert await _ids(client, alice, status="queued") == ([], 0)
 
 
+# which fields the list shows, the app's (the list's filters and pages on both engines: the test above)
+@pytest.mark.sqlite
 async def test_the_list_shows_summaries_not_code(client, alice, acme_on) -> None:
     sneaky = await _propose(client, alice, 0, ["deals"], code=SNEAKY)
     plain = await _propose(client, alice, 1, ["deals"])
@@ -48,6 +52,7 @@ async def test_the_list_shows_summaries_not_code(client, alice, acme_on) -> None
     assert items[0]["findings_count"] == len(plain["findings"])
 
 
+@pytest.mark.sqlite  # the person's filter beside those of the test above, which runs on both engines
 async def test_an_admin_filters_by_person(client, alice, acme_on) -> None:
     mine = (await _propose(client, alice, 0, ["deals"]))["id"]
     await as_user(client, "admin@acme.example")

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
+import pytest
 
 from backend.runs import watch
 from tests.support.http import approve_as, token_for
@@ -72,6 +73,7 @@ async def test_waiters_are_answered_when_the_status_moves_with_one_query_a_tick_
     assert 1 <= ticks < WAITERS
 
 
+@pytest.mark.sqlite  # the wait's limit, the app's (the shared status query on both engines: the test above)
 async def test_a_wait_with_nothing_moving_ends_at_its_limit_with_the_run_as_it_is(
     client, alice, acme_on
 ) -> None:
@@ -90,6 +92,7 @@ async def test_a_wait_with_nothing_moving_ends_at_its_limit_with_the_run_as_it_i
     assert too_long.status_code == 422
 
 
+@pytest.mark.sqlite  # who may read the run, the app's, not an engine's
 async def test_another_companys_caller_cannot_wait_on_a_run_it_may_not_see(client, alice, acme_on) -> None:
     run = await _proposed(client, alice)
     gus = await token_for(client, "admin@globex.example")

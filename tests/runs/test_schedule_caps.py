@@ -110,6 +110,8 @@ def test_the_defaults() -> None:
     assert get_settings().min_schedule_interval_minutes == 15
 
 
+# the credit check at a firing, in Python (the queue's SQL on both engines: the tests below)
+@pytest.mark.sqlite
 async def test_a_firing_checks_credits(client) -> None:
     await enable_code()
     run_id = await _succeeded(client)

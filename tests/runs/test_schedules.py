@@ -81,6 +81,9 @@ async def test_firing_queues_the_frozen_code_on_fresh_data_without_reading_actio
     assert new["bundle_dir"] != origin["bundle_dir"]
 
 
+# the firing's checks, in Python (a firing on both engines: the test above; two at once on PostgreSQL:
+# below)
+@pytest.mark.sqlite
 async def test_firing_pauses_when_a_check_fails(client, alice, alice_person, acme_on) -> None:
     run_id = await _succeeded(client, alice)
     sid = (
@@ -104,6 +107,7 @@ async def test_firing_pauses_when_a_check_fails(client, alice, alice_person, acm
     assert await schedules.fire(sid) is not None  # positive control
 
 
+@pytest.mark.sqlite  # the schedule's bookkeeping, the app's (a firing on both engines: the first firing test)
 async def test_pause_resume_delete(client, alice, alice_person, acme_on) -> None:
     run_id = await _succeeded(client, alice)
     sid = (
@@ -184,6 +188,8 @@ async def test_control_without_the_claim_the_same_race_fires_twice(
     assert all(fired) and fired[0] != fired[1]
 
 
+# the evidence pack is Python over entries read back (a firing on both engines: the first firing test)
+@pytest.mark.sqlite
 async def test_a_fired_runs_approval_is_its_schedule_in_its_evidence_pack(
     client, alice, alice_person, acme_on
 ) -> None:

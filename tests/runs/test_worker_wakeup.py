@@ -43,6 +43,7 @@ async def hour_poll_worker(monkeypatch: pytest.MonkeyPatch):
         await worker.stop()
 
 
+@pytest.mark.sqlite  # the in-process worker's wake-up (an asyncio event), not an engine's
 async def test_an_approved_run_is_picked_up_at_once(client, alice, acme_on, hour_poll_worker) -> None:
     worker, picked = hour_poll_worker
     run = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
@@ -50,6 +51,7 @@ async def test_an_approved_run_is_picked_up_at_once(client, alice, acme_on, hour
     assert await _started_within(worker, picked, run["id"], 5.0)
 
 
+@pytest.mark.sqlite  # the control of the test above, on the same engine
 async def test_control_without_the_announcement_the_run_waits_for_the_poll(
     client, alice, acme_on, hour_poll_worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:

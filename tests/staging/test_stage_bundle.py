@@ -97,6 +97,9 @@ async def test_hash_is_stable_for_identical_inputs_and_follows_every_input(
     }
 
 
+# the visibility rule's (on both engines: tests/integration/test_records_visibility); the hash on both: the
+# first test
+@pytest.mark.sqlite
 async def test_hash_differs_between_users_who_see_different_rows(demo_db: str, tmp_path: Path) -> None:
     a = await stage(await _ctx("alice@acme.example"), ["deals"], [], tmp_path / "a")
     b = await stage(await _ctx("bob@acme.example"), ["deals"], [], tmp_path / "b")
@@ -136,6 +139,7 @@ async def test_record_versions_are_staged_with_the_bundle_and_covered_by_its_has
     assert "differs from the approved" in (verify_bundle(root, digest) or "")
 
 
+@pytest.mark.sqlite  # the versions read back from the bundle's own CSV file, not an engine's
 async def test_a_bundle_staged_before_record_versions_reads_them_from_its_export(
     demo_db: str, tmp_path: Path
 ) -> None:
@@ -260,6 +264,7 @@ async def test_unreadable_files_are_reported_and_the_rest_stages(demo_db: str, t
     assert verify_bundle(bundle.directory, bundle.bundle_sha256) is None
 
 
+@pytest.mark.sqlite  # Drive's visibility rule, the app's (on PostgreSQL: tests/drive/test_output_visibility)
 async def test_a_file_the_user_cannot_see_is_refused_not_skipped(demo_db: str, tmp_path: Path) -> None:
     from backend.errors import NotFound
 
@@ -320,6 +325,8 @@ async def test_instruction_in_a_record_is_flagged_at_each_row(demo_db: str, tmp_
     assert bundle.manifest["findings_count"] == len(bundle.findings) == 2
 
 
+# the scan cache's decision, the app's (the verdict store on both engines: tests/runs/test_finding_warnings)
+@pytest.mark.sqlite
 async def test_an_export_staged_again_unchanged_is_not_scanned_again(
     demo_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

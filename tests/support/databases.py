@@ -47,11 +47,11 @@ async def _admin_sql(*statements: str) -> list[Any]:
         await conn.close()
 
 
-def _owner() -> str:
-    """This process in a database name (pid and start time, so a reused pid does not match)."""
+def _owner(pid: int | None = None) -> str:
+    """This process (or `pid`) in a database name (pid and start time, so a reused pid does not match)."""
     from backend.sandbox.libvirt_conn import owner_token
 
-    return owner_token().replace(":", "_")
+    return owner_token(pid).replace(":", "_")
 
 
 # t_<pid>_<start>_<hex> (a test's), tpl_<kind>_<pid>_<start>_<hex> (a process's templates)
