@@ -395,7 +395,7 @@ async def test_an_instruction_only_tier_3_reads_reaches_the_approval_data_with_i
     the proposal is staged, and the finding the approval screen shows says tier 3 found it (with its span and
     reason codes); the manifest says what tier 3 read. Control: the demo tasks staged before hold none."""
     from backend.injection import encoder
-    from tests.injection.test_tier3 import KOREAN, LONG_NOTE
+    from tests.support.injection import KOREAN, LONG_NOTE
 
     # the cell budget only: on a loaded host the time budget could leave the cell to tier 1 (the bench's figure)
     monkeypatch.setattr(encoder, "MAX_SECONDS", float("inf"))
