@@ -32,6 +32,7 @@ from backend.runs.read import Known, can_decide, contents_withheld, present
 from backend.runs.schemas import PersonRef, Rejection
 from backend.runs.tables import ApprovalKind, Run, RunStatus
 from backend.staging import service as staging
+from backend.staging.bundle import remove_bundle
 from backend.tenancy.context import UserContext
 from backend.tenancy.tables import User
 
@@ -360,7 +361,7 @@ async def reject(ctx: UserContext, flow_id: int, reason: str | None) -> FlowDeta
             data={"reason": reason or "", **ctx.via()},
         )
     for step in steps:
-        await asyncio.to_thread(staging.remove_bundle, step["bundle_dir"])
+        await asyncio.to_thread(remove_bundle, step["bundle_dir"])
     return await flow_detail(ctx, flow_id)
 
 

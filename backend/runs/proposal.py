@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Protocol
 
 from backend.audit import service as audit
@@ -40,6 +39,7 @@ from backend.runs.factory import create_run
 from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.staging import service as staging
+from backend.staging.bundle import bundle_root, remove_bundle
 from backend.tenancy.context import UserContext
 
 
@@ -348,10 +348,6 @@ async def check(p: Proposal) -> list[PlannedStep]:
 # ---- 3. stage ---------------------------------------------------------------------------------------------
 
 
-def bundle_root() -> Path:
-    return get_settings().data_dir / "bundles"
-
-
 async def stage_bundle(
     ctx: UserContext, datasets: list[str], file_ids: list[int], *, allow_empty: bool = False, staged: int = 0
 ) -> staging.StagedBundle:
@@ -364,14 +360,14 @@ async def stage_bundle(
     try:
         await limits.check_staged(ctx, staged, bundle=max(1, limits.bundle_bytes(bundle.manifest)), held=held)
     except BaseException:
-        await asyncio.to_thread(staging.remove_bundle, bundle.directory)
+        await asyncio.to_thread(remove_bundle, bundle.directory)
         raise
     return bundle
 
 
 async def remove_bundles(bundles: list[staging.StagedBundle]) -> None:
     for bundle in bundles:
-        await asyncio.to_thread(staging.remove_bundle, bundle.directory)
+        await asyncio.to_thread(remove_bundle, bundle.directory)
 
 
 async def stage(p: Proposal, planned: list[PlannedStep]) -> list[staging.StagedBundle]:

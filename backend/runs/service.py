@@ -16,7 +16,6 @@ from backend.runs.proposal import (
     Proposal,
     Proposer,
     StepSpec,
-    bundle_root,  # noqa: F401 - where bundles are staged, named here as before
     check_bounds,
     check_code,
     code_findings,
@@ -26,7 +25,7 @@ from backend.runs.read import Known, can_decide, detail, get_run_row, max_attemp
 from backend.runs.rows import whole_run
 from backend.runs.schemas import PersonRef, RunDetail
 from backend.runs.tables import RETRYABLE, ApprovalKind, Run, RunStatus
-from backend.staging import service as staging
+from backend.staging.bundle import remove_bundle
 from backend.tenancy.context import UserContext
 
 
@@ -250,7 +249,7 @@ async def reject(ctx: UserContext, run_id: int, reason: str | None) -> RunDetail
             data={"reason": reason or "", **ctx.via()},
         )
     # only the winner reaches here: a rejection that lost to an approval keeps the bundle the run needs
-    await asyncio.to_thread(staging.remove_bundle, row["bundle_dir"])
+    await asyncio.to_thread(remove_bundle, row["bundle_dir"])
     return await detail(ctx, run_id)
 
 

@@ -25,11 +25,11 @@ from backend.errors import Invalid
 from backend.execution import retention
 from backend.flows.tables import Flow
 from backend.runs import gates, limits
-from backend.runs import service as runs_service
 from backend.runs.tables import Run
 from backend.sandbox.models import OutputFile, SandboxResult, Timings, VmInfo
 from backend.settings import get_settings
 from backend.staging import service as staging
+from backend.staging.bundle import bundle_root
 from backend.tenancy.context import load_user_context
 from backend.tenancy.tables import Company, User
 from tests.conftest import approve_as, login, token_for
@@ -43,7 +43,7 @@ async def on(demo_db: str) -> None:
 
 
 def _bundles() -> set[Path]:
-    root = runs_service.bundle_root()
+    root = bundle_root()
     return set(root.iterdir()) if root.exists() else set()
 
 
@@ -356,7 +356,7 @@ async def test_the_sweep_keeps_what_is_in_flight_and_young_orphans(client, on) -
     alice = await token_for(client, "alice@acme.example")
     waiting = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     queued = await _approved(client)
-    root = runs_service.bundle_root()
+    root = bundle_root()
     young, old = root / "young-orphan", root / "old-orphan"
     young.mkdir()
     old.mkdir()
