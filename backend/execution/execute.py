@@ -34,7 +34,7 @@ from backend.settings import get_settings
 from backend.staging.bundle import remove_bundle
 from backend.tenancy.context import load_user_context
 
-log = logging.getLogger("cleanroom.worker")
+log = logging.getLogger("cleanroom.loop")
 
 
 async def finish(

@@ -24,7 +24,7 @@ from backend.runs import approved, gates
 from backend.runs.rows import whole_run
 from backend.settings import get_settings
 
-log = logging.getLogger("cleanroom.worker")
+log = logging.getLogger("cleanroom.loop")
 
 
 def rerun_actor(rerun_id: int) -> str:

@@ -26,7 +26,7 @@ from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.staging.bundle import bundle_root, remove_bundle
 
-log = logging.getLogger("cleanroom.worker")
+log = logging.getLogger("cleanroom.loop")
 
 ORPHAN_AGE = timedelta(days=1)  # a bundle with no run: longer than any staging takes
 _CHUNK = 500

@@ -1,6 +1,6 @@
 """The job queue between the API and the workers: procrastinate on the product's PostgreSQL.
 
-The API decides *which* queued run goes next (companies in turn, `backend.execution.queue.queued_runs`) and
+The API decides *which* queued run goes next (companies in turn, `backend.execution.loop.queued_runs`) and
 *to which host*: it hands a run to procrastinate only while a slot of some host is free for it, into that
 host's own queue (`runs.<host id>`), and records the host on the run (`dispatched_to`); only that host's
 worker may claim it (`service.claim`). So the queue never holds a long FIFO one company filled: a company
@@ -37,7 +37,7 @@ from procrastinate.jobs import Status
 from psycopg import sql
 
 from backend import locks
-from backend.execution.queue import queued_runs
+from backend.execution.loop import queued_runs
 from backend.execution.retention import sweep_bundles
 from backend.fleet import jobs, service
 from backend.fleet.jobs import DEFERS, EVENTS, JOBS, TASK, WORKERS, host_of, queue_of

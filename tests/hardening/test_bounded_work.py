@@ -412,9 +412,9 @@ async def test_the_worker_sweeps_at_start(client, on, monkeypatch) -> None:
         calls.append(1)
         return []
 
-    monkeypatch.setattr("backend.execution.queue.sweep_bundles", sweep)
-    monkeypatch.setattr("backend.execution.queue.service_standby_count", lambda: 0)
-    w = execution.queue.Worker(poll_seconds=3600)
+    monkeypatch.setattr("backend.execution.loop.sweep_bundles", sweep)
+    monkeypatch.setattr("backend.execution.loop.service_standby_count", lambda: 0)
+    w = execution.loop.RunLoop(poll_seconds=3600)
     await w.start()
     try:
         assert calls == [1]
