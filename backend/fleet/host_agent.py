@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import shutil
 import signal
@@ -364,17 +365,10 @@ class HostAgent:
 
 def approved_job(job: Job, bundle: Path) -> ApprovedJob:
     """What the claimed job's approval bound, over this host's copy of its bundle."""
-    return ApprovedJob(
-        code=job.code,
-        code_sha256=job.code_sha256,
-        approved_at=job.approved_at,
-        approved_code_sha256=job.approved_code_sha256,
-        approved_bundle_sha256=job.approved_bundle_sha256,
-        manifest=job.manifest,
-        bundle_dir=bundle,
-        limits=job.limits,
-        read_actions=job.read_actions,
-    )
+    return ApprovedJob(bundle_dir=bundle, **job.model_dump(include=APPROVED_FIELDS))
+
+
+APPROVED_FIELDS = {f.name for f in dataclasses.fields(ApprovedJob)} - {"bundle_dir"}
 
 
 def run_host_agent(*, host_id: str, api_url: str, token: str, capacity: int) -> None:

@@ -205,14 +205,7 @@ async def reject_run(ctx: UserContext, run_id: int, reason: str | None) -> None:
     now = clock.now()
     async with audit.atomic():
         await _claim(run_id, rejected_values(ctx, reason, now))
-        await audit.record(
-            "run.rejected",
-            actor=ctx.actor,
-            company_id=ctx.company_id,
-            subject_type="run",
-            subject_id=run_id,
-            data={"reason": reason or "", **ctx.via()},
-        )
+        await _rejected(ctx, "run", run_id, reason)
 
 
 def rejected_values(ctx: UserContext, reason: str | None, now: datetime) -> dict[Any, Any]:
@@ -242,11 +235,16 @@ async def reject_steps(
             await Run.update(rejected_values(ctx, reason, now)).where(
                 (Run.id == step["id"]) & (Run.status == RunStatus.awaiting_approval)
             )
-        await audit.record(
-            "flow.rejected",
-            actor=ctx.actor,
-            company_id=ctx.company_id,
-            subject_type="flow",
-            subject_id=flow_id,
-            data={"reason": reason or "", **ctx.via()},
-        )
+        await _rejected(ctx, "flow", flow_id, reason)
+
+
+async def _rejected(ctx: UserContext, subject: str, subject_id: int, reason: str | None) -> None:
+    """The audit entry of a rejection (`run.rejected`, `flow.rejected`), in the rejection's transaction."""
+    await audit.record(
+        f"{subject}.rejected",
+        actor=ctx.actor,
+        company_id=ctx.company_id,
+        subject_type=subject,
+        subject_id=subject_id,
+        data={"reason": reason or "", **ctx.via()},
+    )
