@@ -21,7 +21,7 @@ from backend.evidence.rerun import kept_for_evidence
 from backend.evidence.tables import IN_FLIGHT as RERUNS_IN_FLIGHT
 from backend.evidence.tables import EvidenceRerun
 from backend.execution.execute import keeps_bundle
-from backend.runs.limits import IN_FLIGHT
+from backend.runs.quotas import IN_FLIGHT
 from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.staging.bundle import bundle_root, remove_bundle

@@ -12,7 +12,7 @@ from backend import observe
 from backend.credits.service import max_cost
 from backend.hashing import sha256_text
 from backend.runs import approval, queued
-from backend.runs.limits import bundle_bytes
+from backend.runs.quotas import bundle_bytes
 from backend.runs.tables import Run, RunStatus
 from backend.staging.service import StagedBundle
 
