@@ -65,7 +65,7 @@ class HostClient(ApiClient):
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def send(  # type: ignore[override] - `attempts` and `body` added
+    async def send(  # `attempts` and `body` added to ApiClient.send
         self,
         method: str,
         path: str,

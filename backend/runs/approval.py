@@ -16,7 +16,7 @@ package's to claim (`claim`, as proposal.py's `Maker` makes the flow): this modu
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -47,7 +47,7 @@ class Approval:
     kind: ApprovalKind
     by: str
     company_id: int
-    runs: list[Mapping[str, Any]]
+    runs: Sequence[Mapping[str, Any]]
 
 
 def check(approval: Approval) -> None:
