@@ -19,7 +19,7 @@ from backend.credits.controller import CreditsController, PlatformController
 from backend.drive.controller import DriveController
 from backend.errors import EXCEPTION_HANDLERS, AppError, unexpected_handler
 from backend.evidence.controller import EvidenceController
-from backend.execution import start_worker, stop_worker
+from backend.execution import start_loop, stop_loop
 from backend.fleet.controller import WorkerController
 from backend.fleet.queue import DISPATCHER
 from backend.flows import progress as flows_progress
@@ -123,13 +123,13 @@ def served_app() -> Litestar:
     worker runs the runs and each process wakes it when it queues one."""
     import os
 
-    from backend.execution.process import poke_running_worker
+    from backend.execution.process import poke_loop_process
 
-    worker_here = os.environ.get(SERVE_WORKER_HERE, "1") != "0"
+    loop_here = os.environ.get(SERVE_WORKER_HERE, "1") != "0"
     observe.configure_logging()  # uvicorn's supervisor started this process: its log lines as `serve`'s
-    app = create_app(worker_here=worker_here, settle_heap=True)
-    if not worker_here and not fleet():
-        queued.listen(poke_running_worker)
+    app = create_app(loop_here=loop_here, settle_heap=True)
+    if not loop_here and not fleet():
+        queued.listen(poke_loop_process)
     return app
 
 
@@ -160,10 +160,10 @@ def create_app(
     database_url: str | None = None,
     run_hooks: bool = True,
     pool: bool = True,
-    worker_here: bool = True,
+    loop_here: bool = True,
     settle_heap: bool = False,
 ) -> Litestar:
-    """`worker_here=False`: runs go to a worker process (`cleanroom serve` supervises one), not this one.
+    """`loop_here=False`: runs go to a worker process (`cleanroom serve` supervises one), not this one.
     `settle_heap`: a served process's garbage collector set once it has started (`heap.settle`)."""
     db.configure(database_url)
     # an import or sync queued wakes whatever runs the queue, as a queued run does (records/jobs.py)
@@ -178,8 +178,8 @@ def create_app(
         if run_hooks:  # crash recovery, then the worker (or, in a fleet, the dispatcher to the workers)
             if fleet():
                 await DISPATCHER.start()
-            elif worker_here:
-                await start_worker()
+            elif loop_here:
+                await start_loop()
             # retries of mails and webhooks (backend/notify/delivery.py), and the credit pools' thresholds
             NOTIFIER.start(watchers=[credits_service.tell_pools])
         if settle_heap:
@@ -193,8 +193,8 @@ def create_app(
             await NOTIFIER.stop()
             if fleet():
                 await DISPATCHER.stop()
-            elif worker_here:
-                await stop_worker()
+            elif loop_here:
+                await stop_loop()
         await audit_throttle.flush()  # refusals still counted get their audit entry
         if pool:
             await db.close_pool()

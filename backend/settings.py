@@ -147,7 +147,7 @@ class Settings(BaseSettings):
     max_proposals_per_user_per_hour: int = 120
     max_proposals_per_company_per_hour: int = 600
     # staged bytes on disk of a company's runs, and of one user's: runs not yet ended (awaiting approval,
-    # queued, waiting, running) and failed runs keeping their bundle for a revision (backend/runs/limits.py)
+    # queued, waiting, running) and failed runs keeping their bundle for a revision (backend/runs/quotas.py)
     max_staged_bytes_per_company: int = 2 * 1024 * 1024 * 1024
     max_staged_bytes_per_user: int = 1024 * 1024 * 1024  # half the company's: one user never holds it all
     # How far below zero the assistant platform's charges may take a company's pool (what they charge already

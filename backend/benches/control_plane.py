@@ -7,7 +7,7 @@ In this process, on one event loop:
   `CLEANROOM_BENCH_CP_HEARTBEAT_SECONDS` (5) through the real worker API; one procrastinate worker (the workers'
   database role) takes the jobs of every host's queue and hands each to its host, which claims the run, fetches
   its bundle from the signed URL, checks it, says its VM started and posts a canned result (the real
-  `FleetWorker` job path with `sandbox.run_code` answering at once);
+  `HostAgent` job path with `sandbox.run_code` answering at once);
 - **assistants** (`CLEANROOM_BENCH_CP_ASSISTANTS`, 200): each proposes a trivial run and waits for its end, a share
   (`CLEANROOM_BENCH_CP_MCP_SHARE`, 0.25) with MCP `get_run(wait_seconds=30)` over streamable HTTP, the others over
   plain HTTP: a share (`CLEANROOM_BENCH_CP_POLL_SHARE`, 0.5; 1 is how every client waited before the API could
@@ -250,10 +250,11 @@ def _tls() -> ssl.SSLContext:
 
 
 def _simulated_hosts(api_url: str, tokens: dict[str, str], latencies: Latencies) -> dict[str, Any]:
-    """`FleetWorker`s whose registration names this machine's image without touching libvirt, and whose VM
+    """`HostAgent`s whose registration names this machine's image without touching libvirt, and whose VM
     answers at once (the bench process's `sandbox.run_code` is replaced)."""
     from backend import sandbox
-    from backend.fleet.host_agent import FleetWorker
+    from backend.fleet.host_agent import HostAgent
+    from backend.fleet.schemas import HostBody
     from backend.sandbox.image import current_image
 
     image = current_image()
@@ -267,31 +268,16 @@ def _simulated_hosts(api_url: str, tokens: dict[str, str], latencies: Latencies)
         canned  # this process only, for the bench's length (`run_control_plane_bench` restores it)
     )
 
-    class SimulatedHost(FleetWorker):
+    class SimulatedHost(HostAgent):
         async def register(self) -> None:
-            response = await self._call(
-                "POST",
-                "/api/worker/hosts",
-                json={
-                    "libvirt_uri": "qemu:///system",
-                    "virt_type": "qemu",
-                    "image_hash": image_hash,
-                    "capacity": 1,
-                },
+            await self.api.register(
+                HostBody(libvirt_uri="qemu:///system", virt_type="qemu", image_hash=image_hash, capacity=1)
             )
-            response.raise_for_status()
 
     hosts = {}
     for host_id, token in tokens.items():
-        host = SimulatedHost(host_id=host_id, api_url=api_url, token=token, capacity=1)
-        host.api = httpx.AsyncClient(
-            base_url=api_url,
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=120,
-            event_hooks=latencies.hooks(),
-            verify=_tls(),
-        )
-        hosts[host_id] = host
+        http = httpx.AsyncClient(base_url=api_url, timeout=120, event_hooks=latencies.hooks(), verify=_tls())
+        hosts[host_id] = SimulatedHost(host_id=host_id, api_url=api_url, token=token, capacity=1, http=http)
     return hosts
 
 

@@ -66,10 +66,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if with_worker:
             worker_proc = _local_worker(settings)
         if settings.workers == "in_process":  # the embedded default: a worker process of its own, supervised
-            from backend.execution.process import LocalWorker
+            from backend.execution.process import LoopProcess
             from backend.runs import queued
 
-            local = LocalWorker()
+            local = LoopProcess()
             local.start()
             queued.listen(local.poke)
         if console:
@@ -93,7 +93,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             # (`served_app`): the worker of `serve` runs once, in its own process, and every API process wakes it
             os.environ[SERVE_WORKER_HERE] = "1" if local is None else "0"
             uvicorn.run(
-                create_app(worker_here=local is None, settle_heap=True)
+                create_app(loop_here=local is None, settle_heap=True)
                 if processes == 1
                 else "backend.app:served_app",
                 factory=processes > 1,

@@ -92,10 +92,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             _check_db_role(settings.effective_database_url, host_id)
         # imported after the refusals above: a refused start does not load the host agent (1 CPU-second)
         from backend import observe
-        from backend.fleet.host_agent import run_worker
+        from backend.fleet.host_agent import run_host_agent
 
         observe.configure_logging()  # JSON lines or text (CLEANROOM_LOG_FORMAT), with each run's request id
-        run_worker(
+        run_host_agent(
             host_id=host_id,
             api_url=api_url,
             token=token,
@@ -107,7 +107,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         jobs, or the database's disk (temporary tables): its own role, `cleanroom workers db-role HOST`."""
         import psycopg
 
-        from backend.fleet.queue import product_tables_reachable, worker_role_problems
+        from backend.fleet.jobs import product_tables_reachable, worker_role_problems
 
         try:
             reachable = product_tables_reachable(url)
@@ -126,7 +126,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 f"run `cleanroom workers db-role {host_id}` and use its URL"
             )
         if others:
-            logging.getLogger("cleanroom.fleet.worker").warning(
+            logging.getLogger("cleanroom.fleet.host").warning(
                 "this host's role may still connect to the cluster's databases %s: their owner should "
                 "REVOKE CONNECT, TEMPORARY ON DATABASE … FROM PUBLIC",
                 ", ".join(others),
@@ -184,7 +184,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         nothing of the product's. PUBLIC loses TEMP on this database and CONNECT and TEMP on the cluster's
         other databases. The password comes from CLEANROOM_WORKER_DB_PASSWORD, else it is asked for; run it
         again after an upgrade. One role per host: a host holds no credential for another's jobs."""
-        from backend.fleet.queue import make_worker_role, product_tables_reachable, role_url, worker_role_of
+        from backend.fleet.jobs import product_tables_reachable
+        from backend.fleet.queue import make_worker_role, role_url, worker_role_of
         from backend.settings import get_settings, valid_host_id
 
         settings = get_settings()

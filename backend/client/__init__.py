@@ -10,7 +10,23 @@ a host's signed requests) by overriding `ApiClient`'s hooks. The package imports
 no table, no service, no Piccolo.
 """
 
-from backend.client.api import REPORTS, CleanroomClient
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from backend.client.http import ApiClient, Refusal, decode, refusal_of, shared_http
 
+if TYPE_CHECKING:
+    from backend.client.api import REPORTS, CleanroomClient
+
 __all__ = ["REPORTS", "ApiClient", "CleanroomClient", "Refusal", "decode", "refusal_of", "shared_http"]
+
+
+def __getattr__(name: str) -> Any:
+    """`CleanroomClient` (every endpoint's schema with it) loads when it is first named: a client of one API
+    part (a fleet host's `HostClient` on `ApiClient`) does not load every other part's schemas."""
+    if name in ("REPORTS", "CleanroomClient"):
+        from backend.client import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,6 @@ assistant's write ability, credits): a run queued before an admin turned somethi
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import shutil
 import tempfile
@@ -23,19 +22,19 @@ from backend.credits import service as credits
 from backend.drive import service as drive
 from backend.errors import AppError
 from backend.evidence import rerun as rerun_policy
+from backend.execution import rerun
 from backend.flows import progress as flows
-from backend.hashing import sha256_json, sha256_text
 from backend.notify import service as notify
-from backend.runs import ended, gates
+from backend.runs import approved, ended, gates
 from backend.runs.rows import whole_run
 from backend.runs.sources import staged_sources
 from backend.runs.tables import RETRYABLE, Run, RunStatus
 from backend.sandbox.models import RejectedFile
 from backend.settings import get_settings
-from backend.staging.service import MANIFEST, remove_bundle, verify_bundle
+from backend.staging.bundle import remove_bundle
 from backend.tenancy.context import load_user_context
 
-log = logging.getLogger("cleanroom.worker")
+log = logging.getLogger("cleanroom.loop")
 
 
 async def finish(
@@ -74,24 +73,8 @@ async def finish(
 
 
 def hash_problem(run: dict[str, Any]) -> str | None:
-    """Why this run must not start, or None. Compares what is stored now with what was approved."""
-    if not run["approved_at"] or not run["approved_code_sha256"] or not run["approved_bundle_sha256"]:
-        return "the run has no approval"
-    current_code = sha256_text(run["code"])
-    if current_code != run["approved_code_sha256"]:
-        return f"the code changed after approval (approved {run['approved_code_sha256'][:12]}…, now {current_code[:12]}…)"
-    if run["code_sha256"] != run["approved_code_sha256"]:
-        return "the stored code hash does not match the approval"
-    problem = verify_bundle(Path(run["bundle_dir"]), run["approved_bundle_sha256"])
-    if problem:
-        return f"the staged data changed after approval: {problem}"
-    try:
-        on_disk = json.loads((Path(run["bundle_dir"]) / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return "the staged manifest is unreadable"
-    if sha256_json(on_disk) != sha256_json(run["manifest"]):
-        return "the staged manifest differs from the one shown for approval"
-    return None
+    """Why this run must not start, or None: `approved.approval_problem` over the run's row."""
+    return approved.approval_problem(approved.ApprovedJob.of(run))
 
 
 async def execute(run_id: int) -> str:
@@ -188,26 +171,15 @@ async def _execute(run: dict[str, Any]) -> str:
         subject_id=run_id,
         data={"code_sha256": run["approved_code_sha256"], "bundle_sha256": run["approved_bundle_sha256"]},
     )
-    limits = sandbox.RunLimits(**run["limits"])
     out_dir = Path(tempfile.mkdtemp(prefix=f"cleanroom-out-{run_id}-", dir=get_settings().data_dir))
     carry_dir, started_after = None, None
     try:
         if run["flow_id"] is not None:  # what earlier steps handed on: /work/flow in the guest
             carry_dir, started_after = await flows.carry_in(run)
-        try:
-            result = await asyncio.to_thread(
-                sandbox.run_code,
-                run["code"],
-                input_dir=Path(run["bundle_dir"]),
-                out_dir=out_dir,
-                limits=limits,
-                read_actions=run["read_actions"],
-                carry_dir=carry_dir,
-                started_after=started_after,
-            )
-        except Exception as exc:  # the sandbox promises a result; anything else is our fault
-            log.exception("sandbox failed for run %s", run_id)
-            result = sandbox.SandboxResult(status="error", error=f"{type(exc).__name__}: {exc}")
+        job = approved.ApprovedJob.of(run)
+        result = await approved.run_approved(
+            job, out_dir, what=f"run {run_id}", log=log, carry_dir=carry_dir, started_after=started_after
+        )
         return await record_result(run, result, out_dir)
     finally:
         await asyncio.to_thread(shutil.rmtree, out_dir, ignore_errors=True)
@@ -415,9 +387,7 @@ async def recover() -> int:
             entry=end_entry("run.recovered", "system", row, {"status": RunStatus.error}),
             error_message="the service stopped while this run was running; no output was kept",
         )
-    from backend.execution.rerun import recover_reruns  # here: execution/rerun.py imports this module
-
-    await recover_reruns()  # a re-run for evidence left running ends `error` too
+    await rerun.recover_reruns()  # a re-run for evidence left running ends `error` too
     if moved := await flows.resume_stalled():
         log.warning("flows left between two steps moved on: %s", moved)
     try:

@@ -1,4 +1,5 @@
-"""The embedded default's worker in a process of its own, supervised by `cleanroom serve`.
+"""The run loop (`loop.RunLoop`) in a process of its own, `cleanroom worker --local`, supervised by
+`cleanroom serve` (`LoopProcess`).
 
 `serve` (SQLite, one machine) runs the API in one process and this worker loop in another, so a worker
 crash does not take the API down (the supervisor starts a new worker, whose recovery ends the interrupted
@@ -24,11 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from backend import filemodes
-from backend.execution.queue import Worker
+from backend.execution.loop import RunLoop
 from backend.sandbox.libvirt_conn import owner_alive, owner_token
 from backend.settings import REPO_ROOT, get_settings
 
-log = logging.getLogger("cleanroom.worker")
+log = logging.getLogger("cleanroom.loop")
 PIDFILE = "worker.pid"
 
 
@@ -36,7 +37,7 @@ def pidfile() -> Path:
     return get_settings().data_dir / PIDFILE
 
 
-def running_worker() -> int | None:
+def running_loop_process() -> int | None:
     """The pid of a live local worker of this data directory, or None."""
     try:
         token = pidfile().read_text().strip()
@@ -47,10 +48,10 @@ def running_worker() -> int | None:
     return int(token.split(":", 1)[0])
 
 
-def poke_running_worker() -> None:
+def poke_loop_process() -> None:
     """SIGUSR1 to this data directory's live local worker, if one runs: an API process `serve` did not start
     the worker from (`serve --processes N`) wakes it on a queued run this way."""
-    pid = running_worker()
+    pid = running_loop_process()
     if pid is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGUSR1)
@@ -59,7 +60,7 @@ def poke_running_worker() -> None:
 async def serve_local(poll_seconds: float = 0.5) -> None:
     """The worker loop until SIGTERM/SIGINT or until the API that started it is gone; then drain."""
     loop = asyncio.get_running_loop()
-    worker = Worker(poll_seconds=poll_seconds)
+    worker = RunLoop(poll_seconds=poll_seconds)
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGUSR1, worker.wake)
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -132,7 +133,7 @@ def _parent() -> int:
     return int(named) if named.isdigit() else os.getppid()
 
 
-class LocalWorker:
+class LoopProcess:
     """In `serve`: starts the local worker process, starts a new one when it dies, wakes it on a queued run."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
@@ -163,7 +164,7 @@ class LocalWorker:
             self._stop.wait(0.2)
         backoff = 1.0
         while not self._stop.is_set():
-            other = running_worker()
+            other = running_loop_process()
             if other is not None and (self.proc is None or other != self.proc.pid):
                 log.info("waiting for the previous worker %d to finish its runs", other)
                 self._stop.wait(1.0)
@@ -183,7 +184,7 @@ class LocalWorker:
     def poke(self) -> None:
         """SIGUSR1 to the worker once it is ready (its pid file names it: the handler is installed)."""
         proc = self.proc
-        if proc is not None and proc.poll() is None and running_worker() == proc.pid:
+        if proc is not None and proc.poll() is None and running_loop_process() == proc.pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGUSR1)
 

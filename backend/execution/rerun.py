@@ -1,7 +1,7 @@
 """A queued re-run for evidence, from queued to finished (the policy and the request: evidence/rerun.py).
 
-The same steps as a run's, through the same functions: the code and the kept bundle are hashed again and
-compared with the approval (`hash_problem`), then `sandbox.run_code` runs the code in a fresh VM with
+The same steps as a run's, through the same functions (backend/runs/approved.py): the code and the kept
+bundle are hashed again and compared with the approval, then the code runs in a fresh VM with
 `read_actions=False`, so an actions.json the code writes is discarded unread. Nothing else of a run's end
 happens: no charge, no Drive folder, no action item, no change to the run's row. Only hashes are kept of
 what came out (backend/evidence/rerun.py `outcome_of`), compared with the original run's result.
@@ -16,16 +16,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from backend import clock, sandbox
+from backend import clock
 from backend.audit import service as audit
 from backend.evidence import rerun as policy
 from backend.evidence.tables import EvidenceRerun, RerunStatus
-from backend.execution.execute import hash_problem
-from backend.runs import gates
+from backend.runs import approved, gates
 from backend.runs.rows import whole_run
 from backend.settings import get_settings
 
-log = logging.getLogger("cleanroom.worker")
+log = logging.getLogger("cleanroom.loop")
 
 
 def rerun_actor(rerun_id: int) -> str:
@@ -86,25 +85,17 @@ async def _execute(rerun: dict[str, Any]) -> str:
     assert run is not None
     company = await gates.company(run["company"])  # its settings now: turned off since, nothing runs
     why = policy.unavailable(run, int(company["evidence_retention_days"] or 0), company)
-    problem = why[1] if why else await asyncio.to_thread(hash_problem, run)  # the runner's own check
+    problem = why[1] if why else await approved.check(approved.ApprovedJob.of(run))  # the runner's own check
     if problem:
         message = f"refused to start: {problem}"
         await _end(rerun, RerunStatus.refused, {"problem": problem}, error_message=message)
         return RerunStatus.refused
     out_dir = Path(tempfile.mkdtemp(prefix=f"cleanroom-rerun-{rerun['id']}-", dir=get_settings().data_dir))
     try:
-        try:
-            result = await asyncio.to_thread(
-                sandbox.run_code,
-                run["code"],
-                input_dir=Path(run["bundle_dir"]),
-                out_dir=out_dir,
-                limits=sandbox.RunLimits(**run["limits"]),
-                read_actions=False,  # actions discarded unread: a re-run proposes nothing
-            )
-        except Exception as exc:  # the sandbox promises a result; anything else is our fault
-            log.exception("sandbox failed for re-run %s", rerun["id"])
-            result = sandbox.SandboxResult(status="error", error=f"{type(exc).__name__}: {exc}")
+        # actions discarded unread: a re-run proposes nothing
+        result = await approved.run_approved(
+            approved.ApprovedJob.of(run), out_dir, what=f"re-run {rerun['id']}", log=log, read_actions=False
+        )
     finally:
         await asyncio.to_thread(shutil.rmtree, out_dir, ignore_errors=True)
     outcome = policy.outcome_of(result)

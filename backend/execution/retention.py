@@ -21,13 +21,12 @@ from backend.evidence.rerun import kept_for_evidence
 from backend.evidence.tables import IN_FLIGHT as RERUNS_IN_FLIGHT
 from backend.evidence.tables import EvidenceRerun
 from backend.execution.execute import keeps_bundle
-from backend.runs.limits import IN_FLIGHT
-from backend.runs.service import bundle_root
+from backend.runs.quotas import IN_FLIGHT
 from backend.runs.tables import Run
 from backend.settings import get_settings
-from backend.staging.service import remove_bundle
+from backend.staging.bundle import bundle_root, remove_bundle
 
-log = logging.getLogger("cleanroom.worker")
+log = logging.getLogger("cleanroom.loop")
 
 ORPHAN_AGE = timedelta(days=1)  # a bundle with no run: longer than any staging takes
 _CHUNK = 500

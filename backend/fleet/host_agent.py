@@ -1,4 +1,5 @@
-"""`cleanroom worker --host-id NAME`: one process per hypervisor host, taking run jobs from procrastinate.
+"""`cleanroom worker --host-id NAME`: the host agent, one process per hypervisor host, taking run jobs from
+procrastinate.
 
 It reaches the job queue with its host's own PostgreSQL role (`cleanroom workers db-role HOST`: procrastinate's
 tables only, never the product's, its rows limited to its own host's queue) and takes jobs from that queue. It needs no shared
@@ -6,7 +7,9 @@ filesystem with the API: it claims a run over HTTP with its enrollment token (on
 this host), fetches the staged bundle by the signed URL it got, re-hashes code and bundle against the
 approval before any VM exists (a mismatch refuses the run), runs it in a fresh VM here, and sends the
 result and output files back by another signed URL; the API re-validates that result as hostile input.
-It registers itself at start (after removing only this host's leftover domains) and sends a heartbeat
+It is a client and nothing else: it speaks the API only through `HostClient` (host_client.py), shares the job
+contract through `jobs.py`, checks and runs the job through `runs/approved.py`, and loads no table, no
+service and no web framework (tests/unit/test_host_agent_startup.py). It registers itself at start (after removing only this host's leftover domains) and sends a heartbeat
 every `worker_heartbeat_seconds`; SIGTERM drains (running VMs finish, no new job is taken), then it leaves.
 """
 
@@ -14,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import shutil
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +32,16 @@ from procrastinate.exceptions import ProcrastinateException
 from procrastinate.jobs import Status
 
 from backend import filemodes, observe
-from backend.client import decode, refusal_of
 from backend.fleet import transfer
-from backend.fleet.queue import TASK, make_app, queue_of, schema_ready
-from backend.fleet.schemas import Done, Job
+from backend.fleet.host_client import ApiUnavailable, HostClient, HostRefused
+from backend.fleet.jobs import TASK, make_app, queue_of, schema_ready
+from backend.fleet.schemas import HeartbeatBody, HostBody, Job
+from backend.runs.approved import ApprovedJob, check, run_approved
 from backend.settings import get_settings
 
-log = logging.getLogger("cleanroom.fleet.worker")
-RETRIES = 6  # an unreachable API: tried again with backoff (0.5 s … 16 s) before a job is given up
+__all__ = ["CLAIM_RETRY", "ApiUnavailable", "ClaimFailed", "HostAgent", "run_host_agent"]
+
+log = logging.getLogger("cleanroom.fleet.host")
 BUNDLE_MAX_MEMBERS = 100_000
 # the job loop's backoff when the job queue is unreachable: doubling from the first wait to the longest; a
 # worker that had run this long before it failed starts again from the first wait
@@ -44,10 +49,6 @@ RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS, WORKED_WELL_SECONDS = 1.0, 30.0, 60.0
 
 
 REGISTER_BACKOFF_FIRST_SECONDS, REGISTER_BACKOFF_MAX_SECONDS = 1.0, 30.0
-
-
-class ApiUnavailable(RuntimeError):
-    pass
 
 
 class ClaimFailed(RuntimeError):
@@ -63,42 +64,19 @@ CLAIM_RETRY = procrastinate.RetryStrategy(
 )
 
 
-class FleetWorker:
-    def __init__(self, *, host_id: str, api_url: str, token: str, capacity: int) -> None:
+class HostAgent:
+    """`http`: the connection to the API (a test's or a bench's transport); by default one to `api_url`."""
+
+    def __init__(
+        self, *, host_id: str, api_url: str, token: str, capacity: int, http: httpx.AsyncClient | None = None
+    ) -> None:
         self.host_id, self.capacity = host_id, capacity
-        self.api = httpx.AsyncClient(
-            base_url=api_url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=120.0
-        )
+        self.api = HostClient(http, token) if http is not None else HostClient.to(api_url, token)
         self.running = 0
         self.holding: set[int] = set()  # runs with a job in this process, from the claim to the result sent
         self.draining = False
         self._stop = asyncio.Event()
         self._warm = False
-
-    # --- the API, retried while it is unreachable -------------------------------------------------
-
-    async def _call(
-        self, method: str, url: str, *, body: Callable[[], AsyncIterator[bytes]] | None = None, **kwargs: Any
-    ) -> httpx.Response:
-        """`body`, if given, makes the request's streamed content afresh for each attempt."""
-        delay = 0.5
-        for attempt in range(RETRIES):
-            try:
-                if body is not None:
-                    kwargs["content"] = body()
-                # the id of the run's request while one is being worked on (a heartbeat: a fresh one)
-                headers = {
-                    **(kwargs.get("headers") or {}),
-                    observe.REQUEST_ID_HEADER: observe.outgoing_request_id(),
-                }
-                return await self.api.request(method, url, **{**kwargs, "headers": headers})
-            except httpx.TransportError as exc:
-                if attempt == RETRIES - 1:
-                    raise ApiUnavailable(f"{method} {url}: {exc}") from exc
-                log.warning("API unreachable (%s); again in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 16)
-        raise AssertionError("unreachable")
 
     # --- life ----------------------------------------------------------------------------------------
 
@@ -119,32 +97,29 @@ class FleetWorker:
             self._warm = True
         image = current_image()
         virt = resolve_virt_type(image) if image else ""
-        response = await self._call(
-            "POST",
-            "/api/v1/worker/hosts",
-            json={
-                "libvirt_uri": get_settings().libvirt_uri,
-                "virt_type": virt,
-                "image_hash": image.image_hash if image else "",
-                "capacity": self.capacity,
-            },
+        await self.api.register(
+            HostBody(
+                libvirt_uri=get_settings().libvirt_uri,
+                virt_type=virt,
+                image_hash=image.image_hash if image else "",
+                capacity=self.capacity,
+            )
         )
-        response.raise_for_status()
-        log.info("worker %s registered (capacity %d)", self.host_id, self.capacity)
+        log.info("host %s registered (capacity %d)", self.host_id, self.capacity)
 
     async def _heartbeats(self) -> None:
         while True:
             try:
-                response = await self.api.post(
-                    "/api/v1/worker/heartbeat",
-                    json={
-                        "running": self.running,
-                        "draining": self.draining,
-                        "holding": sorted(self.holding),
-                    },
-                )
-                if response.status_code == 409:  # declared lost while we were away: start over
-                    await self.register_until_done()
+                try:
+                    await self.api.heartbeat(
+                        HeartbeatBody(
+                            running=self.running, draining=self.draining, holding=sorted(self.holding)
+                        )
+                    )
+                except HostRefused as refused:
+                    if refused.status != 409:
+                        raise
+                    await self.register_until_done()  # declared lost while we were away: start over
             except httpx.HTTPError as exc:
                 # httpx's timeouts and closed connections say nothing in their text: the kind says what
                 log.warning("heartbeat failed: %s%s", type(exc).__name__, f": {exc}" if str(exc) else "")
@@ -196,10 +171,10 @@ class FleetWorker:
             await self._take_jobs(app)
         finally:
             beats.cancel()
-            with contextlib.suppress(httpx.HTTPError):
-                await self.api.post("/api/v1/worker/leave")
+            with contextlib.suppress(httpx.HTTPError, ApiUnavailable):
+                await self.api.leave()
             await self.api.aclose()
-            log.info("worker %s stopped", self.host_id)
+            log.info("host %s stopped", self.host_id)
 
     async def _end_previous_life(self, app: procrastinate.App) -> list[int]:
         """Jobs of this host's queue still `doing` as the process starts belong to its previous life (killed
@@ -300,14 +275,16 @@ class FleetWorker:
             self.holding.discard(run_id)
 
     async def _handle(self, run_id: int) -> None:
-        response = await self._call("POST", f"/api/v1/worker/runs/{run_id}/claim")
-        if response.status_code in (403, 409):  # started from another job, or handed to another host since
-            log.info("run %s: not ours to start (%s)", run_id, refusal_of(response).detail)
-            return
-        if response.status_code >= 500:
-            raise ClaimFailed(f"claim of run {run_id}: {response.status_code} {response.text[:300]}")
-        response.raise_for_status()
-        job = decode(Job, response)
+        try:
+            job = await self.api.claim(run_id)
+        except HostRefused as refused:
+            if refused.status in (403, 409):  # started from another job, or handed to another host since
+                log.info("run %s: not ours to start (%s)", run_id, refused.refusal.detail)
+                return
+            if refused.status >= 500:
+                text = refused.response.text[:300]
+                raise ClaimFailed(f"claim of run {run_id}: {refused.status} {text}") from refused
+            raise
         self.running += 1
         scratch = Path(tempfile.mkdtemp(prefix=f"cleanroom-job-{run_id}-", dir=get_settings().data_dir))
         try:
@@ -323,17 +300,13 @@ class FleetWorker:
         try:
             await self._attempt(run_id, job, scratch)
         except Exception as exc:  # ours, not the run's: the API requeues it if its VM never started
-            log.exception("run %s failed in this worker", run_id)
+            log.exception("run %s failed in this host agent", run_id)
             with contextlib.suppress(Exception):
-                await self._call(
-                    "POST",
-                    f"/api/v1/worker/runs/{run_id}/release",
-                    json={"problem": f"{type(exc).__name__}: {exc}"},
-                )
+                await self.api.release(run_id, f"{type(exc).__name__}: {exc}")
 
     async def _fetch(self, url: str, target: Path, what: str) -> None:
         """A tar from a signed URL, unpacked into `target` within the bundle limits while it arrives."""
-        async with self.api.stream("GET", url) as response:
+        async with self.api.download(url) as response:
             if response.status_code != 200:
                 await response.aread()
                 raise transfer.TransferError(f"{what} refused: {response.status_code} {response.text[:300]}")
@@ -345,9 +318,6 @@ class FleetWorker:
             )
 
     async def _attempt(self, run_id: int, job: Job, scratch: Path) -> None:
-        from backend import sandbox
-        from backend.execution.execute import hash_problem
-
         bundle = scratch / "bundle"
         carry = scratch / "carry" if job.carry_url else None
         problem = None
@@ -355,49 +325,54 @@ class FleetWorker:
             await self._fetch(job.bundle_url, bundle, "bundle")
             if carry is not None:  # a flow's step: what earlier steps handed on, checked by the API
                 await self._fetch(str(job.carry_url), carry, "flow hand-over")
-            problem = await asyncio.to_thread(hash_problem, {**job.model_dump(), "bundle_dir": str(bundle)})
+            problem = await check(approved_job(job, bundle))
         except transfer.TransferError as exc:
             problem = f"the bundle could not be fetched: {exc}"
         if problem:
             log.warning("run %s refused: %s", run_id, problem)
-            await self._call("POST", f"/api/v1/worker/runs/{run_id}/refuse", json={"problem": problem})
+            try:
+                await self.api.refuse(run_id, problem)
+            except HostRefused as refused:  # settled meanwhile: nothing of it is this host's any more
+                log.info("run %s: refusal not taken (%s)", run_id, refused.refusal.detail)
             return
-        started = await self._call("POST", f"/api/v1/worker/runs/{run_id}/vm-started")
-        if started.status_code == 409:  # another attempt of this host started it (a claim answered twice)
-            log.info("run %s: started by another attempt (%s)", run_id, refusal_of(started).detail)
+        try:
+            await self.api.vm_started(run_id)
+        except HostRefused as refused:
+            if refused.status != 409:
+                raise
+            # another attempt of this host started it (a claim answered twice)
+            log.info("run %s: started by another attempt (%s)", run_id, refused.refusal.detail)
             return
-        started.raise_for_status()
         out_dir = scratch / "out"
         filemodes.private_dir(out_dir)
-        try:
-            result = await asyncio.to_thread(
-                sandbox.run_code,
-                job.code,
-                input_dir=bundle,
-                out_dir=out_dir,
-                limits=sandbox.RunLimits(**job.limits),
-                read_actions=job.read_actions,
-                carry_dir=carry,
-                started_after=job.started_after,
-            )
-        except Exception as exc:  # the sandbox promises a result; anything else is ours
-            log.exception("sandbox failed for run %s", run_id)
-            result = sandbox.SandboxResult(status="error", error=f"{type(exc).__name__}: {exc}")
+        result = await run_approved(
+            approved_job(job, bundle),
+            out_dir,
+            what=f"run {run_id}",
+            log=log,
+            carry_dir=carry,
+            started_after=job.started_after,
+        )
         entries = transfer.result_entries(
             result.model_dump_json().encode(), out_dir, [f.name for f in result.files]
         )
-        response = await self._call(  # the tar made while it is sent, again for each attempt
-            "POST",
-            job.result_url,
-            body=lambda: transfer.async_chunks(transfer.tar_chunks(entries)),
-            headers={"Content-Type": "application/x-tar"},
+        # the tar made while it is sent, again for each attempt
+        done = await self.api.send_result(
+            job.result_url, lambda: transfer.async_chunks(transfer.tar_chunks(entries))
         )
-        response.raise_for_status()
-        log.info("run %s: %s", run_id, decode(Done, response).status)
+        log.info("run %s: %s", run_id, done.status)
 
 
-def run_worker(*, host_id: str, api_url: str, token: str, capacity: int) -> None:
+def approved_job(job: Job, bundle: Path) -> ApprovedJob:
+    """What the claimed job's approval bound, over this host's copy of its bundle."""
+    return ApprovedJob(bundle_dir=bundle, **job.model_dump(include=APPROVED_FIELDS))
+
+
+APPROVED_FIELDS = {f.name for f in dataclasses.fields(ApprovedJob)} - {"bundle_dir"}
+
+
+def run_host_agent(*, host_id: str, api_url: str, token: str, capacity: int) -> None:
     settings = get_settings()
     settings.host_id = host_id  # domain names, slots and recovery: this host's own
-    worker = FleetWorker(host_id=host_id, api_url=api_url, token=token, capacity=capacity)
-    asyncio.run(worker.serve())
+    agent = HostAgent(host_id=host_id, api_url=api_url, token=token, capacity=capacity)
+    asyncio.run(agent.serve())

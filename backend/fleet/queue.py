@@ -1,6 +1,6 @@
 """The job queue between the API and the workers: procrastinate on the product's PostgreSQL.
 
-The API decides *which* queued run goes next (companies in turn, `backend.execution.queue.queued_runs`) and
+The API decides *which* queued run goes next (companies in turn, `backend.execution.loop.queued_runs`) and
 *to which host*: it hands a run to procrastinate only while a slot of some host is free for it, into that
 host's own queue (`runs.<host id>`), and records the host on the run (`dispatched_to`); only that host's
 worker may claim it (`service.claim`). So the queue never holds a long FIFO one company filled: a company
@@ -37,9 +37,10 @@ from procrastinate.jobs import Status
 from psycopg import sql
 
 from backend import locks
-from backend.execution.queue import queued_runs
+from backend.execution.loop import queued_runs
 from backend.execution.retention import sweep_bundles
-from backend.fleet import service
+from backend.fleet import jobs, service
+from backend.fleet.jobs import DEFERS, EVENTS, JOBS, TASK, WORKERS, host_of, queue_of
 from backend.fleet.tables import WorkerHost
 from backend.records import jobs as record_jobs
 from backend.records import sync as records_sync
@@ -49,8 +50,6 @@ from backend.schedules import service as schedules
 from backend.settings import get_settings
 
 log = logging.getLogger("cleanroom.fleet")
-TASK = "cleanroom.run"
-QUEUE = "runs"
 SCHEMA_LOCK = locks.SCHEMA  # the row of `api_lock` held while one process applies procrastinate's schema
 LEADER_LOCK = locks.LEADER_LOCK  # `api_leader` locked for as long as an API process of a fleet dispatches
 WAKE_CHANNEL = "cleanroom_dispatch"  # NOTIFY: a run queued in another API process wakes the dispatching one
@@ -59,15 +58,6 @@ LIKE_PREFIX = PREFIX.replace("_", "\\_") + "%"
 WORKER_ROLE = "cleanroom_worker"
 REAP_EVERY_SECONDS = 1.0  # the dispatcher's loop looks for lost hosts and stalled jobs at most this often
 # (or every heartbeat, when that is shorter)
-
-
-def queue_of(host_id: str) -> str:
-    """The queue only `host_id`'s worker listens on (a valid host id keeps the NOTIFY channel short)."""
-    return f"{QUEUE}.{host_id}"
-
-
-def host_of(queue: str) -> str:
-    return queue.removeprefix(f"{QUEUE}.")
 
 
 def lock_of(run_id: int) -> str:
@@ -97,16 +87,11 @@ async def api_connection(
 
 
 def make_app(url: str | None = None, *, name: str = "cleanroom-api") -> procrastinate.App:
-    """`name` is the connections' application_name (`cleanroom-worker-<host>` in a worker): an operator
-    sees in pg_stat_activity who holds which connection. The API's (`cleanroom-api`) carry its timeouts."""
-    url = url or database_url()
-    if not url.startswith(("postgres://", "postgresql://")):
-        raise RuntimeError("workers in a fleet need PostgreSQL (DATABASE_URL=postgresql://…)")
-    kwargs: dict[str, Any] = {"application_name": name}
-    if name == "cleanroom-api":
-        kwargs["options"] = api_options()
-    connector = procrastinate.PsycopgConnector(conninfo=url, kwargs=kwargs)
-    return procrastinate.App(connector=connector)
+    """The job queue's app as the API side opens it (`jobs.make_app`): on the tables' database unless `url`
+    is given; the API's own (`cleanroom-api`) carries its timeouts."""
+    return jobs.make_app(
+        url or database_url(), name=name, options=api_options() if name == "cleanroom-api" else ""
+    )
 
 
 async def ensure_schema(app: procrastinate.App, url: str | None = None) -> None:
@@ -124,67 +109,6 @@ async def ensure_schema(app: procrastinate.App, url: str | None = None) -> None:
         log.info("procrastinate schema applied")
 
 
-async def schema_ready(url: str) -> bool:
-    """Whether procrastinate's tables are there (a worker waits for the API to make them)."""
-    async with await psycopg.AsyncConnection.connect(url) as conn:
-        row = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
-        return bool(row and row[0])
-
-
-PRODUCT_REACH = """
-SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
-  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'
-  AND c.relname NOT LIKE 'procrastinate\\_%'
-  AND has_schema_privilege(n.oid, 'USAGE')
-  AND has_table_privilege(c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
-ORDER BY c.relname
-"""
-
-
-def product_tables_reachable(url: str) -> list[str]:
-    """The tables other than procrastinate's that the role of `url` may read or change: [] for a worker's
-    role, every product table for the API's."""
-    with psycopg.connect(url, connect_timeout=10) as conn:
-        return [row[0] for row in conn.execute(PRODUCT_REACH).fetchall()]
-
-
-ROLE_CHECK = """
-SELECT has_database_privilege(current_database(), 'TEMP') AS temp,
-       (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user) AS bypass,
-       (SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class c
-         WHERE c.relname = ANY(%(tables)s) AND c.relkind = 'r' AND NOT c.relrowsecurity) AS open_tables,
-       (SELECT array_agg(qual) FROM pg_policies
-         WHERE tablename = 'procrastinate_jobs' AND current_user = ANY(roles)) AS job_policies,
-       (SELECT array_agg(policyname::text) FROM pg_policies
-         WHERE tablename = ANY(%(tables)s) AND 'public' = ANY(roles)) AS public_policies,
-       (SELECT array_agg(datname::text ORDER BY datname) FROM pg_database WHERE datallowconn
-         AND datname <> current_database() AND has_database_privilege(oid, 'CONNECT')) AS other_databases
-"""
-
-
-def worker_role_problems(url: str, host_id: str) -> tuple[list[str], list[str]]:
-    """Why the role of `url` is not host `host_id`'s own (`make_worker_role`), and what it may still do
-    that it should not but this host cannot change (connect to other databases of the cluster)."""
-    with psycopg.connect(url, connect_timeout=10) as conn:
-        row = conn.execute(ROLE_CHECK, {"tables": [JOBS, EVENTS, DEFERS, WORKERS]}).fetchone()
-    assert row is not None
-    temp, bypass, open_tables, job_policies, public_policies, others = row
-    problems = []
-    if temp:
-        problems.append("it may create temporary tables (TEMP): a host could fill the database's disk")
-    if bypass:
-        problems.append("it is a superuser or bypasses row-level security")
-    if open_tables:
-        problems.append(f"procrastinate's tables {', '.join(open_tables)} have no row-level security")
-    if public_policies:
-        problems.append(f"policies for PUBLIC on procrastinate's tables: {', '.join(public_policies)}")
-    own = f"'{queue_of(host_id)}'"
-    if not job_policies or any(own not in (qual or "") for qual in job_policies):
-        problems.append(f"its jobs are not limited to this host's queue {queue_of(host_id)}")
-    return problems, list(others or [])
-
-
 WORKER_ROLE_PREFIX = "cleanroom_worker_"  # a host's role: this and its host id
 WORKER_CONNECTION_LIMIT = 10  # a host's worker holds 5-6 (procrastinate's pool, its listener, a check)
 LOCK_MAX = 128  # the longest `lock` a host may give its own job (procrastinate's retry may set one)
@@ -200,12 +124,6 @@ JOB_COLUMNS = (
     "priority",
     "queue_name",
     "lock",
-)
-JOBS, EVENTS, DEFERS, WORKERS = (
-    "procrastinate_jobs",
-    "procrastinate_events",
-    "procrastinate_periodic_defers",
-    "procrastinate_workers",
 )
 
 

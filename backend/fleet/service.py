@@ -38,7 +38,7 @@ from backend.runs.rows import whole_run
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult
 from backend.settings import get_settings, valid_host_id
-from backend.staging.service import remove_bundle
+from backend.staging.bundle import remove_bundle
 
 log = logging.getLogger("cleanroom.fleet")
 TOKEN_PREFIX = "cwt_"

@@ -30,7 +30,7 @@ from backend.runs import ended, gates, queued
 from backend.runs.sources import run_sources, staged_sources
 from backend.runs.tables import Run, RunStatus
 from backend.settings import get_settings
-from backend.staging.service import remove_bundle
+from backend.staging.bundle import remove_bundle
 
 log = logging.getLogger("cleanroom.flows")
 

@@ -5,6 +5,7 @@ staged and hashed on its own when proposed, approved with its flow, and run by t
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 from backend import clock, decisions
@@ -26,12 +27,13 @@ from backend.flows.schemas import (
 )
 from backend.flows.tables import Capability, Flow, FlowStatus
 from backend.hashing import sha256_json, sha256_text
-from backend.runs import gates, holds, notices, proposal, queued
+from backend.runs import approval, gates, notices, proposal
 from backend.runs.proposal import Made, PlannedStep, Proposal, Proposer, StepSpec
 from backend.runs.read import Known, can_decide, contents_withheld, present
 from backend.runs.schemas import PersonRef, Rejection
-from backend.runs.tables import ApprovalKind, Run, RunStatus
+from backend.runs.tables import Run
 from backend.staging import service as staging
+from backend.staging.bundle import remove_bundle
 from backend.tenancy.context import UserContext
 from backend.tenancy.tables import User
 
@@ -118,7 +120,7 @@ class FlowMaker:
                 created_at=now,
                 updated_at=now,
                 schedule_id=schedule_id,
-                approved_by=None if schedule_id is None else f"schedule:{schedule_id}",
+                approved_by=None if schedule_id is None else approval.fired_by(schedule_id),
                 approved_at=None if schedule_id is None else now,
             )
             await flow.save()
@@ -268,11 +270,8 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
                 "it again",
                 code="hash_mismatch",
             )
-    now = clock.now()
-    # the flow and every step change together: a flow `running` with a step still awaiting approval
-    # would never move on
-    async with audit.atomic():  # every step's maximum cost held at once, or 402 and nothing changes
-        costs = await holds.reserve(ctx.company_id, steps, what=f"this flow ({len(steps)} steps)")
+
+    async def claim(now: datetime) -> None:
         await _claim(
             flow_id,
             {
@@ -282,26 +281,15 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
                 Flow.updated_at: now,
             },
         )
-        for step, cost in zip(steps, costs, strict=True):
-            await Run.update(
-                {
-                    Run.status: RunStatus.queued if step["flow_step"] == 1 else RunStatus.waiting,
-                    Run.credits_reserved: cost,
-                    Run.approval_kind: ApprovalKind.person,
-                    Run.approved_by: ctx.email,
-                    Run.approved_at: now,
-                    Run.approved_code_sha256: sha256_text(step["code"]),
-                    Run.approved_bundle_sha256: step["bundle_sha256"],
-                    Run.updated_at: now,
-                }
-            ).where((Run.id == step["id"]) & (Run.status == RunStatus.awaiting_approval))
-        await audit.record(
-            "flow.approved",
-            actor=ctx.actor,
-            company_id=ctx.company_id,
-            subject_type="flow",
-            subject_id=flow_id,
-            data={
+
+    def entry(costs: list[float]) -> dict[str, Any]:
+        return {
+            "action": "flow.approved",
+            "actor": ctx.actor,
+            "company_id": ctx.company_id,
+            "subject_type": "flow",
+            "subject_id": flow_id,
+            "data": {
                 "by": ctx.email,
                 "flow_sha256": row["flow_sha256"],
                 "credits_reserved": round(sum(costs), 2),
@@ -317,19 +305,20 @@ async def approve(ctx: UserContext, flow_id: int, hashes: list[StepHashes]) -> F
                 ],
                 **ctx.via(),
             },
-        )
-    queued.announce()
+        }
+
+    await approval.approve_steps(ctx, steps, claim=claim, entry=entry)
     return await flow_detail(ctx, flow_id)
 
 
 async def reject(ctx: UserContext, flow_id: int, reason: str | None) -> FlowDetail:
     await _to_decide(ctx, flow_id, "reject")
-    now = clock.now()
     text = (reason or "").strip()[:2000] or None
     # claimed like an approval: of two people deciding at once, one wins and the other is told so (a
     # rejection that lost must not take the bundles of a flow already running)
     steps = await step_rows(flow_id)
-    async with audit.atomic():
+
+    async def claim(now: datetime) -> None:
         await _claim(
             flow_id,
             {
@@ -341,26 +330,10 @@ async def reject(ctx: UserContext, flow_id: int, reason: str | None) -> FlowDeta
                 Flow.updated_at: now,
             },
         )
-        for step in steps:
-            await Run.update(
-                {
-                    Run.status: RunStatus.rejected,
-                    Run.rejected_by: ctx.email,
-                    Run.rejected_at: now,
-                    Run.rejection_reason: text,
-                    Run.updated_at: now,
-                }
-            ).where((Run.id == step["id"]) & (Run.status == RunStatus.awaiting_approval))
-        await audit.record(
-            "flow.rejected",
-            actor=ctx.actor,
-            company_id=ctx.company_id,
-            subject_type="flow",
-            subject_id=flow_id,
-            data={"reason": reason or "", **ctx.via()},
-        )
+
+    await approval.reject_steps(ctx, steps, reason, claim=claim, flow_id=flow_id)
     for step in steps:
-        await asyncio.to_thread(staging.remove_bundle, step["bundle_dir"])
+        await asyncio.to_thread(remove_bundle, step["bundle_dir"])
     return await flow_detail(ctx, flow_id)
 
 

@@ -11,9 +11,9 @@ from piccolo.querystring import QueryString
 from backend import observe
 from backend.credits.service import max_cost
 from backend.hashing import sha256_text
-from backend.runs import queued
-from backend.runs.limits import bundle_bytes
-from backend.runs.tables import ApprovalKind, Run, RunStatus
+from backend.runs import approval, queued
+from backend.runs.quotas import bundle_bytes
+from backend.runs.tables import Run, RunStatus
 from backend.staging.service import StagedBundle
 
 
@@ -75,16 +75,13 @@ async def create_run(
         receives=receives or [],
         request_id=observe.current_request_id(),  # the worker logs its run under it (backend/observe.py)
     )
-    if schedule_id is not None:  # a flow's later step waits for the steps before it
-        run.status = RunStatus.queued if (flow_step or 1) == 1 else RunStatus.waiting
+    if schedule_id is not None:  # approved by its schedule (backend/runs/approval.py), reading no actions
         run.schedule_id = schedule_id
         run.read_actions = False
-        run.approval_kind = ApprovalKind.schedule
-        run.approved_by = f"schedule:{schedule_id}"
-        run.approved_at = now
-        run.approved_code_sha256 = code_sha256
-        run.approved_bundle_sha256 = bundle.bundle_sha256
-        run.credits_reserved = max_cost(limits)  # its firing reserved it (backend/runs/holds.py)
+        # its firing reserved its maximum cost (backend/runs/holds.py)
+        approval.fired(
+            run, company_id=company_id, schedule_id=schedule_id, reserved=max_cost(limits), now=now
+        )
     if root_run_id is None:
         await _insert_as_its_own_root(run)
     else:

@@ -17,7 +17,7 @@ from backend.credits import service as credits
 from backend.errors import Forbidden, NotFound
 from backend.runs import ended
 from backend.runs.tables import Run, RunStatus
-from backend.staging.service import remove_bundle
+from backend.staging.bundle import remove_bundle
 from backend.tenancy import service as tenancy_service
 from backend.tenancy.auth import authenticate
 from backend.tenancy.context import UserContext

@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Protocol
 
 from backend.audit import service as audit
@@ -35,11 +34,12 @@ from backend.credits import service as credits
 from backend.errors import AppError, Forbidden, Invalid
 from backend.hashing import sha256_text
 from backend.injection import scan_text
-from backend.runs import gates, holds, limits, queued
+from backend.runs import gates, holds, queued, quotas
 from backend.runs.factory import create_run
 from backend.runs.tables import Run
 from backend.settings import get_settings
 from backend.staging import service as staging
+from backend.staging.bundle import bundle_root, remove_bundle
 from backend.tenancy.context import UserContext
 
 
@@ -262,12 +262,12 @@ def check_receives(k: int, receives: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-async def check_pending(ctx: UserContext, runs: int = 1, counts: limits.Counts | None = None) -> None:
+async def check_pending(ctx: UserContext, runs: int = 1, counts: quotas.Counts | None = None) -> None:
     """A cap on proposals awaiting a decision, per user: each holds staged company data on disk and cost a
     conversion of every file it names, so an assistant in a loop must not pile them up. A proposal adds
-    `runs` (a flow, one per step). `counts`: `limits.proposal_counts` when the caller has them already."""
+    `runs` (a flow, one per step). `counts`: `quotas.proposal_counts` when the caller has them already."""
     cap = get_settings().max_pending_runs_per_user
-    waiting = (counts or await limits.proposal_counts(ctx)).waiting
+    waiting = (counts or await quotas.proposal_counts(ctx)).waiting
     if waiting + runs > cap:
         adds = f" and this flow's {runs} steps would make {waiting + runs}" if runs > 1 else ""
         raise TooManyPending(
@@ -280,9 +280,9 @@ async def check_bounds(ctx: UserContext, runs: int = 1) -> None:
     """What every proposal (and revision) passes before anything is staged: the per-user cap on runs
     waiting for a decision, and the per-user and per-company proposals per hour, counting the `runs` it
     is about to make (a flow's steps are runs)."""
-    counts = await limits.proposal_counts(ctx)  # one query for both
+    counts = await quotas.proposal_counts(ctx)  # one query for both
     await check_pending(ctx, runs, counts)
-    await limits.check_rate(ctx, runs, counts=counts)
+    await quotas.check_rate(ctx, runs, counts=counts)
 
 
 @contextlib.contextmanager
@@ -348,30 +348,26 @@ async def check(p: Proposal) -> list[PlannedStep]:
 # ---- 3. stage ---------------------------------------------------------------------------------------------
 
 
-def bundle_root() -> Path:
-    return get_settings().data_dir / "bundles"
-
-
 async def stage_bundle(
     ctx: UserContext, datasets: list[str], file_ids: list[int], *, allow_empty: bool = False, staged: int = 0
 ) -> staging.StagedBundle:
     """Stage a proposal's bundle within the user's and the company's limits on staged bytes on disk: refused
     before staging when either is at its limit already (with the `staged` bytes of a flow's earlier steps,
     not saved yet), and the new bundle deleted again when it goes over."""
-    held = await limits.check_staged(ctx, staged)
+    held = await quotas.check_staged(ctx, staged)
     directory = bundle_root() / uuid.uuid4().hex
     bundle = await staging.stage(ctx, datasets, file_ids, directory, allow_empty=allow_empty)
     try:
-        await limits.check_staged(ctx, staged, bundle=max(1, limits.bundle_bytes(bundle.manifest)), held=held)
+        await quotas.check_staged(ctx, staged, bundle=max(1, quotas.bundle_bytes(bundle.manifest)), held=held)
     except BaseException:
-        await asyncio.to_thread(staging.remove_bundle, bundle.directory)
+        await asyncio.to_thread(remove_bundle, bundle.directory)
         raise
     return bundle
 
 
 async def remove_bundles(bundles: list[staging.StagedBundle]) -> None:
     for bundle in bundles:
-        await asyncio.to_thread(staging.remove_bundle, bundle.directory)
+        await asyncio.to_thread(remove_bundle, bundle.directory)
 
 
 async def stage(p: Proposal, planned: list[PlannedStep]) -> list[staging.StagedBundle]:
@@ -387,7 +383,7 @@ async def stage(p: Proposal, planned: list[PlannedStep]) -> list[staging.StagedB
                         p.ctx, spec.datasets, spec.file_ids, directory, allow_empty=step.k > 1
                     )
                 else:
-                    staged = sum(limits.bundle_bytes(b.manifest) for b in bundles)  # not saved yet
+                    staged = sum(quotas.bundle_bytes(b.manifest) for b in bundles)  # not saved yet
                     bundle = await stage_bundle(
                         p.ctx, spec.datasets, spec.file_ids, allow_empty=step.k > 1, staged=staged
                     )

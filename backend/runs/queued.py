@@ -1,10 +1,10 @@
 """A run became queued, or a slot to run one came free: whatever starts runs in this process hears it at once,
 not at its next poll.
 
-The in-process worker and the fleet's dispatcher listen (`backend/execution/queue.py`, `backend/fleet/queue.py`);
-approvals, follow-ups and schedule firings announce, and so does the fleet's worker API when a host's run ends or
-a host registers or leaves. Without a listener (a separate worker process, the CLI) announcing does nothing and the worker's
-poll still finds the run.
+The run loop and the fleet's dispatcher listen (`backend/execution/loop.py`, `backend/fleet/queue.py`);
+approvals, follow-ups and schedule firings announce (`backend/runs/approval.py`), and so does the fleet's worker
+API when a host's run ends or a host registers or leaves. Without a listener (the loop in a process of its own,
+the CLI) announcing does nothing and the loop's poll still finds the run.
 """
 
 from __future__ import annotations

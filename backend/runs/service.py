@@ -1,32 +1,30 @@
-"""Proposal, approval, rejection, revision: the write side of runs. Reading is read.py, execution backend/execution."""
+"""Proposal, approval, rejection, revision: the write side of runs, as the API asks for them (who may, what
+was shown); the decisions themselves are approval.py's. Reading is read.py, execution backend/execution."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from backend import clock, decisions
 from backend.audit import service as audit
 from backend.credits import service as credits
 from backend.errors import Conflict, Forbidden, Invalid, PaymentRequired
 from backend.hashing import sha256_text
-from backend.runs import followups, gates, holds, notices, proposal, queued
+from backend.runs import approval, followups, gates, notices, proposal
 from backend.runs.factory import create_run
 from backend.runs.proposal import (
     Proposal,
     Proposer,
     StepSpec,
-    bundle_root,  # noqa: F401 - where bundles are staged, named here as before
     check_bounds,
     check_code,
     code_findings,
     stage_bundle,
 )
 from backend.runs.read import Known, can_decide, detail, get_run_row, max_attempts, present
-from backend.runs.rows import whole_run
 from backend.runs.schemas import PersonRef, RunDetail
 from backend.runs.tables import RETRYABLE, ApprovalKind, Run, RunStatus
-from backend.staging import service as staging
+from backend.staging.bundle import remove_bundle
 from backend.tenancy.context import UserContext
 
 
@@ -88,7 +86,7 @@ async def _followup(ctx: UserContext, company: dict[str, Any], run: Run, followu
     note = await followups.admit(ctx, company, followup_of, run)
     if note is None:
         try:
-            return await _approve_row(
+            return await approval.approve_run(
                 run_id,
                 kind=ApprovalKind.followup,
                 by=f"followup:{followup_of}",
@@ -96,7 +94,8 @@ async def _followup(ctx: UserContext, company: dict[str, Any], run: Run, followu
                 narrowed_from=followup_of,
                 actor="system",
             )
-        except PaymentRequired as exc:  # inside its grant, but the pool cannot hold its maximum cost
+        # inside its grant, but the pool cannot hold its maximum cost (or the approval was refused)
+        except (PaymentRequired, approval.NotApprovable) as exc:
             note = str(exc.detail)
     await Run.update({Run.followup_note: note}).where(Run.id == run_id)
     await audit.record(
@@ -108,79 +107,6 @@ async def _followup(ctx: UserContext, company: dict[str, Any], run: Run, followu
         data={"followup_of": followup_of, "reason": note},
     )
     return {"followup_note": note}
-
-
-async def _approve_row(
-    run_id: int,
-    *,
-    kind: ApprovalKind,
-    by: str,
-    company_id: int,
-    narrowed_from: int | None = None,
-    actor: str,
-    via: dict[str, Any] | None = None,
-    row: dict[str, Any] | None = None,
-    company: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Approve a waiting run (`row`: as the caller read it this request; the decision itself is conditional
-    on its status, `_claim`); returns what changed on its row. `company`: its row as read this request."""
-    if row is None:
-        row = await whole_run(run_id)
-    assert row is not None
-    now = clock.now()
-    # only a person's approval grants follow-ups (per the company setting at this moment)
-    person = kind == ApprovalKind.person
-    if person and company is None:
-        company = await gates.company(company_id)
-    grant = followups.grant_fields(company, now) if person and company is not None else {}
-    data: dict[str, Any] = {
-        "code_sha256": sha256_text(row["code"]),
-        "bundle_sha256": row["bundle_sha256"],
-        "by": by,
-        **(via or {}),
-    }
-    if grant.get(Run.followup_grant_expires_at) is not None:
-        data["followup_grant"] = {
-            "expires_at": grant[Run.followup_grant_expires_at].isoformat(),
-            "max_runs": grant[Run.followup_grant_max_runs],
-        }
-    action = "run.approved"
-    if narrowed_from is not None:
-        action = "run.followup_auto_approved"
-        data["narrowed_from_run"] = narrowed_from
-    async with audit.atomic():  # its maximum cost held against the pool, or 402 and nothing changes
-        (data["credits_reserved"],) = await holds.reserve(company_id, [row], company=company)
-        values = {
-            Run.status: RunStatus.queued,
-            Run.credits_reserved: data["credits_reserved"],
-            Run.approval_kind: kind,
-            Run.approved_by: by,
-            Run.approved_at: now,
-            Run.approved_code_sha256: sha256_text(row["code"]),
-            Run.approved_bundle_sha256: row["bundle_sha256"],
-            Run.narrowed_from: narrowed_from,
-            Run.updated_at: now,
-            **grant,
-        }
-        await _claim(run_id, values)
-        await audit.record(
-            action, actor=actor, company_id=company_id, subject_type="run", subject_id=run_id, data=data
-        )
-    queued.announce()
-    return {column._meta.name: value for column, value in values.items()}
-
-
-async def _claim(run_id: int, values: dict[Any, Any]) -> None:
-    """Decide a waiting run (callers run this inside `audit.atomic()` with their entry): a lost decision
-    changes nothing and is not audited."""
-    await decisions.claim(
-        Run,
-        run_id,
-        values,
-        status=Run.status,
-        waiting=RunStatus.awaiting_approval,
-        lost=f"run {run_id} was decided by someone else meanwhile; nothing was changed",
-    )
 
 
 async def approve(ctx: UserContext, run_id: int, *, code_sha256: str, bundle_sha256: str) -> RunDetail:
@@ -208,7 +134,7 @@ async def approve(ctx: UserContext, run_id: int, *, code_sha256: str, bundle_sha
         raise Conflict(
             "the staged data changed since you looked at it; reload and review it again", code="hash_mismatch"
         )
-    await _approve_row(
+    await approval.approve_run(
         run_id,
         kind=ApprovalKind.person,
         by=ctx.email,
@@ -229,28 +155,9 @@ async def reject(ctx: UserContext, run_id: int, reason: str | None) -> RunDetail
         raise Forbidden("only the person who asked for this run or a company admin can reject it")
     if row["status"] != RunStatus.awaiting_approval:
         raise Conflict(f"run {run_id} is {row['status']}, not awaiting approval")
-    now = clock.now()
-    async with audit.atomic():
-        await _claim(
-            run_id,
-            {
-                Run.status: RunStatus.rejected,
-                Run.rejected_by: ctx.email,
-                Run.rejected_at: now,
-                Run.rejection_reason: (reason or "").strip()[:2000] or None,
-                Run.updated_at: now,
-            },
-        )
-        await audit.record(
-            "run.rejected",
-            actor=ctx.actor,
-            company_id=ctx.company_id,
-            subject_type="run",
-            subject_id=run_id,
-            data={"reason": reason or "", **ctx.via()},
-        )
+    await approval.reject_run(ctx, run_id, reason)
     # only the winner reaches here: a rejection that lost to an approval keeps the bundle the run needs
-    await asyncio.to_thread(staging.remove_bundle, row["bundle_dir"])
+    await asyncio.to_thread(remove_bundle, row["bundle_dir"])
     return await detail(ctx, run_id)
 
 

@@ -27,7 +27,7 @@ class Run(Table):
     bundle_dir = Varchar(length=500)
     bundle_sha256 = Varchar(length=64)
     manifest = JSON(default={})
-    staged_bytes = BigInt(default=0)  # the bytes the manifest lists (runs.limits sums them in SQL)
+    staged_bytes = BigInt(default=0)  # the bytes the manifest lists (runs.quotas sums them in SQL)
     findings = JSON(default=[])
     created_at = Timestamptz()
     updated_at = Timestamptz()

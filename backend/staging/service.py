@@ -1,8 +1,9 @@
 """Staging: the exact bundle a run gets. Exports through the records' visibility rule, Drive files converted
 to text, a manifest whose `bundle_sha256` is what an approval binds to, and injection findings.
 
-The bundle's layout is known here and nowhere else: `verify_bundle` re-hashes it, `staged_versions` reads
-back the version of every staged record (what accepting a proposed change compares against)."""
+The bundle's layout is known here and in `bundle.py` (no database: its hash, `verify_bundle` re-hashing it,
+its removal), and nowhere else; `staged_versions` reads back the version of every staged record (what
+accepting a proposed change compares against)."""
 
 from __future__ import annotations
 
@@ -20,16 +21,16 @@ from backend import filemodes
 from backend.convert import Converted, cells_for_scan, convert, convert_isolated, text_for_scan
 from backend.drive import service as drive
 from backend.errors import Forbidden, Invalid
-from backend.hashing import sha256_bytes, sha256_file, sha256_json
+from backend.hashing import sha256_bytes
 from backend.injection import Finding, scan_table, scan_text, verdicts
 from backend.records.export import DatasetExport, VisibleRows, visible_rows
 from backend.records.visibility import get_dataset
 from backend.settings import get_settings
+from backend.staging.bundle import MANIFEST, bundle_hash
 from backend.staging.export import scan_export
 from backend.staging.verdict_store import DbVerdictCache
 from backend.tenancy.context import UserContext
 
-MANIFEST = "manifest.json"
 README = "README.txt"
 VERSIONS = "record_versions.json"  # {"schema": 1, "datasets": {name: [[id, version], ...]}}, id order
 _STEM_BAD = re.compile(r"[^A-Za-z0-9._-]+")
@@ -112,13 +113,6 @@ def _finish(root: Path, manifest: dict[str, Any], versions: bytes | None, findin
     filemodes.write_private(root / MANIFEST, json.dumps(manifest, indent=2, default=str).encode())
 
 
-def remove_bundle(directory: str | Path | None) -> None:
-    """Delete a staged bundle once its run has ended. What the approval bound (the manifest and its hashes)
-    stays in the run's row and the audit trail; the staged versions were copied into its action items."""
-    if directory:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
 def scan_converted(converted: Converted, display: str) -> list[Finding]:
     """Every cell, header, sheet name, formula and text line of one converted file."""
     findings: list[Finding] = []
@@ -144,11 +138,6 @@ def scan_files(files: list[tuple[str, bytes]]) -> tuple[list[Finding], list[dict
         except Exception as exc:  # a scanner bug on one file is that file's error, not a failed scan
             errors.append({"path": path, "error": f"injection scan failed: {type(exc).__name__}: {exc}"})
     return _dedupe(findings), errors
-
-
-def bundle_hash(files: list[dict[str, Any]]) -> str:
-    """Covers every staged file's path and content hash; the manifest's own metadata is not part of it."""
-    return sha256_json(sorted([f["path"], f["sha256"]] for f in files if "sha256" in f))
 
 
 def _readme(manifest: dict[str, Any]) -> bytes:
@@ -362,24 +351,3 @@ def _versions_from_csv(root: Path, dataset: str) -> dict[int, int]:
         return {}
     with path.open(newline="") as fh:
         return {int(r["id"]): int(r["version"]) for r in csv.DictReader(fh)}
-
-
-def verify_bundle(directory: Path, expected_sha256: str) -> str | None:
-    """Re-hash a staged bundle from disk. None when intact, else what is wrong (the runner refuses to start)."""
-    manifest_path = Path(directory) / MANIFEST
-    if not manifest_path.is_file():
-        return "the bundle has no manifest.json"
-    try:
-        manifest = json.loads(manifest_path.read_text())
-        listed = {str(f["path"]) for f in manifest["files"]}
-    except (ValueError, KeyError, TypeError):
-        return "the bundle's manifest.json is unreadable"
-    root = Path(directory)
-    on_disk = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p != manifest_path}
-    if on_disk != listed:
-        return f"files differ from the manifest: extra {sorted(on_disk - listed)[:5]}, missing {sorted(listed - on_disk)[:5]}"
-    actual = [{"path": rel, "sha256": sha256_file(Path(directory) / rel)} for rel in sorted(listed)]
-    digest = bundle_hash(actual)
-    if digest != expected_sha256:
-        return f"bundle hash {digest[:12]}… differs from the approved {expected_sha256[:12]}…"
-    return None

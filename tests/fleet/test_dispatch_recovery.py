@@ -1,5 +1,5 @@
 """The dispatch path when a worker fails between taking a job and claiming its run (issue 27, item 3): a
-real API (in process), real PostgreSQL and procrastinate, and the real `FleetWorker` taking its jobs; only
+real API (in process), real PostgreSQL and procrastinate, and the real `HostAgent` taking its jobs; only
 the VM is replaced (`sandbox.run_code`), so each run's execution is counted. A run handed to a worker that
 never claims it is handed out again after `worker_claim_seconds` (not before) and runs once; a job a killed
 worker left `doing` is recovered; two claims of one run never both succeed; a claim that failed with a 5xx
@@ -18,7 +18,7 @@ import pytest
 
 from backend.fleet import queue as fleet_queue
 from backend.fleet import service
-from backend.fleet.host_agent import FleetWorker
+from backend.fleet.host_agent import HostAgent
 from backend.fleet.tables import WorkerHost
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import SandboxResult
@@ -43,18 +43,15 @@ def executions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-async def _host(client, host_id: str, capacity: int = 2) -> tuple[FleetWorker, dict[str, str]]:
+async def _host(client, host_id: str, capacity: int = 2) -> tuple[HostAgent, dict[str, str]]:
     """A registered host and the real worker of it, talking to the in-process API."""
     token = await service.enroll(host_id, created_by="test", capacity=capacity)  # the operator's slots
     headers = {"Authorization": f"Bearer {token}"}
     response = await client.post("/api/worker/hosts", json={"capacity": capacity}, headers=headers)
     assert response.status_code == 200, response.text
     base = str(client.base_url)
-    worker = FleetWorker(host_id=host_id, api_url=base, token=token, capacity=capacity)
-    await worker.api.aclose()
-    worker.api = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=client.app), base_url=base, headers=headers
-    )
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=client.app), base_url=base)
+    worker = HostAgent(host_id=host_id, api_url=base, token=token, capacity=capacity, http=http)
     return worker, headers
 
 
@@ -73,7 +70,7 @@ async def _pass(app) -> list[int]:
     return await fleet_queue.dispatch(app)
 
 
-async def _work(worker: FleetWorker) -> None:
+async def _work(worker: HostAgent) -> None:
     """The worker takes every job of its queue that is due, then stops (as `_take_jobs`, not waiting)."""
     app = _worker_app(worker)
     async with app.open_async():
@@ -85,7 +82,7 @@ async def _work(worker: FleetWorker) -> None:
         )
 
 
-def _worker_app(worker: FleetWorker):
+def _worker_app(worker: HostAgent):
     """The host's own procrastinate app, as its process has (opened and closed by what uses it)."""
     app = fleet_queue.make_app(name=f"cleanroom-worker-{worker.host_id}")
     worker.register_task(app)
@@ -308,7 +305,7 @@ async def test_a_claim_that_failed_with_a_server_error_is_retried_by_procrastina
 async def test_the_workers_job_queue_loop_reconnects_after_its_connections_are_cut(
     client, alice, acme_on, executions
 ) -> None:
-    """`FleetWorker._take_jobs`: procrastinate's worker loses its database connections, and the next run is
+    """`HostAgent._take_jobs`: procrastinate's worker loses its database connections, and the next run is
     still taken by the same worker (no restart). Who recovers depends on timing: procrastinate's pool checks a
     connection when it hands one out and its listener reconnects, so it often recovers by itself; when a cut
     connection is in use, its worker raises or stops and the loop starts it again. Both paths of the loop are
@@ -376,7 +373,7 @@ async def test_a_claim_whose_answer_was_lost_is_answered_again_and_the_run_runs_
     worker, headers = await _host(client, "alpha")
     lossy = _LoseOneAnswer(httpx.ASGITransport(app=client.app), f"/api/v1/worker/runs/{run['id']}/claim")
     await worker.api.aclose()
-    worker.api = httpx.AsyncClient(transport=lossy, base_url=str(client.base_url), headers=headers)
+    worker.api.http = httpx.AsyncClient(transport=lossy, base_url=str(client.base_url))
     async with _queue() as app:
         assert await _pass(app) == [run["id"]]
         await _work(worker)

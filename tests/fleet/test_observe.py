@@ -79,7 +79,7 @@ async def test_a_request_id_goes_from_the_request_to_its_log_lines_and_to_the_wo
     # the worker runs it under that id (a stand-in VM: this is about the log lines, not the VM)
     assert (await approve_as(client, "alice@acme.example", run_id)).status_code == 200
     assert await execute_with_stand_in_vm(run_id, monkeypatch) == "succeeded"
-    worker = [line for line in parsed(captured) if line["logger"] == "cleanroom.worker"]
+    worker = [line for line in parsed(captured) if line["logger"] == "cleanroom.loop"]
     assert [line["message"] for line in worker if line.get("run_id") == run_id] == [
         f"run {run_id}: started",
         f"run {run_id}: succeeded",

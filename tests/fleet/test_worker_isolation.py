@@ -18,8 +18,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from backend.fleet import jobs, service, transfer
 from backend.fleet import queue as fleet_queue
-from backend.fleet import service, transfer
 from backend.fleet.tables import WorkerHost
 from backend.runs.tables import Run, RunStatus
 from backend.sandbox.models import OutputFile, SandboxResult, Timings
@@ -56,8 +56,8 @@ async def test_the_workers_role_reaches_the_job_queue_and_nothing_of_the_product
     worker_url = fleet_queue.role_url(api_url, role, password)
 
     # positive control: the API's role reads and changes every product table
-    assert set(PRODUCT_TABLES) <= set(fleet_queue.product_tables_reachable(api_url))
-    assert fleet_queue.product_tables_reachable(worker_url) == []
+    assert set(PRODUCT_TABLES) <= set(jobs.product_tables_reachable(api_url))
+    assert jobs.product_tables_reachable(worker_url) == []
     hostile = [
         *(f'SELECT * FROM "{table}" LIMIT 1' for table in PRODUCT_TABLES),
         "UPDATE run SET code = 'print(1)', status = 'queued'",  # the review's first attack
@@ -111,13 +111,13 @@ async def test_the_workers_role_is_made_again_exactly_and_a_public_grant_is_caug
     worker_url = fleet_queue.role_url(api_url, role, password)
     with psycopg.connect(api_url, autocommit=True) as admin:
         admin.execute(f'GRANT SELECT ON run TO "{role}"')
-    assert fleet_queue.product_tables_reachable(worker_url) == ["run"]  # the check sees a grant
+    assert jobs.product_tables_reachable(worker_url) == ["run"]  # the check sees a grant
     await fleet_queue.make_worker_role(api_url, "alpha", password, role=role, other_databases=[])
-    assert fleet_queue.product_tables_reachable(worker_url) == []
+    assert jobs.product_tables_reachable(worker_url) == []
     with psycopg.connect(api_url, autocommit=True) as admin:
         admin.execute("GRANT SELECT ON app_user TO PUBLIC")
     try:
-        assert fleet_queue.product_tables_reachable(worker_url) == ["app_user"]
+        assert jobs.product_tables_reachable(worker_url) == ["app_user"]
     finally:
         with psycopg.connect(api_url, autocommit=True) as admin:
             admin.execute("REVOKE SELECT ON app_user FROM PUBLIC")
@@ -156,7 +156,7 @@ async def test_the_worker_command_refuses_the_apis_database_role_and_db_role_mak
     assert made.returncode == 0, made.stderr
     assert "procrastinate only, host alpha's queue only" in made.stdout and f"{role}:PASSWORD@" in made.stdout
     worker_url = fleet_queue.role_url(api_url, role, password)
-    assert fleet_queue.product_tables_reachable(worker_url) == []
+    assert jobs.product_tables_reachable(worker_url) == []
     # the role is alpha's: beta's worker refuses it, and a role that may make temporary tables too
     worker_env = {**env, "DATABASE_URL": worker_url}
     with psycopg.connect(api_url, autocommit=True) as admin:
@@ -169,8 +169,8 @@ async def test_the_worker_command_refuses_the_apis_database_role_and_db_role_mak
     with psycopg.connect(api_url, autocommit=True) as admin:
         admin.execute(f'REVOKE TEMPORARY ON DATABASE "{database}" FROM "{role}"')
     # positive control: the role as made is alpha's own, with nothing to object to (the same check)
-    assert fleet_queue.worker_role_problems(worker_url, "alpha")[0] == []
-    assert fleet_queue.worker_role_problems(worker_url, "beta")[0] == [
+    assert jobs.worker_role_problems(worker_url, "alpha")[0] == []
+    assert jobs.worker_role_problems(worker_url, "beta")[0] == [
         "its jobs are not limited to this host's queue runs.beta"
     ]
     short = _cli("workers", "db-role", "alpha", role, env={**env, "CLEANROOM_WORKER_DB_PASSWORD": "short"})

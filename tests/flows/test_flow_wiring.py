@@ -11,7 +11,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from backend.app import create_app
-from backend.execution import queue
+from backend.execution import loop
 from backend.flows import progress
 from backend.runs import ended
 
@@ -61,11 +61,11 @@ async def test_a_worker_wires_flows_when_it_starts(
 
     # no database, no sandbox: only the start itself
     for name in ("recover", "sweep_bundles"):
-        monkeypatch.setattr(queue, name, nothing)
-    monkeypatch.setattr(queue, "service_standby_count", lambda: 0)
-    monkeypatch.setattr(queue, "stop_standby_pool", lambda: None)
-    monkeypatch.setattr(queue.Worker, "_loop", nothing)
-    worker = queue.Worker()
+        monkeypatch.setattr(loop, name, nothing)
+    monkeypatch.setattr(loop, "service_standby_count", lambda: 0)
+    monkeypatch.setattr(loop, "stop_standby_pool", lambda: None)
+    monkeypatch.setattr(loop.RunLoop, "_loop", nothing)
+    worker = loop.RunLoop()
     await worker.start()
     try:
         assert unwired == [progress.step_ended]

@@ -13,10 +13,10 @@ import pytest
 from backend import execution, sandbox
 from backend.actions.tables import ActionItem
 from backend.records.tables import Deal
-from backend.runs import service as runs_service
 from backend.runs.tables import Run
 from backend.sandbox.models import SandboxResult, Timings, VmInfo
 from backend.settings import get_settings
+from backend.staging.bundle import bundle_root
 from backend.tenancy.tables import User
 from tests.support.http import approve_as, decide_item_as, login, token_for
 from tests.support.runs import enable_code, proposal
@@ -30,7 +30,7 @@ async def on(demo_db: str) -> None:
 
 
 def _bundles() -> set[Path]:
-    root = runs_service.bundle_root()
+    root = bundle_root()
     return set(root.iterdir()) if root.exists() else set()
 
 

@@ -24,12 +24,12 @@ from backend.drive import service as drive
 from backend.errors import Invalid
 from backend.execution import retention
 from backend.flows.tables import Flow
-from backend.runs import gates, limits
-from backend.runs import service as runs_service
+from backend.runs import gates, quotas
 from backend.runs.tables import Run
 from backend.sandbox.models import OutputFile, SandboxResult, Timings, VmInfo
 from backend.settings import get_settings
 from backend.staging import service as staging
+from backend.staging.bundle import bundle_root
 from backend.tenancy.context import load_user_context
 from backend.tenancy.tables import Company, User
 from tests.support.flows import flow_body, step
@@ -43,7 +43,7 @@ async def on(demo_db: str) -> None:
 
 
 def _bundles() -> set[Path]:
-    root = runs_service.bundle_root()
+    root = bundle_root()
     return set(root.iterdir()) if root.exists() else set()
 
 
@@ -133,7 +133,7 @@ async def test_proposals_per_hour_are_limited_per_company(client, on, monkeypatc
     # positive control: another company's proposals are its own
     globex = (await Company.select(Company.id).where(Company.name == "Globex").first())["id"]
     someone = await User.select(User.id).where(User.company == globex).first()
-    await limits.check_rate(await load_user_context(someone["id"]))  # does not raise
+    await quotas.check_rate(await load_user_context(someone["id"]))  # does not raise
 
 
 @pytest.mark.sqlite
@@ -195,12 +195,12 @@ async def test_staged_bytes_in_flight_are_limited_per_company(client, on, monkey
     alice = await token_for(client, "alice@acme.example")
     company = (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
     await Run.delete().where(Run.company == company)  # the demo's waiting run: start from nothing in flight
-    assert await limits.staged_in_flight(company) == 0
+    assert await quotas.staged_in_flight(company) == 0
     first = await client.post("/api/runs", json=proposal(), headers=alice)
     assert first.status_code == 201, first.text
-    size = limits.bundle_bytes((await Run.select(Run.manifest).where(Run.id == first.json()["id"]).output(load_json=True).first())["manifest"])  # fmt: skip
+    size = quotas.bundle_bytes((await Run.select(Run.manifest).where(Run.id == first.json()["id"]).output(load_json=True).first())["manifest"])  # fmt: skip
     assert size > 0
-    assert await limits.staged_in_flight(company) == size
+    assert await quotas.staged_in_flight(company) == size
     # room for one bundle and a half: the second one would go over, and is deleted again once staged
     monkeypatch.setattr(get_settings(), "max_staged_bytes_per_company", size + size // 2)
     staged = _bundles()
@@ -222,22 +222,22 @@ async def test_staged_bytes_in_flight_are_limited_per_company(client, on, monkey
     await login(client, "alice@acme.example")
     assert (await client.post(f"/api/runs/{first.json()['id']}/reject", json={})).status_code == 200
     client.cookies.clear()
-    assert await limits.staged_in_flight(company) == 0
+    assert await quotas.staged_in_flight(company) == 0
     assert (await client.post("/api/runs", json=proposal(), headers=alice)).status_code == 201
-    assert await limits.staged_in_flight(company) == size
+    assert await quotas.staged_in_flight(company) == size
 
 
 async def _acme_from_nothing_staged() -> int:
     """Acme's id, with its demo runs gone: nothing of it on disk counts."""
     company = (await Company.select(Company.id).where(Company.name == "Acme Analytics").first())["id"]
     await Run.delete().where(Run.company == company)
-    assert await limits.staged_in_flight(company) == 0
+    assert await quotas.staged_in_flight(company) == 0
     return company
 
 
 async def _size(run_id: int) -> int:
     row = await Run.select(Run.manifest).where(Run.id == run_id).output(load_json=True).first()
-    return limits.bundle_bytes(row["manifest"])
+    return quotas.bundle_bytes(row["manifest"])
 
 
 @pytest.mark.sqlite
@@ -264,13 +264,13 @@ async def test_staged_bytes_on_disk_are_limited_per_user(client, on, monkeypatch
     bob = await token_for(client, "bob@acme.example")
     theirs = await client.post("/api/runs", json=proposal(), headers=bob)
     assert theirs.status_code == 201, theirs.text
-    assert await limits.staged_in_flight(company) == size + await _size(
+    assert await quotas.staged_in_flight(company) == size + await _size(
         theirs.json()["id"]
     )  # bob sees other rows
     alice_id = (await Run.select(Run.requested_by).where(Run.id == first.json()["id"]).first())[
         "requested_by"
     ]
-    assert await limits.staged_in_flight(company, alice_id) == size
+    assert await quotas.staged_in_flight(company, alice_id) == size
 
 
 @pytest.mark.sqlite
@@ -283,14 +283,14 @@ async def test_a_failed_runs_kept_bundle_counts_until_it_is_swept(client, on, mo
     monkeypatch.setattr(sandbox, "run_code", _sandbox("failed"))
     assert await execution.execute(run["id"]) == "failed"
     assert Path(run["bundle_dir"]).is_dir()  # kept for its retention
-    assert await limits.staged_in_flight(company) == size
+    assert await quotas.staged_in_flight(company) == size
     monkeypatch.setattr(get_settings(), "max_staged_bytes_per_company", size + size // 2)
     r = await client.post("/api/runs", json=proposal(), headers=run["token"])
     assert r.status_code == 429, r.text
     assert r.json()["in_flight_bytes"] == size and r.json()["scope"] == "company"
     # positive control: once the sweep deleted it, the failed run holds nothing on disk
     assert run["bundle_dir"] in await retention.sweep_bundles(datetime.now(UTC) + timedelta(days=8))
-    assert await limits.staged_in_flight(company) == 0
+    assert await quotas.staged_in_flight(company) == 0
     assert (await client.post("/api/runs", json=proposal(), headers=run["token"])).status_code == 201
 
 
@@ -316,8 +316,8 @@ async def test_a_flows_bundles_add_up_against_the_staged_bytes(client, on, monke
 
 def test_bundle_bytes_reads_only_sizes() -> None:
     manifest = {"files": [{"bytes": 10}, {"bytes": 5}, {"bytes": -3}, {"bytes": True}, {"bytes": "9"}, "x"]}
-    assert limits.bundle_bytes(manifest) == 15
-    assert limits.bundle_bytes(None) == limits.bundle_bytes({}) == 0
+    assert quotas.bundle_bytes(manifest) == 15
+    assert quotas.bundle_bytes(None) == quotas.bundle_bytes({}) == 0
 
 
 # ---------------------------------------------------------------- retention
@@ -356,7 +356,7 @@ async def test_the_sweep_keeps_what_is_in_flight_and_young_orphans(client, on) -
     alice = await token_for(client, "alice@acme.example")
     waiting = (await client.post("/api/runs", json=proposal(), headers=alice)).json()
     queued = await _approved(client)
-    root = runs_service.bundle_root()
+    root = bundle_root()
     young, old = root / "young-orphan", root / "old-orphan"
     young.mkdir()
     old.mkdir()
@@ -412,9 +412,9 @@ async def test_the_worker_sweeps_at_start(client, on, monkeypatch) -> None:
         calls.append(1)
         return []
 
-    monkeypatch.setattr("backend.execution.queue.sweep_bundles", sweep)
-    monkeypatch.setattr("backend.execution.queue.service_standby_count", lambda: 0)
-    w = execution.queue.Worker(poll_seconds=3600)
+    monkeypatch.setattr("backend.execution.loop.sweep_bundles", sweep)
+    monkeypatch.setattr("backend.execution.loop.service_standby_count", lambda: 0)
+    w = execution.loop.RunLoop(poll_seconds=3600)
     await w.start()
     try:
         assert calls == [1]

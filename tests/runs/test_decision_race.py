@@ -11,6 +11,7 @@ from typing import Any
 
 from backend.audit import service as audit
 from backend.audit.tables import AuditEntry
+from backend.runs import approval
 from backend.runs import service as runs
 from backend.runs.tables import Run, RunStatus
 from tests.support.concurrency import concurrent_client, meet_after
@@ -72,7 +73,7 @@ async def test_control_an_unconditional_decision_is_caught_by_the_same_race(
     async def unconditional(run_id: int, values: dict[Any, Any]) -> None:
         await Run.update(values).where(Run.id == run_id)
 
-    monkeypatch.setattr(runs, "_claim", unconditional)
+    monkeypatch.setattr(approval, "_claim", unconditional)  # the one decision module's claim
     meet_after(monkeypatch, runs, "get_run_row", 2)
     await login(client, "alice@acme.example")
     codes, status, decisions, _ = await _decide_at_once(client, alice)

@@ -80,7 +80,7 @@ async def test_runs_made_before_staged_bytes_was_stored_get_what_their_manifest_
     """The limits on staged data sum `run.staged_bytes` in the database (issue 30); a run made before the
     column existed counts what its manifest lists, not zero, so a backlog from before an upgrade still
     holds against the limits."""
-    from backend.runs import limits
+    from backend.runs import quotas
 
     db.configure(bare)
     await _migrate("2026-12-02T15:40:00:000000")  # the last migration before the column
@@ -104,6 +104,6 @@ async def test_runs_made_before_staged_bytes_was_stored_get_what_their_manifest_
     rows = await Run.select(Run.staged_bytes).order_by(Run.id)
     assert [r["staged_bytes"] for r in rows] == [1234, 0, 5]
     # what the limits see: the runs in flight (the first and the third), summed by the database
-    assert await limits.staged_in_flight(1) == 1239
-    assert await limits.staged_in_flight(1, user_id=1) == 1239
-    assert await limits.staged_in_flight(1, user_id=2) == 0
+    assert await quotas.staged_in_flight(1) == 1239
+    assert await quotas.staged_in_flight(1, user_id=1) == 1239
+    assert await quotas.staged_in_flight(1, user_id=2) == 0

@@ -9,7 +9,7 @@ import pytest
 
 from backend import execution
 from backend.errors import Invalid
-from backend.execution.queue import QUEUE_HEAD
+from backend.execution.loop import QUEUE_HEAD
 from backend.runs.tables import Run
 from backend.schedules import service as schedules
 from backend.schedules.tables import Schedule

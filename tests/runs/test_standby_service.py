@@ -11,7 +11,7 @@ from pathlib import Path
 import libvirt
 import pytest
 
-from backend.execution.queue import Worker
+from backend.execution.loop import RunLoop
 from backend.sandbox import libvirt_conn
 from backend.sandbox.standby import service_standby_count, standby_pool, standby_ready
 from backend.settings import get_settings
@@ -71,7 +71,7 @@ async def _finished(client, headers, run_id: int, timeout: float = 240.0) -> dic
 async def test_the_service_runs_on_standby_guests_and_leaves_none_behind(
     client, alice, acme_on, standby_on
 ) -> None:
-    worker = Worker(poll_seconds=0.1)
+    worker = RunLoop(poll_seconds=0.1)
     await worker.start()
     try:
         assert standby_pool.active

@@ -11,13 +11,13 @@ import asyncio
 
 import pytest
 
-from backend.execution import queue
+from backend.execution import loop
 from backend.runs import queued
 from tests.support.http import approve_as
 from tests.support.runs import proposal
 
 
-async def _started_within(worker: queue.Worker, picked: list[int], run_id: int, seconds: float) -> bool:
+async def _started_within(worker: loop.RunLoop, picked: list[int], run_id: int, seconds: float) -> bool:
     for _ in range(int(seconds / 0.05)):
         if run_id in picked:
             return True
@@ -33,8 +33,8 @@ async def hour_poll_worker(monkeypatch: pytest.MonkeyPatch):
         picked.append(run_id)
         return "succeeded"
 
-    monkeypatch.setattr(queue, "execute", record)
-    worker = queue.Worker(poll_seconds=3600)
+    monkeypatch.setattr(loop, "execute", record)
+    worker = loop.RunLoop(poll_seconds=3600)
     await worker.start()
     await asyncio.sleep(0.2)  # its first look at the (empty) queue is over; now it waits an hour
     try:

@@ -28,7 +28,8 @@ from backend.hashing import sha256_bytes
 from backend.records import tables as rt
 from backend.records.export import visible_rows
 from backend.staging import export as staged_export
-from backend.staging.service import VERSIONS, stage, staged_versions, verify_bundle
+from backend.staging.bundle import verify_bundle
+from backend.staging.service import VERSIONS, stage, staged_versions
 from backend.tenancy.context import load_user_context_by_email
 
 CSV_BYTES = b"region,amount\nEast,1200\nWest,900\n"

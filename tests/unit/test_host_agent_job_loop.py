@@ -1,4 +1,4 @@
-"""The host agent's job loop (`FleetWorker._take_jobs`) when procrastinate's worker ends without being asked.
+"""The host agent's job loop (`HostAgent._take_jobs`) when procrastinate's worker ends without being asked.
 
 A lost database connection ends procrastinate's worker in one of two ways: it raises (a query on a cut
 connection), or it stops without raising when a side task fails (its heartbeat's query: `Worker.
@@ -16,7 +16,7 @@ import logging
 import psycopg
 import pytest
 
-from backend.fleet.host_agent import FleetWorker
+from backend.fleet.host_agent import HostAgent
 
 
 class _App:
@@ -49,9 +49,9 @@ class _App:
 
 @pytest.mark.parametrize(("first_raises", "logged"), [(False, "stopped by itself"), (True, "administrator")])
 async def test_a_worker_that_ended_without_being_asked_is_started_again(caplog, first_raises, logged) -> None:
-    agent = FleetWorker(host_id="alpha", api_url="http://127.0.0.1:9", token="t", capacity=1)
+    agent = HostAgent(host_id="alpha", api_url="http://127.0.0.1:9", token="t", capacity=1)
     app = _App("raises" if first_raises else "returns")
-    caplog.set_level(logging.WARNING, logger="cleanroom.fleet.worker")
+    caplog.set_level(logging.WARNING, logger="cleanroom.fleet.host")
     taking = asyncio.create_task(agent._take_jobs(app))
     try:
         await asyncio.wait_for(app.running.wait(), 10)  # the loop started a second worker
@@ -69,7 +69,7 @@ async def _waits(monkeypatch: pytest.MonkeyPatch, worked_well: float) -> list[fl
     from backend.fleet import host_agent
 
     monkeypatch.setattr(host_agent, "WORKED_WELL_SECONDS", worked_well)
-    agent = FleetWorker(host_id="alpha", api_url="http://127.0.0.1:9", token="t", capacity=1)
+    agent = HostAgent(host_id="alpha", api_url="http://127.0.0.1:9", token="t", capacity=1)
     waits: list[float] = []
 
     async def record(seconds: float) -> None:

@@ -11,15 +11,16 @@ import httpx
 import pytest
 
 from backend.fleet import host_agent
-from backend.fleet.host_agent import ApiUnavailable, FleetWorker
+from backend.fleet.host_agent import ApiUnavailable, HostAgent
+from backend.fleet.schemas import HostBody
 from backend.settings import get_settings
 
 
-def _host(handler=None) -> FleetWorker:
-    host = FleetWorker(host_id="alpha", api_url="http://api.invalid", token="t", capacity=1)
+def _host(handler=None) -> HostAgent:
+    http = None
     if handler is not None:
-        host.api = httpx.AsyncClient(transport=httpx.MockTransport(handler), base_url="http://api.invalid")
-    return host
+        http = httpx.AsyncClient(transport=httpx.MockTransport(handler), base_url="http://api.invalid")
+    return HostAgent(host_id="alpha", api_url="http://api.invalid", token="t", capacity=1, http=http)
 
 
 @pytest.fixture(autouse=True)
@@ -99,8 +100,7 @@ def test_a_registration_the_api_refuses_is_not_tried_again() -> None:
     host = _host(api)
 
     async def register() -> None:
-        response = await host.api.post("/api/worker/hosts", json={})
-        response.raise_for_status()
+        await host.api.register(HostBody())
 
     host.register = register
     with pytest.raises(httpx.HTTPStatusError) as refused:

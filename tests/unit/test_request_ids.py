@@ -116,7 +116,8 @@ def test_auto_is_text_on_a_terminal_and_json_otherwise(monkeypatch) -> None:
 async def test_a_fleet_host_runs_a_claimed_job_under_its_request_id(monkeypatch, tmp_path) -> None:
     """The host agent gets the proposing request's id with the claimed job: its log lines about the run carry
     it, and so do its calls to the API about that run; a call outside a job (a heartbeat) gets a fresh one."""
-    from backend.fleet.host_agent import FleetWorker
+    from backend.fleet.host_agent import HostAgent
+    from backend.fleet.schemas import HeartbeatBody
 
     monkeypatch.setenv("CLEANROOM_DATA_DIR", str(tmp_path))
     from backend.settings import get_settings
@@ -133,23 +134,23 @@ async def test_a_fleet_host_runs_a_claimed_job_under_its_request_id(monkeypatch,
         received.append((request.url.path, request.headers.get("x-request-id")))
         return httpx.Response(200, json=job if request.url.path.endswith("/claim") else {"ok": True})
 
-    agent = FleetWorker(host_id="alpha", api_url="http://api.test", token="t", capacity=1)
-    agent.api = httpx.AsyncClient(base_url="http://api.test", transport=httpx.MockTransport(api))
+    http = httpx.AsyncClient(base_url="http://api.test", transport=httpx.MockTransport(api))
+    agent = HostAgent(host_id="alpha", api_url="http://api.test", token="t", capacity=1, http=http)
 
     async def run(run_id, claimed, scratch) -> None:  # stands in for the VM: one call about the run
-        logging.getLogger("cleanroom.fleet.worker").info("run %s: working", run_id)
-        await agent._call("POST", f"/api/v1/worker/runs/{run_id}/vm-started")
+        logging.getLogger("cleanroom.fleet.host").info("run %s: working", run_id)
+        await agent.api.vm_started(run_id)
 
     monkeypatch.setattr(agent, "_run", run)
     out = io.StringIO()
     handler = observe.handler("json", out)
-    logger = logging.getLogger("cleanroom.fleet.worker")
+    logger = logging.getLogger("cleanroom.fleet.host")
     logger.addHandler(handler)
     level = logger.level
     logger.setLevel(logging.INFO)
     try:
         await agent.handle(42)
-        await agent._call("POST", "/api/v1/worker/heartbeat")
+        await agent.api.heartbeat(HeartbeatBody())
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)

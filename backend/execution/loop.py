@@ -1,4 +1,5 @@
-"""Which queued run starts next, and the in-process loop that starts them (and fires due schedules)."""
+"""Which queued run starts next, and the run loop that starts them (and fires due schedules): in the API
+process (the embedded default) or in a process of its own (`process.py`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from backend.sandbox.standby import service_standby_count, start_standby_pool, s
 from backend.schedules import service as schedules
 from backend.settings import get_settings
 
-log = logging.getLogger("cleanroom.worker")
+log = logging.getLogger("cleanroom.loop")
 
 
 async def queued_ids(limit: int | None = None) -> list[int]:
@@ -94,14 +95,14 @@ async def drain() -> None:
             await asyncio.gather(*(rerun(i) for i in reruns))
 
 
-class Worker:
-    """The in-process worker: polls the queue, and fires due schedules. A run queued in this process
+class RunLoop:
+    """The run loop: polls the queue, and fires due schedules. A run queued in this process
     (`backend.runs.queued`) or a run ending wakes it at once; the poll is the fallback."""
 
     def __init__(self, poll_seconds: float = 0.5) -> None:
         self.poll_seconds = poll_seconds
         self.active: set[int] = set()
-        self.active_reruns: set[int] = set()  # re-runs for evidence (worker/rerun.py)
+        self.active_reruns: set[int] = set()  # re-runs for evidence (execution/rerun.py)
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_schedule_check = 0.0
@@ -176,7 +177,7 @@ class Worker:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("worker loop error")
+                log.exception("run loop error")
             await self._idle()
 
     async def _start_reruns(self) -> None:
@@ -220,7 +221,7 @@ class Worker:
         try:
             await execute(run_id)
         except Exception:
-            log.exception("run %s failed in the worker", run_id)
+            log.exception("run %s failed in the run loop", run_id)
             await finish(
                 run_id, RunStatus.error, error_message="internal error in the worker; see the server log"
             )
@@ -230,12 +231,12 @@ class Worker:
                 self._wake.set()
 
 
-WORKER = Worker()
+RUN_LOOP = RunLoop()
 
 
-async def start_worker() -> None:
-    await WORKER.start()
+async def start_loop() -> None:
+    await RUN_LOOP.start()
 
 
-async def stop_worker() -> None:
-    await WORKER.stop()
+async def stop_loop() -> None:
+    await RUN_LOOP.stop()
