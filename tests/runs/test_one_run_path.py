@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.console.support import ANALYSIS_CODE, execute_with_stand_in_vm, fake_run_code
 
 from backend import execution, sandbox
 from backend.execution.rerun import execute_rerun
@@ -22,6 +21,7 @@ from backend.hashing import sha256_file, sha256_text
 from backend.runs import approved
 from backend.runs.tables import Run
 from backend.staging.bundle import bundle_hash
+from tests.support.console import ANALYSIS_CODE, execute_with_stand_in_vm, fake_run_code
 from tests.support.http import approve_as, login, token_for
 from tests.support.runs import enable_code, proposal
 
