@@ -12,7 +12,7 @@ sends that body. `declare_refusals` replaces it, before the document is first bu
 - 429 and 503 carry `Retry-After`;
 - and what an operation refuses beyond those (`EXTRA`, by method and path): a conflict, a limit, an empty pool.
 
-The contract test (`tests/integration/test_api_contract.py`) runs a property-based fuzzer against the app with a
+The contract test (`tests/api/test_api_contract.py`) runs a property-based fuzzer against the app with a
 person's session and an assistant's token: an answer whose status the document does not declare fails it, so a
 new refusal cannot go undocumented."""
 

@@ -183,7 +183,7 @@ async def migrate() -> list[str]:
     """Run the Piccolo migrations in backend/migrations that have not run on this database, under the
     migration lock, and return their ids (none: the database was at head). Two processes starting at once
     (`serve --processes N`, a deploy script's `cleanroom migrate` beside a starting service) never both
-    migrate: the second waits for the lock, then finds nothing pending (tests/integration/test_migrate.py).
+    migrate: the second waits for the lock, then finds nothing pending (tests/database/test_migrate.py).
 
     PostgreSQL: the pool's connections carry the API's lock and statement timeouts (`start_pool`); a
     migration may rewrite a whole table, so pending migrations run on connections of their own with the
@@ -279,7 +279,7 @@ class PooledConnection(asyncpg.Connection):
     nothing here takes a session advisory lock, LISTENs, SETs a session variable or keeps a cursor on them
     (the fleet's LISTEN and leader lock have connections of their own, `backend/fleet/queue.py`). An open
     transaction is still rolled back and listeners dropped by asyncpg's own reset (`Connection._reset`);
-    `tests/integration/test_pool_reset.py` checks both."""
+    `tests/database/test_pool_reset.py` checks both."""
 
     def get_reset_query(self) -> str:
         return ""

@@ -43,13 +43,13 @@ if os.environ.get("PYTEST_XDIST_WORKER") is None and os.environ.get("CLEANROOM_T
     os.environ["CLEANROOM_TEST_RUN_PID"] = str(os.getpid())
     atexit.register(shutil.rmtree, _run_dir, ignore_errors=True)
 os.environ.setdefault("CLEANROOM_LOGIN_ATTEMPTS_PER_WINDOW", "5")
-# no standby guests behind the services tests start (a subprocess inherits this); tests/runs/test_standby_service.py
+# no standby guests behind the services tests start (a subprocess inherits this); tests/execution/test_standby_service.py
 # turns them on where they are the subject
 os.environ.setdefault("CLEANROOM_STANDBY_IN_SERVICE", "off")
 # the Host names the in-process test clients use (Litestar's and the console tests' ASGI transport)
 os.environ.setdefault("CLEANROOM_ALLOWED_HOSTS", '["testserver.local", "api.test"]')
 # passwords hashed in tests (set by a link, changed, rehashed at sign-in) use argon2's cheapest profile, the
-# demo template's: production's is tests/unit/test_password_hashing.py's subject (backend/tenancy/passwords.py)
+# demo template's: production's is tests/tenancy/test_password_hashing.py's subject (backend/tenancy/passwords.py)
 os.environ.setdefault("CLEANROOM_PASSWORD_HASH_PROFILE", "cheap")
 
 from backend import db  # noqa: E402
@@ -132,7 +132,7 @@ class EngineFactory:
 
         # the demo people's password hashes use argon2's cheapest profile here: every sign-in of every test
         # verifies one, and verifying costs what the hash's own parameters say. Production hashing is
-        # unchanged (tests/unit/test_password_hashing.py checks its parameters).
+        # unchanged (tests/tenancy/test_password_hashing.py checks its parameters).
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr("backend.demo.seed.hash_password", CHEAP_HASHER.hash)
             _blocking(build)
@@ -233,21 +233,26 @@ TIMEOUT_SECONDS = 300
 # cannot slip into the parallel part.
 SERIAL_GROUP = "machine"
 SERIAL_PATHS = (
-    "tests/vm/",
+    # real VMs (marked `vm` in their files; tests/sandbox/conftest.py checks nothing is left behind)
+    "tests/sandbox/test_guest_syscalls.py",
+    "tests/sandbox/test_isolation.py",
+    "tests/sandbox/test_sandbox_runs.py",
+    "tests/sandbox/test_slot_uids.py",
+    "tests/sandbox/test_guest_stack.py",  # the guest's Python stack (issue 57)
     "tests/fleet/test_workers.py",  # real fleet hosts running real VMs (the other fleet files replace the VM)
     "tests/console/test_browser",  # test_browser.py, _flows, _findings, _phone, _review
     "tests/console/test_console_storage.py",  # serve under a umask, a real browser
     "tests/flows/test_flows_vm.py",
     "tests/runs/test_runs_vm.py",
     "tests/runs/test_rerun_vm.py",
-    "tests/runs/test_standby_service.py",
-    "tests/runs/test_local_worker.py",
+    "tests/execution/test_standby_service.py",
+    "tests/execution/test_local_worker.py",
     "tests/soak/test_short_soak.py",  # serve killed and restarted, real VMs, a tmpfs mounted
     "tests/mcp/test_mcp_runs_vm.py",
     "tests/mcp/test_mcp_flows_vm.py",
-    "tests/hardening/test_zip_bomb_upload.py",  # peak memory
-    "tests/hardening/test_guest_uid_sweep.py",  # kills every process of a uid
-    "tests/hardening/test_file_modes.py",  # starts the service
+    "tests/drive/test_zip_bomb_upload.py",  # peak memory
+    "tests/sandbox/test_guest_uid_sweep.py",  # kills every process of a uid
+    "tests/api/test_file_modes.py",  # starts the service
     "tests/convert/test_converter_output.py",  # converters streaming for seconds on purpose
 )
 
@@ -313,7 +318,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(line)
 
 
-@pytest.hookimpl(trylast=True)  # after the folders' own hooks have marked their tests (tests/vm/)
+@pytest.hookimpl(trylast=True)  # after the folders' own hooks have marked their tests
 def pytest_collection_finish(session: pytest.Session) -> None:
     for item in session.items:
         if any(item.get_closest_marker(mark) for mark in ("vm", "browser")) and not machine_bound(

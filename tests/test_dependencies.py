@@ -31,8 +31,8 @@ USED_WITHOUT_IMPORT = {
     "ruff": "linter, run by scripts/test",
     "mypy": "type checker, run by scripts/typecheck (its plugin scripts/mypy_piccolo.py imports it)",
     "uv": "scripts/lock writes constraints.txt with it",
-    "schemathesis": "run as a command by tests/integration/test_api_contract.py (python -m schemathesis.cli)",
-    "datamodel-code-generator": "run as a command by tests/integration/test_api_contract.py",
+    "schemathesis": "run as a command by tests/api/test_api_contract.py (python -m schemathesis.cli)",
+    "datamodel-code-generator": "run as a command by tests/api/test_api_contract.py",
 }
 
 

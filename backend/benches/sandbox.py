@@ -49,7 +49,7 @@ plt.savefig("/work/output/by_region.png")
 fit = LinearRegression().fit(df[["id"]], df["amount"])
 print(totals.to_string(), fit.coef_[0])
 """
-# what a fresh interpreter per run would cost (the per-run hash secret of tests/vm/test_sandbox_runs.py's xfail):
+# what a fresh interpreter per run would cost (the per-run hash secret of tests/sandbox/test_sandbox_runs.py's xfail):
 # inside one guest, a new python importing what the warm interpreter has imported, three times
 FRESH_INTERPRETER = """
 import subprocess, sys, time

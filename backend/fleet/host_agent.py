@@ -9,7 +9,7 @@ approval before any VM exists (a mismatch refuses the run), runs it in a fresh V
 result and output files back by another signed URL; the API re-validates that result as hostile input.
 It is a client and nothing else: it speaks the API only through `HostClient` (host_client.py), shares the job
 contract through `jobs.py`, checks and runs the job through `runs/approved.py`, and loads no table, no
-service and no web framework (tests/unit/test_host_agent_startup.py). It registers itself at start (after removing only this host's leftover domains) and sends a heartbeat
+service and no web framework (tests/fleet/test_host_agent_startup.py). It registers itself at start (after removing only this host's leftover domains) and sends a heartbeat
 every `worker_heartbeat_seconds`; SIGTERM drains (running VMs finish, no new job is taken), then it leaves.
 """
 

@@ -23,7 +23,7 @@ MAX_LENGTH = 1000
 MIN_SCORE = 3  # zxcvbn: 0 (too guessable) .. 4 (very unguessable)
 _SCORED_PREFIX = 100  # zxcvbn's matching grows with the length: the first 100 characters are scored
 PROFILES = {
-    "standard": {},  # argon2-cffi's defaults: argon2id, 64 MiB, 3 passes (tests/unit/test_password_hashing.py)
+    "standard": {},  # argon2-cffi's defaults: argon2id, 64 MiB, 3 passes (tests/tenancy/test_password_hashing.py)
     "cheap": {"time_cost": 1, "memory_cost": 8, "parallelism": 1},  # the test suite's, never a deployment's
 }
 

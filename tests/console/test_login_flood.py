@@ -2,7 +2,7 @@
 for made-up e-mails slows that browser's address only. Maria, in another browser, signs in meanwhile; the
 flooding browser is turned away even with her right password (positive control). Every browser reaches the
 console from its own address; the console reaches the API from one (the positive control of the lock-out
-itself, counted on the console's address, is in tests/integration/test_login_limits.py)."""
+itself, counted on the console's address, is in tests/tenancy/test_login_limits.py)."""
 
 from __future__ import annotations
 

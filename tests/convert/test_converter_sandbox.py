@@ -572,7 +572,7 @@ def test_pdftoppm_finds_its_fonts_with_only_the_kept_etc_files(monkeypatch) -> N
 
 @pytest.mark.parametrize("kind", ["ods", "json", "text", "markdown"])
 def test_positive_control_the_other_kinds_convert_inside_the_sandbox(kind: str) -> None:
-    """The demo files cover csv, xlsx, pdf and images (tests/hardening/test_converter_privileges.py); these
+    """The demo files cover csv, xlsx, pdf and images (tests/convert/test_converter_privileges.py); these
     are the remaining kinds, each converted in the sandbox exactly as in this process."""
     from backend.demo.files import conversion_samples
 

@@ -309,7 +309,7 @@ async def test_the_workers_job_queue_loop_reconnects_after_its_connections_are_c
     still taken by the same worker (no restart). Who recovers depends on timing: procrastinate's pool checks a
     connection when it hands one out and its listener reconnects, so it often recovers by itself; when a cut
     connection is in use, its worker raises or stops and the loop starts it again. Both paths of the loop are
-    tested without timing in tests/unit/test_host_agent_job_loop.py. (This test asserted that the loop had
+    tested without timing in tests/fleet/test_host_agent_job_loop.py. (This test asserted that the loop had
     logged the loss; procrastinate's silent recovery made it fail about one run in two.)"""
     first, second = await _queued_run(client, alice), await _queued_run(client, alice)
     worker, _ = await _host(client, "alpha", capacity=1)

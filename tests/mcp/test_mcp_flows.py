@@ -185,7 +185,7 @@ async def test_the_mcp_token_cannot_approve_a_flow_but_the_person_can_decide(api
         assert after["can_decide"] is False  # the token is told it cannot decide
         assert [s["run"]["status"] for s in after["steps"]] == ["awaiting_approval"] * 2
     # positive control: the same person, signed in, decides (rejecting here: approving starts VMs; the
-    # approval itself is the control in test_mcp_flows_vm.py and tests/integration/test_person_decides_flows.py)
+    # approval itself is the control in test_mcp_flows_vm.py and tests/flows/test_person_decides_flows.py)
     with api_server.session(MARIA) as maria:
         r = maria.post(f"/api/flows/{flow_id}/reject", json={"reason": "positive control"})
         assert r.status_code == 200 and r.json()["status"] == "rejected"

@@ -98,7 +98,7 @@ async def test_hash_is_stable_for_identical_inputs_and_follows_every_input(
     }
 
 
-# the visibility rule's (on both engines: tests/integration/test_records_visibility); the hash on both: the
+# the visibility rule's (on both engines: tests/records/test_records_visibility); the hash on both: the
 # first test
 @pytest.mark.sqlite
 async def test_hash_differs_between_users_who_see_different_rows(demo_db: str, tmp_path: Path) -> None:

@@ -197,7 +197,7 @@ async def test_a_smaller_cap_truncates_what_fits_otherwise(demo_db: str, tmp_pat
 
 
 # the CLI's report of a truncation, not an engine's (the truncation itself on PostgreSQL: the two tests above;
-# a CLI against PostgreSQL: tests/integration/test_audit_anchor's and test_audit_chain's verify)
+# a CLI against PostgreSQL: tests/audit/test_audit_anchor's and test_audit_chain's verify)
 @pytest.mark.sqlite
 def test_cli_stage_marks_tasks_truncated(demo_db: str, tmp_path: Path) -> None:
     out = tmp_path / "bundle"

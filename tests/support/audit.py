@@ -1,5 +1,5 @@
 """An auditor's account and the app's routes it may reach, the audit export's verifier, and a finished run with
-secrets in its output (tests/audit, tests/integration)."""
+secrets in its output (tests/audit, tests/tenancy)."""
 
 from __future__ import annotations
 

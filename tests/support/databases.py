@@ -82,7 +82,7 @@ def _shared_app(database_url: str) -> Any:
     differs (fleet mode, the body limit, the allowed host names): Litestar registering the API's handlers took
     a fifth of the spread tests' own CPU. The app reads its database at request time (`db.configure`) and
     starts its pool, schema and MCP session manager in each client's lifespan; its state is emptied, so a test
-    starts as with an app of its own (`tests/unit/test_shared_app.py`)."""
+    starts as with an app of its own (`tests/harness/test_shared_app.py`)."""
     from backend.app import create_app, fleet
     from backend.tenancy.origin import allowed_hosts
 

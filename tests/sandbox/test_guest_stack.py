@@ -9,7 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from backend.sandbox.image import current_image, manifest
+
+pytestmark = pytest.mark.vm  # a real VM: the serial group (tests/conftest.py SERIAL_PATHS)
 
 STACK_CODE = """
 import json

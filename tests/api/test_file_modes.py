@@ -19,6 +19,8 @@ from backend import db, filemodes
 from backend.settings import get_settings
 from backend.tenancy.context import load_user_context_by_email
 
+pytestmark = pytest.mark.hardening
+
 
 @pytest.fixture
 def data_dir(monkeypatch) -> Iterator[Path]:
@@ -310,7 +312,7 @@ def test_a_runs_directory_and_disks_are_for_its_guest_alone(data_dir: Path) -> N
 )
 def test_another_local_user_cannot_open_a_runs_disk_but_its_guest_can(data_dir: Path) -> None:
     """Adversary: an unprivileged local user (the converter's), and QEMU's shared user, open a run's job disk;
-    the run's own guest uid can (tests/vm/test_slot_uids.py: another guest's uid cannot either)."""
+    the run's own guest uid can (tests/sandbox/test_slot_uids.py: another guest's uid cannot either)."""
     import subprocess
 
     from backend.convert.isolated import converter_identity

@@ -36,6 +36,8 @@ from tests.support.flows import flow_body, step
 from tests.support.http import approve_as, login, token_for
 from tests.support.runs import enable_code, proposal
 
+pytestmark = pytest.mark.hardening
+
 
 @pytest.fixture
 async def on(demo_db: str) -> None:

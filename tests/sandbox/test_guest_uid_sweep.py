@@ -32,10 +32,13 @@ from backend import filemodes
 from backend.sandbox.slots import Slot, SlotPool
 from backend.settings import get_settings
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or filemodes.qemu_identity() is None,
-    reason="per-guest uids need a root service under qemu:///system",
-)
+pytestmark = [
+    pytest.mark.hardening,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or filemodes.qemu_identity() is None,
+        reason="per-guest uids need a root service under qemu:///system",
+    ),
+]
 
 # Becomes the guest uid (no groups), like code escaped from its QEMU; the parent exits at once, the grandchild
 # lingers in a session of its own. (It starts as root: the interpreter may live where only root can read.)

@@ -18,6 +18,8 @@ from backend.sandbox.image import ImageInfo
 from backend.sandbox.models import RunLimits
 from tests.support.guest import load_guest_agent
 
+pytestmark = pytest.mark.hardening
+
 PAYLOAD = 2 * 1024 * 1024
 DISK = PAYLOAD + wire.RESULT_PAYLOAD_OFFSET + 1024 * 1024
 

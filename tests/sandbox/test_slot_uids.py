@@ -21,10 +21,13 @@ from backend.sandbox.slots import slot_pool
 from backend.sandbox.virt import resolve_virt_type
 from backend.sandbox.vm import GuestVM
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or filemodes.qemu_identity() is None,
-    reason="per-guest uids need a root service under qemu:///system",
-)
+pytestmark = [
+    pytest.mark.vm,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or filemodes.qemu_identity() is None,
+        reason="per-guest uids need a root service under qemu:///system",
+    ),
+]
 
 # Drops to (uid, gid) with no supplementary groups, like a QEMU escaped into that guest, then opens a file.
 PROBE = """

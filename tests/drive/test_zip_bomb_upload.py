@@ -23,6 +23,8 @@ import pytest
 from backend.convert.sniff import MAX_ZIP_MEMBERS, ODS_MIMETYPE
 from tests.support.http import token_for
 
+pytestmark = pytest.mark.hardening
+
 MIB = 1 << 20
 DECLARED = 3 * 1024 * MIB  # the member's inflated size: 3 GiB, under the 4 GiB a zip64 record would need
 REPO = Path(__file__).resolve().parents[2]

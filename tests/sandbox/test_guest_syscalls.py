@@ -8,9 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from backend.sandbox.models import RunLimits
 from backend.sandbox.runner import _run
 from tests.support.guest import load_guest_agent
+
+pytestmark = pytest.mark.vm  # real VMs: the serial group (tests/conftest.py SERIAL_PATHS)
 
 PROBE = r"""
 import ctypes, errno, json, multiprocessing, os, subprocess, threading

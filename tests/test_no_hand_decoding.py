@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 PATTERNS = {
     "body-json": re.compile(r"\.json\(\)|json\.loads\([^)]*\.(?:text|content)\b"),

@@ -5,7 +5,7 @@ new run goes from proposal to its result.
 
 The old release is the commit's tree (`git archive`, so it works in a fresh clone where tags do not travel),
 run in a process of its own on this environment's packages. A run's VM is stood in for on both sides (the
-VM path is tests/vm's); what is under test is the data the run leaves in the database."""
+VM path is tests/sandbox's); what is under test is the data the run leaves in the database."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ async def test_upgrading_the_first_releases_database_keeps_every_row_the_chain_a
     assert before["audit_entry"] > 0 and before["run"] == 2  # the demo's waiting run, and the one run here
 
     db.configure(url)
-    await db.migrate()  # what `cleanroom migrate` runs (tests/integration/test_migrate.py: its lock and CLI)
+    await db.migrate()  # what `cleanroom migrate` runs (tests/database/test_migrate.py: its lock and CLI)
     assert await db.pending_migrations() == []
     after = _counts(path)
     lost = {t: (n, after.get(t)) for t, n in before.items() if after.get(t, 0) < n}

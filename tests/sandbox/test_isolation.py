@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from backend.sandbox.selftest import run_isolation_selftest
+
+pytestmark = pytest.mark.vm  # real VMs: the serial group (tests/conftest.py SERIAL_PATHS)
 
 
 def test_no_nic_guest_reaches_nothing_while_the_nic_control_reaches_the_host_listener() -> None:

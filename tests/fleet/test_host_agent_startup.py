@@ -1,7 +1,7 @@
 """A fleet host's agent is a client and nothing else: importing it, and taking a job with it, loads no Piccolo,
 no Litestar, no table and no service of the API. A hypervisor host holds no credential that reads a company's
 data; it should not hold the code that does either. Each probe is a fresh interpreter (this test process has
-long imported all of them) that reports what it loaded, as tests/unit/test_cli_startup.py does for the CLI."""
+long imported all of them) that reports what it loaded, as tests/cli/test_cli_startup.py does for the CLI."""
 
 from __future__ import annotations
 

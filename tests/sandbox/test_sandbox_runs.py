@@ -15,6 +15,8 @@ from backend.sandbox import RunLimits, health, recover_leftovers, run_code
 from backend.sandbox.models import MAX_OUTPUT_BYTES
 from backend.settings import get_settings
 
+pytestmark = pytest.mark.vm  # real VMs: the serial group (tests/conftest.py SERIAL_PATHS)
+
 
 def test_print_succeeds_on_the_restored_fast_path(run) -> None:
     result = run("print(1)")

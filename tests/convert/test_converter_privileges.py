@@ -36,6 +36,8 @@ from backend.convert.isolated import (
 )
 from backend.convert.model import ConvertLimits
 
+pytestmark = pytest.mark.hardening
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs a root service")
 
 PROBE = """

@@ -1,6 +1,6 @@
 """Proposals are bounded: a user may have only so many runs waiting for a decision (each holds a staged
 bundle of company data), and a run's bundle is deleted when the run ends (a failed run's after its
-retention: tests/hardening/test_bounded_work.py); proposed changes are still decided against the versions
+retention: tests/runs/test_bounded_work.py); proposed changes are still decided against the versions
 that were staged."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from backend.tenancy.tables import User
 from tests.support.http import approve_as, decide_item_as, login, token_for
 from tests.support.runs import enable_code, proposal
 
-pytestmark = pytest.mark.sqlite
+pytestmark = [pytest.mark.hardening, pytest.mark.sqlite]
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ async def test_a_finished_runs_bundle_is_deleted_and_its_changes_still_decide(
 
 @pytest.mark.parametrize("status", ["failed", "timed_out", "error"])
 async def test_a_bundle_is_deleted_whatever_the_end(client, on, monkeypatch, status: str) -> None:
-    """Without a retention for failed runs (tests/hardening/test_bounded_work.py has the kept case)."""
+    """Without a retention for failed runs (tests/runs/test_bounded_work.py has the kept case)."""
     monkeypatch.setattr(get_settings(), "failed_bundle_retention_days", 0)
     run = await _approved(client)
     monkeypatch.setattr(sandbox, "run_code", _sandbox(status))

@@ -1,8 +1,8 @@
 """One seccomp-filter generator (backend/seccomp_filter.py) for the converter child and the guest agent (issue 26,
 item 6): both programs are its output, it needs nothing the guest lacks, and the image carries it beside the
 agent, counted in the recipe hash. The kernel's own verdicts are checked elsewhere: the converter's in
-tests/convert/test_converter_sandbox.py, the agent's on this host in tests/unit/test_guest_agent.py and in a
-real guest in tests/vm/test_guest_syscalls.py."""
+tests/convert/test_converter_sandbox.py, the agent's on this host in tests/sandbox/test_guest_agent.py and in a
+real guest in tests/sandbox/test_guest_syscalls.py."""
 
 from __future__ import annotations
 

@@ -1,23 +1,26 @@
-"""Real VMs (QEMU/KVM through libvirt). The image and its warm saved states are made once per image;
-every test then checks that no `cleanroom-run-*` domain and no per-run file is left behind."""
+"""The sandbox's tests. The guest agent as a module: loaded from its path without running `main()` (it is PID 1
+only in a VM). Real VMs (QEMU/KVM through libvirt), for the files marked `vm`: the image and its warm saved
+states are made once per image; every such test then checks that no `cleanroom-run-*` domain and no per-run
+file is left behind."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from backend.sandbox import RunLimits, SandboxResult, ensure_image, prepare_saved_states, run_code
 from backend.sandbox.libvirt_conn import owner_token
 from backend.sandbox.recovery import leftover_run_files, running_domains
+from tests.support.guest import load_guest_agent
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/vm/" in str(item.fspath):
-            item.add_marker(pytest.mark.vm)
+@pytest.fixture(scope="session")
+def guest_agent() -> ModuleType:
+    return load_guest_agent()
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +30,14 @@ def sandbox_image() -> None:
 
 
 @pytest.fixture(autouse=True)
-def nothing_left_behind(sandbox_image: None) -> Iterator[None]:
+def nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """For a real-VM test (marked `vm`): the image and its saved states are ready before it, and no domain or
+    per-run file is left after it. The folder's other tests (the agent, the wire format, the domain XML) start
+    no VM."""
+    if request.node.get_closest_marker("vm") is None:
+        yield
+        return
+    request.getfixturevalue("sandbox_image")
     yield
     # Only this process's VMs: other processes on a shared host may be running their own.
     me = owner_token()
