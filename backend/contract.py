@@ -94,7 +94,10 @@ EXTRA: dict[str, tuple[int, ...]] = {
     "DELETE /api/company/sso": (404,),  # none configured
     "POST /api/company/people/{user_id}/deactivate": (409,),  # the last admin
     "POST /api/company/people/{user_id}/invitation": (409,),  # no open invitation
-    "POST /api/runs/{run_id}/approve": (402, 409),  # the pool cannot cover it; the hashes changed, not waiting
+    "POST /api/runs/{run_id}/approve": (
+        402,
+        409,
+    ),  # the pool cannot cover it; the hashes changed, not waiting
     "POST /api/runs/{run_id}/reject": (409,),  # not waiting
     "POST /api/runs/{run_id}/reruns": (409,),  # no bundle kept, one in flight, the daily budget spent
     "POST /api/schedules": (404, 409),  # the flow or run named; only a succeeded one

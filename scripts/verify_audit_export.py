@@ -40,7 +40,18 @@ GENESIS = "0" * 64
 FORMAT = 2
 SIGNED = b"cleanroom audit export footer\n"
 # backend/audit/schemas.py: records' values, then the names, hashes and reasons of what a run made
-CONTENT_KEYS = ("changes", "before", "stdout", "stderr", "excerpt", "raw", "outputs", "rejected_files", "carried", "files")
+CONTENT_KEYS = (
+    "changes",
+    "before",
+    "stdout",
+    "stderr",
+    "excerpt",
+    "raw",
+    "outputs",
+    "rejected_files",
+    "carried",
+    "files",
+)
 FORM1 = {"seq", "at", "company_id", "actor", "action", "subject_type", "subject_id", "data", "prev_hash"}
 FORM1_OPTIONAL = {"company_prev_hash"}  # absent on entries written before companies had chains of their own
 FORM2_BODY = (

@@ -37,7 +37,9 @@ if "CLEANROOM_DATA_DIR" not in os.environ or (_chosen_by is not None and _chosen
 # the process that starts the run (pytest-xdist's controller, or the one process of `-n 0`), which the workers
 # inherit it from; it goes when that process ends. Imported a second time in that process (as `tests.conftest`,
 # by a folder's conftest), the file keeps the directory it made the first time.
-if os.environ.get("PYTEST_XDIST_WORKER") is None and os.environ.get("CLEANROOM_TEST_RUN_PID") != str(os.getpid()):
+if os.environ.get("PYTEST_XDIST_WORKER") is None and os.environ.get("CLEANROOM_TEST_RUN_PID") != str(
+    os.getpid()
+):
     _run_dir = tempfile.mkdtemp(prefix="cleanroom-test-run-")
     os.environ["CLEANROOM_TEST_RUN_DIR"] = _run_dir
     os.environ["CLEANROOM_TEST_RUN_PID"] = str(os.getpid())
@@ -445,5 +447,3 @@ async def client(demo_db: str) -> AsyncIterator[object]:
     async with AsyncTestClient(app=app) as test_client:
         test_client.headers["origin"] = console_origin()  # as the console sends it (the CSRF rule)
         yield test_client
-
-

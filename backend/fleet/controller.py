@@ -149,7 +149,9 @@ class WorkerController(Controller):
                 raise AppError(
                     f"the result could not be read: {exc}", code="invalid", status_code=422
                 ) from exc
-            status = await service.record(host_id, run_id, result, out / transfer.FILES, arrived_at=arrived_at)
+            status = await service.record(
+                host_id, run_id, result, out / transfer.FILES, arrived_at=arrived_at
+            )
             return Done(status=status)
         finally:
             await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)

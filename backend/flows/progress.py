@@ -289,7 +289,9 @@ async def step_ended(run_id: int, status: str) -> None:
         if done:
             await asyncio.to_thread(remove_bundle, step["bundle_dir"])
     in_flight = await Run.count().where(
-        (Run.flow_id == flow_id) & (Run.id != run_id) & Run.status.is_in([RunStatus.queued, RunStatus.running])
+        (Run.flow_id == flow_id)
+        & (Run.id != run_id)
+        & Run.status.is_in([RunStatus.queued, RunStatus.running])
     )
     if in_flight:  # its end ends the flow
         return

@@ -131,8 +131,18 @@ def blind_items() -> list[Item]:
 
 UNSEEN = Path(__file__).with_name("unseen_languages")
 UNSEEN_LOCALE = {
-    "uk": "uk_UA", "el": "el_GR", "ko": "ko_KR", "th": "th_TH", "bn": "bn_BD", "ka": "ka_GE", "ta": "ta_IN",
-    "vi": "vi_VN", "id": "id_ID", "hu": "hu_HU", "fi": "fi_FI", "sw": "en_US",
+    "uk": "uk_UA",
+    "el": "el_GR",
+    "ko": "ko_KR",
+    "th": "th_TH",
+    "bn": "bn_BD",
+    "ka": "ka_GE",
+    "ta": "ta_IN",
+    "vi": "vi_VN",
+    "id": "id_ID",
+    "hu": "hu_HU",
+    "fi": "fi_FI",
+    "sw": "en_US",
 }  # fmt: skip  (Faker's locales for the tables they are planted into; Faker has none for Swahili)
 
 

@@ -18,7 +18,9 @@ EVENTS: dict[str, Event] = {
     e.name: e
     for e in (
         Event("run.awaiting_approval", "A run waits for your approval", "Run #{id} waits for your approval"),
-        Event("flow.awaiting_approval", "A flow waits for your approval", "Flow #{id} waits for your approval"),
+        Event(
+            "flow.awaiting_approval", "A flow waits for your approval", "Flow #{id} waits for your approval"
+        ),
         Event("run.finished", "Your run finished", "Your run #{id} finished"),
         Event("run.failed", "Your run failed", "Your run #{id} ended {status}"),
         Event(

@@ -168,7 +168,8 @@ async def admit(email: str, ip: str) -> Admission:
             return Admission(attempt.id, email, ip, known)
         await forget(attempt.id)
     raise TooManyRequests(
-        f"too many failed sign-in attempts; wait {math.ceil(wait)} seconds and try again", retry_after=math.ceil(wait)
+        f"too many failed sign-in attempts; wait {math.ceil(wait)} seconds and try again",
+        retry_after=math.ceil(wait),
     )
 
 
@@ -242,7 +243,9 @@ async def check_password(
     pair = (admission.email, admission.ip) if admission else ("", "")
     lane = KNOWN if admission and admission.known and state.known_pairs[pair] < KNOWN_LANE_PER_PAIR else FRESH
     if state.in_flight[lane] >= settings.login_hash_concurrency + settings.login_hash_queue:
-        raise TooManyRequests("the server is busy checking other sign-ins; try again in a moment", retry_after=1)
+        raise TooManyRequests(
+            "the server is busy checking other sign-ins; try again in a moment", retry_after=1
+        )
     state.in_flight[lane] += 1
     if lane == KNOWN:
         state.known_pairs[pair] += 1

@@ -24,7 +24,9 @@ async def _answers(demo_db: str) -> list[httpx.Response]:
     async with httpx.AsyncClient(
         transport=transport, base_url="http://127.0.0.1", headers={"origin": console_origin()}
     ) as client:
-        signed_in = await client.post("/api/auth/login", json={"email": "alice@acme.example", "password": "demo"})
+        signed_in = await client.post(
+            "/api/auth/login", json={"email": "alice@acme.example", "password": "demo"}
+        )
         refused = await client.get("/api/runs", headers={"Authorization": "Bearer not-a-token"})
         return [signed_in, refused]
 

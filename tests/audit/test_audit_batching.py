@@ -247,7 +247,9 @@ async def test_an_append_waits_its_turn_behind_another_processs_append(
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("path", ["recorded alone", "recorded in atomic()", "control: the caller's own transaction"])
+@pytest.mark.parametrize(
+    "path", ["recorded alone", "recorded in atomic()", "control: the caller's own transaction"]
+)
 async def test_an_append_under_the_chains_lock_sends_no_savepoint(
     demo_db: str, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:

@@ -52,7 +52,10 @@ AUDITOR_ROUTES = {
     ("POST", "/api/auth/forgot-password"),
     ("POST", "/api/auth/password-link"),
     ("POST", "/api/auth/set-password"),
-    ("PUT", "/api/me/notifications"),  # which of their own notices they get (issue 56): nothing of the company's
+    (
+        "PUT",
+        "/api/me/notifications",
+    ),  # which of their own notices they get (issue 56): nothing of the company's
 }
 
 
@@ -75,7 +78,11 @@ async def walk(
     through = []
     for method, path in routes:
         r = await client.request(method, concrete(path), json={}, headers=headers or {})
-        body = r.json() if r.headers.get("content-type", "").startswith(("application/json", "application/problem+json")) else {}
+        body = (
+            r.json()
+            if r.headers.get("content-type", "").startswith(("application/json", "application/problem+json"))
+            else {}
+        )
         if not (r.status_code == 403 and isinstance(body, dict) and body.get("error") in refusals):
             through.append((method, path, r.status_code, body))
     return through

@@ -319,7 +319,9 @@ async def test_a_companys_daily_rerun_budget_spent_refuses_the_next(client, monk
     # control: a budget of two lets the second through (and a day-old re-run no longer counts)
     monkeypatch.setattr(get_settings(), "rerun_daily_budget", 2)
     assert (await client.post(path)).status_code == 202
-    second = (await EvidenceRerun.select(EvidenceRerun.id).order_by(EvidenceRerun.id, ascending=False).first())["id"]
+    second = (
+        await EvidenceRerun.select(EvidenceRerun.id).order_by(EvidenceRerun.id, ascending=False).first()
+    )["id"]
     assert await execute_rerun(second) == "finished"
     day_old = clock.now() - timedelta(days=1, minutes=1)
     await EvidenceRerun.update({EvidenceRerun.created_at: day_old}).where(EvidenceRerun.id > 0)

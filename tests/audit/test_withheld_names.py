@@ -52,7 +52,9 @@ def run_code(code: str, *, out_dir: Path, **_: Any) -> Any:
         files=[OutputFile(name=OUTPUT, size=len(BODY), sha256=DIGEST)],
         rejected_files=[
             RejectedFile(name=f"{SECRET}.bin", reason=f"not a kept type: {SECRET}"),
-            RejectedFile(name="actions.json", reason=f"not valid JSON near {SECRET}"),  # the run's actions_note
+            RejectedFile(
+                name="actions.json", reason=f"not valid JSON near {SECRET}"
+            ),  # the run's actions_note
         ],
         error=f"Traceback: KeyError {SECRET}",
         timings_ms=Timings(total=800),

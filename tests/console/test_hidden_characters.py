@@ -119,7 +119,9 @@ def test_wide_lines_are_long_lines_and_runs_of_spaces_inside_a_line() -> None:
     assert wide_lines(code) == ([1, 3], [1, 2])
 
 
-@pytest.mark.parametrize(("tail", "flagged"), [(HIDDEN_CALL, True), (LONGISH, False)], ids=["hidden", "plain"])
+@pytest.mark.parametrize(
+    ("tail", "flagged"), [(HIDDEN_CALL, True), (LONGISH, False)], ids=["hidden", "plain"]
+)
 async def test_the_review_summary_flags_code_past_the_visible_width(
     user: User, assistant: Assistant, tail: str, flagged: bool
 ) -> None:

@@ -206,12 +206,16 @@ async def test_two_uploads_at_once_from_two_processes_into_room_for_one_land_one
 ) -> None:
     answers, refusal = await _two_processes_at_once(monkeypatch, demo_db, kind)
     assert sorted(type(a).__name__ for a in answers) == sorted(["dict", refusal.__name__]), answers
-    names = {r["name"] for r in await DriveFile.select(DriveFile.name).where(DriveFile.name.like(f"{kind}-%"))}
+    names = {
+        r["name"] for r in await DriveFile.select(DriveFile.name).where(DriveFile.name.like(f"{kind}-%"))
+    }
     assert len(names) == 1 and _leftovers() == []  # the refused one left no row and no stray bytes
 
 
 @pytest.mark.postgres
-async def test_control_without_the_company_row_lock_both_land_past_the_room(client, demo_db, monkeypatch) -> None:
+async def test_control_without_the_company_row_lock_both_land_past_the_room(
+    client, demo_db, monkeypatch
+) -> None:
     async def no_lock(company_id: int) -> None:
         return None
 

@@ -215,7 +215,9 @@ async def test_a_host_that_restarts_ends_its_previous_lifes_jobs_at_once_and_no_
         assert queued_one in await _pass(app)
         # control: beta's job, of a worker that did not restart, is left to procrastinate's stall check
         assert await _jobs(app, beta_run) == [("runs.beta", "doing")]
-        assert await alpha._end_previous_life(_worker_app(alpha)) == []  # and nothing of alpha's is left to end
+        assert (
+            await alpha._end_previous_life(_worker_app(alpha)) == []
+        )  # and nothing of alpha's is left to end
         await _stop_heartbeat(dead)
         await _stop_heartbeat(beta_dead)
     assert executions == []

@@ -79,7 +79,10 @@ async def test_a_host_claiming_after_a_gate_closed_ends_the_run_cancelled_as_the
         assert claim.json()["error"] == "run_cancelled" and reason in claim.json()["detail"]
         row = await Run.select().where(Run.id == fleet_run).first()
         assert row["status"] == RunStatus.cancelled and row["vm_started_at"] is None, gate
-        assert row["error_message"].startswith("cancelled before it started: ") and reason in row["error_message"]
+        assert (
+            row["error_message"].startswith("cancelled before it started: ")
+            and reason in row["error_message"]
+        )
         assert not Path(row["bundle_dir"]).exists()
         actions = await _actions(fleet_run)
         assert actions.count("run.cancelled") == 1 and "run.started" not in actions, (gate, actions)
@@ -106,7 +109,9 @@ async def test_a_host_claiming_after_a_gate_closed_ends_the_run_cancelled_as_the
 async def _flow_on_host(client, host: dict[str, str]) -> tuple[int, list[int]]:
     """Alice's assistant proposes a three-step flow, Alice approves it, its first step is handed to host
     `alpha`, which claims it and starts its VM. Returns the flow and its steps' runs."""
-    token = await client.post("/api/flows", json=flow_body(step(), step(), step()), headers=await _alice(client))
+    token = await client.post(
+        "/api/flows", json=flow_body(step(), step(), step()), headers=await _alice(client)
+    )
     assert token.status_code == 201, token.text
     flow = token.json()
     assert (await approve_flow_as(client, "alice@acme.example", flow)).status_code == 200

@@ -34,7 +34,9 @@ RAN_SECONDS = 30  # by the API's clock, from the VM's start to the result's arri
 
 
 async def _enrolled(client, host_id: str, *, enrolled: int, says: int) -> dict[str, str]:
-    headers = {"Authorization": f"Bearer {await service.enroll(host_id, created_by='test', capacity=enrolled)}"}
+    headers = {
+        "Authorization": f"Bearer {await service.enroll(host_id, created_by='test', capacity=enrolled)}"
+    }
     response = await client.post("/api/worker/hosts", json={"capacity": says}, headers=headers)
     assert response.status_code == 200, response.text
     return headers
@@ -52,7 +54,9 @@ async def test_a_host_saying_it_runs_256_vms_gets_the_slots_it_was_enrolled_for(
     assert len(handed) == 3, handed  # 1 + 2 slots, not 256 + 2
     rows = await Run.select(Run.dispatched_to).where(Run.id.is_in(runs) & Run.dispatched_to.is_not_null())
     assert sorted(r["dispatched_to"] for r in rows) == ["alpha", "beta", "beta"]
-    hosts = {h["host_id"]: h["capacity"] for h in await WorkerHost.select(WorkerHost.host_id, WorkerHost.capacity)}
+    hosts = {
+        h["host_id"]: h["capacity"] for h in await WorkerHost.select(WorkerHost.host_id, WorkerHost.capacity)
+    }
     assert hosts == {"alpha": 1, "beta": 2}
     registered = (
         await AuditEntry.select(AuditEntry.data)

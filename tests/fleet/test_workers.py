@@ -112,7 +112,9 @@ def test_a_worker_killed_mid_run_is_noticed_and_its_runs_settled(fleet) -> None:
         time.sleep(0.3)
     time.sleep(3)  # its VM is up
     (waiting,) = _approved(session, "print('after')\n", 1)  # queued behind it (capacity 1)
-    alpha = libvirt_conn.owner_token(fleet.workers["alpha"].pid)  # its guests carry it (not another checkout's)
+    alpha = libvirt_conn.owner_token(
+        fleet.workers["alpha"].pid
+    )  # its guests carry it (not another checkout's)
     with libvirt_conn.connection() as conn:
         assert libvirt_conn.domains_owned_by(conn, alpha), "the victim's guest is not seen as alpha's"
     os.kill(fleet.workers["alpha"].pid, signal.SIGKILL)

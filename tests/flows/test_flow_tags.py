@@ -268,7 +268,10 @@ async def test_a_requester_who_lost_hr_no_longer_reads_what_her_runs_and_flows_c
         return next(e for e in trail.json() if e["action"] == "flow.step_handed" and e["data"]["step"] == 2)
 
     trail = await _as(client, HANNAH, f"/api/flows/{flow['id']}/audit")  # what step 2 was handed, by name
-    assert [c["name"] for c in handed(trail)["data"]["carried"]] == ["step-1/conclusion.json", "step-1/pay.csv"]
+    assert [c["name"] for c in handed(trail)["data"]["carried"]] == [
+        "step-1/conclusion.json",
+        "step-1/pay.csv",
+    ]
 
     await _revoke_hr(HANNAH)
 

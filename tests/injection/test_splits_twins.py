@@ -12,7 +12,9 @@ from backend.injection_training import intents, splits
 
 def test_twins_planted_in_business_rows_are_counted(monkeypatch) -> None:
     monkeypatch.setattr(splits, "ROWS_PER_LANGUAGE", 20)
-    plain = intents.Item("en", "benign.note", "Called the buyer, she wants the quote by Friday.", "benign.note/90")
+    plain = intents.Item(
+        "en", "benign.note", "Called the buyer, she wants the quote by Friday.", "benign.note/90"
+    )
     out = splits._benign(["en"], [plain])
     assert out["twins_in_rows"] == 1 and out["twins_in_rows_flagged"] == 0
     # control: a text the scanner flags, labelled as a twin, is counted as a flagged twin in a row

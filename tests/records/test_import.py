@@ -339,7 +339,9 @@ async def test_a_re_import_keeps_each_rows_owner_unless_the_file_maps_owner_emai
     }
 
     async def c9_values() -> object:
-        return (await DatasetRow.select(DatasetRow.values).where(DatasetRow.external_key == "C-9").first())["values"]
+        return (await DatasetRow.select(DatasetRow.values).where(DatasetRow.external_key == "C-9").first())[
+            "values"
+        ]
 
     c9_before = await c9_values()
 

@@ -22,5 +22,3 @@ async def alice_person(client, alice) -> dict[str, str]:
 @pytest.fixture
 async def acme_on(demo_db: str) -> None:
     await enable_code()
-
-

@@ -64,9 +64,11 @@ async def _run_with_items(client: Any, alice: dict[str, str]) -> tuple[int, int,
     run = (await client.post("/api/runs", json=proposal(code="print(1)\n"), headers=alice)).json()
     company = (await Run.select(Run.company).where(Run.id == run["id"]).first())["company"]
     deals = DATASETS["deals"].table
-    deal = await deals.select(deals.id, deals.version).where(
-        (deals.company == company) & (deals.visibility == "company")
-    ).first()
+    deal = (
+        await deals.select(deals.id, deals.version)
+        .where((deals.company == company) & (deals.visibility == "company"))
+        .first()
+    )
     items = []
     for index, probability in enumerate((80, 10)):
         item = ActionItem(

@@ -40,7 +40,10 @@ ASSISTANT_ROUTES = {
     ("POST", "/api/runs"),
     ("GET", "/api/runs"),
     ("GET", "/api/runs/{run_id:int}"),
-    ("GET", "/api/runs/stats"),  # the runs page's charts over the runs the list shows the same caller (issue 56)
+    (
+        "GET",
+        "/api/runs/stats",
+    ),  # the runs page's charts over the runs the list shows the same caller (issue 56)
     ("POST", "/api/runs/{run_id:int}/revisions"),
     ("GET", "/api/runs/{run_id:int}/action-items"),
     ("GET", "/api/runs/{run_id:int}/audit"),

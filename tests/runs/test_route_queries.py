@@ -58,7 +58,9 @@ async def _waiting_run(client, alice) -> int:
     return response.json()["id"]
 
 
-async def test_a_run_detail_costs_five_queries_to_the_token_and_to_a_session(client, alice, monkeypatch) -> None:
+async def test_a_run_detail_costs_five_queries_to_the_token_and_to_a_session(
+    client, alice, monkeypatch
+) -> None:
     run_id = await _waiting_run(client, alice)
     with counted(monkeypatch) as queries:
         r = await client.get(f"/api/runs/{run_id}", headers=alice)

@@ -31,7 +31,9 @@ async def second_process(demo_db: str) -> AsyncIterator[object]:
         yield other
 
 
-async def test_a_revoked_token_is_refused_at_its_next_request_in_every_process(client, second_process) -> None:
+async def test_a_revoked_token_is_refused_at_its_next_request_in_every_process(
+    client, second_process
+) -> None:
     assistant = await token_for(client, "alice@acme.example")
     run = await client.post("/api/runs", json=proposal(), headers=assistant)
     assert run.status_code == 201, run.text
@@ -50,7 +52,9 @@ async def test_a_revoked_token_is_refused_at_its_next_request_in_every_process(c
         assert (await api.post("/api/runs", json=proposal(), headers=assistant)).status_code == 401
 
 
-async def test_a_signed_out_session_is_refused_at_its_next_request_in_every_process(client, second_process) -> None:
+async def test_a_signed_out_session_is_refused_at_its_next_request_in_every_process(
+    client, second_process
+) -> None:
     await login(client, "alice@acme.example")
     cookie = dict(client.cookies)
     second_process.cookies.update(cookie)
@@ -83,7 +87,9 @@ async def test_a_team_taken_away_hides_its_records_at_the_next_request(client) -
     bob = await token_for(client, "bob@acme.example")
 
     async def team_deals() -> set[int]:
-        r = await client.get("/api/records/deals", params={"visibility": "team", "page_size": 500}, headers=bob)
+        r = await client.get(
+            "/api/records/deals", params={"visibility": "team", "page_size": 500}, headers=bob
+        )
         assert r.status_code == 200, r.text
         return {d["id"] for d in r.json()["items"]}
 
@@ -107,7 +113,9 @@ async def test_a_disabled_account_and_a_role_taken_away_hold_at_the_next_request
     # to member, his session's next request does not
     await login(client, "admin@acme.example")
     bob = await User.select(User.id).where(User.email == "bob@acme.example").first()
-    assert (await client.patch(f"/api/company/people/{bob['id']}", json={"role": "auditor"})).status_code == 200
+    assert (
+        await client.patch(f"/api/company/people/{bob['id']}", json={"role": "auditor"})
+    ).status_code == 200
     assert (await client.get(f"/api/runs/{run_id}", headers=bob_token)).status_code == 401
     admin_cookies = dict(client.cookies)
     client.cookies.clear()
@@ -116,7 +124,9 @@ async def test_a_disabled_account_and_a_role_taken_away_hold_at_the_next_request
     assert (await client.get(f"/api/runs/{run_id}")).status_code == 200
     client.cookies.clear()
     client.cookies.update(admin_cookies)
-    assert (await client.patch(f"/api/company/people/{bob['id']}", json={"role": "member"})).status_code == 200
+    assert (
+        await client.patch(f"/api/company/people/{bob['id']}", json={"role": "member"})
+    ).status_code == 200
     client.cookies.clear()
     client.cookies.update(bob_cookies)
     assert (await client.get(f"/api/runs/{run_id}")).status_code == 404
@@ -140,6 +150,8 @@ async def test_a_company_switch_turned_off_holds_at_the_next_request(client, sec
     # the assistant's ability to write turned off: runs do not exist for the company at the next request
     assert (await second_process.get(f"/api/runs/{first.json()['id']}", headers=alice)).status_code == 200
     await login(client, "admin@acme.example")
-    assert (await client.patch("/api/company/settings", json={"assistant_write_enabled": False})).status_code == 200
+    assert (
+        await client.patch("/api/company/settings", json={"assistant_write_enabled": False})
+    ).status_code == 200
     client.cookies.clear()
     assert (await second_process.get(f"/api/runs/{first.json()['id']}", headers=alice)).status_code == 404
