@@ -13,6 +13,7 @@ import pytest
 
 from backend.records import defined
 from backend.records.columns import ColumnKind
+from backend.records.tables import DatasetRow
 from backend.records.values import ColumnSpec
 from backend.tenancy.context import load_user_context_by_email
 
@@ -112,5 +113,27 @@ async def test_a_person_named_by_an_uncommitted_import_cannot_be_deleted_under_i
             # control: a person the import does not name is not locked
             await other.execute('SELECT 1 FROM "app_user" WHERE "id" = $1 FOR UPDATE NOWAIT', w["admin"])
         await other.execute('SELECT 1 FROM "app_user" WHERE "id" = $1 FOR UPDATE NOWAIT', w["alice"])
+    finally:
+        await other.close()
+
+
+async def test_a_first_import_holds_its_dataset_empty_until_it_ends(world: dict) -> None:
+    """`defined.claim_empty`, which lets a first import COPY its rows in without looking any up: while the
+    import's transaction holds the claim, another writer's row for that dataset waits (here: its lock_timeout
+    refuses it at once); a dataset with rows is never claimed empty (control), and the writer goes through
+    once the import has ended."""
+    w = world
+    dataset = await defined.get_defined(w["company"], "things")
+    other = await asyncpg.connect(w["url"])
+    try:
+        await other.execute("SET lock_timeout = '50ms'")
+        async with DatasetRow._meta.db.transaction():
+            assert await defined.claim_empty(dataset)
+            with pytest.raises(asyncpg.LockNotAvailableError):
+                await other.execute(INSERT, w["company"], w["dataset"], ["sneaked"], [w["admin"]], [None])
+        await other.execute(INSERT, w["company"], w["dataset"], ["after"], [w["admin"]], [None])
+        async with DatasetRow._meta.db.transaction():
+            assert not await defined.claim_empty(dataset)  # it has a row now
+        assert await _keys(w) == ["after"]
     finally:
         await other.close()
