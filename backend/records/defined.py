@@ -461,6 +461,8 @@ def _json_text(values: dict[str, Any]) -> str:
         return orjson.dumps(values).decode()
     except orjson.JSONEncodeError:
         return json.dumps(values)
+
+
 # PostgreSQL: a chunk's rows are COPYed into this temporary table of the transaction, then upserted from it by
 # one INSERT … ON CONFLICT (docs/imports.md). The API's role may make temporary tables (fleet/queue.py keeps
 # TEMP for it when it takes it from PUBLIC); where a role may not, the rows go as arrays (`unnest`) instead.

@@ -202,7 +202,8 @@ class DatasetRow(Table):
     Its references (company, dataset, owner, team) are checked once per statement on PostgreSQL, not once per
     row (`REFERENCE_CHECKS`); on SQLite they are the FOREIGN KEYs these columns declare."""
 
-    company = ForeignKey(references=Company, null=False)  # every read is within a dataset: no index of its own
+    # every read of the table is within one dataset: no index of its own
+    company = ForeignKey(references=Company, null=False)
     dataset = ForeignKey(references=DatasetDefinition, null=False)
     external_key = Varchar(length=200)
     owner = ForeignKey(references=User, null=False, index=True)  # a person's deletion finds their rows

@@ -57,7 +57,9 @@ async def _keys(w: dict) -> list[str]:
     return [r[0] for r in rows]
 
 
-async def _insert(w: dict, keys: list[str], owners: list[int], teams: list, dataset: int | None = None) -> None:
+async def _insert(
+    w: dict, keys: list[str], owners: list[int], teams: list, dataset: int | None = None
+) -> None:
     await w["conn"].execute(INSERT, w["company"], dataset or w["dataset"], keys, owners, teams)
 
 
@@ -77,7 +79,9 @@ async def test_a_statement_naming_what_does_not_exist_writes_nothing(world: dict
         assert await _keys(w) == ["a", "b"]  # the statement's good row is not written either
     # an UPDATE that changes a reference is checked; one that keeps them (a value's change) is not refused
     with pytest.raises(asyncpg.ForeignKeyViolationError, match="owner 999999"):
-        await w["conn"].execute('UPDATE "dataset_row" SET "owner" = 999999 WHERE "dataset" = $1', w["dataset"])
+        await w["conn"].execute(
+            'UPDATE "dataset_row" SET "owner" = 999999 WHERE "dataset" = $1', w["dataset"]
+        )
     with pytest.raises(asyncpg.ForeignKeyViolationError, match="team 999999"):
         await w["conn"].execute('UPDATE "dataset_row" SET "team" = 999999 WHERE "external_key" = \'a\'')
     await w["conn"].execute(
