@@ -1,6 +1,7 @@
 """`dataset_row` made cheaper to fill (issue 54's import speed; figures in docs/datasets.md):
 - PostgreSQL: its four FOREIGN KEYs (company, dataset, owner, team), each a lookup per row written, replaced
-  by checks once per statement (`records.tables.REFERENCE_CHECKS` as it was when this was written: the same
+  by checks once per INSERT statement, and per row an UPDATE moves to other references
+  (`records.tables.REFERENCE_CHECKS` as it was when this was written: the same
   guarantees, the same locks, the same cascades on delete);
 - both engines: the index on `company` dropped (every read of the table is within one dataset, and the
   row's company is its dataset's), and the one on `team` kept only where a row has a team."""
@@ -25,14 +26,6 @@ REFERENCE_CHECKS = [
 DECLARE
   bad text;
 BEGIN
-  IF TG_OP = 'UPDATE' THEN
-    IF NOT EXISTS (
-      SELECT 1 FROM new_rows n JOIN old_rows o ON o.id = n.id
-      WHERE (n.company, n.dataset, n.owner, n.team) IS DISTINCT FROM (o.company, o.dataset, o.owner, o.team)
-    ) THEN
-      RETURN NULL;
-    END IF;
-  END IF;
   PERFORM 1 FROM "dataset_definition" d WHERE d.id IN (SELECT n.dataset FROM new_rows n) FOR KEY SHARE;
   SELECT format('dataset %s of company %s', n.dataset, n.company) INTO bad
     FROM (SELECT DISTINCT dataset, company FROM new_rows) n
@@ -55,6 +48,25 @@ BEGIN
   END IF;
   RETURN NULL;
 END $fn$""",
+    """CREATE OR REPLACE FUNCTION "dataset_row_references_changed"() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  PERFORM 1 FROM "dataset_definition" d WHERE d.id = NEW.dataset AND d.company = NEW.company FOR KEY SHARE;
+  IF NOT FOUND THEN
+    RAISE foreign_key_violation
+      USING MESSAGE = format('dataset_row names no dataset %s of company %s', NEW.dataset, NEW.company);
+  END IF;
+  PERFORM 1 FROM "app_user" u WHERE u.id = NEW.owner FOR KEY SHARE;
+  IF NOT FOUND THEN
+    RAISE foreign_key_violation USING MESSAGE = format('dataset_row names no owner %s', NEW.owner);
+  END IF;
+  IF NEW.team IS NOT NULL THEN
+    PERFORM 1 FROM "team" m WHERE m.id = NEW.team FOR KEY SHARE;
+    IF NOT FOUND THEN
+      RAISE foreign_key_violation USING MESSAGE = format('dataset_row names no team %s', NEW.team);
+    END IF;
+  END IF;
+  RETURN NULL;
+END $fn$""",
     """CREATE OR REPLACE FUNCTION "dataset_row_references_gone"() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
   IF TG_TABLE_NAME = 'dataset_definition' THEN
@@ -73,9 +85,12 @@ END $fn$""",
     'CREATE TRIGGER "dataset_row_inserted" AFTER INSERT ON "dataset_row" REFERENCING NEW TABLE AS new_rows '
     'FOR EACH STATEMENT EXECUTE FUNCTION "dataset_row_references"()',
     'DROP TRIGGER IF EXISTS "dataset_row_updated" ON "dataset_row"',
-    'CREATE TRIGGER "dataset_row_updated" AFTER UPDATE ON "dataset_row" '
-    "REFERENCING NEW TABLE AS new_rows OLD TABLE AS old_rows "
-    'FOR EACH STATEMENT EXECUTE FUNCTION "dataset_row_references"()',
+    # an UPDATE: only a row whose references change is checked (an import's or a sync's upsert keeps them:
+    # the condition is evaluated in C, no function called), as a FOREIGN KEY skips an unchanged key
+    'CREATE TRIGGER "dataset_row_updated" AFTER UPDATE ON "dataset_row" FOR EACH ROW '
+    'WHEN ((OLD."company", OLD."dataset", OLD."owner", OLD."team") IS DISTINCT FROM '
+    '(NEW."company", NEW."dataset", NEW."owner", NEW."team")) '
+    'EXECUTE FUNCTION "dataset_row_references_changed"()',
     *(
         statement
         for parent in ("dataset_definition", "app_user", "team")

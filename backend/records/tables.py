@@ -233,9 +233,11 @@ EXTRA_INDEXES = [
 # PostgreSQL: `dataset_row`'s references checked once per statement instead of once per row. A FOREIGN KEY
 # runs one lookup per row and reference (3-4 a row): more than half of the database's time in an import
 # (docs/datasets.md). These triggers keep what the FOREIGN KEYs guaranteed, for a whole statement at once:
-# - every row written (by an UPDATE: every row whose references it changed) names a dataset of its own
-#   company (stronger than before: the row's company is its dataset's), an existing owner, and an existing
-#   team or none; else the statement fails with SQLSTATE 23503 (foreign_key_violation), as with a FOREIGN KEY;
+# - every row an INSERT writes names a dataset of its own company (stronger than before: the row's company is
+#   its dataset's), an existing owner, and an existing team or none, checked once per statement over its
+#   transition table; a row an UPDATE moves to another owner, team or dataset is checked alone (rare: an
+#   upsert that keeps them is not checked, as a FOREIGN KEY skips an unchanged key); else the statement fails
+#   with SQLSTATE 23503 (foreign_key_violation), as with a FOREIGN KEY;
 # - the rows it names are locked FOR KEY SHARE, as a FOREIGN KEY's check locks them, so a concurrent delete of
 #   one waits for the writing transaction to end (and then deletes the new rows too, below);
 # - deleting a dataset definition, a person or a team deletes their rows (ON DELETE CASCADE, as before; a
@@ -246,14 +248,6 @@ REFERENCE_CHECKS = [
 DECLARE
   bad text;
 BEGIN
-  IF TG_OP = 'UPDATE' THEN
-    IF NOT EXISTS (
-      SELECT 1 FROM new_rows n JOIN old_rows o ON o.id = n.id
-      WHERE (n.company, n.dataset, n.owner, n.team) IS DISTINCT FROM (o.company, o.dataset, o.owner, o.team)
-    ) THEN
-      RETURN NULL;
-    END IF;
-  END IF;
   PERFORM 1 FROM "dataset_definition" d WHERE d.id IN (SELECT n.dataset FROM new_rows n) FOR KEY SHARE;
   SELECT format('dataset %s of company %s', n.dataset, n.company) INTO bad
     FROM (SELECT DISTINCT dataset, company FROM new_rows) n
@@ -276,6 +270,25 @@ BEGIN
   END IF;
   RETURN NULL;
 END $fn$""",
+    """CREATE OR REPLACE FUNCTION "dataset_row_references_changed"() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  PERFORM 1 FROM "dataset_definition" d WHERE d.id = NEW.dataset AND d.company = NEW.company FOR KEY SHARE;
+  IF NOT FOUND THEN
+    RAISE foreign_key_violation
+      USING MESSAGE = format('dataset_row names no dataset %s of company %s', NEW.dataset, NEW.company);
+  END IF;
+  PERFORM 1 FROM "app_user" u WHERE u.id = NEW.owner FOR KEY SHARE;
+  IF NOT FOUND THEN
+    RAISE foreign_key_violation USING MESSAGE = format('dataset_row names no owner %s', NEW.owner);
+  END IF;
+  IF NEW.team IS NOT NULL THEN
+    PERFORM 1 FROM "team" m WHERE m.id = NEW.team FOR KEY SHARE;
+    IF NOT FOUND THEN
+      RAISE foreign_key_violation USING MESSAGE = format('dataset_row names no team %s', NEW.team);
+    END IF;
+  END IF;
+  RETURN NULL;
+END $fn$""",
     """CREATE OR REPLACE FUNCTION "dataset_row_references_gone"() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
   IF TG_TABLE_NAME = 'dataset_definition' THEN
@@ -294,9 +307,12 @@ END $fn$""",
     'CREATE TRIGGER "dataset_row_inserted" AFTER INSERT ON "dataset_row" REFERENCING NEW TABLE AS new_rows '
     'FOR EACH STATEMENT EXECUTE FUNCTION "dataset_row_references"()',
     'DROP TRIGGER IF EXISTS "dataset_row_updated" ON "dataset_row"',
-    'CREATE TRIGGER "dataset_row_updated" AFTER UPDATE ON "dataset_row" '
-    "REFERENCING NEW TABLE AS new_rows OLD TABLE AS old_rows "
-    'FOR EACH STATEMENT EXECUTE FUNCTION "dataset_row_references"()',
+    # an UPDATE: only a row whose references change is checked (an import's or a sync's upsert keeps them:
+    # the condition is evaluated in C, no function called), as a FOREIGN KEY skips an unchanged key
+    'CREATE TRIGGER "dataset_row_updated" AFTER UPDATE ON "dataset_row" FOR EACH ROW '
+    'WHEN ((OLD."company", OLD."dataset", OLD."owner", OLD."team") IS DISTINCT FROM '
+    '(NEW."company", NEW."dataset", NEW."owner", NEW."team")) '
+    'EXECUTE FUNCTION "dataset_row_references_changed"()',
     *(
         statement
         for parent in ("dataset_definition", "app_user", "team")
