@@ -262,6 +262,9 @@ async def create_tables_without_migrations() -> None:
     await create_db_tables(*all_tables(), if_not_exists=True)
     for statement in records_tables.EXTRA_INDEXES + staging_tables.EXTRA_INDEXES:
         await records_tables.DatasetRow.raw(statement)
+    if is_postgres():
+        for statement in records_tables.REFERENCE_CHECKS:
+            await records_tables.DatasetRow.raw(statement)
 
 
 async def drop_schema() -> None:

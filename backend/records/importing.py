@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import gc
 import itertools
 import queue
 import re
@@ -244,9 +245,10 @@ class Loader:
         report: ImportReport,
         overlap: bool = False,
         reader: UserContext | None = None,
+        fresh: bool = False,
     ) -> None:
         self.dataset, self.positions, self.directory = dataset, positions, directory
-        self.overlap, self.reader = overlap, reader
+        self.overlap, self.reader, self.fresh = overlap, reader, fresh
         self.apply, self.defaults, self.from_text, self.report = apply, defaults, from_text, report
         self.keys_seen: set[str] = set()
         self.plan = defined.row_plan(dataset, from_text=from_text)
@@ -264,6 +266,7 @@ class Loader:
         report: ImportReport | None = None,
         overlap: bool = False,
         reader: UserContext | None = None,
+        fresh: bool = False,
     ) -> Loader:
         report = report or ImportReport(dataset=dataset.name, applied=apply)
         positions = _positions(dataset, header, report)
@@ -279,6 +282,7 @@ class Loader:
             report=report,
             overlap=overlap,
             reader=reader,
+            fresh=fresh,
         )
 
     async def feed(self, rows: Iterable[tuple[int, list[Any]]]) -> None:
@@ -324,9 +328,11 @@ class Loader:
         prepared = await asyncio.to_thread(defined.prepare_rows, self.plan, fresh, self.directory, 0)
         await self.finish()  # the previous chunk's write, overlapped with the checks above
         result = defined.UpsertResult()
-        writes = await defined.settle_rows(self.dataset, prepared, self.defaults, result, self.reader)
+        writes = await defined.settle_rows(
+            self.dataset, prepared, self.defaults, result, self.reader, fresh=self.fresh
+        )
         if writes and self.apply:
-            self.writing = asyncio.create_task(defined.write_rows(self.dataset, writes))
+            self.writing = asyncio.create_task(defined.write_rows(self.dataset, writes, fresh=self.fresh))
         report.added += result.added
         report.changed += result.changed
         report.unchanged += result.unchanged
@@ -457,7 +463,9 @@ async def import_file(
             if create is not None:
                 dataset = await defined.define_dataset(ctx, spec)
             async with DatasetRow._meta.db.transaction():
-                await _feed(dataset, stream, True, defaults, report, progress, ctx)
+                # a dataset with no rows yet (a first import): held so, its rows are COPYed in, none looked up
+                fresh = await defined.claim_empty(dataset)
+                await _feed(dataset, stream, True, defaults, report, progress, ctx, fresh)
                 await audit.record(
                     "dataset.imported",
                     actor=ctx.actor,
@@ -473,6 +481,31 @@ async def import_file(
     return report.as_dict()
 
 
+# The cyclic garbage collector's first threshold while rows come in. Each row makes a few containers (its cells,
+# its values), freed by reference counting as its chunk is written; at Python's default (a collection every 700
+# new containers) the collector ran ~3,000 times per 200,000 rows and took a third of the importing process's
+# CPU (1.7 of 5.1 s, `cleanroom bench imports` / docs/datasets.md). Collections still run, 70 times less often.
+IMPORT_GC_THRESHOLD = 50_000
+_collecting: list[tuple[int, int, int]] = []  # the thresholds to restore, while any import runs
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Raise the collector's first threshold while this block runs (nested or concurrent imports: the first
+    to start saves Python's thresholds, the last to end restores them)."""
+    if not _collecting:
+        _collecting.append(gc.get_threshold())
+        gc.set_threshold(max(IMPORT_GC_THRESHOLD, _collecting[0][0]), *_collecting[0][1:])
+    else:
+        _collecting.append(_collecting[0])
+    try:
+        yield
+    finally:
+        saved = _collecting.pop()
+        if not _collecting:
+            gc.set_threshold(*saved)
+
+
 async def _feed(
     dataset: DefinedDataset,
     stream: RowStream,
@@ -481,16 +514,25 @@ async def _feed(
     report: ImportReport,
     progress: Callable[[int], None] | None,
     reader: UserContext,
+    fresh: bool = False,
 ) -> None:
     # the importer's own view: a stored row they may not see is refused, not compared (defined.settle_rows)
     loader = await Loader.start(
-        dataset, stream.header, apply=apply, defaults=defaults, report=report, overlap=True, reader=reader
+        dataset,
+        stream.header,
+        apply=apply,
+        defaults=defaults,
+        report=report,
+        overlap=True,
+        reader=reader,
+        fresh=fresh,
     )
     try:
-        async for chunk in _prefetched(stream.rows):
-            await loader.feed(chunk)
-            if progress is not None:
-                progress(report.rows_read)
+        with fewer_collections():
+            async for chunk in _prefetched(stream.rows):
+                await loader.feed(chunk)
+                if progress is not None:
+                    progress(report.rows_read)
     except BaseException:
         await loader.abandon()
         raise

@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from backend.records import importing
+from backend.records import defined, importing
 from backend.records.datasets import DefinedDataset
 from backend.records.defined import RowDefaults
 from backend.records.sync_tables import DatasetSource
@@ -298,7 +298,11 @@ class _Capped:
 
 
 async def _read_into(
-    dataset: DefinedDataset, source: dict[str, Any], dsn: str, report: importing.ImportReport
+    dataset: DefinedDataset,
+    source: dict[str, Any],
+    dsn: str,
+    report: importing.ImportReport,
+    fresh: bool = False,
 ) -> Any:
     """Read the source through a server-side cursor, upserting chunk by chunk (the caller's transaction)."""
     import asyncpg
@@ -322,39 +326,43 @@ async def _read_into(
         async with connection.transaction(readonly=True, isolation="repeatable_read"):
             cursor = await connection.cursor(sql, *args)
             loader: importing.Loader | None = None
-            try:
-                fetch = FIRST_FETCH_ROWS
-                while True:
-                    records = await cursor.fetch(fetch)
-                    if not records:
-                        break
-                    if loader is None:
-                        header = list(records[0].keys())
-                        if source["updated_at_column"] and source["updated_at_column"] not in header:
-                            raise SyncRefused(
-                                f"the source has no column {source['updated_at_column']!r} (its updated-at column)"
+            with importing.fewer_collections():  # as the import's (importing.IMPORT_GC_THRESHOLD)
+                try:
+                    fetch = FIRST_FETCH_ROWS
+                    while True:
+                        records = await cursor.fetch(fetch)
+                        if not records:
+                            break
+                        if loader is None:
+                            header = list(records[0].keys())
+                            if source["updated_at_column"] and source["updated_at_column"] not in header:
+                                raise SyncRefused(
+                                    f"the source has no column {source['updated_at_column']!r} (its updated-at column)"
+                                )
+                            stamp_at = (
+                                header.index(source["updated_at_column"])
+                                if source["updated_at_column"]
+                                else None
                             )
-                        stamp_at = (
-                            header.index(source["updated_at_column"]) if source["updated_at_column"] else None
-                        )
-                        loader = await importing.Loader.start(
-                            dataset,
-                            header,
-                            apply=True,
-                            defaults=_defaults(source),
-                            from_text=False,
-                            report=report,
-                            overlap=True,
-                        )
-                    await loader.feed(capped.take(list(records), header, stamp_at))
-                    # as many rows as fit FETCH_BYTES at the size seen so far: a source of 1 MB rows is read a few
-                    # at a time, never 5,000 MB in one answer
-                    average = max(1, capped.bytes // max(1, capped.rows))
-                    fetch = max(1, min(FETCH_ROWS, FETCH_BYTES // average))
-            except BaseException:
-                if loader is not None:
-                    await loader.abandon()
-                raise
+                            loader = await importing.Loader.start(
+                                dataset,
+                                header,
+                                apply=True,
+                                defaults=_defaults(source),
+                                from_text=False,
+                                report=report,
+                                overlap=True,
+                                fresh=fresh,
+                            )
+                        await loader.feed(capped.take(list(records), header, stamp_at))
+                        # as many rows as fit FETCH_BYTES at the size seen so far: a source of 1 MB rows is read a few
+                        # at a time, never 5,000 MB in one answer
+                        average = max(1, capped.bytes // max(1, capped.rows))
+                        fetch = max(1, min(FETCH_ROWS, FETCH_BYTES // average))
+                except BaseException:
+                    if loader is not None:
+                        await loader.abandon()
+                    raise
             if loader is not None:
                 await loader.finish()  # the last chunk's write, in the caller's transaction
         return capped.largest
@@ -381,7 +389,9 @@ async def sync_dataset(dataset: DefinedDataset, *, actor: str) -> dict[str, Any]
         dsn = unseal(source["dsn_sealed"])
         async with asyncio.timeout(get_settings().sync_timeout_seconds):
             async with DatasetRow._meta.db.transaction():
-                largest = await _read_into(dataset, source, dsn, report)
+                # a first sync into an empty dataset: held so, its rows COPYed in (as a first import's)
+                fresh = await defined.claim_empty(dataset)
+                largest = await _read_into(dataset, source, dsn, report, fresh)
                 cursor = source["cursor"]
                 if largest is not None:
                     cursor = largest.isoformat() if hasattr(largest, "isoformat") else str(largest)

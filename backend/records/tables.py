@@ -197,13 +197,17 @@ class DatasetRow(Table):
     """Every row of every company-defined dataset: the built-ins' system columns (company, owner, team,
     visibility, version) as real columns, so THE visibility rule (records/visibility.py) reads it as it reads a
     built-in table, and the company's own columns in `values` (JSONB on PostgreSQL). Unique on
-    (dataset, external_key) and indexed on (dataset, id): see EXTRA_INDEXES and docs/datasets.md."""
+    (dataset, external_key) and indexed on (dataset, id): see EXTRA_INDEXES and docs/datasets.md.
 
-    company = ForeignKey(references=Company, null=False, index=True)
+    Its references (company, dataset, owner, team) are checked once per statement on PostgreSQL, not once per
+    row (`REFERENCE_CHECKS`); on SQLite they are the FOREIGN KEYs these columns declare."""
+
+    # every read of the table is within one dataset: no index of its own
+    company = ForeignKey(references=Company, null=False)
     dataset = ForeignKey(references=DatasetDefinition, null=False)
     external_key = Varchar(length=200)
-    owner = ForeignKey(references=User, null=False, index=True)
-    team = ForeignKey(references=Team, null=True, default=None, index=True)
+    owner = ForeignKey(references=User, null=False, index=True)  # a person's deletion finds their rows
+    team = ForeignKey(references=Team, null=True, default=None)  # indexed where set: EXTRA_INDEXES
     visibility = Varchar(length=10, default="company")
     values = JSONB(default={})
     created_at = Timestamptz()
@@ -211,8 +215,9 @@ class DatasetRow(Table):
     version = Integer(default=1)
 
 
-# Indexes Piccolo's table definitions cannot say (composite ones): made by the migration that makes the tables
-# and by `db.create_tables_without_migrations`, so both schemas stay the same.
+# Indexes Piccolo's table definitions cannot say (composite or partial ones): made by the migrations and by
+# `db.create_tables_without_migrations`, so both schemas stay the same. Which query needs which index, and
+# what each costs an import: docs/datasets.md.
 EXTRA_INDEXES = [
     'CREATE UNIQUE INDEX IF NOT EXISTS "dataset_definition_company_name" '
     'ON "dataset_definition" ("company", "name")',
@@ -221,6 +226,102 @@ EXTRA_INDEXES = [
     # THE rule's columns, so counting what a reader sees is an index-only scan (docs/datasets.md)
     'CREATE INDEX IF NOT EXISTS "dataset_row_visible" '
     'ON "dataset_row" ("dataset", "visibility", "team", "owner", "company")',
+    # a team's deletion finds its rows; a row without a team (most of an import) costs this index nothing
+    'CREATE INDEX IF NOT EXISTS "dataset_row_team" ON "dataset_row" ("team") WHERE "team" IS NOT NULL',
+]
+
+# PostgreSQL: `dataset_row`'s references checked once per statement instead of once per row. A FOREIGN KEY
+# runs one lookup per row and reference (3-4 a row): more than half of the database's time in an import
+# (docs/datasets.md). These triggers keep what the FOREIGN KEYs guaranteed, for a whole statement at once:
+# - every row an INSERT writes names a dataset of its own company (stronger than before: the row's company is
+#   its dataset's), an existing owner, and an existing team or none, checked once per statement over its
+#   transition table; a row an UPDATE moves to another owner, team or dataset is checked alone (rare: an
+#   upsert that keeps them is not checked, as a FOREIGN KEY skips an unchanged key); else the statement fails
+#   with SQLSTATE 23503 (foreign_key_violation), as with a FOREIGN KEY;
+# - the rows it names are locked FOR KEY SHARE, as a FOREIGN KEY's check locks them, so a concurrent delete of
+#   one waits for the writing transaction to end (and then deletes the new rows too, below);
+# - deleting a dataset definition, a person or a team deletes their rows (ON DELETE CASCADE, as before; a
+#   company's deletion reaches them through its dataset definitions, whose FOREIGN KEY cascades).
+# SQLite keeps the columns' FOREIGN KEYs (its checks are in-process lookups).
+REFERENCE_CHECKS = [
+    """CREATE OR REPLACE FUNCTION "dataset_row_references"() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+  bad text;
+BEGIN
+  PERFORM 1 FROM "dataset_definition" d WHERE d.id IN (SELECT n.dataset FROM new_rows n) FOR KEY SHARE;
+  SELECT format('dataset %s of company %s', n.dataset, n.company) INTO bad
+    FROM (SELECT DISTINCT dataset, company FROM new_rows) n
+    WHERE NOT EXISTS (SELECT 1 FROM "dataset_definition" d WHERE d.id = n.dataset AND d.company = n.company)
+    LIMIT 1;
+  IF FOUND THEN
+    RAISE foreign_key_violation USING MESSAGE = 'dataset_row names no ' || bad;
+  END IF;
+  PERFORM 1 FROM "app_user" u WHERE u.id IN (SELECT n.owner FROM new_rows n) FOR KEY SHARE;
+  SELECT format('owner %s', n.owner) INTO bad FROM (SELECT DISTINCT owner FROM new_rows) n
+    WHERE NOT EXISTS (SELECT 1 FROM "app_user" u WHERE u.id = n.owner) LIMIT 1;
+  IF FOUND THEN
+    RAISE foreign_key_violation USING MESSAGE = 'dataset_row names no ' || bad;
+  END IF;
+  PERFORM 1 FROM "team" m WHERE m.id IN (SELECT n.team FROM new_rows n) FOR KEY SHARE;
+  SELECT format('team %s', n.team) INTO bad FROM (SELECT DISTINCT team FROM new_rows WHERE team IS NOT NULL) n
+    WHERE NOT EXISTS (SELECT 1 FROM "team" m WHERE m.id = n.team) LIMIT 1;
+  IF FOUND THEN
+    RAISE foreign_key_violation USING MESSAGE = 'dataset_row names no ' || bad;
+  END IF;
+  RETURN NULL;
+END $fn$""",
+    """CREATE OR REPLACE FUNCTION "dataset_row_references_changed"() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  PERFORM 1 FROM "dataset_definition" d WHERE d.id = NEW.dataset AND d.company = NEW.company FOR KEY SHARE;
+  IF NOT FOUND THEN
+    RAISE foreign_key_violation
+      USING MESSAGE = format('dataset_row names no dataset %s of company %s', NEW.dataset, NEW.company);
+  END IF;
+  PERFORM 1 FROM "app_user" u WHERE u.id = NEW.owner FOR KEY SHARE;
+  IF NOT FOUND THEN
+    RAISE foreign_key_violation USING MESSAGE = format('dataset_row names no owner %s', NEW.owner);
+  END IF;
+  IF NEW.team IS NOT NULL THEN
+    PERFORM 1 FROM "team" m WHERE m.id = NEW.team FOR KEY SHARE;
+    IF NOT FOUND THEN
+      RAISE foreign_key_violation USING MESSAGE = format('dataset_row names no team %s', NEW.team);
+    END IF;
+  END IF;
+  RETURN NULL;
+END $fn$""",
+    """CREATE OR REPLACE FUNCTION "dataset_row_references_gone"() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  IF TG_TABLE_NAME = 'dataset_definition' THEN
+    DELETE FROM "dataset_row" WHERE "dataset" IN (SELECT id FROM gone);
+  ELSIF TG_TABLE_NAME = 'app_user' THEN
+    DELETE FROM "dataset_row" WHERE "owner" IN (SELECT id FROM gone);
+  ELSIF TG_TABLE_NAME = 'team' THEN
+    DELETE FROM "dataset_row" WHERE "team" IN (SELECT id FROM gone);
+  END IF;
+  RETURN NULL;
+END $fn$""",
+    'ALTER TABLE "dataset_row" DROP CONSTRAINT IF EXISTS "dataset_row_company_fkey", '
+    'DROP CONSTRAINT IF EXISTS "dataset_row_dataset_fkey", DROP CONSTRAINT IF EXISTS "dataset_row_owner_fkey", '
+    'DROP CONSTRAINT IF EXISTS "dataset_row_team_fkey"',
+    'DROP TRIGGER IF EXISTS "dataset_row_inserted" ON "dataset_row"',
+    'CREATE TRIGGER "dataset_row_inserted" AFTER INSERT ON "dataset_row" REFERENCING NEW TABLE AS new_rows '
+    'FOR EACH STATEMENT EXECUTE FUNCTION "dataset_row_references"()',
+    'DROP TRIGGER IF EXISTS "dataset_row_updated" ON "dataset_row"',
+    # an UPDATE: only a row whose references change is checked (an import's or a sync's upsert keeps them:
+    # the condition is evaluated in C, no function called), as a FOREIGN KEY skips an unchanged key
+    'CREATE TRIGGER "dataset_row_updated" AFTER UPDATE ON "dataset_row" FOR EACH ROW '
+    'WHEN ((OLD."company", OLD."dataset", OLD."owner", OLD."team") IS DISTINCT FROM '
+    '(NEW."company", NEW."dataset", NEW."owner", NEW."team")) '
+    'EXECUTE FUNCTION "dataset_row_references_changed"()',
+    *(
+        statement
+        for parent in ("dataset_definition", "app_user", "team")
+        for statement in (
+            f'DROP TRIGGER IF EXISTS "dataset_row_references_gone" ON "{parent}"',
+            f'CREATE TRIGGER "dataset_row_references_gone" AFTER DELETE ON "{parent}" '
+            'REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION "dataset_row_references_gone"()',
+        )
+    ),
 ]
 
 TABLES = [
