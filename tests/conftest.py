@@ -447,3 +447,31 @@ async def client(demo_db: str) -> AsyncIterator[object]:
     async with AsyncTestClient(app=app) as test_client:
         test_client.headers["origin"] = console_origin()  # as the console sends it (the CSRF rule)
         yield test_client
+
+
+# The demo people most tests act as, shared by every folder (they were the runs' fixtures, imported by other
+# folders' conftests and files)
+@pytest.fixture
+async def alice(client) -> dict[str, str]:
+    """alice's assistant: the headers of a fresh personal token of hers."""
+    from tests.support.http import token_for
+
+    return await token_for(client, "alice@acme.example")
+
+
+@pytest.fixture
+async def alice_person(client, alice) -> dict[str, str]:
+    """alice herself, signed in with a session cookie (after her assistant's token was minted): a person's
+    requests carry no token, so the headers to send are none."""
+    from tests.support.http import login
+
+    await login(client, "alice@acme.example")
+    return {}
+
+
+@pytest.fixture
+async def acme_on(demo_db: str) -> None:
+    """Acme Analytics with code execution on (the company switch ships off)."""
+    from tests.support.runs import enable_code
+
+    await enable_code()

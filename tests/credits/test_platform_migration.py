@@ -11,6 +11,7 @@ from backend import db
 from backend.credits import platform
 from backend.credits.tables import PlatformCharge, PlatformToken
 from backend.errors import Forbidden
+from tests.runs.test_run_migrations import bare  # noqa: F401 - a fixture
 from tests.support.migrations import T0, _acme_and_alice, _migrate, _sql
 
 BEFORE = "2026-12-03T11:00:01:000000"  # the last migration before credentials were scoped

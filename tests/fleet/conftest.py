@@ -3,7 +3,6 @@ from collections.abc import AsyncIterator
 import pytest
 
 from backend.settings import get_settings
-from tests.runs.conftest import acme_on, alice  # noqa: F401 - the runs' fixtures, for the fleet's tests
 from tests.support.databases import _shared_app
 from tests.support.http import console_origin
 
