@@ -20,6 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from backend.audit import service as audit
+from tests.fleet.test_metrics import metrics_token  # noqa: F401 - an autouse fixture: metrics served
 from tests.support.metrics import scrape_text
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,6 +23,7 @@ from backend.audit.tables import AuditEntry
 from backend.credits import service as credits
 from backend.runs.tables import Run
 from backend.tenancy.tables import Company
+from tests.fleet.test_metrics import metrics_token  # noqa: F401 - an autouse fixture: metrics served
 from tests.support.console import execute_with_stand_in_vm
 from tests.support.fleet import SNEAKY
 from tests.support.http import approve_as, login, token_for
