@@ -76,9 +76,10 @@ def test_person_approves_the_waiting_run_sees_its_chart_and_accepts_a_change(
     driver.find_element(By.LINK_TEXT, "Open pipeline by stage").click()
 
     wait_for_text(driver, "injection warning")
-    text = body_text(driver)
-    assert "Note to the AI assistant" in text  # the planted instruction, with where it was found
-    assert "Customer feedback.xlsx › sheet Responses › row" in text
+    # the planted instruction, with where it was found: the findings' rows may reach the page after their
+    # heading (a CI run under load read the page between the two)
+    wait_for_text(driver, "Note to the AI assistant")
+    wait_for_text(driver, "Customer feedback.xlsx › sheet Responses › row")
     with api_as(servers, "maria@acme.example") as api:
         run = api.get("/api/runs", params={"status": "awaiting_approval"}).json()["items"][0]
         code = api.get(f"/api/runs/{run['id']}").json()["code"]
