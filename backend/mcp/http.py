@@ -16,7 +16,6 @@ The SDK's session manager runs inside the app's lifespan (`mcp_lifespan`, listed
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,8 +28,8 @@ from litestar import Litestar, asgi
 from litestar.connection import ASGIConnection
 from litestar.types import Receive, Scope, Send
 
-from backend.errors import PROBLEM_JSON, NotAuthenticated, app_error_handler, problem
-from backend.mcp.oauth import resource_metadata_url
+from backend.errors import NotAuthenticated, app_error_handler
+from backend.mcp.problems import refuse, www_authenticate
 from backend.settings import get_settings
 from backend.tenancy import auth, oauth, service
 from backend.tenancy.auth import ASSISTANT_OK, authenticate
@@ -49,11 +48,6 @@ CLIENT_KEY = "cleanroom_mcp_client"
 IN_PROCESS_BASE = "http://127.0.0.1"  # a Host the API always answers to
 # the bearer token of this /mcp request and the context the API's guard resolved from it (read by the verifier)
 RESOLVED: ContextVar[tuple[str, UserContext] | None] = ContextVar("cleanroom_mcp_resolved", default=None)
-
-
-def www_authenticate() -> str:
-    """A 401's challenge: where an OAuth client finds how to get a token (RFC 9728 section 5.1)."""
-    return f'Bearer realm="cleanroom", error="invalid_token", resource_metadata="{resource_metadata_url()}"'
 
 
 class CleanroomTokenVerifier:
@@ -99,18 +93,6 @@ def _not_authenticated(request: Any, exc: NotAuthenticated) -> Any:
     response = app_error_handler(request, exc)
     response.headers["WWW-Authenticate"] = www_authenticate()
     return response
-
-
-async def refuse(send: Send, status: int, code: str, detail: str) -> None:
-    """A problem document sent straight to ASGI (a 401's with the challenge that tells a client where to start)."""
-    content, extra = problem(code, detail, status)
-    body = json.dumps(content).encode()
-    headers = [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode())]
-    headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
-    if status == 401:
-        headers.append((b"www-authenticate", www_authenticate().encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 @asgi(

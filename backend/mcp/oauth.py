@@ -31,14 +31,6 @@ AS_WELL_KNOWN = "/.well-known/oauth-authorization-server"
 PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
 
-def resource_metadata_url() -> str:
-    """Where `/mcp`'s 401 points a client (RFC 9728 section 5.1)."""
-    from mcp.server.auth.routes import build_resource_metadata_url
-    from pydantic import AnyHttpUrl
-
-    return str(build_resource_metadata_url(AnyHttpUrl(oauth.resource_url())))
-
-
 @lru_cache(maxsize=4)
 def _app(issuer: str, resource: str) -> Any:
     """The SDK's routes, moved under the issuer's path (its metadata names them there)."""
@@ -101,7 +93,7 @@ def _unavailable(issuer: str) -> str | None:
 async def _serve(scope: Scope, receive: Receive, send: Send) -> None:
     issuer = oauth.issuer_url()
     if why := _unavailable(issuer):
-        from backend.mcp.http import refuse
+        from backend.mcp.problems import refuse
 
         await refuse(send, 404, "oauth_unavailable", why)
         return
