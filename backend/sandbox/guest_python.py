@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from backend.settings import REPO_ROOT, get_settings
 
@@ -119,7 +120,7 @@ def extras_file() -> Path | None:
     return Path(path) if path else None
 
 
-def extras_fingerprint() -> dict | None:
+def extras_fingerprint() -> dict[str, Any] | None:
     """What the operator's extras add to the recipe hash: the file's bytes and whether sdists are allowed.
     None when there are none (the recipe hash is then the lock's alone)."""
     path = extras_file()
@@ -316,7 +317,7 @@ print(json.dumps({"python": platform.python_version(),
 """
 
 
-def write_manifest(probe_stdout: str, pins: list[Pin], extras: list[str], directory: Path) -> dict:
+def write_manifest(probe_stdout: str, pins: list[Pin], extras: list[str], directory: Path) -> dict[str, Any]:
     """manifest.json from what the image's own interpreter reports, beside what was pinned."""
     found = json.loads(probe_stdout)
     packages = {
@@ -335,7 +336,7 @@ def write_manifest(probe_stdout: str, pins: list[Pin], extras: list[str], direct
     return manifest
 
 
-def lock_fallback() -> dict:
+def lock_fallback() -> dict[str, Any]:
     """What the current recipe will put in the guest, read from the lock (and the operator's extras file when
     it parses): for a host that has no built image (a control plane apart from its workers)."""
     pins = {p.name: p.version for p in locked()}
@@ -355,7 +356,7 @@ def lock_fallback() -> dict:
     }
 
 
-def offered_summary(manifest: dict) -> str:
+def offered_summary(manifest: dict[str, Any]) -> str:
     """`pandas 2.3.3, numpy 2.4.6, …` for what the guest offers by name, in the order of python.in."""
     packages = manifest["packages"]
     return ", ".join(f"{name} {packages[name]}" for name in manifest["offered"])

@@ -22,7 +22,7 @@ import logging
 import re
 import threading
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from piccolo.querystring import QueryString
 
@@ -108,7 +108,7 @@ async def prune(company_id: int, fingerprint: str) -> int:
     await t.delete().where(
         (t.company == company_id) & ((t.stored_at < cutoff) | (t.fingerprint != fingerprint))
     )
-    left = await t.count().where(t.company == company_id)
+    left = cast(int, await t.count().where(t.company == company_id))
     if left > MAX_PER_COMPANY:
         edge = (
             await t.select(t.stored_at)
@@ -119,7 +119,7 @@ async def prune(company_id: int, fingerprint: str) -> int:
         )
         if edge is not None:
             await t.delete().where((t.company == company_id) & (t.stored_at <= edge["stored_at"]))
-        left = await t.count().where(t.company == company_id)
+        left = cast(int, await t.count().where(t.company == company_id))
     return left
 
 

@@ -15,7 +15,7 @@ is an admin's, in a session, in their own company, audited with what it replaced
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from backend.audit import service as audit
 from backend.errors import Conflict, Invalid, NotFound
@@ -299,7 +299,7 @@ async def _own_set(company_id: int, name: str, grants: dict[str, str]) -> int | 
         return None
     if existing:
         await PermissionSet.update({PermissionSet.grants: grants}).where(PermissionSet.id == existing["id"])
-        return existing["id"]
+        return cast(int, existing["id"])
     row = PermissionSet(company=company_id, name=name, grants=grants)
     await row.save()
     return row.id

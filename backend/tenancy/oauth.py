@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from mcp.server.auth.provider import (
@@ -127,7 +127,7 @@ _TOKEN_COLUMNS = (
     OAuthToken.grant.revoked,
     OAuthToken.grant.scope,
     OAuthToken.grant.resource,
-    OAuthToken.grant.user.id,
+    cast(Any, OAuthToken.grant.user).id,  # a join two links deep: Piccolo types the middle one `Column | Any`
 )
 
 

@@ -12,6 +12,7 @@ policy no longer signs in, whoever set it, and its owner sets a new one by a res
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TypedDict
 
 from argon2 import PasswordHasher
 
@@ -22,7 +23,17 @@ MIN_LENGTH = 12
 MAX_LENGTH = 1000
 MIN_SCORE = 3  # zxcvbn: 0 (too guessable) .. 4 (very unguessable)
 _SCORED_PREFIX = 100  # zxcvbn's matching grows with the length: the first 100 characters are scored
-PROFILES = {
+
+
+class _Profile(TypedDict, total=False):
+    """PasswordHasher's cost parameters a profile may set (the rest keep argon2-cffi's defaults)."""
+
+    time_cost: int
+    memory_cost: int
+    parallelism: int
+
+
+PROFILES: dict[str, _Profile] = {
     "standard": {},  # argon2-cffi's defaults: argon2id, 64 MiB, 3 passes (tests/tenancy/test_password_hashing.py)
     "cheap": {"time_cost": 1, "memory_cost": 8, "parallelism": 1},  # the test suite's, never a deployment's
 }

@@ -18,7 +18,7 @@ import asyncio
 import re
 import secrets
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from backend import clock
@@ -38,6 +38,9 @@ from backend.tenancy.tables import (
     User,
 )
 
+if TYPE_CHECKING:
+    from piccolo.custom_types import Combinable
+
 LINK_PREFIX = "crl_"
 INVITE, RESET = "invite", "reset"
 SET_PASSWORD_PATH = "/set-password"  # the console's page a link opens (?token=crl_…)
@@ -51,7 +54,7 @@ FORGOT_ANSWER = (
 )
 PERSON_FIELDS = (User.id, User.email, User.name, User.title, User.role, User.active, User.password_hash)
 FORGOT_INTERVAL_SECONDS = 300  # a forgotten-password mail at most this often per person
-_pending_mail: set[asyncio.Task[bool]] = set()
+_pending_mail: set[asyncio.Task[dict[str, Any]]] = set()
 
 
 # --- small helpers -------------------------------------------------------------------------------------------
@@ -108,11 +111,14 @@ async def _person_in(ctx: UserContext, user_id: int) -> dict[str, Any]:
 
 async def _active_admins(company_id: int) -> int:
     """Admins who can act: active, with a password set."""
-    return await User.count().where(
-        (User.company == company_id)
-        & (User.role == ADMIN)
-        & (User.active == True)  # noqa: E712
-        & (User.password_hash != "")
+    return cast(
+        int,
+        await User.count().where(
+            (User.company == company_id)
+            & (User.role == ADMIN)
+            & (User.active == True)  # noqa: E712
+            & (User.password_hash != "")
+        ),
     )
 
 
@@ -128,10 +134,10 @@ async def _refuse_last_admin(ctx: UserContext, person: dict[str, Any], what: str
 
 async def end_sessions(user_id: int, *, keep_session_id: int | None = None) -> int:
     """Every session of the person ends now (but `keep_session_id`): their next request is signed out."""
-    where = Session.user == user_id
+    where: Combinable = Session.user == user_id
     if keep_session_id is not None:
         where = where & (Session.id != keep_session_id)
-    ended = await Session.count().where(where)
+    ended = cast(int, await Session.count().where(where))
     await Session.delete().where(where)
     return ended
 
@@ -140,10 +146,10 @@ async def revoke_tokens(user_id: int) -> int:
     """Every API token of the person, and every assistant they connected by OAuth, is revoked now (refused at
     its next request, whichever process). Returns how many."""
     where = (ApiToken.user == user_id) & (ApiToken.revoked == False)  # noqa: E712
-    revoked = await ApiToken.count().where(where)
+    revoked = cast(int, await ApiToken.count().where(where))
     await ApiToken.update({ApiToken.revoked: True}).where(where)
     grants = (OAuthGrant.user == user_id) & (OAuthGrant.revoked == False)  # noqa: E712
-    revoked += await OAuthGrant.count().where(grants)
+    revoked += cast(int, await OAuthGrant.count().where(grants))
     await OAuthGrant.update({OAuthGrant.revoked: True, OAuthGrant.revoked_at: clock.now()}).where(grants)
     return revoked
 
@@ -155,7 +161,7 @@ async def _close_links(user_id: int, kind: str | None = None) -> int:
     where = (PersonLink.user == user_id) & (PersonLink.used_at.is_null()) & (PersonLink.revoked == False)  # noqa: E712
     if kind:
         where = where & (PersonLink.kind == kind)
-    count = await PersonLink.count().where(where)
+    count = cast(int, await PersonLink.count().where(where))
     await PersonLink.update({PersonLink.revoked: True}).where(where)
     return count
 
@@ -550,7 +556,8 @@ async def _open_link(token: str) -> dict[str, Any]:
             PersonLink.user.name,
             PersonLink.user.active,
             PersonLink.user.company,
-            PersonLink.user.company.name,
+            # a join two links deep: Piccolo types the middle link as `Column | Any`
+            cast(Any, PersonLink.user.company).name,
         )
         .where(PersonLink.token_hash == sha256_text(token))
         .first()

@@ -20,7 +20,7 @@ import json
 import re
 import secrets
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -327,7 +327,7 @@ async def _take_sign_in(state: str) -> dict[str, Any]:
         )
     if rows[0]["expires_at"] < clock.now():
         raise NotAuthenticated("this sign-in took too long: start again from the sign-in page", code=REFUSED)
-    return rows[0]
+    return cast(dict[str, Any], rows[0])
 
 
 async def validate_id_token(
@@ -403,7 +403,7 @@ async def _person_for(row: dict[str, Any], claims: dict[str, Any]) -> int:
         )
     person = await User.select(User.id, User.company, User.active).where(User.email == email).first()
     if person is not None and person["company"] == row["company"] and person["active"]:
-        return person["id"]
+        return cast(int, person["id"])
     if person is None and row["jit_membership"]:
         name = str(claims.get("name") or email.partition("@")[0])[:200]
         return await people.admit_member(row["company"], email, name, via=f"sso:{row['issuer']}")
