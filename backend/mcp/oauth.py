@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 OPT = {**SELF_AUTHENTICATED, COOKIE_FREE_KEY: True}
 AS_WELL_KNOWN = "/.well-known/oauth-authorization-server"
 PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
+REGISTER_PATH = oauth.ISSUER_PATH + "/register"
 
 
 @lru_cache(maxsize=4)
@@ -106,7 +107,25 @@ async def _serve(scope: Scope, receive: Receive, send: Send) -> None:
     inner: dict[str, Any] = dict(scope)
     inner["root_path"] = ""
     inner["path"] = scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0] or scope["path"]
+    if inner["path"] == REGISTER_PATH and scope.get("method") == "POST":
+        # open to anyone, so counted per address (the proxy's named in FORWARDED_ALLOW_IPS gives the client's)
+        address = oauth.address_hash((scope.get("client") or ("", 0))[0] or "")
+        if why := await oauth.registration_refused(address):
+            await _too_many(send, why)
+            return
+        oauth.registering_from.set(address)
     await _app(issuer, oauth.resource_url())(inner, receive, send)
+
+
+async def _too_many(send: Send, why: str) -> None:
+    """RFC 7591's error shape (the registration endpoint speaks OAuth, not problem documents), as a 429."""
+    from backend.mcp.problems import send_json
+
+    retry = str(int(oauth.REGISTRATION_WINDOW.total_seconds()))
+    content = {"error": "too_many_requests", "error_description": why}
+    await send_json(
+        send, 429, content, "application/json", {"retry-after": retry, "cache-control": "no-store"}
+    )
 
 
 @asgi(oauth.ISSUER_PATH, is_mount=True, copy_scope=True, opt=OPT, include_in_schema=False)

@@ -29,10 +29,17 @@ def www_authenticate() -> str:
 async def refuse(send: Send, status: int, code: str, detail: str) -> None:
     """A problem document sent straight to ASGI (a 401's with the challenge that tells a client where to start)."""
     content, extra = problem(code, detail, status)
-    body = json.dumps(content).encode()
-    headers = [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode())]
-    headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
     if status == 401:
-        headers.append((b"www-authenticate", www_authenticate().encode()))
+        extra = {**extra, "www-authenticate": www_authenticate()}
+    await send_json(send, status, content, PROBLEM_JSON, extra)
+
+
+async def send_json(
+    send: Send, status: int, content: object, content_type: str, extra: dict[str, str] | None = None
+) -> None:
+    """A JSON answer sent straight to ASGI (a problem document, or an OAuth endpoint's own error shape)."""
+    body = json.dumps(content).encode()
+    headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in (extra or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

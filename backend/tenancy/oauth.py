@@ -22,6 +22,7 @@ revocation each get an audit entry.
 from __future__ import annotations
 
 import secrets
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -67,6 +68,15 @@ ISSUER_PATH = "/oauth"  # the authorization server's endpoints: /oauth/authorize
 MCP_PATH = "/mcp"
 CONSENT_PATH = "/connect"  # the console's consent page
 MAX_REDIRECT_URIS = 10
+# registration is open to anyone (RFC 7591: an assistant registers itself before anyone signs in), so it is
+# counted per address: at most this many an hour from one address bucket (an IPv4 address, an IPv6 /64)
+REGISTRATIONS_PER_HOUR = 10
+REGISTRATION_WINDOW = timedelta(hours=1)
+# a client that nobody granted anything goes this long after it registered (sweep): a flood of registrations
+# that never lead to a consent does not stay in the table
+UNUSED_CLIENT_KEPT = timedelta(days=7)
+# the address bucket's hash of the registration being served (set by the endpoint, read by register_client)
+registering_from: ContextVar[str] = ContextVar("registering_from", default="")
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]", "::1")
 
 
@@ -223,6 +233,32 @@ async def sweep(now: datetime) -> None:
     before = now - KEPT_AFTER_EXPIRY
     await OAuthRequest.delete().where(OAuthRequest.expires_at < before)
     await OAuthToken.delete().where(OAuthToken.expires_at < before)
+    granted = {row["client_id"] for row in await OAuthGrant.select(OAuthGrant.client_id).distinct()}
+    waiting = {row["client_id"] for row in await OAuthRequest.select(OAuthRequest.client_id).distinct()}
+    old = OAuthClient.created_at < now - UNUSED_CLIENT_KEPT
+    kept = granted | waiting
+    await OAuthClient.delete().where((old & OAuthClient.client_id.not_in(sorted(kept))) if kept else old)
+
+
+def address_hash(peer: str) -> str:
+    """What a registration is counted by: the sha256 of the caller's address bucket (an IPv6 /64 is one)."""
+    from backend.tenancy.login_limits import address_bucket
+
+    return sha256_text("oauth-registration " + address_bucket(peer))
+
+
+async def registration_refused(address: str) -> str | None:
+    """Why a registration from this address bucket (`address_hash`) is turned away now, or None."""
+    since = clock.now() - REGISTRATION_WINDOW
+    recent = await OAuthClient.count().where(
+        (OAuthClient.registered_from == address) & (OAuthClient.created_at >= since)
+    )
+    if recent >= REGISTRATIONS_PER_HOUR:
+        return (
+            f"{recent} assistants registered from this address in the last hour; the limit is "
+            f"{REGISTRATIONS_PER_HOUR} an hour. Register once and keep the client_id"
+        )
+    return None
 
 
 class AuthorizationServer:
@@ -263,6 +299,7 @@ class AuthorizationServer:
             client_name=name,
             info=client_info.model_dump(mode="json", exclude_none=True),
             created_at=clock.now(),
+            registered_from=registering_from.get(),
         ).save()
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:

@@ -17,6 +17,9 @@ class OAuthClient(Table, tablename="oauth_client"):
     client_name = Varchar(length=200, default="")
     info = JSON(default={})  # the registered metadata as the registration answered it
     created_at = Timestamptz()
+    # the sha256 of the address bucket it registered from (tenancy/oauth.py registration_refused): registrations
+    # are counted per address, and the address itself is not kept
+    registered_from = Varchar(length=64, default="", index=True)
 
 
 class OAuthRequest(Table, tablename="oauth_request"):

@@ -19,7 +19,7 @@ from backend import clock
 from backend.audit.tables import AuditEntry
 from backend.runs.tables import Run
 from backend.tenancy import oauth
-from backend.tenancy.oauth_tables import OAuthGrant, OAuthRequest, OAuthToken
+from backend.tenancy.oauth_tables import OAuthClient, OAuthGrant, OAuthRequest, OAuthToken
 from backend.tenancy.tables import Company
 from tests.support.http import approve_as, login
 
@@ -356,3 +356,42 @@ def test_oauth_is_offered_on_https_or_this_machine_only() -> None:
     assert "CLEANROOM_PUBLIC_URL" in (_unavailable("http://10.1.2.3:8400/oauth") or "")
     assert _unavailable("https://cleanroom.example/oauth") is None
     assert _unavailable("http://127.0.0.1:8400/oauth") is None
+
+
+async def test_registrations_are_counted_per_address_and_a_flood_is_turned_away(client) -> None:
+    """Registration is open to anyone (an assistant registers before anyone signs in): one address that
+    registers again and again is turned away at the hourly limit (429, RFC 7591's error shape), also when it
+    rotates through its IPv6 /64; another address still registers (control). The address is not stored."""
+    import httpx
+
+    async def register_from(address: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=client.app, client=(address, 40000))
+        async with httpx.AsyncClient(transport=transport, base_url=str(client.base_url)) as other:
+            return await other.post("/oauth/register", json={"redirect_uris": [REDIRECT]})
+
+    for n in range(oauth.REGISTRATIONS_PER_HOUR):
+        assert (await register_from("198.51.100.7")).status_code == 201, n  # control: within the limit
+    r = await register_from("198.51.100.7")
+    assert r.status_code == 429, r.text
+    assert r.json()["error"] == "too_many_requests" and "Retry-After" in r.headers
+    assert (await register_from("203.0.113.9")).status_code == 201  # another address is not held back
+    # one party holds a whole IPv6 /64: rotating the low bits does not reset the count
+    for n in range(oauth.REGISTRATIONS_PER_HOUR):
+        assert (await register_from(f"2001:db8:1:2::{n + 1:x}")).status_code == 201, n
+    assert (await register_from("2001:db8:1:2::ffff")).status_code == 429
+    assert (await register_from("2001:db8:1:3::1")).status_code == 201  # the next /64 is another party
+    stored = {row["registered_from"] for row in await OAuthClient.select(OAuthClient.registered_from)}
+    assert len(stored) == 4 and not any("198.51" in value or "2001" in value for value in stored)
+
+
+async def test_a_client_nobody_granted_is_forgotten_a_week_after_it_registered(client) -> None:
+    """A flood of registrations that never reaches a consent does not stay: the sweep at each authorization
+    forgets clients older than a week with no grant and no waiting request; a granted one stays (control)."""
+    granted, _ = await _connect(client)
+    unused = (await _register(client))["client_id"]
+    await OAuthClient.update({OAuthClient.created_at: clock.now() - timedelta(days=8)}).where(
+        OAuthClient.client_id.is_in([granted, unused])
+    )
+    await oauth.sweep(clock.now())
+    left = {row["client_id"] for row in await OAuthClient.select(OAuthClient.client_id)}
+    assert granted in left and unused not in left
