@@ -15,6 +15,7 @@ from piccolo.columns import (
     Timestamptz,
     Varchar,
 )
+from piccolo.columns.base import OnDelete
 from piccolo.table import Table
 
 from backend.records.columns import VISIBILITIES as VISIBILITIES  # where its readers have always found it
@@ -24,7 +25,8 @@ from backend.tenancy.tables import Company, Team, User
 class RecordColumns:
     company = ForeignKey(references=Company, null=False, index=True)
     owner = ForeignKey(references=User, null=False, index=True)
-    team = ForeignKey(references=Team, null=True, default=None, index=True)
+    # a deleted team's rows stay with their owners, shared with nobody through it (tenancy/grid.delete_team)
+    team = ForeignKey(references=Team, null=True, default=None, index=True, on_delete=OnDelete.set_null)
     visibility = Varchar(length=10, default="company", index=True)
     created_at = Timestamptz()
     updated_at = Timestamptz()
@@ -207,7 +209,8 @@ class DatasetRow(Table):
     dataset = ForeignKey(references=DatasetDefinition, null=False)
     external_key = Varchar(length=200)
     owner = ForeignKey(references=User, null=False, index=True)  # a person's deletion finds their rows
-    team = ForeignKey(references=Team, null=True, default=None)  # indexed where set: EXTRA_INDEXES
+    # indexed where set: EXTRA_INDEXES; a deleted team's rows keep existing, with no team (as RecordColumns')
+    team = ForeignKey(references=Team, null=True, default=None, on_delete=OnDelete.set_null)
     visibility = Varchar(length=10, default="company")
     values = JSONB(default={})
     created_at = Timestamptz()
@@ -239,9 +242,11 @@ EXTRA_INDEXES = [
 #   upsert that keeps them is not checked, as a FOREIGN KEY skips an unchanged key); else the statement fails
 #   with SQLSTATE 23503 (foreign_key_violation), as with a FOREIGN KEY;
 # - the rows it names are locked FOR KEY SHARE, as a FOREIGN KEY's check locks them, so a concurrent delete of
-#   one waits for the writing transaction to end (and then deletes the new rows too, below);
-# - deleting a dataset definition, a person or a team deletes their rows (ON DELETE CASCADE, as before; a
-#   company's deletion reaches them through its dataset definitions, whose FOREIGN KEY cascades).
+#   one waits for the writing transaction to end (and then reaches the new rows too, below);
+# - deleting a dataset definition or a person deletes their rows (ON DELETE CASCADE, as before; a company's
+#   deletion reaches them through its dataset definitions, whose FOREIGN KEY cascades); deleting a team keeps
+#   its rows, with no team (ON DELETE SET NULL, as the built-in tables' `team`): they stay with their owners,
+#   and a `team` row is then seen by nobody through a team (records/visibility.py, tenancy/grid.delete_team).
 # SQLite keeps the columns' FOREIGN KEYs (its checks are in-process lookups).
 REFERENCE_CHECKS = [
     """CREATE OR REPLACE FUNCTION "dataset_row_references"() RETURNS trigger LANGUAGE plpgsql AS $fn$
@@ -296,7 +301,7 @@ BEGIN
   ELSIF TG_TABLE_NAME = 'app_user' THEN
     DELETE FROM "dataset_row" WHERE "owner" IN (SELECT id FROM gone);
   ELSIF TG_TABLE_NAME = 'team' THEN
-    DELETE FROM "dataset_row" WHERE "team" IN (SELECT id FROM gone);
+    UPDATE "dataset_row" SET "team" = NULL WHERE "team" IN (SELECT id FROM gone);
   END IF;
   RETURN NULL;
 END $fn$""",
@@ -308,10 +313,11 @@ END $fn$""",
     'FOR EACH STATEMENT EXECUTE FUNCTION "dataset_row_references"()',
     'DROP TRIGGER IF EXISTS "dataset_row_updated" ON "dataset_row"',
     # an UPDATE: only a row whose references change is checked (an import's or a sync's upsert keeps them:
-    # the condition is evaluated in C, no function called), as a FOREIGN KEY skips an unchanged key
+    # the condition is evaluated in C, no function called), as a FOREIGN KEY skips an unchanged key and a
+    # NULL one (a deleted team's rows, un-teamed above, are not looked up one by one)
     'CREATE TRIGGER "dataset_row_updated" AFTER UPDATE ON "dataset_row" FOR EACH ROW '
-    'WHEN ((OLD."company", OLD."dataset", OLD."owner", OLD."team") IS DISTINCT FROM '
-    '(NEW."company", NEW."dataset", NEW."owner", NEW."team")) '
+    'WHEN ((OLD."company", OLD."dataset", OLD."owner") IS DISTINCT FROM (NEW."company", NEW."dataset", '
+    'NEW."owner") OR (NEW."team" IS NOT NULL AND NEW."team" IS DISTINCT FROM OLD."team")) '
     'EXECUTE FUNCTION "dataset_row_references_changed"()',
     *(
         statement

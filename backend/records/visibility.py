@@ -5,7 +5,8 @@ A user sees a row of a dataset when:
   2. the user holds a permission for the dataset (no HR permission ⇒ no employees), and
   3. one of:
      - the row is company-wide,
-     - the row is a team row and the user is in that team or manages it,
+     - the row is a team row and the user is in that team or manages it, or owns it and it has no team
+       (its team was deleted: no one sees it through a team any more, its owner still does),
      - the row is private and the user owns it, manages a team the owner is in, or is a company admin.
 Admins see every row of their company (they hold every dataset permission).
 
@@ -112,6 +113,9 @@ def owned_rows_where(ctx: UserContext, table: type[Table]) -> Any:
         allowed = Or(allowed, And(table.visibility == "team", table.team.is_in(sorted(ctx.team_ids))))
     private_owners = sorted({ctx.user_id, *ctx.managed_user_ids})
     allowed = Or(allowed, And(table.visibility == "private", table.owner.is_in(private_owners)))
+    # a team row left without a team (its team deleted: tenancy/grid.delete_team) stays its owner's; a NULL
+    # team is in no `team_ids`, so no one else sees it through a team
+    allowed = Or(allowed, And(table.visibility == "team", table.team.is_null(), table.owner == ctx.user_id))
     where = And(same_company, allowed)
     if hasattr(table, "source_datasets"):
         for name in unreadable_sources(ctx, [*DATASETS, *ctx.company_datasets]):

@@ -17,6 +17,9 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
+from piccolo.columns import ForeignKey
+from piccolo.table import Table
+
 from backend.audit import service as audit
 from backend.errors import Conflict, Invalid, NotFound
 from backend.tenancy.context import ACCESS_LEVELS, UserContext
@@ -116,12 +119,42 @@ async def rename_team(ctx: UserContext, team_id: int, name: str) -> dict[str, An
     return await _team_view(ctx, team_id)
 
 
+def team_row_tables() -> list[type[Table]]:
+    """Every table whose rows a team may be given (owner, team, visibility): the built-in records, Drive's
+    folders and files, `dataset_row`. Their `team` is ON DELETE SET NULL; memberships and grants cascade."""
+    from backend.db import all_tables
+
+    return [
+        t
+        for t in all_tables()
+        if isinstance(getattr(t, "team", None), ForeignKey) and hasattr(t, "visibility")
+    ]
+
+
+async def _team_rows(team_id: int) -> dict[str, dict[str, int]]:
+    """{table: {visibility: rows}} of the rows given to the team, tables without any left out."""
+    counts: dict[str, dict[str, int]] = {}
+    for table in team_row_tables():
+        name = table._meta.tablename
+        rows = await table.raw(
+            f'SELECT "visibility", COUNT(*) AS "n" FROM "{name}" WHERE "team" = {{}} GROUP BY "visibility"',
+            team_id,
+        )
+        if rows:
+            counts[name] = {r["visibility"]: int(r["n"]) for r in rows}
+    return counts
+
+
 async def delete_team(ctx: UserContext, team_id: int) -> None:
     """The team, its memberships and its grants go; rows shared with the team (visibility `team`) stay with
-    their owners and are seen by nobody through it any more."""
+    their owners and are seen by nobody through it any more: every row given to the team keeps existing, its
+    team NULL (the tables' ON DELETE SET NULL; on PostgreSQL `dataset_row`'s trigger, records/tables.py), and
+    a `team` row without a team is seen by its owner and by those who see everything (records/visibility.py).
+    The audit entry says how many rows were un-shared, per table."""
     require_admin(ctx, "deleting a team")
     team = await _team_in(ctx, team_id)
     async with audit.atomic():
+        rows = await _team_rows(team_id)
         sets = await TeamPermissionSet.select(TeamPermissionSet.permission_set).where(
             TeamPermissionSet.team == team_id
         )
@@ -140,7 +173,15 @@ async def delete_team(ctx: UserContext, team_id: int) -> None:
             company_id=ctx.company_id,
             subject_type="team",
             subject_id=team_id,
-            data={"name": team["name"], "members": members, **ctx.via()},
+            data={
+                "name": team["name"],
+                "members": members,
+                # rows that were shared with the team and now are their owners' alone, per table
+                "unshared_rows": {t: n["team"] for t, n in rows.items() if n.get("team")},
+                # every row that named the team (any visibility), kept with no team
+                "rows_kept": sum(sum(n.values()) for n in rows.values()),
+                **ctx.via(),
+            },
         )
 
 
