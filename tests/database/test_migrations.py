@@ -1,5 +1,6 @@
 """The migrations in backend/migrations build exactly the tables the code defines: the same columns with the
-same types and nullability, and the same indexes (unique or not), on SQLite and on PostgreSQL.
+same types and nullability, the same indexes (unique or not), the same foreign keys with the same ON DELETE
+and ON UPDATE, and (PostgreSQL) the same triggers running the same functions, on SQLite and on PostgreSQL.
 
 The reference is the engine's own DDL for the table definitions (`create_tables_without_migrations` in a
 second, empty database); both databases are then read back from the engine's catalogue, so a type is
@@ -36,7 +37,11 @@ async def _sqlite_table(engine: Engine, table: str) -> dict[str, Any]:
     for index in await _rows(engine, f'SELECT * FROM pragma_index_list("{table}")'):
         names = await _rows(engine, f'SELECT name FROM pragma_index_info("{index["name"]}") ORDER BY seqno')
         indexes.add((tuple(r["name"] for r in names), bool(index["unique"])))
-    return {"columns": columns, "indexes": indexes}
+    foreign_keys = {
+        (r["from"], r["table"], r["on_delete"], r["on_update"])
+        for r in await _rows(engine, f'SELECT * FROM pragma_foreign_key_list("{table}")')
+    }
+    return {"columns": columns, "indexes": indexes, "foreign_keys": foreign_keys, "triggers": set()}
 
 
 async def _postgres_table(engine: Engine, table: str) -> dict[str, Any]:
@@ -74,7 +79,30 @@ async def _postgres_table(engine: Engine, table: str) -> dict[str, Any]:
             table,
         )
     }
-    return {"columns": columns, "indexes": indexes}
+    # a FOREIGN KEY's action as PostgreSQL reads it back; the table's own triggers (dataset_row's reference
+    # checks) with the source of the function each runs, so a migration's copy of a function is compared too
+    foreign_keys = {
+        (r["definition"],)
+        for r in await _rows(
+            engine,
+            "SELECT pg_get_constraintdef(c.oid) AS definition FROM pg_constraint c "
+            "JOIN pg_class t ON t.oid = c.conrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
+            "WHERE c.contype = 'f' AND t.relname = {} AND n.nspname = 'public'",
+            table,
+        )
+    }
+    triggers = {
+        (r["definition"], r["source"])
+        for r in await _rows(
+            engine,
+            "SELECT pg_get_triggerdef(g.oid) AS definition, p.prosrc AS source FROM pg_trigger g "
+            "JOIN pg_class t ON t.oid = g.tgrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
+            "JOIN pg_proc p ON p.oid = g.tgfoid "
+            "WHERE NOT g.tgisinternal AND t.relname = {} AND n.nspname = 'public'",
+            table,
+        )
+    }
+    return {"columns": columns, "indexes": indexes, "foreign_keys": foreign_keys, "triggers": triggers}
 
 
 async def _schema(url: str) -> Schema:
@@ -100,7 +128,9 @@ async def defined_db(engine: str, tmp_path: Path) -> AsyncIterator[str]:
 def _differences(migrated: Schema, defined: Schema) -> dict[str, Any]:
     problems: dict[str, Any] = {}
     for table, want in defined.items():
-        have = migrated.get(table, {"columns": {}, "indexes": set()})
+        have = migrated.get(
+            table, {"columns": {}, "indexes": set(), "foreign_keys": set(), "triggers": set()}
+        )
         columns = {
             name: {"migrations": have["columns"].get(name), "tables": spec}
             for name, spec in want["columns"].items()
@@ -117,8 +147,14 @@ def _differences(migrated: Schema, defined: Schema) -> dict[str, Any]:
             "missing": sorted(want["indexes"] - have["indexes"]),
             "extra": sorted(have["indexes"] - want["indexes"]),
         }
-        if columns or indexes["missing"] or indexes["extra"]:
-            problems[table] = {"columns": columns, "indexes": indexes}
+        # foreign keys (with their ON DELETE) and triggers: the same on both sides, or both listed
+        others = {
+            kind: {"migrations": sorted(have.get(kind, set())), "tables": sorted(want.get(kind, set()))}
+            for kind in ("foreign_keys", "triggers")
+            if have.get(kind, set()) != want.get(kind, set())
+        }
+        if columns or indexes["missing"] or indexes["extra"] or others:
+            problems[table] = {"columns": columns, "indexes": indexes, **others}
     return problems
 
 
@@ -152,3 +188,10 @@ def test_positive_control_a_changed_type_nullability_or_index_is_caught() -> Non
         assert "deal" in _differences(migrated, defined)
     no_index = {"deal": {"columns": defined["deal"]["columns"], "indexes": set()}}
     assert _differences(no_index, defined)["deal"]["indexes"]["missing"] == [(("name",), False)]
+    # a foreign key whose ON DELETE differs (a deleted team's rows cascading away instead of kept) is caught
+    keyed = {"deal": {**defined["deal"], "foreign_keys": {("team", "team", "SET NULL", "CASCADE")}}}
+    cascading = {"deal": {**defined["deal"], "foreign_keys": {("team", "team", "CASCADE", "CASCADE")}}}
+    assert not _differences(keyed, keyed)
+    assert _differences(cascading, keyed)["deal"]["foreign_keys"]["migrations"] == [
+        ("team", "team", "CASCADE", "CASCADE")
+    ]
