@@ -115,7 +115,8 @@ def owned_rows_where(ctx: UserContext, table: type[Table]) -> Any:
     allowed = Or(allowed, And(table.visibility == "private", table.owner.is_in(private_owners)))
     # a team row left without a team (its team deleted: tenancy/grid.delete_team) stays its owner's; a NULL
     # team is in no `team_ids`, so no one else sees it through a team
-    allowed = Or(allowed, And(table.visibility == "team", table.team.is_null(), table.owner == ctx.user_id))
+    orphaned = And(And(table.visibility == "team", table.team.is_null()), table.owner == ctx.user_id)
+    allowed = Or(allowed, orphaned)
     where = And(same_company, allowed)
     if hasattr(table, "source_datasets"):
         for name in unreadable_sources(ctx, [*DATASETS, *ctx.company_datasets]):
