@@ -129,9 +129,9 @@ async def _build(w: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _expected(ctx: Any, owned: dict[str, tuple[int, int, str]]) -> set[str]:
-    """The rule, written out: admins see all; else company rows, rows of a team they are in or manage, and
-    private rows they own or whose owner is in a team they manage."""
+def _expected(ctx: Any, owned: dict[str, tuple[int, int | None, str]]) -> set[str]:
+    """The rule, written out: admins see all; else company rows, rows of a team they are in or manage (or own,
+    when the row's team was deleted), and private rows they own or whose owner is in a team they manage."""
     if ctx.is_admin:
         return set(owned)
     seen = set()
@@ -139,6 +139,7 @@ def _expected(ctx: Any, owned: dict[str, tuple[int, int, str]]) -> set[str]:
         if (
             visibility == "company"
             or (visibility == "team" and team in ctx.team_ids)
+            or (visibility == "team" and team is None and owner == ctx.user_id)
             or visibility == "private"
             and (owner == ctx.user_id or owner in ctx.managed_user_ids)
         ):

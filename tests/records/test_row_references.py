@@ -1,8 +1,9 @@
 """`dataset_row`'s references on PostgreSQL are checked once per statement (`records.tables.REFERENCE_CHECKS`)
 instead of by four per-row FOREIGN KEYs: the same guarantees, held here as the hostile writer (a statement
 naming a person, team or dataset that does not exist, or another company's dataset; a delete racing an
-import) beside the controls (the same statements with good references succeed; the rows of a deleted team,
-person or dataset go, as ON DELETE CASCADE made them go). SQLite keeps its FOREIGN KEYs: PostgreSQL's claim."""
+import) beside the controls (the same statements with good references succeed; the rows of a deleted person
+or dataset go, as ON DELETE CASCADE made them go, and a deleted team's stay with no team, as ON DELETE SET NULL
+keeps them). SQLite keeps its FOREIGN KEYs: PostgreSQL's claim."""
 
 from __future__ import annotations
 
@@ -92,12 +93,14 @@ async def test_a_statement_naming_what_does_not_exist_writes_nothing(world: dict
     assert await w["conn"].fetchval('SELECT count(*) FROM "dataset_row" WHERE "owner" = $1', w["alice"]) == 2
 
 
-async def test_deleting_a_team_a_person_or_a_dataset_deletes_their_rows(world: dict) -> None:
+async def test_deleting_a_team_keeps_its_rows_a_person_or_a_dataset_deletes_theirs(world: dict) -> None:
     w = world
     await _insert(w, ["t1", "t2", "a1", "p1"], [w["admin"], w["admin"], w["alice"], w["admin"]],
                   [w["team"], w["team"], None, None])  # fmt: skip
     await w["conn"].execute('DELETE FROM "team" WHERE "id" = $1', w["team"])
-    assert await _keys(w) == ["a1", "p1"]  # the team's rows went (as its ON DELETE CASCADE did); others stay
+    # the team's rows stay, with no team (ON DELETE SET NULL, as the built-in tables' team); it once deleted them
+    assert await _keys(w) == ["a1", "p1", "t1", "t2"]
+    assert await w["conn"].fetchval('SELECT count(*) FROM "dataset_row" WHERE "team" IS NOT NULL') == 0
     await w["conn"].execute('DELETE FROM "app_user" WHERE "id" = $1', w["alice"])
     assert await _keys(w) == ["p1"]
     await w["conn"].execute('DELETE FROM "dataset_definition" WHERE "id" = $1', w["dataset"])

@@ -13,8 +13,9 @@ import json
 from typing import Any
 
 import pytest
+from piccolo.querystring import QueryString
 
-from backend import clock
+from backend import clock, db
 from backend.audit.tables import AuditEntry
 from backend.drive.tables import DriveFolder
 from backend.errors import NotFound
@@ -34,6 +35,8 @@ from backend.tenancy.tables import (
     User,
     UserPermissionSet,
 )
+from tests.runs.test_run_migrations import bare  # noqa: F401 - a fixture
+from tests.support.migrations import _acme_and_alice, _migrate, _sql
 
 # (key, team ("gone": the team deleted, "kept": another one), visibility); every row is alice's
 ROWS = [
@@ -43,6 +46,10 @@ ROWS = [
     ("hers", "gone", "private"),
     ("other-team", "kept", "team"),
 ]
+
+
+async def _select(sql: str) -> list[dict[str, Any]]:
+    return await db.engine().run_querystring(QueryString(sql))
 
 
 async def _insert(table: Any, row: Any) -> int:
@@ -185,3 +192,64 @@ async def test_an_admin_deleting_a_team_keeps_its_rows_with_their_owners(empty_d
     data = json.loads(entry["data"]) if isinstance(entry["data"], str) else entry["data"]
     assert data["unshared_rows"] == {"task": 2, "dataset_row": 2, "drive_folder": 1}
     assert data["rows_kept"] == 4 + 4 + 1
+
+
+BEFORE = "2026-12-06T09:46:46:000000"  # the last migration with the team's ON DELETE CASCADE
+
+
+@pytest.mark.sqlite  # SQLite's table rebuild is the claim (PostgreSQL alters its keys in place)
+async def test_a_database_from_before_keeps_its_rows_indexes_and_folders(bare: str) -> None:  # noqa: F811
+    """A database written before the migration, with rows in each kind of table it rebuilds (a Drive file in
+    a folder: dropping the old folder table must not take the files with it), migrated: the same rows and
+    the same indexes, and then a team's deletion keeps its rows."""
+    db.configure(bare)
+    await _migrate(BEFORE)
+    await _acme_and_alice()
+    await _sql("INSERT INTO team (id, company, name) VALUES (7, 1, 'East')")
+    await _sql(
+        "INSERT INTO contact (id, company, owner, team, visibility, last_name) VALUES (3, 1, 1, 7, 'team', 'Ng')"
+    )
+    await _sql(
+        "INSERT INTO contact (id, company, owner, team, visibility, last_name) VALUES (9, 1, 1, NULL, 'company', 'Li')"
+    )
+    await _sql(
+        "INSERT INTO drive_folder (id, company, owner, team, visibility, name) VALUES (4, 1, 1, 7, 'team', 'Plans')"
+    )
+    await _sql(
+        "INSERT INTO drive_file (id, company, owner, team, visibility, folder, name) VALUES (5, 1, 1, 7, 'team', 4, 'q3.xlsx')"
+    )
+    await _sql(
+        "INSERT INTO dataset_definition (id, company, name, label, key_column) VALUES (2, 1, 'ledger', 'Ledger', 'k')"
+    )
+    await _sql(
+        'INSERT INTO dataset_row (id, company, dataset, external_key, owner, team, visibility, "values") '
+        "VALUES (6, 1, 2, 'a', 1, 7, 'team', '{\"k\": \"a\"}')"
+    )
+    tables = ("contact", "drive_folder", "drive_file", "dataset_row")
+
+    async def state() -> dict[str, Any]:
+        rows = {t: await _select(f'SELECT * FROM "{t}" ORDER BY id') for t in tables}
+        indexes = await _select(
+            "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name IN "
+            "('contact', 'drive_folder', 'drive_file', 'dataset_row') ORDER BY name"
+        )
+        return {"rows": rows, "indexes": indexes}
+
+    before = await state()
+    await _migrate("all")
+    after = await state()
+    assert after == before  # every row, column for column, and every index
+    assert [len(after["rows"][t]) for t in tables] == [2, 1, 1, 1]
+    fks = await _select("SELECT \"table\", on_delete FROM pragma_foreign_key_list('drive_file') ORDER BY 1")
+    assert fks == [
+        {"table": "app_user", "on_delete": "CASCADE"},
+        {"table": "company", "on_delete": "CASCADE"},
+        {"table": "drive_folder", "on_delete": "CASCADE"},  # a folder's files still go with it
+        {"table": "team", "on_delete": "SET NULL"},
+    ]
+
+    await _sql("DELETE FROM team WHERE id = 7")
+    for table in tables:
+        assert await _select(f'SELECT id, owner, team FROM "{table}" WHERE team IS NOT NULL') == []
+    kept = {t: [r["id"] for r in await _select(f'SELECT id FROM "{t}" ORDER BY id')] for t in tables}
+    assert kept == {"contact": [3, 9], "drive_folder": [4], "drive_file": [5], "dataset_row": [6]}
