@@ -79,36 +79,47 @@ async def _postgres_table(engine: Engine, table: str) -> dict[str, Any]:
             table,
         )
     }
-    # a FOREIGN KEY's action as PostgreSQL reads it back; the table's own triggers (dataset_row's reference
-    # checks) with the source of the function each runs, so a migration's copy of a function is compared too
-    foreign_keys = {
-        (r["definition"],)
-        for r in await _rows(
-            engine,
-            "SELECT pg_get_constraintdef(c.oid) AS definition FROM pg_constraint c "
-            "JOIN pg_class t ON t.oid = c.conrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
-            "WHERE c.contype = 'f' AND t.relname = {} AND n.nspname = 'public'",
-            table,
-        )
-    }
-    triggers = {
-        (r["definition"], r["source"])
-        for r in await _rows(
-            engine,
-            "SELECT pg_get_triggerdef(g.oid) AS definition, p.prosrc AS source FROM pg_trigger g "
-            "JOIN pg_class t ON t.oid = g.tgrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
-            "JOIN pg_proc p ON p.oid = g.tgfoid "
-            "WHERE NOT g.tgisinternal AND t.relname = {} AND n.nspname = 'public'",
-            table,
-        )
-    }
-    return {"columns": columns, "indexes": indexes, "foreign_keys": foreign_keys, "triggers": triggers}
+    return {"columns": columns, "indexes": indexes}
+
+
+async def _postgres_keys_and_triggers(engine: Engine) -> dict[str, dict[str, set[tuple[str, ...]]]]:
+    """Each table's FOREIGN KEYs as PostgreSQL reads them back (with their ON DELETE), and its own triggers
+    (dataset_row's reference checks) with the source of the function each runs, so a migration's copy of a
+    function is compared too: two queries for the whole database."""
+    out: dict[str, dict[str, set[tuple[str, ...]]]] = {}
+    for kind, sql in (
+        (
+            "foreign_keys",
+            "SELECT t.relname AS table, pg_get_constraintdef(c.oid) AS definition, '' AS source "
+            "FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid "
+            "JOIN pg_namespace n ON n.oid = t.relnamespace WHERE c.contype = 'f' AND n.nspname = 'public'",
+        ),
+        (
+            "triggers",
+            "SELECT t.relname AS table, pg_get_triggerdef(g.oid) AS definition, p.prosrc AS source "
+            "FROM pg_trigger g JOIN pg_class t ON t.oid = g.tgrelid "
+            "JOIN pg_namespace n ON n.oid = t.relnamespace JOIN pg_proc p ON p.oid = g.tgfoid "
+            "WHERE NOT g.tgisinternal AND n.nspname = 'public'",
+        ),
+    ):
+        for r in await _rows(engine, sql):
+            table = out.setdefault(r["table"], {"foreign_keys": set(), "triggers": set()})
+            table[kind].add((r["definition"], r["source"]) if kind == "triggers" else (r["definition"],))
+    return out
 
 
 async def _schema(url: str) -> Schema:
     engine = db.make_engine(url)
-    read = _postgres_table if url.startswith("postgres") else _sqlite_table
-    return {t._meta.tablename: await read(engine, t._meta.tablename) for t in db.all_tables()}
+    if not url.startswith("postgres"):
+        return {t._meta.tablename: await _sqlite_table(engine, t._meta.tablename) for t in db.all_tables()}
+    keys = await _postgres_keys_and_triggers(engine)
+    return {
+        t._meta.tablename: {
+            **await _postgres_table(engine, t._meta.tablename),
+            **keys.get(t._meta.tablename, {"foreign_keys": set(), "triggers": set()}),
+        }
+        for t in db.all_tables()
+    }
 
 
 @pytest.fixture
