@@ -23,7 +23,7 @@ from piccolo.engine.finder import engine_finder
 from piccolo.engine.postgres import PostgresEngine
 from piccolo.querystring import QueryString
 
-ID = "2026-12-06T12:41:06:000000"
+ID = "2026-12-06T13:00:29:000000"
 VERSION = "1.38.0"
 DESCRIPTION = "a deleted team's rows stay with their owners: team ON DELETE SET NULL"
 
