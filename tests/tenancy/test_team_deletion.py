@@ -174,9 +174,9 @@ async def test_an_admin_deleting_a_team_keeps_its_rows_with_their_owners(empty_d
     bob, carol = await _ctx(w, "bob"), await _ctx(w, "carol")
     assert await _seen(bob) == {"everyone"}
     assert await _seen(carol) == {"everyone", "hers", "other-team"}
-    shared = (await Task.select(Task.id).where((Task.company == w["company"]) & (Task.title == "shared-1")))[
-        0
-    ]
+    shared = (
+        await Task.select(Task.id).where((Task.company == w["company"]) & (Task.title == "shared-1")).first()
+    )
     with pytest.raises(NotFound):
         await service.get_record(bob, "tasks", shared["id"])
     # the controls: the owner still sees every row of hers; an admin sees everything
