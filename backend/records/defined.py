@@ -374,7 +374,10 @@ def _owned(
         team = prepared.team
     if prepared.visibility is not None:
         visibility = prepared.visibility
-    if visibility == "team" and team is None:
+    # a stored team row whose team was deleted is its owner's alone (records/visibility.py): a re-import that says
+    # nothing of its team or visibility keeps it so; a row that asks for team visibility must name a team
+    asks = old is None or prepared.team is not None or prepared.visibility is not None
+    if visibility == "team" and team is None and asks:
         raise ValueProblem("a team row needs a team (a `team` value, or the import's default team)")
     return owner, team, visibility
 

@@ -192,6 +192,17 @@ async def test_an_admin_deleting_a_team_keeps_its_rows_with_their_owners(empty_d
     data = json.loads(entry["data"]) if isinstance(entry["data"], str) else entry["data"]
     assert data["unshared_rows"] == {"task": 2, "dataset_row": 2, "drive_folder": 1}
     assert data["rows_kept"] == 4 + 4 + 1
+    # a later re-import that says nothing of team or visibility updates the rows and keeps the teamless ones
+    # their owner's; one that asks for team visibility without a team is refused, row by row (nothing written)
+    again = [{"k": key, "owner_email": "alice@teamless.example"} for key, _, _ in ROWS]
+    result = await defined.upsert_rows(w["ledger"], again, defined.RowDefaults(w["people"]["admin"]))
+    assert not result.refused and result.unchanged == len(ROWS), result
+    asks = [{"k": "shared-1", "owner_email": "alice@teamless.example", "visibility": "team"}]
+    result = await defined.upsert_rows(w["ledger"], asks, defined.RowDefaults(w["people"]["admin"]))
+    assert [r.reason for r in result.refused] == [
+        "a team row needs a team (a `team` value, or the import's default team)"
+    ]
+    assert await _rows(w) == after
 
 
 BEFORE = "2026-12-06T09:46:46:000000"  # the last migration with the team's ON DELETE CASCADE
