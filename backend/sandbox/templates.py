@@ -1,8 +1,8 @@
 """Warm saved states: each slot's state comes from its own pristine template boot, never after a job.
 
-A template guest boots, imports the data stack (pandas, numpy, matplotlib, scipy.stats, seaborn, scikit-learn,
-statsmodels: the agent's warm()), pre-forks the user process, writes the
-WARM block and idles; it is saved at that point. `cleanroom image build` makes the missing ones.
+A template guest boots, imports the data stack (numpy, pandas, matplotlib, scipy.stats, seaborn, scikit-learn's
+linear models: the agent's warm(); statsmodels is left to the code that uses it), pre-forks the user process,
+writes the WARM block and idles; it is saved at that point. `cleanroom image build` makes the missing ones.
 """
 
 from __future__ import annotations

@@ -74,6 +74,18 @@ def test_a_job_written_by_the_host_is_read_whole_by_the_agent(
     assert job["limits"]["max_total_bytes"] == MAX_OUTPUT_BYTES
 
 
+def test_only_a_boot_without_a_job_warms_so_saved_states_stay_warm_and_cold_boots_skip_it(
+    guest_agent: ModuleType, disks: tuple[Path, Path]
+) -> None:
+    """A template boot (its job disk empty, then saved) must warm; a cold boot for one run, whose job the host
+    wrote before the start, skips the imports its code may never use."""
+    job_disk, _ = disks
+    assert guest_agent.job_waiting() is False  # the template's empty disk: warm() runs
+    record = {"run_id": "r1", "nonce": "n1", "code": "print(1)", "limits": guest_limits(RunLimits())}
+    wire.write_job_disk(job_disk, 4 * 1024 * 1024, record, [], in_place=True)
+    assert guest_agent.job_waiting() is True
+
+
 def test_ready_and_warm_blocks_written_by_the_agent_are_read_by_the_host(
     guest_agent: ModuleType, disks: tuple[Path, Path]
 ) -> None:
