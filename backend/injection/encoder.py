@@ -126,7 +126,6 @@ def encoder_resources() -> Path:
 MIN_LETTERS = 12  # letters a cell needs to be read by tier 3
 MIN_WORDS = 3  # words (runs of two or more letters) it needs, in a script written with spaces
 _WORD = re.compile(r"[^\W\d_]{2,}")
-_NOT_WORDS = re.compile(r"\S*(?:@|://|www\.)\S*")  # e-mail addresses and URLs are not words
 # scripts written without spaces between words (CJK, kana, Hangul syllables are spaced but short, Thai, Lao,
 # Khmer, Myanmar): there MIN_LETTERS letters are enough
 _UNSPACED = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
@@ -138,7 +137,9 @@ def sentence_like(text: str) -> bool:
     a code or an identifier), and MIN_WORDS words unless it is written in a script without spaces."""
     if len(text) < MIN_LETTERS:
         return False
-    words = _NOT_WORDS.sub(" ", text) if ("@" in text or "/" in text) else text
+    words = text
+    if "@" in text or "/" in text:  # e-mail addresses and URLs are not words (split: linear in a long cell)
+        words = " ".join(t for t in text.split() if "@" not in t and "://" not in t and "www." not in t)
     letters = sum(c.isalpha() for c in words)
     if letters < MIN_LETTERS or 2 * letters < len(text) - text.count(" ") - text.count("\n"):
         return False
