@@ -261,6 +261,14 @@ def read_head() -> Head | None:
     return Head.from_json(data)
 
 
+def wanted() -> bool:
+    """Whether tier 3 may read this scan's cells (not switched off, and not found missing): checked before a
+    scan picks the cells it would hand over, so tier 1 alone costs what it did."""
+    if _OFF[0] or os.environ.get("CLEANROOM_INJECTION_TIER3", "1") == "0":
+        return False
+    return not _LOADED or _LOADED[0] is not None
+
+
 def loaded() -> bool:
     """Whether this process has loaded tier 3 (or decided it is off)."""
     return bool(_LOADED)

@@ -353,6 +353,8 @@ def _judge_values(values: list[str]) -> dict[str, _Judgement]:
     than to look up)."""
     look = [v for v in values if len(v) >= 4 and _needs_look(v)]
     judged = _judge_fresh(look)
+    if not encoder.wanted():
+        return judged
     reachable = [v for v, j in judged.items() if _reachable(v, j)]
     if not reachable:
         return judged
