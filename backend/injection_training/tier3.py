@@ -33,7 +33,16 @@ import os
 import sys
 import time
 
-from backend.injection.encoder import ARTIFACT, ENCODER_PACKAGE, SHA256, Head, Tier3, windows
+from backend.injection.encoder import (
+    ARTIFACT,
+    ENCODER_PACKAGE,
+    MAX_UNKNOWN,
+    SHA256,
+    Head,
+    Tier3,
+    unknown_share,
+    windows,
+)
 
 ENCODER_VERSION = "0.2.1"
 ENCODER_FILES = {
@@ -84,10 +93,10 @@ class Embedder:
         return self(texts)
 
     def best(self, head: Head, texts: list[str]) -> list[float]:
-        """Each text's best window logit, as the runtime reads it."""
+        """Each text's best window logit, as the runtime reads it (windows the encoder cannot read left out)."""
         import numpy as np
 
-        spans = [windows(t) for t in texts]
+        spans = [[(s, e) for s, e in windows(t) if unknown_share(t[s:e]) <= MAX_UNKNOWN] for t in texts]
         flat = [t[s:e] for t, sp in zip(texts, spans, strict=True) for s, e in sp]
         scores = self(flat) @ np.asarray(head.weights, dtype=np.float32) + head.bias if flat else []
         out, k = [], 0

@@ -99,6 +99,23 @@ def test_cells_that_are_not_sentences_are_not_handed_to_tier_3(tier3) -> None:
     assert tally.looked_up == 0 and tally.summary()["tier3_judged"] == 0
 
 
+# an ordinary greeting in Georgian, a script the encoder has no pieces for: read whole, its vector of unknowns
+# scores above the bar (logit 8.57 against 8.45), so without the gate every such note would be a warning
+GEORGIAN = "გამარჯობა მეგობარო, როგორ ხარ დღეს? ხვალ შევხვდებით ოფისში."
+
+
+def test_text_in_a_script_the_encoder_has_no_pieces_for_is_not_read_by_it(tier3) -> None:
+    import numpy as np
+
+    assert encoder.unknown_share(GEORGIAN) > encoder.MAX_UNKNOWN >= encoder.unknown_share(RUSSIAN_NOTE)
+    ungated = float(tier3.encoder.encode([GEORGIAN])[0] @ np.asarray(tier3.head.weights) + tier3.head.bias)
+    assert tier3.flags(ungated)  # what the gate keeps from the approval screen
+    assert _reachable(GEORGIAN, _judge(GEORGIAN)) and tier3.logits([GEORGIAN])[0][0] == -30.0
+    assert scan_table(["id", "note"], [["1", GEORGIAN]], path="d.csv") == []
+    # the control: a cell in a script it reads is read, and an instruction in it found (test above: Russian)
+    assert tier3.flags(tier3.logits([RUSSIAN])[0][0])
+
+
 def test_tier_3_never_withdraws_a_finding_of_tier_1(tier3) -> None:
     """As the attacker, a classic injection tier 1 reports that tier 3 reads as no instruction it knows (short
     English commands are its weak spot): it stays reported, by tier 1 (the first version's `keep` bar withdrew
