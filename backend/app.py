@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from litestar import Litestar, Request, Router
@@ -24,7 +23,6 @@ from backend.fleet.controller import WorkerController
 from backend.fleet.queue import DISPATCHER
 from backend.flows import progress as flows_progress
 from backend.flows.controller import FlowsController
-from backend.injection import encoder as injection_encoder
 from backend.mcp.http import mcp_endpoint, mcp_lifespan
 from backend.mcp.oauth import oauth_endpoints, oauth_metadata
 from backend.metrics import HTTP_METRICS, metrics_endpoint
@@ -183,9 +181,8 @@ def create_app(
             # retries of mails and webhooks (backend/notify/delivery.py), and the credit pools' thresholds
             NOTIFIER.start(watchers=[credits_service.tell_pools])
         if settle_heap:
-            # a served process loads the injection scanner's tier 3 (its encoder's table, seconds of CPU) in
-            # the background now, not inside the first proposal's scan; a scan meanwhile waits for it
-            threading.Thread(target=injection_encoder.load, name="injection-tier3-load", daemon=True).start()
+            # the injection scanner's tier 3 is not loaded here: the first scan that needs it loads it
+            # (backend/injection/encoder.py `load`), so a process that never scans prose never pays for it
             heap.settle()
 
     async def on_shutdown() -> None:

@@ -10,10 +10,10 @@ caches emptied first:
 - `cached_ms`: with the cache holding every cell (a proposal of unchanged data);
 with the hit rate of the cached scan and the machine's load average. Goals: cold <= 1,000 ms, cached <= 100 ms.
 
-Tier 3 (backend/injection/encoder.py) reads the doubtful cells within its budget; only its verdicts are looked
+Tier 3 (backend/injection/encoder.py) reads the sentence-like cells tier 1 does not report, within its budget; only its verdicts are looked
 up and stored (tier 1 judges a cell faster than the database returns it). Its encoder is loaded before the
 first timing (once per process, `tier3_load_ms`), and `tier3_*` says what the cold scan handed it. Also
-`tier1_only_ms`: the scan with tier 3 switched off, the cost before it.
+`tier1_only_ms` (and `tier1_only_cpu_ms`): the scan with tier 3 switched off, the cost before it.
 """
 
 from __future__ import annotations
@@ -92,13 +92,14 @@ async def _measure(repeats: int) -> dict[str, Any]:
     company = (await Company.insert(Company(name="Bench")).returning(Company.id))[0]["id"]
     tables, texts = proposal()
     cache = DbVerdictCache(company)
-    plain, cold, warm, cpu = [], [], [], {"plain": [], "cold": [], "warm": []}
+    plain, cold, warm, cpu = [], [], [], {"tier1": [], "plain": [], "cold": [], "warm": []}
     tier1 = []
     hit_rate, looked_up, found, spent = None, 0, 0, {}
     for _ in range(repeats):
         with encoder.off():
-            elapsed, _, _, _ = await _scan(tables, texts, None)
+            elapsed, used, _, _ = await _scan(tables, texts, None)
         tier1.append(elapsed)
+        cpu["tier1"].append(used)
         elapsed, used, _, _ = await _scan(tables, texts, None)
         plain.append(elapsed)
         cpu["plain"].append(used)
@@ -122,6 +123,7 @@ async def _measure(repeats: int) -> dict[str, Any]:
         "cold_p95_ms": summarize(cold)["p95"],
         "cached_p95_ms": summarize(warm)["p95"],
         # process CPU time (every thread, the database's too): what a loaded shared host inflates least
+        "tier1_only_cpu_ms": summarize(cpu["tier1"])["p50"],
         "no_cache_cpu_ms": summarize(cpu["plain"])["p50"],
         "cold_cpu_ms": summarize(cpu["cold"])["p50"],
         "cached_cpu_ms": summarize(cpu["warm"])["p50"],

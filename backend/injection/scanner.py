@@ -346,37 +346,40 @@ def _needs_look(v: str) -> bool:
 
 def _judge_values(values: list[str]) -> dict[str, _Judgement]:
     """Judgements for distinct values (those that need a look): THE function every scan judges its cells and
-    lines through. Tier 1 judges every value; the values its learned scorers are in doubt about (encoder.py:
-    a band of scores) are then decided by tier 3, within the scan's budget. With a verdict cache in context
-    (verdicts.using), a doubtful value judged before under the same fingerprint is read from it; the ones tier 3
-    judges now are stored (tier 1's own verdicts cost less to redo than to look up)."""
+    lines through. Tier 1 judges every value; the sentence-like values it does not report are then read by tier
+    3 (encoder.py), most doubtful first, within the scan's budget (the encoder is loaded when a scan first has
+    such a value). With a verdict cache in context (verdicts.using), a value tier 3 judged before under the same
+    fingerprint is read from it; the ones tier 3 judges now are stored (tier 1's own verdicts cost less to redo
+    than to look up)."""
     look = [v for v in values if len(v) >= 4 and _needs_look(v)]
     judged = _judge_fresh(look)
+    if not encoder.wanted():
+        return judged
+    reachable = [v for v, j in judged.items() if _reachable(v, j)]
+    if not reachable:
+        return judged
     t3 = encoder.load()
     if t3 is None:
-        return judged
-    doubtful = [v for v, j in judged.items() if _doubtful(t3, v, j)]
-    if not doubtful:
         return judged
     cached = verdicts.current()
     keys: dict[str, str] = {}
     if cached is not None:
         cache, tally = cached
-        keys = {v: sha256_text(v) for v in doubtful}
+        keys = {v: sha256_text(v) for v in reachable}
         stored = cache.get(list(dict.fromkeys(keys.values())))
         hits = 0
-        for v in doubtful:
+        for v in reachable:
             verdict = stored.get(keys[v])
             if verdict is not None:
                 judged[v] = _decode(verdict)
                 hits += 1
         tally.add(len(keys), hits)
         budget = tally.budget
-        doubtful = [v for v in doubtful if keys[v] not in stored]
+        reachable = [v for v in reachable if keys[v] not in stored]
     else:
         budget = encoder.Budget()
-    doubtful.sort(key=lambda v: -judged[v].probability)
-    decided = t3.judge(doubtful, budget)
+    reachable.sort(key=lambda v: -judged[v].probability)
+    decided = t3.judge(reachable, budget)
     new = {}
     for v, (logit, s, e) in decided.items():
         judged[v] = _tier3(t3, v, judged[v], logit, s, e)
@@ -387,31 +390,15 @@ def _judge_values(values: list[str]) -> dict[str, _Judgement]:
     return judged
 
 
-def _learned(hit: CellHit) -> bool:
-    """A finding of tier 1's learned scorers (not of an exact check: structure, invisible text, encodings)."""
-    return not any(code.startswith((STRUCTURAL_PREFIX, "invisible", "encoded")) for code in hit.reason_codes)
-
-
-def _doubtful(t3: encoder.Tier3, v: str, j: _Judgement) -> bool:
-    """Whether tier 3 decides this value: tier 1's score is in the band, and every finding tier 1 has for it
-    is its learned scorers' (an exact check is never in doubt)."""
-    if not t3.doubtful(j.probability) or not all(_learned(h) for h in j.hits):
-        return False
-    return _worth_caching(v) and len(v) >= 12
+def _reachable(v: str, j: _Judgement) -> bool:
+    """Whether tier 3 reads this value: tier 1 does not report it, and it reads like a sentence (not a number,
+    a date, a code, an address). Tier 3 only adds findings, so what tier 1 reports is not handed over."""
+    return not j.hits and encoder.sentence_like(v)
 
 
 def _tier3(t3: encoder.Tier3, text: str, j: _Judgement, logit: float, s: int, e: int) -> _Judgement:
-    """Tier 3's verdict on a doubtful value: tier 1's learned-scorer findings withdrawn when tier 3 reads the
-    text as plainly business text (kept, and marked tier 3 when it agrees), or a finding of its own for a value
-    tier 1 did not report. The probability stays tier 1's (the cross-cell reading uses it)."""
-    if j.hits:
-        if t3.withdraws(logit):
-            return _Judgement([], j.probability)
-        if not t3.flags(logit):
-            return j
-        return _Judgement(
-            [replace(h, tier=3, reason_codes=(*h.reason_codes, "semantic")) for h in j.hits], j.probability
-        )
+    """Tier 3's verdict on a value tier 1 did not report: a finding of its own when its logit reaches the bar.
+    The probability stays tier 1's (the cross-cell reading uses it)."""
     if not t3.flags(logit):
         return j
     category, codes = explain_codes(fold(text[s:e]))
@@ -421,11 +408,6 @@ def _tier3(t3: encoder.Tier3, text: str, j: _Judgement, logit: float, s: int, e:
     )
     hit = CellHit(severity, category, excerpt(text, s, e), render(codes), (s, e), tuple(codes), tier=3)
     return _Judgement([hit], j.probability)
-
-
-def _worth_caching(v: str) -> bool:
-    """Prose (two spaces or line breaks, or non-ASCII text): what tier 3 may read."""
-    return v.count(" ") + v.count("\n") >= 2 or not v.isascii()
 
 
 def _judge_fresh(look: list[str]) -> dict[str, _Judgement]:

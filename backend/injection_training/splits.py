@@ -130,8 +130,8 @@ TIER3: list = []  # [Embedder] when the splits measure tiers 1 and 3 (run(..., t
 
 def _run_fold(data, name: str, drop, drop_negative, test: list[intents.Item], langs: list[str], log) -> dict:
     """One fold: tier 1 retrained without what it holds out; with TIER3, tier 1 alone is measured first
-    ("tier1") and then tiers 1 and 3, tier 3's head fitted on the same windows and its band and threshold read
-    from the fold's own tier 1 on the calibration negatives."""
+    ("tier1") and then tiers 1 and 3, tier 3's head fitted on the same windows and its threshold read from the
+    calibration negatives the fold's own tier 1 leaves to tier 3."""
     from backend.injection import encoder
     from backend.injection.scanner import use_model
 
@@ -147,7 +147,7 @@ def _run_fold(data, name: str, drop, drop_negative, test: list[intents.Item], la
             before = {**_outcome(_score(intents.plant(test, SEED, twins))), "benign": _benign(langs, twins)}
         keep_pos, keep_neg = data.masks(drop=drop, drop_negative=drop_negative)
         encoder.use(None)
-        head = tier3.build(TIER3[0], data, keep_pos, keep_neg, model)
+        head = tier3.build(TIER3[0], data, keep_pos, keep_neg)
         encoder.use(tier3.installed(TIER3[0], head))
     else:
         encoder.use(None)
@@ -161,16 +161,11 @@ def _run_fold(data, name: str, drop, drop_negative, test: list[intents.Item], la
     }
     if before is not None:
         fold["tier1"] = before
-        fold["tier3_head"] = {
-            "low": head.low,
-            "high": head.high,
-            "threshold": head.threshold,
-            "keep": head.keep,
-        }
+        fold["tier3_head"] = {"threshold": head.threshold, "calibration": head.meta["threshold_calibration"]}
         b = before["benign"]
         log(f"  {name:<24} tier 1 alone: recall {before['recall']:.3f} ({before['caught']}/{before['n']})  benign rows "
             f"flagged {b['flagged_rows']}/{b['rows']}, twins {b['twins_flagged']}/{b['twins']} (in rows "
-            f"{b['twins_in_rows_flagged']}/{b['twins_in_rows']}); band [{head.low:.4f}, {head.high:.4f}), bar {head.threshold:.3f}, keep {head.keep:.3f}")  # fmt: skip
+            f"{b['twins_in_rows_flagged']}/{b['twins_in_rows']}); bar {head.threshold:.3f} ({head.meta['threshold_calibration']})")  # fmt: skip
     caught = fold["caught"]
     log(f"  {name:<24} recall {fold['recall']:.3f} ({caught}/{len(results)})  benign rows flagged "
         f"{benign['flagged_rows']}/{benign['rows']} = {benign['fp_rate']:.3%}, twins {benign['twins_flagged']}/"

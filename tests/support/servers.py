@@ -54,9 +54,10 @@ class Servers:
             k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "NICEGUI_"))
         }
         return {
-            # a served process loads the scanner's tier 3 in the background at start (seconds of CPU each, and
-            # the suite starts dozens): off in the servers the suite starts, whose claims are not the scanner's.
-            # Tier 3 itself is held in-process, on: tests/injection/test_tier3.py, tests/staging/test_stage_bundle.py
+            # a served process no longer loads the scanner's tier 3 at start, but its first scan of prose does
+            # (2.0 s of CPU per process; the suite starts dozens, and many stage prose): off in the servers the
+            # suite starts, whose claims are not the scanner's. Tier 3 is held in-process, on:
+            # tests/injection/test_tier3.py (the lazy load of a served app too), tests/staging/test_stage_bundle.py
             "CLEANROOM_INJECTION_TIER3": "0",
             **inherited,
             "CLEANROOM_DATA_DIR": str(self.data_dir),
