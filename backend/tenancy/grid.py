@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
-from piccolo.columns import ForeignKey
 from piccolo.table import Table
 
 from backend.audit import service as audit
@@ -121,14 +120,11 @@ async def rename_team(ctx: UserContext, team_id: int, name: str) -> dict[str, An
 
 def team_row_tables() -> list[type[Table]]:
     """Every table whose rows a team may be given (owner, team, visibility): the built-in records, Drive's
-    folders and files, `dataset_row`. Their `team` is ON DELETE SET NULL; memberships and grants cascade."""
-    from backend.db import all_tables
-
-    return [
-        t
-        for t in all_tables()
-        if isinstance(getattr(t, "team", None), ForeignKey) and hasattr(t, "visibility")
-    ]
+    folders and files, `dataset_row`. Their `team` is ON DELETE SET NULL; memberships and grants cascade.
+    Read from the foreign keys that point at `team` (every table module is imported by `backend.db` before a
+    request is served; tenancy sits below those packages and names none of them)."""
+    tables = {column._meta.table for column in Team._meta.foreign_key_references}
+    return sorted((t for t in tables if hasattr(t, "visibility")), key=lambda t: t._meta.tablename)
 
 
 async def _team_rows(team_id: int) -> dict[str, dict[str, int]]:
