@@ -131,6 +131,10 @@ class Settings(BaseSettings):
     job_disk_mib: int = 1024  # fixed (sparse) size of the per-run job disk: bounds the inputs
     kvm_probe_seconds: float = 10.0
     cold_boot_timeout_seconds: int = 240
+    # a template guest's boot and warm-up (imports, a chart drawn, a model fitted) before its state is saved: set-up
+    # work, not a run waiting, so it may take what a loaded machine needs (2-core, TCG, load 16: 154-201 s a slot,
+    # two at once)
+    template_boot_timeout_seconds: int = 900
 
     # runs
     # re-runs for evidence (backend/evidence/rerun.py) one company may ask for in 24 hours: they are not

@@ -40,10 +40,15 @@ def make_template(slot: Slot, progress: Progress) -> None:
         destroy_quietly(vm.conn, vm.name)  # a stray of an earlier crash holding the slot's name
         wait_name_free(vm.conn, vm.name)
         vm.cold_boot()
-        deadline = time.monotonic() + get_settings().cold_boot_timeout_seconds
+        deadline = time.monotonic() + get_settings().template_boot_timeout_seconds
         while wire.read_block0(vm.out_disk, wire.WARM_MAGIC) is None:
             if time.monotonic() > deadline or not vm.is_active():
-                raise RuntimeError(f"template guest for slot {slot.index} never became warm")
+                raise RuntimeError(
+                    f"template guest for slot {slot.index} never became warm "
+                    f"({'stopped' if not vm.is_active() else 'still booting'} after "
+                    f"{time.monotonic() - started:.0f} s; CLEANROOM_TEMPLATE_BOOT_TIMEOUT_SECONDS is "
+                    f"{get_settings().template_boot_timeout_seconds})"
+                )
             time.sleep(0.1)
         vm.save(slot.state_path)
         meta = {
