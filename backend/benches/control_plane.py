@@ -18,7 +18,8 @@ In this process, on one event loop:
   gives, so every latency grows to the number waiting over the rate answered);
 - **people** (two sessions): approve what waits, with the hashes the approval screen shows.
 
-First the hosts alone heartbeat for a while (the API's CPU spent on heartbeats); then a **backlog**
+First the hosts alone heartbeat for a while (`CLEANROOM_BENCH_CP_QUIET_SECONDS`, a third of the load's seconds
+within 5 to 20; the API's CPU spent on heartbeats); then a **backlog**
 (`CLEANROOM_BENCH_CP_BACKLOG`, 200 runs proposed and approved before any host takes a job) is worked off, the
 dispatcher's own rate: every slot is busy, so each run is handed out only when another's result frees a slot;
 then everything runs. Reported
@@ -568,7 +569,7 @@ async def _bench(
 
     _mcp_parts()
     # phase 1: the hosts alone
-    quiet = min(20.0, max(5.0, seconds / 3))
+    quiet = float(os.environ.get("CLEANROOM_BENCH_CP_QUIET_SECONDS", min(20.0, max(5.0, seconds / 3))))
     _phase(f"{hosts_n} hosts heartbeat alone for {quiet:.0f} s")
     cpu0, t0 = sampler.cpu_seconds(), time.monotonic()
     await asyncio.sleep(quiet)

@@ -54,15 +54,31 @@ async def _second_request_after_idle(keep_alive: float) -> bytes:
         await serving
 
 
+DEFAULT = uvicorn.Config(_ok).timeout_keep_alive
+
+
+@pytest.fixture(scope="module")
+def answers() -> dict[float, bytes]:
+    """Both servers' second requests, their idle waits side by side (each its own server and connection)."""
+
+    async def both() -> list[bytes]:
+        return list(
+            await asyncio.gather(*(_second_request_after_idle(k) for k in (KEEP_ALIVE_SECONDS, DEFAULT)))
+        )
+
+    kept, default = asyncio.run(both())
+    return {KEEP_ALIVE_SECONDS: kept, DEFAULT: default}
+
+
 def test_the_api_keeps_idle_connections_longer_than_httpx_does() -> None:
     assert KEEP_ALIVE_SECONDS > IDLE > httpx.Limits().keepalive_expiry
 
 
-async def test_a_request_after_httpxs_keep_alive_is_answered_on_the_same_connection() -> None:
-    assert (await _second_request_after_idle(KEEP_ALIVE_SECONDS)).startswith(b"HTTP/1.1 200")
+def test_a_request_after_httpxs_keep_alive_is_answered_on_the_same_connection(answers) -> None:
+    assert answers[KEEP_ALIVE_SECONDS].startswith(b"HTTP/1.1 200")
 
 
-@pytest.mark.parametrize("default", [uvicorn.Config(_ok).timeout_keep_alive])
-async def test_control_with_uvicorns_default_the_connection_is_closed_by_then(default: float) -> None:
+@pytest.mark.parametrize("default", [DEFAULT])
+def test_control_with_uvicorns_default_the_connection_is_closed_by_then(answers, default: float) -> None:
     assert default < IDLE
-    assert await _second_request_after_idle(default) == b""  # closed: no answer
+    assert answers[default] == b""  # closed: no answer

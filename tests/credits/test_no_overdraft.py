@@ -32,8 +32,9 @@ ASKERS = ("alice@acme.example", "bob@acme.example")  # ten each: within the cap 
 
 async def _propose(client: Any, count: int) -> list[dict[str, Any]]:
     proposed = []
+    tokens = [await token_for(client, asker) for asker in ASKERS[:count]]  # one each, as an assistant holds
     for i in range(count):
-        token = await token_for(client, ASKERS[i % len(ASKERS)])
+        token = tokens[i % len(tokens)]
         r = await client.post("/api/runs", json=proposal(title=f"run {i}", limits=LIMITS), headers=token)
         assert r.status_code == 201, r.text
         proposed.append(r.json())
