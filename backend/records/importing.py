@@ -474,6 +474,8 @@ async def import_file(
                     subject_id=dataset.id,
                     data={"file_sha256": sha256, "file_kind": stream.kind, **report.summary()},
                 )
+            # committed: the planner told of a large load before the next import looks rows up by key
+            await defined.refresh_statistics(dataset, report.added)
     except ImportRefused as exc:
         raise Invalid(str(exc), code="import_refused") from exc
     finally:

@@ -441,6 +441,8 @@ async def sync_dataset(dataset: DefinedDataset, *, actor: str) -> dict[str, Any]
             data={"reason": reason},
         )
         raise SyncRefused(reason) from None
+    # committed: the planner told of a large load before the next sync looks rows up by key
+    await defined.refresh_statistics(dataset, report.added)
     return {"status": "ok", **report.as_dict()}
 
 
