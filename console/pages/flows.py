@@ -454,18 +454,12 @@ class FlowView(widgets.LoadedView[FlowDetail]):
             await self.load()
 
     def ask_reject_reason(self) -> None:
-        with ui.dialog() as dialog, ui.card().classes("w-96"):
-            ui.label("Reject this flow (every step)").classes("text-lg")
-            reason = ui.textarea("Reason (shown to the assistant)").classes("w-full").mark("reject-reason")
-
-            async def confirm() -> None:
-                result = await widgets.call(self.api.reject_flow(self.flow_id, reason.value.strip()))
-                dialog.close()
-                if result is not FAILED:
-                    ui.notify("Rejected.", type="info")
-                    await self.load()
-
-            with ui.row().classes("justify-end w-full"):
-                ui.button("Cancel", on_click=dialog.close).props("flat")
-                ui.button("Reject", on_click=confirm).props("color=negative").mark("confirm-reject")
-        dialog.open()
+        widgets.reason_dialog(
+            "Reject this flow (every step)",
+            field="Reason (shown to the assistant)",
+            button="Reject",
+            mark="reject",
+            send=lambda reason: self.api.reject_flow(self.flow_id, reason),
+            done="Rejected.",
+            after=self.load,
+        )

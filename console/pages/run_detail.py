@@ -296,44 +296,29 @@ class RunView(widgets.LoadedView[RunDetail]):
 
     async def ask_acknowledge_reason(self, index: int, finding: Finding) -> None:
         """An admin marks a finding expected here (for this cell in this column, until the cell changes)."""
-        with ui.dialog() as dialog, ui.card().classes("w-96"):
-            ui.label("Expected here").classes("text-lg")
-            ui.label(
-                f"{widgets.location(finding)}: this cell will still be shown, marked as acknowledged, on every "
-                "run until it changes. The reason is audited."
-            ).classes("text-sm")
-            reason = ui.textarea("Why is this expected here?").classes("w-full").mark("acknowledge-reason")
-
-            async def confirm() -> None:
-                result = await widgets.call(
-                    self.api.acknowledge_finding(self.run_id, index, reason.value.strip())
-                )
-                dialog.close()
-                if result is not FAILED:
-                    ui.notify("Acknowledged.", type="info")
-                    await self.load()
-
-            with ui.row().classes("justify-end w-full"):
-                ui.button("Cancel", on_click=dialog.close).props("flat")
-                ui.button("Acknowledge", on_click=confirm).props("color=primary").mark("confirm-acknowledge")
-        dialog.open()
+        widgets.reason_dialog(
+            "Expected here",
+            explain=f"{widgets.location(finding)}: this cell will still be shown, marked as acknowledged, on "
+            "every run until it changes. The reason is audited.",
+            field="Why is this expected here?",
+            button="Acknowledge",
+            mark="acknowledge",
+            color="primary",
+            send=lambda reason: self.api.acknowledge_finding(self.run_id, index, reason),
+            done="Acknowledged.",
+            after=self.load,
+        )
 
     def ask_reject_reason(self) -> None:
-        with ui.dialog() as dialog, ui.card().classes("w-96"):
-            ui.label("Reject this run").classes("text-lg")
-            reason = ui.textarea("Reason (shown to the assistant)").classes("w-full").mark("reject-reason")
-
-            async def confirm() -> None:
-                result = await widgets.call(self.api.reject(self.run_id, reason.value.strip()))
-                dialog.close()
-                if result is not FAILED:
-                    ui.notify("Rejected.", type="info")
-                    await self.load()
-
-            with ui.row().classes("justify-end w-full"):
-                ui.button("Cancel", on_click=dialog.close).props("flat")
-                ui.button("Reject", on_click=confirm).props("color=negative").mark("confirm-reject")
-        dialog.open()
+        widgets.reason_dialog(
+            "Reject this run",
+            field="Reason (shown to the assistant)",
+            button="Reject",
+            mark="reject",
+            send=lambda reason: self.api.reject(self.run_id, reason),
+            done="Rejected.",
+            after=self.load,
+        )
 
     def outcome(self, run: RunDetail) -> None:
         result = run.result

@@ -47,6 +47,7 @@ from console.widgets.outputs import (
     printed_output,
     timings_text,
 )
+from console.widgets.reason import reason_dialog
 from console.widgets.status import ACTIVE_STATUSES, NO_OUTPUTS, RUN_STATUSES, STATUS_COLORS, status_badge
 from console.widgets.text import human_bytes, number, pre, reveal_invisible, run_title, section, when
 
@@ -99,6 +100,7 @@ __all__ = [
     "outputs_section",
     "pre",
     "pretty_json",
+    "reason_dialog",
     "printed_output",
     "reveal_invisible",
     "run_title",
