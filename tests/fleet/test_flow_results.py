@@ -18,8 +18,7 @@ import pytest
 from backend.fleet import service, transfer
 from backend.flows import progress
 from backend.runs.tables import Run, RunStatus
-from tests.flows.conftest import hannah_in_east  # noqa: F401 - a fixture, which the next needs
-from tests.flows.test_flow_tags import hannah_under_maria  # noqa: F401 - a fixture
+from tests.flows.conftest import hannah_in_east, hannah_under_maria  # noqa: F401 - fixtures
 from tests.support.flows import (
     HANNAH,
     MARIA,

@@ -65,12 +65,6 @@ print("copied")
 """
 
 
-@pytest.fixture
-async def hannah_under_maria(hannah_in_east: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """hannah (HR) in team East under maria (no HR), and the VM stand-in in place."""
-    monkeypatch.setattr(sandbox, "run_code", host_vm)
-
-
 async def run_flow(client: Any, body: dict[str, Any]) -> dict[str, Any]:
     """hannah's assistant proposes, hannah approves as a person, the worker runs every step."""
     token = await token_for(client, HANNAH)
